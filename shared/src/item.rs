@@ -1,0 +1,183 @@
+//! Item helpers shared by the protocols: JSON ↔ attribute values, canonical keys, item sizes.
+//!
+//! Values arrive as plain JSON and are marshalled as the DocumentClient does (strings → `S`,
+//! numbers → `N`, booleans → `BOOL`, `null` → `NULL`, arrays → `L`, objects → `M`) through
+//! `serde_dynamo`.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::{Map, Value};
+
+/// A DynamoDB item as the SDK sees it.
+pub type Item = HashMap<String, AttributeValue>;
+
+/// DynamoDB's item size limit (400 KB).
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+
+/// A JSON object key (`{"PK":"User#1","SK":"Movie#A"}`) that was checked to be usable as an
+/// item key: non-empty, every value a non-empty string or a number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemKey {
+    json: Map<String, Value>,
+    canonical: String,
+}
+
+impl ItemKey {
+    /// Validate a JSON key. The error is a human-readable reason.
+    pub fn from_json(value: &Value) -> Result<ItemKey, String> {
+        let Some(obj) = value.as_object() else {
+            return Err("`key` must be an object of key attributes".into());
+        };
+        if obj.is_empty() {
+            return Err("`key` has no attributes".into());
+        }
+        if obj.len() > 2 {
+            return Err(format!(
+                "`key` has {} attributes; a DynamoDB key has one or two",
+                obj.len()
+            ));
+        }
+        for (name, v) in obj {
+            match v {
+                Value::String(s) if !s.is_empty() => {}
+                Value::Number(_) => {}
+                _ => {
+                    return Err(format!(
+                        "key attribute `{name}` must be a non-empty string or a number"
+                    ))
+                }
+            }
+        }
+        Ok(ItemKey {
+            canonical: canonical_json(value),
+            json: obj.clone(),
+        })
+    }
+
+    /// The key's attributes as JSON.
+    pub fn json(&self) -> &Map<String, Value> {
+        &self.json
+    }
+
+    /// A canonical string identifying the key (sorted attribute names).
+    pub fn canonical(&self) -> &str {
+        &self.canonical
+    }
+
+    /// The key as attribute values.
+    pub fn to_item(&self) -> Result<Item, serde_dynamo::Error> {
+        serde_dynamo::to_item(&self.json)
+    }
+}
+
+/// JSON with object keys sorted at every level: equal values give equal strings whatever the
+/// order of their fields.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                if let Some(v) = map.get(k) {
+                    write_canonical(v, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// The size DynamoDB accounts for an item, following the published rules: attribute names and
+/// strings count their UTF-8 bytes, numbers about one byte per two significant digits plus
+/// one, binaries their bytes, booleans and nulls one byte, lists and maps three bytes plus
+/// one byte per element.
+pub fn item_size(item: &Item) -> usize {
+    item.iter()
+        .map(|(name, v)| name.len() + value_size(v))
+        .sum()
+}
+
+fn value_size(value: &AttributeValue) -> usize {
+    match value {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => number_size(n),
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::Ss(v) => v.iter().map(String::len).sum(),
+        AttributeValue::Ns(v) => v.iter().map(|n| number_size(n)).sum(),
+        AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len()).sum(),
+        AttributeValue::L(v) => 3 + v.iter().map(|e| 1 + value_size(e)).sum::<usize>(),
+        AttributeValue::M(m) => {
+            3 + m
+                .iter()
+                .map(|(k, e)| 1 + k.len() + value_size(e))
+                .sum::<usize>()
+        }
+        _ => 0,
+    }
+}
+
+fn number_size(n: &str) -> usize {
+    let digits = n.chars().filter(char::is_ascii_digit).count();
+    digits.div_ceil(2) + 1
+}
+
+/// Convert an item read from DynamoDB to plain JSON.
+pub fn item_to_json(item: Item) -> Result<Map<String, Value>, serde_dynamo::Error> {
+    serde_dynamo::from_item(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_ignores_field_order() {
+        assert_eq!(
+            canonical_json(&json!({"b":1,"a":{"y":[1,2],"x":"s"}})),
+            canonical_json(&json!({"a":{"x":"s","y":[1,2]},"b":1}))
+        );
+    }
+
+    #[test]
+    fn keys_must_be_strings_or_numbers() {
+        assert!(ItemKey::from_json(&json!({"PK":"a","SK":2})).is_ok());
+        assert!(ItemKey::from_json(&json!({"PK":""})).is_err());
+        assert!(ItemKey::from_json(&json!({"PK":{"x":1}})).is_err());
+        assert!(ItemKey::from_json(&json!({})).is_err());
+        assert!(ItemKey::from_json(&json!("PK")).is_err());
+    }
+
+    #[test]
+    fn item_size_follows_the_published_rules() {
+        let item: Item =
+            serde_dynamo::to_item(json!({"ab":"xyz","n":12345,"l":[true]})).expect("item");
+        // "ab"+"xyz" = 5, "n" + (3+1) = 5, "l" + 3 + (1 + 1) = 6
+        assert_eq!(item_size(&item), 16);
+    }
+}

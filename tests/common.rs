@@ -1,0 +1,102 @@
+//! Helpers shared by the integration tests (included with `mod common;`).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use serde_json::{Map, Value};
+use shared::dead_letter::DeadLetters;
+use shared::item::{item_to_json, Item};
+use shared::ratchet::{Ratchet, RatchetConfig};
+use shared::source::{Batch, SourceKind, SourcePosition, SourceRecord};
+use shared::writer::Writer;
+
+/// A ratchet writer on fresh template tables, with the given client.
+pub async fn ratchet_writer(client: Client) -> (Writer<Ratchet>, BTreeMap<String, String>) {
+    let tables =
+        shared::testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+    let writer = ratchet_writer_on(client, &tables);
+    (writer, tables)
+}
+
+/// A ratchet writer on existing tables.
+pub fn ratchet_writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
+    Writer {
+        function: "ratchet-writer".into(),
+        protocol: Ratchet::new(client.clone(), RatchetConfig::new(&tables["RatchetTable"])),
+        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
+        deadline_margin: Duration::from_secs(1),
+    }
+}
+
+/// An SQS-shaped batch of JSON bodies with message ids `m<offset + i>`.
+pub fn sqs_batch(bodies: &[Value], offset: usize) -> Batch {
+    Batch {
+        kind: SourceKind::Sqs,
+        records: bodies
+            .iter()
+            .enumerate()
+            .map(|(i, b)| SourceRecord {
+                position: SourcePosition {
+                    kind: SourceKind::Sqs,
+                    source_arn: Some("arn:aws:sqs:us-east-1:1:q".into()),
+                    id: format!("m{}", offset + i),
+                    shard_id: None,
+                    partition_key: None,
+                },
+                body: b.to_string().into_bytes(),
+            })
+            .collect(),
+    }
+}
+
+/// Every raw item of a table (tombstones included), keyed by `PK|SK`.
+pub async fn scan(client: &Client, table: &str) -> BTreeMap<String, Map<String, Value>> {
+    let mut out = BTreeMap::new();
+    let mut start = None;
+    loop {
+        let page = client
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .expect("scan");
+        for item in page.items.unwrap_or_default() {
+            let json = item_to_json(item).expect("item json");
+            let id = format!(
+                "{}|{}",
+                json.get("PK").and_then(Value::as_str).unwrap_or_default(),
+                json.get("SK").and_then(Value::as_str).unwrap_or_default()
+            );
+            out.insert(id, json);
+        }
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return out;
+        }
+    }
+}
+
+/// One raw item.
+pub async fn raw_item(client: &Client, table: &str, key: Item) -> Option<Map<String, Value>> {
+    client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get")
+        .item
+        .map(|i| item_to_json(i).expect("json"))
+}
+
+/// Load a fixture from `events/`.
+pub fn fixture(name: &str) -> Value {
+    let path = shared::testing::workspace_root().join("events").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("fixture is JSON")
+}
