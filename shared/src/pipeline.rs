@@ -224,6 +224,7 @@ fn log_summary(function: &str, kind: SourceKind, s: &BatchSummary) {
         deferred = s.count("deferred"),
         write_calls = s.write_calls,
         reported_failures = s.reported_failures,
+        outcomes = %serde_json::to_string(&s.outcomes).unwrap_or_default(),
         "batch summary"
     );
 }

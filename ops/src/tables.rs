@@ -1,0 +1,70 @@
+//! `create-tables`, `scan`, `show`.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use shared::item::item_to_json;
+
+use crate::args::Args;
+
+pub async fn create(mut args: Args) -> Result<(), String> {
+    let template = PathBuf::from(args.option("template").unwrap_or_else(|| "template.yaml".into()));
+    let prefix = args.option("prefix").unwrap_or_default();
+    let only = args.positionals();
+    let only: Vec<&str> = only.iter().map(String::as_str).collect();
+    let client = shared::store::client_from_env().await;
+    let created = shared::provision::create_template_tables(&client, &template, &prefix, &only)
+        .await
+        .map_err(|e| e.to_string())?;
+    for (logical, name) in created {
+        println!("created {name} (template resource {logical})");
+    }
+    Ok(())
+}
+
+pub async fn scan(mut args: Args, readable: bool) -> Result<(), String> {
+    let table = args.next_positional().ok_or("which table?")?;
+    let client = shared::store::client_from_env().await;
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let page = client
+            .scan()
+            .table_name(&table)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| shared::error::StoreError::from_sdk("Scan", e).to_string())?;
+        for item in page.items.unwrap_or_default() {
+            items.push(item_to_json(item).map_err(|e| e.to_string())?);
+        }
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            break;
+        }
+    }
+    items.sort_by_key(|i| shared::item::canonical_json(&Value::Object(i.clone())));
+    if !readable {
+        for item in items {
+            println!("{}", Value::Object(item));
+        }
+        return Ok(());
+    }
+    println!("{table}: {} item(s)", items.len());
+    for item in items {
+        let mut fields: Vec<String> = item
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let v = if v.len() > 40 { format!("{}…", &v[..v.char_indices().nth(39).map_or(v.len(), |(i, _)| i)]) } else { v };
+                format!("{k}={v}")
+            })
+            .collect();
+        fields.sort();
+        println!("  {}", fields.join("  "));
+    }
+    Ok(())
+}

