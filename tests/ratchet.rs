@@ -552,7 +552,7 @@ async fn nothing_is_started_after_the_deadline() {
     let report = w
         .handle_batch(
             &batch,
-            Deadline::from_epoch_ms(1, std::time::Duration::ZERO),
+            Deadline::from_epoch_ms(1_700_000_000_000, std::time::Duration::ZERO),
         )
         .await;
 

@@ -12,10 +12,6 @@ impl Args {
         Args { rest: std::env::args().skip(1).collect() }
     }
 
-    pub fn from_vec(v: Vec<String>) -> Self {
-        Args { rest: v.into() }
-    }
-
     /// The next argument that is not an option.
     pub fn next_positional(&mut self) -> Option<String> {
         let i = self.positional_index()?;

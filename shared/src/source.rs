@@ -220,11 +220,19 @@ impl Deadline {
     }
 
     /// Stop `margin` before the invocation deadline given in epoch milliseconds (`0`: none).
+    ///
+    /// A value too small to be an epoch time (before 2001) is read as a budget in milliseconds
+    /// from now: `cargo lambda watch` sends the function timeout (e.g. `600000`) that way.
     pub fn from_epoch_ms(deadline_ms: u64, margin: Duration) -> Self {
+        const EPOCH_2001_MS: u64 = 978_307_200_000;
         if deadline_ms == 0 {
             return Self::none();
         }
-        let at = UNIX_EPOCH + Duration::from_millis(deadline_ms);
+        let at = if deadline_ms < EPOCH_2001_MS {
+            SystemTime::now() + Duration::from_millis(deadline_ms)
+        } else {
+            UNIX_EPOCH + Duration::from_millis(deadline_ms)
+        };
         Deadline {
             stop_at: Some(at.checked_sub(margin).unwrap_or(UNIX_EPOCH)),
         }
@@ -241,6 +249,11 @@ impl Deadline {
     pub fn expired(&self) -> bool {
         self.stop_at.is_some_and(|at| SystemTime::now() >= at)
     }
+}
+
+/// The current time in epoch milliseconds.
+pub fn epoch_millis() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// The current time in whole epoch seconds.
@@ -289,6 +302,10 @@ mod tests {
     #[test]
     fn context_without_deadline_never_expires() {
         assert!(!Deadline::from_epoch_ms(0, Duration::from_secs(1)).expired());
-        assert!(Deadline::from_epoch_ms(1, Duration::from_secs(1)).expired());
+        assert!(Deadline::from_epoch_ms(1_700_000_000_000, Duration::from_secs(1)).expired());
+        assert!(!Deadline::from_epoch_ms(epoch_millis() + 60_000, Duration::from_secs(1)).expired());
+        // `cargo lambda watch` sends the timeout, not an epoch time.
+        assert!(!Deadline::from_epoch_ms(600_000, Duration::from_secs(1)).expired());
+        assert!(Deadline::from_epoch_ms(500, Duration::from_secs(1)).expired());
     }
 }

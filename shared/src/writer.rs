@@ -53,6 +53,12 @@ impl<P: Protocol> Writer<P> {
     /// Handle one invocation: the partial batch response.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
         let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
+        tracing::debug!(
+            request_id = %event.context.request_id,
+            deadline_ms = event.context.deadline,
+            now_ms = crate::source::epoch_millis(),
+            "invocation"
+        );
         Ok(self
             .handle_batch(&Batch::from_event(event.payload)?, deadline)
             .await

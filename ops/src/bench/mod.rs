@@ -33,6 +33,7 @@ pub fn peak_rss_kib() -> Option<u64> {
 pub fn spawn_worker(args: &[String]) -> Result<serde_json::Value, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = std::process::Command::new(exe)
+        .env("AWS_ENDPOINT_URL_DYNAMODB", shared::testing::endpoint())
         .arg("bench-worker")
         .args(args)
         .output()

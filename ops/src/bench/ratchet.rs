@@ -1,10 +1,163 @@
-//! Ratchet writer benchmark (filled in below).
+//! Ratchet writer benchmark: N records over K keys, shuffled, with a share of duplicates,
+//! written (a) by the pipeline with coalescing and concurrency, (b) as the seed did: one
+//! conditional PutItem per record, sequentially.
+
+use std::time::Instant;
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use shared::dead_letter::DeadLetters;
+use shared::ratchet::{Ratchet, RatchetConfig};
+use shared::source::{Batch, Deadline, SourceKind, SourcePosition, SourceRecord};
+use shared::testing::{client_with, template_tables, FaultInjector};
+use shared::writer::Writer;
+
+use super::{peak_rss_kib, spawn_worker};
 use crate::args::Args;
 
-pub async fn run(_args: Args) -> Result<(), String> {
-    Err("not yet".into())
+pub async fn run(mut args: Args) -> Result<(), String> {
+    let sizes = args.option("records").unwrap_or_else(|| "1000,10000".into());
+    let keys: usize = args.parsed("keys", 100)?;
+    let dup: f64 = args.parsed("duplicates", 0.1)?;
+    let concurrency: usize = args.parsed("concurrency", shared::ratchet::DEFAULT_CONCURRENCY)?;
+    println!("ratchet-writer benchmark against DynamoDB Local ({})", shared::testing::endpoint());
+    println!(
+        "records over {keys} keys, shuffled, {:.0}% duplicates; one batch per run; {concurrency} keys written at once",
+        dup * 100.0
+    );
+    println!();
+    println!(
+        "{:<10} {:>8} {:>6} {:>10} {:>11} {:>10} {:>12} {:>13} {:>13}",
+        "mode", "records", "keys", "time_ms", "records/s", "put_calls", "calls/record", "distinct/rec", "peak_rss_MiB"
+    );
+    // DynamoDB Local is a JVM: warm it up so the first measured run is not its JIT time.
+    for mode in ["coalesced", "baseline"] {
+        spawn_worker(&["ratchet".into(), mode.into(), "2000".into(), keys.to_string(), dup.to_string(), concurrency.to_string()])?;
+    }
+    for n in sizes.split(',').filter_map(|s| s.trim().parse::<usize>().ok()) {
+        let mut rates = Vec::new();
+        for mode in ["coalesced", "baseline"] {
+            let r = spawn_worker(&[
+                "ratchet".into(),
+                mode.into(),
+                n.to_string(),
+                keys.to_string(),
+                dup.to_string(),
+                concurrency.to_string(),
+            ])?;
+            let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            println!(
+                "{:<10} {:>8} {:>6} {:>10.0} {:>11.0} {:>10.0} {:>12.3} {:>13.3} {:>13.1}",
+                mode,
+                n,
+                keys,
+                num("millis"),
+                num("records_per_s"),
+                num("put_calls"),
+                num("put_calls") / n as f64,
+                num("distinct_keys") / n as f64,
+                num("peak_rss_kib") / 1024.0
+            );
+            rates.push(num("records_per_s"));
+        }
+        if let [fast, slow] = rates[..] {
+            println!("{:<10} {n:>8}: coalesced is {:.1}x the baseline's records/s", "speedup", fast / slow.max(f64::MIN_POSITIVE));
+        }
+    }
+    Ok(())
 }
 
-pub async fn worker(_args: Args) -> Result<(), String> {
-    Err("not yet".into())
+/// Deterministic records: `n` records over `keys` keys, a `dup` share being exact copies.
+fn records(n: usize, keys: usize, dup: f64) -> Vec<Value> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    let unique = ((n as f64) * (1.0 - dup)).round() as usize;
+    let mut out: Vec<Value> = (0..unique)
+        .map(|i| {
+            let k = i % keys;
+            if rng.random_bool(0.05) {
+                json!({"op":"delete","key":{"PK":format!("user#{k}"),"SK":"profile"},"ts":1_700_000_000_000u64 + i as u64})
+            } else {
+                json!({"op":"put","key":{"PK":format!("user#{k}"),"SK":"profile"},"ts":1_700_000_000_000u64 + i as u64,
+                       "item":{"rating": rng.random_range(1..=5), "note": format!("record {i}")}})
+            }
+        })
+        .collect();
+    while out.len() < n {
+        let i = rng.random_range(0..unique.max(1));
+        out.push(out[i].clone());
+    }
+    out.shuffle(&mut rng);
+    out
+}
+
+pub async fn worker(mut args: Args) -> Result<(), String> {
+    let mode = args.next_positional().ok_or("mode")?;
+    let n: usize = args.next_positional().and_then(|v| v.parse().ok()).ok_or("records")?;
+    let keys: usize = args.next_positional().and_then(|v| v.parse().ok()).ok_or("keys")?;
+    let dup: f64 = args.next_positional().and_then(|v| v.parse().ok()).ok_or("duplicates")?;
+    let concurrency: usize = args.next_positional().and_then(|v| v.parse().ok()).ok_or("concurrency")?;
+
+    let counter = FaultInjector::counting();
+    let client = client_with(Some(counter.clone()), 3);
+    let tables = template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+    let writer = Writer {
+        function: "ratchet-writer".to_string(),
+        protocol: Ratchet::new(
+            client.clone(),
+            RatchetConfig { concurrency, ..RatchetConfig::new(&tables["RatchetTable"]) },
+        ),
+        dead_letters: DeadLetters::new(client.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
+        deadline_margin: std::time::Duration::from_secs(1),
+    };
+    let bodies = records(n, keys, dup);
+    let batch = Batch {
+        kind: SourceKind::Kinesis,
+        records: bodies
+            .iter()
+            .enumerate()
+            .map(|(i, b)| SourceRecord {
+                position: SourcePosition {
+                    kind: SourceKind::Kinesis,
+                    source_arn: None,
+                    id: format!("{:020}", i),
+                    shard_id: None,
+                    partition_key: None,
+                },
+                body: b.to_string().into_bytes(),
+            })
+            .collect(),
+    };
+    let before = counter.calls_of("PutItem");
+    let started = Instant::now();
+    match mode.as_str() {
+        "coalesced" => {
+            let report = writer.handle_batch(&batch, Deadline::none()).await;
+            if report.summary.reported_failures > 0 {
+                return Err(format!("{} records failed", report.summary.reported_failures));
+            }
+        }
+        "baseline" => {
+            for record in &batch.records {
+                let parsed = writer.protocol.parse_record(&record.body).map_err(|e| e.to_string())?;
+                writer.protocol.write(&parsed).await.map_err(|e| e.to_string())?;
+            }
+        }
+        other => return Err(format!("unknown mode {other}")),
+    }
+    let elapsed = started.elapsed();
+    let put_calls = counter.calls_of("PutItem") - before;
+    let distinct: std::collections::BTreeSet<String> =
+        bodies.iter().map(|b| b["key"].to_string()).collect();
+    println!(
+        "{}",
+        json!({
+            "mode": mode, "records": n, "distinct_keys": distinct.len(),
+            "millis": elapsed.as_secs_f64() * 1000.0,
+            "records_per_s": n as f64 / elapsed.as_secs_f64(),
+            "put_calls": put_calls,
+            "peak_rss_kib": peak_rss_kib(),
+        })
+    );
+    Ok(())
 }
