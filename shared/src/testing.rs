@@ -140,11 +140,16 @@ pub fn client() -> Client {
 
 /// A client with an optional interceptor and the given maximum attempts (1 = no SDK retry).
 pub fn client_with(interceptor: Option<FaultInjector>, max_attempts: u32) -> Client {
+    client_for(&endpoint(), interceptor, max_attempts)
+}
+
+/// Like [`client_with`], for another endpoint (e.g. a proxy in front of DynamoDB Local).
+pub fn client_for(endpoint: &str, interceptor: Option<FaultInjector>, max_attempts: u32) -> Client {
     let mut builder = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-        .endpoint_url(endpoint())
+        .endpoint_url(endpoint)
         .retry_config(
             RetryConfig::standard()
                 .with_max_attempts(max_attempts)

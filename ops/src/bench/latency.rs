@@ -1,0 +1,51 @@
+//! A loopback TCP proxy that delays each response DynamoDB Local sends back by a fixed time: a
+//! stand-in for the network round trip to a regional endpoint, which DynamoDB Local on the same
+//! machine does not have. Used only by benchmarks, to show what concurrency across keys buys
+//! where calls wait on the network rather than on DynamoDB Local's single-writer storage.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Start the proxy in front of `upstream`; returns its address.
+pub async fn start(upstream: SocketAddr, delay: Duration) -> Result<SocketAddr, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(server) = TcpStream::connect(upstream).await else {
+                    return;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                let up = tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+                });
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut last = std::time::Instant::now();
+                loop {
+                    match server_read.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            // Delay the start of each response once, not each of its chunks.
+                            if last.elapsed() > Duration::from_millis(1) {
+                                tokio::time::sleep(delay).await;
+                            }
+                            last = std::time::Instant::now();
+                            if client_write.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                up.abort();
+            });
+        }
+    });
+    Ok(addr)
+}
