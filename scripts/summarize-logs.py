@@ -24,6 +24,8 @@ for line in sys.stdin:
             except ValueError:
                 pass
         print("   summary: " + ", ".join("%s=%s" % kv for kv in sorted(counts.items())))
+    elif "AWS_LAMBDA_MAX_CONCURRENCY" in message:
+        continue  # the runtime's note about cargo lambda watch's setting, not ours
     elif level in ("WARN", "ERROR"):
         detail = {k: v for k, v in entry.items() if k in ("record_id", "reason_code", "error")}
         print("   %s: %s %s" % (level.lower(), message, json.dumps(detail)))

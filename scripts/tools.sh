@@ -21,7 +21,8 @@ if ! command -v cargo-lambda >/dev/null 2>&1; then
 fi
 
 # cfn-lint 1.51/1.52 runs the SAM transform; later versions skip it and pass broken templates.
-if ! python3 -m pip show cfn-lint 2>/dev/null | grep -qE '^Version: 1\.5[12]\.'; then
+cfn_version=$(python3 -m pip show cfn-lint 2>/dev/null | sed -n 's/^Version: //p')
+if [[ ! "$cfn_version" =~ ^1\.5[12]\. ]]; then
   echo "tools: installing cfn-lint==1.52.0 (PyPI)"
   python3 -m pip install -q 'cfn-lint==1.52.0'
 fi
