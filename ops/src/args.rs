@@ -9,7 +9,9 @@ pub struct Args {
 
 impl Args {
     pub fn from_env() -> Self {
-        Args { rest: std::env::args().skip(1).collect() }
+        Args {
+            rest: std::env::args().skip(1).collect(),
+        }
     }
 
     /// The next argument that is not an option.
@@ -44,13 +46,16 @@ impl Args {
     }
 
     pub fn required(&mut self, name: &str) -> Result<String, String> {
-        self.option(name).ok_or_else(|| format!("--{name} is required"))
+        self.option(name)
+            .ok_or_else(|| format!("--{name} is required"))
     }
 
     pub fn parsed<T: std::str::FromStr>(&mut self, name: &str, default: T) -> Result<T, String> {
         match self.option(name) {
             None => Ok(default),
-            Some(v) => v.parse().map_err(|_| format!("--{name}: cannot parse {v:?}")),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("--{name}: cannot parse {v:?}")),
         }
     }
 }

@@ -9,7 +9,9 @@ use shared::writer::Writer;
 use crate::args::Args;
 
 pub async fn run(mut args: Args) -> Result<(), String> {
-    let action = args.next_positional().ok_or("dead-letters: list, export or replay?")?;
+    let action = args
+        .next_positional()
+        .ok_or("dead-letters: list, export or replay?")?;
     let table = args.required("table")?;
     let function = args.required("function")?;
     let client = shared::store::client_from_env().await;
@@ -30,12 +32,16 @@ pub async fn run(mut args: Args) -> Result<(), String> {
             Ok(())
         }
         "export" => {
-            println!("{}", serde_json::to_string_pretty(&sqs_event(&kept)).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&sqs_event(&kept)).map_err(|e| e.to_string())?
+            );
             Ok(())
         }
         "replay" => match function.as_str() {
             "ratchet-writer" => {
-                let mut writer = shared::writer::ratchet_writer_from_env(client).map_err(|e| e.to_string())?;
+                let mut writer =
+                    shared::writer::ratchet_writer_from_env(client).map_err(|e| e.to_string())?;
                 writer.dead_letters = letters.clone();
                 replay(&writer, &letters, kept).await
             }
@@ -61,7 +67,11 @@ fn sqs_event(letters: &[DeadLetter]) -> Value {
     json!({ "Records": records })
 }
 
-async fn replay<P: Protocol>(writer: &Writer<P>, letters: &DeadLetters, kept: Vec<DeadLetter>) -> Result<(), String> {
+async fn replay<P: Protocol>(
+    writer: &Writer<P>,
+    letters: &DeadLetters,
+    kept: Vec<DeadLetter>,
+) -> Result<(), String> {
     let (mut done, mut still) = (0, 0);
     for kind in [SourceKind::Kinesis, SourceKind::Sqs] {
         let group: Vec<&DeadLetter> = kept.iter().filter(|l| l.position.kind == kind).collect();
@@ -72,7 +82,10 @@ async fn replay<P: Protocol>(writer: &Writer<P>, letters: &DeadLetters, kept: Ve
             kind,
             records: group
                 .iter()
-                .map(|l| SourceRecord { position: l.position.clone(), body: l.payload.clone() })
+                .map(|l| SourceRecord {
+                    position: l.position.clone(),
+                    body: l.payload.clone(),
+                })
                 .collect(),
         };
         let report = writer.handle_batch(&batch, Deadline::none()).await;

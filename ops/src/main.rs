@@ -31,7 +31,9 @@ async fn main() -> ExitCode {
         Some("dead-letters") => dead_letters::run(args).await,
         Some("bench") => bench::run(args).await,
         Some("bench-worker") => bench::worker(args).await,
-        other => Err(format!("unknown command {other:?}; see the usage in ops/src/main.rs or the README")),
+        other => Err(format!(
+            "unknown command {other:?}; see the usage in ops/src/main.rs or the README"
+        )),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

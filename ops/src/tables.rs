@@ -8,7 +8,10 @@ use shared::item::item_to_json;
 use crate::args::Args;
 
 pub async fn create(mut args: Args) -> Result<(), String> {
-    let template = PathBuf::from(args.option("template").unwrap_or_else(|| "template.yaml".into()));
+    let template = PathBuf::from(
+        args.option("template")
+            .unwrap_or_else(|| "template.yaml".into()),
+    );
     let prefix = args.option("prefix").unwrap_or_default();
     let only = args.positionals();
     let only: Vec<&str> = only.iter().map(String::as_str).collect();
@@ -59,7 +62,14 @@ pub async fn scan(mut args: Args, readable: bool) -> Result<(), String> {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                let v = if v.len() > 40 { format!("{}…", &v[..v.char_indices().nth(39).map_or(v.len(), |(i, _)| i)]) } else { v };
+                let v = if v.len() > 40 {
+                    format!(
+                        "{}…",
+                        &v[..v.char_indices().nth(39).map_or(v.len(), |(i, _)| i)]
+                    )
+                } else {
+                    v
+                };
                 format!("{k}={v}")
             })
             .collect();

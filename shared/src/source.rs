@@ -253,7 +253,10 @@ impl Deadline {
 
 /// The current time in epoch milliseconds.
 pub fn epoch_millis() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// The current time in whole epoch seconds.
@@ -303,7 +306,9 @@ mod tests {
     fn context_without_deadline_never_expires() {
         assert!(!Deadline::from_epoch_ms(0, Duration::from_secs(1)).expired());
         assert!(Deadline::from_epoch_ms(1_700_000_000_000, Duration::from_secs(1)).expired());
-        assert!(!Deadline::from_epoch_ms(epoch_millis() + 60_000, Duration::from_secs(1)).expired());
+        assert!(
+            !Deadline::from_epoch_ms(epoch_millis() + 60_000, Duration::from_secs(1)).expired()
+        );
         // `cargo lambda watch` sends the timeout, not an epoch time.
         assert!(!Deadline::from_epoch_ms(600_000, Duration::from_secs(1)).expired());
         assert!(Deadline::from_epoch_ms(500, Duration::from_secs(1)).expired());

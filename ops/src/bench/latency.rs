@@ -11,7 +11,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// Start the proxy in front of `upstream`; returns its address.
 pub async fn start(upstream: SocketAddr, delay: Duration) -> Result<SocketAddr, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {

@@ -17,12 +17,17 @@ use super::{peak_rss_kib, spawn_worker};
 use crate::args::Args;
 
 pub async fn run(mut args: Args) -> Result<(), String> {
-    let sizes = args.option("records").unwrap_or_else(|| "1000,10000".into());
+    let sizes = args
+        .option("records")
+        .unwrap_or_else(|| "1000,10000".into());
     let keys: usize = args.parsed("keys", 100)?;
     let dup: f64 = args.parsed("duplicates", 0.1)?;
     let concurrency: usize = args.parsed("concurrency", shared::ratchet::DEFAULT_CONCURRENCY)?;
     let latency_ms: u64 = args.parsed("latency-ms", 5)?;
-    println!("ratchet-writer benchmark against DynamoDB Local ({})", shared::testing::endpoint());
+    println!(
+        "ratchet-writer benchmark against DynamoDB Local ({})",
+        shared::testing::endpoint()
+    );
     println!(
         "records over {keys} keys, shuffled, {:.0}% duplicates; one batch per run; {concurrency} keys written at once",
         dup * 100.0
@@ -46,7 +51,16 @@ pub async fn run(mut args: Args) -> Result<(), String> {
     println!();
     println!(
         "{:<10} {:>8} {:>6} {:>8} {:>10} {:>11} {:>10} {:>12} {:>13} {:>13}",
-        "mode", "records", "keys", "rtt_ms", "time_ms", "records/s", "put_calls", "calls/record", "distinct/rec", "peak_rss_MiB"
+        "mode",
+        "records",
+        "keys",
+        "rtt_ms",
+        "time_ms",
+        "records/s",
+        "put_calls",
+        "calls/record",
+        "distinct/rec",
+        "peak_rss_MiB"
     );
     let mut runs: Vec<(usize, u64)> = sizes
         .split(',')
@@ -114,11 +128,26 @@ fn records(n: usize, keys: usize, dup: f64) -> Vec<Value> {
 
 pub async fn worker(mut args: Args) -> Result<(), String> {
     let mode = args.next_positional().ok_or("mode")?;
-    let n: usize = args.next_positional().and_then(|v| v.parse().ok()).ok_or("records")?;
-    let keys: usize = args.next_positional().and_then(|v| v.parse().ok()).ok_or("keys")?;
-    let dup: f64 = args.next_positional().and_then(|v| v.parse().ok()).ok_or("duplicates")?;
-    let concurrency: usize = args.next_positional().and_then(|v| v.parse().ok()).ok_or("concurrency")?;
-    let latency_ms: u64 = args.next_positional().and_then(|v| v.parse().ok()).ok_or("latency")?;
+    let n: usize = args
+        .next_positional()
+        .and_then(|v| v.parse().ok())
+        .ok_or("records")?;
+    let keys: usize = args
+        .next_positional()
+        .and_then(|v| v.parse().ok())
+        .ok_or("keys")?;
+    let dup: f64 = args
+        .next_positional()
+        .and_then(|v| v.parse().ok())
+        .ok_or("duplicates")?;
+    let concurrency: usize = args
+        .next_positional()
+        .and_then(|v| v.parse().ok())
+        .ok_or("concurrency")?;
+    let latency_ms: u64 = args
+        .next_positional()
+        .and_then(|v| v.parse().ok())
+        .ok_or("latency")?;
 
     let counter = FaultInjector::counting();
     let setup = client_with(None, 3);
@@ -131,16 +160,24 @@ pub async fn worker(mut args: Args) -> Result<(), String> {
             .trim_start_matches("http://")
             .parse()
             .map_err(|e| format!("endpoint {endpoint}: {e}"))?;
-        let proxy = super::latency::start(upstream, std::time::Duration::from_millis(latency_ms)).await?;
+        let proxy =
+            super::latency::start(upstream, std::time::Duration::from_millis(latency_ms)).await?;
         client_for(&format!("http://{proxy}"), Some(counter.clone()), 3)
     };
     let writer = Writer {
         function: "ratchet-writer".to_string(),
         protocol: Ratchet::new(
             client.clone(),
-            RatchetConfig { concurrency, ..RatchetConfig::new(&tables["RatchetTable"]) },
+            RatchetConfig {
+                concurrency,
+                ..RatchetConfig::new(&tables["RatchetTable"])
+            },
         ),
-        dead_letters: DeadLetters::new(client.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
+        dead_letters: DeadLetters::new(
+            client.clone(),
+            &tables["DeadLetterTable"],
+            "ratchet-writer",
+        ),
         deadline_margin: std::time::Duration::from_secs(1),
     };
     let bodies = records(n, keys, dup);
@@ -167,13 +204,23 @@ pub async fn worker(mut args: Args) -> Result<(), String> {
         "coalesced" => {
             let report = writer.handle_batch(&batch, Deadline::none()).await;
             if report.summary.reported_failures > 0 {
-                return Err(format!("{} records failed", report.summary.reported_failures));
+                return Err(format!(
+                    "{} records failed",
+                    report.summary.reported_failures
+                ));
             }
         }
         "baseline" => {
             for record in &batch.records {
-                let parsed = writer.protocol.parse_record(&record.body).map_err(|e| e.to_string())?;
-                writer.protocol.write(&parsed).await.map_err(|e| e.to_string())?;
+                let parsed = writer
+                    .protocol
+                    .parse_record(&record.body)
+                    .map_err(|e| e.to_string())?;
+                writer
+                    .protocol
+                    .write(&parsed)
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
         }
         other => return Err(format!("unknown mode {other}")),
