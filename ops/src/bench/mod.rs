@@ -1,6 +1,7 @@
 //! Benchmarks against DynamoDB Local. Each scenario runs in a child process (`ops bench-worker`)
 //! so that its peak RSS (VmHWM) is the function's own, not the harness's.
 
+mod latency;
 mod ratchet;
 
 use crate::args::Args;
@@ -39,7 +40,10 @@ pub fn spawn_worker(args: &[String]) -> Result<serde_json::Value, String> {
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
-        return Err(format!("worker {args:?} failed: {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "worker {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().ok_or("worker printed nothing")?;
