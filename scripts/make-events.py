@@ -108,3 +108,86 @@ write("ratchet-sqs-duplicates.json", sqs(duplicates, "duplicates"))
 write("ratchet-kinesis-duplicates.json", kinesis(duplicates, first_seq=49590338271490256608559692538361571095921575989136589100))
 write("ratchet-sqs-malformed.json", sqs(malformed, "malformed"))
 write("ratchet-kinesis-malformed.json", kinesis(malformed, first_seq=49590338271490256608559692538361571095921575989136589200))
+
+# ---------------------------------------------------------------- counter-writer
+COUNTER_STREAM = "arn:aws:kinesis:us-east-1:123456789012:stream/CounterStream"
+COUNTER_QUEUE = "arn:aws:sqs:us-east-1:123456789012:CounterQueue"
+
+
+def count(pk, sk, key, **add):
+    return {"key": {"PK": pk, "SK": sk}, "add": add, "idempotencyKey": key}
+
+
+def with_arn(event, arn):
+    for r in event["Records"]:
+        r["eventSourceARN"] = arn
+    return event
+
+
+# Two accounts; acct#42's login event 15.dfc31777 is sent twice by the producer (same key,
+# different message ids), and the second batch repeats one key of the first across batches.
+counter_batch = [
+    count("acct#42", "2024-11-22", "ECloudFrontId/acct42/2024-11-22/15.dfc31777", logins=3, authz=10),
+    count("acct#42", "2024-11-22", "ECloudFrontId/acct42/2024-11-22/15.aa01b2c3", logins=1),
+    count("acct#42", "2024-11-22", "ECloudFrontId/acct42/2024-11-22/15.dfc31777", logins=3, authz=10),
+    count("acct#7", "2024-11-22", "ECloudFrontId/acct7/2024-11-22/09.0badf00d", logins=2, authz=5),
+    count("acct#42", "2024-11-22", "ECloudFrontId/acct42/2024-11-22/16.77e1e2e3", authz=4),
+]
+counter_more = [
+    count("acct#42", "2024-11-22", "ECloudFrontId/acct42/2024-11-22/15.aa01b2c3", logins=1),
+    count("acct#7", "2024-11-22", "ECloudFrontId/acct7/2024-11-22/10.12345678", logins=1),
+    count("acct#42", "2024-11-23", "ECloudFrontId/acct42/2024-11-23/00.feedbeef", logins=1, authz=1),
+]
+counter_malformed = [
+    count("acct#9", "2024-11-22", "ECloudFrontId/acct9/2024-11-22/01.00000001", logins=1),
+    "{not json",
+    {"key": {"PK": "acct#9", "SK": "2024-11-22"}, "add": {"logins": 1}},
+    {"key": {"PK": "acct#9", "SK": "2024-11-22"}, "add": {"logins": 1.5}, "idempotencyKey": "k-float"},
+    {"key": {"PK": "acct#9", "SK": "2024-11-22"}, "add": {"ctr_bucket": 1}, "idempotencyKey": "k-reserved"},
+    {"key": {"PK": "acct#9", "SK": "2024-11-22"}, "add": {}, "idempotencyKey": "k-empty"},
+]
+
+write("counter-sqs-batch.json", with_arn(sqs(counter_batch, "counter-batch"), COUNTER_QUEUE))
+write("counter-kinesis-batch.json", with_arn(kinesis(counter_batch, first_seq=49590338271490256608559692538361571095921575989136590000), COUNTER_STREAM))
+write("counter-sqs-more.json", with_arn(sqs(counter_more, "counter-more"), COUNTER_QUEUE))
+write("counter-kinesis-more.json", with_arn(kinesis(counter_more, first_seq=49590338271490256608559692538361571095921575989136590100), COUNTER_STREAM))
+write("counter-sqs-malformed.json", with_arn(sqs(counter_malformed, "counter-malformed"), COUNTER_QUEUE))
+write("counter-kinesis-malformed.json", with_arn(kinesis(counter_malformed, first_seq=49590338271490256608559692538361571095921575989136590200), COUNTER_STREAM))
+
+# ---------------------------------------------------------------- transactions
+TX_QUEUE = "arn:aws:sqs:us-east-1:123456789012:TxQueue"
+
+
+def tx_debit(pk, amount):
+    return {"Update": {
+        "TableName": "AccountsTable", "Key": {"PK": pk},
+        "UpdateExpression": "SET #b = #b - :a", "ConditionExpression": "#b >= :a",
+        "ExpressionAttributeNames": {"#b": "balance"}, "ExpressionAttributeValues": {":a": amount}}}
+
+
+def tx_credit(pk, amount):
+    return {"Update": {
+        "TableName": "AccountsTable", "Key": {"PK": pk},
+        "UpdateExpression": "SET #b = #b + :a",
+        "ExpressionAttributeNames": {"#b": "balance"}, "ExpressionAttributeValues": {":a": amount}}}
+
+
+def tx_transfer(tx_id, source, target, amount):
+    return {"txId": tx_id, "requests": [tx_debit(source, amount), tx_credit(target, amount)]}
+
+
+write("tx-transfer.json", with_arn(sqs([tx_transfer("transfer-0001", "alice", "bob", 30)], "tx-transfer"), TX_QUEUE))
+write("tx-overdraft.json", with_arn(sqs([tx_transfer("transfer-0002", "alice", "bob", 500)], "tx-overdraft"), TX_QUEUE))
+write("tx-abandon.json", with_arn(sqs([tx_transfer("transfer-0004", "bob", "carol", 20)], "tx-abandon"), TX_QUEUE))
+write("tx-malformed.json", with_arn(sqs(["{\"txId\": \"transfer-0003\", \"requests\": ["], "tx-malformed"), TX_QUEUE))
+write("tx-sweeper-schedule.json", {
+    "version": "0",
+    "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+    "detail-type": "Scheduled Event",
+    "source": "aws.scheduler",
+    "account": "123456789012",
+    "time": "2026-11-22T03:30:00Z",
+    "region": "us-east-1",
+    "resources": ["arn:aws:scheduler:us-east-1:123456789012:schedule/default/TxSweeperSchedule"],
+    "detail": {},
+})

@@ -365,6 +365,55 @@ async fn each_malformed_kind_is_rejected_with_its_reason_and_kept() {
 }
 
 #[tokio::test]
+async fn dead_letters_are_replayed_after_a_fix_and_removed() {
+    // Given a writer configured with `Version` as its timestamp attribute: a payload setting
+    // `Version` is rejected as reserved, and garbage is rejected as bad JSON.
+    let client = client();
+    let tables =
+        shared::testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+    let mut misconfigured = ratchet_writer_on(client.clone(), &tables);
+    misconfigured.protocol = shared::ratchet::Ratchet::new(
+        client.clone(),
+        shared::ratchet::RatchetConfig {
+            ts_attribute: "Version".into(),
+            ..shared::ratchet::RatchetConfig::new(&tables["RatchetTable"])
+        },
+    );
+    let batch = sqs_batch(
+        &[put("u", "a", 1, json!({"Version": 3})), json!("garbage")],
+        0,
+    );
+    misconfigured.handle_batch(&batch, Deadline::none()).await;
+    assert_eq!(
+        misconfigured.dead_letters.list().await.expect("list").len(),
+        2
+    );
+
+    // When the configuration is fixed and the dead letters are replayed
+    let fixed = ratchet_writer_on(client.clone(), &tables);
+    let report = fixed.replay_dead_letters().await.expect("replay");
+
+    // Then the fixed record is applied and its dead letter removed; the garbage stays.
+    assert_eq!(report.replayed, ["ratchet-writer|sqs|m0"]);
+    assert_eq!(report.still_rejected.len(), 1);
+    assert_eq!(report.still_rejected[0].1.code, "not_an_object");
+    let left = fixed.dead_letters.list().await.expect("list");
+    assert_eq!(
+        left.iter()
+            .map(|l| l.position.id.as_str())
+            .collect::<Vec<_>>(),
+        ["m1"]
+    );
+    let item = fixed
+        .protocol
+        .get(&key("u", "a"), true)
+        .await
+        .expect("get")
+        .expect("applied");
+    assert_eq!(item["Version"], json!(3));
+}
+
+#[tokio::test]
 async fn oversized_item_and_schema_mismatch_are_dead_lettered() {
     let client = client();
     let (w, _) = ratchet_writer(client.clone()).await;

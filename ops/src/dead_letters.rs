@@ -2,8 +2,7 @@
 
 use serde_json::{json, Value};
 use shared::dead_letter::{DeadLetter, DeadLetters};
-use shared::pipeline::{Protocol, RecordResult};
-use shared::source::{Batch, Deadline, SourceKind, SourceRecord};
+use shared::pipeline::Protocol;
 use shared::writer::Writer;
 
 use crate::args::Args;
@@ -43,7 +42,13 @@ pub async fn run(mut args: Args) -> Result<(), String> {
                 let mut writer =
                     shared::writer::ratchet_writer_from_env(client).map_err(|e| e.to_string())?;
                 writer.dead_letters = letters.clone();
-                replay(&writer, &letters, kept).await
+                replay(&writer).await
+            }
+            "counter-writer" => {
+                let mut writer =
+                    shared::counter::counter_writer_from_env(client).map_err(|e| e.to_string())?;
+                writer.dead_letters = letters.clone();
+                replay(&writer).await
             }
             other => Err(format!("replay does not know the function {other:?}")),
         },
@@ -67,46 +72,25 @@ fn sqs_event(letters: &[DeadLetter]) -> Value {
     json!({ "Records": records })
 }
 
-async fn replay<P: Protocol>(
-    writer: &Writer<P>,
-    letters: &DeadLetters,
-    kept: Vec<DeadLetter>,
-) -> Result<(), String> {
-    let (mut done, mut still) = (0, 0);
-    for kind in [SourceKind::Kinesis, SourceKind::Sqs] {
-        let group: Vec<&DeadLetter> = kept.iter().filter(|l| l.position.kind == kind).collect();
-        if group.is_empty() {
-            continue;
-        }
-        let batch = Batch {
-            kind,
-            records: group
-                .iter()
-                .map(|l| SourceRecord {
-                    position: l.position.clone(),
-                    body: l.payload.clone(),
-                })
-                .collect(),
-        };
-        let report = writer.handle_batch(&batch, Deadline::none()).await;
-        for (letter, result) in group.iter().zip(&report.results) {
-            match result {
-                RecordResult::Done(_) => {
-                    letters.remove(letter).await.map_err(|e| e.to_string())?;
-                    println!("replayed {} ({})", letter.id, result.label());
-                    done += 1;
-                }
-                RecordResult::Rejected(reason) => {
-                    println!("still rejected {}: {reason}", letter.id);
-                    still += 1;
-                }
-                other => {
-                    println!("not replayed {} ({}); try again", letter.id, other.label());
-                    still += 1;
-                }
-            }
-        }
+async fn replay<P: Protocol>(writer: &Writer<P>) -> Result<(), String> {
+    let report = writer
+        .replay_dead_letters()
+        .await
+        .map_err(|e| e.to_string())?;
+    for id in &report.replayed {
+        println!("replayed        {id}");
     }
-    println!("{done} replayed, {still} kept");
+    for (id, reason) in &report.still_rejected {
+        println!("still rejected  {id}: {reason}");
+    }
+    for id in &report.failed {
+        println!("not replayed    {id} (transient failure; try again)");
+    }
+    println!(
+        "{} replayed and removed, {} still rejected, {} to retry",
+        report.replayed.len(),
+        report.still_rejected.len(),
+        report.failed.len()
+    );
     Ok(())
 }

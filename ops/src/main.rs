@@ -9,6 +9,7 @@
 //! ops dead-letters replay --table T --function F   re-run kept records (settings from env), remove
 //!                                                  those that now succeed
 //! ops bench ratchet [--records N --keys K]         benchmark against DynamoDB Local
+//! ops bench counter                                counter writer vs one UpdateItem per record
 //! ```
 //!
 //! Endpoint, region and credentials come from the standard AWS environment

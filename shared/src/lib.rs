@@ -10,6 +10,9 @@
 //!
 //! * [`ratchet`]: timestamp-ratchet writes (newest version wins, tombstones with TTL, reads that
 //!   hide tombstones, per-batch coalescing).
+//! * [`counter`]: idempotent counters (deltas added exactly once per idempotency key, keys kept
+//!   in a bounded time-bucketed window inside the item, coalesced conditional updates) and
+//!   optimistic versioned writes.
 //! * [`pipeline`]: the batch pipeline every writer shares (parse → apply → dead-letter →
 //!   partial batch response → summary log).
 //! * [`writer`]: a protocol plus its dead letters behind one Lambda handler; settings from env.
@@ -23,13 +26,16 @@
 //! * [`store`]: the DynamoDB client from the standard AWS environment.
 //! * [`provision`]: create tables exactly as `template.yaml` declares them.
 //! * [`telemetry`]: JSON logs through `tracing`.
+//! * [`metrics`]: CloudWatch metrics per batch in the Embedded Metric Format.
 //! * `testing` (feature `testing`): the DynamoDB Local harness and the fault-injecting SDK
 //!   interceptor used by tests and benchmarks.
 
 pub mod config;
+pub mod counter;
 pub mod dead_letter;
 pub mod error;
 pub mod item;
+pub mod metrics;
 pub mod pipeline;
 pub mod provision;
 pub mod ratchet;

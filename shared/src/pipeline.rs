@@ -203,6 +203,7 @@ pub async fn process_batch<P: Protocol>(
     summary.reported_failures = failed_ids.len();
     let response = BatchResponse::new(batch.kind, failed_ids);
     log_summary(function, batch.kind, &summary);
+    crate::metrics::emit_batch_metrics(function, &summary);
     BatchReport {
         response,
         summary,

@@ -8,10 +8,11 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::Value;
 
 use crate::config::{env_parse, env_required, ConfigError};
-use crate::dead_letter::DeadLetters;
-use crate::pipeline::{process_batch, BatchReport, Protocol};
+use crate::dead_letter::{DeadLetter, DeadLetters, Rejection};
+use crate::error::StoreError;
+use crate::pipeline::{process_batch, BatchReport, Protocol, RecordResult};
 use crate::ratchet::{Ratchet, RatchetConfig};
-use crate::source::{Batch, BatchResponse, Deadline, EventError};
+use crate::source::{Batch, BatchResponse, Deadline, EventError, SourceKind, SourceRecord};
 
 /// Default time kept in reserve before the invocation deadline.
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(2000);
@@ -75,6 +76,59 @@ impl<P: Protocol> Writer<P> {
             deadline,
         )
         .await
+    }
+}
+
+/// What a dead-letter replay did.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReplayReport {
+    /// Dead letters whose records now succeeded; they were removed.
+    pub replayed: Vec<String>,
+    /// Dead letters still rejected, with the current reason; they stay.
+    pub still_rejected: Vec<(String, Rejection)>,
+    /// Dead letters that failed transiently or were deferred; they stay, try again.
+    pub failed: Vec<String>,
+}
+
+impl<P: Protocol> Writer<P> {
+    /// Run every kept record of this function through the protocol again (after a producer or
+    /// configuration fix). Records that now succeed are removed from the dead-letter table;
+    /// the others stay, with their latest reason.
+    pub async fn replay_dead_letters(&self) -> Result<ReplayReport, StoreError> {
+        let kept = self.dead_letters.list().await?;
+        let mut report = ReplayReport::default();
+        for kind in [SourceKind::Kinesis, SourceKind::Sqs] {
+            let group: Vec<&DeadLetter> = kept.iter().filter(|l| l.position.kind == kind).collect();
+            if group.is_empty() {
+                continue;
+            }
+            let batch = Batch {
+                kind,
+                records: group
+                    .iter()
+                    .map(|l| SourceRecord {
+                        position: l.position.clone(),
+                        body: l.payload.clone(),
+                    })
+                    .collect(),
+            };
+            let results = self.handle_batch(&batch, Deadline::none()).await.results;
+            for (letter, result) in group.into_iter().zip(results) {
+                match result {
+                    RecordResult::Done(_) => {
+                        self.dead_letters.remove(letter).await?;
+                        report.replayed.push(letter.id.clone());
+                    }
+                    RecordResult::Rejected(reason) => {
+                        report.still_rejected.push((letter.id.clone(), reason))
+                    }
+                    RecordResult::Failed(_) | RecordResult::Deferred => {
+                        report.failed.push(letter.id.clone())
+                    }
+                }
+            }
+        }
+        Ok(report)
     }
 }
 

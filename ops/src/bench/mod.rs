@@ -1,6 +1,7 @@
 //! Benchmarks against DynamoDB Local. Each scenario runs in a child process (`ops bench-worker`)
 //! so that its peak RSS (VmHWM) is the function's own, not the harness's.
 
+mod counter;
 mod latency;
 mod ratchet;
 
@@ -9,13 +10,17 @@ use crate::args::Args;
 pub async fn run(mut args: Args) -> Result<(), String> {
     match args.next_positional().as_deref() {
         Some("ratchet") => ratchet::run(args).await,
-        other => Err(format!("bench: unknown benchmark {other:?} (ratchet)")),
+        Some("counter") => counter::run(args).await,
+        other => Err(format!(
+            "bench: unknown benchmark {other:?} (ratchet, counter)"
+        )),
     }
 }
 
 pub async fn worker(mut args: Args) -> Result<(), String> {
     match args.next_positional().as_deref() {
         Some("ratchet") => ratchet::worker(args).await,
+        Some("counter") => counter::worker(args).await,
         other => Err(format!("bench-worker: unknown benchmark {other:?}")),
     }
 }
