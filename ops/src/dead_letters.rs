@@ -50,6 +50,12 @@ pub async fn run(mut args: Args) -> Result<(), String> {
                 writer.dead_letters = letters.clone();
                 replay(&writer).await
             }
+            "tx-coordinator" => {
+                let mut writer =
+                    shared::txn::tx_writer_from_env(client).map_err(|e| e.to_string())?;
+                writer.dead_letters = letters.clone();
+                replay(&writer).await
+            }
             other => Err(format!("replay does not know the function {other:?}")),
         },
         other => Err(format!("unknown action {other:?}")),

@@ -10,6 +10,8 @@
 //!                                                  those that now succeed
 //! ops bench ratchet [--records N --keys K]         benchmark against DynamoDB Local
 //! ops bench counter                                counter writer vs one UpdateItem per record
+//! ops bench txn [--transfers N]                    transaction protocol vs TransactWriteItems
+//! ops tx seed|abandon|status ...                   transaction demo helpers (ops/src/txn.rs)
 //! ```
 //!
 //! Endpoint, region and credentials come from the standard AWS environment
@@ -19,6 +21,7 @@ mod args;
 mod bench;
 mod dead_letters;
 mod tables;
+mod txn;
 
 use std::process::ExitCode;
 
@@ -30,6 +33,7 @@ async fn main() -> ExitCode {
         Some("scan") => tables::scan(args, false).await,
         Some("show") => tables::scan(args, true).await,
         Some("dead-letters") => dead_letters::run(args).await,
+        Some("tx") => txn::run(args).await,
         Some("bench") => bench::run(args).await,
         Some("bench-worker") => bench::worker(args).await,
         other => Err(format!(

@@ -13,6 +13,11 @@
 //! * [`counter`]: idempotent counters (deltas added exactly once per idempotency key, keys kept
 //!   in a bounded time-bucketed window inside the item, coalesced conditional updates) and
 //!   optimistic versioned writes.
+//! * [`txn`]: multi-item transactions (TX records split over items, per-item locks with saved
+//!   images, one commit point, 2N + 3 writes), honoured request conditions, `txId`
+//!   idempotency, reads at three isolation levels.
+//! * [`sweep`]: the sweeper that finishes or rolls back stale transactions through a sparse
+//!   index and deletes finished records after their retention.
 //! * [`pipeline`]: the batch pipeline every writer shares (parse → apply → dead-letter →
 //!   partial batch response → summary log).
 //! * [`writer`]: a protocol plus its dead letters behind one Lambda handler; settings from env.
@@ -41,7 +46,9 @@ pub mod provision;
 pub mod ratchet;
 pub mod source;
 pub mod store;
+pub mod sweep;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod txn;
 pub mod writer;

@@ -4,12 +4,14 @@
 mod counter;
 mod latency;
 mod ratchet;
+mod txn;
 
 use crate::args::Args;
 
 pub async fn run(mut args: Args) -> Result<(), String> {
     match args.next_positional().as_deref() {
         Some("ratchet") => ratchet::run(args).await,
+        Some("txn") => txn::run(args).await,
         Some("counter") => counter::run(args).await,
         other => Err(format!(
             "bench: unknown benchmark {other:?} (ratchet, counter)"
@@ -20,6 +22,7 @@ pub async fn run(mut args: Args) -> Result<(), String> {
 pub async fn worker(mut args: Args) -> Result<(), String> {
     match args.next_positional().as_deref() {
         Some("ratchet") => ratchet::worker(args).await,
+        Some("txn") => txn::worker(args).await,
         Some("counter") => counter::worker(args).await,
         other => Err(format!("bench-worker: unknown benchmark {other:?}")),
     }

@@ -1,0 +1,56 @@
+# Demo step for tx-coordinator and tx-sweeper (sourced by the demo script, which provides
+# `invoke`, `show` and `ops`). Settings: TX_* in scripts/demo.env.
+
+echo
+echo "== transactions: three accounts (plain items)"
+ops tx seed AccountsTable alice=100 bob=20 carol=0
+
+echo
+echo "== tx-coordinator: transfer-0001 moves 30 from alice to bob (debit conditional on balance >= 30)"
+echo "   expect no batchItemFailures, outcome committed, 7 write requests (2N+3 for N=2);"
+echo "   alice 70, bob 50"
+invoke tx-coordinator events/tx-transfer.json
+show AccountsTable
+
+echo
+echo "== tx-coordinator: the same message again (an SQS redelivery): txId makes it idempotent"
+echo "   expect outcome duplicate; balances unchanged"
+invoke tx-coordinator events/tx-transfer.json
+
+echo
+echo "== tx-coordinator: transfer-0002 tries to move 500 from alice (she has 70)"
+echo "   expect outcome rolled_back (request 0's condition failed); alice 70, bob 50 unchanged"
+invoke tx-coordinator events/tx-overdraft.json
+show AccountsTable
+ops tx status transfer-0002
+
+echo
+echo "== tx-coordinator: a malformed message is dead-lettered, not retried"
+echo "   expect no batchItemFailures and one dead letter of tx-coordinator (bad_json)"
+invoke tx-coordinator events/tx-malformed.json
+ops dead-letters list --table DeadLetterTable --function tx-coordinator 2>&1 | sed 's/^/   /'
+
+echo
+echo "== a coordinator dies halfway: transfer-0004 (20 from bob to carol) after 6 DynamoDB calls"
+echo "   (describe, create the TX record, read both items, lock+apply bob, lock+apply carol),"
+echo "   i.e. just before its commit. Expect bob and carol locked (_txLock) with their saved"
+echo "   images (_txImage), and the TX record pending"
+ops tx abandon --fail-after 6 events/tx-abandon.json
+show AccountsTable
+ops tx status transfer-0004
+
+echo
+echo "== tx-sweeper: two seconds later the transaction is stale (TX_STALE_AFTER_SECONDS=2)"
+echo "   expect rolled_back 1 in its summary; bob 50 and carol 0 restored from their images,"
+echo "   no lock left, the TX record completed (decision rolled_back, reason abandoned)"
+sleep 3
+invoke tx-sweeper events/tx-sweeper-schedule.json
+show AccountsTable
+ops tx status transfer-0004
+
+echo
+echo "== tx-coordinator: SQS delivers transfer-0004 again: the abandoned attempt applied nothing,"
+echo "   so it restarts as attempt 2 and commits. Expect bob 30, carol 20"
+invoke tx-coordinator events/tx-abandon.json
+show AccountsTable
+ops tx status transfer-0004

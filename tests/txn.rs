@@ -1,0 +1,958 @@
+//! Multi-item transactions against DynamoDB Local: crash at every step, contention, isolation,
+//! size, the sweeper's cost, idempotency, conditions, validation and the handlers on the
+//! `events/` fixtures.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use common::*;
+use lambda_runtime::{Context, LambdaEvent};
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Map, Value};
+use shared::dead_letter::DeadLetters;
+use shared::item::item_to_json;
+use shared::source::Deadline;
+use shared::sweep::{SweepConfig, SweepSummary, Sweeper};
+use shared::testing::{client, client_with, Fault, FaultInjector};
+use shared::txn::read::Isolation;
+use shared::txn::record::TxState;
+use shared::txn::request::TxMessage;
+use shared::txn::{Coordinator, TxConfig, TxError, TxOutcome};
+use shared::writer::Writer;
+
+/// Tables of one test: logical id → name.
+struct Env {
+    tables: BTreeMap<String, String>,
+}
+
+impl Env {
+    async fn new(client: &Client) -> Env {
+        let tables = shared::testing::template_tables(
+            client,
+            &["TxTable", "AccountsTable", "DeadLetterTable"],
+        )
+        .await;
+        Env { tables }
+    }
+
+    fn accounts(&self) -> &str {
+        &self.tables["AccountsTable"]
+    }
+
+    fn tx(&self) -> &str {
+        &self.tables["TxTable"]
+    }
+
+    fn config(&self) -> TxConfig {
+        let mut c = TxConfig::new(self.tx(), [self.accounts()]);
+        c.lock_patience = Duration::from_millis(300);
+        c.max_attempts = 50;
+        c
+    }
+
+    fn coordinator(&self, client: Client) -> Coordinator {
+        Coordinator::new(client, self.config())
+    }
+
+    fn sweeper(&self, client: Client, stale_after_secs: u64, retain_secs: u64) -> Sweeper {
+        let mut c = SweepConfig::new(self.tx());
+        c.stale_after = Duration::from_secs(stale_after_secs);
+        c.retain = Duration::from_secs(retain_secs);
+        Sweeper::new(client, c)
+    }
+}
+
+fn update(table: &str, pk: &str, delta: i64) -> Value {
+    json!({"Update":{"TableName":table,"Key":{"PK":pk},
+        "UpdateExpression":"SET #b = #b + :d","ExpressionAttributeNames":{"#b":"balance"},
+        "ExpressionAttributeValues":{":d":delta}}})
+}
+
+fn debit(table: &str, pk: &str, amount: i64) -> Value {
+    json!({"Update":{"TableName":table,"Key":{"PK":pk},
+        "UpdateExpression":"SET #b = #b - :a","ConditionExpression":"#b >= :a",
+        "ExpressionAttributeNames":{"#b":"balance"},"ExpressionAttributeValues":{":a":amount}}})
+}
+
+fn transfer(table: &str, tx_id: &str, from: &str, to: &str, amount: i64) -> Value {
+    json!({"txId":tx_id,"requests":[debit(table, from, amount), update(table, to, amount)]})
+}
+
+fn message(c: &Coordinator, body: &Value) -> TxMessage {
+    c.parse_message(body.to_string().as_bytes())
+        .expect("valid message")
+}
+
+async fn seed(client: &Client, table: &str, pk: &str, balance: i64) {
+    client
+        .put_item()
+        .table_name(table)
+        .item("PK", AttributeValue::S(pk.into()))
+        .item("balance", AttributeValue::N(balance.to_string()))
+        .send()
+        .await
+        .expect("seed");
+}
+
+/// Every item of a table by `PK`.
+async fn items(client: &Client, table: &str) -> BTreeMap<String, Map<String, Value>> {
+    scan(client, table)
+        .await
+        .into_iter()
+        .map(|(k, v)| (k.trim_end_matches('|').to_string(), v))
+        .collect()
+}
+
+fn balance(items: &BTreeMap<String, Map<String, Value>>, pk: &str) -> Option<i64> {
+    items
+        .get(pk)
+        .and_then(|i| i.get("balance"))
+        .and_then(Value::as_i64)
+}
+
+/// No lock, image or transient marker anywhere; every TX header completed.
+async fn assert_clean(client: &Client, env: &Env) {
+    for (pk, item) in items(client, env.accounts()).await {
+        for name in ["_txLock", "_txImage", "_txDelete", "_txTransient"] {
+            assert!(!item.contains_key(name), "{pk} still has {name}: {item:?}");
+        }
+    }
+    for (_, item) in scan(client, env.tx()).await {
+        if item.get("Part").and_then(Value::as_str) == Some("#") {
+            assert_eq!(
+                item.get("State").and_then(Value::as_str),
+                Some("completed"),
+                "TX record not final: {item:?}"
+            );
+        }
+    }
+}
+
+async fn sweep_all(env: &Env, client: Client) -> SweepSummary {
+    env.sweeper(client, 0, 3600)
+        .sweep(Deadline::none())
+        .await
+        .expect("sweep")
+}
+
+/// The requests of the crash test for N = 1, 2, 5 with keys prefixed by `p`, and the balances
+/// before (`None` = absent) and after.
+#[allow(clippy::type_complexity)]
+fn crash_case(
+    table: &str,
+    n: usize,
+    p: &str,
+) -> (
+    Vec<Value>,
+    Vec<(String, Option<i64>)>,
+    Vec<(String, Option<i64>)>,
+) {
+    let k = |s: &str| format!("{p}-{s}");
+    match n {
+        1 => (
+            vec![update(table, &k("a"), 5)],
+            vec![(k("a"), Some(100))],
+            vec![(k("a"), Some(105))],
+        ),
+        2 => (
+            vec![debit(table, &k("a"), 30), update(table, &k("b"), 30)],
+            vec![(k("a"), Some(100)), (k("b"), Some(100))],
+            vec![(k("a"), Some(70)), (k("b"), Some(130))],
+        ),
+        _ => (
+            vec![
+                debit(table, &k("a"), 10),
+                update(table, &k("b"), 10),
+                json!({"Put":{"TableName":table,"Item":{"PK":k("new"),"balance":7},
+                    "ConditionExpression":"attribute_not_exists(PK)"}}),
+                json!({"Delete":{"TableName":table,"Key":{"PK":k("del")}}}),
+                json!({"ConditionCheck":{"TableName":table,"Key":{"PK":k("ghost")},
+                    "ConditionExpression":"attribute_not_exists(PK)"}}),
+            ],
+            vec![
+                (k("a"), Some(100)),
+                (k("b"), Some(100)),
+                (k("new"), None),
+                (k("del"), Some(1)),
+                (k("ghost"), None),
+            ],
+            vec![
+                (k("a"), Some(90)),
+                (k("b"), Some(110)),
+                (k("new"), Some(7)),
+                (k("del"), None),
+                (k("ghost"), None),
+            ],
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_at_every_step_leaves_all_or_nothing() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    for n in [1usize, 2, 5] {
+        // Given the number of calls of an undisturbed run,
+        let counter = FaultInjector::counting();
+        let c = env.coordinator(client_with(Some(counter.clone()), 1));
+        let (requests, before, after) = crash_case(&table, n, &format!("n{n}probe"));
+        for (pk, b) in &before {
+            if let Some(b) = b {
+                seed(&base, &table, pk, *b).await;
+            }
+        }
+        let body = json!({"txId":format!("n{n}probe"),"requests":requests});
+        let report = c
+            .run(&message(&c, &body), Deadline::none())
+            .await
+            .expect("undisturbed run");
+        assert_eq!(report.outcome, TxOutcome::Committed);
+        assert_eq!(
+            report.write_calls,
+            2 * n as u64 + 3,
+            "write count for N={n}"
+        );
+        let total = counter.calls();
+        let now = items(&base, &table).await;
+        for (pk, b) in &after {
+            assert_eq!(balance(&now, pk), *b, "undisturbed {pk}");
+        }
+
+        // when the coordinator dies after its k-th call, for every k,
+        // (the k-th call refused, or applied with its response lost, then every later call
+        // refused),
+        let (mut swept_none, mut swept_all) = (0, 0);
+        for (k, lose) in (0..=total).flat_map(|k| [(k, false), (k, true)]) {
+            let p = format!("n{n}k{k}{}", if lose { "lost" } else { "" });
+            let (requests, before, after) = crash_case(&table, n, &p);
+            for (pk, b) in &before {
+                if let Some(b) = b {
+                    seed(&base, &table, pk, *b).await;
+                }
+            }
+            let body = json!({"txId":p.clone(),"requests":requests});
+            let dies = if lose {
+                FaultInjector::new(move |i, _| match i.cmp(&k) {
+                    std::cmp::Ordering::Less => Fault::None,
+                    std::cmp::Ordering::Equal => Fault::LoseResponse,
+                    std::cmp::Ordering::Greater => Fault::Refuse,
+                })
+            } else {
+                FaultInjector::fail_from(k)
+            };
+            let dying = env.coordinator(client_with(Some(dies), 1));
+            let first = dying.run(&message(&dying, &body), Deadline::none()).await;
+            assert_eq!(
+                first.is_ok(),
+                k == total,
+                "n={n} k={k} lost={lose}: {first:?}"
+            );
+
+            // and then another coordinator (even k) or the sweeper (odd k) takes over,
+            let by_coordinator = k % 2 == 0;
+            if by_coordinator {
+                let other = env.coordinator(client());
+                let report = other
+                    .run(&message(&other, &body), Deadline::none())
+                    .await
+                    .expect("resume");
+                assert!(
+                    report.outcome.is_committed(),
+                    "n={n} k={k} lost={lose}: {report:?}"
+                );
+            } else {
+                sweep_all(&env, client()).await;
+            }
+
+            // then every request is applied or none, and nothing of the protocol is left.
+            let now = items(&base, &table).await;
+            let got: Vec<Option<i64>> = before.iter().map(|(pk, _)| balance(&now, pk)).collect();
+            let none: Vec<Option<i64>> = before.iter().map(|(_, b)| *b).collect();
+            let all: Vec<Option<i64>> = after.iter().map(|(_, b)| *b).collect();
+            assert!(
+                got == none || got == all,
+                "n={n} k={k} lost={lose}: partial state {got:?} (none {none:?}, all {all:?})"
+            );
+            if by_coordinator {
+                assert_eq!(
+                    got, all,
+                    "n={n} k={k} lost={lose}: the resumed transaction commits"
+                );
+            } else if got == all {
+                swept_all += 1;
+            } else {
+                swept_none += 1;
+            }
+            for (pk, _) in &before {
+                if let Some(item) = now.get(pk) {
+                    assert!(
+                        item.keys()
+                            .all(|a| a == "PK" || a == "balance" || a == "_txVer"),
+                        "n={n} k={k} lost={lose}: {pk} = {item:?}"
+                    );
+                }
+            }
+            let header = env
+                .coordinator(client())
+                .tx_table()
+                .get(&p)
+                .await
+                .expect("header");
+            if let Some(h) = header {
+                assert_eq!(h.state, TxState::Completed, "n={n} k={k} lost={lose}");
+            }
+        }
+        eprintln!("N={n}: {total} calls; sweeper rolled back {swept_none}, finished {swept_all}");
+        assert!(
+            swept_none > 0 && swept_all > 0,
+            "both sweeper paths are exercised"
+        );
+    }
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn lost_responses_never_apply_twice() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "a", 100).await;
+    seed(&base, &table, "b", 0).await;
+    // Every write's first attempt is applied but its response is lost; the SDK retries.
+    let lossy = FaultInjector::new(|i, op| {
+        if i % 2 == 0 && matches!(op, "UpdateItem" | "PutItem" | "DeleteItem") {
+            Fault::LoseResponse
+        } else {
+            Fault::None
+        }
+    });
+    let c = env.coordinator(client_with(Some(lossy.clone()), 4));
+    let report = c
+        .run(
+            &message(&c, &transfer(&table, "lossy", "a", "b", 40)),
+            Deadline::none(),
+        )
+        .await
+        .expect("run");
+    assert!(lossy.injected() > 0);
+    assert!(report.outcome.is_committed(), "{report:?}");
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "a"), balance(&now, "b")),
+        (Some(60), Some(40))
+    );
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_transfers_keep_the_sum_and_never_overdraw() {
+    const ACCOUNTS: usize = 10;
+    const COORDINATORS: usize = 8;
+    const INITIAL: i64 = 1000;
+    let transfers: usize = std::env::var("TXN_CONTENTION_TRANSFERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let base = client();
+    let env = Arc::new(Env::new(&base).await);
+    let table = env.accounts().to_string();
+    for a in 0..ACCOUNTS {
+        seed(&base, &table, &format!("acc{a}"), INITIAL).await;
+    }
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..COORDINATORS {
+        let env = env.clone();
+        let table = table.clone();
+        tasks.push(tokio::spawn(async move {
+            let c = env.coordinator(client());
+            let mut rng = rand::rngs::StdRng::seed_from_u64(w as u64);
+            let mut done = Vec::new();
+            for t in (w..transfers).step_by(COORDINATORS) {
+                let from = rng.random_range(0..ACCOUNTS);
+                let to = (from + rng.random_range(1..ACCOUNTS)) % ACCOUNTS;
+                let amount = rng.random_range(1..=400i64);
+                let body = transfer(
+                    &table,
+                    &format!("t{t}"),
+                    &format!("acc{from}"),
+                    &format!("acc{to}"),
+                    amount,
+                );
+                let outcome = loop {
+                    match c.run(&message(&c, &body), Deadline::none()).await {
+                        Ok(r) => break r.outcome,
+                        // Aborted too often: SQS would deliver the message again.
+                        Err(TxError::Contention { .. }) => continue,
+                        Err(e) => panic!("transfer {t}: {e}"),
+                    }
+                };
+                done.push((from, to, amount, outcome));
+            }
+            done
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.extend(t.await.expect("task"));
+    }
+    let elapsed = started.elapsed();
+    sweep_all(&env, client()).await;
+
+    let now = items(&base, &table).await;
+    let mut expected = vec![INITIAL; ACCOUNTS];
+    let mut committed = 0;
+    for (from, to, amount, outcome) in &outcomes {
+        match outcome {
+            TxOutcome::Committed => {
+                committed += 1;
+                expected[*from] -= amount;
+                expected[*to] += amount;
+            }
+            TxOutcome::RolledBack { request } => assert_eq!(*request, 0, "the debit failed"),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    let got: Vec<i64> = (0..ACCOUNTS)
+        .map(|a| balance(&now, &format!("acc{a}")).expect("balance"))
+        .collect();
+    eprintln!(
+        "contention: {transfers} transfers by {COORDINATORS} coordinators in {elapsed:?}, {committed} committed"
+    );
+    assert_eq!(outcomes.len(), transfers);
+    assert_eq!(got.iter().sum::<i64>(), INITIAL * ACCOUNTS as i64);
+    assert!(got.iter().all(|b| *b >= 0), "{got:?}");
+    assert_eq!(got, expected, "outcomes match the balances");
+    assert!(committed > transfers / 4);
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn committed_reads_never_see_uncommitted_changes() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    let c = env.coordinator(client());
+    let key = |pk: &str| json!({"PK":pk}).as_object().cloned().expect("key");
+    seed(&base, &table, "a", 100).await;
+    seed(&base, &table, "b", 0).await;
+
+    // Given a transfer whose coordinator died after locking (and applying) both items:
+    // DescribeTable 1 + create 1 + reads 2 + locks 2 = 6 calls.
+    let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(6)), 1));
+    let body = transfer(&table, "iso", "a", "b", 30);
+    assert!(dying
+        .run(&message(&dying, &body), Deadline::none())
+        .await
+        .is_err());
+    let read = |pk: &'static str, level| {
+        let c = c.clone();
+        let table = table.clone();
+        let key = key(pk);
+        async move {
+            c.read(&table, &key, level)
+                .await
+                .expect("read")
+                .and_then(|i| i.get("balance").and_then(Value::as_i64))
+        }
+    };
+    // then committed reads see the images, uncommitted reads the pending change;
+    assert_eq!(read("a", Isolation::Committed).await, Some(100));
+    assert_eq!(read("b", Isolation::Committed).await, Some(0));
+    assert_eq!(read("a", Isolation::Uncommitted).await, Some(70));
+
+    // and once rolled back, the change is never visible again, at any level.
+    let summary = sweep_all(&env, client()).await;
+    assert_eq!(summary.rolled_back, 1);
+    for level in [
+        Isolation::Committed,
+        Isolation::Uncommitted,
+        Isolation::Locked,
+    ] {
+        assert_eq!(read("a", level).await, Some(100), "{level:?}");
+        assert_eq!(read("b", level).await, Some(0), "{level:?}");
+    }
+
+    // A coordinator that died right after the commit: committed reads see the new values.
+    let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(7)), 1));
+    let body = transfer(&table, "iso2", "a", "b", 30);
+    assert!(dying
+        .run(&message(&dying, &body), Deadline::none())
+        .await
+        .is_err());
+    assert_eq!(read("a", Isolation::Committed).await, Some(70));
+    let values = c
+        .read_locked(&[(table.clone(), key("a")), (table.clone(), key("b"))])
+        .await
+        .expect("locked read");
+    let balances: Vec<Option<i64>> = values
+        .iter()
+        .map(|v| {
+            v.as_ref()
+                .and_then(|i| i.get("balance"))
+                .and_then(Value::as_i64)
+        })
+        .collect();
+    assert_eq!(balances, vec![Some(70), Some(30)]);
+    sweep_all(&env, client()).await;
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn large_transactions_commit() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    let c = env.coordinator(client());
+
+    // 150 items.
+    let requests: Vec<Value> = (0..150)
+        .map(|i| json!({"Put":{"TableName":table,"Item":{"PK":format!("item{i:03}"),"balance":i}}}))
+        .collect();
+    let report = c
+        .run(
+            &message(&c, &json!({"txId":"wide","requests":requests})),
+            Deadline::none(),
+        )
+        .await
+        .expect("150 items");
+    assert_eq!(report.outcome, TxOutcome::Committed);
+    assert_eq!(report.write_calls, 2 * 150 + 3);
+    assert!(report.write_units >= 303.0);
+    let now = items(&base, &table).await;
+    assert_eq!(now.len(), 150);
+
+    // More than 400 KB of requests: the TX record is split over part items.
+    let blob = "x".repeat(90 * 1024);
+    let requests: Vec<Value> = (0..5)
+        .map(|i| json!({"Put":{"TableName":table,"Item":{"PK":format!("big{i}"),"blob":blob}}}))
+        .collect();
+    let body = json!({"txId":"heavy","requests":requests});
+    assert!(body.to_string().len() > 400 * 1024);
+    let report = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("heavy");
+    assert_eq!(report.outcome, TxOutcome::Committed);
+    assert_eq!(report.write_calls, 2 * 5 + 3 + 2, "two part items");
+    let now = items(&base, &table).await;
+    assert_eq!(now.len(), 155);
+    assert_eq!(
+        now["big4"]
+            .get("blob")
+            .and_then(Value::as_str)
+            .map(str::len),
+        Some(90 * 1024)
+    );
+    // Redelivered: the stored requests (from the parts) match, nothing is applied again.
+    let again = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("again");
+    assert_eq!(again.outcome, TxOutcome::AlreadyCommitted);
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn sweeper_touches_only_stale_transactions() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    let c = env.coordinator(client());
+    for a in 0..8 {
+        seed(&base, &table, &format!("acc{a}"), 1000).await;
+    }
+    // Given 30 finished transactions
+    for t in 0..30 {
+        let body = transfer(&table, &format!("done{t}"), "acc0", "acc1", 1);
+        c.run(&message(&c, &body), Deadline::none())
+            .await
+            .expect("done");
+    }
+    // and 3 abandoned after locking both of their accounts (pending),
+    for t in 0..3 {
+        let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(6)), 1));
+        let (from, to) = (format!("acc{}", 2 + 2 * t), format!("acc{}", 3 + 2 * t));
+        let body = transfer(&table, &format!("stale{t}"), &from, &to, 5);
+        assert!(dying
+            .run(&message(&dying, &body), Deadline::none())
+            .await
+            .is_err());
+    }
+    let counting = FaultInjector::counting();
+    let sweeper = env.sweeper(client_with(Some(counting.clone()), 1), 0, 3600);
+    let summary = sweeper.sweep(Deadline::none()).await.expect("sweep");
+    // then the sweep acts on the 3 stale ones only: no scan, one index query per key, and
+    // writes only for them (rollback + 2 undos + complete, at most).
+    assert_eq!(summary.stale, 3, "{summary:?}");
+    assert_eq!(counting.calls_of("Scan"), 0);
+    assert_eq!(counting.calls_of("Query"), 2);
+    let writes = counting.calls_of("UpdateItem")
+        + counting.calls_of("PutItem")
+        + counting.calls_of("DeleteItem");
+    assert!(writes <= 3 * 4, "writes {writes}");
+    assert_eq!(summary.write_calls as usize, writes);
+    assert!(
+        counting.calls_of("GetItem") <= 3 * 3,
+        "{}",
+        counting.calls_of("GetItem")
+    );
+    let now = items(&base, &table).await;
+    assert_eq!(balance(&now, "acc2"), Some(1000));
+    assert_eq!(balance(&now, "acc0"), Some(970));
+    assert_clean(&base, &env).await;
+
+    // A second sweep finds nothing; with retention 0 every completed record is deleted.
+    assert_eq!(sweep_all(&env, client()).await.stale, 0);
+    let deleting = env.sweeper(client(), 0, 0);
+    let summary = deleting.sweep(Deadline::none()).await.expect("sweep");
+    assert_eq!(summary.deleted, 33);
+    assert!(scan(&base, env.tx()).await.is_empty());
+}
+
+#[tokio::test]
+async fn sweeper_stops_at_its_deadline() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "a", 10).await;
+    let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(3)), 1));
+    let body = json!({"txId":"late","requests":[update(&table, "a", 1)]});
+    let _ = dying.run(&message(&dying, &body), Deadline::none()).await;
+    let expired = Deadline::after(Duration::ZERO);
+    let summary = env
+        .sweeper(client(), 0, 3600)
+        .sweep(expired)
+        .await
+        .expect("sweep");
+    assert!(summary.stopped_early);
+    assert_eq!(summary.stale, 0);
+    assert_eq!(sweep_all(&env, client()).await.rolled_back, 1);
+}
+
+#[tokio::test]
+async fn tx_id_makes_a_transaction_idempotent() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    let c = env.coordinator(client());
+    seed(&base, &table, "a", 100).await;
+    seed(&base, &table, "b", 0).await;
+    let body = transfer(&table, "once", "a", "b", 10);
+    let first = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("1");
+    let second = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("2");
+    assert_eq!(first.outcome, TxOutcome::Committed);
+    assert_eq!(second.outcome, TxOutcome::AlreadyCommitted);
+    assert_eq!(second.write_calls, 1, "only the refused header creation");
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "a"), balance(&now, "b")),
+        (Some(90), Some(10))
+    );
+
+    let other = transfer(&table, "once", "a", "b", 99);
+    match c.run(&message(&c, &other), Deadline::none()).await {
+        Err(TxError::Rejected(r)) => assert_eq!(r.code, "tx_id_reused"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn failed_condition_rolls_back_and_names_the_request() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    let c = env.coordinator(client());
+    seed(&base, &table, "a", 100).await;
+    seed(&base, &table, "b", 5).await;
+    // Items are locked in key order: the credit of "a" is applied first, then the debit of "b"
+    // fails its condition; the rollback restores "a".
+    let body = json!({"txId":"overdraft","requests":[
+        update(&table, "a", 50), debit(&table, "b", 50)]});
+    let report = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("run");
+    assert_eq!(report.outcome, TxOutcome::RolledBack { request: 1 });
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "a"), balance(&now, "b")),
+        (Some(100), Some(5))
+    );
+    let again = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("again");
+    assert_eq!(again.outcome, TxOutcome::AlreadyRolledBack { request: 1 });
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn disallowed_tables_and_reserved_attributes_are_refused() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let c = env.coordinator(client());
+    let refused = |body: Value| match c.parse_message(body.to_string().as_bytes()) {
+        Err(r) => r.code,
+        Ok(_) => "accepted".into(),
+    };
+    assert_eq!(
+        refused(transfer(env.tx(), "t", "a", "b", 1)),
+        "table_not_allowed"
+    );
+    assert_eq!(
+        refused(
+            json!({"txId":"t","requests":[{"Update":{"TableName":env.accounts(),
+            "Key":{"PK":"a"},"UpdateExpression":"REMOVE _txLock"}}]})
+        ),
+        "reserved_attribute"
+    );
+    // A bad expression is rejected by DynamoDB: rolled back and dead-lettered.
+    let body = json!({"txId":"bad","requests":[{"Update":{"TableName":env.accounts(),
+        "Key":{"PK":"a"},"UpdateExpression":"SET #b = :undefined",
+        "ExpressionAttributeNames":{"#b":"balance"}}}]});
+    match c.run(&message(&c, &body), Deadline::none()).await {
+        Err(TxError::Rejected(r)) => assert_eq!(r.code, "rejected_by_dynamodb"),
+        other => panic!("{other:?}"),
+    }
+    assert_clean(&base, &env).await;
+}
+
+fn fixture_for(env: &Env, name: &str) -> Value {
+    let text = fixture(name).to_string();
+    serde_json::from_str(&text.replace("AccountsTable", env.accounts())).expect("json")
+}
+
+#[tokio::test]
+async fn coordinator_handler_on_the_fixtures() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    seed(&base, &table, "bob", 20).await;
+    let writer = Writer {
+        function: "tx-coordinator".into(),
+        protocol: env.coordinator(client()),
+        dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
+        deadline_margin: Duration::from_secs(1),
+    };
+    let run = |name: &str| {
+        let event = LambdaEvent::new(fixture_for(&env, name), Context::default());
+        let writer = &writer;
+        async move {
+            serde_json::to_value(
+                tx_coordinator::handler(event, writer)
+                    .await
+                    .expect("handler"),
+            )
+            .expect("json")
+        }
+    };
+    let no_failures = json!({"batchItemFailures":[]});
+    assert_eq!(run("tx-transfer.json").await, no_failures);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(70), Some(50))
+    );
+    assert_eq!(run("tx-overdraft.json").await, no_failures);
+    let after = items(&base, &table).await;
+    assert_eq!(
+        (balance(&after, "alice"), balance(&after, "bob")),
+        (Some(70), Some(50)),
+        "the overdraft rolled back"
+    );
+    assert_eq!(run("tx-malformed.json").await, no_failures);
+    let letters = writer.dead_letters.list().await.expect("dead letters");
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].reason.code, "bad_json");
+    // Redelivery of the transfer: idempotent.
+    assert_eq!(run("tx-transfer.json").await, no_failures);
+    assert_eq!(items(&base, &table).await, after);
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn sweeper_handler_on_the_schedule_fixture() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "a", 10).await;
+    let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(3)), 1));
+    let body = json!({"txId":"abandoned","requests":[update(&table, "a", 1)]});
+    let _ = dying.run(&message(&dying, &body), Deadline::none()).await;
+    let sweeper = env.sweeper(client(), 0, 3600);
+    let event = LambdaEvent::new(fixture("tx-sweeper-schedule.json"), Context::default());
+    let summary = tx_sweeper::handler(event, &sweeper).await.expect("sweep");
+    assert_eq!(summary.rolled_back, 1);
+    let json = serde_json::to_value(&summary).expect("json");
+    assert_eq!(json["rolled_back"], json!(1));
+    assert_clean(&base, &env).await;
+    let items: BTreeSet<String> = items(&base, &table).await.into_keys().collect();
+    assert_eq!(items, BTreeSet::from(["a".to_string()]));
+    let _ = item_to_json;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_coordinators_and_sweepers_on_one_transaction_apply_it_once() {
+    let base = client();
+    let env = Arc::new(Env::new(&base).await);
+    let table = env.accounts().to_string();
+    for round in 0..15 {
+        let (a, b) = (format!("r{round}a"), format!("r{round}b"));
+        seed(&base, &table, &a, 100).await;
+        seed(&base, &table, &b, 0).await;
+        let body = transfer(&table, &format!("race{round}"), &a, &b, 25);
+        // Given 3 coordinators delivering the same message at once, and 2 sweepers with a
+        // stale threshold of 0 rolling back whatever is pending,
+        let mut tasks = Vec::new();
+        for _ in 0..3 {
+            let (env, body) = (env.clone(), body.clone());
+            tasks.push(tokio::spawn(async move {
+                let c = env.coordinator(client());
+                loop {
+                    match c.run(&message(&c, &body), Deadline::none()).await {
+                        Ok(r) => return Some(r.outcome),
+                        Err(TxError::Contention { .. }) => continue,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }));
+        }
+        for _ in 0..2 {
+            let env = env.clone();
+            tasks.push(tokio::spawn(async move {
+                sweep_all(&env, client()).await;
+                None
+            }));
+        }
+        for t in tasks {
+            if let Some(outcome) = t.await.expect("task") {
+                assert!(outcome.is_committed(), "round {round}: {outcome:?}");
+            }
+        }
+        // then the transfer is applied exactly once.
+        let now = items(&base, &table).await;
+        assert_eq!(
+            (balance(&now, &a), balance(&now, &b)),
+            (Some(75), Some(25)),
+            "round {round}"
+        );
+    }
+    sweep_all(&env, client()).await;
+    assert_clean(&base, &env).await;
+}
+
+/// A coordinator whose `slow_call`-th DynamoDB request is held back for `delay` before it is
+/// sent (a straggling write), all other calls normal.
+fn slow_coordinator(env: &Env, slow_call: usize, delay: Duration) -> Coordinator {
+    let plan = FaultInjector::new(move |i, op| {
+        if i == slow_call {
+            // Hand this worker's drivers over, then hold the request back.
+            tokio::task::block_in_place(|| std::thread::sleep(delay));
+        }
+        let _ = op;
+        Fault::None
+    });
+    env.coordinator(client_with(Some(plan), 1))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn straggling_lock_writes_never_apply_after_the_decision() {
+    let base = client();
+    let env = Arc::new(Env::new(&base).await);
+    let table = env.accounts().to_string();
+    // Calls of the slow coordinator: DescribeTable 0, create 1, reads 2-3, lock a 4, lock b 5.
+    const LOCK_B: usize = 5;
+    for (round, decider) in ["coordinator", "sweeper"].into_iter().enumerate() {
+        let (a, b) = (format!("s{round}a"), format!("s{round}b"));
+        seed(&base, &table, &a, 100).await;
+        seed(&base, &table, &b, 0).await;
+        let body = transfer(&table, &format!("straggler{round}"), &a, &b, 30);
+        // Given a coordinator whose lock write on b is held back for 2.5 s,
+        let slow = slow_coordinator(&env, LOCK_B, Duration::from_millis(2500));
+        let slow_body = body.clone();
+        let slow_task = tokio::spawn(async move {
+            slow.run(&message(&slow, &slow_body), Deadline::none())
+                .await
+                .map(|r| r.outcome)
+        });
+        // (once it has locked a and is holding back its write on b)
+        let waiting = Instant::now();
+        while !items(&base, &table)
+            .await
+            .get(&a)
+            .is_some_and(|i| i.contains_key("_txLock"))
+        {
+            assert!(waiting.elapsed() < Duration::from_secs(2), "a never locked");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // when meanwhile another coordinator commits the transaction, or the sweeper rolls it
+        // back, and the held-back write lands afterwards,
+        if decider == "coordinator" {
+            let other = env.coordinator(client());
+            let report = other
+                .run(&message(&other, &body), Deadline::none())
+                .await
+                .expect("other coordinator");
+            assert_eq!(report.outcome, TxOutcome::Committed);
+        } else {
+            let summary = sweep_all(&env, client()).await;
+            assert_eq!(summary.rolled_back, 1, "{summary:?}");
+        }
+        let slow_outcome = slow_task.await.expect("task").expect("slow coordinator");
+        assert!(slow_outcome.is_committed(), "{decider}: {slow_outcome:?}");
+
+        // then the transfer is applied exactly once and no lock is left.
+        let now = items(&base, &table).await;
+        assert_eq!(
+            (balance(&now, &a), balance(&now, &b)),
+            (Some(70), Some(30)),
+            "{decider}"
+        );
+        assert_clean(&base, &env).await;
+    }
+}
+
+#[tokio::test]
+async fn a_near_deadline_defers_the_message_for_redelivery() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "a", 100).await;
+    seed(&base, &table, "b", 0).await;
+    let writer = Writer {
+        function: "tx-coordinator".into(),
+        protocol: env.coordinator(client()),
+        dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
+        deadline_margin: Duration::from_secs(1),
+    };
+    let batch = sqs_batch(&[transfer(&table, "late", "a", "b", 10)], 0);
+    // Given a deadline already reached, the message is not started and reported for retry;
+    let report = writer
+        .handle_batch(&batch, Deadline::after(Duration::ZERO))
+        .await;
+    assert_eq!(report.response.failed_ids(), vec!["m0".to_string()]);
+    assert_eq!(report.summary.count("deferred"), 1);
+    // delivered again with time left, it commits.
+    let report = writer.handle_batch(&batch, Deadline::none()).await;
+    assert!(report.response.failed_ids().is_empty());
+    assert_eq!(report.summary.count("committed"), 1);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "a"), balance(&now, "b")),
+        (Some(90), Some(10))
+    );
+}
