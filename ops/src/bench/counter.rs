@@ -146,6 +146,7 @@ pub async fn worker(mut args: Args) -> Result<(), String> {
             ));
         }
     }
+    super::warm_up(&client, &table, shared::counter::DEFAULT_CONCURRENCY).await?;
     let before = injector.calls_of("UpdateItem");
     let started = Instant::now();
     let (mut applied, mut duplicates) = (0usize, 0usize);

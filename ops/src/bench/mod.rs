@@ -28,6 +28,25 @@ pub async fn worker(mut args: Args) -> Result<(), String> {
     }
 }
 
+/// Warm a client as a warm Lambda container is: credentials resolved and `connections`
+/// pooled connections open. Reads of absent `PK`/`SK` items only; no write is made.
+pub async fn warm_up(client: &aws_sdk_dynamodb::Client, table: &str, connections: usize) -> Result<(), String> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let reads = futures::future::join_all((0..connections.max(1)).map(|i| {
+        client
+            .get_item()
+            .table_name(table)
+            .key("PK", AttributeValue::S(format!("warmup#{i}")))
+            .key("SK", AttributeValue::S("warmup".into()))
+            .send()
+    }))
+    .await;
+    match reads.into_iter().find_map(Result::err) {
+        Some(e) => Err(format!("warm-up read failed: {e}")),
+        None => Ok(()),
+    }
+}
+
 /// Peak resident set size of this process in KiB (Linux `VmHWM`).
 pub fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

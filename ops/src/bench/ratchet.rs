@@ -198,6 +198,7 @@ pub async fn worker(mut args: Args) -> Result<(), String> {
             })
             .collect(),
     };
+    super::warm_up(&client, &tables["RatchetTable"], concurrency).await?;
     let before = counter.calls_of("PutItem");
     let started = Instant::now();
     match mode.as_str() {
