@@ -30,7 +30,11 @@ pub async fn worker(mut args: Args) -> Result<(), String> {
 
 /// Warm a client as a warm Lambda container is: credentials resolved and `connections`
 /// pooled connections open. Reads of absent `PK`/`SK` items only; no write is made.
-pub async fn warm_up(client: &aws_sdk_dynamodb::Client, table: &str, connections: usize) -> Result<(), String> {
+pub async fn warm_up(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    connections: usize,
+) -> Result<(), String> {
     use aws_sdk_dynamodb::types::AttributeValue;
     let reads = futures::future::join_all((0..connections.max(1)).map(|i| {
         client
