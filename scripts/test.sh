@@ -13,4 +13,8 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== template"
 bash scripts/check-template.sh
 echo "== tests"
-cargo test --workspace --all-features
+mkdir -p target
+cargo test --workspace --all-features 2>&1 | tee target/test-output.log
+# One closing line for the whole suite (cargo prints one result line per test binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed/) p += $(i-1); if ($(i) ~ /^failed/) f += $(i-1) } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' target/test-output.log
