@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use shared::counter::{Counter, CounterConfig};
 use shared::dead_letter::DeadLetters;
 use shared::item::{item_size, ItemKey};
-use shared::source::{Batch, Deadline, SourceKind, SourcePosition, SourceRecord};
+use shared::source::Deadline;
 use shared::testing::{client_with, template_tables, FaultInjector};
 use shared::writer::Writer;
 
@@ -96,26 +96,6 @@ fn records(n: usize, counters: usize, duplicates: bool) -> Vec<Value> {
         .collect()
 }
 
-fn batch(bodies: &[Value]) -> Batch {
-    Batch {
-        kind: SourceKind::Kinesis,
-        records: bodies
-            .iter()
-            .enumerate()
-            .map(|(i, b)| SourceRecord {
-                position: SourcePosition {
-                    kind: SourceKind::Kinesis,
-                    source_arn: None,
-                    id: format!("{i:020}"),
-                    shard_id: None,
-                    partition_key: None,
-                },
-                body: b.to_string().into_bytes(),
-            })
-            .collect(),
-    }
-}
-
 pub async fn worker(mut args: Args) -> Result<(), String> {
     let scenario = args.next_positional().ok_or("scenario")?;
     let injector = FaultInjector::counting();
@@ -136,7 +116,7 @@ pub async fn worker(mut args: Args) -> Result<(), String> {
         "hot" => records(10_000, 1, false),
         _ => records(1000, 10, true),
     };
-    let batch = batch(&bodies);
+    let batch = super::kinesis_batch(&bodies);
     if scenario == "redelivered" {
         let first = writer.handle_batch(&batch, Deadline::none()).await;
         if first.summary.reported_failures > 0 {

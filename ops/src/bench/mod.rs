@@ -51,6 +51,27 @@ pub async fn warm_up(
     }
 }
 
+/// A Kinesis-shaped batch of JSON bodies with sequence numbers `0…0`, `0…1`, ...
+pub fn kinesis_batch(bodies: &[serde_json::Value]) -> shared::source::Batch {
+    shared::source::Batch {
+        kind: shared::source::SourceKind::Kinesis,
+        records: bodies
+            .iter()
+            .enumerate()
+            .map(|(i, b)| shared::source::SourceRecord {
+                position: shared::source::SourcePosition {
+                    kind: shared::source::SourceKind::Kinesis,
+                    source_arn: None,
+                    id: format!("{i:020}"),
+                    shard_id: None,
+                    partition_key: None,
+                },
+                body: b.to_string().into_bytes(),
+            })
+            .collect(),
+    }
+}
+
 /// Peak resident set size of this process in KiB (Linux `VmHWM`).
 pub fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

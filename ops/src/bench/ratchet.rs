@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use shared::dead_letter::DeadLetters;
 use shared::ratchet::{Ratchet, RatchetConfig};
-use shared::source::{Batch, Deadline, SourceKind, SourcePosition, SourceRecord};
+use shared::source::Deadline;
 use shared::testing::{client_for, client_with, template_tables, FaultInjector};
 use shared::writer::Writer;
 
@@ -181,23 +181,7 @@ pub async fn worker(mut args: Args) -> Result<(), String> {
         deadline_margin: std::time::Duration::from_secs(1),
     };
     let bodies = records(n, keys, dup);
-    let batch = Batch {
-        kind: SourceKind::Kinesis,
-        records: bodies
-            .iter()
-            .enumerate()
-            .map(|(i, b)| SourceRecord {
-                position: SourcePosition {
-                    kind: SourceKind::Kinesis,
-                    source_arn: None,
-                    id: format!("{:020}", i),
-                    shard_id: None,
-                    partition_key: None,
-                },
-                body: b.to_string().into_bytes(),
-            })
-            .collect(),
-    };
+    let batch = super::kinesis_batch(&bodies);
     super::warm_up(&client, &tables["RatchetTable"], concurrency).await?;
     let before = counter.calls_of("PutItem");
     let started = Instant::now();
