@@ -83,38 +83,6 @@ async fn older_put_cannot_revive_tombstone() {
 }
 
 #[tokio::test]
-async fn tombstones_expire_through_the_tables_ttl() {
-    // Given a table created from template.yaml (TTL enabled on `TTL`) and a one-second
-    // tombstone lifetime
-    let client = client();
-    let (mut w, tables) = ratchet_writer(client.clone()).await;
-    w.protocol = shared::ratchet::Ratchet::new(
-        client.clone(),
-        shared::ratchet::RatchetConfig {
-            tombstone_ttl: std::time::Duration::from_secs(1),
-            ..w.protocol.config().clone()
-        },
-    );
-    write_one(&w, put("u", "live", 1, json!({"v": 1}))).await;
-    write_one(&w, delete("u", "gone", 1)).await;
-
-    // When DynamoDB's TTL process runs (DynamoDB Local: within about ten seconds)
-    let started = std::time::Instant::now();
-    let mut items = scan(&client, &tables["RatchetTable"]).await;
-    while items.contains_key("u|gone") && started.elapsed() < std::time::Duration::from_secs(40) {
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        items = scan(&client, &tables["RatchetTable"]).await;
-    }
-
-    // Then the tombstone is gone and the live item stays
-    assert!(
-        !items.contains_key("u|gone"),
-        "the expired tombstone was removed by TTL"
-    );
-    assert!(items.contains_key("u|live"));
-}
-
-#[tokio::test]
 async fn newer_put_replaces_tombstone() {
     let client = client();
     let (w, _) = ratchet_writer(client.clone()).await;

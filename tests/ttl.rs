@@ -1,0 +1,61 @@
+//! Tombstone expiry through DynamoDB's TTL, in its own test binary: its own DynamoDB Local
+//! holds only this test's tables, so the TTL process (DynamoDB Local: about ten seconds after
+//! expiry) is not slowed down by the other tests' tables.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use shared::ratchet::RatchetOutcome;
+use shared::testing::client;
+
+fn put(pk: &str, sk: &str, ts: i64, item: Value) -> Value {
+    json!({"op":"put","key":{"PK":pk,"SK":sk},"ts":ts,"item":item})
+}
+
+fn delete(pk: &str, sk: &str, ts: i64) -> Value {
+    json!({"op":"delete","key":{"PK":pk,"SK":sk},"ts":ts})
+}
+
+async fn write_one(
+    writer: &shared::writer::Writer<shared::ratchet::Ratchet>,
+    body: Value,
+) -> RatchetOutcome {
+    let record = writer
+        .protocol
+        .parse_record(body.to_string().as_bytes())
+        .expect("valid record");
+    writer.protocol.write(&record).await.expect("write")
+}
+
+#[tokio::test]
+async fn tombstones_expire_through_the_tables_ttl() {
+    // Given a table created from template.yaml (TTL enabled on `TTL`) and a one-second
+    // tombstone lifetime
+    let client = client();
+    let (mut w, tables) = ratchet_writer(client.clone()).await;
+    w.protocol = shared::ratchet::Ratchet::new(
+        client.clone(),
+        shared::ratchet::RatchetConfig {
+            tombstone_ttl: std::time::Duration::from_secs(1),
+            ..w.protocol.config().clone()
+        },
+    );
+    write_one(&w, put("u", "live", 1, json!({"v": 1}))).await;
+    write_one(&w, delete("u", "gone", 1)).await;
+
+    // When DynamoDB's TTL process runs (DynamoDB Local: within about ten seconds)
+    let started = std::time::Instant::now();
+    let mut items = scan(&client, &tables["RatchetTable"]).await;
+    while items.contains_key("u|gone") && started.elapsed() < std::time::Duration::from_secs(90) {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        items = scan(&client, &tables["RatchetTable"]).await;
+    }
+
+    // Then the tombstone is gone and the live item stays
+    assert!(
+        !items.contains_key("u|gone"),
+        "the expired tombstone was removed by TTL"
+    );
+    assert!(items.contains_key("u|live"));
+}
