@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use shared::dead_letter::DeadLetters;
 use shared::item::{item_to_json, Item};
-use shared::ratchet::{Ratchet, RatchetConfig};
+use shared::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 use shared::source::{Batch, SourceKind, SourcePosition, SourceRecord};
 use shared::writer::Writer;
 
@@ -99,4 +99,23 @@ pub fn fixture(name: &str) -> Value {
     let path = shared::testing::workspace_root().join("events").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("fixture is JSON")
+}
+
+/// A ratchet put record body.
+pub fn put(pk: &str, sk: &str, ts: i64, item: Value) -> Value {
+    json!({"op":"put","key":{"PK":pk,"SK":sk},"ts":ts,"item":item})
+}
+
+/// A ratchet delete record body.
+pub fn delete(pk: &str, sk: &str, ts: i64) -> Value {
+    json!({"op":"delete","key":{"PK":pk,"SK":sk},"ts":ts})
+}
+
+/// Parse and write one ratchet record (no batch, no coalescing).
+pub async fn write_one(writer: &Writer<Ratchet>, body: Value) -> RatchetOutcome {
+    let record = writer
+        .protocol
+        .parse_record(body.to_string().as_bytes())
+        .expect("valid record");
+    writer.protocol.write(&record).await.expect("write")
 }

@@ -15,27 +15,8 @@ use shared::ratchet::RatchetOutcome;
 use shared::source::{Batch, Deadline};
 use shared::testing::{client, client_with, Fault, FaultInjector};
 
-fn put(pk: &str, sk: &str, ts: i64, item: Value) -> Value {
-    json!({"op":"put","key":{"PK":pk,"SK":sk},"ts":ts,"item":item})
-}
-
-fn delete(pk: &str, sk: &str, ts: i64) -> Value {
-    json!({"op":"delete","key":{"PK":pk,"SK":sk},"ts":ts})
-}
-
 fn key(pk: &str, sk: &str) -> ItemKey {
     ItemKey::from_json(&json!({"PK":pk,"SK":sk})).expect("key")
-}
-
-async fn write_one(
-    writer: &shared::writer::Writer<shared::ratchet::Ratchet>,
-    body: Value,
-) -> RatchetOutcome {
-    let record = writer
-        .protocol
-        .parse_record(body.to_string().as_bytes())
-        .expect("valid record");
-    writer.protocol.write(&record).await.expect("write")
 }
 
 #[tokio::test]

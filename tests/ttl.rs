@@ -5,28 +5,8 @@
 mod common;
 
 use common::*;
-use serde_json::{json, Value};
-use shared::ratchet::RatchetOutcome;
+use serde_json::json;
 use shared::testing::client;
-
-fn put(pk: &str, sk: &str, ts: i64, item: Value) -> Value {
-    json!({"op":"put","key":{"PK":pk,"SK":sk},"ts":ts,"item":item})
-}
-
-fn delete(pk: &str, sk: &str, ts: i64) -> Value {
-    json!({"op":"delete","key":{"PK":pk,"SK":sk},"ts":ts})
-}
-
-async fn write_one(
-    writer: &shared::writer::Writer<shared::ratchet::Ratchet>,
-    body: Value,
-) -> RatchetOutcome {
-    let record = writer
-        .protocol
-        .parse_record(body.to_string().as_bytes())
-        .expect("valid record");
-    writer.protocol.write(&record).await.expect("write")
-}
 
 #[tokio::test]
 async fn tombstones_expire_through_the_tables_ttl() {

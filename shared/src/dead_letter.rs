@@ -30,6 +30,11 @@ pub const ATTR_PAYLOAD: &str = "Payload";
 pub const ATTR_PART_OF: &str = "PartOf";
 /// On a continuation item: its position (1-based) in the payload.
 pub const ATTR_PART: &str = "Part";
+/// Attribute naming the function that kept a dead letter.
+pub const ATTR_FUNCTION: &str = "Function";
+/// Scan filter: this function's dead letters and their payload parts (whose `PartOf` id starts
+/// with `<function>|`).
+const FILTER_FUNCTION: &str = "#f = :f OR begins_with(#p, :prefix)";
 /// Payload bytes per item: larger payloads (Kinesis records reach 1 MB) continue in items
 /// `<id>#<n>`, written before the main item so that a listed dead letter is always complete.
 pub const PAYLOAD_CHUNK_BYTES: usize = 300 * 1024;
@@ -185,10 +190,14 @@ impl DeadLetters {
                 .client
                 .scan()
                 .table_name(&self.table)
-                .filter_expression("#f = :f OR attribute_exists(#p)")
-                .expression_attribute_names("#f", "Function")
+                .filter_expression(FILTER_FUNCTION)
+                .expression_attribute_names("#f", ATTR_FUNCTION)
                 .expression_attribute_names("#p", ATTR_PART_OF)
                 .expression_attribute_values(":f", AttributeValue::S(self.function.clone()))
+                .expression_attribute_values(
+                    ":prefix",
+                    AttributeValue::S(format!("{}|", self.function)),
+                )
                 .set_exclusive_start_key(start)
                 .send()
                 .await

@@ -79,6 +79,12 @@ pub const PART_TTL_SECONDS: u64 = 90 * 24 * 3600;
 
 /// Header creation: the `txId` idempotency point.
 const CONDITION_NEW: &str = "attribute_not_exists(#txpid)";
+/// Key condition selecting a TX record's request parts.
+const KEY_CONDITION_REQUEST_PARTS: &str = "#txpid = :txpid AND begins_with(#txppart, :txpprefix)";
+/// Header writes: only from the version the writer read.
+const CONDITION_VERSION: &str = "#txpver = :txpexpect";
+/// Deleting a record: only once completed, and only the version the deleter read.
+const CONDITION_DELETE_COMPLETED: &str = "#txpst = :txpdone AND #txpver = :txpver";
 
 /// The states of a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,7 +310,7 @@ impl TxTable {
                 .client
                 .query()
                 .table_name(&self.table)
-                .key_condition_expression("#txpid = :txpid AND begins_with(#txppart, :txpprefix)")
+                .key_condition_expression(KEY_CONDITION_REQUEST_PARTS)
                 .expression_attribute_names("#txpid", ATTR_TX_ID)
                 .expression_attribute_names("#txppart", ATTR_PART)
                 .expression_attribute_values(":txpid", s(&header.tx_id))
@@ -458,7 +464,7 @@ impl TxTable {
             .table_name(&self.table)
             .set_key(Some(header_key(&from.tx_id)))
             .update_expression(expression)
-            .condition_expression("#txpver = :txpexpect")
+            .condition_expression(CONDITION_VERSION)
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
             .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
@@ -495,7 +501,7 @@ impl TxTable {
             .delete_item()
             .table_name(&self.table)
             .set_key(Some(header_key(&header.tx_id)))
-            .condition_expression("#txpst = :txpdone AND #txpver = :txpver")
+            .condition_expression(CONDITION_DELETE_COMPLETED)
             .expression_attribute_names("#txpst", ATTR_STATE)
             .expression_attribute_names("#txpver", ATTR_VERSION)
             .expression_attribute_values(":txpdone", s(TxState::Completed.as_str()))
