@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use serde_json::{json, Map, Value};
-use shared::dead_letter::DeadLetters;
-use shared::item::{item_to_json, Item};
-use shared::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
-use shared::source::{Batch, SourceKind, SourcePosition, SourceRecord};
-use shared::writer::Writer;
+use dynamo_lambda::dead_letter::DeadLetters;
+use dynamo_protocols::ddb::item::{item_to_json, Item};
+use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+use dynamo_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
+use dynamo_lambda::Writer;
 
 /// A ratchet writer on fresh template tables, with the given client.
 pub async fn ratchet_writer(client: Client) -> (Writer<Ratchet>, BTreeMap<String, String>) {
     let tables =
-        shared::testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+        dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let writer = ratchet_writer_on(client, &tables);
     (writer, tables)
 }
@@ -96,7 +96,7 @@ pub async fn raw_item(client: &Client, table: &str, key: Item) -> Option<Map<Str
 
 /// Load a fixture from `events/`.
 pub fn fixture(name: &str) -> Value {
-    let path = shared::testing::workspace_root().join("events").join(name);
+    let path = dynamo_testing::workspace_root().join("events").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("fixture is JSON")
 }

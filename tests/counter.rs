@@ -14,14 +14,15 @@ use aws_sdk_dynamodb::Client;
 use common::*;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Map, Value};
-use shared::counter::{
+use dynamo_protocols::counter::{
     Counter, CounterConfig, CounterOutcome, RmwOutcome, VersionOutcome, KEY_BYTES,
 };
-use shared::dead_letter::DeadLetters;
-use shared::item::{item_size, ItemKey};
-use shared::source::{Batch, Deadline};
-use shared::testing::{client, client_with, Fault, FaultInjector};
-use shared::writer::Writer;
+use dynamo_lambda::dead_letter::DeadLetters;
+use dynamo_protocols::ddb::item::{item_size, ItemKey};
+use dynamo_lambda::Batch;
+use dynamo_protocols::Deadline;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamo_lambda::Writer;
 
 const TABLES: [&str; 2] = ["CounterTable", "DeadLetterTable"];
 
@@ -56,7 +57,7 @@ fn writer_on(
 }
 
 async fn counter_writer(client: Client) -> (Writer<Counter>, BTreeMap<String, String>) {
-    let tables = shared::testing::template_tables(&client, &TABLES).await;
+    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
     (writer_on(client, &tables, |_| {}, None), tables)
 }
 
@@ -137,7 +138,7 @@ async fn deliver_until_done(w: &Writer<Counter>, batch: &Batch) -> usize {
     panic!("records still failing after 60 deliveries");
 }
 
-async fn raw_item(client: &Client, table: &str, key: &ItemKey) -> shared::item::Item {
+async fn raw_item(client: &Client, table: &str, key: &ItemKey) -> dynamo_protocols::ddb::item::Item {
     client
         .get_item()
         .table_name(table)
@@ -268,7 +269,7 @@ fn lose_responses(percent: usize) -> FaultInjector {
 async fn lost_responses_with_sdk_retries_never_double_count() {
     let injector = lose_responses(40);
     let setup = client();
-    let tables = shared::testing::template_tables(&setup, &TABLES).await;
+    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
     let w = writer_on(
         client_with(Some(injector.clone()), 4),
         &tables,
@@ -299,7 +300,7 @@ async fn lost_responses_with_sdk_retries_never_double_count() {
 async fn lost_responses_without_sdk_retries_are_redelivered_and_never_double_count() {
     let injector = lose_responses(50);
     let setup = client();
-    let tables = shared::testing::template_tables(&setup, &TABLES).await;
+    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
     let w = writer_on(
         client_with(Some(injector.clone()), 1),
         &tables,
@@ -334,7 +335,7 @@ async fn a_lost_response_retried_by_the_sdk_is_recognised_as_its_own_write() {
         }
     });
     let setup = client();
-    let tables = shared::testing::template_tables(&setup, &TABLES).await;
+    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
     let w = writer_on(
         client_with(Some(lose_first.clone()), 3),
         &tables,
@@ -410,7 +411,7 @@ async fn a_batch_is_coalesced_into_one_write_per_item_and_chunk() {
 #[tokio::test]
 async fn a_duplicate_inside_the_window_is_rejected_and_past_the_window_is_forgotten() {
     let client = client();
-    let tables = shared::testing::template_tables(&client, &TABLES).await;
+    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
     let clock = Arc::new(AtomicU64::new(1_000_000));
     // Window 100 s over 2 buckets: buckets of 100 s, keys kept at most 200 s.
     let w = writer_on(
@@ -464,7 +465,7 @@ async fn a_duplicate_inside_the_window_is_rejected_and_past_the_window_is_forgot
 #[tokio::test]
 async fn item_size_stays_bounded_across_many_windows() {
     let client = client();
-    let tables = shared::testing::template_tables(&client, &TABLES).await;
+    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
     let clock = Arc::new(AtomicU64::new(5_000_000));
     let w = writer_on(
         client.clone(),
@@ -510,7 +511,7 @@ async fn item_size_stays_bounded_across_many_windows() {
 #[tokio::test]
 async fn a_writer_whose_clock_is_behind_writes_into_the_items_bucket() {
     let client = client();
-    let tables = shared::testing::template_tables(&client, &TABLES).await;
+    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
     let ahead = Arc::new(AtomicU64::new(2_000_500));
     let behind = Arc::new(AtomicU64::new(2_000_000));
     let window = |c: &mut CounterConfig| c.window = Duration::from_secs(100);
@@ -595,10 +596,10 @@ async fn an_item_about_to_overflow_keeps_its_deltas_as_dead_letters() {
         .await
         .expect("make room");
     let replay = Batch {
-        kind: shared::source::SourceKind::Sqs,
+        kind: dynamo_lambda::source::SourceKind::Sqs,
         records: letters
             .iter()
-            .map(|l| shared::source::SourceRecord {
+            .map(|l| dynamo_lambda::source::SourceRecord {
                 position: l.position.clone(),
                 body: l.payload.clone(),
             })

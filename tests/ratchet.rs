@@ -9,11 +9,12 @@ use common::*;
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use shared::item::ItemKey;
-use shared::pipeline::RecordResult;
-use shared::ratchet::RatchetOutcome;
-use shared::source::{Batch, Deadline};
-use shared::testing::{client, client_with, Fault, FaultInjector};
+use dynamo_protocols::ddb::item::ItemKey;
+use dynamo_protocols::RecordResult;
+use dynamo_protocols::ratchet::RatchetOutcome;
+use dynamo_lambda::Batch;
+use dynamo_protocols::Deadline;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
 
 fn key(pk: &str, sk: &str) -> ItemKey {
     ItemKey::from_json(&json!({"PK":pk,"SK":sk})).expect("key")
@@ -56,7 +57,7 @@ async fn older_put_cannot_revive_tombstone() {
     assert_eq!(raw["Deleted"], json!(true));
     assert_eq!(raw["Timestamp"], json!(20));
     let ttl = raw["TTL"].as_u64().expect("TTL is a number");
-    let week = shared::source::epoch_seconds() + 7 * 24 * 3600;
+    let week = dynamo_protocols::ddb::clock::epoch_seconds() + 7 * 24 * 3600;
     assert!(
         ttl <= week && ttl + 60 >= week,
         "TTL {ttl} is about a week from now ({week})"
@@ -351,13 +352,13 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     // `Version` is rejected as reserved, and garbage is rejected as bad JSON.
     let client = client();
     let tables =
-        shared::testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+        dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let mut misconfigured = ratchet_writer_on(client.clone(), &tables);
-    misconfigured.protocol = shared::ratchet::Ratchet::new(
+    misconfigured.protocol = dynamo_protocols::ratchet::Ratchet::new(
         client.clone(),
-        shared::ratchet::RatchetConfig {
+        dynamo_protocols::ratchet::RatchetConfig {
             ts_attribute: "Version".into(),
-            ..shared::ratchet::RatchetConfig::new(&tables["RatchetTable"])
+            ..dynamo_protocols::ratchet::RatchetConfig::new(&tables["RatchetTable"])
         },
     );
     let batch = sqs_batch(
@@ -445,11 +446,11 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
     });
     let setup = client();
     let tables =
-        shared::testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let mut w = ratchet_writer_on(client_with(Some(refuse_b.clone()), 1), &tables);
-    w.protocol = shared::ratchet::Ratchet::new(
+    w.protocol = dynamo_protocols::ratchet::Ratchet::new(
         client_with(Some(refuse_b.clone()), 1),
-        shared::ratchet::RatchetConfig {
+        dynamo_protocols::ratchet::RatchetConfig {
             concurrency: 1,
             ..w.protocol.config().clone()
         },
@@ -495,7 +496,7 @@ async fn kinesis_failures_are_reported_by_sequence_number() {
     });
     let setup = client();
     let tables =
-        shared::testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let w = ratchet_writer_on(client_with(Some(refuse_all_puts), 1), &tables);
     let event = fixture("ratchet-kinesis-in-order.json");
     let expected: Vec<String> = Batch::from_event(event.clone())
@@ -530,7 +531,7 @@ async fn a_dead_letter_that_cannot_be_written_is_reported_not_dropped() {
     });
     let setup = client();
     let tables =
-        shared::testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let w = ratchet_writer_on(client_with(Some(refuse_all_puts), 1), &tables);
 
     let report = w
@@ -553,7 +554,7 @@ async fn lost_response_is_retried_by_the_sdk_and_recognised_as_duplicate() {
     });
     let setup = client();
     let tables =
-        shared::testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let w = ratchet_writer_on(client_with(Some(lose_first.clone()), 3), &tables);
 
     let outcome = write_one(&w, put("u", "a", 1, json!({"v":1}))).await;
@@ -593,7 +594,7 @@ async fn nothing_is_started_after_the_deadline() {
 
 #[tokio::test]
 async fn fixtures_round_trip_and_match_their_source() {
-    let dir = shared::testing::workspace_root().join("events");
+    let dir = dynamo_testing::workspace_root().join("events");
     let mut seen = 0;
     for entry in std::fs::read_dir(dir).expect("events/") {
         let path = entry.expect("entry").path();
@@ -698,7 +699,7 @@ proptest! {
             }
 
             // The model: per key, the record with the greatest version.
-            let mut model: BTreeMap<String, shared::ratchet::RatchetRecord> = BTreeMap::new();
+            let mut model: BTreeMap<String, dynamo_protocols::ratchet::RatchetRecord> = BTreeMap::new();
             for r in &records {
                 let parsed = w.protocol.parse_record(body(case, r).to_string().as_bytes()).expect("valid");
                 let id = format!("case{case}|k{}", r.key);
@@ -717,13 +718,13 @@ proptest! {
                 assert_eq!(stored["Timestamp"], json!(winner.ts), "{id}");
                 assert_eq!(stored["TieBreak"], json!(winner.token), "{id}");
                 match &winner.op {
-                    shared::ratchet::RatchetOp::Delete => {
+                    dynamo_protocols::ratchet::RatchetOp::Delete => {
                         assert_eq!(stored["Deleted"], json!(true), "{id}");
                         assert!(stored["TTL"].is_number());
                         assert_eq!(stored.len(), 6, "a tombstone keeps only key, ts, token, flag, TTL: {stored:?}");
                     }
-                    shared::ratchet::RatchetOp::Put(item) => {
-                        let expected = shared::item::item_to_json(item.clone()).expect("json");
+                    dynamo_protocols::ratchet::RatchetOp::Put(item) => {
+                        let expected = dynamo_protocols::ddb::item::item_to_json(item.clone()).expect("json");
                         assert_eq!(stored, &expected, "{id}");
                     }
                 }
@@ -738,7 +739,7 @@ async fn table_for_property(client: &aws_sdk_dynamodb::Client) -> BTreeMap<Strin
     if let Some(t) = TABLES.lock().expect("lock").clone() {
         return t;
     }
-    let t = shared::testing::template_tables(client, &["RatchetTable", "DeadLetterTable"]).await;
+    let t = dynamo_testing::template_tables(client, &["RatchetTable", "DeadLetterTable"]).await;
     *TABLES.lock().expect("lock") = Some(t.clone());
     t
 }

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use shared::testing::client;
+use dynamo_testing::client;
 
 #[tokio::test]
 async fn tombstones_expire_through_the_tables_ttl() {
@@ -14,9 +14,9 @@ async fn tombstones_expire_through_the_tables_ttl() {
     // tombstone lifetime
     let client = client();
     let (mut w, tables) = ratchet_writer(client.clone()).await;
-    w.protocol = shared::ratchet::Ratchet::new(
+    w.protocol = dynamo_protocols::ratchet::Ratchet::new(
         client.clone(),
-        shared::ratchet::RatchetConfig {
+        dynamo_protocols::ratchet::RatchetConfig {
             tombstone_ttl: std::time::Duration::from_secs(1),
             ..w.protocol.config().clone()
         },

@@ -14,16 +14,16 @@ use common::*;
 use lambda_runtime::{Context, LambdaEvent};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Map, Value};
-use shared::dead_letter::DeadLetters;
-use shared::item::item_to_json;
-use shared::source::Deadline;
-use shared::sweep::{SweepConfig, SweepSummary, Sweeper};
-use shared::testing::{client, client_with, Fault, FaultInjector};
-use shared::txn::read::Isolation;
-use shared::txn::record::TxState;
-use shared::txn::request::TxMessage;
-use shared::txn::{Coordinator, TxConfig, TxError, TxOutcome};
-use shared::writer::Writer;
+use dynamo_lambda::dead_letter::DeadLetters;
+use dynamo_protocols::ddb::item::item_to_json;
+use dynamo_protocols::Deadline;
+use dynamo_protocols::sweep::{SweepConfig, SweepSummary, Sweeper};
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamo_protocols::txn::read::Isolation;
+use dynamo_protocols::txn::record::TxState;
+use dynamo_protocols::txn::request::TxMessage;
+use dynamo_protocols::txn::{Coordinator, TxConfig, TxError, TxOutcome};
+use dynamo_lambda::Writer;
 
 /// Tables of one test: logical id → name.
 struct Env {
@@ -32,7 +32,7 @@ struct Env {
 
 impl Env {
     async fn new(client: &Client) -> Env {
-        let tables = shared::testing::template_tables(
+        let tables = dynamo_testing::template_tables(
             client,
             &["TxTable", "AccountsTable", "DeadLetterTable"],
         )
@@ -705,8 +705,8 @@ async fn disallowed_tables_and_reserved_attributes_are_refused() {
     let env = Env::new(&base).await;
     let c = env.coordinator(client());
     let refused = |body: Value| match c.parse_message(body.to_string().as_bytes()) {
-        Err(r) => r.code,
-        Ok(_) => "accepted".into(),
+        Err(r) => r.code.as_str(),
+        Ok(_) => "accepted",
     };
     assert_eq!(
         refused(transfer(env.tx(), "t", "a", "b", 1)),

@@ -1,23 +1,33 @@
 //! `dead-letters list|export|replay`: inspect and replay what the writers kept.
 
+use aws_sdk_dynamodb::Client;
+use dynamo_lambda::client::client_from_env;
+use dynamo_lambda::dead_letter::{DeadLetter, DeadLetters};
+use dynamo_lambda::settings::FromEnv;
+use dynamo_lambda::{writer_from_env, Writer};
+use dynamo_protocols::counter::Counter;
+use dynamo_protocols::ratchet::Ratchet;
+use dynamo_protocols::txn::Coordinator;
 use serde_json::{json, Value};
-use shared::dead_letter::{DeadLetter, DeadLetters};
-use shared::pipeline::Protocol;
-use shared::writer::Writer;
 
-use crate::args::Args;
+/// What to do with the dead letters.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Action {
+    /// Print them as JSON lines.
+    List,
+    /// Print an SQS-shaped event of their payloads (for `cargo lambda invoke --data-file`).
+    Export,
+    /// Run them through the function's protocol again (settings from env); remove those that
+    /// now succeed.
+    Replay,
+}
 
-pub async fn run(mut args: Args) -> Result<(), String> {
-    let action = args
-        .next_positional()
-        .ok_or("dead-letters: list, export or replay?")?;
-    let table = args.required("table")?;
-    let function = args.required("function")?;
-    let client = shared::store::client_from_env().await;
-    let letters = DeadLetters::new(client.clone(), &table, &function);
+pub async fn run(action: Action, table: &str, function: &str) -> Result<(), String> {
+    let client = client_from_env().await;
+    let letters = DeadLetters::new(client.clone(), table, function);
     let kept = letters.list().await.map_err(|e| e.to_string())?;
-    match action.as_str() {
-        "list" => {
+    match action {
+        Action::List => {
             for l in &kept {
                 println!(
                     "{}",
@@ -30,39 +40,22 @@ pub async fn run(mut args: Args) -> Result<(), String> {
             eprintln!("{} dead letter(s) of {function} in {table}", kept.len());
             Ok(())
         }
-        "export" => {
+        Action::Export => {
             println!(
                 "{}",
                 serde_json::to_string_pretty(&sqs_event(&kept)).map_err(|e| e.to_string())?
             );
             Ok(())
         }
-        "replay" => match function.as_str() {
-            "ratchet-writer" => {
-                let mut writer =
-                    shared::writer::ratchet_writer_from_env(client).map_err(|e| e.to_string())?;
-                writer.dead_letters = letters.clone();
-                replay(&writer).await
-            }
-            "counter-writer" => {
-                let mut writer =
-                    shared::counter::counter_writer_from_env(client).map_err(|e| e.to_string())?;
-                writer.dead_letters = letters.clone();
-                replay(&writer).await
-            }
-            "tx-coordinator" => {
-                let mut writer =
-                    shared::txn::tx_writer_from_env(client).map_err(|e| e.to_string())?;
-                writer.dead_letters = letters.clone();
-                replay(&writer).await
-            }
+        Action::Replay => match function {
+            f if f == Ratchet::SPEC.name => replay::<Ratchet>(client, letters).await,
+            f if f == Counter::SPEC.name => replay::<Counter>(client, letters).await,
+            f if f == Coordinator::SPEC.name => replay::<Coordinator>(client, letters).await,
             other => Err(format!("replay does not know the function {other:?}")),
         },
-        other => Err(format!("unknown action {other:?}")),
     }
 }
 
-/// An SQS-shaped event holding the kept payloads (for `cargo lambda invoke --data-file`).
 fn sqs_event(letters: &[DeadLetter]) -> Value {
     let records: Vec<Value> = letters
         .iter()
@@ -78,7 +71,11 @@ fn sqs_event(letters: &[DeadLetter]) -> Value {
     json!({ "Records": records })
 }
 
-async fn replay<P: Protocol>(writer: &Writer<P>) -> Result<(), String> {
+async fn replay<P: FromEnv>(client: Client, letters: DeadLetters) -> Result<(), String> {
+    let writer: Writer<P> = Writer {
+        dead_letters: letters,
+        ..writer_from_env(client).map_err(|e| e.to_string())?
+    };
     let report = writer
         .replay_dead_letters()
         .await

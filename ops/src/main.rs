@@ -1,4 +1,5 @@
-//! `ops`: operator and developer tools for the writers.
+//! `ops`: the operator CLI for the writers (no test or benchmark code; those live in
+//! `ops/bench`).
 //!
 //! ```text
 //! ops create-tables [--template template.yaml] [--prefix P] [LogicalId ...]
@@ -8,37 +9,89 @@
 //! ops dead-letters export --table T --function F   an SQS-shaped event, for `cargo lambda invoke`
 //! ops dead-letters replay --table T --function F   re-run kept records (settings from env), remove
 //!                                                  those that now succeed
-//! ops bench ratchet [--records N --keys K]         benchmark against DynamoDB Local
-//! ops bench counter                                counter writer vs one UpdateItem per record
-//! ops bench txn [--transfers N]                    transaction protocol vs TransactWriteItems
-//! ops tx seed|abandon|status ...                   transaction demo helpers (ops/src/txn.rs)
+//! ops tx seed TABLE PK=BALANCE ...                 accounts for the transaction demo
+//! ops tx status TXID                               a TX record's state (TX_TABLE from env)
 //! ```
 //!
 //! Endpoint, region and credentials come from the standard AWS environment
 //! (`AWS_ENDPOINT_URL_DYNAMODB` for DynamoDB Local).
 
-mod args;
-mod bench;
 mod dead_letters;
 mod tables;
 mod txn;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Operator tools for the DynamoDB stream writers.
+#[derive(Debug, Parser)]
+#[command(name = "ops", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create the template's DynamoDB tables (all, or the logical ids given).
+    CreateTables {
+        /// The SAM template.
+        #[arg(long, default_value = "template.yaml")]
+        template: PathBuf,
+        /// Prefix of the table names.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// Logical ids of the tables to create (default: every table).
+        only: Vec<String>,
+    },
+    /// Every item of a table as JSON lines.
+    Scan {
+        /// The table.
+        table: String,
+    },
+    /// Every item of a table, readable.
+    Show {
+        /// The table.
+        table: String,
+    },
+    /// Dead letters of one function: list, export as an SQS event, replay.
+    DeadLetters {
+        /// What to do.
+        #[arg(value_enum)]
+        action: dead_letters::Action,
+        /// The dead-letter table.
+        #[arg(long)]
+        table: String,
+        /// The function whose dead letters these are.
+        #[arg(long)]
+        function: String,
+    },
+    /// Transaction helpers.
+    Tx {
+        #[command(subcommand)]
+        command: txn::TxCommand,
+    },
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let mut args = args::Args::from_env();
-    let result = match args.next_positional().as_deref() {
-        Some("create-tables") => tables::create(args).await,
-        Some("scan") => tables::scan(args, false).await,
-        Some("show") => tables::scan(args, true).await,
-        Some("dead-letters") => dead_letters::run(args).await,
-        Some("tx") => txn::run(args).await,
-        Some("bench") => bench::run(args).await,
-        Some("bench-worker") => bench::worker(args).await,
-        other => Err(format!(
-            "unknown command {other:?}; see the usage in ops/src/main.rs or the README"
-        )),
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::CreateTables {
+            template,
+            prefix,
+            only,
+        } => tables::create(&template, &prefix, &only).await,
+        Command::Scan { table } => tables::scan(&table, false).await,
+        Command::Show { table } => tables::scan(&table, true).await,
+        Command::DeadLetters {
+            action,
+            table,
+            function,
+        } => dead_letters::run(action, &table, &function).await,
+        Command::Tx { command } => txn::run(command).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

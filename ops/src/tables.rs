@@ -1,22 +1,16 @@
 //! `create-tables`, `scan`, `show`.
 
-use std::path::PathBuf;
+use std::path::Path;
 
+use dynamo_lambda::client::client_from_env;
+use dynamo_protocols::ddb::item::{canonical_json, item_to_json};
+use dynamo_protocols::StoreError;
 use serde_json::Value;
-use shared::item::item_to_json;
 
-use crate::args::Args;
-
-pub async fn create(mut args: Args) -> Result<(), String> {
-    let template = PathBuf::from(
-        args.option("template")
-            .unwrap_or_else(|| "template.yaml".into()),
-    );
-    let prefix = args.option("prefix").unwrap_or_default();
-    let only = args.positionals();
+pub async fn create(template: &Path, prefix: &str, only: &[String]) -> Result<(), String> {
     let only: Vec<&str> = only.iter().map(String::as_str).collect();
-    let client = shared::store::client_from_env().await;
-    let created = shared::provision::create_template_tables(&client, &template, &prefix, &only)
+    let client = client_from_env().await;
+    let created = dynamo_provision::create_template_tables(&client, template, prefix, &only)
         .await
         .map_err(|e| e.to_string())?;
     for (logical, name) in created {
@@ -25,19 +19,18 @@ pub async fn create(mut args: Args) -> Result<(), String> {
     Ok(())
 }
 
-pub async fn scan(mut args: Args, readable: bool) -> Result<(), String> {
-    let table = args.next_positional().ok_or("which table?")?;
-    let client = shared::store::client_from_env().await;
+pub async fn scan(table: &str, readable: bool) -> Result<(), String> {
+    let client = client_from_env().await;
     let mut items = Vec::new();
     let mut start = None;
     loop {
         let page = client
             .scan()
-            .table_name(&table)
+            .table_name(table)
             .set_exclusive_start_key(start)
             .send()
             .await
-            .map_err(|e| shared::error::StoreError::from_sdk("Scan", e).to_string())?;
+            .map_err(|e| StoreError::from_sdk("Scan", e).to_string())?;
         for item in page.items.unwrap_or_default() {
             items.push(item_to_json(item).map_err(|e| e.to_string())?);
         }
@@ -46,7 +39,7 @@ pub async fn scan(mut args: Args, readable: bool) -> Result<(), String> {
             break;
         }
     }
-    items.sort_by_key(|i| shared::item::canonical_json(&Value::Object(i.clone())));
+    items.sort_by_key(|i| canonical_json(&Value::Object(i.clone())));
     if !readable {
         for item in items {
             println!("{}", Value::Object(item));

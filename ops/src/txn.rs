@@ -1,37 +1,43 @@
 //! `ops tx ...`: demo helpers for transactions (settings from the environment, as the
-//! functions read them).
+//! functions read them). A coordinator that crashes on purpose is `bench crash-tx`.
 //!
 //! ```text
 //! ops tx seed TABLE PK=BALANCE ...          put accounts {PK, balance} (plain items)
-//! ops tx abandon --fail-after K EVENT.json  run the first message of an SQS event with a
-//!                                           coordinator that dies after its K-th DynamoDB call
 //! ops tx status TXID                        the TX record's header
 //! ```
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::source::{Batch, Deadline};
-use shared::testing::{client_with, FaultInjector};
-use shared::txn::{Coordinator, TxConfig};
+use dynamo_lambda::client::client_from_env;
+use dynamo_protocols::txn::record::TxTable;
+use dynamo_protocols::StoreError;
 
-use crate::args::Args;
+/// Transaction helpers.
+#[derive(Debug, clap::Subcommand)]
+pub enum TxCommand {
+    /// Put accounts `PK=BALANCE` into TABLE (for the demo).
+    Seed {
+        /// The accounts table.
+        table: String,
+        /// `PK=BALANCE` pairs.
+        accounts: Vec<String>,
+    },
+    /// Print a TX record's state (the TX table from `TX_TABLE`).
+    Status {
+        /// The transaction id.
+        tx_id: String,
+    },
+}
 
-pub async fn run(mut args: Args) -> Result<(), String> {
-    match args.next_positional().as_deref() {
-        Some("seed") => seed(args).await,
-        Some("abandon") => abandon(args).await,
-        Some("status") => status(args).await,
-        other => Err(format!(
-            "tx: unknown command {other:?} (seed, abandon, status)"
-        )),
+pub async fn run(command: TxCommand) -> Result<(), String> {
+    match command {
+        TxCommand::Seed { table, accounts } => seed(&table, &accounts).await,
+        TxCommand::Status { tx_id } => status(&tx_id).await,
     }
 }
 
-async fn seed(mut args: Args) -> Result<(), String> {
-    let table = args
-        .next_positional()
-        .ok_or("tx seed TABLE PK=BALANCE ...")?;
-    let client = shared::store::client_from_env().await;
-    for account in args.positionals() {
+async fn seed(table: &str, accounts: &[String]) -> Result<(), String> {
+    let client = client_from_env().await;
+    for account in accounts {
         let (pk, balance) = account
             .split_once('=')
             .ok_or_else(|| format!("{account:?}: expected PK=BALANCE"))?;
@@ -40,51 +46,22 @@ async fn seed(mut args: Args) -> Result<(), String> {
             .map_err(|_| format!("{account:?}: the balance must be an integer"))?;
         client
             .put_item()
-            .table_name(&table)
+            .table_name(table)
             .item("PK", AttributeValue::S(pk.into()))
             .item("balance", AttributeValue::N(balance.to_string()))
             .send()
             .await
-            .map_err(|e| shared::error::StoreError::from_sdk("PutItem", e).to_string())?;
+            .map_err(|e| StoreError::from_sdk("PutItem", e).to_string())?;
         println!("{table}: {pk} balance={balance}");
     }
     Ok(())
 }
 
-async fn abandon(mut args: Args) -> Result<(), String> {
-    let k: usize = args.parsed("fail-after", 5)?;
-    let path = args
-        .next_positional()
-        .ok_or("tx abandon --fail-after K EVENT.json")?;
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-    let event: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
-    let batch = Batch::from_event(event).map_err(|e| e.to_string())?;
-    let record = batch.records.first().ok_or("the event has no record")?;
-    let config = TxConfig::from_env().map_err(|e| e.to_string())?;
-    let coordinator = Coordinator::new(client_with(Some(FaultInjector::fail_from(k)), 1), config);
-    let message = coordinator
-        .parse_message(&record.body)
-        .map_err(|e| e.to_string())?;
-    match coordinator.run(&message, Deadline::none()).await {
-        Ok(report) => println!(
-            "transaction {} finished before call {k}: {:?}",
-            message.tx_id, report.outcome
-        ),
-        Err(err) => println!(
-            "coordinator of transaction {} died after {k} DynamoDB calls ({err})",
-            message.tx_id
-        ),
-    }
-    Ok(())
-}
-
-async fn status(mut args: Args) -> Result<(), String> {
-    let tx_id = args.next_positional().ok_or("tx status TXID")?;
+async fn status(tx_id: &str) -> Result<(), String> {
     let table = std::env::var("TX_TABLE").map_err(|_| "TX_TABLE is not set")?;
-    let client = shared::store::client_from_env().await;
-    let tx = shared::txn::record::TxTable::new(client, table);
-    match tx.get(&tx_id).await.map_err(|e| e.to_string())? {
+    let client = client_from_env().await;
+    let tx = TxTable::new(client, table);
+    match tx.get(tx_id).await.map_err(|e| e.to_string())? {
         Some(h) => println!(
             "{tx_id}: state={} decision={} attempt={} version={} reason={}",
             h.state.as_str(),

@@ -1,12 +1,11 @@
 //! `counter-writer`: Kinesis or SQS batches of counter deltas, each added exactly once per
-//! idempotency key (see `shared::counter`). All logic lives in the shared crate; this crate only
-//! wires settings, the client and the runtime.
+//! idempotency key (see `dynamo_protocols::counter`). All logic lives in the library crates;
+//! this crate only wires settings, the client and the runtime.
 
+use dynamo_lambda::{BatchResponse, HandlerError, Writer};
+use dynamo_protocols::counter::Counter;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use shared::counter::Counter;
-use shared::source::BatchResponse;
-use shared::writer::{HandlerError, Writer};
 
 /// What the handler needs, built once per cold start.
 pub type Deps = Writer<Counter>;

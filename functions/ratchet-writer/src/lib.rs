@@ -1,12 +1,11 @@
 //! `ratchet-writer`: Kinesis or SQS batches of put/delete records, written with the timestamp
-//! ratchet (see `shared::ratchet`). All logic lives in the shared crate; this crate only wires
-//! settings, the client and the runtime.
+//! ratchet (see `dynamo_protocols::ratchet`). All logic lives in the library crates; this crate
+//! only wires settings, the client and the runtime.
 
+use dynamo_lambda::{BatchResponse, HandlerError, Writer};
+use dynamo_protocols::ratchet::Ratchet;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use shared::ratchet::Ratchet;
-use shared::source::BatchResponse;
-use shared::writer::{HandlerError, Writer};
 
 /// What the handler needs, built once per cold start.
 pub type Deps = Writer<Ratchet>;

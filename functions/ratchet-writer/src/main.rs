@@ -3,9 +3,9 @@ use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init();
-    let client = shared::store::client_from_env().await;
-    let deps = shared::writer::ratchet_writer_from_env(client)?;
+    dynamo_lambda::telemetry::init();
+    let client = dynamo_lambda::client::client_from_env().await;
+    let deps: ratchet_writer::Deps = dynamo_lambda::writer_from_env(client)?;
     run(service_fn(|event: LambdaEvent<Value>| {
         ratchet_writer::handler(event, &deps)
     }))

@@ -1,14 +1,13 @@
 //! `tx-coordinator`: SQS batches, each message one transaction
 //! (`{"txId":"…","requests":[{"Update":{…}},…]}`), run with the TX-record protocol (see
-//! `shared::txn`). All logic lives in the shared crate; this crate only wires settings, the
-//! client and the runtime. Malformed messages are dead-lettered, transient failures and
-//! deferred transactions are reported in `batchItemFailures`.
+//! `dynamo_protocols::txn`). All logic lives in the library crates; this crate only wires
+//! settings, the client and the runtime. Malformed messages are dead-lettered, transient
+//! failures and deferred transactions are reported in `batchItemFailures`.
 
+use dynamo_lambda::{BatchResponse, HandlerError, Writer};
+use dynamo_protocols::txn::Coordinator;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use shared::source::BatchResponse;
-use shared::txn::Coordinator;
-use shared::writer::{HandlerError, Writer};
 
 /// What the handler needs, built once per cold start.
 pub type Deps = Writer<Coordinator>;

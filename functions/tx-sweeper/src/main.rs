@@ -3,9 +3,9 @@ use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init();
-    let client = shared::store::client_from_env().await;
-    let deps = shared::sweep::Sweeper::from_env(client)?;
+    dynamo_lambda::telemetry::init();
+    let client = dynamo_lambda::client::client_from_env().await;
+    let deps = dynamo_lambda::settings::sweeper_from_env(client)?;
     run(service_fn(|event: LambdaEvent<Value>| {
         tx_sweeper::handler(event, &deps)
     }))

@@ -1,0 +1,63 @@
+//! What the benchmarks share: warm clients, peak RSS, worker processes.
+
+use std::str::FromStr;
+
+/// Warm a client as a warm Lambda container is: credentials resolved and `connections`
+/// pooled connections open. Reads of absent `PK`/`SK` items only; no write is made.
+pub async fn warm_up(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    connections: usize,
+) -> Result<(), String> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let reads = futures::future::join_all((0..connections.max(1)).map(|i| {
+        client
+            .get_item()
+            .table_name(table)
+            .key("PK", AttributeValue::S(format!("warmup#{i}")))
+            .key("SK", AttributeValue::S("warmup".into()))
+            .send()
+    }))
+    .await;
+    match reads.into_iter().find_map(Result::err) {
+        Some(e) => Err(format!("warm-up read failed: {e}")),
+        None => Ok(()),
+    }
+}
+
+/// Peak resident set size of this process in KiB (Linux `VmHWM`).
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Run `bench worker <args>` and return its stdout (one JSON line).
+pub fn spawn_worker(args: &[String]) -> Result<serde_json::Value, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(exe)
+        .env("AWS_ENDPOINT_URL_DYNAMODB", dynamo_testing::endpoint())
+        .arg("worker")
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "worker {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().ok_or("worker printed nothing")?;
+    serde_json::from_str(line).map_err(|e| format!("worker output {line:?}: {e}"))
+}
+
+/// The next positional argument of a worker, parsed.
+pub fn next_arg<T: FromStr>(args: &mut impl Iterator<Item = String>, what: &str) -> Result<T, String> {
+    let text = args.next().ok_or_else(|| format!("worker: {what} is missing"))?;
+    text.parse()
+        .map_err(|_| format!("worker: {what}: cannot parse {text:?}"))
+}

@@ -1,0 +1,87 @@
+//! `bench`: benchmarks against DynamoDB Local, and demo helpers that need fault injection.
+//! Kept out of the operator tool (`ops`): this binary links the test support crate.
+//!
+//! ```text
+//! bench ratchet [--records 1000,10000 --keys K --duplicates F --concurrency C --latency-ms L]
+//! bench counter                      counter writer vs one UpdateItem per record
+//! bench txn [--transfers N]          transaction protocol vs TransactWriteItems
+//! bench crash-tx --fail-after K EVENT.json
+//!                                    run a transaction whose coordinator dies after K calls
+//! ```
+//!
+//! Each scenario runs in a child process (`bench worker ...`) so that its peak RSS (VmHWM) is
+//! the function's own, not the harness's.
+
+mod common;
+mod counter;
+mod crash;
+mod latency;
+mod ratchet;
+mod txn;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Benchmarks against DynamoDB Local.
+#[derive(Debug, Parser)]
+#[command(name = "bench")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The ratchet writer against one conditional PutItem per record.
+    Ratchet(ratchet::Options),
+    /// The counter writer against one UpdateItem per record.
+    Counter,
+    /// The transaction protocol against native TransactWriteItems.
+    Txn {
+        /// Transfers per throughput run.
+        #[arg(long, default_value_t = 800)]
+        transfers: usize,
+    },
+    /// Run the first message of an SQS event with a coordinator that dies after K calls.
+    CrashTx {
+        /// DynamoDB calls before the coordinator dies.
+        #[arg(long, default_value_t = 5)]
+        fail_after: usize,
+        /// The SQS event.
+        event: PathBuf,
+    },
+    /// One scenario in this process (started by the benchmarks themselves).
+    #[command(hide = true)]
+    Worker {
+        /// The benchmark.
+        bench: String,
+        /// Its scenario arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Ratchet(options) => ratchet::run(options).await,
+        Command::Counter => counter::run().await,
+        Command::Txn { transfers } => txn::run(transfers).await,
+        Command::CrashTx { fail_after, event } => crash::run(fail_after, &event).await,
+        Command::Worker { bench, args } => match bench.as_str() {
+            "ratchet" => ratchet::worker(args).await,
+            "counter" => counter::worker(args).await,
+            "txn" => txn::worker(args).await,
+            other => Err(format!("worker: unknown benchmark {other:?}")),
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

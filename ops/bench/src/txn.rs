@@ -1,0 +1,346 @@
+//! Transaction benchmark against DynamoDB Local (one child process per scenario):
+//!
+//! * `writes N`: one transaction of N `Update` requests; write requests and consumed write
+//!   capacity per transaction, for N = 1, 2, 10, 200 (the protocol's 2N + 3);
+//! * `transfers spread|contended`: 8 concurrent coordinators run 2-item transfers (debit
+//!   conditional on `balance >= amount`), each on its own accounts (`spread`) or all among 10
+//!   accounts (`contended`);
+//! * `native spread|contended`: the same transfers as one `TransactWriteItems` each
+//!   (conflicts retried with backoff).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity, TransactWriteItem, Update};
+use aws_sdk_dynamodb::Client;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use dynamo_protocols::Deadline;
+use dynamo_testing::{client_with, template_tables};
+use dynamo_protocols::txn::{Coordinator, TxConfig, TxError};
+
+use crate::common::{next_arg, peak_rss_kib, spawn_worker};
+
+const COORDINATORS: usize = 8;
+const CONTENDED_ACCOUNTS: usize = 10;
+const INITIAL_BALANCE: i64 = 1_000_000;
+
+pub async fn run(transfers: usize) -> Result<(), String> {
+    let endpoint = dynamo_testing::endpoint();
+    // Children use the same DynamoDB Local.
+    std::env::set_var("AWS_ENDPOINT_URL_DYNAMODB", &endpoint);
+    println!("transaction benchmark against DynamoDB Local ({endpoint})");
+    println!();
+    // Warm the JVM up.
+    for kind in ["transfers", "native"] {
+        spawn_worker(&["txn".into(), kind.into(), "spread".into(), "200".into()])?;
+    }
+    println!(
+        "{:<28} {:>12} {:>12} {:>12} {:>10}",
+        "writes per transaction", "N", "write_calls", "2N+3", "WCU"
+    );
+    for n in [1usize, 2, 10, 200] {
+        let r = spawn_worker(&["txn".into(), "writes".into(), n.to_string()])?;
+        let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        println!(
+            "{:<28} {:>12} {:>12.0} {:>12} {:>10.1}",
+            "",
+            n,
+            num("write_calls"),
+            2 * n + 3,
+            num("write_units")
+        );
+    }
+    println!();
+    println!(
+        "{:<26} {:>9} {:>10} {:>11} {:>13} {:>14} {:>12}",
+        "2-item transfers",
+        "transfers",
+        "committed",
+        "transfers/s",
+        "writes/xfer",
+        "WCU/transfer",
+        "peak_RSS_MiB"
+    );
+    for (kind, mode) in [
+        ("transfers", "spread"),
+        ("native", "spread"),
+        ("transfers", "contended"),
+        ("native", "contended"),
+    ] {
+        let r = spawn_worker(&[
+            "txn".into(),
+            kind.into(),
+            mode.into(),
+            transfers.to_string(),
+        ])?;
+        let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        let label = format!(
+            "{} {mode}",
+            if kind == "native" {
+                "TransactWriteItems"
+            } else {
+                "TX protocol"
+            }
+        );
+        println!(
+            "{:<26} {:>9.0} {:>10.0} {:>11.1} {:>13.2} {:>14.2} {:>12.1}",
+            label,
+            num("transfers"),
+            num("committed"),
+            num("per_second"),
+            num("write_calls") / num("transfers").max(1.0),
+            num("write_units") / num("transfers").max(1.0),
+            num("peak_rss_kib") / 1024.0
+        );
+    }
+    println!();
+    println!("spread: each of the {COORDINATORS} coordinators on its own 2 accounts; contended: all among {CONTENDED_ACCOUNTS} accounts.");
+    println!("writes/xfer counts write requests (failed conditional ones included); WCU as reported by DynamoDB Local.");
+    Ok(())
+}
+
+pub async fn worker(args: Vec<String>) -> Result<(), String> {
+    let mut args = args.into_iter();
+    let kind: String = next_arg(&mut args, "scenario")?;
+    let result = match kind.as_str() {
+        "writes" => {
+            let n: usize = next_arg(&mut args, "writes N")?;
+            writes(n).await?
+        }
+        "transfers" | "native" => {
+            let mode: String = next_arg(&mut args, "spread|contended")?;
+            let count: usize = next_arg(&mut args, "transfer count")?;
+            transfers(kind == "native", mode == "contended", count).await?
+        }
+        other => return Err(format!("unknown txn scenario {other:?}")),
+    };
+    let mut result = result;
+    result["peak_rss_kib"] = json!(peak_rss_kib());
+    println!("{result}");
+    Ok(())
+}
+
+struct Tables {
+    accounts: String,
+    tx: String,
+}
+
+async fn tables(client: &Client) -> Tables {
+    let t = template_tables(client, &["TxTable", "AccountsTable"]).await;
+    Tables {
+        accounts: t["AccountsTable"].clone(),
+        tx: t["TxTable"].clone(),
+    }
+}
+
+async fn seed(client: &Client, table: &str, accounts: usize) -> Result<(), String> {
+    for a in 0..accounts {
+        client
+            .put_item()
+            .table_name(table)
+            .item("PK", AttributeValue::S(format!("acc{a}")))
+            .item("balance", AttributeValue::N(INITIAL_BALANCE.to_string()))
+            .send()
+            .await
+            .map_err(|e| format!("seed: {e}"))?;
+    }
+    Ok(())
+}
+
+fn update(table: &str, pk: &str, delta: i64, guarded: bool) -> Value {
+    let mut u = json!({"TableName":table,"Key":{"PK":pk},
+        "UpdateExpression":"SET #b = #b + :d","ExpressionAttributeNames":{"#b":"balance"},
+        "ExpressionAttributeValues":{":d":delta}});
+    if guarded {
+        u["ConditionExpression"] = json!("#b >= :need");
+        u["ExpressionAttributeValues"][":need"] = json!(-delta);
+    }
+    json!({ "Update": u })
+}
+
+async fn writes(n: usize) -> Result<Value, String> {
+    let client = client_with(None, 3);
+    let t = tables(&client).await;
+    seed(&client, &t.accounts, n).await?;
+    let c = Coordinator::new(client, TxConfig::new(&t.tx, [&t.accounts]));
+    let requests: Vec<Value> = (0..n)
+        .map(|a| update(&t.accounts, &format!("acc{a}"), 1, false))
+        .collect();
+    let body = json!({"txId":format!("writes-{n}"),"requests":requests});
+    let message = c
+        .parse_message(body.to_string().as_bytes())
+        .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let report = c
+        .run(&message, Deadline::none())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(json!({
+        "n": n,
+        "outcome": format!("{:?}", report.outcome),
+        "write_calls": report.write_calls,
+        "write_units": report.write_units,
+        "millis": started.elapsed().as_millis() as u64,
+    }))
+}
+
+async fn transfers(native: bool, contended: bool, count: usize) -> Result<Value, String> {
+    let client = client_with(None, 3);
+    let t = Arc::new(tables(&client).await);
+    let accounts = if contended {
+        CONTENDED_ACCOUNTS
+    } else {
+        2 * COORDINATORS
+    };
+    seed(&client, &t.accounts, accounts).await?;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..COORDINATORS {
+        let t = t.clone();
+        tasks.push(tokio::spawn(async move {
+            let client = client_with(None, 3);
+            let mut config = TxConfig::new(&t.tx, [&t.accounts]);
+            config.max_attempts = 100;
+            let c = Coordinator::new(client.clone(), config);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(w as u64);
+            let (mut committed, mut calls, mut units) = (0u64, 0u64, 0f64);
+            for i in (w..count).step_by(COORDINATORS) {
+                let (from, to) = if contended {
+                    let from = rng.random_range(0..CONTENDED_ACCOUNTS);
+                    (
+                        from,
+                        (from + rng.random_range(1..CONTENDED_ACCOUNTS)) % CONTENDED_ACCOUNTS,
+                    )
+                } else if rng.random_bool(0.5) {
+                    (2 * w, 2 * w + 1)
+                } else {
+                    (2 * w + 1, 2 * w)
+                };
+                let amount = rng.random_range(1..=100i64);
+                let (from, to) = (format!("acc{from}"), format!("acc{to}"));
+                if native {
+                    let (ok, c_calls, c_units) =
+                        native_transfer(&client, &t.accounts, &from, &to, amount).await?;
+                    committed += u64::from(ok);
+                    calls += c_calls;
+                    units += c_units;
+                } else {
+                    let body = json!({"txId":format!("x{i}"),"requests":[
+                        update(&t.accounts, &from, -amount, true),
+                        update(&t.accounts, &to, amount, false)]});
+                    let message = c
+                        .parse_message(body.to_string().as_bytes())
+                        .map_err(|e| e.to_string())?;
+                    loop {
+                        match c.run(&message, Deadline::none()).await {
+                            Ok(r) => {
+                                committed += u64::from(r.outcome.is_committed());
+                                calls += r.write_calls;
+                                units += r.write_units;
+                                break;
+                            }
+                            Err(TxError::Contention { .. }) => continue,
+                            Err(e) => return Err(e.to_string()),
+                        }
+                    }
+                }
+            }
+            Ok::<_, String>((committed, calls, units))
+        }));
+    }
+    let (mut committed, mut calls, mut units) = (0u64, 0u64, 0f64);
+    for task in tasks {
+        let (c, k, u) = task.await.map_err(|e| e.to_string())??;
+        committed += c;
+        calls += k;
+        units += u;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    Ok(json!({
+        "transfers": count,
+        "committed": committed,
+        "write_calls": calls,
+        "write_units": units,
+        "seconds": secs,
+        "per_second": count as f64 / secs,
+    }))
+}
+
+/// One transfer through `TransactWriteItems`: `(committed, write calls, WCU)`; transaction
+/// conflicts are retried with backoff.
+async fn native_transfer(
+    client: &Client,
+    table: &str,
+    from: &str,
+    to: &str,
+    amount: i64,
+) -> Result<(bool, u64, f64), String> {
+    let item = |pk: &str, expr: &str, condition: bool| -> Result<TransactWriteItem, String> {
+        let mut u = Update::builder()
+            .table_name(table)
+            .key("PK", AttributeValue::S(pk.into()))
+            .update_expression(expr)
+            .expression_attribute_names("#b", "balance")
+            .expression_attribute_values(":a", AttributeValue::N(amount.to_string()));
+        if condition {
+            u = u.condition_expression("#b >= :a");
+        }
+        Ok(TransactWriteItem::builder()
+            .update(u.build().map_err(|e| e.to_string())?)
+            .build())
+    };
+    let debit = item(from, "SET #b = #b - :a", true)?;
+    let credit = item(to, "SET #b = #b + :a", false)?;
+    let mut calls = 0u64;
+    let mut backoff = Duration::from_millis(2);
+    loop {
+        calls += 1;
+        let result = client
+            .transact_write_items()
+            .transact_items(debit.clone())
+            .transact_items(credit.clone())
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let units = out
+                    .consumed_capacity
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|c| c.capacity_units)
+                    .sum();
+                return Ok((true, calls, units));
+            }
+            Err(err) => {
+                let reasons: Vec<String> = err
+                    .as_service_error()
+                    .and_then(|e| match e {
+                        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => Some(c),
+                        _ => None,
+                    })
+                    .map(|e| {
+                        e.cancellation_reasons()
+                            .iter()
+                            .filter_map(|r| r.code().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if reasons.iter().any(|c| c == "ConditionalCheckFailed") {
+                    return Ok((false, calls, 0.0));
+                }
+                let retryable = reasons.iter().any(|c| c == "TransactionConflict")
+                    || err
+                        .as_service_error()
+                        .is_some_and(|e| e.is_transaction_in_progress_exception());
+                if !retryable || calls > 200 {
+                    return Err(format!("TransactWriteItems: {err:?}"));
+                }
+                tokio::time::sleep(backoff + Duration::from_micros(rand::random_range(0..2000)))
+                    .await;
+                backoff = (backoff * 2).min(Duration::from_millis(50));
+            }
+        }
+    }
+}

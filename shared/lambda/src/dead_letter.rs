@@ -1,0 +1,240 @@
+//! Dead letters: malformed records are kept, never dropped and never retried forever.
+//!
+//! A record that can never succeed (bad JSON, unknown op, an item over 400 KB, a key DynamoDB
+//! rejects) is written to a dead-letter **table** with its raw payload, the reason (a stable
+//! code and a message) and its source position (stream/queue ARN, shard, sequence number or
+//! message id), and is then reported to Lambda as *successful*, so the shard moves on.
+//!
+//! Why a table and not a queue: the same mechanism serves Kinesis and SQS sources, entries can
+//! be listed, inspected and replayed selectively (`ops dead-letters list|export|replay|delete`),
+//! and a redelivered malformed record overwrites its own entry (the id is derived from the
+//! source position) instead of piling up copies.
+//!
+//! Failure mode: if the dead-letter write itself fails, the record is reported in
+//! `batchItemFailures` and Lambda delivers it again: it is never acknowledged before it is kept.
+
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use serde::{Deserialize, Serialize};
+
+use dynamo_protocols::ddb::clock::epoch_seconds;
+use dynamo_protocols::{Item, Rejection, StoreError};
+
+use crate::source::{SourcePosition, SourceRecord};
+
+/// Partition key of the dead-letter table.
+pub const ATTR_ID: &str = "Id";
+/// The raw payload (or its first part), as a binary attribute.
+pub const ATTR_PAYLOAD: &str = "Payload";
+/// On a continuation item: the id of the dead letter it belongs to.
+pub const ATTR_PART_OF: &str = "PartOf";
+/// On a continuation item: its position (1-based) in the payload.
+pub const ATTR_PART: &str = "Part";
+/// Attribute naming the function that kept a dead letter.
+pub const ATTR_FUNCTION: &str = "Function";
+/// Scan filter: this function's dead letters and their payload parts (whose `PartOf` id starts
+/// with `<function>|`).
+const FILTER_FUNCTION: &str = "#f = :f OR begins_with(#p, :prefix)";
+/// Payload bytes per item: larger payloads (Kinesis records reach 1 MB) continue in items
+/// `<id>#<n>`, written before the main item so that a listed dead letter is always complete.
+pub const PAYLOAD_CHUNK_BYTES: usize = 300 * 1024;
+
+/// One kept record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DeadLetter {
+    /// `<function>|<kind>|<sequence number or message id>`.
+    pub id: String,
+    /// The function that rejected the record.
+    pub function: String,
+    /// Why.
+    pub reason: Rejection,
+    /// Where the record came from.
+    pub position: SourcePosition,
+    /// When it was (last) rejected, epoch seconds.
+    pub rejected_at: u64,
+    /// How many items hold the payload (1 unless it is larger than [`PAYLOAD_CHUNK_BYTES`]).
+    #[serde(default = "one")]
+    pub parts: usize,
+    /// The raw payload (not serialized through serde: stored as binary attributes).
+    #[serde(skip)]
+    pub payload: Vec<u8>,
+}
+
+fn one() -> usize {
+    1
+}
+
+impl DeadLetter {
+    /// The payload as text, when it is UTF-8.
+    pub fn payload_text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.payload).ok()
+    }
+}
+
+/// Writes, lists and removes dead letters of one function.
+#[derive(Debug, Clone)]
+pub struct DeadLetters {
+    client: Client,
+    table: String,
+    function: String,
+}
+
+impl DeadLetters {
+    /// Dead letters of `function` in `table`.
+    pub fn new(client: Client, table: impl Into<String>, function: impl Into<String>) -> Self {
+        DeadLetters {
+            client,
+            table: table.into(),
+            function: function.into(),
+        }
+    }
+
+    /// The dead-letter table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Keep a rejected record.
+    pub async fn keep(&self, record: &SourceRecord, reason: &Rejection) -> Result<(), StoreError> {
+        let letter = DeadLetter {
+            id: format!(
+                "{}|{}|{}",
+                self.function,
+                serde_json::to_value(record.position.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                record.position.id
+            ),
+            function: self.function.clone(),
+            reason: reason.clone(),
+            position: record.position.clone(),
+            rejected_at: epoch_seconds(),
+            parts: record.body.len().div_ceil(PAYLOAD_CHUNK_BYTES).max(1),
+            payload: Vec::new(),
+        };
+        let mut chunks = record.body.chunks(PAYLOAD_CHUNK_BYTES);
+        let first = chunks.next().unwrap_or_default();
+        for (n, chunk) in chunks.enumerate() {
+            let part = n + 1;
+            let item = Item::from([
+                (
+                    ATTR_ID.to_string(),
+                    AttributeValue::S(format!("{}#{part}", letter.id)),
+                ),
+                (
+                    ATTR_PART_OF.to_string(),
+                    AttributeValue::S(letter.id.clone()),
+                ),
+                (ATTR_PART.to_string(), AttributeValue::N(part.to_string())),
+                (
+                    ATTR_PAYLOAD.to_string(),
+                    AttributeValue::B(Blob::new(chunk)),
+                ),
+            ]);
+            self.put(item).await?;
+        }
+        let mut item: Item = serde_dynamo::to_item(&letter)?;
+        item.insert(
+            ATTR_PAYLOAD.to_string(),
+            AttributeValue::B(Blob::new(first)),
+        );
+        self.put(item).await
+    }
+
+    async fn put(&self, item: Item) -> Result<(), StoreError> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("PutItem", e))?;
+        Ok(())
+    }
+
+    /// Every dead letter of this function (a paginated Scan: the table only holds failures).
+    pub async fn list(&self) -> Result<Vec<DeadLetter>, StoreError> {
+        let mut out = Vec::new();
+        let mut parts: std::collections::HashMap<String, Vec<(usize, Vec<u8>)>> =
+            Default::default();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression(FILTER_FUNCTION)
+                .expression_attribute_names("#f", ATTR_FUNCTION)
+                .expression_attribute_names("#p", ATTR_PART_OF)
+                .expression_attribute_values(":f", AttributeValue::S(self.function.clone()))
+                .expression_attribute_values(
+                    ":prefix",
+                    AttributeValue::S(format!("{}|", self.function)),
+                )
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("Scan", e))?;
+            for mut item in page.items.unwrap_or_default() {
+                let payload = match item.remove(ATTR_PAYLOAD) {
+                    Some(AttributeValue::B(b)) => b.into_inner(),
+                    _ => Vec::new(),
+                };
+                if let Some(AttributeValue::S(owner)) = item.get(ATTR_PART_OF) {
+                    let part = item
+                        .get(ATTR_PART)
+                        .and_then(|p| p.as_n().ok())
+                        .and_then(|n| n.parse().ok());
+                    parts
+                        .entry(owner.clone())
+                        .or_default()
+                        .push((part.unwrap_or(0), payload));
+                    continue;
+                }
+                let mut letter: DeadLetter = serde_dynamo::from_item(item)?;
+                letter.payload = payload;
+                out.push(letter);
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                break;
+            }
+        }
+        for letter in &mut out {
+            let mut rest = parts.remove(&letter.id).unwrap_or_default();
+            rest.sort_by_key(|(n, _)| *n);
+            if rest.len() + 1 != letter.parts {
+                return Err(StoreError::Inconsistent(format!(
+                    "dead letter {} has {} of {} payload parts",
+                    letter.id,
+                    rest.len() + 1,
+                    letter.parts
+                )));
+            }
+            for (_, chunk) in rest {
+                letter.payload.extend(chunk);
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// Remove one dead letter and its payload parts (after a successful replay).
+    pub async fn remove(&self, letter: &DeadLetter) -> Result<(), StoreError> {
+        let ids = std::iter::once(letter.id.clone())
+            .chain((1..letter.parts).map(|n| format!("{}#{n}", letter.id)));
+        for id in ids {
+            self.client
+                .delete_item()
+                .table_name(&self.table)
+                .key(ATTR_ID, AttributeValue::S(id))
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,51 @@
+//! Errors of a whole invocation, and what CloudWatch shows for them.
+//!
+//! Per-record failures never end up here: they go into `batchItemFailures` (or the
+//! dead-letter table). An `Err` from a handler means Lambda retries the entire batch (or the
+//! schedule), so it is reserved for payloads that are not a batch at all and for a sweep that
+//! could not read its index. `From<HandlerError> for Diagnostic` gives CloudWatch a readable
+//! `errorType` (`InvalidEvent`, `Retryable`, `NonRetryable`) instead of a Rust type path.
+
+use dynamo_protocols::sweep::SweepError;
+use dynamo_protocols::StoreError;
+use lambda_runtime::Diagnostic;
+
+use crate::source::EventError;
+
+/// The invocation failed as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// The payload is not a Kinesis or SQS batch.
+    #[error(transparent)]
+    Event(#[from] EventError),
+    /// The sweep could not run (its index could not be read).
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
+}
+
+impl HandlerError {
+    /// The `errorType` CloudWatch shows.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            HandlerError::Event(_) => "InvalidEvent",
+            HandlerError::Sweep(SweepError::Store(e)) => store_error_type(e),
+        }
+    }
+}
+
+fn store_error_type(err: &StoreError) -> &'static str {
+    if err.is_retryable() {
+        "Retryable"
+    } else {
+        "NonRetryable"
+    }
+}
+
+impl From<HandlerError> for Diagnostic {
+    fn from(err: HandlerError) -> Self {
+        Diagnostic {
+            error_type: err.error_type().into(),
+            error_message: err.to_string(),
+        }
+    }
+}

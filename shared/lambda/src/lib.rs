@@ -1,0 +1,32 @@
+//! The Lambda edge of `dynamo-protocols`: the only crate that knows about Lambda.
+//!
+//! # Layout
+//!
+//! * [`source`]: Kinesis/SQS event detection, source positions, partial batch responses.
+//! * [`pipeline`]: one batch through a protocol (parse → apply → keep what is rejected →
+//!   partial batch response), returning a report.
+//! * [`dead_letter`]: the dead-letter table (keep, list, remove) for records that can never
+//!   succeed.
+//! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`;
+//!   dead-letter replay.
+//! * [`settings`]: settings from environment variables, per function ([`settings::FromEnv`]).
+//! * [`summary`]: the counts of one batch and its INFO summary line.
+//! * [`metrics`]: CloudWatch metrics per batch in the Embedded Metric Format.
+//! * [`telemetry`]: JSON logs through `tracing`.
+//! * [`client`]: the DynamoDB client from the standard AWS environment.
+//! * [`error`]: invocation errors and their `Diagnostic`.
+
+pub mod client;
+pub mod dead_letter;
+pub mod error;
+pub mod metrics;
+pub mod pipeline;
+pub mod settings;
+pub mod source;
+pub mod summary;
+pub mod telemetry;
+pub mod writer;
+
+pub use error::HandlerError;
+pub use source::{Batch, BatchResponse};
+pub use writer::{writer_from_env, Writer};

@@ -1,0 +1,171 @@
+//! Settings from the environment, with errors that name the variable.
+//!
+//! Every writer function reads `<PREFIX>_*` variables ([`FunctionSpec::env_prefix`]): the
+//! protocol's own settings (below), `<PREFIX>_DEAD_LETTER_TABLE` (required) and
+//! `<PREFIX>_DEADLINE_MARGIN_MS` (see [`crate::writer::writer_from_env`]). Distinct prefixes
+//! matter locally: `cargo lambda watch` gives every function the same environment.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use dynamo_protocols::counter::{Counter, CounterConfig};
+use dynamo_protocols::ratchet::{Ratchet, RatchetConfig};
+use dynamo_protocols::sweep::{SweepConfig, Sweeper};
+use dynamo_protocols::txn::{Coordinator, TxConfig};
+use dynamo_protocols::{ConfigError, Protocol};
+
+/// A variable that must be set and non-empty.
+pub fn env_required(name: &str) -> Result<String, ConfigError> {
+    env_opt(name).ok_or_else(|| ConfigError::new(name, "is required"))
+}
+
+/// A variable that may be absent (empty counts as absent).
+pub fn env_opt(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// An optional variable parsed as `T`.
+pub fn env_parse<T: FromStr>(name: &str) -> Result<Option<T>, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    env_opt(name)
+        .map(|v| {
+            v.trim()
+                .parse::<T>()
+                .map_err(|e| ConfigError::new(name, format!("{v:?}: {e}")))
+        })
+        .transpose()
+}
+
+fn set<T: FromStr>(target: &mut T, name: &str) -> Result<(), ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    if let Some(v) = env_parse::<T>(name)? {
+        *target = v;
+    }
+    Ok(())
+}
+
+fn set_secs(target: &mut Duration, name: &str) -> Result<(), ConfigError> {
+    if let Some(v) = env_parse::<u64>(name)? {
+        *target = Duration::from_secs(v);
+    }
+    Ok(())
+}
+
+fn set_ms(target: &mut Duration, name: &str) -> Result<(), ConfigError> {
+    if let Some(v) = env_parse::<u64>(name)? {
+        *target = Duration::from_millis(v);
+    }
+    Ok(())
+}
+
+/// A writer function's identity: its name (dead letters, logs, metrics) and the prefix of
+/// its variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FunctionSpec {
+    /// The function's name, e.g. `ratchet-writer`.
+    pub name: &'static str,
+    /// The prefix of its variables, e.g. `RATCHET`.
+    pub env_prefix: &'static str,
+}
+
+impl FunctionSpec {
+    /// `<PREFIX>_<suffix>`.
+    pub fn var(&self, suffix: &str) -> String {
+        format!("{}_{suffix}", self.env_prefix)
+    }
+}
+
+/// A protocol that a writer function builds from its environment.
+pub trait FromEnv: Protocol + Sized {
+    /// The function it runs in.
+    const SPEC: FunctionSpec;
+
+    /// The protocol from `<PREFIX>_*` variables.
+    fn from_env(client: Client) -> Result<Self, ConfigError>;
+}
+
+impl FromEnv for Ratchet {
+    const SPEC: FunctionSpec = FunctionSpec {
+        name: "ratchet-writer",
+        env_prefix: "RATCHET",
+    };
+
+    /// `RATCHET_TABLE` (required), `RATCHET_TS_ATTRIBUTE`, `RATCHET_DELETED_ATTRIBUTE`,
+    /// `RATCHET_TTL_ATTRIBUTE`, `RATCHET_TIE_BREAK_ATTRIBUTE`, `RATCHET_TOMBSTONE_TTL_SECONDS`
+    /// and `RATCHET_CONCURRENCY`.
+    fn from_env(client: Client) -> Result<Self, ConfigError> {
+        let mut c = RatchetConfig::new(env_required("RATCHET_TABLE")?);
+        set(&mut c.ts_attribute, "RATCHET_TS_ATTRIBUTE")?;
+        set(&mut c.deleted_attribute, "RATCHET_DELETED_ATTRIBUTE")?;
+        set(&mut c.ttl_attribute, "RATCHET_TTL_ATTRIBUTE")?;
+        set(&mut c.tie_break_attribute, "RATCHET_TIE_BREAK_ATTRIBUTE")?;
+        set_secs(&mut c.tombstone_ttl, "RATCHET_TOMBSTONE_TTL_SECONDS")?;
+        set(&mut c.concurrency, "RATCHET_CONCURRENCY")?;
+        c.validate()?;
+        Ok(Ratchet::new(client, c))
+    }
+}
+
+impl FromEnv for Counter {
+    const SPEC: FunctionSpec = FunctionSpec {
+        name: "counter-writer",
+        env_prefix: "COUNTER",
+    };
+
+    /// `COUNTER_TABLE` (required), `COUNTER_ATTRIBUTE_PREFIX`, `COUNTER_WINDOW_SECONDS`,
+    /// `COUNTER_WINDOW_BUCKETS`, `COUNTER_MAX_KEYS_PER_SECOND`, `COUNTER_ITEM_BUDGET_BYTES`,
+    /// `COUNTER_OTHER_DATA_BYTES` and `COUNTER_CONCURRENCY`, then the capacity rule: a key
+    /// window that cannot fit in one item fails at start-up with the figures.
+    fn from_env(client: Client) -> Result<Self, ConfigError> {
+        let mut c = CounterConfig::new(env_required("COUNTER_TABLE")?);
+        set(&mut c.attribute_prefix, "COUNTER_ATTRIBUTE_PREFIX")?;
+        set_secs(&mut c.window, "COUNTER_WINDOW_SECONDS")?;
+        set(&mut c.window_buckets, "COUNTER_WINDOW_BUCKETS")?;
+        set(&mut c.max_keys_per_second, "COUNTER_MAX_KEYS_PER_SECOND")?;
+        set(&mut c.item_budget_bytes, "COUNTER_ITEM_BUDGET_BYTES")?;
+        set(&mut c.other_data_bytes, "COUNTER_OTHER_DATA_BYTES")?;
+        set(&mut c.concurrency, "COUNTER_CONCURRENCY")?;
+        c.validate()?;
+        Ok(Counter::new(client, c))
+    }
+}
+
+impl FromEnv for Coordinator {
+    const SPEC: FunctionSpec = FunctionSpec {
+        name: "tx-coordinator",
+        env_prefix: "TX",
+    };
+
+    /// `TX_TABLE` (required), `TX_ALLOWED_TABLES` (required, comma-separated),
+    /// `TX_LOCK_PATIENCE_MS`, `TX_MAX_ATTEMPTS`, `TX_CONCURRENCY`.
+    fn from_env(client: Client) -> Result<Self, ConfigError> {
+        let allowed: Vec<String> = env_required("TX_ALLOWED_TABLES")?
+            .split(',')
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let mut c = TxConfig::new(env_required("TX_TABLE")?, allowed);
+        set_ms(&mut c.lock_patience, "TX_LOCK_PATIENCE_MS")?;
+        set(&mut c.max_attempts, "TX_MAX_ATTEMPTS")?;
+        set(&mut c.concurrency, "TX_CONCURRENCY")?;
+        c.max_attempts = c.max_attempts.max(1);
+        c.concurrency = c.concurrency.max(1);
+        c.validate()?;
+        Ok(Coordinator::new(client, c))
+    }
+}
+
+/// The sweeper from `TX_TABLE` (required), `TX_STALE_AFTER_SECONDS`, `TX_RETAIN_SECONDS` and
+/// `TX_SWEEP_MARGIN_MS`.
+pub fn sweeper_from_env(client: Client) -> Result<Sweeper, ConfigError> {
+    let mut c = SweepConfig::new(env_required("TX_TABLE")?);
+    set_secs(&mut c.stale_after, "TX_STALE_AFTER_SECONDS")?;
+    set_secs(&mut c.retain, "TX_RETAIN_SECONDS")?;
+    set_ms(&mut c.deadline_margin, "TX_SWEEP_MARGIN_MS")?;
+    Ok(Sweeper::new(client, c))
+}

@@ -1,0 +1,239 @@
+//! Event sources: one Lambda payload, either a Kinesis or an SQS batch, as a list of records
+//! with their position in the source, and the matching partial batch response.
+//!
+//! The shape is detected from the payload (`Records[*].eventSource`, or the presence of a
+//! `kinesis` / `body` field), so one binary can be wired to both sources.
+//!
+//! Partial batch responses: the `itemIdentifier` of a failed record is its Kinesis sequence
+//! number or its SQS message id. For Kinesis, Lambda restarts the shard from the *lowest*
+//! reported sequence number, so every record after it is delivered again: the protocols in this
+//! crate are idempotent, so re-delivery of records that already succeeded is harmless.
+
+use aws_lambda_events::kinesis::KinesisEvent;
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::streams::KinesisEventResponse;
+use serde::{Deserialize, Serialize};
+
+/// Which service delivered a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// A Kinesis data stream (`aws:kinesis`).
+    Kinesis,
+    /// An SQS queue (`aws:sqs`).
+    Sqs,
+}
+
+/// Where a record came from: enough to find it again and to replay it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourcePosition {
+    /// The delivering service.
+    pub kind: SourceKind,
+    /// Stream or queue ARN, when the event carries it.
+    pub source_arn: Option<String>,
+    /// Kinesis sequence number or SQS message id: the `itemIdentifier` of the record.
+    pub id: String,
+    /// Kinesis: the shard (from `eventID`), when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_id: Option<String>,
+    /// Kinesis: the partition key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_key: Option<String>,
+}
+
+/// One record of a batch: its raw body and its position.
+#[derive(Debug, Clone)]
+pub struct SourceRecord {
+    /// Where the record came from.
+    pub position: SourcePosition,
+    /// The SQS body, or the Kinesis data after base64 decoding.
+    pub body: Vec<u8>,
+}
+
+/// A decoded batch.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// The delivering service.
+    pub kind: SourceKind,
+    /// The records, in delivery order.
+    pub records: Vec<SourceRecord>,
+}
+
+/// The payload is not a Kinesis or SQS event at all.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// Neither shape matched.
+    #[error("the event is neither a Kinesis nor an SQS batch: {0}")]
+    UnknownShape(String),
+    /// The shape was recognised but a record could not be decoded.
+    #[error("malformed {kind:?} event: {message}")]
+    Malformed {
+        /// The recognised source.
+        kind: SourceKind,
+        /// The decoder's message.
+        message: String,
+    },
+}
+
+impl Batch {
+    /// Detect the source and decode the records of a Lambda payload.
+    pub fn from_event(event: serde_json::Value) -> Result<Batch, EventError> {
+        let records = event
+            .get("Records")
+            .and_then(|r| r.as_array())
+            .ok_or_else(|| EventError::UnknownShape("no `Records` array".into()))?;
+        let Some(first) = records.first() else {
+            // An empty batch: nothing to do, and either response shape is the same JSON.
+            return Ok(Batch {
+                kind: SourceKind::Sqs,
+                records: Vec::new(),
+            });
+        };
+        let kind = match first.get("eventSource").and_then(|s| s.as_str()) {
+            Some("aws:kinesis") => SourceKind::Kinesis,
+            Some("aws:sqs") => SourceKind::Sqs,
+            _ if first.get("kinesis").is_some() => SourceKind::Kinesis,
+            _ if first.get("body").is_some() || first.get("messageId").is_some() => SourceKind::Sqs,
+            other => {
+                return Err(EventError::UnknownShape(format!("eventSource {other:?}")));
+            }
+        };
+        let malformed = |e: serde_json::Error| EventError::Malformed {
+            kind,
+            message: e.to_string(),
+        };
+        let records = match kind {
+            SourceKind::Kinesis => {
+                let event: KinesisEvent = serde_json::from_value(event).map_err(malformed)?;
+                event
+                    .records
+                    .into_iter()
+                    .map(|r| SourceRecord {
+                        position: SourcePosition {
+                            kind,
+                            source_arn: r.event_source_arn,
+                            id: r.kinesis.sequence_number,
+                            shard_id: r
+                                .event_id
+                                .as_deref()
+                                .and_then(|id| id.split_once(':'))
+                                .map(|(shard, _)| shard.to_string()),
+                            partition_key: Some(r.kinesis.partition_key),
+                        },
+                        body: r.kinesis.data.0,
+                    })
+                    .collect()
+            }
+            SourceKind::Sqs => {
+                let event: SqsEvent = serde_json::from_value(event).map_err(malformed)?;
+                let mut out = Vec::with_capacity(event.records.len());
+                for m in event.records {
+                    let id = m.message_id.ok_or_else(|| EventError::Malformed {
+                        kind,
+                        message: "an SQS message has no messageId".into(),
+                    })?;
+                    out.push(SourceRecord {
+                        position: SourcePosition {
+                            kind,
+                            source_arn: m.event_source_arn,
+                            id,
+                            shard_id: None,
+                            partition_key: None,
+                        },
+                        body: m.body.unwrap_or_default().into_bytes(),
+                    });
+                }
+                out
+            }
+        };
+        Ok(Batch { kind, records })
+    }
+}
+
+/// The partial batch response matching the source of the batch.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum BatchResponse {
+    /// Response to a Kinesis batch.
+    Kinesis(KinesisEventResponse),
+    /// Response to an SQS batch.
+    Sqs(SqsBatchResponse),
+}
+
+impl BatchResponse {
+    /// A response reporting the given records (by `itemIdentifier`) as failed.
+    pub fn new<I, S>(kind: SourceKind, failed_ids: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        match kind {
+            SourceKind::Kinesis => {
+                let mut r = KinesisEventResponse::default();
+                for id in failed_ids {
+                    r.add_failure(id);
+                }
+                BatchResponse::Kinesis(r)
+            }
+            SourceKind::Sqs => {
+                let mut r = SqsBatchResponse::default();
+                for id in failed_ids {
+                    r.add_failure(id);
+                }
+                BatchResponse::Sqs(r)
+            }
+        }
+    }
+
+    /// The identifiers reported as failed.
+    pub fn failed_ids(&self) -> Vec<String> {
+        match self {
+            BatchResponse::Kinesis(r) => r
+                .batch_item_failures
+                .iter()
+                .filter_map(|f| f.item_identifier.clone())
+                .collect(),
+            BatchResponse::Sqs(r) => r
+                .batch_item_failures
+                .iter()
+                .map(|f| f.item_identifier.clone())
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_kinesis_and_decodes_base64() {
+        let event = serde_json::json!({"Records":[{"eventSource":"aws:kinesis","eventID":"shardId-000:49","eventSourceARN":"arn:aws:kinesis:us-east-1:1:stream/s","kinesis":{"data":"aGVsbG8=","partitionKey":"p","sequenceNumber":"49","approximateArrivalTimestamp":1.0,"kinesisSchemaVersion":"1.0"}}]});
+        let batch = Batch::from_event(event).expect("kinesis event");
+        assert_eq!(batch.kind, SourceKind::Kinesis);
+        assert_eq!(batch.records[0].body, b"hello");
+        assert_eq!(batch.records[0].position.id, "49");
+        assert_eq!(
+            batch.records[0].position.shard_id.as_deref(),
+            Some("shardId-000")
+        );
+    }
+
+    #[test]
+    fn detects_sqs_and_answers_in_its_shape() {
+        let event =
+            serde_json::json!({"Records":[{"eventSource":"aws:sqs","messageId":"m1","body":"{}"}]});
+        let batch = Batch::from_event(event).expect("sqs event");
+        assert_eq!(batch.kind, SourceKind::Sqs);
+        let response = serde_json::to_value(BatchResponse::new(batch.kind, ["m1"])).expect("json");
+        assert_eq!(
+            response,
+            serde_json::json!({"batchItemFailures":[{"itemIdentifier":"m1"}]})
+        );
+    }
+
+    #[test]
+    fn rejects_unknown_shapes() {
+        assert!(Batch::from_event(serde_json::json!({"detail":{}})).is_err());
+    }
+}

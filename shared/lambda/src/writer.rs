@@ -1,0 +1,139 @@
+//! The glue every writer function shares: a protocol, its dead letters and its deadline margin,
+//! behind one `handle(LambdaEvent<Value>)`.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use dynamo_protocols::ddb::clock::epoch_millis;
+use dynamo_protocols::{ConfigError, Deadline, Protocol, Rejection, RecordResult, StoreError};
+use lambda_runtime::LambdaEvent;
+use serde_json::Value;
+
+use crate::dead_letter::{DeadLetter, DeadLetters};
+use crate::error::HandlerError;
+use crate::pipeline::{process_batch, BatchReport};
+use crate::settings::{env_parse, env_required, FromEnv};
+use crate::source::{Batch, BatchResponse, SourceKind, SourceRecord};
+
+/// Default time kept in reserve before the invocation deadline.
+pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(2000);
+
+/// A writer function: a protocol plus where its rejected records go.
+#[derive(Debug, Clone)]
+pub struct Writer<P> {
+    /// The function's name, recorded with dead letters and logs.
+    pub function: String,
+    /// The write protocol.
+    pub protocol: P,
+    /// Where malformed records are kept.
+    pub dead_letters: DeadLetters,
+    /// Stop starting writes this long before the invocation deadline.
+    pub deadline_margin: Duration,
+}
+
+impl<P: Protocol> Writer<P> {
+    /// Handle one invocation: the partial batch response.
+    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
+        let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
+        tracing::debug!(
+            request_id = %event.context.request_id,
+            deadline_ms = event.context.deadline,
+            now_ms = epoch_millis(),
+            "invocation"
+        );
+        Ok(self
+            .handle_batch(&Batch::from_event(event.payload)?, deadline)
+            .await
+            .response)
+    }
+
+    /// Process an already decoded batch (also used to replay dead letters): the report, its
+    /// summary logged and emitted as metrics.
+    pub async fn handle_batch(&self, batch: &Batch, deadline: Deadline) -> BatchReport<P::Outcome> {
+        let report = process_batch(
+            &self.function,
+            batch,
+            &self.protocol,
+            &self.dead_letters,
+            deadline,
+        )
+        .await;
+        report.summary.log(&self.function, batch.kind);
+        crate::metrics::emit_batch_metrics(&self.function, &report.summary);
+        report
+    }
+}
+
+/// What a dead-letter replay did.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReplayReport {
+    /// Dead letters whose records now succeeded; they were removed.
+    pub replayed: Vec<String>,
+    /// Dead letters still rejected, with the current reason; they stay.
+    pub still_rejected: Vec<(String, Rejection)>,
+    /// Dead letters that failed transiently or were deferred; they stay, try again.
+    pub failed: Vec<String>,
+}
+
+impl<P: Protocol> Writer<P> {
+    /// Run every kept record of this function through the protocol again (after a producer or
+    /// configuration fix). Records that now succeed are removed from the dead-letter table;
+    /// the others stay, with their latest reason.
+    pub async fn replay_dead_letters(&self) -> Result<ReplayReport, StoreError> {
+        let kept = self.dead_letters.list().await?;
+        let mut report = ReplayReport::default();
+        for kind in [SourceKind::Kinesis, SourceKind::Sqs] {
+            let group: Vec<&DeadLetter> = kept.iter().filter(|l| l.position.kind == kind).collect();
+            if group.is_empty() {
+                continue;
+            }
+            let batch = Batch {
+                kind,
+                records: group
+                    .iter()
+                    .map(|l| SourceRecord {
+                        position: l.position.clone(),
+                        body: l.payload.clone(),
+                    })
+                    .collect(),
+            };
+            let results = self.handle_batch(&batch, Deadline::none()).await.results;
+            for (letter, result) in group.into_iter().zip(results) {
+                match result {
+                    RecordResult::Done(_) => {
+                        self.dead_letters.remove(letter).await?;
+                        report.replayed.push(letter.id.clone());
+                    }
+                    RecordResult::Rejected(reason) => {
+                        report.still_rejected.push((letter.id.clone(), reason))
+                    }
+                    RecordResult::Failed(_) | RecordResult::Deferred => {
+                        report.failed.push(letter.id.clone())
+                    }
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// The writer function of protocol `P` from its environment: the protocol's settings (see
+/// [`FromEnv`]), `<PREFIX>_DEAD_LETTER_TABLE` (required) and `<PREFIX>_DEADLINE_MARGIN_MS`
+/// (default [`DEFAULT_DEADLINE_MARGIN`]).
+pub fn writer_from_env<P: FromEnv>(client: Client) -> Result<Writer<P>, ConfigError> {
+    let spec = P::SPEC;
+    let dead_letters = DeadLetters::new(
+        client.clone(),
+        env_required(&spec.var("DEAD_LETTER_TABLE"))?,
+        spec.name,
+    );
+    let margin = env_parse::<u64>(&spec.var("DEADLINE_MARGIN_MS"))?
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_DEADLINE_MARGIN);
+    Ok(Writer {
+        function: spec.name.into(),
+        protocol: P::from_env(client)?,
+        dead_letters,
+        deadline_margin: margin,
+    })
+}

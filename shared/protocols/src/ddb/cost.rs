@@ -1,0 +1,50 @@
+//! Write requests and consumed write units, counted the same way by every protocol (the
+//! batch summary's `write_calls`, the benchmarks' figures).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use aws_sdk_dynamodb::types::ConsumedCapacity;
+
+/// Write requests and consumed write capacity of one batch, transaction or sweep.
+#[derive(Debug, Default)]
+pub struct Cost {
+    calls: AtomicU64,
+    milli_units: AtomicU64,
+}
+
+impl Cost {
+    /// Count one write request and the capacity it consumed (`None`: not reported).
+    pub fn add(&self, consumed: Option<&ConsumedCapacity>) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let units = consumed.and_then(|c| c.capacity_units).unwrap_or(0.0);
+        // Capacity units are multiples of 0.5: thousandths are exact.
+        let milli = (units * 1000.0).round();
+        if milli > 0.0 && milli < 1e15 {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            self.milli_units.fetch_add(milli as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Count a write request without reported capacity (a failed condition, an error).
+    pub fn add_failed(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Write requests so far.
+    pub fn write_calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Write requests so far, as a count.
+    pub fn write_calls_usize(&self) -> usize {
+        usize::try_from(self.write_calls()).unwrap_or(usize::MAX)
+    }
+
+    /// Consumed write capacity units so far (as reported by DynamoDB; failed conditional
+    /// writes report none on DynamoDB Local).
+    pub fn write_units(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let milli = self.milli_units.load(Ordering::Relaxed) as f64;
+        milli / 1000.0
+    }
+}

@@ -1,0 +1,162 @@
+//! Infrastructure errors, kept apart from protocol outcomes.
+//!
+//! A conditional write that loses (`Stale`, `Duplicate`, `Conflict`, ...) is an *outcome* and never
+//! shows up here. A [`StoreError`] means DynamoDB could not be asked or refused the request itself.
+//! [`StoreError::class`] tells a caller what to do with it:
+//!
+//! * [`ErrorClass::Transient`]: throttling, 5xx, timeouts, connection failures; retrying later
+//!   may succeed, so a batch reports the record in `batchItemFailures`.
+//! * [`ErrorClass::InvalidRequest`]: DynamoDB rejected the request as invalid (`ValidationException`:
+//!   a key that does not match the table's schema, an item over the size limit). Retrying can
+//!   never succeed, so the record is dead-lettered instead of blocking its shard.
+//! * [`ErrorClass::Fatal`]: the function itself is misconfigured (missing table, no permission).
+//!   Not the record's fault: the batch is reported as failed so that nothing is lost while an
+//!   operator fixes the configuration.
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+
+/// What a caller should do with a failed DynamoDB call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// Retry later; the same request may succeed.
+    Transient,
+    /// The request itself is invalid; retrying cannot help.
+    InvalidRequest,
+    /// Configuration or permission problem of the function.
+    Fatal,
+}
+
+/// A DynamoDB call (or its marshalling) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The SDK returned an error.
+    #[error("DynamoDB {operation} failed ({class:?}, {code}): {message}")]
+    Sdk {
+        /// The DynamoDB operation, e.g. `PutItem`.
+        operation: &'static str,
+        /// How the error should be handled.
+        class: ErrorClass,
+        /// The service's error code, or the SDK's failure kind.
+        code: String,
+        /// The service's message, or the SDK's description.
+        message: String,
+    },
+    /// An item could not be converted between JSON and DynamoDB attribute values.
+    #[error("item marshalling failed: {0}")]
+    Marshal(#[from] serde_dynamo::Error),
+    /// An item read from the table does not have the shape the protocol wrote.
+    #[error("inconsistent item in table: {0}")]
+    Inconsistent(String),
+    /// A batch operation still had unprocessed items or keys after every retry.
+    #[error("DynamoDB {operation}: still unprocessed after {attempts} attempts")]
+    Unprocessed {
+        /// `BatchGetItem` or `BatchWriteItem`.
+        operation: &'static str,
+        /// Attempts made.
+        attempts: usize,
+    },
+    /// Other writers kept winning the races for the same item or transaction.
+    #[error("{what}: still contended after {attempts} attempts; retry later")]
+    Contention {
+        /// What was contended.
+        what: String,
+        /// Attempts made.
+        attempts: usize,
+    },
+    /// The write this record shares with others (the winner of its key, the chunk of its
+    /// item) failed.
+    #[error("the write this record shares failed: {0}")]
+    Shared(Arc<StoreError>),
+    /// The caller asked to write an attribute the protocol owns (or a key attribute).
+    #[error("`{0}` is a key or protocol attribute and cannot be written by the caller")]
+    ReservedAttribute(String),
+}
+
+/// Error codes DynamoDB documents as retryable.
+const TRANSIENT_CODES: &[&str] = &[
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+    "LimitExceededException",
+];
+
+impl StoreError {
+    /// Classify an SDK error of the given operation.
+    pub fn from_sdk<E, R>(operation: &'static str, err: SdkError<E, R>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug,
+    {
+        let (class, code, message) = match &err {
+            SdkError::ServiceError(service) => {
+                let e = service.err();
+                let code = e.code().unwrap_or("Unknown").to_string();
+                let message = e.message().unwrap_or_default().to_string();
+                let class = if TRANSIENT_CODES.contains(&code.as_str()) {
+                    ErrorClass::Transient
+                } else if code == "ValidationException" {
+                    ErrorClass::InvalidRequest
+                } else {
+                    ErrorClass::Fatal
+                };
+                (class, code, message)
+            }
+            SdkError::TimeoutError(_) => {
+                (ErrorClass::Transient, "Timeout".into(), format!("{err:?}"))
+            }
+            SdkError::DispatchFailure(_) => (
+                ErrorClass::Transient,
+                "DispatchFailure".into(),
+                format!("{err:?}"),
+            ),
+            SdkError::ResponseError(_) => (
+                ErrorClass::Transient,
+                "ResponseError".into(),
+                format!("{err:?}"),
+            ),
+            SdkError::ConstructionFailure(_) => (
+                ErrorClass::Fatal,
+                "ConstructionFailure".into(),
+                format!("{err:?}"),
+            ),
+            _ => (ErrorClass::Transient, "Unknown".into(), format!("{err:?}")),
+        };
+        StoreError::Sdk {
+            operation,
+            class,
+            code,
+            message,
+        }
+    }
+
+    /// How this error should be handled.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            StoreError::Sdk { class, .. } => *class,
+            StoreError::Marshal(_) => ErrorClass::InvalidRequest,
+            StoreError::Inconsistent(_) => ErrorClass::Fatal,
+            StoreError::Unprocessed { .. } | StoreError::Contention { .. } => {
+                ErrorClass::Transient
+            }
+            StoreError::Shared(inner) => inner.class(),
+            StoreError::ReservedAttribute(_) => ErrorClass::InvalidRequest,
+        }
+    }
+
+    /// This error for every other record of a shared write (the first keeps the original).
+    pub fn shared(self: &Arc<Self>) -> StoreError {
+        StoreError::Shared(Arc::clone(self))
+    }
+
+    /// Whether retrying the same request later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.class() == ErrorClass::Transient
+    }
+}

@@ -1,0 +1,27 @@
+//! The DynamoDB layer every protocol stands on: one way to do each thing.
+//!
+//! * [`cond`]: a conditional write's result as a value ([`Cond::Done`] / [`Cond::Failed`] with
+//!   the `ALL_OLD` item), decided while the SDK's typed error is in hand.
+//! * [`expr`]: placeholders for attribute names and values, so that a name from input never
+//!   becomes part of an expression's text.
+//! * [`retry`]: the one backoff policy (exponential, jittered, bounded) and [`retry::retry`]
+//!   with a predicate.
+//! * [`item`]: the item codec (JSON ↔ attribute values, canonical keys, item sizes).
+//! * [`clock`]: the one clock (epoch milliseconds), injectable in tests.
+//! * [`cost`]: write requests and consumed write units, counted the same way by every protocol.
+//! * [`error`]: infrastructure errors ([`StoreError`]) and whether a retry helps.
+
+pub mod clock;
+pub mod cond;
+pub mod cost;
+pub mod error;
+pub mod expr;
+pub mod item;
+pub mod retry;
+
+pub use clock::Clock;
+pub use cond::{conditional, Cond};
+pub use cost::Cost;
+pub use error::{ErrorClass, StoreError};
+pub use expr::Placeholders;
+pub use item::{Item, ItemKey};

@@ -1,0 +1,174 @@
+//! Why a record can never succeed: a stable [`RejectionCode`] and a message for humans.
+//!
+//! A rejected record is not retried: the Lambda edge keeps it as a dead letter (payload,
+//! code, message, source position) and acknowledges it, so it never blocks a shard. Codes are
+//! stable snake_case strings in dead letters, logs and metrics.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The stable reason code of a rejection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectionCode {
+    /// The body is not JSON.
+    BadJson,
+    /// The body is JSON but not an object.
+    NotAnObject,
+    /// The item key is missing or unusable.
+    InvalidKey,
+    /// Ratchet: `ts` is missing.
+    MissingTimestamp,
+    /// Ratchet: `ts` is not an integer.
+    InvalidTimestamp,
+    /// Ratchet: `op` is not `put` or `delete`.
+    UnknownOp,
+    /// Ratchet: the put has no usable `item`.
+    InvalidItem,
+    /// Ratchet: an item attribute disagrees with the key.
+    KeyMismatch,
+    /// The payload names an attribute the protocol owns.
+    ReservedAttribute,
+    /// The stored item would exceed DynamoDB's 400 KB limit.
+    ItemTooLarge,
+    /// DynamoDB refused the write as invalid (`ValidationException`).
+    RejectedByDynamodb,
+    /// Counter: `idempotencyKey` is missing.
+    MissingIdempotencyKey,
+    /// Counter: `idempotencyKey` is not a usable string.
+    InvalidIdempotencyKey,
+    /// Counter: `add` is missing, empty or too large.
+    InvalidAdd,
+    /// Counter: a delta is not an integer.
+    InvalidDelta,
+    /// Counter: a counter name is a key attribute.
+    KeyAttribute,
+    /// Counter: the item has no room for another idempotency key.
+    ItemFull,
+    /// Transaction: `txId` is missing.
+    MissingTxId,
+    /// Transaction: `txId` is not a usable string.
+    InvalidTxId,
+    /// Transaction: `requests` is missing or empty.
+    NoRequests,
+    /// Transaction: more requests than one TX record can hold.
+    TooManyRequests,
+    /// Transaction: a request is malformed.
+    InvalidRequest,
+    /// Transaction: a request names a table outside the allow-list.
+    TableNotAllowed,
+    /// Transaction: a request uses the protocol's placeholder prefix.
+    ReservedPlaceholder,
+    /// Transaction: two requests name the same item.
+    DuplicateItem,
+    /// Transaction: the `txId` is already recorded with other requests.
+    TxIdReused,
+    /// A code this version does not know (read from an older or newer dead letter).
+    #[serde(other)]
+    Other,
+}
+
+impl RejectionCode {
+    /// The stable snake_case string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectionCode::BadJson => "bad_json",
+            RejectionCode::NotAnObject => "not_an_object",
+            RejectionCode::InvalidKey => "invalid_key",
+            RejectionCode::MissingTimestamp => "missing_timestamp",
+            RejectionCode::InvalidTimestamp => "invalid_timestamp",
+            RejectionCode::UnknownOp => "unknown_op",
+            RejectionCode::InvalidItem => "invalid_item",
+            RejectionCode::KeyMismatch => "key_mismatch",
+            RejectionCode::ReservedAttribute => "reserved_attribute",
+            RejectionCode::ItemTooLarge => "item_too_large",
+            RejectionCode::RejectedByDynamodb => "rejected_by_dynamodb",
+            RejectionCode::MissingIdempotencyKey => "missing_idempotency_key",
+            RejectionCode::InvalidIdempotencyKey => "invalid_idempotency_key",
+            RejectionCode::InvalidAdd => "invalid_add",
+            RejectionCode::InvalidDelta => "invalid_delta",
+            RejectionCode::KeyAttribute => "key_attribute",
+            RejectionCode::ItemFull => "item_full",
+            RejectionCode::MissingTxId => "missing_tx_id",
+            RejectionCode::InvalidTxId => "invalid_tx_id",
+            RejectionCode::NoRequests => "no_requests",
+            RejectionCode::TooManyRequests => "too_many_requests",
+            RejectionCode::InvalidRequest => "invalid_request",
+            RejectionCode::TableNotAllowed => "table_not_allowed",
+            RejectionCode::ReservedPlaceholder => "reserved_placeholder",
+            RejectionCode::DuplicateItem => "duplicate_item",
+            RejectionCode::TxIdReused => "tx_id_reused",
+            RejectionCode::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for RejectionCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for RejectionCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<str> for RejectionCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+/// A structured per-record error: a stable code and a message for humans.
+///
+/// ```
+/// use dynamo_protocols::{Rejection, RejectionCode};
+/// let r = Rejection::new(RejectionCode::UnknownOp, "`op` must be \"put\" or \"delete\"");
+/// assert_eq!(r.code, "unknown_op");
+/// assert_eq!(r.to_string(), "unknown_op: `op` must be \"put\" or \"delete\"");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    /// Stable code.
+    pub code: RejectionCode,
+    /// What is wrong, for a human.
+    pub message: String,
+}
+
+impl Rejection {
+    /// A rejection with the given code and message.
+    pub fn new(code: RejectionCode, message: impl Into<String>) -> Self {
+        Rejection {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_serialize_as_their_stable_strings() {
+        for code in [
+            RejectionCode::BadJson,
+            RejectionCode::RejectedByDynamodb,
+            RejectionCode::TxIdReused,
+        ] {
+            let json = serde_json::to_value(code).expect("serializes");
+            assert_eq!(json, serde_json::json!(code.as_str()));
+        }
+        let unknown: RejectionCode = serde_json::from_str("\"from_the_future\"").expect("other");
+        assert_eq!(unknown, RejectionCode::Other);
+    }
+}

@@ -1,0 +1,144 @@
+//! Faults injected through an SDK interceptor around the real client: a request refused
+//! before it reaches DynamoDB, or a response lost after DynamoDB applied the request.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::config::interceptors::{
+    BeforeDeserializationInterceptorContextMut, BeforeTransmitInterceptorContextMut,
+};
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::config_bag::{Storable, StoreReplace};
+
+/// What happens to one request attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Sent normally.
+    None,
+    /// Never reaches DynamoDB: a connection failure (transient, not applied).
+    Refuse,
+    /// Reaches DynamoDB and is applied, but the response is replaced by a 500.
+    LoseResponse,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Decided(Fault);
+impl Storable for Decided {
+    type Storer = StoreReplace<Self>;
+}
+
+type Plan = dyn Fn(usize, &str) -> Fault + Send + Sync;
+
+/// An SDK interceptor that counts calls by operation and injects faults by plan.
+#[derive(Clone)]
+pub struct FaultInjector {
+    plan: Arc<Plan>,
+    calls: Arc<AtomicUsize>,
+    by_operation: Arc<Mutex<BTreeMap<String, usize>>>,
+    injected: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for FaultInjector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultInjector")
+            .field("calls", &self.calls())
+            .finish()
+    }
+}
+
+impl FaultInjector {
+    /// Decide each attempt with `plan(attempt_index, operation)` (index from 0, operation like
+    /// `PutItem`).
+    pub fn new(plan: impl Fn(usize, &str) -> Fault + Send + Sync + 'static) -> Self {
+        FaultInjector {
+            plan: Arc::new(plan),
+            calls: Arc::default(),
+            by_operation: Arc::default(),
+            injected: Arc::default(),
+        }
+    }
+
+    /// Only count calls.
+    pub fn counting() -> Self {
+        Self::new(|_, _| Fault::None)
+    }
+
+    /// Refuse every attempt from index `k` on (a coordinator that dies after `k` calls).
+    pub fn fail_from(k: usize) -> Self {
+        Self::new(move |i, _| if i >= k { Fault::Refuse } else { Fault::None })
+    }
+
+    /// Attempts seen so far.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Attempts of one operation seen so far.
+    pub fn calls_of(&self, operation: &str) -> usize {
+        self.by_operation
+            .lock()
+            .map(|m| m.get(operation).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Faults injected so far.
+    pub fn injected(&self) -> usize {
+        self.injected.load(Ordering::SeqCst)
+    }
+}
+
+impl Intercept for FaultInjector {
+    fn name(&self) -> &'static str {
+        "FaultInjector"
+    }
+
+    fn modify_before_transmit(
+        &self,
+        context: &mut BeforeTransmitInterceptorContextMut<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let request = context.request_mut();
+        let operation = request
+            .headers()
+            .get("x-amz-target")
+            .and_then(|t| t.rsplit('.').next())
+            .unwrap_or("Unknown")
+            .to_string();
+        let index = self.calls.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut m) = self.by_operation.lock() {
+            *m.entry(operation.clone()).or_default() += 1;
+        }
+        let fault = (self.plan)(index, &operation);
+        if fault != Fault::None {
+            self.injected.fetch_add(1, Ordering::SeqCst);
+        }
+        if fault == Fault::Refuse {
+            // Port 1 on loopback: nothing listens, the connection is refused at once.
+            request.set_uri("http://127.0.0.1:1/")?;
+        }
+        cfg.interceptor_state().store_put(Decided(fault));
+        Ok(())
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        context: &mut BeforeDeserializationInterceptorContextMut<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(Decided(Fault::LoseResponse)) = cfg.load::<Decided>() {
+            let response = context.response_mut();
+            *response.status_mut() = StatusCode::try_from(500u16)?;
+            *response.body_mut() = SdkBody::from(
+                r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: the response was lost after the request was applied"}"#,
+            );
+            response.headers_mut().remove("content-length");
+        }
+        Ok(())
+    }
+}

