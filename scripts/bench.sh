@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 bash scripts/tools.sh
-cargo build --quiet --release -p ops
+cargo build --quiet --release -p bench
 
 if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -24,5 +24,5 @@ fi
 
 for bench in ${BENCHES:-ratchet counter txn}; do
   echo
-  ./target/release/ops bench "$bench"
+  ./target/release/bench "$bench"
 done

@@ -13,8 +13,9 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-say "building the functions and the ops tool"
+say "building the functions, the ops tool and the bench tool (for the crash demo)"
 cargo build --quiet --workspace --bins
+cargo build --quiet -p dynamo-protocols --example plain
 
 DDB_PORT=$(free_port)
 LAMBDA_PORT=$(free_port)

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use serde_json::{json, Map, Value};
 use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_protocols::ddb::item::{item_to_json, Item};
-use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 use dynamo_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
 use dynamo_lambda::Writer;
+use dynamo_protocols::ddb::item::{item_to_json, Item};
+use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+use serde_json::{json, Map, Value};
 
 /// A ratchet writer on fresh template tables, with the given client.
 pub async fn ratchet_writer(client: Client) -> (Writer<Ratchet>, BTreeMap<String, String>) {

@@ -12,17 +12,17 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use lambda_runtime::{Context, LambdaEvent};
-use serde_json::{json, Map, Value};
+use dynamo_lambda::dead_letter::DeadLetters;
+use dynamo_lambda::Batch;
+use dynamo_lambda::Writer;
 use dynamo_protocols::counter::{
     Counter, CounterConfig, CounterOutcome, RmwOutcome, VersionOutcome, KEY_BYTES,
 };
-use dynamo_lambda::dead_letter::DeadLetters;
 use dynamo_protocols::ddb::item::{item_size, ItemKey};
-use dynamo_lambda::Batch;
 use dynamo_protocols::Deadline;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
-use dynamo_lambda::Writer;
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::{json, Map, Value};
 
 const TABLES: [&str; 2] = ["CounterTable", "DeadLetterTable"];
 
@@ -138,7 +138,11 @@ async fn deliver_until_done(w: &Writer<Counter>, batch: &Batch) -> usize {
     panic!("records still failing after 60 deliveries");
 }
 
-async fn raw_item(client: &Client, table: &str, key: &ItemKey) -> dynamo_protocols::ddb::item::Item {
+async fn raw_item(
+    client: &Client,
+    table: &str,
+    key: &ItemKey,
+) -> dynamo_protocols::ddb::item::Item {
     client
         .get_item()
         .table_name(table)

@@ -6,15 +6,15 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
+use dynamo_lambda::Batch;
+use dynamo_protocols::ddb::item::ItemKey;
+use dynamo_protocols::ratchet::RatchetOutcome;
+use dynamo_protocols::Deadline;
+use dynamo_protocols::RecordResult;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use dynamo_protocols::ddb::item::ItemKey;
-use dynamo_protocols::RecordResult;
-use dynamo_protocols::ratchet::RatchetOutcome;
-use dynamo_lambda::Batch;
-use dynamo_protocols::Deadline;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
 
 fn key(pk: &str, sk: &str) -> ItemKey {
     ItemKey::from_json(&json!({"PK":pk,"SK":sk})).expect("key")

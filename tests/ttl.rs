@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use serde_json::json;
 use dynamo_testing::client;
+use serde_json::json;
 
 #[tokio::test]
 async fn tombstones_expire_through_the_tables_ttl() {

@@ -35,7 +35,7 @@ echo "== a coordinator dies halfway: transfer-0004 (20 from bob to carol) after 
 echo "   (describe, create the TX record, read both items, lock+apply bob, lock+apply carol),"
 echo "   i.e. just before its commit. Expect bob and carol locked (_txLock) with their saved"
 echo "   images (_txImage), and the TX record pending"
-ops tx abandon --fail-after 6 events/tx-abandon.json
+"$ROOT/target/debug/bench" crash-tx --fail-after 6 events/tx-abandon.json
 show AccountsTable
 ops tx status transfer-0004
 

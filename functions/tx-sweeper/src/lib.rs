@@ -12,10 +12,7 @@ use serde_json::Value;
 pub type Deps = Sweeper;
 
 /// Run one sweep, stopping cleanly before the invocation deadline.
-pub async fn handler(
-    event: LambdaEvent<Value>,
-    deps: &Deps,
-) -> Result<SweepSummary, HandlerError> {
+pub async fn handler(event: LambdaEvent<Value>, deps: &Deps) -> Result<SweepSummary, HandlerError> {
     let deadline = Deadline::from_epoch_ms(event.context.deadline, deps.config().deadline_margin);
     Ok(deps.sweep(deadline).await?)
 }

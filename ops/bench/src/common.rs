@@ -56,8 +56,13 @@ pub fn spawn_worker(args: &[String]) -> Result<serde_json::Value, String> {
 }
 
 /// The next positional argument of a worker, parsed.
-pub fn next_arg<T: FromStr>(args: &mut impl Iterator<Item = String>, what: &str) -> Result<T, String> {
-    let text = args.next().ok_or_else(|| format!("worker: {what} is missing"))?;
+pub fn next_arg<T: FromStr>(
+    args: &mut impl Iterator<Item = String>,
+    what: &str,
+) -> Result<T, String> {
+    let text = args
+        .next()
+        .ok_or_else(|| format!("worker: {what} is missing"))?;
     text.parse()
         .map_err(|_| format!("worker: {what}: cannot parse {text:?}"))
 }

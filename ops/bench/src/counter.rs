@@ -9,13 +9,13 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use serde_json::{json, Value};
-use dynamo_protocols::counter::{Counter, CounterConfig};
 use dynamo_lambda::dead_letter::DeadLetters;
+use dynamo_lambda::Writer;
+use dynamo_protocols::counter::{Counter, CounterConfig};
 use dynamo_protocols::ddb::item::{item_size, ItemKey};
 use dynamo_protocols::Deadline;
 use dynamo_testing::{client_with, template_tables, FaultInjector};
-use dynamo_lambda::Writer;
+use serde_json::{json, Value};
 
 use crate::common::{next_arg, peak_rss_kib, spawn_worker};
 
@@ -126,7 +126,12 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
             ));
         }
     }
-    crate::common::warm_up(&client, &table, dynamo_protocols::counter::DEFAULT_CONCURRENCY).await?;
+    crate::common::warm_up(
+        &client,
+        &table,
+        dynamo_protocols::counter::DEFAULT_CONCURRENCY,
+    )
+    .await?;
     let before = injector.calls_of("UpdateItem");
     let started = Instant::now();
     let (mut applied, mut duplicates) = (0usize, 0usize);

@@ -4,14 +4,14 @@
 
 use std::time::Instant;
 
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use serde_json::{json, Value};
 use dynamo_lambda::dead_letter::DeadLetters;
+use dynamo_lambda::Writer;
 use dynamo_protocols::ratchet::{Ratchet, RatchetConfig};
 use dynamo_protocols::Deadline;
 use dynamo_testing::{client_for, client_with, template_tables, FaultInjector};
-use dynamo_lambda::Writer;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
 
 use crate::common::{next_arg, peak_rss_kib, spawn_worker};
 

@@ -16,6 +16,8 @@
 //! * [`client`]: the DynamoDB client from the standard AWS environment.
 //! * [`error`]: invocation errors and their `Diagnostic`.
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod dead_letter;
 pub mod error;

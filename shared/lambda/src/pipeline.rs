@@ -14,7 +14,7 @@
 //! A rejected record whose dead letter cannot be written is turned into `Failed`: nothing is
 //! acknowledged before it is either applied or kept.
 
-use dynamo_protocols::{Deadline, Protocol, Rejection, RecordResult, StoreError};
+use dynamo_protocols::{Deadline, Protocol, RecordResult, Rejection, StoreError};
 use futures::StreamExt;
 
 use crate::dead_letter::DeadLetters;

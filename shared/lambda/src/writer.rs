@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use dynamo_protocols::ddb::clock::epoch_millis;
-use dynamo_protocols::{ConfigError, Deadline, Protocol, Rejection, RecordResult, StoreError};
+use dynamo_protocols::{ConfigError, Deadline, Protocol, RecordResult, Rejection, StoreError};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 

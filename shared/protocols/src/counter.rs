@@ -113,12 +113,12 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::batch::Deadline;
+use crate::batch::{Applied, Outcome, Protocol, RecordResult};
 use crate::config::ConfigError;
-use crate::rejection::{Rejection, RejectionCode};
 use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::{item_to_json, Item, ItemKey, MAX_ITEM_BYTES};
-use crate::batch::{Applied, Outcome, Protocol, RecordResult};
-use crate::batch::Deadline;
+use crate::rejection::{Rejection, RejectionCode};
 
 /// Default prefix of the protocol's own attributes (payloads cannot write names with it).
 pub const DEFAULT_ATTRIBUTE_PREFIX: &str = "ctr_";
@@ -565,17 +565,20 @@ impl Counter {
     /// Parse a record body:
     /// `{"key":{"PK":"acct#42","SK":"2024-11-22"},"add":{"logins":3},"idempotencyKey":"…"}`.
     pub fn parse_record(&self, body: &[u8]) -> Result<CounterRecord, Rejection> {
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|e| Rejection::new(RejectionCode::BadJson, format!("the body is not JSON: {e}")))?;
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            Rejection::new(RejectionCode::BadJson, format!("the body is not JSON: {e}"))
+        })?;
         let Some(obj) = value.as_object() else {
-            return Err(Rejection::new(RejectionCode::NotAnObject,
+            return Err(Rejection::new(
+                RejectionCode::NotAnObject,
                 "the body must be a JSON object",
             ));
         };
         let key_json = obj
             .get("key")
             .ok_or_else(|| Rejection::new(RejectionCode::InvalidKey, "`key` is missing"))?;
-        let key = ItemKey::from_json(key_json).map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
+        let key = ItemKey::from_json(key_json)
+            .map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
         for name in key.json().keys() {
             self.check_not_reserved(name)?;
         }
@@ -584,7 +587,8 @@ impl Counter {
                 s.clone()
             }
             Some(Value::String(s)) if !s.is_empty() => {
-                return Err(Rejection::new(RejectionCode::InvalidIdempotencyKey,
+                return Err(Rejection::new(
+                    RejectionCode::InvalidIdempotencyKey,
                     format!(
                         "`idempotencyKey` is {} bytes; at most {MAX_IDEMPOTENCY_KEY_BYTES}",
                         s.len()
@@ -592,23 +596,27 @@ impl Counter {
                 ))
             }
             Some(_) => {
-                return Err(Rejection::new(RejectionCode::InvalidIdempotencyKey,
+                return Err(Rejection::new(
+                    RejectionCode::InvalidIdempotencyKey,
                     "`idempotencyKey` must be a non-empty string",
                 ))
             }
             None => {
-                return Err(Rejection::new(RejectionCode::MissingIdempotencyKey,
+                return Err(Rejection::new(
+                    RejectionCode::MissingIdempotencyKey,
                     "`idempotencyKey` is missing",
                 ))
             }
         };
         let Some(Value::Object(fields)) = obj.get("add") else {
-            return Err(Rejection::new(RejectionCode::InvalidAdd,
+            return Err(Rejection::new(
+                RejectionCode::InvalidAdd,
                 "`add` must be an object of counter name → integer delta",
             ));
         };
         if fields.is_empty() || fields.len() > MAX_COUNTERS_PER_RECORD {
-            return Err(Rejection::new(RejectionCode::InvalidAdd,
+            return Err(Rejection::new(
+                RejectionCode::InvalidAdd,
                 format!(
                     "`add` names {} counters; between 1 and {MAX_COUNTERS_PER_RECORD}",
                     fields.len()
@@ -618,18 +626,21 @@ impl Counter {
         let mut add = BTreeMap::new();
         for (name, delta) in fields {
             if name.is_empty() || name.len() > MAX_ATTRIBUTE_NAME_BYTES {
-                return Err(Rejection::new(RejectionCode::InvalidAdd,
+                return Err(Rejection::new(
+                    RejectionCode::InvalidAdd,
                     format!("counter names are 1 to {MAX_ATTRIBUTE_NAME_BYTES} bytes"),
                 ));
             }
             self.check_not_reserved(name)?;
             if key.json().contains_key(name) {
-                return Err(Rejection::new(RejectionCode::KeyAttribute,
+                return Err(Rejection::new(
+                    RejectionCode::KeyAttribute,
                     format!("`{name}` is a key attribute and cannot be a counter"),
                 ));
             }
             let Some(d) = delta.as_i64() else {
-                return Err(Rejection::new(RejectionCode::InvalidDelta,
+                return Err(Rejection::new(
+                    RejectionCode::InvalidDelta,
                     format!("the delta of `{name}` must be a 64-bit integer, got {delta}"),
                 ));
             };
@@ -645,7 +656,8 @@ impl Counter {
 
     fn check_not_reserved(&self, name: &str) -> Result<(), Rejection> {
         if name.starts_with(&self.config.attribute_prefix) {
-            return Err(Rejection::new(RejectionCode::ReservedAttribute,
+            return Err(Rejection::new(
+                RejectionCode::ReservedAttribute,
                 format!(
                     "`{name}` starts with `{}`, the prefix of the counter protocol's own \
                      attributes, and cannot be written by a payload",
@@ -948,7 +960,8 @@ impl Counter {
                 tracing::error!(item = %key.canonical(), error = %message,
                     "counter item is full: the record is kept as a dead letter, replay it \
                      after the window rolls over");
-                let reason = Rejection::new(RejectionCode::ItemFull,
+                let reason = Rejection::new(
+                    RejectionCode::ItemFull,
                     format!(
                         "the counter item {} has no room for another key ({message}); \
                          replay after the oldest bucket rolls out, or raise the capacity",
@@ -976,7 +989,8 @@ impl Counter {
                         results.push((
                             i,
                             if class == ErrorClass::InvalidRequest {
-                                RecordResult::Rejected(Rejection::new(RejectionCode::RejectedByDynamodb,
+                                RecordResult::Rejected(Rejection::new(
+                                    RejectionCode::RejectedByDynamodb,
                                     message.clone(),
                                 ))
                             } else {
@@ -1198,7 +1212,6 @@ impl Protocol for Counter {
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -1,12 +1,94 @@
-//! Correct DynamoDB writes under retries, redelivery and concurrency.
+//! Correct DynamoDB writes under everything real delivery does: SDK retries, hedged and
+//! duplicated writes, out-of-order arrival, redelivered batches, crashed writers and
+//! concurrent writers.
+//!
+//! This crate holds the protocols and nothing else: no Lambda runtime, no Lambda event types,
+//! no YAML. Use it from any Rust program with an `aws_sdk_dynamodb::Client`; the Lambda edge
+//! (Kinesis/SQS batches, partial batch responses, dead letters, settings from the
+//! environment) is the separate crate `dynamo-lambda`.
+//!
+//! Expected results of conditional writes are **outcomes** (`Applied`, `Stale`, `Duplicate`,
+//! `Committed`, …), never errors; [`StoreError`] is reserved for infrastructure failures and
+//! says whether a retry can help ([`StoreError::is_retryable`]). A record that can never
+//! succeed is a [`Rejection`] with a stable [`RejectionCode`].
+//!
+//! # Timestamp ratchet: the newest version wins, whatever the order
+//!
+//! ```no_run
+//! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+//!
+//! let ratchet = Ratchet::new(client, RatchetConfig::new("Movies"));
+//! let late = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":1,"item":{"v":1}}"#)?;
+//! let delete = ratchet.parse_record(br#"{"op":"delete","key":{"PK":"u1"},"ts":2}"#)?;
+//! ratchet.write(&delete).await?; // a tombstone with a TTL
+//! assert_eq!(ratchet.write(&late).await?, RatchetOutcome::Stale); // cannot revive it
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Idempotent counters: each delta added once per idempotency key
+//!
+//! ```no_run
+//! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use dynamo_protocols::counter::{Counter, CounterConfig, CounterOutcome};
+//!
+//! let counter = Counter::new(client, CounterConfig::new("Counters"));
+//! let login = counter.parse_record(
+//!     br#"{"key":{"PK":"acct#42"},"add":{"logins":1},"idempotencyKey":"evt-7"}"#,
+//! )?;
+//! assert_eq!(counter.add(&login).await?, CounterOutcome::Applied);
+//! assert_eq!(counter.add(&login).await?, CounterOutcome::Duplicate); // redelivered
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Multi-item transactions: all requests or none, any size
+//!
+//! ```no_run
+//! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use dynamo_protocols::txn::{Coordinator, TxConfig};
+//! use dynamo_protocols::Deadline;
+//!
+//! let coordinator = Coordinator::new(client, TxConfig::new("TxTable", ["Accounts"]));
+//! let transfer = coordinator.parse_message(br##"{"txId":"transfer-1","requests":[
+//!   {"Update":{"TableName":"Accounts","Key":{"PK":"alice"},"UpdateExpression":"SET #b = #b - :a",
+//!     "ConditionExpression":"#b >= :a","ExpressionAttributeNames":{"#b":"balance"},
+//!     "ExpressionAttributeValues":{":a":30}}},
+//!   {"Update":{"TableName":"Accounts","Key":{"PK":"bob"},"UpdateExpression":"SET #b = #b + :a",
+//!     "ExpressionAttributeNames":{"#b":"balance"},"ExpressionAttributeValues":{":a":30}}}]}"##)?;
+//! let report = coordinator.run(&transfer, Deadline::none()).await?;
+//! println!("{:?} in {} write requests", report.outcome, report.write_calls);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A scheduled [`sweep::Sweeper`] finishes or rolls back the transactions whose coordinator
+//! went away.
+//!
+//! # Batches
+//!
+//! Every protocol implements [`Protocol`]: parse a record body (or reject it), then apply the
+//! valid records of a batch with one write per item (coalescing), concurrently across items,
+//! in order within an item, returning one [`RecordResult`] per record. `examples/plain.rs`
+//! drives the ratchet and the counter from a plain binary.
 //!
 //! # Layout
 //!
-//! * [`ddb`]: the DynamoDB layer under every protocol.
-//! * [`batch`]: the `Protocol` trait, per-record results, deadlines.
-//! * [`rejection`]: rejection codes.
-//! * [`ratchet`], [`counter`], [`txn`], [`sweep`]: the protocols.
+//! * [`ddb`]: the DynamoDB layer under every protocol: conditional writes as values
+//!   ([`ddb::Cond`]), expression placeholders, the retry helper, the item codec, the clock,
+//!   write costs, [`StoreError`].
+//! * [`batch`]: the [`Protocol`] trait, per-record results, [`Deadline`].
+//! * [`rejection`]: [`Rejection`] and its [`RejectionCode`].
+//! * [`ratchet`]: timestamp-ratchet writes (tombstones with TTL, reads that hide them).
+//! * [`counter`]: idempotent counters (bounded time-bucketed key window inside the item) and
+//!   optimistic versioned writes.
+//! * [`txn`]: multi-item transactions (TX records, item locks with saved images, one commit
+//!   point, three read-isolation levels).
+//! * [`sweep`]: the sweeper of stale transactions.
 //! * [`config`]: configuration errors.
+
+#![warn(missing_docs)]
 
 pub mod batch;
 pub mod config;

@@ -154,6 +154,8 @@ impl fmt::Display for Rejection {
     }
 }
 
+impl std::error::Error for Rejection {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,8 +41,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use serde::Serialize;
 
-use crate::ddb::error::StoreError;
 use crate::batch::Deadline;
+use crate::ddb::error::StoreError;
 use crate::txn::record::{
     now_ms, ATTR_LAST_TOUCHED, ATTR_SWEEP_KEY, ATTR_TX_ID, SWEEP_DONE, SWEEP_INDEX, SWEEP_OPEN,
 };
@@ -114,7 +114,6 @@ pub enum SweepError {
     #[error(transparent)]
     Store(#[from] StoreError),
 }
-
 
 /// The sweeper.
 #[derive(Debug, Clone)]

@@ -7,6 +7,8 @@
 //! not evaluated: a table's properties must not depend on them (the table names come from the
 //! logical id, with an optional prefix).
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

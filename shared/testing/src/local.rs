@@ -167,4 +167,3 @@ pub async fn template_tables(client: &Client, only: &[&str]) -> BTreeMap<String,
         Err(e) => panic!("creating tables from template.yaml: {e}"),
     }
 }
-

@@ -142,9 +142,7 @@ impl StoreError {
             StoreError::Sdk { class, .. } => *class,
             StoreError::Marshal(_) => ErrorClass::InvalidRequest,
             StoreError::Inconsistent(_) => ErrorClass::Fatal,
-            StoreError::Unprocessed { .. } | StoreError::Contention { .. } => {
-                ErrorClass::Transient
-            }
+            StoreError::Unprocessed { .. } | StoreError::Contention { .. } => ErrorClass::Transient,
             StoreError::Shared(inner) => inner.class(),
             StoreError::ReservedAttribute(_) => ErrorClass::InvalidRequest,
         }

@@ -116,12 +116,12 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::rejection::{Rejection, RejectionCode};
+use crate::batch::Deadline;
+use crate::batch::{Applied, Outcome, Protocol, RecordResult};
+use crate::config::ConfigError;
 use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::{Item, ItemKey};
-use crate::batch::{Applied, Outcome, Protocol, RecordResult};
-use crate::batch::Deadline;
-use crate::config::ConfigError;
+use crate::rejection::{Rejection, RejectionCode};
 
 use record::{parse_owner, reason, TxHeader, TxState, TxTable};
 use request::{merge_set_clause, RequestKind, TxMessage, TxRequest};
@@ -213,7 +213,6 @@ impl TxConfig {
         Ok(())
     }
 }
-
 
 /// Write requests and consumed write capacity of one transaction (or sweep).
 #[derive(Debug, Default)]
@@ -322,7 +321,6 @@ pub enum TxError {
         attempts: u32,
     },
 }
-
 
 /// A request with its resolved item key.
 #[derive(Debug, Clone)]
@@ -488,18 +486,21 @@ impl Coordinator {
         for (index, request) in requests.iter().enumerate() {
             let names = self.key_names(&request.table).await?;
             let key_json = request.key_json(&names).map_err(|m| {
-                TxError::Rejected(Rejection::new(RejectionCode::InvalidKey,
+                TxError::Rejected(Rejection::new(
+                    RejectionCode::InvalidKey,
                     format!("request {index}: {m}"),
                 ))
             })?;
             let key = ItemKey::from_json(&Value::Object(key_json)).map_err(|m| {
-                TxError::Rejected(Rejection::new(RejectionCode::InvalidKey,
+                TxError::Rejected(Rejection::new(
+                    RejectionCode::InvalidKey,
                     format!("request {index}: {m}"),
                 ))
             })?;
             let order = (request.table.clone(), key.canonical().to_string());
             if !seen.insert(order.clone()) {
-                return Err(TxError::Rejected(Rejection::new(RejectionCode::DuplicateItem,
+                return Err(TxError::Rejected(Rejection::new(
+                    RejectionCode::DuplicateItem,
                     format!("request {index}: another request already names this item"),
                 )));
             }
@@ -544,7 +545,8 @@ impl Coordinator {
             Ok(h) => (h, false),
             Err(existing) => {
                 if self.tx.requests_json(&existing).await? != requests_json {
-                    return Err(TxError::Rejected(Rejection::new(RejectionCode::TxIdReused,
+                    return Err(TxError::Rejected(Rejection::new(
+                        RejectionCode::TxIdReused,
                         format!(
                             "txId {} is already recorded with other requests",
                             message.tx_id
@@ -630,7 +632,8 @@ impl Coordinator {
                             let message = invalid
                                 .map(|(_, m)| m)
                                 .unwrap_or_else(|| "DynamoDB rejected the request".into());
-                            return Err(TxError::Rejected(Rejection::new(RejectionCode::RejectedByDynamodb,
+                            return Err(TxError::Rejected(Rejection::new(
+                                RejectionCode::RejectedByDynamodb,
                                 format!("request {request}: {message}"),
                             )));
                         }

@@ -20,9 +20,9 @@ use super::{
     flag, lock_of, new_token, plain_json, token_of, Coordinator, Cost, LockPhase, TxError,
     ATTR_DELETE, ATTR_IMAGE, ATTR_TRANSIENT,
 };
+use crate::batch::Deadline;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::{Item, ItemKey};
-use crate::batch::Deadline;
 
 /// How a read treats items locked by a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

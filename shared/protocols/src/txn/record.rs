@@ -17,9 +17,9 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 
+use crate::ddb::clock::epoch_seconds;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
-use crate::ddb::clock::epoch_seconds;
 
 use super::Cost;
 

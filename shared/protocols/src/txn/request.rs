@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
-use crate::rejection::{Rejection, RejectionCode};
 use crate::ddb::item::{canonical_json, Item};
+use crate::rejection::{Rejection, RejectionCode};
 
 /// Attribute names starting with this are the protocol's (locks, images, versions).
 pub const RESERVED_PREFIX: &str = "_tx";
@@ -144,28 +144,39 @@ pub fn parse_message(body: &[u8], allowed: &BTreeSet<String>) -> Result<TxMessag
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| reject(RejectionCode::BadJson, format!("the body is not JSON: {e}")))?;
     let Some(obj) = value.as_object() else {
-        return Err(reject(RejectionCode::NotAnObject, "the body must be a JSON object"));
+        return Err(reject(
+            RejectionCode::NotAnObject,
+            "the body must be a JSON object",
+        ));
     };
     let tx_id = match obj.get("txId") {
         Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_TX_ID_LEN => s.clone(),
         Some(_) => {
-            return Err(reject(RejectionCode::InvalidTxId,
+            return Err(reject(
+                RejectionCode::InvalidTxId,
                 format!("`txId` must be a non-empty string of at most {MAX_TX_ID_LEN} bytes"),
             ))
         }
         None => return Err(reject(RejectionCode::MissingTxId, "`txId` is missing")),
     };
     if tx_id.contains('#') {
-        return Err(reject(RejectionCode::InvalidTxId, "`txId` must not contain `#`"));
+        return Err(reject(
+            RejectionCode::InvalidTxId,
+            "`txId` must not contain `#`",
+        ));
     }
     let Some(Value::Array(raw)) = obj.get("requests") else {
-        return Err(reject(RejectionCode::NoRequests, "`requests` must be an array"));
+        return Err(reject(
+            RejectionCode::NoRequests,
+            "`requests` must be an array",
+        ));
     };
     if raw.is_empty() {
         return Err(reject(RejectionCode::NoRequests, "`requests` is empty"));
     }
     if raw.len() > super::record::MAX_REQUESTS {
-        return Err(reject(RejectionCode::TooManyRequests,
+        return Err(reject(
+            RejectionCode::TooManyRequests,
             format!(
                 "{} requests; a transaction takes at most {}",
                 raw.len(),
@@ -199,7 +210,8 @@ pub fn parse_requests(
 
 fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest, Rejection> {
     let obj = value.as_object().filter(|o| o.len() == 1).ok_or_else(|| {
-        reject(RejectionCode::InvalidRequest,
+        reject(
+            RejectionCode::InvalidRequest,
             "a request is an object with exactly one of Put, Update, Delete, ConditionCheck",
         )
     })?;
@@ -213,14 +225,18 @@ fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest,
         "Delete" => RequestKind::Delete,
         "ConditionCheck" => RequestKind::ConditionCheck,
         other => {
-            return Err(reject(RejectionCode::InvalidRequest,
+            return Err(reject(
+                RejectionCode::InvalidRequest,
                 format!("unknown request kind {other:?}"),
             ))
         }
     };
-    let body = body
-        .as_object()
-        .ok_or_else(|| reject(RejectionCode::InvalidRequest, format!("`{tag}` must be an object")))?;
+    let body = body.as_object().ok_or_else(|| {
+        reject(
+            RejectionCode::InvalidRequest,
+            format!("`{tag}` must be an object"),
+        )
+    })?;
     let known = [
         "TableName",
         "Key",
@@ -231,7 +247,8 @@ fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest,
         "ExpressionAttributeValues",
     ];
     if let Some(unknown) = body.keys().find(|k| !known.contains(&k.as_str())) {
-        return Err(reject(RejectionCode::InvalidRequest,
+        return Err(reject(
+            RejectionCode::InvalidRequest,
             format!("unknown field `{unknown}`"),
         ));
     }
@@ -239,15 +256,17 @@ fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest,
         match body.get(name) {
             None => Ok(None),
             Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
-            Some(_) => Err(reject(RejectionCode::InvalidRequest,
+            Some(_) => Err(reject(
+                RejectionCode::InvalidRequest,
                 format!("`{name}` must be a non-empty string"),
             )),
         }
     };
-    let table =
-        text("TableName")?.ok_or_else(|| reject(RejectionCode::InvalidRequest, "`TableName` is missing"))?;
+    let table = text("TableName")?
+        .ok_or_else(|| reject(RejectionCode::InvalidRequest, "`TableName` is missing"))?;
     if !allowed.contains(&table) {
-        return Err(reject(RejectionCode::TableNotAllowed,
+        return Err(reject(
+            RejectionCode::TableNotAllowed,
             format!("table `{table}` is not in the allow-list"),
         ));
     }
@@ -255,7 +274,8 @@ fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest,
         match body.get(name) {
             None => Ok(None),
             Some(Value::Object(o)) => Ok(Some(o.clone())),
-            Some(_) => Err(reject(RejectionCode::InvalidRequest,
+            Some(_) => Err(reject(
+                RejectionCode::InvalidRequest,
                 format!("`{name}` must be an object"),
             )),
         }
@@ -267,7 +287,8 @@ fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest,
     let mut names = BTreeMap::new();
     for (placeholder, name) in object("ExpressionAttributeNames")?.unwrap_or_default() {
         let Value::String(name) = name else {
-            return Err(reject(RejectionCode::InvalidRequest,
+            return Err(reject(
+                RejectionCode::InvalidRequest,
                 "`ExpressionAttributeNames` values must be strings",
             ));
         };
@@ -278,26 +299,30 @@ fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest,
     match kind {
         RequestKind::Put => {
             if item.is_none() || key.is_some() || update_expression.is_some() {
-                return Err(reject(RejectionCode::InvalidRequest,
+                return Err(reject(
+                    RejectionCode::InvalidRequest,
                     "Put needs `Item` and takes no `Key` or `UpdateExpression`",
                 ));
             }
         }
         RequestKind::Update => {
             if key.is_none() || update_expression.is_none() || item.is_some() {
-                return Err(reject(RejectionCode::InvalidRequest,
+                return Err(reject(
+                    RejectionCode::InvalidRequest,
                     "Update needs `Key` and `UpdateExpression` and takes no `Item`",
                 ));
             }
         }
         RequestKind::Delete | RequestKind::ConditionCheck => {
             if key.is_none() || item.is_some() || update_expression.is_some() {
-                return Err(reject(RejectionCode::InvalidRequest,
+                return Err(reject(
+                    RejectionCode::InvalidRequest,
                     format!("{tag} needs `Key` and takes no `Item` or `UpdateExpression`"),
                 ));
             }
             if kind == RequestKind::ConditionCheck && condition_expression.is_none() {
-                return Err(reject(RejectionCode::InvalidRequest,
+                return Err(reject(
+                    RejectionCode::InvalidRequest,
                     "ConditionCheck needs a `ConditionExpression`",
                 ));
             }
@@ -308,14 +333,16 @@ fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest,
     let reserved = |name: &str| name.starts_with(RESERVED_PREFIX);
     for attr in key.iter().chain(item.iter()).flat_map(|m| m.keys()) {
         if reserved(attr) {
-            return Err(reject(RejectionCode::ReservedAttribute,
+            return Err(reject(
+                RejectionCode::ReservedAttribute,
                 format!("attribute `{attr}` is reserved by the transaction protocol"),
             ));
         }
     }
     for (placeholder, name) in &names {
         if reserved(name) {
-            return Err(reject(RejectionCode::ReservedAttribute,
+            return Err(reject(
+                RejectionCode::ReservedAttribute,
                 format!("attribute `{name}` is reserved by the transaction protocol"),
             ));
         }
@@ -335,13 +362,15 @@ fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest,
     for expr in update_expression.iter().chain(condition_expression.iter()) {
         for token in expression_tokens(expr) {
             if reserved(token) {
-                return Err(reject(RejectionCode::ReservedAttribute,
+                return Err(reject(
+                    RejectionCode::ReservedAttribute,
                     format!("attribute `{token}` is reserved by the transaction protocol"),
                 ));
             }
             if let Some(rest) = token.strip_prefix('#').or_else(|| token.strip_prefix(':')) {
                 if rest.starts_with(PLACEHOLDER_PREFIX) {
-                    return Err(reject(RejectionCode::ReservedPlaceholder,
+                    return Err(reject(
+                        RejectionCode::ReservedPlaceholder,
                         format!("placeholder `{token}` uses the protocol's prefix"),
                     ));
                 }

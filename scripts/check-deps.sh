@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The dependency tree stays on one HTTP/TLS stack: the AWS SDK's legacy stack (hyper 0.14,
+# rustls 0.21, h2 0.3 — pulled in by the SDK's default `rustls` feature) must not come back,
+# and the Lambda binaries must not link the YAML parser or the test support crate.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail=0
+for legacy in 'hyper 0.14' 'rustls 0.21' 'h2 0.3'; do
+  name=${legacy% *}
+  version=${legacy#* }
+  if awk -v n="$name" -v v="$version" '
+      /^name = / { gsub(/"/, "", $3); cur = $3 }
+      /^version = / { gsub(/"/, "", $3); if (cur == n && index($3, v ".") == 1) found = 1 }
+      END { exit !found }' Cargo.lock; then
+    echo "check-deps: Cargo.lock contains $legacy (the SDK's legacy HTTP/TLS stack): use default-features = false" >&2
+    fail=1
+  fi
+done
+
+for fn in functions/*/; do
+  pkg=$(basename "$fn")
+  tree=$(cargo tree -q -e normal -p "$pkg" --prefix none)
+  for banned in serde_yaml_ng dynamo-testing dynamo-provision; do
+    if grep -q "^$banned " <<<"$tree"; then
+      echo "check-deps: the Lambda binary $pkg links $banned" >&2
+      fail=1
+    fi
+  done
+done
+if [ "$fail" -ne 0 ]; then exit 1; fi
+echo "check-deps: one HTTP/TLS stack; no YAML or test code in the Lambda binaries"

@@ -1,0 +1,221 @@
+//! Timestamp ratchet writes: the table converges to the newest state whatever the delivery did.
+//!
+//! # Invariant
+//!
+//! For every item key, the stored item is the record with the greatest *version* among all
+//! records ever delivered for that key, where a record's version is the pair
+//! `(timestamp, tie-break token)`. The final table is therefore a function of the **set** of
+//! delivered records: independent of order, duplication and batch boundaries.
+//!
+//! * The timestamp is the record's own client-side integer token (epoch ms or any monotonic
+//!   counter); a retry or hedged write carries the first attempt's value.
+//! * The tie-break token decides between two different records with the same key and the same
+//!   timestamp: a delete (`"1"`) beats any put, and between puts the greater SHA-256 of the
+//!   canonical stored item wins (`"0" + hex`). Tokens are compared as strings, identically in
+//!   Rust (coalescing) and in DynamoDB (the condition).
+//!
+//! # Writes
+//!
+//! Every write is one conditional `PutItem` with [`CONDITION_NEWER`]:
+//!
+//! ```text
+//! attribute_not_exists(ts) OR ts < :ts OR (ts = :ts AND (attribute_not_exists(tb) OR tb < :tb))
+//! ```
+//!
+//! which is the pattern's `attribute_not_exists(ts) OR :ts >= ts`, made strict on exact equality
+//! so that a redelivered record is recognised as a `Duplicate` rather than rewritten. A put
+//! replaces the whole item. A delete writes a **tombstone**: the key, the timestamp, the token,
+//! `Deleted = true` and a TTL (epoch seconds, default now + 7 days), nothing else; a newer put
+//! replaces it, an older put cannot revive the item. A lost race is an outcome (`Stale`, or
+//! `Duplicate` when the stored version is exactly ours, learned from
+//! `ReturnValuesOnConditionCheckFailure=ALL_OLD` without a read), never an error.
+//!
+//! # Coalescing
+//!
+//! Within a batch, records are grouped by item key; only the group's winner is written (one
+//! write per distinct key), other records are `Superseded` (or `Duplicate` when identical to the
+//! winner). Groups are written concurrently (bounded by `concurrency`); one key is only ever
+//! written by one task, so records of a key never race each other inside an invocation.
+//!
+//! # Reads
+//!
+//! [`Ratchet::get`], [`Ratchet::batch_get`] and [`Ratchet::query_partition`] never return
+//! tombstones (Get/BatchGet filter in code, Query with a `FilterExpression`).
+//!
+//! # Layout
+//!
+//! * `config`: settings and attribute names.
+//! * `record`: parsing and validating a record body; a record's version.
+//! * `write`: the conditional write and per-batch coalescing (the `Protocol` impl).
+//! * `read`: reads that hide tombstones.
+//!
+//! # Failure modes
+//!
+//! * Transient DynamoDB errors: every record of the key's group is reported as failed (also the
+//!   superseded ones, so nothing is acknowledged whose winner was not written).
+//! * DynamoDB rejects the winner as invalid (`ValidationException`, e.g. a key that does not
+//!   match the table schema): the winner is dead-lettered and the next candidate of the group
+//!   is tried, so one bad record cannot hide valid ones.
+//! * The deadline is close: groups not yet started are `Deferred` and reported as failed.
+//! * The tombstone TTL is the only attribute that depends on processing time (when the delete
+//!   was first applied), not on the records.
+
+mod config;
+mod read;
+mod record;
+mod write;
+
+use aws_sdk_dynamodb::Client;
+
+use crate::ddb::Item;
+use crate::rejection::Rejection;
+
+pub use config::{
+    RatchetConfig, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE, DEFAULT_TIE_BREAK_ATTRIBUTE,
+    DEFAULT_TOMBSTONE_TTL, DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
+};
+pub use record::{RatchetOp, RatchetRecord, RawRecord};
+pub use write::RatchetOutcome;
+
+/// The write condition (placeholders: `#ts`, `#tb`, `:ts`, `:tb`).
+pub const CONDITION_NEWER: &str =
+    "attribute_not_exists(#ts) OR #ts < :ts OR (#ts = :ts AND (attribute_not_exists(#tb) OR #tb < :tb))";
+/// The query filter that hides tombstones (placeholders: `#del`, `:true`).
+pub const FILTER_LIVE: &str = "attribute_not_exists(#del) OR #del <> :true";
+/// Key condition of [`Ratchet::query_partition`].
+const KEY_CONDITION_PARTITION: &str = "#pk = :pk";
+
+/// The ratchet protocol on one table.
+///
+/// ```no_run
+/// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+///
+/// let ratchet = Ratchet::new(client, RatchetConfig::new("Movies"));
+/// let newer = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":2,"item":{"v":2}}"#)?;
+/// let older = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":1,"item":{"v":1}}"#)?;
+/// assert_eq!(ratchet.write(&newer).await?, RatchetOutcome::Applied);
+/// assert_eq!(ratchet.write(&older).await?, RatchetOutcome::Stale); // whatever the order
+/// assert_eq!(ratchet.write(&newer).await?, RatchetOutcome::Duplicate); // a redelivery
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Ratchet {
+    client: Client,
+    config: RatchetConfig,
+}
+
+impl Ratchet {
+    /// The protocol on `config.table`.
+    pub fn new(client: Client, config: RatchetConfig) -> Self {
+        Ratchet { client, config }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RatchetConfig {
+        &self.config
+    }
+
+    /// Parse a record body:
+    /// `{"op":"put","key":{…},"ts":1721770090000,"item":{…}}` or
+    /// `{"op":"delete","key":{…},"ts":1721757900000}`.
+    pub fn parse_record(&self, body: &[u8]) -> Result<RatchetRecord, Rejection> {
+        record::validate(RawRecord::decode(body)?, &self.config)
+    }
+
+    /// The `(timestamp, tie-break)` version of a stored item.
+    fn stored_version(&self, item: &Item) -> Option<(i128, String)> {
+        let ts = item
+            .get(&self.config.ts_attribute)?
+            .as_n()
+            .ok()?
+            .parse()
+            .ok()?;
+        let tb = item.get(&self.config.tie_break_attribute)?.as_s().ok()?;
+        Some((ts, tb.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ratchet() -> Ratchet {
+        let conf = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .build();
+        Ratchet::new(Client::from_conf(conf), RatchetConfig::new("t"))
+    }
+
+    fn code(body: &str) -> String {
+        match ratchet().parse_record(body.as_bytes()) {
+            Ok(_) => "ok".into(),
+            Err(r) => r.code.to_string(),
+        }
+    }
+
+    #[test]
+    fn each_malformed_kind_has_its_code() {
+        assert_eq!(
+            code(r#"{"op":"put","key":{"PK":"a"},"ts":1,"item":{"x":1}}"#),
+            "ok"
+        );
+        assert_eq!(code("{not json"), "bad_json");
+        assert_eq!(code("[1]"), "not_an_object");
+        assert_eq!(
+            code(r#"{"op":"upsert","key":{"PK":"a"},"ts":1}"#),
+            "unknown_op"
+        );
+        assert_eq!(
+            code(r#"{"op":"put","key":{"PK":"a"},"item":{}}"#),
+            "missing_timestamp"
+        );
+        assert_eq!(
+            code(r#"{"op":"put","key":{"PK":"a"},"ts":1.5,"item":{}}"#),
+            "invalid_timestamp"
+        );
+        assert_eq!(
+            code(r#"{"op":"put","key":{"PK":"a"},"ts":"1","item":{}}"#),
+            "invalid_timestamp"
+        );
+        assert_eq!(code(r#"{"op":"put","ts":1,"item":{}}"#), "invalid_key");
+        assert_eq!(
+            code(r#"{"op":"put","key":{"PK":"a"},"ts":1}"#),
+            "invalid_item"
+        );
+        assert_eq!(
+            code(r#"{"op":"put","key":{"PK":"a"},"ts":1,"item":{"Timestamp":5}}"#),
+            "reserved_attribute"
+        );
+        assert_eq!(
+            code(r#"{"op":"put","key":{"PK":"a"},"ts":1,"item":{"PK":"b"}}"#),
+            "key_mismatch"
+        );
+        let big = format!(
+            r#"{{"op":"put","key":{{"PK":"a"}},"ts":1,"item":{{"x":"{}"}}}}"#,
+            "y".repeat(410_000)
+        );
+        assert_eq!(code(&big), "item_too_large");
+    }
+
+    #[test]
+    fn delete_beats_put_and_puts_tie_break_by_content() {
+        let r = ratchet();
+        let put_a = r
+            .parse_record(br#"{"op":"put","key":{"PK":"a"},"ts":5,"item":{"v":1}}"#)
+            .expect("valid");
+        let put_b = r
+            .parse_record(br#"{"op":"put","key":{"PK":"a"},"ts":5,"item":{"v":2}}"#)
+            .expect("valid");
+        let del = r
+            .parse_record(br#"{"op":"delete","key":{"PK":"a"},"ts":5}"#)
+            .expect("valid");
+        assert!(del.version() > put_a.version() && del.version() > put_b.version());
+        assert_ne!(put_a.version(), put_b.version());
+        let again = r
+            .parse_record(br#"{"ts":5,"item":{"v":1},"key":{"PK":"a"},"op":"put"}"#)
+            .expect("valid");
+        assert_eq!(again.version(), put_a.version());
+    }
+}

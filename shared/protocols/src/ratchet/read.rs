@@ -1,0 +1,141 @@
+//! Reads that never return tombstones: [`Ratchet::get`], [`Ratchet::batch_get`] (filtered in
+//! code) and [`Ratchet::query_partition`] (filtered by the query's `FilterExpression`).
+
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use serde_json::{Map, Value};
+
+use super::{Ratchet, FILTER_LIVE, KEY_CONDITION_PARTITION};
+use crate::ddb::item::item_to_json;
+use crate::ddb::retry::Backoff;
+use crate::ddb::{Item, ItemKey, StoreError};
+
+/// Keys per `BatchGetItem` (DynamoDB's limit).
+const BATCH_GET_KEYS: usize = 100;
+/// Waits before asking again for unprocessed keys.
+const UNPROCESSED_BACKOFF: Backoff = Backoff::new(
+    std::time::Duration::from_millis(50),
+    std::time::Duration::from_millis(1600),
+    8,
+);
+
+impl Ratchet {
+    pub(crate) fn is_tombstone(&self, item: &Item) -> bool {
+        matches!(
+            item.get(&self.config.deleted_attribute),
+            Some(AttributeValue::Bool(true))
+        )
+    }
+
+    /// Read one item; `None` when absent or deleted (a tombstone).
+    pub async fn get(
+        &self,
+        key: &ItemKey,
+        consistent: bool,
+    ) -> Result<Option<Map<String, Value>>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.config.table)
+            .set_key(Some(key.to_item()?))
+            .consistent_read(consistent)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        match out.item {
+            Some(item) if !self.is_tombstone(&item) => Ok(Some(item_to_json(item)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Read many items (100 per call, unprocessed keys asked again with backoff); tombstones
+    /// and absent items are left out. The result is in no particular order.
+    pub async fn batch_get(&self, keys: &[ItemKey]) -> Result<Vec<Map<String, Value>>, StoreError> {
+        let mut out = Vec::new();
+        for chunk in keys.chunks(BATCH_GET_KEYS) {
+            let mut request = KeysAndAttributes::builder().consistent_read(true);
+            for key in chunk {
+                request = request.keys(key.to_item()?);
+            }
+            let request = request
+                .build()
+                .map_err(|e| StoreError::Inconsistent(format!("batch get request: {e}")))?;
+            for item in self.batch_get_chunk(request).await? {
+                out.push(item_to_json(item)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// One chunk of keys until none is unprocessed; live items only.
+    async fn batch_get_chunk(&self, request: KeysAndAttributes) -> Result<Vec<Item>, StoreError> {
+        let table = &self.config.table;
+        let mut live = Vec::new();
+        let mut delays = UNPROCESSED_BACKOFF.delays();
+        let mut pending = Some(request);
+        let mut attempts = 0;
+        while let Some(request) = pending.take() {
+            attempts += 1;
+            let resp = self
+                .client
+                .batch_get_item()
+                .request_items(table, request)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("BatchGetItem", e))?;
+            let items = resp.responses.unwrap_or_default().remove(table);
+            live.extend(
+                items
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|i| !self.is_tombstone(i)),
+            );
+            pending = resp.unprocessed_keys.and_then(|mut u| u.remove(table));
+            if pending.is_some() {
+                let Some(delay) = delays.next() else {
+                    return Err(StoreError::Unprocessed {
+                        operation: "BatchGetItem",
+                        attempts,
+                    });
+                };
+                tokio::time::sleep(delay).await;
+            }
+        }
+        Ok(live)
+    }
+
+    /// All live items of one partition (`partition_key` = `value`), tombstones filtered out by
+    /// the query itself.
+    pub async fn query_partition(
+        &self,
+        partition_key: &str,
+        value: &Value,
+    ) -> Result<Vec<Map<String, Value>>, StoreError> {
+        let pk_value: AttributeValue = serde_dynamo::to_attribute_value(value)?;
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.config.table)
+                .key_condition_expression(KEY_CONDITION_PARTITION)
+                .filter_expression(FILTER_LIVE)
+                .expression_attribute_names("#pk", partition_key)
+                .expression_attribute_names("#del", &self.config.deleted_attribute)
+                .expression_attribute_values(":pk", pk_value.clone())
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("Query", e))?;
+            for item in page.items.unwrap_or_default() {
+                out.push(item_to_json(item)?);
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+}

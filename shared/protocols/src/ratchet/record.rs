@@ -1,0 +1,213 @@
+//! Ratchet records: parsing and validation of a record body, and the record's version.
+//!
+//! ```text
+//! {"op":"put","key":{"PK":"User#1","SK":"Movie#A"},"ts":1721770090000,"item":{"Rating":5}}
+//! {"op":"delete","key":{"PK":"User#2","SK":"Movie#Z"},"ts":1721757900000}
+//! ```
+//!
+//! The body is decoded into a [`RawRecord`] (every field optional, so that each missing or
+//! malformed field gets its own [`RejectionCode`]), then validated into a [`RatchetRecord`].
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::config::RatchetConfig;
+use crate::ddb::item::{canonical_json, item_size, Item, ItemKey, MAX_ITEM_BYTES};
+use crate::rejection::{Rejection, RejectionCode};
+
+/// Token of a delete: greater than every put token.
+pub(crate) const DELETE_TOKEN: &str = "1";
+/// Prefix of a put token.
+const PUT_TOKEN_PREFIX: &str = "0";
+
+/// What a record asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RatchetOp {
+    /// Replace the item with these attributes (key attributes included).
+    Put(Item),
+    /// Replace the item with a tombstone.
+    Delete,
+}
+
+/// A parsed, validated ratchet record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RatchetRecord {
+    /// The item key.
+    pub key: ItemKey,
+    /// The client-side timestamp token.
+    pub ts: i128,
+    /// The tie-break token.
+    pub token: String,
+    /// Put or delete.
+    pub op: RatchetOp,
+}
+
+impl RatchetRecord {
+    /// The record's version: greater wins.
+    pub fn version(&self) -> (i128, &str) {
+        (self.ts, &self.token)
+    }
+}
+
+/// A record body as decoded, before validation.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawRecord {
+    /// `"put"` or `"delete"`.
+    pub op: Option<Value>,
+    /// The item key (an object of string or number values).
+    pub key: Option<Value>,
+    /// The client-side timestamp (an integer).
+    pub ts: Option<Value>,
+    /// The item of a put.
+    pub item: Option<Value>,
+}
+
+impl RawRecord {
+    /// Decode a body: `bad_json` or `not_an_object` when it is not a JSON object.
+    pub fn decode(body: &[u8]) -> Result<RawRecord, Rejection> {
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            Rejection::new(RejectionCode::BadJson, format!("the body is not JSON: {e}"))
+        })?;
+        if !value.is_object() {
+            return Err(Rejection::new(
+                RejectionCode::NotAnObject,
+                "the body must be a JSON object",
+            ));
+        }
+        serde_json::from_value(value).map_err(|e| {
+            Rejection::new(
+                RejectionCode::NotAnObject,
+                format!("unreadable object: {e}"),
+            )
+        })
+    }
+}
+
+/// Validate a decoded record under `config` (reserved attributes, item size).
+pub fn validate(raw: RawRecord, config: &RatchetConfig) -> Result<RatchetRecord, Rejection> {
+    let key_json = raw
+        .key
+        .ok_or_else(|| Rejection::new(RejectionCode::InvalidKey, "`key` is missing"))?;
+    let key =
+        ItemKey::from_json(&key_json).map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
+    for name in key.json().keys() {
+        check_not_reserved(config, name)?;
+    }
+    let ts = timestamp(raw.ts)?;
+    match raw.op.as_ref().and_then(Value::as_str) {
+        Some("put") => put(config, raw.item, key, ts),
+        Some("delete") => Ok(RatchetRecord {
+            key,
+            ts,
+            token: DELETE_TOKEN.into(),
+            op: RatchetOp::Delete,
+        }),
+        Some(other) => Err(Rejection::new(
+            RejectionCode::UnknownOp,
+            format!("`op` must be \"put\" or \"delete\", got {other:?}"),
+        )),
+        None => Err(Rejection::new(
+            RejectionCode::UnknownOp,
+            "`op` is missing or not a string",
+        )),
+    }
+}
+
+fn timestamp(ts: Option<Value>) -> Result<i128, Rejection> {
+    let invalid = |v: &dyn std::fmt::Display| {
+        Rejection::new(
+            RejectionCode::InvalidTimestamp,
+            format!("`ts` must be an integer, got {v}"),
+        )
+    };
+    match ts {
+        None => Err(Rejection::new(
+            RejectionCode::MissingTimestamp,
+            "`ts` is missing",
+        )),
+        Some(Value::Number(n)) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Ok(i128::from(i)),
+            (None, Some(u)) => Ok(i128::from(u)),
+            _ => Err(invalid(&n)),
+        },
+        Some(other) => Err(invalid(&other)),
+    }
+}
+
+fn put(
+    config: &RatchetConfig,
+    item: Option<Value>,
+    key: ItemKey,
+    ts: i128,
+) -> Result<RatchetRecord, Rejection> {
+    let Some(Value::Object(fields)) = item else {
+        return Err(Rejection::new(
+            RejectionCode::InvalidItem,
+            "a put needs an `item` object",
+        ));
+    };
+    let stored = stored_item(config, fields, &key)?;
+    let digest = Sha256::digest(canonical_json(&stored).as_bytes());
+    let token = format!("{PUT_TOKEN_PREFIX}{}", hex::encode(digest));
+    let mut item: Item = serde_dynamo::to_item(&stored).map_err(|e| {
+        Rejection::new(
+            RejectionCode::InvalidItem,
+            format!("the item cannot be marshalled: {e}"),
+        )
+    })?;
+    item.insert(
+        config.ts_attribute.clone(),
+        AttributeValue::N(ts.to_string()),
+    );
+    item.insert(
+        config.tie_break_attribute.clone(),
+        AttributeValue::S(token.clone()),
+    );
+    let size = item_size(&item);
+    if size > MAX_ITEM_BYTES {
+        return Err(Rejection::new(
+            RejectionCode::ItemTooLarge,
+            format!("the stored item would be {size} bytes; DynamoDB's limit is {MAX_ITEM_BYTES}"),
+        ));
+    }
+    Ok(RatchetRecord {
+        key,
+        ts,
+        token,
+        op: RatchetOp::Put(item),
+    })
+}
+
+/// The item's attributes plus the key, checked against reserved names and the key.
+fn stored_item(
+    config: &RatchetConfig,
+    fields: Map<String, Value>,
+    key: &ItemKey,
+) -> Result<Value, Rejection> {
+    for (name, value) in &fields {
+        check_not_reserved(config, name)?;
+        if key.json().get(name).is_some_and(|k| k != value) {
+            return Err(Rejection::new(
+                RejectionCode::KeyMismatch,
+                format!("item attribute `{name}` disagrees with the key"),
+            ));
+        }
+    }
+    let mut stored = fields;
+    for (name, value) in key.json() {
+        stored.insert(name.clone(), value.clone());
+    }
+    Ok(Value::Object(stored))
+}
+
+fn check_not_reserved(config: &RatchetConfig, name: &str) -> Result<(), Rejection> {
+    if config.protocol_attributes().contains(&name) {
+        return Err(Rejection::new(
+            RejectionCode::ReservedAttribute,
+            format!("`{name}` is written by the ratchet protocol and cannot be set by a payload"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! Writing: one conditional `PutItem` per record ([`Ratchet::write`]), and per batch one
+//! write per distinct key ([`Protocol::apply`]: coalescing).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+};
+use futures::StreamExt;
+
+use super::record::{RatchetOp, RatchetRecord};
+use super::{Ratchet, CONDITION_NEWER};
+use crate::batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
+use crate::ddb::clock::epoch_seconds;
+use crate::ddb::{conditional, Cond, Cost, ErrorClass, Item, StoreError};
+use crate::rejection::{Rejection, RejectionCode};
+
+/// The outcome of one ratchet record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RatchetOutcome {
+    /// Written: it is now the stored version.
+    Applied,
+    /// The table already holds a newer version.
+    Stale,
+    /// The table (or the winner of the batch) already holds exactly this version.
+    Duplicate,
+    /// A newer record for the same key in the same batch was written instead.
+    Superseded,
+}
+
+impl Outcome for RatchetOutcome {
+    fn label(&self) -> &'static str {
+        match self {
+            RatchetOutcome::Applied => "applied",
+            RatchetOutcome::Stale => "stale",
+            RatchetOutcome::Duplicate => "duplicate",
+            RatchetOutcome::Superseded => "superseded",
+        }
+    }
+}
+
+/// Results of one key's records.
+type GroupResults = Vec<(usize, RecordResult<RatchetOutcome>)>;
+
+impl Ratchet {
+    /// Write one record (no coalescing): one conditional `PutItem`.
+    pub async fn write(&self, record: &RatchetRecord) -> Result<RatchetOutcome, StoreError> {
+        self.write_counted(record, &Cost::default()).await
+    }
+
+    async fn write_counted(
+        &self,
+        record: &RatchetRecord,
+        cost: &Cost,
+    ) -> Result<RatchetOutcome, StoreError> {
+        let config = &self.config;
+        let result = self
+            .client
+            .put_item()
+            .table_name(&config.table)
+            .set_item(Some(self.stored_item(record)?))
+            .condition_expression(CONDITION_NEWER)
+            .expression_attribute_names("#ts", &config.ts_attribute)
+            .expression_attribute_names("#tb", &config.tie_break_attribute)
+            .expression_attribute_values(":ts", AttributeValue::N(record.ts.to_string()))
+            .expression_attribute_values(":tb", AttributeValue::S(record.token.clone()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        let outcome = conditional("PutItem", result);
+        match &outcome {
+            Ok(Cond::Done(out)) => cost.add(out.consumed_capacity()),
+            _ => cost.add_failed(),
+        }
+        Ok(match outcome? {
+            Cond::Done(_) => RatchetOutcome::Applied,
+            Cond::Failed { old } => {
+                let stored = old.as_ref().and_then(|o| self.stored_version(o));
+                if stored == Some((record.ts, record.token.clone())) {
+                    RatchetOutcome::Duplicate
+                } else {
+                    RatchetOutcome::Stale
+                }
+            }
+        })
+    }
+
+    /// The item a record writes: the put's item, or a tombstone (key, version, flag, TTL).
+    fn stored_item(&self, record: &RatchetRecord) -> Result<Item, StoreError> {
+        let RatchetOp::Put(item) = &record.op else {
+            let config = &self.config;
+            let mut item = record.key.to_item()?;
+            let expires = epoch_seconds() + config.tombstone_ttl.as_secs();
+            for (name, value) in [
+                (
+                    &config.ts_attribute,
+                    AttributeValue::N(record.ts.to_string()),
+                ),
+                (
+                    &config.tie_break_attribute,
+                    AttributeValue::S(record.token.clone()),
+                ),
+                (&config.deleted_attribute, AttributeValue::Bool(true)),
+                (
+                    &config.ttl_attribute,
+                    AttributeValue::N(expires.to_string()),
+                ),
+            ] {
+                item.insert(name.clone(), value);
+            }
+            return Ok(item);
+        };
+        Ok(item.clone())
+    }
+
+    /// Write one key's records: the winner, or the next candidate when DynamoDB rejects it.
+    async fn write_group(
+        &self,
+        group: Vec<(usize, RatchetRecord)>,
+        deadline: Deadline,
+        cost: &Cost,
+    ) -> GroupResults {
+        if deadline.expired() {
+            return group
+                .into_iter()
+                .map(|(i, _)| (i, RecordResult::Deferred))
+                .collect();
+        }
+        let mut results = Vec::with_capacity(group.len());
+        let mut candidates = group;
+        // Greatest version first; equal versions are identical records (the token hashes the item).
+        candidates.sort_by(|(_, a), (_, b)| b.version().cmp(&a.version()));
+        while let Some((winner_index, winner)) = candidates.first().cloned() {
+            let split = candidates
+                .iter()
+                .take_while(|(_, r)| r.version() == winner.version())
+                .count();
+            let same: Vec<usize> = candidates.drain(..split).map(|(i, _)| i).collect();
+            let rest = || same.iter().skip(1).chain(candidates.iter().map(|(i, _)| i));
+            match self.write_counted(&winner, cost).await {
+                Ok(outcome) => {
+                    results.push((winner_index, RecordResult::Done(outcome)));
+                    results.extend(same.iter().skip(1).map(|i| (*i, duplicate())));
+                    results.extend(candidates.iter().map(|(i, _)| (*i, superseded())));
+                    return results;
+                }
+                Err(err) if err.class() == ErrorClass::InvalidRequest => {
+                    let reason = Rejection::new(RejectionCode::RejectedByDynamodb, err.to_string());
+                    results.extend(
+                        same.iter()
+                            .map(|i| (*i, RecordResult::Rejected(reason.clone()))),
+                    );
+                }
+                Err(err) => {
+                    // Nothing of this key is acknowledged until its winner is written.
+                    let others: Vec<usize> = rest().copied().collect();
+                    if others.is_empty() {
+                        results.push((winner_index, RecordResult::Failed(err)));
+                        return results;
+                    }
+                    let shared = Arc::new(err);
+                    results.extend(
+                        others
+                            .into_iter()
+                            .chain([winner_index])
+                            .map(|i| (i, RecordResult::Failed(shared.shared()))),
+                    );
+                    return results;
+                }
+            }
+        }
+        results
+    }
+}
+
+fn duplicate() -> RecordResult<RatchetOutcome> {
+    RecordResult::Done(RatchetOutcome::Duplicate)
+}
+
+fn superseded() -> RecordResult<RatchetOutcome> {
+    RecordResult::Done(RatchetOutcome::Superseded)
+}
+
+impl Protocol for Ratchet {
+    type Record = RatchetRecord;
+    type Outcome = RatchetOutcome;
+
+    fn parse(&self, body: &[u8]) -> Result<RatchetRecord, Rejection> {
+        self.parse_record(body)
+    }
+
+    async fn apply(
+        &self,
+        records: Vec<(usize, RatchetRecord)>,
+        deadline: Deadline,
+    ) -> Applied<RatchetOutcome> {
+        let mut order: Vec<String> = Vec::new();
+        let mut groups: HashMap<String, Vec<(usize, RatchetRecord)>> = HashMap::new();
+        for (i, record) in records {
+            let id = record.key.canonical().to_string();
+            groups
+                .entry(id.clone())
+                .or_insert_with(|| {
+                    order.push(id);
+                    Vec::new()
+                })
+                .push((i, record));
+        }
+        let cost = Cost::default();
+        let cost_ref = &cost;
+        let results: Vec<GroupResults> =
+            futures::stream::iter(order.into_iter().filter_map(|id| groups.remove(&id)))
+                .map(|group| self.write_group(group, deadline, cost_ref))
+                .buffer_unordered(self.config.concurrency)
+                .collect()
+                .await;
+        Applied {
+            results: results.into_iter().flatten().collect(),
+            write_calls: cost.write_calls_usize(),
+        }
+    }
+}
