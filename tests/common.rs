@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
 use dynamo_lambda::Writer;
 use dynamo_protocols::ddb::item::{item_to_json, Item};
 use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
@@ -30,26 +29,8 @@ pub fn ratchet_writer_on(client: Client, tables: &BTreeMap<String, String>) -> W
     }
 }
 
-/// An SQS-shaped batch of JSON bodies with message ids `m<offset + i>`.
-pub fn sqs_batch(bodies: &[Value], offset: usize) -> Batch {
-    Batch {
-        kind: SourceKind::Sqs,
-        records: bodies
-            .iter()
-            .enumerate()
-            .map(|(i, b)| SourceRecord {
-                position: SourcePosition {
-                    kind: SourceKind::Sqs,
-                    source_arn: Some("arn:aws:sqs:us-east-1:1:q".into()),
-                    id: format!("m{}", offset + i),
-                    shard_id: None,
-                    partition_key: None,
-                },
-                body: b.to_string().into_bytes(),
-            })
-            .collect(),
-    }
-}
+#[allow(unused_imports)]
+pub use dynamo_testing::events::sqs_batch;
 
 /// Every raw item of a table (tombstones included), keyed by `PK|SK`.
 pub async fn scan(client: &Client, table: &str) -> BTreeMap<String, Map<String, Value>> {

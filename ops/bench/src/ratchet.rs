@@ -4,8 +4,9 @@
 
 use std::time::Instant;
 
+use aws_sdk_dynamodb::Client;
 use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::Writer;
+use dynamo_lambda::{Batch, Writer};
 use dynamo_protocols::ratchet::{Ratchet, RatchetConfig};
 use dynamo_protocols::Deadline;
 use dynamo_testing::{client_for, client_with, template_tables, FaultInjector};
@@ -68,19 +69,7 @@ pub async fn run(options: Options) -> Result<(), String> {
         worker(mode, 2000, 0)?;
     }
     println!();
-    println!(
-        "{:<10} {:>8} {:>6} {:>8} {:>10} {:>11} {:>10} {:>12} {:>13} {:>13}",
-        "mode",
-        "records",
-        "keys",
-        "rtt_ms",
-        "time_ms",
-        "records/s",
-        "put_calls",
-        "calls/record",
-        "distinct/rec",
-        "peak_rss_MiB"
-    );
+    print_header();
     let mut runs: Vec<(usize, u64)> = sizes
         .split(',')
         .filter_map(|s| s.trim().parse::<usize>().ok())
@@ -95,21 +84,7 @@ pub async fn run(options: Options) -> Result<(), String> {
         let mut rates = Vec::new();
         for mode in ["coalesced", "baseline"] {
             let r = worker(mode, n, latency)?;
-            let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-            println!(
-                "{:<10} {:>8} {:>6} {:>8} {:>10.0} {:>11.0} {:>10.0} {:>12.3} {:>13.3} {:>13.1}",
-                mode,
-                n,
-                keys,
-                latency,
-                num("millis"),
-                num("records_per_s"),
-                num("put_calls"),
-                num("put_calls") / n as f64,
-                num("distinct_keys") / n as f64,
-                num("peak_rss_kib") / 1024.0
-            );
-            rates.push(num("records_per_s"));
+            rates.push(print_row(mode, n, keys, latency, &r));
         }
         if let [fast, slow] = rates[..] {
             println!(
@@ -120,6 +95,41 @@ pub async fn run(options: Options) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+fn print_header() {
+    println!(
+        "{:<10} {:>8} {:>6} {:>8} {:>10} {:>11} {:>10} {:>12} {:>13} {:>13}",
+        "mode",
+        "records",
+        "keys",
+        "rtt_ms",
+        "time_ms",
+        "records/s",
+        "put_calls",
+        "calls/record",
+        "distinct/rec",
+        "peak_rss_MiB"
+    );
+}
+
+/// Print one worker's figures; returns its records/s.
+fn print_row(mode: &str, n: usize, keys: usize, latency: u64, r: &Value) -> f64 {
+    let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    println!(
+        "{:<10} {:>8} {:>6} {:>8} {:>10.0} {:>11.0} {:>10.0} {:>12.3} {:>13.3} {:>13.1}",
+        mode,
+        n,
+        keys,
+        latency,
+        num("millis"),
+        num("records_per_s"),
+        num("put_calls"),
+        num("put_calls") / n as f64,
+        num("distinct_keys") / n as f64,
+        num("peak_rss_kib") / 1024.0
+    );
+    num("records_per_s")
 }
 
 /// Deterministic records: `n` records over `keys` keys, a `dup` share being exact copies.
@@ -157,18 +167,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let counter = FaultInjector::counting();
     let setup = client_with(None, 3);
     let tables = template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
-    let client = if latency_ms == 0 {
-        client_with(Some(counter.clone()), 3)
-    } else {
-        let endpoint = dynamo_testing::endpoint();
-        let upstream: std::net::SocketAddr = endpoint
-            .trim_start_matches("http://")
-            .parse()
-            .map_err(|e| format!("endpoint {endpoint}: {e}"))?;
-        let proxy =
-            crate::latency::start(upstream, std::time::Duration::from_millis(latency_ms)).await?;
-        client_for(&format!("http://{proxy}"), Some(counter.clone()), 3)
-    };
+    let client = counted_client(&counter, latency_ms).await?;
     let writer = Writer {
         function: "ratchet-writer".to_string(),
         protocol: Ratchet::new(
@@ -190,31 +189,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     crate::common::warm_up(&client, &tables["RatchetTable"], concurrency).await?;
     let before = counter.calls_of("PutItem");
     let started = Instant::now();
-    match mode.as_str() {
-        "coalesced" => {
-            let report = writer.handle_batch(&batch, Deadline::none()).await;
-            if report.summary.reported_failures > 0 {
-                return Err(format!(
-                    "{} records failed",
-                    report.summary.reported_failures
-                ));
-            }
-        }
-        "baseline" => {
-            for record in &batch.records {
-                let parsed = writer
-                    .protocol
-                    .parse_record(&record.body)
-                    .map_err(|e| e.to_string())?;
-                writer
-                    .protocol
-                    .write(&parsed)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-        }
-        other => return Err(format!("unknown mode {other}")),
-    }
+    run_mode(&mode, &writer, &batch).await?;
     let elapsed = started.elapsed();
     let put_calls = counter.calls_of("PutItem") - before;
     let distinct: std::collections::BTreeSet<String> =
@@ -231,4 +206,51 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
         })
     );
     Ok(())
+}
+
+/// A client whose calls `counter` counts, through a latency proxy when `latency_ms > 0`.
+async fn counted_client(counter: &FaultInjector, latency_ms: u64) -> Result<Client, String> {
+    if latency_ms == 0 {
+        return Ok(client_with(Some(counter.clone()), 3));
+    }
+    let endpoint = dynamo_testing::endpoint();
+    let upstream: std::net::SocketAddr = endpoint
+        .trim_start_matches("http://")
+        .parse()
+        .map_err(|e| format!("endpoint {endpoint}: {e}"))?;
+    let proxy =
+        crate::latency::start(upstream, std::time::Duration::from_millis(latency_ms)).await?;
+    Ok(client_for(
+        &format!("http://{proxy}"),
+        Some(counter.clone()),
+        3,
+    ))
+}
+
+/// The measured part: the whole batch coalesced, or one conditional write per record.
+async fn run_mode(mode: &str, writer: &Writer<Ratchet>, batch: &Batch) -> Result<(), String> {
+    match mode {
+        "coalesced" => {
+            let report = writer.handle_batch(batch, Deadline::none()).await;
+            match report.summary.reported_failures {
+                0 => Ok(()),
+                n => Err(format!("{n} records failed")),
+            }
+        }
+        "baseline" => {
+            for record in &batch.records {
+                let parsed = writer
+                    .protocol
+                    .parse_record(&record.body)
+                    .map_err(|e| e.to_string())?;
+                writer
+                    .protocol
+                    .write(&parsed)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+        other => Err(format!("unknown mode {other}")),
+    }
 }

@@ -13,6 +13,9 @@
 //! Failure mode: if the dead-letter write itself fails, the record is reported in
 //! `batchItemFailures` and Lambda delivers it again: it is never acknowledged before it is kept.
 
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::operation::scan::ScanOutput;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
@@ -157,69 +160,58 @@ impl DeadLetters {
 
     /// Every dead letter of this function (a paginated Scan: the table only holds failures).
     pub async fn list(&self) -> Result<Vec<DeadLetter>, StoreError> {
-        let mut out = Vec::new();
-        let mut parts: std::collections::HashMap<String, Vec<(usize, Vec<u8>)>> =
-            Default::default();
+        let mut letters = Vec::new();
+        let mut parts: HashMap<String, Vec<(usize, Vec<u8>)>> = HashMap::new();
         let mut start = None;
         loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(&self.table)
-                .filter_expression(FILTER_FUNCTION)
-                .expression_attribute_names("#f", ATTR_FUNCTION)
-                .expression_attribute_names("#p", ATTR_PART_OF)
-                .expression_attribute_values(":f", AttributeValue::S(self.function.clone()))
-                .expression_attribute_values(
-                    ":prefix",
-                    AttributeValue::S(format!("{}|", self.function)),
-                )
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| StoreError::from_sdk("Scan", e))?;
+            let page = self.scan_page(start).await?;
             for mut item in page.items.unwrap_or_default() {
                 let payload = match item.remove(ATTR_PAYLOAD) {
                     Some(AttributeValue::B(b)) => b.into_inner(),
                     _ => Vec::new(),
                 };
                 if let Some(AttributeValue::S(owner)) = item.get(ATTR_PART_OF) {
-                    let part = item
-                        .get(ATTR_PART)
-                        .and_then(|p| p.as_n().ok())
-                        .and_then(|n| n.parse().ok());
+                    let part = item.get(ATTR_PART).and_then(|p| p.as_n().ok());
+                    let part = part.and_then(|n| n.parse().ok()).unwrap_or(0);
                     parts
                         .entry(owner.clone())
                         .or_default()
-                        .push((part.unwrap_or(0), payload));
+                        .push((part, payload));
                     continue;
                 }
                 let mut letter: DeadLetter = serde_dynamo::from_item(item)?;
                 letter.payload = payload;
-                out.push(letter);
+                letters.push(letter);
             }
             start = page.last_evaluated_key;
             if start.is_none() {
                 break;
             }
         }
-        for letter in &mut out {
-            let mut rest = parts.remove(&letter.id).unwrap_or_default();
-            rest.sort_by_key(|(n, _)| *n);
-            if rest.len() + 1 != letter.parts {
-                return Err(StoreError::Inconsistent(format!(
-                    "dead letter {} has {} of {} payload parts",
-                    letter.id,
-                    rest.len() + 1,
-                    letter.parts
-                )));
-            }
-            for (_, chunk) in rest {
-                letter.payload.extend(chunk);
-            }
+        for letter in &mut letters {
+            join_parts(letter, parts.remove(&letter.id).unwrap_or_default())?;
         }
-        out.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(out)
+        letters.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(letters)
+    }
+
+    /// One page of this function's dead letters and payload parts.
+    async fn scan_page(&self, start: Option<Item>) -> Result<ScanOutput, StoreError> {
+        self.client
+            .scan()
+            .table_name(&self.table)
+            .filter_expression(FILTER_FUNCTION)
+            .expression_attribute_names("#f", ATTR_FUNCTION)
+            .expression_attribute_names("#p", ATTR_PART_OF)
+            .expression_attribute_values(":f", AttributeValue::S(self.function.clone()))
+            .expression_attribute_values(
+                ":prefix",
+                AttributeValue::S(format!("{}|", self.function)),
+            )
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("Scan", e))
     }
 
     /// Remove one dead letter and its payload parts (after a successful replay).
@@ -237,4 +229,21 @@ impl DeadLetters {
         }
         Ok(())
     }
+}
+
+/// Append a dead letter's continuation parts (in order) to its payload.
+fn join_parts(letter: &mut DeadLetter, mut rest: Vec<(usize, Vec<u8>)>) -> Result<(), StoreError> {
+    rest.sort_by_key(|(n, _)| *n);
+    if rest.len() + 1 != letter.parts {
+        return Err(StoreError::Inconsistent(format!(
+            "dead letter {} has {} of {} payload parts",
+            letter.id,
+            rest.len() + 1,
+            letter.parts
+        )));
+    }
+    for (_, chunk) in rest {
+        letter.payload.extend(chunk);
+    }
+    Ok(())
 }

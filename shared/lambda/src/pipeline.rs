@@ -14,7 +14,7 @@
 //! A rejected record whose dead letter cannot be written is turned into `Failed`: nothing is
 //! acknowledged before it is either applied or kept.
 
-use dynamo_protocols::{Deadline, Protocol, RecordResult, Rejection, StoreError};
+use dynamo_protocols::{Deadline, Outcome, Protocol, RecordResult, Rejection, StoreError};
 use futures::StreamExt;
 
 use crate::dead_letter::DeadLetters;
@@ -43,8 +43,37 @@ pub async fn process_batch<P: Protocol>(
     dead_letters: &DeadLetters,
     deadline: Deadline,
 ) -> BatchReport<P::Outcome> {
-    let mut results: Vec<Option<RecordResult<P::Outcome>>> =
-        Vec::with_capacity(batch.records.len());
+    let (mut results, valid) = parse_all(batch, protocol);
+    let applied = protocol.apply(valid, deadline).await;
+    for (i, result) in applied.results {
+        if let Some(slot) = results.get_mut(i) {
+            *slot = Some(result);
+        }
+    }
+    // A record the protocol did not answer for was not attempted.
+    let mut results: Vec<RecordResult<P::Outcome>> = results
+        .into_iter()
+        .map(|r| r.unwrap_or(RecordResult::Deferred))
+        .collect();
+    keep_rejected(function, batch, dead_letters, &mut results).await;
+    let (response, summary) = answer(function, batch, &results, applied.write_calls);
+    BatchReport {
+        response,
+        summary,
+        results,
+    }
+}
+
+/// Parsed records to apply, and a result slot per record (filled for rejected ones).
+#[allow(clippy::type_complexity)]
+fn parse_all<P: Protocol>(
+    batch: &Batch,
+    protocol: &P,
+) -> (
+    Vec<Option<RecordResult<P::Outcome>>>,
+    Vec<(usize, P::Record)>,
+) {
+    let mut results = Vec::with_capacity(batch.records.len());
     let mut valid = Vec::new();
     for (i, record) in batch.records.iter().enumerate() {
         match protocol.parse(&record.body) {
@@ -55,19 +84,16 @@ pub async fn process_batch<P: Protocol>(
             Err(reason) => results.push(Some(RecordResult::Rejected(reason))),
         }
     }
+    (results, valid)
+}
 
-    let applied = protocol.apply(valid, deadline).await;
-    for (i, result) in applied.results {
-        if let Some(slot) = results.get_mut(i) {
-            *slot = Some(result);
-        }
-    }
-    let mut results: Vec<RecordResult<P::Outcome>> = results
-        .into_iter()
-        .map(|r| r.unwrap_or(RecordResult::Deferred))
-        .collect();
-
-    // Keep every rejected record before acknowledging it.
+/// Keep every rejected record before it is acknowledged; one that cannot be kept fails.
+async fn keep_rejected<O>(
+    function: &str,
+    batch: &Batch,
+    dead_letters: &DeadLetters,
+    results: &mut [RecordResult<O>],
+) {
     let rejected: Vec<(usize, Rejection)> = results
         .iter()
         .enumerate()
@@ -101,14 +127,22 @@ pub async fn process_batch<P: Protocol>(
             results[i] = RecordResult::Failed(err);
         }
     }
+}
 
+/// The partial batch response and the summary counts.
+fn answer<O: Outcome>(
+    function: &str,
+    batch: &Batch,
+    results: &[RecordResult<O>],
+    write_calls: usize,
+) -> (BatchResponse, BatchSummary) {
     let mut summary = BatchSummary {
         records: batch.records.len(),
-        write_calls: applied.write_calls,
+        write_calls,
         ..BatchSummary::default()
     };
     let mut failed_ids = Vec::new();
-    for (record, result) in batch.records.iter().zip(&results) {
+    for (record, result) in batch.records.iter().zip(results) {
         *summary.outcomes.entry(result.label()).or_default() += 1;
         match result {
             RecordResult::Failed(err) => {
@@ -121,10 +155,5 @@ pub async fn process_batch<P: Protocol>(
         }
     }
     summary.reported_failures = failed_ids.len();
-    let response = BatchResponse::new(batch.kind, failed_ids);
-    BatchReport {
-        response,
-        summary,
-        results,
-    }
+    (BatchResponse::new(batch.kind, failed_ids), summary)
 }

@@ -98,56 +98,67 @@ impl Batch {
                 return Err(EventError::UnknownShape(format!("eventSource {other:?}")));
             }
         };
-        let malformed = |e: serde_json::Error| EventError::Malformed {
-            kind,
-            message: e.to_string(),
-        };
         let records = match kind {
-            SourceKind::Kinesis => {
-                let event: KinesisEvent = serde_json::from_value(event).map_err(malformed)?;
-                event
-                    .records
-                    .into_iter()
-                    .map(|r| SourceRecord {
-                        position: SourcePosition {
-                            kind,
-                            source_arn: r.event_source_arn,
-                            id: r.kinesis.sequence_number,
-                            shard_id: r
-                                .event_id
-                                .as_deref()
-                                .and_then(|id| id.split_once(':'))
-                                .map(|(shard, _)| shard.to_string()),
-                            partition_key: Some(r.kinesis.partition_key),
-                        },
-                        body: r.kinesis.data.0,
-                    })
-                    .collect()
-            }
-            SourceKind::Sqs => {
-                let event: SqsEvent = serde_json::from_value(event).map_err(malformed)?;
-                let mut out = Vec::with_capacity(event.records.len());
-                for m in event.records {
-                    let id = m.message_id.ok_or_else(|| EventError::Malformed {
-                        kind,
-                        message: "an SQS message has no messageId".into(),
-                    })?;
-                    out.push(SourceRecord {
-                        position: SourcePosition {
-                            kind,
-                            source_arn: m.event_source_arn,
-                            id,
-                            shard_id: None,
-                            partition_key: None,
-                        },
-                        body: m.body.unwrap_or_default().into_bytes(),
-                    });
-                }
-                out
-            }
+            SourceKind::Kinesis => kinesis_records(event)?,
+            SourceKind::Sqs => sqs_records(event)?,
         };
         Ok(Batch { kind, records })
     }
+}
+
+fn malformed(kind: SourceKind) -> impl Fn(serde_json::Error) -> EventError {
+    move |e| EventError::Malformed {
+        kind,
+        message: e.to_string(),
+    }
+}
+
+fn kinesis_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventError> {
+    let kind = SourceKind::Kinesis;
+    let event: KinesisEvent = serde_json::from_value(event).map_err(malformed(kind))?;
+    Ok(event
+        .records
+        .into_iter()
+        .map(|r| SourceRecord {
+            position: SourcePosition {
+                kind,
+                source_arn: r.event_source_arn,
+                id: r.kinesis.sequence_number,
+                shard_id: r
+                    .event_id
+                    .as_deref()
+                    .and_then(|id| id.split_once(':'))
+                    .map(|(shard, _)| shard.to_string()),
+                partition_key: Some(r.kinesis.partition_key),
+            },
+            body: r.kinesis.data.0,
+        })
+        .collect())
+}
+
+fn sqs_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventError> {
+    let kind = SourceKind::Sqs;
+    let event: SqsEvent = serde_json::from_value(event).map_err(malformed(kind))?;
+    event
+        .records
+        .into_iter()
+        .map(|m| {
+            let id = m.message_id.ok_or_else(|| EventError::Malformed {
+                kind,
+                message: "an SQS message has no messageId".into(),
+            })?;
+            Ok(SourceRecord {
+                position: SourcePosition {
+                    kind,
+                    source_arn: m.event_source_arn,
+                    id,
+                    shard_id: None,
+                    partition_key: None,
+                },
+                body: m.body.unwrap_or_default().into_bytes(),
+            })
+        })
+        .collect()
 }
 
 /// The partial batch response matching the source of the batch.

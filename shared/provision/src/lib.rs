@@ -17,6 +17,7 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client;
+use serde::Deserialize;
 use serde_json::Value;
 
 use dynamo_protocols::StoreError;
@@ -37,8 +38,8 @@ pub enum ProvisionError {
     Store(#[from] StoreError),
 }
 
-/// The `AWS::DynamoDB::Table` resources of a template: logical id → properties (as JSON).
-pub fn template_tables(path: &Path) -> Result<BTreeMap<String, Value>, ProvisionError> {
+/// The `AWS::DynamoDB::Table` resources of a template: logical id → properties.
+pub fn template_tables(path: &Path) -> Result<BTreeMap<String, TableSpec>, ProvisionError> {
     let err = |message: String| ProvisionError::Template {
         path: path.display().to_string(),
         message,
@@ -51,16 +52,16 @@ pub fn template_tables(path: &Path) -> Result<BTreeMap<String, Value>, Provision
         .get("Resources")
         .and_then(Value::as_object)
         .ok_or_else(|| err("no Resources".into()))?;
-    Ok(resources
+    resources
         .iter()
         .filter(|(_, r)| r.get("Type").and_then(Value::as_str) == Some("AWS::DynamoDB::Table"))
         .map(|(id, r)| {
-            (
-                id.clone(),
-                r.get("Properties").cloned().unwrap_or(Value::Null),
-            )
+            let properties = r.get("Properties").cloned().unwrap_or(Value::Null);
+            let spec =
+                serde_json::from_value(properties).map_err(|e| err(format!("table {id}: {e}")))?;
+            Ok((id.clone(), spec))
         })
-        .collect())
+        .collect()
 }
 
 /// YAML to JSON; a tagged value (`!Ref x`) becomes `{"!Ref": x}`.
@@ -94,116 +95,159 @@ fn yaml_to_json(value: serde_yaml_ng::Value) -> Value {
     }
 }
 
-fn str_field<'a>(v: &'a Value, name: &str) -> Result<&'a str, StoreError> {
-    v.get(name).and_then(Value::as_str).ok_or_else(|| {
-        StoreError::Inconsistent(format!("table property `{name}` missing or not a string"))
-    })
+/// The properties of an `AWS::DynamoDB::Table` this crate reproduces.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TableSpec {
+    /// `KeySchema`.
+    pub key_schema: Vec<KeyElement>,
+    /// `AttributeDefinitions`.
+    #[serde(default)]
+    pub attribute_definitions: Vec<AttributeSpec>,
+    /// `BillingMode` (default `PAY_PER_REQUEST`).
+    pub billing_mode: Option<String>,
+    /// `GlobalSecondaryIndexes`.
+    #[serde(default)]
+    pub global_secondary_indexes: Vec<IndexSpec>,
+    /// `TimeToLiveSpecification`.
+    pub time_to_live_specification: Option<TtlSpec>,
 }
 
-fn key_schema(v: &Value) -> Result<Vec<KeySchemaElement>, StoreError> {
-    let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Inconsistent(e.to_string());
-    v.as_array()
-        .ok_or_else(|| StoreError::Inconsistent("KeySchema must be a list".into()))?
+/// One `KeySchema` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct KeyElement {
+    /// `AttributeName`.
+    pub attribute_name: String,
+    /// `HASH` or `RANGE`.
+    pub key_type: String,
+}
+
+/// One `AttributeDefinitions` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AttributeSpec {
+    /// `AttributeName`.
+    pub attribute_name: String,
+    /// `S`, `N` or `B`.
+    pub attribute_type: String,
+}
+
+/// One `GlobalSecondaryIndexes` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct IndexSpec {
+    /// `IndexName`.
+    pub index_name: String,
+    /// `KeySchema`.
+    pub key_schema: Vec<KeyElement>,
+    /// `Projection` (default `ALL`).
+    pub projection: Option<ProjectionSpec>,
+}
+
+/// An index's `Projection`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ProjectionSpec {
+    /// `ALL`, `KEYS_ONLY` or `INCLUDE`.
+    pub projection_type: Option<String>,
+    /// `NonKeyAttributes` of an `INCLUDE` projection.
+    #[serde(default)]
+    pub non_key_attributes: Vec<String>,
+}
+
+/// `TimeToLiveSpecification`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TtlSpec {
+    /// `AttributeName`.
+    pub attribute_name: String,
+    /// `Enabled`.
+    pub enabled: bool,
+}
+
+fn built<T>(result: Result<T, aws_sdk_dynamodb::error::BuildError>) -> Result<T, StoreError> {
+    result.map_err(|e| StoreError::Inconsistent(e.to_string()))
+}
+
+fn key_schema(elements: &[KeyElement]) -> Result<Vec<KeySchemaElement>, StoreError> {
+    elements
         .iter()
         .map(|k| {
-            KeySchemaElement::builder()
-                .attribute_name(str_field(k, "AttributeName")?)
-                .key_type(KeyType::from(str_field(k, "KeyType")?))
-                .build()
-                .map_err(build)
+            built(
+                KeySchemaElement::builder()
+                    .attribute_name(&k.attribute_name)
+                    .key_type(KeyType::from(k.key_type.as_str()))
+                    .build(),
+            )
         })
         .collect()
 }
 
-/// Create the template's table `logical_id` under the name `name` (TTL included) and wait until
-/// it is active.
-pub async fn create_table(
-    client: &Client,
-    name: &str,
-    properties: &Value,
-) -> Result<(), StoreError> {
-    let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Inconsistent(e.to_string());
+fn index(gsi: &IndexSpec) -> Result<GlobalSecondaryIndex, StoreError> {
+    let projection = gsi.projection.as_ref();
+    let kind = projection
+        .and_then(|p| p.projection_type.as_deref())
+        .unwrap_or("ALL");
+    let projection = Projection::builder()
+        .projection_type(ProjectionType::from(kind))
+        .set_non_key_attributes(
+            projection
+                .filter(|p| !p.non_key_attributes.is_empty())
+                .map(|p| p.non_key_attributes.clone()),
+        )
+        .build();
+    built(
+        GlobalSecondaryIndex::builder()
+            .index_name(&gsi.index_name)
+            .set_key_schema(Some(key_schema(&gsi.key_schema)?))
+            .projection(projection)
+            .build(),
+    )
+}
+
+/// Create the template's table as `name` (indexes and TTL included).
+pub async fn create_table(client: &Client, name: &str, spec: &TableSpec) -> Result<(), StoreError> {
+    let billing = spec.billing_mode.as_deref().unwrap_or("PAY_PER_REQUEST");
     let mut req = client
         .create_table()
         .table_name(name)
-        .set_key_schema(Some(key_schema(
-            properties.get("KeySchema").unwrap_or(&Value::Null),
-        )?))
-        .billing_mode(BillingMode::from(
-            properties
-                .get("BillingMode")
-                .and_then(Value::as_str)
-                .unwrap_or("PAY_PER_REQUEST"),
-        ));
-    for def in properties
-        .get("AttributeDefinitions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        req = req.attribute_definitions(
+        .set_key_schema(Some(key_schema(&spec.key_schema)?))
+        .billing_mode(BillingMode::from(billing));
+    for def in &spec.attribute_definitions {
+        req = req.attribute_definitions(built(
             AttributeDefinition::builder()
-                .attribute_name(str_field(def, "AttributeName")?)
-                .attribute_type(ScalarAttributeType::from(str_field(def, "AttributeType")?))
-                .build()
-                .map_err(build)?,
-        );
+                .attribute_name(&def.attribute_name)
+                .attribute_type(ScalarAttributeType::from(def.attribute_type.as_str()))
+                .build(),
+        )?);
     }
-    for gsi in properties
-        .get("GlobalSecondaryIndexes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let projection = gsi.get("Projection").unwrap_or(&Value::Null);
-        let mut p = Projection::builder().projection_type(ProjectionType::from(
-            projection
-                .get("ProjectionType")
-                .and_then(Value::as_str)
-                .unwrap_or("ALL"),
-        ));
-        for attr in projection
-            .get("NonKeyAttributes")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(a) = attr.as_str() {
-                p = p.non_key_attributes(a);
-            }
-        }
-        req = req.global_secondary_indexes(
-            GlobalSecondaryIndex::builder()
-                .index_name(str_field(gsi, "IndexName")?)
-                .set_key_schema(Some(key_schema(
-                    gsi.get("KeySchema").unwrap_or(&Value::Null),
-                )?))
-                .projection(p.build())
-                .build()
-                .map_err(build)?,
-        );
+    for gsi in &spec.global_secondary_indexes {
+        req = req.global_secondary_indexes(index(gsi)?);
     }
     req.send()
         .await
         .map_err(|e| StoreError::from_sdk("CreateTable", e))?;
-
-    if let Some(ttl) = properties.get("TimeToLiveSpecification") {
-        if ttl.get("Enabled").and_then(Value::as_bool) == Some(true) {
-            client
-                .update_time_to_live()
-                .table_name(name)
-                .time_to_live_specification(
-                    TimeToLiveSpecification::builder()
-                        .attribute_name(str_field(ttl, "AttributeName")?)
-                        .enabled(true)
-                        .build()
-                        .map_err(build)?,
-                )
-                .send()
-                .await
-                .map_err(|e| StoreError::from_sdk("UpdateTimeToLive", e))?;
-        }
+    match &spec.time_to_live_specification {
+        Some(ttl) if ttl.enabled => enable_ttl(client, name, &ttl.attribute_name).await,
+        _ => Ok(()),
     }
+}
+
+async fn enable_ttl(client: &Client, table: &str, attribute: &str) -> Result<(), StoreError> {
+    let spec = built(
+        TimeToLiveSpecification::builder()
+            .attribute_name(attribute)
+            .enabled(true)
+            .build(),
+    )?;
+    client
+        .update_time_to_live()
+        .table_name(table)
+        .time_to_live_specification(spec)
+        .send()
+        .await
+        .map_err(|e| StoreError::from_sdk("UpdateTimeToLive", e))?;
     Ok(())
 }
 
