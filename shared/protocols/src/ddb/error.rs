@@ -87,6 +87,30 @@ const TRANSIENT_CODES: &[&str] = &[
     "LimitExceededException",
 ];
 
+/// Longest message kept from an SDK error (service messages can quote request values; the
+/// SDK's `Debug` output can hold whole responses): logs and dead letters stay bounded.
+pub const MAX_MESSAGE_CHARS: usize = 300;
+
+/// `text` cut to at most `max` characters (on a character boundary), marked when cut.
+pub fn bounded(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((end, _)) => format!("{}… ({} bytes)", &text[..end], text.len()),
+    }
+}
+
+/// An error and its sources, `: `-separated and bounded (never a `Debug` dump).
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    bounded(&text, MAX_MESSAGE_CHARS)
+}
+
 impl StoreError {
     /// Classify an SDK error of the given operation.
     pub fn from_sdk<E, R>(operation: &'static str, err: SdkError<E, R>) -> Self
@@ -98,7 +122,7 @@ impl StoreError {
             SdkError::ServiceError(service) => {
                 let e = service.err();
                 let code = e.code().unwrap_or("Unknown").to_string();
-                let message = e.message().unwrap_or_default().to_string();
+                let message = bounded(e.message().unwrap_or_default(), MAX_MESSAGE_CHARS);
                 let class = if TRANSIENT_CODES.contains(&code.as_str()) {
                     ErrorClass::Transient
                 } else if code == "ValidationException" {
@@ -108,25 +132,17 @@ impl StoreError {
                 };
                 (class, code, message)
             }
-            SdkError::TimeoutError(_) => {
-                (ErrorClass::Transient, "Timeout".into(), format!("{err:?}"))
+            SdkError::TimeoutError(_) => (ErrorClass::Transient, "Timeout".into(), chain(&err)),
+            SdkError::DispatchFailure(_) => {
+                (ErrorClass::Transient, "DispatchFailure".into(), chain(&err))
             }
-            SdkError::DispatchFailure(_) => (
-                ErrorClass::Transient,
-                "DispatchFailure".into(),
-                format!("{err:?}"),
-            ),
-            SdkError::ResponseError(_) => (
-                ErrorClass::Transient,
-                "ResponseError".into(),
-                format!("{err:?}"),
-            ),
-            SdkError::ConstructionFailure(_) => (
-                ErrorClass::Fatal,
-                "ConstructionFailure".into(),
-                format!("{err:?}"),
-            ),
-            _ => (ErrorClass::Transient, "Unknown".into(), format!("{err:?}")),
+            SdkError::ResponseError(_) => {
+                (ErrorClass::Transient, "ResponseError".into(), chain(&err))
+            }
+            SdkError::ConstructionFailure(_) => {
+                (ErrorClass::Fatal, "ConstructionFailure".into(), chain(&err))
+            }
+            _ => (ErrorClass::Transient, "Unknown".into(), chain(&err)),
         };
         StoreError::Sdk {
             operation,
@@ -156,5 +172,19 @@ impl StoreError {
     /// Whether retrying the same request later may succeed.
     pub fn is_retryable(&self) -> bool {
         self.class() == ErrorClass::Transient
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_cuts_on_a_character_boundary_and_says_so() {
+        assert_eq!(bounded("short", 10), "short");
+        let long = "é".repeat(400);
+        let cut = bounded(&long, 5);
+        assert!(cut.starts_with("ééééé…"));
+        assert!(cut.ends_with("(800 bytes)"));
     }
 }
