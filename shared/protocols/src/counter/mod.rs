@@ -109,8 +109,9 @@
 //! * `config`: [`CounterConfig`], the capacity rule, the protocol's attribute names.
 //! * `record`: [`CounterRecord`], record parsing and validation, [`hash_key`].
 //! * `update`: the conditional `UpdateItem` (bucket guards, `contains` terms, chunking).
-//! * `write`: writing items and chunks, settling their results, the
+//! * `write`: grouping a batch by item and key, writing items and chunks, the
 //!   [`Protocol`](crate::Protocol) impl.
+//! * `settle`: [`CounterOutcome`], and each chunk's result turned into one result per record.
 //! * `versioned`: [`Counter::put_versioned`] and [`Counter::read_modify_write`].
 //!
 //! Time comes from a [`Clock`] (epoch milliseconds; buckets use whole seconds), injectable
@@ -118,6 +119,7 @@
 
 mod config;
 mod record;
+mod settle;
 mod update;
 mod versioned;
 mod write;
@@ -135,9 +137,10 @@ pub use config::{
     MAX_EXPRESSION_OPERATORS,
 };
 pub use record::{hash_key, CounterRecord, MAX_COUNTERS_PER_RECORD, MAX_IDEMPOTENCY_KEY_BYTES};
+pub use settle::CounterOutcome;
 pub use update::MAX_COUNTERS_PER_WRITE;
 pub use versioned::{RmwOutcome, VersionOutcome};
-pub use write::{CounterOutcome, CHUNKS_AT_ONCE, MAX_CONDITION_ROUNDS};
+pub use write::{CHUNKS_AT_ONCE, MAX_CONDITION_ROUNDS};
 
 /// The counter protocol on one table.
 #[derive(Clone)]

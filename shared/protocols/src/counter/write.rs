@@ -1,16 +1,18 @@
 //! Writing a batch: records grouped by item and by idempotency key, each item's distinct keys
 //! written in chunks ([`Counter::write_item`]), each chunk re-planned after a failed condition
-//! ([`Counter::write_chunk`]), and every chunk's result settled into one result per record.
+//! ([`Counter::write_chunk`]); each chunk's result is settled by `settle`.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 
 use futures::StreamExt;
 
+use super::settle::{
+    defer, reject, settle, ChunkError, ChunkResult, CounterOutcome, Results, Written,
+};
 use super::update::{chunk_entries, Attempt, KeyEntry, Knowledge, OldState};
 use super::{Counter, CounterRecord};
-use crate::batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
-use crate::ddb::{conditional, Cond, Cost, ErrorClass, Item, ItemKey, StoreError};
+use crate::batch::{Applied, Deadline, Protocol};
+use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
 
 /// Chunks of one item written at once. Chunks hold distinct keys, so concurrent writes would
@@ -19,59 +21,6 @@ use crate::rejection::{Rejection, RejectionCode};
 pub const CHUNKS_AT_ONCE: usize = 1;
 /// How many times one chunk is re-planned after a failed condition before giving up.
 pub const MAX_CONDITION_ROUNDS: usize = 8;
-
-/// The outcome of one counter record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CounterOutcome {
-    /// Its deltas were added by this invocation.
-    Applied,
-    /// Its idempotency key was already applied (earlier, by another invocation, by a write
-    /// whose response was lost, or by an earlier record of the same batch).
-    Duplicate,
-}
-
-impl Outcome for CounterOutcome {
-    fn label(&self) -> &'static str {
-        match self {
-            CounterOutcome::Applied => "applied",
-            CounterOutcome::Duplicate => "duplicate",
-        }
-    }
-}
-
-/// Per-record results of an item or a batch.
-type Results = Vec<(usize, RecordResult<CounterOutcome>)>;
-
-/// A written chunk: the entries applied, and those found already applied.
-#[derive(Debug, Default)]
-struct Written {
-    applied: Vec<KeyEntry>,
-    duplicates: Vec<KeyEntry>,
-}
-
-/// What writing one chunk gives.
-type ChunkResult = Result<Written, ChunkError>;
-
-/// Why a chunk could not be written.
-#[derive(Debug)]
-enum ChunkError {
-    /// The item would exceed DynamoDB's size limit (a `ValidationException` about the size).
-    ItemFull(StoreError),
-    /// Another error.
-    Store(StoreError),
-}
-
-impl From<StoreError> for ChunkError {
-    fn from(err: StoreError) -> Self {
-        let is_size = matches!(&err, StoreError::Sdk { code, message, .. }
-            if code == "ValidationException" && message.contains("size"));
-        if is_size {
-            ChunkError::ItemFull(err)
-        } else {
-            ChunkError::Store(err)
-        }
-    }
-}
 
 /// The records of one item in a batch: its distinct keys, and where each key is.
 #[derive(Debug)]
@@ -278,106 +227,6 @@ impl Counter {
     }
 }
 
-/// Turn a chunk's result into record results (or into two halves to retry).
-fn settle(
-    key: &ItemKey,
-    chunk: Vec<KeyEntry>,
-    result: ChunkResult,
-    results: &mut Results,
-    halves: &mut VecDeque<Vec<KeyEntry>>,
-) {
-    match result {
-        Ok(written) => settle_written(written, results),
-        Err(ChunkError::ItemFull(err)) if chunk.len() > 1 => {
-            tracing::warn!(item = %key.canonical(), keys = chunk.len(), error = %err,
-                "counter item is full; retrying the chunk in halves");
-            let mut first = chunk;
-            let second = first.split_off(first.len() / 2);
-            halves.push_front(second);
-            halves.push_front(first);
-        }
-        Err(ChunkError::ItemFull(err)) => reject_item_full(key, chunk, &err, results),
-        Err(ChunkError::Store(err)) => settle_failed(chunk, err, results),
-    }
-}
-
-/// Applied keys count for their first record; every other record is a duplicate.
-fn settle_written(written: Written, results: &mut Results) {
-    let decided = written
-        .applied
-        .into_iter()
-        .map(|e| (e, CounterOutcome::Applied))
-        .chain(
-            written
-                .duplicates
-                .into_iter()
-                .map(|e| (e, CounterOutcome::Duplicate)),
-        );
-    for (entry, outcome) in decided {
-        for (n, i) in entry.indices.into_iter().enumerate() {
-            // Later records with the same key in this batch are duplicates.
-            let o = if n == 0 {
-                outcome
-            } else {
-                CounterOutcome::Duplicate
-            };
-            results.push((i, RecordResult::Done(o)));
-        }
-    }
-}
-
-/// A single key that does not fit the item any more: dead-lettered, to be replayed later.
-fn reject_item_full(key: &ItemKey, chunk: Vec<KeyEntry>, err: &StoreError, results: &mut Results) {
-    tracing::error!(item = %key.canonical(), error = %err,
-        "counter item is full: the record is kept as a dead letter, replay it \
-         after the window rolls over");
-    let reason = Rejection::new(
-        RejectionCode::ItemFull,
-        format!(
-            "the counter item {} has no room for another key ({err}); \
-             replay after the oldest bucket rolls out, or raise the capacity",
-            key.canonical()
-        ),
-    );
-    reject(chunk, &reason, results);
-}
-
-/// A chunk whose write failed: dead-lettered when DynamoDB refused it as invalid, otherwise
-/// failed (to be delivered again). When the chunk holds several records, they all share the
-/// one error ([`StoreError::Shared`]).
-fn settle_failed(chunk: Vec<KeyEntry>, err: StoreError, results: &mut Results) {
-    if err.class() == ErrorClass::InvalidRequest {
-        let reason = Rejection::new(RejectionCode::RejectedByDynamodb, err.to_string());
-        reject(chunk, &reason, results);
-        return;
-    }
-    let indices: Vec<usize> = chunk.into_iter().flat_map(|e| e.indices).collect();
-    if let [only] = indices[..] {
-        results.push((only, RecordResult::Failed(err)));
-        return;
-    }
-    let err = Arc::new(err);
-    results.extend(
-        indices
-            .into_iter()
-            .map(|i| (i, RecordResult::Failed(err.shared()))),
-    );
-}
-
-/// Every record of `entries` rejected for `reason`.
-fn reject(entries: Vec<KeyEntry>, reason: &Rejection, results: &mut Results) {
-    for i in entries.into_iter().flat_map(|e| e.indices) {
-        results.push((i, RecordResult::Rejected(reason.clone())));
-    }
-}
-
-/// Every record of `entries` deferred (the deadline is close).
-fn defer(entries: Vec<KeyEntry>, results: &mut Results) {
-    for i in entries.into_iter().flat_map(|e| e.indices) {
-        results.push((i, RecordResult::Deferred));
-    }
-}
-
 impl Protocol for Counter {
     type Record = CounterRecord;
     type Outcome = CounterOutcome;
@@ -409,5 +258,45 @@ impl Protocol for Counter {
             results: results.into_iter().flatten().collect(),
             write_calls: cost.write_calls_usize(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn records_group_by_item_then_by_key_in_arrival_order() {
+        let record = |pk: &str, key: &str| CounterRecord {
+            key: ItemKey::from_json(&json!({ "PK": pk })).expect("key"),
+            add: [("n".to_string(), 1)].into(),
+            idempotency_key: key.into(),
+            hashed_key: key.into(),
+        };
+        let records = [("b", "k1"), ("a", "k1"), ("b", "k2"), ("b", "k1")];
+        let groups = group_by_item(
+            records
+                .map(|(pk, k)| record(pk, k))
+                .into_iter()
+                .enumerate()
+                .collect(),
+        );
+        let shape: Vec<(String, Vec<Vec<usize>>)> = groups
+            .into_iter()
+            .map(|g| {
+                (
+                    g.key.canonical().to_string(),
+                    g.entries.into_iter().map(|e| e.indices).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (r#"{"PK":"b"}"#.into(), vec![vec![0, 3], vec![2]]),
+                (r#"{"PK":"a"}"#.into(), vec![vec![1]])
+            ]
+        );
     }
 }
