@@ -19,6 +19,7 @@ use dynamo_protocols::counter::{
     Counter, CounterConfig, CounterOutcome, RmwOutcome, VersionOutcome, KEY_BYTES,
 };
 use dynamo_protocols::ddb::item::{item_size, ItemKey};
+use dynamo_protocols::ddb::Clock;
 use dynamo_protocols::Deadline;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use lambda_runtime::{Context, LambdaEvent};
@@ -34,7 +35,8 @@ fn item_key(pk: &str, sk: &str) -> ItemKey {
     ItemKey::from_json(&json!({"PK":pk,"SK":sk})).expect("key")
 }
 
-/// A counter writer on existing tables, with a protocol built from `config` and `clock`.
+/// A counter writer on existing tables, with a protocol built from `config` and `clock`
+/// (whole epoch seconds that the test moves).
 fn writer_on(
     client: Client,
     tables: &BTreeMap<String, String>,
@@ -46,7 +48,7 @@ fn writer_on(
     config.validate().expect("valid test configuration");
     let mut protocol = Counter::new(client.clone(), config);
     if let Some(clock) = clock {
-        protocol = protocol.with_clock(Arc::new(move || clock.load(Ordering::SeqCst)));
+        protocol = protocol.with_clock(Clock::from_fn(move || clock.load(Ordering::SeqCst) * 1000));
     }
     Writer {
         function: "counter-writer".into(),

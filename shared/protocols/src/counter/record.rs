@@ -1,0 +1,287 @@
+//! Counter records: decoding a body into a [`RawCounterRecord`], then validating it into a
+//! [`CounterRecord`] or a [`Rejection`] with a stable code.
+//!
+//! The checks run in a fixed order, so a body with several faults is always rejected for the
+//! same one: `bad_json`, `not_an_object`, the key (`invalid_key`, `reserved_attribute`), the
+//! idempotency key (`missing_idempotency_key`, `invalid_idempotency_key`), then `add`
+//! (`invalid_add`, then per counter in name order: `invalid_add`, `reserved_attribute`,
+//! `key_attribute`, `invalid_delta`).
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::{Counter, CounterConfig};
+use crate::ddb::ItemKey;
+use crate::rejection::{Rejection, RejectionCode};
+
+/// Counters one record may name.
+pub const MAX_COUNTERS_PER_RECORD: usize = 20;
+/// Longest idempotency key accepted (bytes); it is hashed anyway.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 2048;
+/// DynamoDB's limit on an attribute name used through a placeholder.
+const MAX_ATTRIBUTE_NAME_BYTES: usize = 255;
+
+/// A parsed, validated counter record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterRecord {
+    /// The counter item.
+    pub key: ItemKey,
+    /// Counter name → delta.
+    pub add: BTreeMap<String, i64>,
+    /// The producer's idempotency key.
+    pub idempotency_key: String,
+    /// Its stored form (see [`hash_key`]).
+    pub hashed_key: String,
+}
+
+/// The idempotency key as stored: the first 128 bits of its SHA-256, base64url, 22 characters.
+pub fn hash_key(idempotency_key: &str) -> String {
+    let digest = Sha256::digest(idempotency_key.as_bytes());
+    URL_SAFE_NO_PAD.encode(&digest[..16])
+}
+
+/// A record body's fields, undecided: each is `None` when absent and `Some` (possibly
+/// `Some(Value::Null)`) when present, so that validation can tell a missing field from a
+/// field of the wrong type.
+#[derive(Debug, Deserialize)]
+struct RawCounterRecord {
+    #[serde(default, deserialize_with = "present")]
+    key: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    add: Option<Value>,
+    #[serde(default, rename = "idempotencyKey", deserialize_with = "present")]
+    idempotency_key: Option<Value>,
+}
+
+/// A present field, `null` included (serde's `Option` would read `null` as absent).
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+impl RawCounterRecord {
+    /// Decode a body: `bad_json` when it is not JSON, `not_an_object` when it is not an object.
+    fn from_body(body: &[u8]) -> Result<Self, Rejection> {
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            Rejection::new(RejectionCode::BadJson, format!("the body is not JSON: {e}"))
+        })?;
+        let not_an_object =
+            || Rejection::new(RejectionCode::NotAnObject, "the body must be a JSON object");
+        if !value.is_object() {
+            return Err(not_an_object());
+        }
+        // Every field is a `Value`: an object always decodes.
+        serde_json::from_value(value).map_err(|_| not_an_object())
+    }
+
+    /// Validate the fields against the protocol's settings.
+    fn validate(self, config: &CounterConfig) -> Result<CounterRecord, Rejection> {
+        let key = validate_key(self.key, config)?;
+        let idempotency_key = validate_idempotency_key(self.idempotency_key)?;
+        let add = validate_add(self.add, &key, config)?;
+        Ok(CounterRecord {
+            key,
+            add,
+            hashed_key: hash_key(&idempotency_key),
+            idempotency_key,
+        })
+    }
+}
+
+impl Counter {
+    /// Parse a record body:
+    /// `{"key":{"PK":"acct#42","SK":"2024-11-22"},"add":{"logins":3},"idempotencyKey":"…"}`.
+    pub fn parse_record(&self, body: &[u8]) -> Result<CounterRecord, Rejection> {
+        RawCounterRecord::from_body(body)?.validate(&self.config)
+    }
+}
+
+/// `key`: a usable item key whose attributes are not the protocol's.
+fn validate_key(key: Option<Value>, config: &CounterConfig) -> Result<ItemKey, Rejection> {
+    let key = key.ok_or_else(|| Rejection::new(RejectionCode::InvalidKey, "`key` is missing"))?;
+    let key = ItemKey::from_json(&key).map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
+    for name in key.json().keys() {
+        check_not_reserved(name, config)?;
+    }
+    Ok(key)
+}
+
+/// `idempotencyKey`: a non-empty string of at most [`MAX_IDEMPOTENCY_KEY_BYTES`].
+fn validate_idempotency_key(value: Option<Value>) -> Result<String, Rejection> {
+    match value {
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_IDEMPOTENCY_KEY_BYTES => Ok(s),
+        Some(Value::String(s)) if !s.is_empty() => Err(Rejection::new(
+            RejectionCode::InvalidIdempotencyKey,
+            format!(
+                "`idempotencyKey` is {} bytes; at most {MAX_IDEMPOTENCY_KEY_BYTES}",
+                s.len()
+            ),
+        )),
+        Some(_) => Err(Rejection::new(
+            RejectionCode::InvalidIdempotencyKey,
+            "`idempotencyKey` must be a non-empty string",
+        )),
+        None => Err(Rejection::new(
+            RejectionCode::MissingIdempotencyKey,
+            "`idempotencyKey` is missing",
+        )),
+    }
+}
+
+/// `add`: an object of 1 to [`MAX_COUNTERS_PER_RECORD`] counters, each with a valid delta.
+fn validate_add(
+    value: Option<Value>,
+    key: &ItemKey,
+    config: &CounterConfig,
+) -> Result<BTreeMap<String, i64>, Rejection> {
+    let Some(Value::Object(fields)) = value else {
+        return Err(Rejection::new(
+            RejectionCode::InvalidAdd,
+            "`add` must be an object of counter name → integer delta",
+        ));
+    };
+    if fields.is_empty() || fields.len() > MAX_COUNTERS_PER_RECORD {
+        return Err(Rejection::new(
+            RejectionCode::InvalidAdd,
+            format!(
+                "`add` names {} counters; between 1 and {MAX_COUNTERS_PER_RECORD}",
+                fields.len()
+            ),
+        ));
+    }
+    validate_deltas(fields, key, config)
+}
+
+/// Each counter of `add`: a usable name that is neither a protocol nor a key attribute, and
+/// a 64-bit integer delta.
+fn validate_deltas(
+    fields: Map<String, Value>,
+    key: &ItemKey,
+    config: &CounterConfig,
+) -> Result<BTreeMap<String, i64>, Rejection> {
+    let mut add = BTreeMap::new();
+    for (name, delta) in fields {
+        if name.is_empty() || name.len() > MAX_ATTRIBUTE_NAME_BYTES {
+            return Err(Rejection::new(
+                RejectionCode::InvalidAdd,
+                format!("counter names are 1 to {MAX_ATTRIBUTE_NAME_BYTES} bytes"),
+            ));
+        }
+        check_not_reserved(&name, config)?;
+        if key.json().contains_key(&name) {
+            return Err(Rejection::new(
+                RejectionCode::KeyAttribute,
+                format!("`{name}` is a key attribute and cannot be a counter"),
+            ));
+        }
+        let Some(d) = delta.as_i64() else {
+            return Err(Rejection::new(
+                RejectionCode::InvalidDelta,
+                format!("the delta of `{name}` must be a 64-bit integer, got {delta}"),
+            ));
+        };
+        add.insert(name, d);
+    }
+    Ok(add)
+}
+
+/// `reserved_attribute` when `name` starts with the protocol's attribute prefix.
+fn check_not_reserved(name: &str, config: &CounterConfig) -> Result<(), Rejection> {
+    if config.is_protocol_attribute(name) {
+        return Err(Rejection::new(
+            RejectionCode::ReservedAttribute,
+            format!(
+                "`{name}` starts with `{}`, the prefix of the counter protocol's own \
+                 attributes, and cannot be written by a payload",
+                config.attribute_prefix
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counter::KEY_BYTES;
+    use aws_sdk_dynamodb::Client;
+
+    fn counter() -> Counter {
+        let conf = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .build();
+        Counter::new(Client::from_conf(conf), CounterConfig::new("counters"))
+    }
+
+    fn code(body: &str) -> String {
+        match counter().parse_record(body.as_bytes()) {
+            Ok(_) => "ok".into(),
+            Err(r) => r.code.to_string(),
+        }
+    }
+
+    #[test]
+    fn each_malformed_kind_has_its_code() {
+        let ok =
+            r#"{"key":{"PK":"a","SK":"d"},"add":{"logins":3,"authz":-1},"idempotencyKey":"x"}"#;
+        assert_eq!(code(ok), "ok");
+        assert_eq!(code("{nope"), "bad_json");
+        assert_eq!(code("3"), "not_an_object");
+        assert_eq!(
+            code(r#"{"add":{"n":1},"idempotencyKey":"x"}"#),
+            "invalid_key"
+        );
+        assert_eq!(
+            code(r#"{"key":{"PK":"a"},"add":{"n":1}}"#),
+            "missing_idempotency_key"
+        );
+        assert_eq!(
+            code(r#"{"key":{"PK":"a"},"add":{"n":1},"idempotencyKey":7}"#),
+            "invalid_idempotency_key"
+        );
+        assert_eq!(
+            code(r#"{"key":{"PK":"a"},"add":{},"idempotencyKey":"x"}"#),
+            "invalid_add"
+        );
+        assert_eq!(
+            code(r#"{"key":{"PK":"a"},"add":{"n":1.5},"idempotencyKey":"x"}"#),
+            "invalid_delta"
+        );
+        assert_eq!(
+            code(r#"{"key":{"PK":"a"},"add":{"ctr_bucket":1},"idempotencyKey":"x"}"#),
+            "reserved_attribute"
+        );
+        assert_eq!(
+            code(r#"{"key":{"PK":"a"},"add":{"PK":1},"idempotencyKey":"x"}"#),
+            "key_attribute"
+        );
+    }
+
+    #[test]
+    fn a_null_field_is_present_but_invalid() {
+        assert_eq!(code("[1,2]"), "not_an_object");
+        assert_eq!(
+            code(r#"{"key":{"PK":"a"},"add":{"n":1},"idempotencyKey":null}"#),
+            "invalid_idempotency_key"
+        );
+        assert_eq!(
+            code(r#"{"key":{"PK":"a"},"add":null,"idempotencyKey":"x"}"#),
+            "invalid_add"
+        );
+    }
+
+    #[test]
+    fn keys_hash_to_a_fixed_size() {
+        assert_eq!(hash_key("a").len(), KEY_BYTES);
+        assert_eq!(hash_key(&"long".repeat(500)).len(), KEY_BYTES);
+        assert_ne!(hash_key("a"), hash_key("b"));
+        // The stored form never changes: keys written by earlier versions stay recognised.
+        assert_eq!(hash_key("a"), "ypeBEsobvcr6wjGzmiPcTQ");
+        assert_eq!(URL_SAFE_NO_PAD.encode(b"\xff\xff\xff"), "____");
+        assert_eq!(URL_SAFE_NO_PAD.encode(b"Ma"), "TWE");
+    }
+}
