@@ -376,7 +376,10 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     let report = fixed.replay_dead_letters().await.expect("replay");
 
     // Then the fixed record is applied and its dead letter removed; the garbage stays.
-    assert_eq!(report.replayed, ["ratchet-writer|sqs|m0"]);
+    assert_eq!(
+        report.replayed,
+        ["ratchet-writer|sqs|arn:aws:sqs:us-east-1:1:q|m0"]
+    );
     assert_eq!(report.still_rejected.len(), 1);
     assert_eq!(report.still_rejected[0].1.code, "not_an_object");
     let left = fixed.dead_letters.list().await.expect("list");

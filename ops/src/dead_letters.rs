@@ -1,6 +1,8 @@
 //! `dead-letters list|export|replay`: inspect and replay what the writers kept.
 
 use aws_sdk_dynamodb::Client;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
 use dynamo_lambda::client::client_from_env;
 use dynamo_lambda::dead_letter::{DeadLetter, DeadLetters};
 use dynamo_lambda::settings::FromEnv;
@@ -15,7 +17,8 @@ use serde_json::{json, Value};
 pub enum Action {
     /// Print them as JSON lines.
     List,
-    /// Print an SQS-shaped event of their payloads (for `cargo lambda invoke --data-file`).
+    /// Print an event of their payloads (for `cargo lambda invoke --data-file`): SQS when
+    /// every payload is text, else Kinesis with base64 data (lossless either way).
     Export,
     /// Run them through the function's protocol again (settings from env); remove those that
     /// now succeed.
@@ -43,7 +46,7 @@ pub async fn run(action: Action, table: &str, function: &str) -> Result<(), Stri
         Action::Export => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&sqs_event(&kept)).map_err(|e| e.to_string())?
+                serde_json::to_string_pretty(&replay_event(&kept)).map_err(|e| e.to_string())?
             );
             Ok(())
         }
@@ -56,15 +59,39 @@ pub async fn run(action: Action, table: &str, function: &str) -> Result<(), Stri
     }
 }
 
-fn sqs_event(letters: &[DeadLetter]) -> Value {
+/// The kept payloads as an event a writer accepts, without losing a byte: an SQS event when
+/// every payload is text (SQS bodies are text), otherwise a Kinesis event whose `data` is the
+/// base64 of the exact payload.
+fn replay_event(letters: &[DeadLetter]) -> Value {
+    if letters.iter().all(|l| l.payload_text().is_some()) {
+        let records: Vec<Value> = letters
+            .iter()
+            .map(|l| {
+                json!({
+                    "eventSource": "aws:sqs",
+                    "messageId": format!("replay-{}", l.position.id),
+                    "body": l.payload_text().unwrap_or_default(),
+                    "eventSourceARN": l.position.source_arn,
+                })
+            })
+            .collect();
+        return json!({ "Records": records });
+    }
     let records: Vec<Value> = letters
         .iter()
-        .map(|l| {
+        .enumerate()
+        .map(|(i, l)| {
             json!({
-                "eventSource": "aws:sqs",
-                "messageId": format!("replay-{}", l.position.id),
-                "body": String::from_utf8_lossy(&l.payload),
+                "eventSource": "aws:kinesis",
+                "eventID": format!("shardId-replay:{i}"),
                 "eventSourceARN": l.position.source_arn,
+                "kinesis": {
+                    "data": BASE64.encode(&l.payload),
+                    "partitionKey": l.position.partition_key.clone().unwrap_or_else(|| "replay".into()),
+                    "sequenceNumber": format!("{i:020}"),
+                    "approximateArrivalTimestamp": 0.0,
+                    "kinesisSchemaVersion": "1.0",
+                },
             })
         })
         .collect();

@@ -22,9 +22,10 @@ use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
 use dynamo_protocols::ddb::clock::epoch_seconds;
+use dynamo_protocols::ddb::error::bounded;
 use dynamo_protocols::{Item, Rejection, StoreError};
 
-use crate::source::{SourcePosition, SourceRecord};
+use crate::source::{SourceKind, SourcePosition, SourceRecord};
 
 /// Partition key of the dead-letter table.
 pub const ATTR_ID: &str = "Id";
@@ -43,11 +44,30 @@ const FILTER_FUNCTION: &str = "#f = :f OR begins_with(#p, :prefix)";
 /// `<id>#<n>`, written before the main item so that a listed dead letter is always complete.
 pub const PAYLOAD_CHUNK_BYTES: usize = 300 * 1024;
 
+/// Longest reason message stored with a dead letter: with the payload part and the source
+/// position it keeps every dead-letter item under DynamoDB's 400 KB (see the unit test).
+pub const MAX_REASON_CHARS: usize = 1024;
+
+/// A dead letter's id: the function, the source kind, the stream or queue, the shard and the
+/// record's id there (sequence numbers are unique per shard only; message ids per queue):
+/// `<function>|kinesis|<stream arn>|<shard>|<sequence number>` or
+/// `<function>|sqs|<queue arn>|<message id>` (`-` for what the event did not carry).
+pub fn letter_id(function: &str, position: &SourcePosition) -> String {
+    let arn = position.source_arn.as_deref().unwrap_or("-");
+    match position.kind {
+        SourceKind::Kinesis => {
+            let shard = position.shard_id.as_deref().unwrap_or("-");
+            format!("{function}|kinesis|{arn}|{shard}|{}", position.id)
+        }
+        SourceKind::Sqs => format!("{function}|sqs|{arn}|{}", position.id),
+    }
+}
+
 /// One kept record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct DeadLetter {
-    /// `<function>|<kind>|<sequence number or message id>`.
+    /// See [`letter_id`].
     pub id: String,
     /// The function that rejected the record.
     pub function: String,
@@ -102,17 +122,9 @@ impl DeadLetters {
     /// Keep a rejected record.
     pub async fn keep(&self, record: &SourceRecord, reason: &Rejection) -> Result<(), StoreError> {
         let letter = DeadLetter {
-            id: format!(
-                "{}|{}|{}",
-                self.function,
-                serde_json::to_value(record.position.kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                record.position.id
-            ),
+            id: letter_id(&self.function, &record.position),
             function: self.function.clone(),
-            reason: reason.clone(),
+            reason: Rejection::new(reason.code, bounded(&reason.message, MAX_REASON_CHARS)),
             position: record.position.clone(),
             rejected_at: epoch_seconds(),
             parts: record.body.len().div_ceil(PAYLOAD_CHUNK_BYTES).max(1),
@@ -246,4 +258,59 @@ fn join_parts(letter: &mut DeadLetter, mut rest: Vec<(usize, Vec<u8>)>) -> Resul
         letter.payload.extend(chunk);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dynamo_protocols::ddb::item::{item_size, MAX_ITEM_BYTES};
+    use dynamo_protocols::RejectionCode;
+
+    #[test]
+    fn the_largest_dead_letter_item_fits_in_dynamodb() {
+        // The longest values the sources produce: ARNs ≤ 2 KB, partition keys ≤ 256 bytes,
+        // sequence numbers 56 digits, shard ids ~20; the reason at its bound.
+        let position = SourcePosition {
+            kind: SourceKind::Kinesis,
+            source_arn: Some("a".repeat(2048)),
+            id: "9".repeat(128),
+            shard_id: Some("s".repeat(128)),
+            partition_key: Some("p".repeat(256)),
+        };
+        let letter = DeadLetter {
+            id: letter_id(&"f".repeat(64), &position),
+            function: "f".repeat(64),
+            reason: Rejection::new(RejectionCode::InvalidItem, "é".repeat(MAX_REASON_CHARS)),
+            position,
+            rejected_at: u64::MAX,
+            parts: 4,
+            payload: Vec::new(),
+        };
+        let mut item: Item = serde_dynamo::to_item(&letter).expect("marshals");
+        item.insert(
+            ATTR_PAYLOAD.to_string(),
+            AttributeValue::B(Blob::new(vec![0u8; PAYLOAD_CHUNK_BYTES])),
+        );
+        assert!(item_size(&item) < MAX_ITEM_BYTES, "{}", item_size(&item));
+    }
+
+    #[test]
+    fn ids_name_the_stream_and_shard_or_the_queue() {
+        let kinesis = SourcePosition {
+            kind: SourceKind::Kinesis,
+            source_arn: Some("arn:s".into()),
+            id: "49".into(),
+            shard_id: Some("shardId-1".into()),
+            partition_key: None,
+        };
+        assert_eq!(letter_id("f", &kinesis), "f|kinesis|arn:s|shardId-1|49");
+        let sqs = SourcePosition {
+            kind: SourceKind::Sqs,
+            source_arn: None,
+            id: "m1".into(),
+            shard_id: None,
+            partition_key: None,
+        };
+        assert_eq!(letter_id("f", &sqs), "f|sqs|-|m1");
+    }
 }

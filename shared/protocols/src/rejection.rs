@@ -122,6 +122,40 @@ impl PartialEq<str> for RejectionCode {
     }
 }
 
+/// Longest rejection message kept (characters). Messages describe what is wrong without
+/// repeating the payload: an offending value is quoted by [`quote`] or described by
+/// [`describe`]; this bound is the backstop that keeps every dead letter and log line small.
+pub const MAX_MESSAGE_CHARS: usize = 300;
+
+/// Characters of an offending value a message may quote.
+pub const QUOTE_CHARS: usize = 40;
+
+/// A value from a payload as a message may show it: at most [`QUOTE_CHARS`] characters, with
+/// its length when it is cut.
+///
+/// ```
+/// use dynamo_protocols::rejection::quote;
+/// assert_eq!(quote("upsert"), "`upsert`");
+/// assert!(quote(&"x".repeat(1000)).ends_with("… (1000 bytes)`"));
+/// ```
+pub fn quote(value: &str) -> String {
+    format!("`{}`", crate::ddb::error::bounded(value, QUOTE_CHARS))
+}
+
+/// A JSON value from a payload described by its type (and a short quote of scalars), never
+/// repeated whole.
+pub fn describe(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => quote(&n.to_string()),
+        Value::String(s) => format!("the string {}", quote(s)),
+        Value::Array(a) => format!("an array of {} element(s)", a.len()),
+        Value::Object(o) => format!("an object of {} field(s)", o.len()),
+    }
+}
+
 /// A structured per-record error: a stable code and a message for humans.
 ///
 /// ```
@@ -139,11 +173,12 @@ pub struct Rejection {
 }
 
 impl Rejection {
-    /// A rejection with the given code and message.
+    /// A rejection with the given code and message (cut to [`MAX_MESSAGE_CHARS`]).
     pub fn new(code: RejectionCode, message: impl Into<String>) -> Self {
+        let message = message.into();
         Rejection {
             code,
-            message: message.into(),
+            message: crate::ddb::error::bounded(&message, MAX_MESSAGE_CHARS),
         }
     }
 }

@@ -12,6 +12,38 @@ use serde_json::{Map, Value};
 /// A DynamoDB item as the SDK sees it.
 pub type Item = HashMap<String, AttributeValue>;
 
+/// DynamoDB's limit on a key attribute's name.
+pub const MAX_KEY_NAME_BYTES: usize = 255;
+/// DynamoDB's limit on a partition key value (a sort key allows 1024; DynamoDB itself refuses
+/// those in between, and the record is then rejected as `rejected_by_dynamodb`).
+pub const MAX_KEY_VALUE_BYTES: usize = 2048;
+
+/// DynamoDB's limit on an attribute name (also a nested map's keys).
+pub const MAX_ATTRIBUTE_NAME_BYTES: usize = 65_535;
+
+/// Every attribute name of a JSON item (nested map keys included) within DynamoDB's limit.
+/// DynamoDB Local answers an over-long name with an `InternalFailure` (a 500) instead of a
+/// validation error, so it is checked before the write: a record with such a name is
+/// rejected, never retried.
+pub fn check_attribute_names(value: &Value) -> Result<(), String> {
+    match value {
+        Value::Object(map) => {
+            for (name, v) in map {
+                if name.len() > MAX_ATTRIBUTE_NAME_BYTES {
+                    return Err(format!(
+                        "attribute name {} is longer than DynamoDB's {MAX_ATTRIBUTE_NAME_BYTES} bytes",
+                        crate::rejection::quote(name)
+                    ));
+                }
+                check_attribute_names(v)?;
+            }
+            Ok(())
+        }
+        Value::Array(items) => items.iter().try_for_each(check_attribute_names),
+        _ => Ok(()),
+    }
+}
+
 /// DynamoDB's item size limit (400 KB).
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 
@@ -39,12 +71,25 @@ impl ItemKey {
             ));
         }
         for (name, v) in obj {
+            let quoted = || crate::rejection::quote(name);
+            if name.is_empty() || name.len() > MAX_KEY_NAME_BYTES {
+                return Err(format!(
+                    "key attribute name {} must have 1 to {MAX_KEY_NAME_BYTES} bytes",
+                    quoted()
+                ));
+            }
             match v {
+                Value::String(s) if s.len() > MAX_KEY_VALUE_BYTES => return Err(format!(
+                    "key attribute {} has {} bytes; DynamoDB allows at most {MAX_KEY_VALUE_BYTES}",
+                    quoted(),
+                    s.len()
+                )),
                 Value::String(s) if !s.is_empty() => {}
                 Value::Number(_) => {}
                 _ => {
                     return Err(format!(
-                        "key attribute `{name}` must be a non-empty string or a number"
+                        "key attribute {} must be a non-empty string or a number",
+                        quoted()
                     ))
                 }
             }

@@ -218,4 +218,28 @@ mod tests {
             .expect("valid");
         assert_eq!(again.version(), put_a.version());
     }
+
+    #[test]
+    fn rejection_messages_never_repeat_a_large_value() {
+        let huge = "v".repeat(1_000_000);
+        let bodies = [
+            format!(r#"{{"op":"{huge}","key":{{"PK":"a"}},"ts":1}}"#),
+            format!(r#"{{"op":"put","key":{{"PK":"a"}},"ts":"{huge}","item":{{}}}}"#),
+            format!(r#"{{"op":"put","key":{{"{huge}":[1]}},"ts":1,"item":{{}}}}"#),
+            format!(r#"{{"op":"put","key":{{"PK":"a"}},"ts":1,"item":{{"PK":"{huge}"}}}}"#),
+            format!(r#"{{"op":"put","key":{{"PK":"a"}},"ts":1,"item":{{"x":"{huge}"}}}}"#),
+        ];
+        for body in bodies {
+            let Err(r) = ratchet().parse_record(body.as_bytes()) else {
+                panic!("rejected");
+            };
+            assert!(
+                r.message.len() < 300,
+                "{}: {} bytes",
+                r.code,
+                r.message.len()
+            );
+            assert!(!r.message.contains(&"v".repeat(100)), "{}", r.code);
+        }
+    }
 }

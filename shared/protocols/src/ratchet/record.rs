@@ -14,8 +14,10 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::config::RatchetConfig;
-use crate::ddb::item::{canonical_json, item_size, Item, ItemKey, MAX_ITEM_BYTES};
-use crate::rejection::{Rejection, RejectionCode};
+use crate::ddb::item::{
+    canonical_json, check_attribute_names, item_size, Item, ItemKey, MAX_ITEM_BYTES,
+};
+use crate::rejection::{describe, quote, Rejection, RejectionCode};
 
 /// Token of a delete: greater than every put token.
 pub(crate) const DELETE_TOKEN: &str = "1";
@@ -106,7 +108,7 @@ pub fn validate(raw: RawRecord, config: &RatchetConfig) -> Result<RatchetRecord,
         }),
         Some(other) => Err(Rejection::new(
             RejectionCode::UnknownOp,
-            format!("`op` must be \"put\" or \"delete\", got {other:?}"),
+            format!("`op` must be \"put\" or \"delete\", got {}", quote(other)),
         )),
         None => Err(Rejection::new(
             RejectionCode::UnknownOp,
@@ -116,10 +118,10 @@ pub fn validate(raw: RawRecord, config: &RatchetConfig) -> Result<RatchetRecord,
 }
 
 fn timestamp(ts: Option<Value>) -> Result<i128, Rejection> {
-    let invalid = |v: &dyn std::fmt::Display| {
+    let invalid = |v: &Value| {
         Rejection::new(
             RejectionCode::InvalidTimestamp,
-            format!("`ts` must be an integer, got {v}"),
+            format!("`ts` must be an integer, got {}", describe(v)),
         )
     };
     match ts {
@@ -130,7 +132,7 @@ fn timestamp(ts: Option<Value>) -> Result<i128, Rejection> {
         Some(Value::Number(n)) => match (n.as_i64(), n.as_u64()) {
             (Some(i), _) => Ok(i128::from(i)),
             (None, Some(u)) => Ok(i128::from(u)),
-            _ => Err(invalid(&n)),
+            _ => Err(invalid(&Value::Number(n))),
         },
         Some(other) => Err(invalid(&other)),
     }
@@ -149,6 +151,7 @@ fn put(
         ));
     };
     let stored = stored_item(config, fields, &key)?;
+    check_attribute_names(&stored).map_err(|m| Rejection::new(RejectionCode::InvalidItem, m))?;
     let digest = Sha256::digest(canonical_json(&stored).as_bytes());
     let token = format!("{PUT_TOKEN_PREFIX}{}", hex::encode(digest));
     let mut item: Item = serde_dynamo::to_item(&stored).map_err(|e| {
@@ -191,7 +194,7 @@ fn stored_item(
         if key.json().get(name).is_some_and(|k| k != value) {
             return Err(Rejection::new(
                 RejectionCode::KeyMismatch,
-                format!("item attribute `{name}` disagrees with the key"),
+                format!("item attribute {} disagrees with the key", quote(name)),
             ));
         }
     }
@@ -206,7 +209,10 @@ fn check_not_reserved(config: &RatchetConfig, name: &str) -> Result<(), Rejectio
     if config.protocol_attributes().contains(&name) {
         return Err(Rejection::new(
             RejectionCode::ReservedAttribute,
-            format!("`{name}` is written by the ratchet protocol and cannot be set by a payload"),
+            format!(
+                "{} is written by the ratchet protocol and cannot be set by a payload",
+                quote(name)
+            ),
         ));
     }
     Ok(())

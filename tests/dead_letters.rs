@@ -1,0 +1,123 @@
+//! Every rejected record is kept, whatever its size or content: arbitrary bodies up to the
+//! sources' largest record (1 MiB) go through the ratchet and counter writers, and each one
+//! that is not applied is in the dead-letter table with its exact payload; nothing is reported
+//! for redelivery and no rejection message repeats the payload.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use dynamo_lambda::dead_letter::DeadLetters;
+use dynamo_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
+use dynamo_lambda::Writer;
+use dynamo_protocols::counter::{Counter, CounterConfig};
+use dynamo_protocols::{Deadline, Protocol, RecordResult};
+use dynamo_testing::{client, template_tables};
+use proptest::prelude::*;
+
+/// The largest record Kinesis (and SQS, since 2025) delivers.
+const MAX_RECORD_BYTES: usize = 1024 * 1024;
+
+/// A body of about `size` bytes whose bad part is itself large.
+fn body(shape: u8, size: usize, bytes: &[u8]) -> Vec<u8> {
+    let big = "v".repeat(size);
+    match shape % 9 {
+        0 => bytes.to_vec(),
+        1 => format!(r#"{{"op":"{big}","key":{{"PK":"a","SK":"b"}},"ts":1}}"#).into_bytes(),
+        2 => format!(r#"{{"op":"put","key":{{"PK":"a","SK":"b"}},"ts":"{big}","item":{{}}}}"#)
+            .into_bytes(),
+        3 => format!(r#"{{"op":"put","key":{{"{big}":"a"}},"ts":1,"item":{{}}}}"#).into_bytes(),
+        4 => format!(r#"{{"op":"put","key":{{"PK":"a","SK":"b"}},"ts":1,"item":{{"x":"{big}"}}}}"#)
+            .into_bytes(),
+        5 => format!(r#"{{"key":{{"PK":"a","SK":"b"}},"add":{{"{big}":1}},"idempotencyKey":"k"}}"#)
+            .into_bytes(),
+        6 => format!(r#"{{"key":{{"PK":"a","SK":"b"}},"add":{{"n":1}},"idempotencyKey":"{big}"}}"#)
+            .into_bytes(),
+        7 => format!(r#"{{"op":"put","key":{{"PK":"a","SK":"b"}},"ts":1,"item":{{"{big}":1}}}}"#)
+            .into_bytes(),
+        _ => {
+            let sk = "s".repeat(size % 2048);
+            format!(r#"{{"op":"put","key":{{"PK":"a","SK":"{sk}"}},"ts":1,"item":{{}}}}"#)
+                .into_bytes()
+        }
+    }
+}
+
+fn kinesis_batch_of(bodies: &[Vec<u8>], case: usize) -> Batch {
+    let records = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, body)| SourceRecord {
+            position: SourcePosition {
+                kind: SourceKind::Kinesis,
+                source_arn: Some("arn:aws:kinesis:us-east-1:1:stream/s".into()),
+                id: format!("{case:010}{i:010}"),
+                shard_id: Some("shardId-000".into()),
+                partition_key: Some("p".into()),
+            },
+            body: body.clone(),
+        })
+        .collect();
+    Batch {
+        kind: SourceKind::Kinesis,
+        records,
+    }
+}
+
+/// Every record of `batch` was applied or kept with its exact payload.
+async fn assert_kept<P: Protocol>(w: &Writer<P>, batch: &Batch) {
+    let report = w.handle_batch(batch, Deadline::none()).await;
+    let failed: Vec<String> = report
+        .results
+        .iter()
+        .filter_map(|r| match r {
+            RecordResult::Failed(e) => Some(e.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let letters = w.dead_letters.list().await.expect("list");
+    for (record, result) in batch.records.iter().zip(&report.results) {
+        if let RecordResult::Rejected(reason) = result {
+            assert!(reason.message.len() < 400, "{}", reason.code);
+            let letter = letters
+                .iter()
+                .find(|l| l.position.id == record.position.id)
+                .expect("kept");
+            assert!(letter.payload == record.body, "payload kept byte for byte");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_rejected_record_is_kept_whatever_its_size(
+        shapes in prop::collection::vec(any::<u8>(), 1..4),
+        size in 0usize..MAX_RECORD_BYTES - 200,
+        bytes in prop::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            static CASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let case = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // Random bytes of the full size for shape 0.
+            let noise: Vec<u8> = bytes.iter().copied().cycle().take(size).collect();
+            let bodies: Vec<Vec<u8>> = shapes.iter().map(|s| body(*s, size, &noise)).collect();
+            let batch = kinesis_batch_of(&bodies, case);
+            let client = client();
+            let tables = template_tables(&client, &["RatchetTable", "CounterTable", "DeadLetterTable"]).await;
+            let ratchet = ratchet_writer_on(client.clone(), &tables);
+            assert_kept(&ratchet, &batch).await;
+            let counter = Writer {
+                function: "counter-writer".into(),
+                protocol: Counter::new(client.clone(), CounterConfig::new(&tables["CounterTable"])),
+                dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"),
+                deadline_margin: Duration::from_secs(1),
+            };
+            assert_kept(&counter, &batch).await;
+        });
+    }
+}
