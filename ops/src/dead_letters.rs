@@ -26,7 +26,7 @@ pub enum Action {
 }
 
 pub async fn run(action: Action, table: &str, function: &str) -> Result<(), String> {
-    let client = client_from_env().await;
+    let client = client_from_env().await.map_err(|e| e.to_string())?;
     let letters = DeadLetters::new(client.clone(), table, function);
     let kept = letters.list().await.map_err(|e| e.to_string())?;
     match action {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 pub async fn create(template: &Path, prefix: &str, only: &[String]) -> Result<(), String> {
     let only: Vec<&str> = only.iter().map(String::as_str).collect();
-    let client = client_from_env().await;
+    let client = client_from_env().await.map_err(|e| e.to_string())?;
     let created = dynamo_provision::create_template_tables(&client, template, prefix, &only)
         .await
         .map_err(|e| e.to_string())?;
@@ -20,7 +20,7 @@ pub async fn create(template: &Path, prefix: &str, only: &[String]) -> Result<()
 }
 
 pub async fn scan(table: &str, readable: bool) -> Result<(), String> {
-    let client = client_from_env().await;
+    let client = client_from_env().await.map_err(|e| e.to_string())?;
     let mut items = Vec::new();
     let mut start = None;
     loop {

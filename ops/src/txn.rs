@@ -36,7 +36,7 @@ pub async fn run(command: TxCommand) -> Result<(), String> {
 }
 
 async fn seed(table: &str, accounts: &[String]) -> Result<(), String> {
-    let client = client_from_env().await;
+    let client = client_from_env().await.map_err(|e| e.to_string())?;
     for account in accounts {
         let (pk, balance) = account
             .split_once('=')
@@ -59,7 +59,7 @@ async fn seed(table: &str, accounts: &[String]) -> Result<(), String> {
 
 async fn status(tx_id: &str) -> Result<(), String> {
     let table = std::env::var("TX_TABLE").map_err(|_| "TX_TABLE is not set")?;
-    let client = client_from_env().await;
+    let client = client_from_env().await.map_err(|e| e.to_string())?;
     let tx = TxTable::new(client, table);
     match tx.get(tx_id).await.map_err(|e| e.to_string())? {
         Some(h) => println!(

@@ -15,7 +15,6 @@
 mod common;
 mod counter;
 mod crash;
-mod latency;
 mod ratchet;
 mod txn;
 

@@ -213,18 +213,9 @@ async fn counted_client(counter: &FaultInjector, latency_ms: u64) -> Result<Clie
     if latency_ms == 0 {
         return Ok(client_with(Some(counter.clone()), 3));
     }
-    let endpoint = dynamo_testing::endpoint();
-    let upstream: std::net::SocketAddr = endpoint
-        .trim_start_matches("http://")
-        .parse()
-        .map_err(|e| format!("endpoint {endpoint}: {e}"))?;
     let proxy =
-        crate::latency::start(upstream, std::time::Duration::from_millis(latency_ms)).await?;
-    Ok(client_for(
-        &format!("http://{proxy}"),
-        Some(counter.clone()),
-        3,
-    ))
+        dynamo_testing::proxy::delaying(std::time::Duration::from_millis(latency_ms)).await?;
+    Ok(client_for(&proxy, Some(counter.clone()), 3))
 }
 
 /// The measured part: the whole batch coalesced, or one conditional write per record.

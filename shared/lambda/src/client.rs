@@ -1,11 +1,55 @@
 //! The DynamoDB client, configured from the standard AWS environment (`AWS_REGION`,
-//! credentials, and `AWS_ENDPOINT_URL_DYNAMODB` for a local endpoint such as DynamoDB Local).
+//! credentials, and `AWS_ENDPOINT_URL_DYNAMODB` for a local endpoint such as DynamoDB Local),
+//! with timeouts: a stalled connection or response never holds an invocation past its deadline.
+//!
+//! | variable | default | what |
+//! |---|---|---|
+//! | `DYNAMODB_CONNECT_TIMEOUT_MS` | 1000 | establishing a connection |
+//! | `DYNAMODB_ATTEMPT_TIMEOUT_MS` | 3000 | one attempt (then the SDK retries) |
+//! | `DYNAMODB_OPERATION_TIMEOUT_MS` | 10000 | one call, retries included |
+//!
+//! These are ceilings; the invocation deadline is enforced on top of them by
+//! [`dynamo_protocols::Deadline::bound`] in the pipeline.
 
+use std::time::Duration;
+
+use aws_config::timeout::TimeoutConfig;
 use aws_config::BehaviorVersion;
 use aws_sdk_dynamodb::Client;
+use dynamo_protocols::ConfigError;
 
-/// A client from the environment, with the SDK's standard retry policy.
-pub async fn client_from_env() -> Client {
-    let config = aws_config::load_defaults(BehaviorVersion::latest()).await;
-    Client::new(&config)
+use crate::settings::env_parse;
+
+/// Default connect timeout.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
+/// Default timeout of one attempt.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(3000);
+/// Default timeout of one call, retries included.
+pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_millis(10_000);
+
+/// The client's timeouts from `DYNAMODB_*_TIMEOUT_MS`.
+pub fn timeouts_from_env() -> Result<TimeoutConfig, ConfigError> {
+    let ms = |name: &str, default: Duration| -> Result<Duration, ConfigError> {
+        Ok(env_parse::<u64>(name)?
+            .map(Duration::from_millis)
+            .unwrap_or(default))
+    };
+    Ok(TimeoutConfig::builder()
+        .connect_timeout(ms("DYNAMODB_CONNECT_TIMEOUT_MS", DEFAULT_CONNECT_TIMEOUT)?)
+        .operation_attempt_timeout(ms("DYNAMODB_ATTEMPT_TIMEOUT_MS", DEFAULT_ATTEMPT_TIMEOUT)?)
+        .operation_timeout(ms(
+            "DYNAMODB_OPERATION_TIMEOUT_MS",
+            DEFAULT_OPERATION_TIMEOUT,
+        )?)
+        .build())
+}
+
+/// A client from the environment, with the SDK's standard retry policy and the timeouts of
+/// [`timeouts_from_env`].
+pub async fn client_from_env() -> Result<Client, ConfigError> {
+    let config = aws_config::defaults(BehaviorVersion::latest())
+        .timeout_config(timeouts_from_env()?)
+        .load()
+        .await;
+    Ok(Client::new(&config))
 }

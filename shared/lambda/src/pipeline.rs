@@ -14,7 +14,7 @@
 //! A rejected record whose dead letter cannot be written is turned into `Failed`: nothing is
 //! acknowledged before it is either applied or kept.
 
-use dynamo_protocols::{Deadline, Outcome, Protocol, RecordResult, Rejection, StoreError};
+use dynamo_protocols::{Applied, Deadline, Outcome, Protocol, RecordResult, Rejection, StoreError};
 use futures::StreamExt;
 
 use crate::dead_letter::DeadLetters;
@@ -44,7 +44,16 @@ pub async fn process_batch<P: Protocol>(
     deadline: Deadline,
 ) -> BatchReport<P::Outcome> {
     let (mut results, valid) = parse_all(batch, protocol);
-    let applied = protocol.apply(valid, deadline).await;
+    let applied = deadline
+        .bound(protocol.apply(valid, deadline))
+        .await
+        .unwrap_or_else(|| {
+            tracing::warn!(function, "cut off at the invocation deadline; the unfinished records are reported for redelivery");
+            Applied {
+                results: Vec::new(),
+                write_calls: 0,
+            }
+        });
     for (i, result) in applied.results {
         if let Some(slot) = results.get_mut(i) {
             *slot = Some(result);
@@ -55,7 +64,7 @@ pub async fn process_batch<P: Protocol>(
         .into_iter()
         .map(|r| r.unwrap_or(RecordResult::Deferred))
         .collect();
-    keep_rejected(function, batch, dead_letters, &mut results).await;
+    keep_rejected(function, batch, dead_letters, deadline, &mut results).await;
     let (response, summary) = answer(function, batch, &results, applied.write_calls);
     BatchReport {
         response,
@@ -92,6 +101,7 @@ async fn keep_rejected<O>(
     function: &str,
     batch: &Batch,
     dead_letters: &DeadLetters,
+    deadline: Deadline,
     results: &mut [RecordResult<O>],
 ) {
     let rejected: Vec<(usize, Rejection)> = results
@@ -115,7 +125,11 @@ async fn keep_rejected<O>(
                 dead_letter_table = dead_letters.table(),
                 "record rejected; keeping it as a dead letter"
             );
-            (i, dead_letters.keep(record, &reason).await)
+            let kept = deadline.bound(dead_letters.keep(record, &reason)).await;
+            (
+                i,
+                kept.unwrap_or(Err(StoreError::CutOff("dead letter PutItem"))),
+            )
         })
         .buffer_unordered(DEAD_LETTER_CONCURRENCY)
         .collect()

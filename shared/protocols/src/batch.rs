@@ -78,18 +78,29 @@ pub trait Protocol: Sync {
     ) -> impl Future<Output = Applied<Self::Outcome>> + Send;
 }
 
-/// When a batch must stop starting new work.
+/// Time kept to answer the invocation after work in flight is abandoned.
+pub const ANSWER_MARGIN: Duration = Duration::from_millis(250);
+
+/// When a batch must stop starting new work, and when work in flight must be abandoned.
 ///
-/// Built from the invocation deadline minus a safety margin; [`Deadline::none`] never expires.
+/// Built from the invocation deadline: new work stops `margin` before it
+/// ([`Deadline::expired`]); calls still in flight (a stalled response, a slow retry) are cut
+/// off [`ANSWER_MARGIN`] before it ([`Deadline::bound`]), so that the partial batch response is
+/// always sent and what did not finish is reported, never lost. [`Deadline::none`] never
+/// expires.
 #[derive(Debug, Clone, Copy)]
 pub struct Deadline {
     stop_at: Option<SystemTime>,
+    cutoff: Option<SystemTime>,
 }
 
 impl Deadline {
     /// No deadline.
     pub fn none() -> Self {
-        Deadline { stop_at: None }
+        Deadline {
+            stop_at: None,
+            cutoff: None,
+        }
     }
 
     /// Stop `margin` before the deadline given in epoch milliseconds (`0`: none).
@@ -106,21 +117,42 @@ impl Deadline {
         } else {
             UNIX_EPOCH + Duration::from_millis(deadline_ms)
         };
+        let before = |d: Duration| Some(at.checked_sub(d).unwrap_or(UNIX_EPOCH));
         Deadline {
-            stop_at: Some(at.checked_sub(margin).unwrap_or(UNIX_EPOCH)),
+            stop_at: before(margin),
+            cutoff: before(margin.min(ANSWER_MARGIN)),
         }
     }
 
-    /// Stop after `after` from now.
+    /// Stop starting new work after `after` from now (work in flight is never cut off).
     pub fn after(after: Duration) -> Self {
         Deadline {
             stop_at: Some(SystemTime::now() + after),
+            cutoff: None,
         }
     }
 
     /// Whether new work must not be started any more.
     pub fn expired(&self) -> bool {
         self.stop_at.is_some_and(|at| SystemTime::now() >= at)
+    }
+
+    /// Time left before work in flight must be abandoned (`None`: never).
+    pub fn cutoff_in(&self) -> Option<Duration> {
+        self.cutoff.map(|at| {
+            at.duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO)
+        })
+    }
+
+    /// Run `work` until it finishes or the cutoff comes (`None`: cut off). A cut-off DynamoDB
+    /// call may still land; every protocol here is idempotent under redelivery, so the
+    /// records it carried are reported for redelivery.
+    pub async fn bound<F: Future>(&self, work: F) -> Option<F::Output> {
+        match self.cutoff_in() {
+            None => Some(work.await),
+            Some(left) => tokio::time::timeout(left, work).await.ok(),
+        }
     }
 }
 
@@ -139,5 +171,16 @@ mod tests {
         // `cargo lambda watch` sends the timeout, not an epoch time.
         assert!(!Deadline::from_epoch_ms(600_000, Duration::from_secs(1)).expired());
         assert!(Deadline::from_epoch_ms(500, Duration::from_secs(1)).expired());
+    }
+
+    #[tokio::test]
+    async fn work_in_flight_is_cut_off_before_the_deadline() {
+        let soon = Deadline::from_epoch_ms(epoch_millis() + 400, Duration::from_secs(2));
+        assert!(soon.expired(), "no new work 2 s before");
+        let slow = tokio::time::sleep(Duration::from_secs(5));
+        let started = std::time::Instant::now();
+        assert!(soon.bound(slow).await.is_none());
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(Deadline::none().bound(async { 7 }).await, Some(7));
     }
 }

@@ -18,12 +18,14 @@
 //! * [`local`]: DynamoDB Local, clients, tables from `template.yaml`.
 //! * [`faults`]: the fault-injecting interceptor.
 //! * [`events`]: event and batch builders.
+//! * [`proxy`]: a loopback proxy that delays (or stalls) DynamoDB's responses.
 
 #![warn(missing_docs)]
 
 pub mod events;
 pub mod faults;
 pub mod local;
+pub mod proxy;
 
 pub use faults::{Fault, FaultInjector};
 pub use local::{

@@ -70,6 +70,9 @@ pub enum StoreError {
     /// item) failed.
     #[error("the write this record shares failed: {0}")]
     Shared(Arc<StoreError>),
+    /// The invocation's deadline came before DynamoDB answered (the call may still land).
+    #[error("cut off at the invocation deadline before DynamoDB answered ({0})")]
+    CutOff(&'static str),
     /// The caller asked to write an attribute the protocol owns (or a key attribute).
     #[error("`{0}` is a key or protocol attribute and cannot be written by the caller")]
     ReservedAttribute(String),
@@ -158,13 +161,16 @@ impl StoreError {
             StoreError::Sdk { class, .. } => *class,
             StoreError::Marshal(_) => ErrorClass::InvalidRequest,
             StoreError::Inconsistent(_) => ErrorClass::Fatal,
-            StoreError::Unprocessed { .. } | StoreError::Contention { .. } => ErrorClass::Transient,
+            StoreError::Unprocessed { .. }
+            | StoreError::Contention { .. }
+            | StoreError::CutOff(_) => ErrorClass::Transient,
             StoreError::Shared(inner) => inner.class(),
             StoreError::ReservedAttribute(_) => ErrorClass::InvalidRequest,
         }
     }
 
-    /// This error for every other record of a shared write (the first keeps the original).
+    /// This error for a record of a shared write (every record of a failed chunk or key group
+    /// holds a `Shared` of the same error).
     pub fn shared(self: &Arc<Self>) -> StoreError {
         StoreError::Shared(Arc::clone(self))
     }

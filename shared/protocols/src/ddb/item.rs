@@ -79,11 +79,13 @@ impl ItemKey {
                 ));
             }
             match v {
-                Value::String(s) if s.len() > MAX_KEY_VALUE_BYTES => return Err(format!(
+                Value::String(s) if s.len() > MAX_KEY_VALUE_BYTES => {
+                    return Err(format!(
                     "key attribute {} has {} bytes; DynamoDB allows at most {MAX_KEY_VALUE_BYTES}",
                     quoted(),
                     s.len()
-                )),
+                ))
+                }
                 Value::String(s) if !s.is_empty() => {}
                 Value::Number(_) => {}
                 _ => {

@@ -1,7 +1,10 @@
-//! A loopback TCP proxy that delays each response DynamoDB Local sends back by a fixed time: a
-//! stand-in for the network round trip to a regional endpoint, which DynamoDB Local on the same
-//! machine does not have. Used only by benchmarks, to show what concurrency across keys buys
-//! where calls wait on the network rather than on DynamoDB Local's single-writer storage.
+//! A loopback TCP proxy that delays each response DynamoDB Local sends back by a fixed time.
+//!
+//! * A few milliseconds stand in for the network round trip to a regional endpoint, which
+//!   DynamoDB Local on the same machine does not have (the benchmarks show what concurrency
+//!   across keys buys where calls wait on the network).
+//! * Many seconds make a *stalled* response (the request reached DynamoDB and was applied; the
+//!   answer does not come back in time): tests of the invocation deadline use it.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -9,7 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Start the proxy in front of `upstream`; returns its address.
+/// Start the proxy in front of `upstream` (a `host:port`); returns its address.
 pub async fn start(upstream: SocketAddr, delay: Duration) -> Result<SocketAddr, String> {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -50,4 +53,14 @@ pub async fn start(upstream: SocketAddr, delay: Duration) -> Result<SocketAddr, 
         }
     });
     Ok(addr)
+}
+
+/// A proxy in front of the test endpoint ([`crate::endpoint`]); returns its URL.
+pub async fn delaying(delay: Duration) -> Result<String, String> {
+    let endpoint = crate::endpoint();
+    let upstream: SocketAddr = endpoint
+        .trim_start_matches("http://")
+        .parse()
+        .map_err(|e| format!("endpoint {endpoint}: {e}"))?;
+    Ok(format!("http://{}", start(upstream, delay).await?))
 }

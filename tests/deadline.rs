@@ -1,0 +1,126 @@
+//! The invocation deadline holds even when DynamoDB stops answering: a response stalled (by a
+//! loopback proxy) past the deadline is cut off, the unfinished records are reported for
+//! redelivery, the partial batch response is sent in time, and nothing is lost.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use dynamo_lambda::dead_letter::DeadLetters;
+use dynamo_lambda::Writer;
+use dynamo_protocols::ddb::clock::epoch_millis;
+use dynamo_protocols::ratchet::{Ratchet, RatchetConfig};
+use dynamo_testing::{client, client_for, proxy, template_tables};
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::{json, Value};
+
+/// How long the proxy holds every response: far past the invocation's deadline.
+const STALL: Duration = Duration::from_secs(30);
+/// The invocation's time budget.
+const BUDGET_MS: u64 = 3000;
+
+fn sqs_event(bodies: &[Value]) -> Value {
+    let records: Vec<Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| json!({"eventSource":"aws:sqs","messageId":format!("m{i}"),"body":b.to_string()}))
+        .collect();
+    json!({ "Records": records })
+}
+
+fn invocation(event: Value) -> LambdaEvent<Value> {
+    let mut context = Context::default();
+    context.deadline = epoch_millis() + BUDGET_MS;
+    LambdaEvent::new(event, context)
+}
+
+/// A ratchet writer whose table writes (`stalled_writes`) and/or dead letters go through a
+/// proxy that stalls every response, without SDK retries.
+async fn writer(stalled_writes: bool, stalled_letters: bool) -> (Writer<Ratchet>, String) {
+    let direct = client();
+    let tables = template_tables(&direct, &["RatchetTable", "DeadLetterTable"]).await;
+    let stalled = client_for(&proxy::delaying(STALL).await.expect("proxy"), None, 1);
+    let pick = |s: bool| if s { stalled.clone() } else { direct.clone() };
+    let w = Writer {
+        function: "ratchet-writer".into(),
+        protocol: Ratchet::new(
+            pick(stalled_writes),
+            RatchetConfig::new(&tables["RatchetTable"]),
+        ),
+        dead_letters: DeadLetters::new(
+            pick(stalled_letters),
+            &tables["DeadLetterTable"],
+            "ratchet-writer",
+        ),
+        deadline_margin: Duration::from_secs(1),
+    };
+    (w, tables["RatchetTable"].clone())
+}
+
+#[tokio::test]
+async fn a_stalled_write_is_cut_off_at_the_deadline_and_redelivered_without_loss() {
+    let (w, table) = writer(true, false).await;
+    let bodies = [
+        put("u", "a", 1, json!({"v":1})),
+        put("u", "b", 1, json!({"v":2})),
+    ];
+
+    let started = Instant::now();
+    let response = w
+        .handle(invocation(sqs_event(&bodies)))
+        .await
+        .expect("handled");
+    let took = started.elapsed();
+
+    assert!(
+        took < Duration::from_millis(BUDGET_MS),
+        "answered after {took:?}"
+    );
+    assert_eq!(
+        response.failed_ids(),
+        ["m0", "m1"],
+        "unfinished records are reported"
+    );
+    // Lambda delivers them again (to a healthy connection this time): nothing is lost.
+    let healthy = ratchet_writer_on(client(), &template_names(&w, &table));
+    let again = healthy
+        .handle(invocation(sqs_event(&bodies)))
+        .await
+        .expect("handled");
+    assert!(again.failed_ids().is_empty());
+    let items = scan(&client(), &table).await;
+    assert_eq!(items["u|a"]["v"], json!(1));
+    assert_eq!(items["u|b"]["v"], json!(2));
+}
+
+#[tokio::test]
+async fn a_stalled_dead_letter_is_cut_off_and_the_record_reported() {
+    let (w, _) = writer(false, true).await;
+    let bodies = [json!("not a record"), put("u", "c", 1, json!({}))];
+
+    let started = Instant::now();
+    let response = w
+        .handle(invocation(sqs_event(&bodies)))
+        .await
+        .expect("handled");
+    let took = started.elapsed();
+
+    assert!(
+        took < Duration::from_millis(BUDGET_MS),
+        "answered after {took:?}"
+    );
+    // The malformed record is not acknowledged before it is kept; the good one is applied.
+    assert_eq!(response.failed_ids(), ["m0"]);
+}
+
+/// The table names of `w`, keyed by logical id, for a second writer on the same tables.
+fn template_names(w: &Writer<Ratchet>, table: &str) -> std::collections::BTreeMap<String, String> {
+    std::collections::BTreeMap::from([
+        ("RatchetTable".to_string(), table.to_string()),
+        (
+            "DeadLetterTable".to_string(),
+            w.dead_letters.table().to_string(),
+        ),
+    ])
+}
