@@ -75,11 +75,11 @@ pub async fn raw_item(client: &Client, table: &str, key: Item) -> Option<Map<Str
         .map(|i| item_to_json(i).expect("json"))
 }
 
-/// Load a fixture from `events/`.
+/// Load a fixture from `events/`, as if its records reached the source now.
 pub fn fixture(name: &str) -> Value {
     let path = dynamo_testing::workspace_root().join("events").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).expect("fixture is JSON")
+    dynamo_testing::events::arriving_now(serde_json::from_str(&text).expect("fixture is JSON"))
 }
 
 /// A ratchet put record body.

@@ -55,6 +55,7 @@ fn kinesis_batch_of(bodies: &[Vec<u8>], case: usize) -> Batch {
                 id: format!("{case:010}{i:010}"),
                 shard_id: Some("shardId-000".into()),
                 partition_key: Some("p".into()),
+                arrived_at_ms: None,
             },
             body: body.clone(),
         })
@@ -120,4 +121,58 @@ proptest! {
             assert_kept(&counter, &batch).await;
         });
     }
+}
+
+/// A batch of `(body, arrived seconds ago)` from SQS.
+fn sqs_batch_arrived(records: &[(serde_json::Value, u64)]) -> Batch {
+    let now = dynamo_protocols::ddb::clock::epoch_millis();
+    let records = records
+        .iter()
+        .enumerate()
+        .map(|(i, (body, ago))| SourceRecord {
+            position: SourcePosition {
+                kind: SourceKind::Sqs,
+                source_arn: Some("arn:aws:sqs:us-east-1:1:q".into()),
+                id: format!("old{i}"),
+                shard_id: None,
+                partition_key: None,
+                arrived_at_ms: Some(now - ago * 1000),
+            },
+            body: body.to_string().into_bytes(),
+        })
+        .collect();
+    Batch {
+        kind: SourceKind::Sqs,
+        records,
+    }
+}
+
+#[tokio::test]
+async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_forced() {
+    let client = client();
+    let tables = template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+    let mut w = ratchet_writer_on(client.clone(), &tables);
+    let config = dynamo_protocols::ratchet::RatchetConfig {
+        tombstone_ttl: Duration::from_secs(60),
+        ..w.protocol.config().clone()
+    };
+    w.protocol = dynamo_protocols::ratchet::Ratchet::new(client.clone(), config);
+    // Its item's tombstone may already have expired: applying it could revive a deleted item.
+    let late = put("u", "late", 1, serde_json::json!({"v":1}));
+    let fresh = put("u", "fresh", 1, serde_json::json!({"v":2}));
+    let batch = sqs_batch_arrived(&[(late, 120), (fresh, 1)]);
+
+    let report = w.handle_batch(&batch, Deadline::none()).await;
+
+    assert!(report.response.failed_ids().is_empty());
+    assert_eq!(report.summary.count("applied"), 1);
+    let letters = w.dead_letters.list().await.expect("list");
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].reason.code, "too_old");
+    let replay = w.replay_dead_letters().await.expect("replay");
+    assert_eq!(replay.still_rejected.len(), 1, "a replay keeps refusing it");
+    let forced = w.replay_dead_letters_forced().await.expect("forced");
+    assert_eq!(forced.replayed.len(), 1, "an operator can force it");
+    let items = scan(&client, &tables["RatchetTable"]).await;
+    assert_eq!(items.len(), 2);
 }

@@ -25,7 +25,7 @@ pub enum Action {
     Replay,
 }
 
-pub async fn run(action: Action, table: &str, function: &str) -> Result<(), String> {
+pub async fn run(action: Action, table: &str, function: &str, force: bool) -> Result<(), String> {
     let client = client_from_env().await.map_err(|e| e.to_string())?;
     let letters = DeadLetters::new(client.clone(), table, function);
     let kept = letters.list().await.map_err(|e| e.to_string())?;
@@ -51,9 +51,9 @@ pub async fn run(action: Action, table: &str, function: &str) -> Result<(), Stri
             Ok(())
         }
         Action::Replay => match function {
-            f if f == Ratchet::SPEC.name => replay::<Ratchet>(client, letters).await,
-            f if f == Counter::SPEC.name => replay::<Counter>(client, letters).await,
-            f if f == Coordinator::SPEC.name => replay::<Coordinator>(client, letters).await,
+            f if f == Ratchet::SPEC.name => replay::<Ratchet>(client, letters, force).await,
+            f if f == Counter::SPEC.name => replay::<Counter>(client, letters, force).await,
+            f if f == Coordinator::SPEC.name => replay::<Coordinator>(client, letters, force).await,
             other => Err(format!("replay does not know the function {other:?}")),
         },
     }
@@ -98,15 +98,21 @@ fn replay_event(letters: &[DeadLetter]) -> Value {
     json!({ "Records": records })
 }
 
-async fn replay<P: FromEnv>(client: Client, letters: DeadLetters) -> Result<(), String> {
+async fn replay<P: FromEnv>(
+    client: Client,
+    letters: DeadLetters,
+    force: bool,
+) -> Result<(), String> {
     let writer: Writer<P> = Writer {
         dead_letters: letters,
         ..writer_from_env(client).map_err(|e| e.to_string())?
     };
-    let report = writer
-        .replay_dead_letters()
-        .await
-        .map_err(|e| e.to_string())?;
+    let report = if force {
+        writer.replay_dead_letters_forced().await
+    } else {
+        writer.replay_dead_letters().await
+    };
+    let report = report.map_err(|e| e.to_string())?;
     for id in &report.replayed {
         println!("replayed        {id}");
     }

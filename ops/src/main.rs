@@ -7,8 +7,9 @@
 //! ops show TABLE                                   items as a readable table
 //! ops dead-letters list   --table T --function F
 //! ops dead-letters export --table T --function F   an SQS-shaped event, for `cargo lambda invoke`
-//! ops dead-letters replay --table T --function F   re-run kept records (settings from env), remove
-//!                                                  those that now succeed
+//! ops dead-letters replay --table T --function F [--force]
+//!                                                  re-run kept records (settings from env), remove
+//!                                                  those that now succeed; --force: too_old ones too
 //! ops tx seed TABLE PK=BALANCE ...                 accounts for the transaction demo
 //! ops tx status TXID                               a TX record's state (TX_TABLE from env)
 //! ```
@@ -67,6 +68,9 @@ enum Command {
         /// The function whose dead letters these are.
         #[arg(long)]
         function: String,
+        /// Replay: apply records older than the protocol applies safely (`too_old`) too.
+        #[arg(long)]
+        force: bool,
     },
     /// Transaction helpers.
     Tx {
@@ -90,7 +94,8 @@ async fn main() -> ExitCode {
             action,
             table,
             function,
-        } => dead_letters::run(action, &table, &function).await,
+            force,
+        } => dead_letters::run(action, &table, &function, force).await,
         Command::Tx { command } => txn::run(command).await,
     };
     match result {

@@ -276,6 +276,7 @@ mod tests {
             id: "9".repeat(128),
             shard_id: Some("s".repeat(128)),
             partition_key: Some("p".repeat(256)),
+            arrived_at_ms: None,
         };
         let letter = DeadLetter {
             id: letter_id(&"f".repeat(64), &position),
@@ -302,6 +303,7 @@ mod tests {
             id: "49".into(),
             shard_id: Some("shardId-1".into()),
             partition_key: None,
+            arrived_at_ms: None,
         };
         assert_eq!(letter_id("f", &kinesis), "f|kinesis|arn:s|shardId-1|49");
         let sqs = SourcePosition {
@@ -310,6 +312,7 @@ mod tests {
             id: "m1".into(),
             shard_id: None,
             partition_key: None,
+            arrived_at_ms: None,
         };
         assert_eq!(letter_id("f", &sqs), "f|sqs|-|m1");
     }

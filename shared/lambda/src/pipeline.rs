@@ -14,12 +14,27 @@
 //! A rejected record whose dead letter cannot be written is turned into `Failed`: nothing is
 //! acknowledged before it is either applied or kept.
 
-use dynamo_protocols::{Applied, Deadline, Outcome, Protocol, RecordResult, Rejection, StoreError};
+use std::time::Duration;
+
+use dynamo_protocols::ddb::clock::epoch_millis;
+use dynamo_protocols::{
+    Applied, Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode, StoreError,
+};
 use futures::StreamExt;
 
 use crate::dead_letter::DeadLetters;
-use crate::source::{Batch, BatchResponse};
+use crate::source::{Batch, BatchResponse, SourceRecord};
 use crate::summary::BatchSummary;
+
+/// Whether records older than the protocol's [`Protocol::max_record_age`] are kept as dead
+/// letters (`too_old`) instead of applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgeCheck {
+    /// Keep them (deliveries, and replays unless forced).
+    Enforce,
+    /// Apply them (a forced replay, after an operator checked them).
+    Skip,
+}
 
 /// How many dead-letter writes run at once.
 const DEAD_LETTER_CONCURRENCY: usize = 8;
@@ -42,8 +57,13 @@ pub async fn process_batch<P: Protocol>(
     protocol: &P,
     dead_letters: &DeadLetters,
     deadline: Deadline,
+    ages: AgeCheck,
 ) -> BatchReport<P::Outcome> {
-    let (mut results, valid) = parse_all(batch, protocol);
+    let max_age = match ages {
+        AgeCheck::Enforce => protocol.max_record_age(),
+        AgeCheck::Skip => None,
+    };
+    let (mut results, valid) = parse_all(batch, protocol, max_age);
     let applied = deadline
         .bound(protocol.apply(valid, deadline))
         .await
@@ -78,13 +98,19 @@ pub async fn process_batch<P: Protocol>(
 fn parse_all<P: Protocol>(
     batch: &Batch,
     protocol: &P,
+    max_age: Option<Duration>,
 ) -> (
     Vec<Option<RecordResult<P::Outcome>>>,
     Vec<(usize, P::Record)>,
 ) {
     let mut results = Vec::with_capacity(batch.records.len());
     let mut valid = Vec::new();
+    let now = epoch_millis();
     for (i, record) in batch.records.iter().enumerate() {
+        if let Some(reason) = too_old(record, max_age, now) {
+            results.push(Some(RecordResult::Rejected(reason)));
+            continue;
+        }
         match protocol.parse(&record.body) {
             Ok(parsed) => {
                 valid.push((i, parsed));
@@ -94,6 +120,23 @@ fn parse_all<P: Protocol>(
         }
     }
     (results, valid)
+}
+
+/// A record older than `max_age` since its source received it (unknown arrival: never).
+fn too_old(record: &SourceRecord, max_age: Option<Duration>, now_ms: u64) -> Option<Rejection> {
+    let max_ms = u64::try_from(max_age?.as_millis()).unwrap_or(u64::MAX);
+    let age_ms = now_ms.saturating_sub(record.position.arrived_at_ms?);
+    (age_ms > max_ms).then(|| {
+        Rejection::new(
+            RejectionCode::TooOld,
+            format!(
+                "the record arrived {} s ago; this protocol applies records up to {} s old \
+                 (older ones could undo what it no longer sees). Replay with force after checking",
+                age_ms / 1000,
+                max_ms / 1000
+            ),
+        )
+    })
 }
 
 /// Keep every rejected record before it is acknowledged; one that cannot be kept fails.

@@ -39,6 +39,11 @@ pub struct SourcePosition {
     /// Kinesis: the partition key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_key: Option<String>,
+    /// When the source received the record, epoch ms (Kinesis `approximateArrivalTimestamp`,
+    /// SQS `SentTimestamp`): a record older than its protocol can handle safely is kept as a
+    /// dead letter (`too_old`) instead of being applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrived_at_ms: Option<u64>,
 }
 
 /// One record of a batch: its raw body and its position.
@@ -130,6 +135,11 @@ fn kinesis_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventE
                     .and_then(|id| id.split_once(':'))
                     .map(|(shard, _)| shard.to_string()),
                 partition_key: Some(r.kinesis.partition_key),
+                arrived_at_ms: u64::try_from(
+                    r.kinesis.approximate_arrival_timestamp.0.timestamp_millis(),
+                )
+                .ok()
+                .filter(|ms| *ms > 0),
             },
             body: r.kinesis.data.0,
         })
@@ -154,6 +164,10 @@ fn sqs_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventError
                     id,
                     shard_id: None,
                     partition_key: None,
+                    arrived_at_ms: m
+                        .attributes
+                        .get("SentTimestamp")
+                        .and_then(|t| t.parse().ok()),
                 },
                 body: m.body.unwrap_or_default().into_bytes(),
             })
@@ -228,14 +242,15 @@ mod tests {
             batch.records[0].position.shard_id.as_deref(),
             Some("shardId-000")
         );
+        assert_eq!(batch.records[0].position.arrived_at_ms, Some(1000));
     }
 
     #[test]
     fn detects_sqs_and_answers_in_its_shape() {
-        let event =
-            serde_json::json!({"Records":[{"eventSource":"aws:sqs","messageId":"m1","body":"{}"}]});
+        let event = serde_json::json!({"Records":[{"eventSource":"aws:sqs","messageId":"m1","body":"{}","attributes":{"SentTimestamp":"1545082649183"}}]});
         let batch = Batch::from_event(event).expect("sqs event");
         assert_eq!(batch.kind, SourceKind::Sqs);
+        assert_eq!(batch.records[0].position.arrived_at_ms, Some(1545082649183));
         let response = serde_json::to_value(BatchResponse::new(batch.kind, ["m1"])).expect("json");
         assert_eq!(
             response,

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::dead_letter::{DeadLetter, DeadLetters};
 use crate::error::HandlerError;
-use crate::pipeline::{process_batch, BatchReport};
+use crate::pipeline::{process_batch, AgeCheck, BatchReport};
 use crate::settings::{env_parse, env_required, FromEnv};
 use crate::source::{Batch, BatchResponse, SourceKind, SourceRecord};
 
@@ -50,12 +50,22 @@ impl<P: Protocol> Writer<P> {
     /// Process an already decoded batch (also used to replay dead letters): the report, its
     /// summary logged and emitted as metrics.
     pub async fn handle_batch(&self, batch: &Batch, deadline: Deadline) -> BatchReport<P::Outcome> {
+        self.run_batch(batch, deadline, AgeCheck::Enforce).await
+    }
+
+    async fn run_batch(
+        &self,
+        batch: &Batch,
+        deadline: Deadline,
+        ages: AgeCheck,
+    ) -> BatchReport<P::Outcome> {
         let report = process_batch(
             &self.function,
             batch,
             &self.protocol,
             &self.dead_letters,
             deadline,
+            ages,
         )
         .await;
         report.summary.log(&self.function, batch.kind);
@@ -78,8 +88,20 @@ pub struct ReplayReport {
 impl<P: Protocol> Writer<P> {
     /// Run every kept record of this function through the protocol again (after a producer or
     /// configuration fix). Records that now succeed are removed from the dead-letter table;
-    /// the others stay, with their latest reason.
+    /// the others stay, with their latest reason. Records older than the protocol applies
+    /// safely stay `too_old` (see [`Writer::replay_dead_letters_forced`]).
     pub async fn replay_dead_letters(&self) -> Result<ReplayReport, StoreError> {
+        self.replay(AgeCheck::Enforce).await
+    }
+
+    /// Like [`Writer::replay_dead_letters`], applying records however old they are: for an
+    /// operator who checked that a `too_old` record cannot undo anything (e.g. its item was
+    /// never deleted, its key never applied).
+    pub async fn replay_dead_letters_forced(&self) -> Result<ReplayReport, StoreError> {
+        self.replay(AgeCheck::Skip).await
+    }
+
+    async fn replay(&self, ages: AgeCheck) -> Result<ReplayReport, StoreError> {
         let kept = self.dead_letters.list().await?;
         let mut report = ReplayReport::default();
         for kind in [SourceKind::Kinesis, SourceKind::Sqs] {
@@ -97,7 +119,7 @@ impl<P: Protocol> Writer<P> {
                     })
                     .collect(),
             };
-            let results = self.handle_batch(&batch, Deadline::none()).await.results;
+            let results = self.run_batch(&batch, Deadline::none(), ages).await.results;
             for (letter, result) in group.into_iter().zip(results) {
                 match result {
                     RecordResult::Done(_) => {

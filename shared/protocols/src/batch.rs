@@ -70,6 +70,14 @@ pub trait Protocol: Sync {
     /// Parse and validate one record body.
     fn parse(&self, body: &[u8]) -> Result<Self::Record, Rejection>;
 
+    /// The oldest record (since its source received it) this protocol applies safely: an older
+    /// one may undo what it cannot see any more (a ratchet put whose item's tombstone expired
+    /// revives it; a counter delta whose key left the window counts twice). The Lambda edge
+    /// keeps such records as dead letters (`too_old`). `None`: no limit.
+    fn max_record_age(&self) -> Option<Duration> {
+        None
+    }
+
     /// Apply the valid records of a batch (indices refer to the batch).
     fn apply(
         &self,

@@ -23,6 +23,7 @@ pub fn batch(kind: SourceKind, bodies: &[Value], offset: usize) -> Batch {
                     id,
                     shard_id: None,
                     partition_key: None,
+                    arrived_at_ms: None,
                 },
                 body: body.to_string().into_bytes(),
             }
@@ -39,4 +40,23 @@ pub fn sqs_batch(bodies: &[Value], offset: usize) -> Batch {
 /// A Kinesis batch of JSON bodies with sequence numbers `0…0`, `0…1`, ...
 pub fn kinesis_batch(bodies: &[Value]) -> Batch {
     batch(SourceKind::Kinesis, bodies, 0)
+}
+
+/// A stored sample event as if its records reached the source now: Kinesis
+/// `approximateArrivalTimestamp` and SQS `SentTimestamp` set to the current time (the
+/// writers keep records older than their protocol applies safely as `too_old` dead letters).
+pub fn arriving_now(mut event: Value) -> Value {
+    let now_ms = dynamo_protocols::ddb::clock::epoch_millis();
+    let records = event.get_mut("Records").and_then(Value::as_array_mut);
+    for record in records.into_iter().flatten() {
+        if let Some(kinesis) = record.get_mut("kinesis").and_then(Value::as_object_mut) {
+            #[allow(clippy::cast_precision_loss)]
+            let secs = now_ms as f64 / 1000.0;
+            kinesis.insert("approximateArrivalTimestamp".into(), secs.into());
+        }
+        if let Some(attributes) = record.get_mut("attributes").and_then(Value::as_object_mut) {
+            attributes.insert("SentTimestamp".into(), now_ms.to_string().into());
+        }
+    }
+    event
 }

@@ -191,6 +191,11 @@ impl Protocol for Ratchet {
         self.parse_record(body)
     }
 
+    /// The tombstone lifetime: an older put may arrive after its item's tombstone expired.
+    fn max_record_age(&self) -> Option<std::time::Duration> {
+        Some(self.config.tombstone_ttl)
+    }
+
     async fn apply(
         &self,
         records: Vec<(usize, RatchetRecord)>,
