@@ -456,6 +456,104 @@ mod tests {
         );
     }
 
+    /// Which code each malformed input gets, including which check wins when an input fails
+    /// several (pinned before the parser moved to `serde` raw structs).
+    #[test]
+    fn rejection_codes_and_their_precedence() {
+        let upd = |extra: Value| update(extra);
+        let one = |r: Value| json!({"txId":"t","requests":[r]});
+        let cases: Vec<(Value, &str)> = vec![
+            (json!({"txId":5,"requests":[]}), "invalid_tx_id"),
+            (json!({"txId":null,"requests":[]}), "invalid_tx_id"),
+            (json!({"txId":"","requests":[]}), "invalid_tx_id"),
+            (json!({"txId":"a#b","requests":[]}), "invalid_tx_id"),
+            (json!({"txId":"x".repeat(MAX_TX_ID_LEN + 1),"requests":[]}), "invalid_tx_id"),
+            (json!({"txId":"x".repeat(MAX_TX_ID_LEN),"requests":[]}), "no_requests"),
+            (json!({"txId":"t"}), "no_requests"),
+            (json!({"txId":"t","requests":{}}), "no_requests"),
+            (json!({"txId":"t","requests":null}), "no_requests"),
+            (json!({"txId":"t","requests":vec![1; super::super::record::MAX_REQUESTS + 1]}), "too_many_requests"),
+            (one(json!(1)), "invalid_request"),
+            (one(json!({})), "invalid_request"),
+            (one(json!("Put")), "invalid_request"),
+            (one(json!({"Upsert":{"TableName":"Accounts"}})), "invalid_request"),
+            (one(json!({"Put":["Accounts"]})), "invalid_request"),
+            (one(json!({"Put":"Accounts"})), "invalid_request"),
+            (one(json!({"Put":{"TableName":"Accounts","Item":{"PK":"a"}},
+                        "Delete":{"TableName":"Accounts","Key":{"PK":"a"}}})), "invalid_request"),
+            (upd(json!({"Foo":1})), "invalid_request"),
+            (upd(json!({"Foo":1,"TableName":"Other"})), "invalid_request"),
+            (upd(json!({"TableName":"Other","Key":"x"})), "table_not_allowed"),
+            (upd(json!({"TableName":"Other","Key":{"_txLock":"a"}})), "table_not_allowed"),
+            (upd(json!({"TableName":"Other","ExpressionAttributeValues":[1]})), "table_not_allowed"),
+            (upd(json!({"TableName":5})), "invalid_request"),
+            (upd(json!({"TableName":"  "})), "invalid_request"),
+            (upd(json!({"TableName":null})), "invalid_request"),
+            (upd(json!({"Key":null})), "invalid_request"),
+            (upd(json!({"Key":[1]})), "invalid_request"),
+            (upd(json!({"ConditionExpression":null})), "invalid_request"),
+            (upd(json!({"ConditionExpression":""})), "invalid_request"),
+            (upd(json!({"UpdateExpression":5})), "invalid_request"),
+            (upd(json!({"ExpressionAttributeNames":{"#b":1}})), "invalid_request"),
+            (upd(json!({"ExpressionAttributeNames":["#b"]})), "invalid_request"),
+            (upd(json!({"ExpressionAttributeValues":[1]})), "invalid_request"),
+            (upd(json!({"ExpressionAttributeValues":null})), "invalid_request"),
+            (upd(json!({"Item":{"PK":"a"}})), "invalid_request"),
+            (upd(json!({"Item":{"_txLock":"a"}})), "invalid_request"),
+            (one(json!({"Update":{"TableName":"Accounts","Key":{"PK":"a"}}})), "invalid_request"),
+            (one(json!({"Put":{"TableName":"Accounts","Item":{"PK":"a"},"Key":null}})), "invalid_request"),
+            (one(json!({"Put":{"TableName":"Accounts","Item":{"PK":"a"},"Key":{"PK":"a"}}})), "invalid_request"),
+            (one(json!({"Put":{"TableName":"Accounts","Item":{"PK":"a"},"UpdateExpression":"SET a = :a"}})), "invalid_request"),
+            (one(json!({"Put":{"TableName":"Accounts"}})), "invalid_request"),
+            (one(json!({"Put":{"TableName":"Accounts","Item":null}})), "invalid_request"),
+            (one(json!({"Delete":{"TableName":"Accounts","Key":null}})), "invalid_request"),
+            (one(json!({"Delete":{"TableName":"Accounts","Key":{"PK":"a"},"Item":{"PK":"a"}}})), "invalid_request"),
+            (one(json!({"Delete":{"TableName":"Accounts","Key":{"PK":"a"},"UpdateExpression":"SET a = :a"}})), "invalid_request"),
+            (one(json!({"ConditionCheck":{"TableName":"Accounts","Key":{"PK":"a"},"ConditionExpression":"   "}})), "invalid_request"),
+            (one(json!({"Delete":{"TableName":"Accounts","Key":{"_txLock":"a"}}})), "reserved_attribute"),
+            (one(json!({"Delete":{"TableName":"Accounts","Key":{"PK":"a"},
+                "ExpressionAttributeNames":{"#a":"ok","#txpb":"x"}}})), "reserved_placeholder"),
+            (upd(json!({"ExpressionAttributeNames":{"b":"x"}})), "reserved_placeholder"),
+            (upd(json!({"ExpressionAttributeNames":{"#a":"_txX","#txp":"y"}})), "reserved_attribute"),
+            (upd(json!({"ExpressionAttributeNames":{"#a":"x","#txp":"_tx"}})), "reserved_attribute"),
+            (upd(json!({"ExpressionAttributeNames":{"#a":"x","#txp":"y"}})), "reserved_placeholder"),
+            (upd(json!({"ExpressionAttributeValues":{"v":1}})), "reserved_placeholder"),
+            (upd(json!({"UpdateExpression":"SET #txpz = :v"})), "reserved_placeholder"),
+            (upd(json!({"UpdateExpression":"SET b = :v","ConditionExpression":"attribute_exists(_txVer)"})), "reserved_attribute"),
+            (upd(json!({"UpdateExpression":"SET _txVer = :txpv","ExpressionAttributeValues":{":txpv":1}})), "reserved_placeholder"),
+            (json!({"txId":"t","requests":[
+                {"Delete":{"TableName":"Accounts","Key":{"PK":"a"}}},
+                {"Delete":{"TableName":"Other","Key":{"PK":"b"}}}]}), "table_not_allowed"),
+            (one(json!({"Put":{"TableName":"Accounts","Item":{"PK":"a"},"ConditionExpression":"attribute_not_exists(PK)"}})), "ok"),
+            (one(json!({"Delete":{"TableName":"Accounts","Key":{"PK":"a"}}})), "ok"),
+            (one(json!({"ConditionCheck":{"TableName":"Accounts","Key":{"PK":"a"},"ConditionExpression":"attribute_exists(PK)"}})), "ok"),
+            (json!({"txId":"t","extra":1,"requests":[{"Delete":{"TableName":"Accounts","Key":{"PK":"a"}}}]}), "ok"),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(code(body.clone()), expected, "{body}");
+        }
+        assert_eq!(
+            parse_message(b"{not json", &allowed()).map_err(|r| r.code.to_string()),
+            Err("bad_json".to_string())
+        );
+        let second = json!({"txId":"t","requests":[
+            {"Delete":{"TableName":"Accounts","Key":{"PK":"a"}}}, {"Delete":{"TableName":"Accounts"}}]});
+        let r = parse_message(second.to_string().as_bytes(), &allowed()).expect_err("refused");
+        assert!(r.message.starts_with("request 1: "), "{r}");
+    }
+
+    /// The requests are stored as canonical JSON: the same text for the same message (the
+    /// `txId` idempotency check compares it).
+    #[test]
+    fn requests_json_is_canonical() {
+        let body = r#"{"txId":"t","requests":[{"Update":{"UpdateExpression":"SET b = :v","TableName":"Accounts","Key":{"SK":2,"PK":"a"},"ExpressionAttributeValues":{":v":{"y":[1,2.5,"x"],"a":null}}}}]}"#;
+        let message = parse_message(body.as_bytes(), &allowed()).expect("valid");
+        assert_eq!(
+            message.requests_json(),
+            r#"[{"Update":{"ExpressionAttributeValues":{":v":{"a":null,"y":[1,2.5,"x"]}},"Key":{"PK":"a","SK":2},"TableName":"Accounts","UpdateExpression":"SET b = :v"}}]"#
+        );
+    }
+
     #[test]
     fn set_clause_is_merged_once() {
         assert_eq!(
