@@ -11,19 +11,19 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use lambda_runtime::{Context, LambdaEvent};
-use rand::{Rng, SeedableRng};
-use serde_json::{json, Map, Value};
 use dynamo_lambda::dead_letter::DeadLetters;
+use dynamo_lambda::Writer;
 use dynamo_protocols::ddb::item::item_to_json;
-use dynamo_protocols::Deadline;
 use dynamo_protocols::sweep::{SweepConfig, SweepSummary, Sweeper};
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamo_protocols::txn::read::Isolation;
 use dynamo_protocols::txn::record::TxState;
 use dynamo_protocols::txn::request::TxMessage;
 use dynamo_protocols::txn::{Coordinator, TxConfig, TxError, TxOutcome};
-use dynamo_lambda::Writer;
+use dynamo_protocols::Deadline;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use lambda_runtime::{Context, LambdaEvent};
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Map, Value};
 
 /// Tables of one test: logical id → name.
 struct Env {

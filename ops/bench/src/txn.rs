@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
-use rand::{Rng, SeedableRng};
-use serde_json::{json, Value};
+use dynamo_protocols::txn::{Coordinator, TxConfig, TxError};
 use dynamo_protocols::Deadline;
 use dynamo_testing::{client_with, template_tables};
-use dynamo_protocols::txn::{Coordinator, TxConfig, TxError};
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
 
 use crate::common::{next_arg, peak_rss_kib, spawn_worker};
 
