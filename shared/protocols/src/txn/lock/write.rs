@@ -244,3 +244,110 @@ impl Coordinator {
         conditional("UpdateItem", result)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::txn::request::parse_message;
+
+    fn resolved(request: Value) -> Resolved {
+        let body = json!({"txId":"t","requests":[request]});
+        let allowed = BTreeSet::from(["Accounts".to_string()]);
+        let mut message = parse_message(body.to_string().as_bytes(), &allowed).expect("valid");
+        Resolved {
+            index: 0,
+            request: message.requests.remove(0),
+            key: Item::from([("PK".to_string(), s("a"))]),
+            key_attribute: "PK".into(),
+            order: ("Accounts".into(), "{\"PK\":\"a\"}".into()),
+        }
+    }
+
+    fn item(token: Option<&str>) -> Item {
+        let mut item = Item::from([("PK".to_string(), s("a"))]);
+        if let Some(token) = token {
+            item.insert(ATTR_VERSION_TOKEN.into(), s(token));
+        }
+        item
+    }
+
+    #[test]
+    fn an_update_merges_the_protocol_set_and_ands_the_guard() {
+        let r = resolved(json!({"Update":{"TableName":"Accounts","Key":{"PK":"a"},
+            "UpdateExpression":"SET #b = #b - :a","ConditionExpression":"#b >= :a",
+            "ExpressionAttributeNames":{"#b":"balance"},"ExpressionAttributeValues":{":a":30}}}));
+        let current = item(Some("read"));
+        let mut expr = LockExpression::new(&r, Some(&current)).expect("expression");
+        assert_eq!(
+            expr.condition,
+            "(#b >= :a) AND (#txpv = :txpread AND attribute_not_exists(#txpl))"
+        );
+        let image = Some(AttributeValue::M(current));
+        let update = locked_update(&r.request.op, false, image, "t#1", "tok", &mut expr);
+        assert_eq!(
+            update,
+            "SET #txpl = :txpo, #txpv = :txpt, #txpi = :txpi, #b = #b - :a"
+        );
+        let mut names: Vec<&str> = expr.names.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["#b", "#txpi", "#txpl", "#txpv"]);
+        let mut values: Vec<&str> = expr.values.keys().map(String::as_str).collect();
+        values.sort_unstable();
+        assert_eq!(values, [":a", ":txpi", ":txpo", ":txpread", ":txpt"]);
+    }
+
+    #[test]
+    fn a_check_on_an_absent_item_inserts_a_transient_deleted_item() {
+        let r = resolved(
+            json!({"ConditionCheck":{"TableName":"Accounts","Key":{"PK":"a"},
+            "ConditionExpression":"attribute_not_exists(PK)"}}),
+        );
+        let mut expr = LockExpression::new(&r, None).expect("expression");
+        assert_eq!(
+            expr.condition,
+            "(attribute_not_exists(PK)) AND (attribute_not_exists(#txpk))"
+        );
+        let update = locked_update(&r.request.op, true, None, "t#1", "tok", &mut expr);
+        assert_eq!(
+            update,
+            "SET #txpl = :txpo, #txpv = :txpt, #txpd = :txptrue, #txptr = :txptrue"
+        );
+        assert_eq!(expr.names["#txpk"], "PK");
+    }
+
+    #[test]
+    fn a_delete_of_an_unversioned_item_saves_its_image() {
+        let r = resolved(json!({"Delete":{"TableName":"Accounts","Key":{"PK":"a"}}}));
+        let current = item(None);
+        let mut expr = LockExpression::new(&r, Some(&current)).expect("expression");
+        assert_eq!(
+            expr.condition,
+            "attribute_exists(#txpk) AND attribute_not_exists(#txpv) AND attribute_not_exists(#txpl)"
+        );
+        let image = Some(AttributeValue::M(current));
+        let update = locked_update(&r.request.op, false, image, "t#1", "tok", &mut expr);
+        assert_eq!(
+            update,
+            "SET #txpl = :txpo, #txpv = :txpt, #txpi = :txpi, #txpd = :txptrue"
+        );
+        assert!(!expr.names.contains_key("#txptr"));
+    }
+
+    #[test]
+    fn a_put_carries_the_protocol_attributes_in_its_item() {
+        let r = resolved(json!({"Put":{"TableName":"Accounts","Item":{"PK":"a","balance":7}}}));
+        let Operation::Put { item: new } = &r.request.op else {
+            panic!("a put");
+        };
+        let image = AttributeValue::M(item(Some("read")));
+        let locked = locked_item(new, "t#1", "tok", Some(image.clone())).expect("item");
+        assert_eq!(locked[ATTR_LOCK], s("t#1"));
+        assert_eq!(locked[ATTR_VERSION_TOKEN], s("tok"));
+        assert_eq!(locked[ATTR_IMAGE], image);
+        assert_eq!(locked["balance"], AttributeValue::N("7".into()));
+    }
+}
