@@ -68,7 +68,7 @@ async fn status(tx_id: &str) -> Result<(), String> {
             h.decision().map_or("-", |d| d.as_str()),
             h.attempt,
             h.version,
-            h.reason.as_deref().unwrap_or("-")
+            h.reason.as_ref().map_or("-", |r| r.as_str())
         ),
         None => println!("{tx_id}: no TX record"),
     }

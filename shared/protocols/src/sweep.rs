@@ -42,11 +42,14 @@ use aws_sdk_dynamodb::Client;
 use serde::Serialize;
 
 use crate::batch::Deadline;
+use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
+use crate::ddb::item::Item;
+use crate::ddb::Cost;
 use crate::txn::record::{
-    now_ms, ATTR_LAST_TOUCHED, ATTR_SWEEP_KEY, ATTR_TX_ID, SWEEP_DONE, SWEEP_INDEX, SWEEP_OPEN,
+    ATTR_LAST_TOUCHED, ATTR_SWEEP_KEY, ATTR_TX_ID, SWEEP_DONE, SWEEP_INDEX, SWEEP_OPEN,
 };
-use crate::txn::{Coordinator, Cost, Driven, TxConfig, TxError};
+use crate::txn::{Coordinator, Driven, TxConfig, TxError};
 
 /// Default stale threshold (longer than the coordinator's 60 s timeout).
 pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(300);
@@ -145,8 +148,8 @@ impl Sweeper {
         &self,
         key: &str,
         cutoff_ms: u64,
-        start: Option<crate::ddb::item::Item>,
-    ) -> Result<(Vec<String>, Option<crate::ddb::item::Item>), StoreError> {
+        start: Option<Item>,
+    ) -> Result<(Vec<String>, Option<Item>), StoreError> {
         let page = self
             .coordinator
             .client()
@@ -176,18 +179,39 @@ impl Sweeper {
     pub async fn sweep(&self, deadline: Deadline) -> Result<SweepSummary, SweepError> {
         let cost = Cost::default();
         let mut summary = SweepSummary::default();
-        let now = now_ms();
+        let now = epoch_millis();
         let stale_cutoff = now.saturating_sub(millis(self.config.stale_after));
+        self.sweep_stale(stale_cutoff, deadline, &cost, &mut summary)
+            .await?;
+        if !summary.stopped_early {
+            let retain_cutoff = now.saturating_sub(millis(self.config.retain));
+            self.sweep_retained(retain_cutoff, deadline, &cost, &mut summary)
+                .await?;
+        }
+        summary.write_calls = cost.write_calls();
+        summary.write_units = cost.write_units();
+        log_summary(&summary);
+        Ok(summary)
+    }
+
+    /// Drive every transaction untouched since `cutoff_ms` that is not completed.
+    async fn sweep_stale(
+        &self,
+        cutoff_ms: u64,
+        deadline: Deadline,
+        cost: &Cost,
+        summary: &mut SweepSummary,
+    ) -> Result<(), StoreError> {
         let mut start = None;
-        'stale: loop {
-            let (ids, next) = self.due(SWEEP_OPEN, stale_cutoff, start).await?;
+        loop {
+            let (ids, next) = self.due(SWEEP_OPEN, cutoff_ms, start).await?;
             for tx_id in ids {
                 if deadline.expired() {
                     summary.stopped_early = true;
-                    break 'stale;
+                    return Ok(());
                 }
                 summary.stale += 1;
-                match self.coordinator.drive(&tx_id, &cost).await {
+                match self.coordinator.drive(&tx_id, cost).await {
                     Ok(Some((_, Driven::RolledBack))) => summary.rolled_back += 1,
                     Ok(Some((_, Driven::Finished))) => summary.finished += 1,
                     Ok(_) => summary.already_completed += 1,
@@ -199,57 +223,67 @@ impl Sweeper {
             }
             start = next;
             if start.is_none() {
-                break;
+                return Ok(());
             }
         }
-        if !summary.stopped_early {
-            let retain_cutoff = now.saturating_sub(millis(self.config.retain));
-            let mut start = None;
-            'retain: loop {
-                let (ids, next) = self.due(SWEEP_DONE, retain_cutoff, start).await?;
-                for tx_id in ids {
-                    if deadline.expired() {
-                        summary.stopped_early = true;
-                        break 'retain;
-                    }
-                    let tx = self.coordinator.tx_table();
-                    let deleted = match tx.get(&tx_id).await {
-                        Ok(Some(h)) => tx.delete_completed(&h, &cost).await,
-                        Ok(None) => Ok(false),
-                        Err(e) => Err(e),
-                    };
-                    match deleted {
-                        Ok(true) => summary.deleted += 1,
-                        Ok(false) => {}
-                        Err(err) => {
-                            summary.errors += 1;
-                            log_error(&tx_id, &TxError::Store(err));
-                        }
-                    }
-                }
-                start = next;
-                if start.is_none() {
-                    break;
-                }
-            }
-        }
-        summary.write_calls = cost.write_calls();
-        summary.write_units = cost.write_units();
-        tracing::info!(
-            function = "tx-sweeper",
-            stale = summary.stale,
-            rolled_back = summary.rolled_back,
-            finished = summary.finished,
-            already_completed = summary.already_completed,
-            deleted = summary.deleted,
-            errors = summary.errors,
-            stopped_early = summary.stopped_early,
-            write_calls = summary.write_calls,
-            summary = %serde_json::to_string(&summary).unwrap_or_default(),
-            "sweep summary"
-        );
-        Ok(summary)
     }
+
+    /// Delete every record completed before `cutoff_ms`.
+    async fn sweep_retained(
+        &self,
+        cutoff_ms: u64,
+        deadline: Deadline,
+        cost: &Cost,
+        summary: &mut SweepSummary,
+    ) -> Result<(), StoreError> {
+        let mut start = None;
+        loop {
+            let (ids, next) = self.due(SWEEP_DONE, cutoff_ms, start).await?;
+            for tx_id in ids {
+                if deadline.expired() {
+                    summary.stopped_early = true;
+                    return Ok(());
+                }
+                match self.delete_completed(&tx_id, cost).await {
+                    Ok(true) => summary.deleted += 1,
+                    Ok(false) => {}
+                    Err(err) => {
+                        summary.errors += 1;
+                        log_error(&tx_id, &TxError::Store(err));
+                    }
+                }
+            }
+            start = next;
+            if start.is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Delete one completed record (`false`: gone, or not completed at the version read).
+    async fn delete_completed(&self, tx_id: &str, cost: &Cost) -> Result<bool, StoreError> {
+        let tx = self.coordinator.tx_table();
+        match tx.get(tx_id).await? {
+            Some(h) => tx.delete_completed(&h, cost).await,
+            None => Ok(false),
+        }
+    }
+}
+
+fn log_summary(summary: &SweepSummary) {
+    tracing::info!(
+        function = "tx-sweeper",
+        stale = summary.stale,
+        rolled_back = summary.rolled_back,
+        finished = summary.finished,
+        already_completed = summary.already_completed,
+        deleted = summary.deleted,
+        errors = summary.errors,
+        stopped_early = summary.stopped_early,
+        write_calls = summary.write_calls,
+        summary = %serde_json::to_string(summary).unwrap_or_default(),
+        "sweep summary"
+    );
 }
 
 fn millis(d: Duration) -> u64 {

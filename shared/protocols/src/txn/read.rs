@@ -14,12 +14,14 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use super::record::{parse_owner, reason, TxState};
-use super::request::{RequestKind, TxMessage, TxRequest};
-use super::{
-    flag, lock_of, new_token, plain_json, token_of, Coordinator, Cost, LockPhase, TxError,
-    ATTR_DELETE, ATTR_IMAGE, ATTR_TRANSIENT,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::item::{flag, lock_of, new_token, token_of};
+use super::lock::LockPhase;
+use super::record::{parse_owner, RollbackReason, TxHeader, TxState};
+use super::request::{Operation, TxMessage, TxRequest};
+use super::resolve::Resolved;
+use super::{plain_json, Coordinator, Cost, TxError, ATTR_DELETE, ATTR_IMAGE, ATTR_TRANSIENT};
 use crate::batch::Deadline;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::{Item, ItemKey};
@@ -33,6 +35,41 @@ pub enum Isolation {
     Committed,
     /// Under a lock (a read-only transaction).
     Locked,
+}
+
+/// The value a locked item would have if its holder's change stays: none for a pending
+/// `Delete` or a transient item.
+fn new_value(item: Item) -> Result<Option<Map<String, Value>>, StoreError> {
+    if flag(&item, ATTR_DELETE) || flag(&item, ATTR_TRANSIENT) {
+        Ok(None)
+    } else {
+        Ok(Some(plain_json(item)?))
+    }
+}
+
+/// A read-only transaction of `ConditionCheck`s that always hold, one per key.
+fn read_message(keys: &[(String, Map<String, Value>)]) -> TxMessage {
+    let mut raw = Vec::with_capacity(keys.len());
+    let mut requests = Vec::with_capacity(keys.len());
+    for (table, key) in keys {
+        let first = key.keys().next().cloned().unwrap_or_default();
+        let names = BTreeMap::from([("#k".to_string(), first)]);
+        let condition = "attribute_exists(#k) OR attribute_not_exists(#k)".to_string();
+        raw.push(json!({"ConditionCheck":{"TableName":table,"Key":key,
+            "ConditionExpression":condition,"ExpressionAttributeNames":names}}));
+        requests.push(TxRequest {
+            table: table.clone(),
+            op: Operation::ConditionCheck { key: key.clone() },
+            condition_expression: Some(condition),
+            names,
+            values: Map::new(),
+        });
+    }
+    TxMessage {
+        tx_id: format!("read-{}", new_token()),
+        requests,
+        raw_requests: raw,
+    }
 }
 
 impl Coordinator {
@@ -50,58 +87,54 @@ impl Coordinator {
                 .await?;
             return Ok(out.pop().flatten());
         }
-        let item_key = ItemKey::from_json(&Value::Object(key.clone()))
-            .map_err(|m| StoreError::Inconsistent(format!("read key: {m}")))?;
-        let item = self
-            .client
-            .get_item()
-            .table_name(table)
-            .set_key(Some(item_key.to_item().map_err(StoreError::from)?))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("GetItem", e))?
-            .item;
-        let Some(item) = item else {
+        let Some(item) = self.get_by_json_key(table, key).await? else {
             return Ok(None);
         };
         let Some(lock) = lock_of(&item).map(String::from) else {
             return Ok(Some(plain_json(item)?));
         };
-        let new_value = |item: Item| -> Result<Option<Map<String, Value>>, TxError> {
-            if flag(&item, ATTR_DELETE) || flag(&item, ATTR_TRANSIENT) {
-                Ok(None)
-            } else {
-                Ok(Some(plain_json(item)?))
-            }
-        };
-        match isolation {
-            Isolation::Uncommitted | Isolation::Locked => new_value(item),
-            Isolation::Committed => {
-                let committed = match parse_owner(&lock) {
-                    Some((tx_id, attempt)) => match self.tx.get(tx_id).await? {
-                        Some(h) => {
-                            h.attempt == attempt
-                                && h.decision() == Some(TxState::Committed)
-                                && h.state != TxState::Completed
-                                && token_of(&item)
-                                    .is_some_and(|t| h.tokens.values().any(|v| v == t))
-                        }
-                        None => false,
-                    },
-                    None => false,
-                };
-                if committed {
-                    return new_value(item);
-                }
-                match item.get(ATTR_IMAGE) {
-                    Some(aws_sdk_dynamodb::types::AttributeValue::M(image)) => {
-                        Ok(Some(plain_json(image.clone())?))
-                    }
-                    _ => Ok(None),
-                }
-            }
+        if isolation == Isolation::Uncommitted || self.holder_committed(&lock, &item).await? {
+            return Ok(new_value(item)?);
         }
+        match item.get(ATTR_IMAGE) {
+            Some(AttributeValue::M(image)) => Ok(Some(plain_json(image.clone())?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The item of `table` with the key `key` (plain JSON), strongly consistent.
+    async fn get_by_json_key(
+        &self,
+        table: &str,
+        key: &Map<String, Value>,
+    ) -> Result<Option<Item>, StoreError> {
+        let item_key = ItemKey::from_json(&Value::Object(key.clone()))
+            .map_err(|m| StoreError::Inconsistent(format!("read key: {m}")))?;
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(item_key.to_item()?))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        Ok(out.item)
+    }
+
+    /// Whether the holder of `lock` committed `item`'s change: its current attempt, decided
+    /// `committed` and not yet completed, with this item's token among its commit tokens.
+    async fn holder_committed(&self, lock: &str, item: &Item) -> Result<bool, StoreError> {
+        let Some((tx_id, attempt)) = parse_owner(lock) else {
+            return Ok(false);
+        };
+        let Some(h) = self.tx.get(tx_id).await? else {
+            return Ok(false);
+        };
+        Ok(h.attempt == attempt
+            && h.decision() == Some(TxState::Committed)
+            && h.state != TxState::Completed
+            && token_of(item).is_some_and(|t| h.tokens.values().any(|v| v == t)))
     }
 
     /// Read several items together under locks: a read-only transaction of `ConditionCheck`
@@ -110,34 +143,10 @@ impl Coordinator {
         &self,
         keys: &[(String, Map<String, Value>)],
     ) -> Result<Vec<Option<Map<String, Value>>>, TxError> {
-        let tx_id = format!("read-{}", new_token("read", keys.len()));
-        let mut raw = Vec::with_capacity(keys.len());
-        let mut requests = Vec::with_capacity(keys.len());
-        for (table, key) in keys {
-            let first = key.keys().next().cloned().unwrap_or_default();
-            let names = BTreeMap::from([("#k".to_string(), first)]);
-            let condition = "attribute_exists(#k) OR attribute_not_exists(#k)".to_string();
-            raw.push(json!({"ConditionCheck":{"TableName":table,"Key":key,
-                "ConditionExpression":condition,"ExpressionAttributeNames":names}}));
-            requests.push(TxRequest {
-                kind: RequestKind::ConditionCheck,
-                table: table.clone(),
-                key: Some(key.clone()),
-                item: None,
-                update_expression: None,
-                condition_expression: Some(condition),
-                names,
-                values: Map::new(),
-            });
-        }
-        let message = TxMessage {
-            tx_id,
-            requests,
-            raw_requests: raw,
-        };
+        let message = read_message(keys);
         let cost = Cost::default();
         let resolved = self.resolve(&message.requests).await?;
-        let header = match self
+        let header = self
             .tx
             .create(
                 &message.tx_id,
@@ -146,27 +155,15 @@ impl Coordinator {
                 &cost,
             )
             .await?
-        {
-            Ok(h) | Err(h) => h,
-        };
+            .into_header();
         let phase = self
             .lock_all(&header, &resolved, &cost, Deadline::none())
             .await?;
-        let mut values = Vec::with_capacity(resolved.len());
-        if let Some(LockPhase::Locked(_)) = phase {
-            for r in &resolved {
-                values.push(match self.get_item(r).await? {
-                    Some(item) if !flag(&item, ATTR_TRANSIENT) => Some(plain_json(item)?),
-                    _ => None,
-                });
-            }
-        }
-        // Release: a read changes nothing, so it ends as a rollback (final reason `read`).
-        let decided = match self.roll_back(&header, reason::READ, None, &cost).await? {
-            Ok(h) | Err(Some(h)) => h,
-            Err(None) => self.reload(&header.tx_id).await?,
+        let values = match phase {
+            LockPhase::Locked(_) => self.read_held(&resolved).await?,
+            _ => Vec::new(),
         };
-        self.complete(&decided, &resolved, &cost).await?;
+        self.release(&header, &resolved, &cost).await?;
         if values.len() != resolved.len() {
             return Err(TxError::Contention {
                 tx_id: header.tx_id,
@@ -174,5 +171,35 @@ impl Coordinator {
             });
         }
         Ok(values)
+    }
+
+    /// The values of items this read holds (a transient item reads as absent).
+    async fn read_held(
+        &self,
+        resolved: &[Resolved],
+    ) -> Result<Vec<Option<Map<String, Value>>>, StoreError> {
+        let mut values = Vec::with_capacity(resolved.len());
+        for r in resolved {
+            values.push(match self.get_item(r).await? {
+                Some(item) if !flag(&item, ATTR_TRANSIENT) => Some(plain_json(item)?),
+                _ => None,
+            });
+        }
+        Ok(values)
+    }
+
+    /// Release a read: it changes nothing, so it ends as a rollback (final reason `read`).
+    async fn release(
+        &self,
+        header: &TxHeader,
+        resolved: &[Resolved],
+        cost: &Cost,
+    ) -> Result<(), StoreError> {
+        let transition = self
+            .roll_back(header, RollbackReason::Read, None, cost)
+            .await?;
+        let decided = self.header_after(transition, &header.tx_id).await?;
+        self.complete(&decided, resolved, cost).await?;
+        Ok(())
     }
 }

@@ -11,18 +11,34 @@
 //!              "ExpressionAttributeNames":{"#b":"balance"},"ExpressionAttributeValues":{":a":30}}}]}
 //! ```
 //!
-//! Validation (a failure is a [`Rejection`], dead-lettered): the table is in the allow-list,
-//! no reserved protocol attribute (prefix [`RESERVED_PREFIX`]) is named anywhere, no
-//! placeholder uses the protocol's prefix ([`PLACEHOLDER_PREFIX`]), `ConditionCheck` has a
-//! condition, `Update` has an update expression, `Put` has an item.
+//! Validation (a failure is a [`Rejection`](crate::Rejection), dead-lettered): the table is
+//! in the allow-list, no reserved protocol attribute (prefix [`RESERVED_PREFIX`]) is named
+//! anywhere, no placeholder uses the protocol's prefix ([`PLACEHOLDER_PREFIX`]),
+//! `ConditionCheck` has a condition, `Update` has an update expression, `Put` has an item.
+//! [`parse_message`] reads the body through `serde` raw structs and validates them in a fixed
+//! order; the rejection code is the first failed check's.
+//!
+//! # Shape of a request
+//!
+//! A [`TxRequest`] is a struct holding what every `TransactWriteItems` entry has (table,
+//! `ConditionExpression`, the names and values maps) and an [`Operation`] enum holding what
+//! only one kind has (`Put`: the item; `Update`: key and update expression; `Delete` and
+//! `ConditionCheck`: the key). The shared part is handled identically for every kind (the
+//! condition is `AND`ed with the lock guard, the maps are merged with the protocol's), so it
+//! is written once rather than four times; what differs by kind is matched on the enum, and a
+//! request without its kind's parts cannot be built.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod parse;
+
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
-use crate::ddb::item::{canonical_json, Item};
-use crate::rejection::{Rejection, RejectionCode};
+use crate::ddb::item::canonical_json;
+
+pub(crate) use parse::recorded_requests;
+pub use parse::{parse_message, parse_requests};
 
 /// Attribute names starting with this are the protocol's (locks, images, versions).
 pub const RESERVED_PREFIX: &str = "_tx";
@@ -32,27 +48,62 @@ pub const PLACEHOLDER_PREFIX: &str = "txp";
 /// Longest accepted transaction id.
 pub const MAX_TX_ID_LEN: usize = 200;
 
-/// The four request kinds of `TransactWriteItems`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestKind {
+/// What a request does: the parts of a `TransactWriteItems` entry that depend on its kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operation {
     /// Replace (or create) the whole item.
-    Put,
+    Put {
+        /// `Item`: the new item (its key attributes name the item).
+        item: Map<String, Value>,
+    },
     /// Apply an update expression.
-    Update,
+    Update {
+        /// `Key`.
+        key: Map<String, Value>,
+        /// `UpdateExpression`.
+        update_expression: String,
+    },
     /// Delete the item.
-    Delete,
-    /// Only check a condition (and hold the item still until the decision).
-    ConditionCheck,
+    Delete {
+        /// `Key`.
+        key: Map<String, Value>,
+    },
+    /// Only check a condition (and hold the item still until the decision); its request
+    /// always has a `ConditionExpression`.
+    ConditionCheck {
+        /// `Key`.
+        key: Map<String, Value>,
+    },
 }
 
-impl RequestKind {
-    /// The JSON tag.
-    pub fn tag(self) -> &'static str {
+impl Operation {
+    /// The JSON tag: `Put`, `Update`, `Delete` or `ConditionCheck`.
+    pub fn tag(&self) -> &'static str {
         match self {
-            RequestKind::Put => "Put",
-            RequestKind::Update => "Update",
-            RequestKind::Delete => "Delete",
-            RequestKind::ConditionCheck => "ConditionCheck",
+            Operation::Put { .. } => "Put",
+            Operation::Update { .. } => "Update",
+            Operation::Delete { .. } => "Delete",
+            Operation::ConditionCheck { .. } => "ConditionCheck",
+        }
+    }
+
+    /// The attributes the request names the item by: the `Item` of a `Put`, else the `Key`.
+    pub fn attributes(&self) -> &Map<String, Value> {
+        match self {
+            Operation::Put { item } => item,
+            Operation::Update { key, .. }
+            | Operation::Delete { key }
+            | Operation::ConditionCheck { key } => key,
+        }
+    }
+
+    /// The `UpdateExpression` of an `Update`.
+    pub fn update_expression(&self) -> Option<&str> {
+        match self {
+            Operation::Update {
+                update_expression, ..
+            } => Some(update_expression),
+            _ => None,
         }
     }
 }
@@ -60,16 +111,10 @@ impl RequestKind {
 /// One validated request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TxRequest {
-    /// What it does.
-    pub kind: RequestKind,
     /// The table (in the allow-list).
     pub table: String,
-    /// `Key` (Update, Delete, ConditionCheck).
-    pub key: Option<Map<String, Value>>,
-    /// `Item` (Put).
-    pub item: Option<Map<String, Value>>,
-    /// `UpdateExpression` (Update).
-    pub update_expression: Option<String>,
+    /// What it does.
+    pub op: Operation,
     /// `ConditionExpression`, honoured: if it fails, the transaction rolls back.
     pub condition_expression: Option<String>,
     /// `ExpressionAttributeNames`.
@@ -89,18 +134,9 @@ impl TxRequest {
             .collect()
     }
 
-    /// The Put item as attribute values.
-    pub fn put_item(&self) -> Result<Item, serde_dynamo::Error> {
-        serde_dynamo::to_item(self.item.clone().unwrap_or_default())
-    }
-
     /// The item key given the table's key attribute names (from `Key`, or from the Put item).
     pub fn key_json(&self, key_names: &[String]) -> Result<Map<String, Value>, String> {
-        let source = match self.kind {
-            RequestKind::Put => self.item.as_ref(),
-            _ => self.key.as_ref(),
-        };
-        let source = source.ok_or("the request has no key")?;
+        let source = self.op.attributes();
         let mut key = Map::new();
         for name in key_names {
             let v = source
@@ -108,7 +144,8 @@ impl TxRequest {
                 .ok_or_else(|| format!("key attribute `{name}` is missing"))?;
             key.insert(name.clone(), v.clone());
         }
-        if self.kind != RequestKind::Put && source.len() != key.len() {
+        let is_put = matches!(self.op, Operation::Put { .. });
+        if !is_put && source.len() != key.len() {
             return Err(format!(
                 "`Key` must hold exactly the key attributes {key_names:?}"
             ));
@@ -133,260 +170,6 @@ impl TxMessage {
     pub fn requests_json(&self) -> String {
         canonical_json(&Value::Array(self.raw_requests.clone()))
     }
-}
-
-fn reject(code: RejectionCode, message: impl Into<String>) -> Rejection {
-    Rejection::new(code, message)
-}
-
-/// Parse a message body `{"txId":…,"requests":[…]}`.
-pub fn parse_message(body: &[u8], allowed: &BTreeSet<String>) -> Result<TxMessage, Rejection> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| reject(RejectionCode::BadJson, format!("the body is not JSON: {e}")))?;
-    let Some(obj) = value.as_object() else {
-        return Err(reject(
-            RejectionCode::NotAnObject,
-            "the body must be a JSON object",
-        ));
-    };
-    let tx_id = match obj.get("txId") {
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_TX_ID_LEN => s.clone(),
-        Some(_) => {
-            return Err(reject(
-                RejectionCode::InvalidTxId,
-                format!("`txId` must be a non-empty string of at most {MAX_TX_ID_LEN} bytes"),
-            ))
-        }
-        None => return Err(reject(RejectionCode::MissingTxId, "`txId` is missing")),
-    };
-    if tx_id.contains('#') {
-        return Err(reject(
-            RejectionCode::InvalidTxId,
-            "`txId` must not contain `#`",
-        ));
-    }
-    let Some(Value::Array(raw)) = obj.get("requests") else {
-        return Err(reject(
-            RejectionCode::NoRequests,
-            "`requests` must be an array",
-        ));
-    };
-    if raw.is_empty() {
-        return Err(reject(RejectionCode::NoRequests, "`requests` is empty"));
-    }
-    if raw.len() > super::record::MAX_REQUESTS {
-        return Err(reject(
-            RejectionCode::TooManyRequests,
-            format!(
-                "{} requests; a transaction takes at most {}",
-                raw.len(),
-                super::record::MAX_REQUESTS
-            ),
-        ));
-    }
-    let requests = parse_requests(raw, allowed)?;
-    Ok(TxMessage {
-        tx_id,
-        requests,
-        raw_requests: raw.clone(),
-    })
-}
-
-/// Parse and validate the request list (also used when resuming from a TX record).
-pub fn parse_requests(
-    raw: &[Value],
-    allowed: &BTreeSet<String>,
-) -> Result<Vec<TxRequest>, Rejection> {
-    raw.iter()
-        .enumerate()
-        .map(|(i, r)| {
-            parse_request(r, allowed).map_err(|mut e| {
-                e.message = format!("request {i}: {}", e.message);
-                e
-            })
-        })
-        .collect()
-}
-
-fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest, Rejection> {
-    let obj = value.as_object().filter(|o| o.len() == 1).ok_or_else(|| {
-        reject(
-            RejectionCode::InvalidRequest,
-            "a request is an object with exactly one of Put, Update, Delete, ConditionCheck",
-        )
-    })?;
-    let (tag, body) = obj
-        .iter()
-        .next()
-        .ok_or_else(|| reject(RejectionCode::InvalidRequest, "empty request"))?;
-    let kind = match tag.as_str() {
-        "Put" => RequestKind::Put,
-        "Update" => RequestKind::Update,
-        "Delete" => RequestKind::Delete,
-        "ConditionCheck" => RequestKind::ConditionCheck,
-        other => {
-            return Err(reject(
-                RejectionCode::InvalidRequest,
-                format!("unknown request kind {other:?}"),
-            ))
-        }
-    };
-    let body = body.as_object().ok_or_else(|| {
-        reject(
-            RejectionCode::InvalidRequest,
-            format!("`{tag}` must be an object"),
-        )
-    })?;
-    let known = [
-        "TableName",
-        "Key",
-        "Item",
-        "UpdateExpression",
-        "ConditionExpression",
-        "ExpressionAttributeNames",
-        "ExpressionAttributeValues",
-    ];
-    if let Some(unknown) = body.keys().find(|k| !known.contains(&k.as_str())) {
-        return Err(reject(
-            RejectionCode::InvalidRequest,
-            format!("unknown field `{unknown}`"),
-        ));
-    }
-    let text = |name: &str| -> Result<Option<String>, Rejection> {
-        match body.get(name) {
-            None => Ok(None),
-            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
-            Some(_) => Err(reject(
-                RejectionCode::InvalidRequest,
-                format!("`{name}` must be a non-empty string"),
-            )),
-        }
-    };
-    let table = text("TableName")?
-        .ok_or_else(|| reject(RejectionCode::InvalidRequest, "`TableName` is missing"))?;
-    if !allowed.contains(&table) {
-        return Err(reject(
-            RejectionCode::TableNotAllowed,
-            format!("table `{table}` is not in the allow-list"),
-        ));
-    }
-    let object = |name: &str| -> Result<Option<Map<String, Value>>, Rejection> {
-        match body.get(name) {
-            None => Ok(None),
-            Some(Value::Object(o)) => Ok(Some(o.clone())),
-            Some(_) => Err(reject(
-                RejectionCode::InvalidRequest,
-                format!("`{name}` must be an object"),
-            )),
-        }
-    };
-    let key = object("Key")?;
-    let item = object("Item")?;
-    let update_expression = text("UpdateExpression")?;
-    let condition_expression = text("ConditionExpression")?;
-    let mut names = BTreeMap::new();
-    for (placeholder, name) in object("ExpressionAttributeNames")?.unwrap_or_default() {
-        let Value::String(name) = name else {
-            return Err(reject(
-                RejectionCode::InvalidRequest,
-                "`ExpressionAttributeNames` values must be strings",
-            ));
-        };
-        names.insert(placeholder, name);
-    }
-    let values = object("ExpressionAttributeValues")?.unwrap_or_default();
-
-    match kind {
-        RequestKind::Put => {
-            if item.is_none() || key.is_some() || update_expression.is_some() {
-                return Err(reject(
-                    RejectionCode::InvalidRequest,
-                    "Put needs `Item` and takes no `Key` or `UpdateExpression`",
-                ));
-            }
-        }
-        RequestKind::Update => {
-            if key.is_none() || update_expression.is_none() || item.is_some() {
-                return Err(reject(
-                    RejectionCode::InvalidRequest,
-                    "Update needs `Key` and `UpdateExpression` and takes no `Item`",
-                ));
-            }
-        }
-        RequestKind::Delete | RequestKind::ConditionCheck => {
-            if key.is_none() || item.is_some() || update_expression.is_some() {
-                return Err(reject(
-                    RejectionCode::InvalidRequest,
-                    format!("{tag} needs `Key` and takes no `Item` or `UpdateExpression`"),
-                ));
-            }
-            if kind == RequestKind::ConditionCheck && condition_expression.is_none() {
-                return Err(reject(
-                    RejectionCode::InvalidRequest,
-                    "ConditionCheck needs a `ConditionExpression`",
-                ));
-            }
-        }
-    }
-
-    // Reserved attributes and placeholders.
-    let reserved = |name: &str| name.starts_with(RESERVED_PREFIX);
-    for attr in key.iter().chain(item.iter()).flat_map(|m| m.keys()) {
-        if reserved(attr) {
-            return Err(reject(
-                RejectionCode::ReservedAttribute,
-                format!("attribute `{attr}` is reserved by the transaction protocol"),
-            ));
-        }
-    }
-    for (placeholder, name) in &names {
-        if reserved(name) {
-            return Err(reject(
-                RejectionCode::ReservedAttribute,
-                format!("attribute `{name}` is reserved by the transaction protocol"),
-            ));
-        }
-        if !placeholder.starts_with('#') || placeholder[1..].starts_with(PLACEHOLDER_PREFIX) {
-            return Err(reject(RejectionCode::ReservedPlaceholder,
-                format!("name placeholder `{placeholder}` must start with `#` and not `#{PLACEHOLDER_PREFIX}`"),
-            ));
-        }
-    }
-    for placeholder in values.keys() {
-        if !placeholder.starts_with(':') || placeholder[1..].starts_with(PLACEHOLDER_PREFIX) {
-            return Err(reject(RejectionCode::ReservedPlaceholder,
-                format!("value placeholder `{placeholder}` must start with `:` and not `:{PLACEHOLDER_PREFIX}`"),
-            ));
-        }
-    }
-    for expr in update_expression.iter().chain(condition_expression.iter()) {
-        for token in expression_tokens(expr) {
-            if reserved(token) {
-                return Err(reject(
-                    RejectionCode::ReservedAttribute,
-                    format!("attribute `{token}` is reserved by the transaction protocol"),
-                ));
-            }
-            if let Some(rest) = token.strip_prefix('#').or_else(|| token.strip_prefix(':')) {
-                if rest.starts_with(PLACEHOLDER_PREFIX) {
-                    return Err(reject(
-                        RejectionCode::ReservedPlaceholder,
-                        format!("placeholder `{token}` uses the protocol's prefix"),
-                    ));
-                }
-            }
-        }
-    }
-    Ok(TxRequest {
-        kind,
-        table,
-        key,
-        item,
-        update_expression,
-        condition_expression,
-        names,
-        values,
-    })
 }
 
 /// The identifier-like tokens of an expression (names, placeholders, keywords, functions).
@@ -422,68 +205,6 @@ pub fn merge_set_clause(expression: &str, assignments: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn allowed() -> BTreeSet<String> {
-        BTreeSet::from(["Accounts".to_string()])
-    }
-
-    fn code(body: Value) -> String {
-        match parse_message(body.to_string().as_bytes(), &allowed()) {
-            Ok(_) => "ok".into(),
-            Err(r) => r.code.to_string(),
-        }
-    }
-
-    fn update(extra: Value) -> Value {
-        let mut u = json!({"TableName":"Accounts","Key":{"PK":"a"},"UpdateExpression":"SET b = :v","ExpressionAttributeValues":{":v":1}});
-        if let (Some(u), Some(extra)) = (u.as_object_mut(), extra.as_object()) {
-            for (k, v) in extra {
-                u.insert(k.clone(), v.clone());
-            }
-        }
-        json!({"txId":"t","requests":[{"Update":u}]})
-    }
-
-    #[test]
-    fn each_invalid_message_has_its_code() {
-        assert_eq!(code(update(json!({}))), "ok");
-        assert_eq!(code(json!([1])), "not_an_object");
-        assert_eq!(code(json!({"requests":[]})), "missing_tx_id");
-        assert_eq!(code(json!({"txId":"t","requests":[]})), "no_requests");
-        assert_eq!(
-            code(update(json!({"TableName":"Other"}))),
-            "table_not_allowed"
-        );
-        assert_eq!(
-            code(update(json!({"UpdateExpression":"SET _txLock = :v"}))),
-            "reserved_attribute"
-        );
-        assert_eq!(
-            code(update(
-                json!({"UpdateExpression":"SET #n = :v","ExpressionAttributeNames":{"#n":"_txVer"}})
-            )),
-            "reserved_attribute"
-        );
-        assert_eq!(
-            code(update(
-                json!({"UpdateExpression":"SET b = :txpv","ExpressionAttributeValues":{":txpv":1}})
-            )),
-            "reserved_placeholder"
-        );
-        assert_eq!(
-            code(
-                json!({"txId":"t","requests":[{"ConditionCheck":{"TableName":"Accounts","Key":{"PK":"a"}}}]})
-            ),
-            "invalid_request"
-        );
-        assert_eq!(
-            code(
-                json!({"txId":"t","requests":[{"Put":{"TableName":"Accounts","Item":{"PK":"a","_txLock":"x"}}}]})
-            ),
-            "reserved_attribute"
-        );
-    }
 
     #[test]
     fn set_clause_is_merged_once() {

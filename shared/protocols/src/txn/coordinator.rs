@@ -1,0 +1,340 @@
+//! [`Coordinator`]: runs transaction messages to their outcome, attempt after attempt, and is
+//! the [`Protocol`] of the `tx-coordinator` function.
+//!
+//! A run ([`Coordinator::run`]) creates the TX record (or finds it: the `txId` idempotency
+//! point), then moves with the header's state until the transaction is completed:
+//!
+//! | header | the run |
+//! |---|---|
+//! | `pending` | locks every item, then commits, or rolls back on a failed condition or an invalid request ([`lock`](super::lock)) |
+//! | `committed`, `rolled_back` | finalizes or undoes every item, marks it completed ([`finish`](super::finish)) |
+//! | `completed` | returns its outcome; an aborted attempt (conflict, abandoned) is restarted |
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use futures::StreamExt;
+
+use super::lock::LockPhase;
+use super::record::{Creation, RollbackReason, TxHeader, TxState, TxTable};
+use super::request::{self, TxMessage};
+use super::resolve::Resolved;
+use super::{Cost, TxConfig, TxError, TxOutcome, TxReport};
+use crate::batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
+use crate::ddb::retry::Backoff;
+use crate::rejection::{Rejection, RejectionCode};
+
+/// Waits before restarting an aborted attempt: 50 ms doubling up to 250 ms, each jittered
+/// up to twice that, so that no wait reaches 500 ms (the longest wait of the default 5
+/// attempts before); one wait per restart.
+const RESTART_FIRST: Duration = Duration::from_millis(50);
+/// Longest restart wait before jitter.
+const RESTART_MAX: Duration = Duration::from_millis(250);
+
+/// The coordinator: runs transactions and drives others' to completion.
+#[derive(Debug, Clone)]
+pub struct Coordinator {
+    pub(super) client: Client,
+    pub(super) config: TxConfig,
+    pub(super) tx: TxTable,
+    /// Key attribute names (hash first) by table.
+    pub(super) key_schemas: Arc<Mutex<HashMap<String, Vec<String>>>>,
+}
+
+/// What one run of a message keeps across its attempts.
+struct Run<'a> {
+    resolved: Vec<Resolved>,
+    deadline: Deadline,
+    cost: &'a Cost,
+    /// Attempts made by this run (the first included).
+    attempts: u32,
+    /// Whether this run wrote the decision (commit or rollback).
+    decided_here: bool,
+    /// Whether this run wrote locks: if another coordinator completed the transaction
+    /// meanwhile, a lock write of ours may have landed after its decision (an orphan).
+    locked_here: bool,
+    /// DynamoDB's message when it rejected a request of this run.
+    invalid: Option<String>,
+    /// The waits before restarts.
+    restarts: Box<dyn Iterator<Item = Duration> + Send>,
+}
+
+/// How a completed transaction ended for its run.
+enum Ended {
+    /// Final: committed, or rolled back for a final reason.
+    Final(TxOutcome),
+    /// The attempt was aborted (conflict, abandoned): nothing applied, a new attempt may run.
+    Aborted,
+}
+
+impl Run<'_> {
+    /// The outcome of a completed transaction (an invalid request is a rejection).
+    fn ended(&self, header: &TxHeader) -> Result<Ended, TxError> {
+        if header.decision == Some(TxState::Committed) {
+            return Ok(Ended::Final(if self.decided_here {
+                TxOutcome::Committed
+            } else {
+                TxOutcome::AlreadyCommitted
+            }));
+        }
+        let request = header.failed_request.unwrap_or(0);
+        match &header.reason {
+            Some(RollbackReason::InvalidRequest) => {
+                let message = self
+                    .invalid
+                    .clone()
+                    .unwrap_or_else(|| "DynamoDB rejected the request".into());
+                Err(TxError::Rejected(Rejection::new(
+                    RejectionCode::RejectedByDynamodb,
+                    format!("request {request}: {message}"),
+                )))
+            }
+            Some(reason) if reason.is_final() => Ok(Ended::Final(if self.decided_here {
+                TxOutcome::RolledBack { request }
+            } else {
+                TxOutcome::AlreadyRolledBack { request }
+            })),
+            _ => Ok(Ended::Aborted),
+        }
+    }
+}
+
+impl Coordinator {
+    /// A coordinator with the given settings.
+    pub fn new(client: Client, config: TxConfig) -> Self {
+        let tx = TxTable::new(client.clone(), config.table.clone());
+        Coordinator {
+            client,
+            config,
+            tx,
+            key_schemas: Arc::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &TxConfig {
+        &self.config
+    }
+
+    /// The TX table.
+    pub fn tx_table(&self) -> &TxTable {
+        &self.tx
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Parse and validate a message body against the allow-list.
+    pub fn parse_message(&self, body: &[u8]) -> Result<TxMessage, Rejection> {
+        request::parse_message(body, &self.config.allowed_tables)
+    }
+
+    /// Run one transaction message to its outcome (or resume it, or report its outcome).
+    pub async fn run(&self, message: &TxMessage, deadline: Deadline) -> Result<TxReport, TxError> {
+        let cost = Cost::default();
+        let outcome = self.run_with(message, deadline, &cost).await?;
+        Ok(TxReport {
+            outcome,
+            write_calls: cost.write_calls(),
+            write_units: cost.write_units(),
+        })
+    }
+
+    async fn run_with(
+        &self,
+        message: &TxMessage,
+        deadline: Deadline,
+        cost: &Cost,
+    ) -> Result<TxOutcome, TxError> {
+        if deadline.expired() {
+            return Err(TxError::Deferred);
+        }
+        let resolved = self.resolve(&message.requests).await?;
+        let mut header = self.create_or_resume(message, cost).await?;
+        let restarts = Backoff::new(
+            RESTART_FIRST,
+            RESTART_MAX,
+            self.config.max_attempts as usize,
+        );
+        let mut run = Run {
+            resolved,
+            deadline,
+            cost,
+            attempts: 1,
+            decided_here: false,
+            locked_here: false,
+            invalid: None,
+            restarts: Box::new(restarts.delays()),
+        };
+        loop {
+            let state = header.state;
+            header = match state {
+                TxState::Pending => self.attempt(&mut run, &header).await?,
+                TxState::Committed | TxState::RolledBack => {
+                    self.complete(&header, &run.resolved, cost).await?
+                }
+                TxState::Completed if run.locked_here => {
+                    self.release_orphans(&header, &run.resolved, cost).await?;
+                    run.locked_here = false;
+                    header
+                }
+                TxState::Completed => match run.ended(&header)? {
+                    Ended::Final(outcome) => return Ok(outcome),
+                    Ended::Aborted => self.restart_aborted(&mut run, &header).await?,
+                },
+            };
+        }
+    }
+
+    /// Step 1: create the record, or find it recorded with the same requests.
+    async fn create_or_resume(
+        &self,
+        message: &TxMessage,
+        cost: &Cost,
+    ) -> Result<TxHeader, TxError> {
+        let requests_json = message.requests_json();
+        let created = self
+            .tx
+            .create(&message.tx_id, &requests_json, message.requests.len(), cost)
+            .await?;
+        match created {
+            Creation::Created(header) => Ok(header),
+            Creation::Exists(existing) => {
+                if self.tx.requests_json(&existing).await? != requests_json {
+                    return Err(TxError::Rejected(Rejection::new(
+                        RejectionCode::TxIdReused,
+                        format!(
+                            "txId {} is already recorded with other requests",
+                            message.tx_id
+                        ),
+                    )));
+                }
+                Ok(existing)
+            }
+        }
+    }
+
+    /// Steps 2–3 of a pending attempt: lock every item, then decide (commit, or roll back);
+    /// returns the header after.
+    async fn attempt(&self, run: &mut Run<'_>, header: &TxHeader) -> Result<TxHeader, TxError> {
+        if run.deadline.expired() {
+            return Err(TxError::Deferred);
+        }
+        run.locked_here = true;
+        let cost = run.cost;
+        let phase = self
+            .lock_all(header, &run.resolved, cost, run.deadline)
+            .await?;
+        let transition = match phase {
+            LockPhase::Deferred => return Err(TxError::Deferred),
+            LockPhase::Decided => return Ok(self.reload(&header.tx_id).await?),
+            LockPhase::Locked(tokens) => self.commit(header, tokens, cost).await?,
+            LockPhase::ConditionFailed(i) => {
+                self.roll_back(header, RollbackReason::ConditionFailed, Some(i), cost)
+                    .await?
+            }
+            LockPhase::Invalid(i, message) => {
+                run.invalid = Some(message);
+                self.roll_back(header, RollbackReason::InvalidRequest, Some(i), cost)
+                    .await?
+            }
+        };
+        if transition.is_moved() {
+            run.decided_here = true;
+        }
+        Ok(self.header_after(transition, &header.tx_id).await?)
+    }
+
+    /// An aborted attempt: wait, then restart with the next attempt (unless the attempts or
+    /// the time are spent).
+    async fn restart_aborted(
+        &self,
+        run: &mut Run<'_>,
+        header: &TxHeader,
+    ) -> Result<TxHeader, TxError> {
+        if run.attempts >= self.config.max_attempts {
+            return Err(TxError::Contention {
+                tx_id: header.tx_id.clone(),
+                attempts: run.attempts,
+            });
+        }
+        if run.deadline.expired() {
+            return Err(TxError::Deferred);
+        }
+        run.attempts += 1;
+        tokio::time::sleep(run.restarts.next().unwrap_or(RESTART_MAX)).await;
+        let transition = self.restart(header, run.cost).await?;
+        Ok(self.header_after(transition, &header.tx_id).await?)
+    }
+
+    async fn apply_one(
+        &self,
+        i: usize,
+        message: TxMessage,
+        deadline: Deadline,
+        calls: &AtomicU64,
+    ) -> (usize, RecordResult<TxOutcome>) {
+        let cost = Cost::default();
+        let result = self.run_with(&message, deadline, &cost).await;
+        calls.fetch_add(cost.write_calls(), Ordering::Relaxed);
+        let result = match result {
+            Ok(outcome) => {
+                tracing::info!(tx_id = %message.tx_id, outcome = outcome.label(),
+                    write_calls = cost.write_calls(), write_units = cost.write_units(),
+                    "transaction");
+                RecordResult::Done(outcome)
+            }
+            Err(e) => e.into_record_result(),
+        };
+        (i, result)
+    }
+}
+
+impl Protocol for Coordinator {
+    type Record = TxMessage;
+    type Outcome = TxOutcome;
+
+    fn parse(&self, body: &[u8]) -> Result<TxMessage, Rejection> {
+        self.parse_message(body)
+    }
+
+    async fn apply(
+        &self,
+        records: Vec<(usize, TxMessage)>,
+        deadline: Deadline,
+    ) -> Applied<TxOutcome> {
+        let calls = AtomicU64::new(0);
+        let calls_ref = &calls;
+        let work: Vec<_> = records
+            .into_iter()
+            .map(|(i, message)| self.apply_one(i, message, deadline, calls_ref))
+            .collect();
+        let results: Vec<(usize, RecordResult<TxOutcome>)> = futures::stream::iter(work)
+            .buffer_unordered(self.config.concurrency)
+            .collect()
+            .await;
+        Applied {
+            results,
+            write_calls: usize::try_from(calls.into_inner()).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_waits_are_bounded() {
+        let policy = Backoff::new(RESTART_FIRST, RESTART_MAX, 50);
+        let delays: Vec<Duration> = policy.delays().collect();
+        assert_eq!(delays.len(), 50, "one wait per restart at most");
+        assert!(delays.iter().all(|d| *d < Duration::from_millis(500)));
+        assert!(delays[0] >= RESTART_FIRST);
+    }
+}

@@ -1,0 +1,125 @@
+//! The header transitions of a coordinator: commit, roll back, restart, mark completed (each
+//! one conditional write on the header's `Version`, see [`Transition`]), and reading the
+//! header again when a transition lost without telling the winner's state.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::item::s;
+use super::record::{self, RollbackReason, Transition, TxHeader, TxState};
+use super::{Coordinator, Cost};
+use crate::ddb::error::StoreError;
+
+impl Coordinator {
+    /// Read a header that must exist.
+    pub(super) async fn reload(&self, tx_id: &str) -> Result<TxHeader, StoreError> {
+        self.tx
+            .get(tx_id)
+            .await?
+            .ok_or_else(|| StoreError::Inconsistent(format!("TX {tx_id}: header vanished")))
+    }
+
+    /// The header after a transition: as written or as the winner left it, or read again.
+    pub(super) async fn header_after(
+        &self,
+        transition: Transition,
+        tx_id: &str,
+    ) -> Result<TxHeader, StoreError> {
+        match transition.into_known() {
+            Some(header) => Ok(header),
+            None => self.reload(tx_id).await,
+        }
+    }
+
+    /// Whether this attempt is still pending (a consistent read of the header).
+    pub(super) async fn still_pending(&self, header: &TxHeader) -> Result<bool, StoreError> {
+        Ok(self.tx.get(&header.tx_id).await?.is_some_and(|h| {
+            h.state == TxState::Pending
+                && h.attempt == header.attempt
+                && h.version == header.version
+        }))
+    }
+
+    /// Step 3: `pending → committed` with every item's token (conditioned on the version read).
+    pub(super) async fn commit(
+        &self,
+        header: &TxHeader,
+        tokens: BTreeMap<usize, String>,
+        cost: &Cost,
+    ) -> Result<Transition, StoreError> {
+        let tokens = AttributeValue::M(
+            tokens
+                .into_iter()
+                .map(|(i, t)| (i.to_string(), s(t)))
+                .collect(),
+        );
+        let set = [
+            (record::ATTR_STATE, s(TxState::Committed.as_str())),
+            (record::ATTR_TOKENS, tokens),
+        ];
+        self.tx.transition(header, &set, &[], cost).await
+    }
+
+    /// `pending → rolled_back` (conditioned on the version read). A header that is not
+    /// pending is not written: [`Transition::Lost`] with it.
+    pub(super) async fn roll_back(
+        &self,
+        header: &TxHeader,
+        why: RollbackReason,
+        request: Option<usize>,
+        cost: &Cost,
+    ) -> Result<Transition, StoreError> {
+        if header.state != TxState::Pending {
+            return Ok(Transition::Lost(header.clone()));
+        }
+        let mut set = vec![
+            (record::ATTR_STATE, s(TxState::RolledBack.as_str())),
+            (record::ATTR_REASON, s(why.as_str())),
+        ];
+        if let Some(i) = request {
+            set.push((
+                record::ATTR_FAILED_REQUEST,
+                AttributeValue::N(i.to_string()),
+            ));
+        }
+        self.tx.transition(header, &set, &[], cost).await
+    }
+
+    /// Completed-and-aborted → `pending` with the next attempt.
+    pub(super) async fn restart(
+        &self,
+        header: &TxHeader,
+        cost: &Cost,
+    ) -> Result<Transition, StoreError> {
+        let set = [
+            (record::ATTR_STATE, s(TxState::Pending.as_str())),
+            (
+                record::ATTR_ATTEMPT,
+                AttributeValue::N((header.attempt + 1).to_string()),
+            ),
+            (record::ATTR_SWEEP_KEY, s(record::SWEEP_OPEN)),
+        ];
+        let remove = [
+            record::ATTR_REASON,
+            record::ATTR_FAILED_REQUEST,
+            record::ATTR_DECISION,
+            record::ATTR_TOKENS,
+        ];
+        self.tx.transition(header, &set, &remove, cost).await
+    }
+
+    /// Step 5: `→ completed`, keeping the decision, `SweepKey open → done`.
+    pub(super) async fn mark_completed(
+        &self,
+        header: &TxHeader,
+        cost: &Cost,
+    ) -> Result<Transition, StoreError> {
+        let set = [
+            (record::ATTR_STATE, s(TxState::Completed.as_str())),
+            (record::ATTR_DECISION, s(header.state.as_str())),
+            (record::ATTR_SWEEP_KEY, s(record::SWEEP_DONE)),
+        ];
+        self.tx.transition(header, &set, &[], cost).await
+    }
+}

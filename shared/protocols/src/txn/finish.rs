@@ -1,0 +1,277 @@
+//! Steps 4–5 of a decided transaction, by any coordinator or the sweeper: finalize (committed
+//! change) or undo (everything else) each item, then mark the record completed; undoing
+//! orphan locks; and [`Coordinator::drive`], the sweeper's step.
+
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, ReturnConsumedCapacity};
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::item::{flag, lock_of, s, token_of, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK};
+use super::item::{ATTR_TRANSIENT, ATTR_VERSION_TOKEN};
+use super::record::{parse_owner, RollbackReason, TxHeader, TxState};
+use super::request::recorded_requests;
+use super::resolve::Resolved;
+use super::{Coordinator, Cost, Driven, TxError};
+use crate::ddb::cond::{conditional, Cond};
+use crate::ddb::error::StoreError;
+use crate::ddb::item::Item;
+
+/// Guard of a finalize or undo write (placeholders `#txpl`, `#txpv`, `:txpo`, `:txpt`).
+const CONDITION_HELD_BY: &str = "#txpl = :txpo AND #txpv = :txpt";
+/// Finalize of a kept item.
+const UPDATE_UNLOCK: &str = "REMOVE #txpl, #txpi, #txpd, #txptr";
+
+/// Count a finalize/undo write; one whose guard failed was done by someone else: fine.
+fn guarded(
+    result: Result<Cond<Option<ConsumedCapacity>>, StoreError>,
+    cost: &Cost,
+) -> Result<(), StoreError> {
+    match result {
+        Ok(Cond::Done(consumed)) => {
+            cost.add(consumed.as_ref());
+            Ok(())
+        }
+        Ok(Cond::Failed { .. }) => {
+            cost.add_failed();
+            Ok(())
+        }
+        Err(e) => {
+            cost.add_failed();
+            Err(e)
+        }
+    }
+}
+
+/// The lock and token an item holds (empty when absent: the guard then fails).
+fn held_by(item: &Item) -> (String, String) {
+    let owner = lock_of(item).unwrap_or_default().to_string();
+    let token = token_of(item).unwrap_or_default().to_string();
+    (owner, token)
+}
+
+impl Coordinator {
+    /// Steps 4–5 of a decided transaction: finalize (committed, this attempt, recorded token)
+    /// or undo (everything else of this transaction) every item, then mark it completed.
+    pub(super) async fn complete(
+        &self,
+        header: &TxHeader,
+        resolved: &[Resolved],
+        cost: &Cost,
+    ) -> Result<TxHeader, StoreError> {
+        let work: Vec<_> = resolved
+            .iter()
+            .map(|r| self.complete_item(header, r, cost))
+            .collect();
+        let results: Vec<Result<(), StoreError>> = futures::stream::iter(work)
+            .buffer_unordered(self.config.concurrency)
+            .collect()
+            .await;
+        for r in results {
+            r?;
+        }
+        let transition = self.mark_completed(header, cost).await?;
+        self.header_after(transition, &header.tx_id).await
+    }
+
+    async fn complete_item(
+        &self,
+        header: &TxHeader,
+        r: &Resolved,
+        cost: &Cost,
+    ) -> Result<(), StoreError> {
+        let Some(item) = self.get_item(r).await? else {
+            return Ok(());
+        };
+        let Some((tx, attempt)) = lock_of(&item).and_then(parse_owner) else {
+            return Ok(());
+        };
+        if tx != header.tx_id || attempt > header.attempt {
+            return Ok(());
+        }
+        let token = token_of(&item).unwrap_or_default();
+        if header.state == TxState::Committed
+            && attempt == header.attempt
+            && header.tokens.get(&r.index).map(String::as_str) == Some(token)
+        {
+            self.finalize_item(r, &item, cost).await
+        } else {
+            self.undo_item(r, &item, cost).await
+        }
+    }
+
+    /// Finalize T's committed change on one item (unlock, or delete).
+    pub(super) async fn finalize_item(
+        &self,
+        r: &Resolved,
+        item: &Item,
+        cost: &Cost,
+    ) -> Result<(), StoreError> {
+        let (owner, token) = held_by(item);
+        let result = if flag(item, ATTR_DELETE) {
+            self.delete_held(r, owner, token).await
+        } else {
+            self.unlock(r, owner, token).await
+        };
+        guarded(result, cost)
+    }
+
+    /// Undo T's change on one item (restore the image, or delete what did not exist).
+    pub(super) async fn undo_item(
+        &self,
+        r: &Resolved,
+        item: &Item,
+        cost: &Cost,
+    ) -> Result<(), StoreError> {
+        let (owner, token) = held_by(item);
+        let result = match item.get(ATTR_IMAGE) {
+            Some(AttributeValue::M(image)) => self.restore(r, image.clone(), owner, token).await,
+            _ => self.delete_held(r, owner, token).await,
+        };
+        guarded(result, cost)
+    }
+
+    /// Remove the lock, image and markers of an item held by `owner` with `token`.
+    async fn unlock(
+        &self,
+        r: &Resolved,
+        owner: String,
+        token: String,
+    ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&r.request.table)
+            .set_key(Some(r.key.clone()))
+            .update_expression(UPDATE_UNLOCK)
+            .condition_expression(CONDITION_HELD_BY)
+            .expression_attribute_names("#txpl", ATTR_LOCK)
+            .expression_attribute_names("#txpv", ATTR_VERSION_TOKEN)
+            .expression_attribute_names("#txpi", ATTR_IMAGE)
+            .expression_attribute_names("#txpd", ATTR_DELETE)
+            .expression_attribute_names("#txptr", ATTR_TRANSIENT)
+            .expression_attribute_values(":txpo", s(owner))
+            .expression_attribute_values(":txpt", s(token))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map(|o| o.consumed_capacity);
+        conditional("UpdateItem", result)
+    }
+
+    /// Put the saved image back on an item held by `owner` with `token`.
+    async fn restore(
+        &self,
+        r: &Resolved,
+        image: Item,
+        owner: String,
+        token: String,
+    ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&r.request.table)
+            .set_item(Some(image))
+            .condition_expression(CONDITION_HELD_BY)
+            .expression_attribute_names("#txpl", ATTR_LOCK)
+            .expression_attribute_names("#txpv", ATTR_VERSION_TOKEN)
+            .expression_attribute_values(":txpo", s(owner))
+            .expression_attribute_values(":txpt", s(token))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map(|o| o.consumed_capacity);
+        conditional("PutItem", result)
+    }
+
+    /// Delete an item held by `owner` with `token`.
+    async fn delete_held(
+        &self,
+        r: &Resolved,
+        owner: String,
+        token: String,
+    ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&r.request.table)
+            .set_key(Some(r.key.clone()))
+            .condition_expression(CONDITION_HELD_BY)
+            .expression_attribute_names("#txpl", ATTR_LOCK)
+            .expression_attribute_names("#txpv", ATTR_VERSION_TOKEN)
+            .expression_attribute_values(":txpo", s(owner))
+            .expression_attribute_values(":txpt", s(token))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map(|o| o.consumed_capacity);
+        conditional("DeleteItem", result)
+    }
+
+    /// Undo every lock of a completed transaction still on its items: all are orphans (a
+    /// lock write that landed after the decision), since completion finalized or undid every
+    /// legitimate one.
+    pub(super) async fn release_orphans(
+        &self,
+        header: &TxHeader,
+        resolved: &[Resolved],
+        cost: &Cost,
+    ) -> Result<(), StoreError> {
+        for r in resolved {
+            let Some(item) = self.get_item(r).await? else {
+                continue;
+            };
+            let ours = lock_of(&item)
+                .and_then(parse_owner)
+                .is_some_and(|(tx, attempt)| tx == header.tx_id && attempt <= header.attempt);
+            if ours {
+                tracing::info!(tx_id = %header.tx_id, "undoing a lock written after the decision");
+                self.undo_item(r, &item, cost).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drive a recorded transaction towards completion (the sweeper's step): roll back if
+    /// pending (`abandoned`), finish if decided. Returns the header after, and what was done;
+    /// `None` when there is no such record.
+    pub async fn drive(
+        &self,
+        tx_id: &str,
+        cost: &Cost,
+    ) -> Result<Option<(TxHeader, Driven)>, TxError> {
+        let Some(mut header) = self.tx.get(tx_id).await? else {
+            return Ok(None);
+        };
+        let mut driven = Driven::Nothing;
+        if header.state == TxState::Pending {
+            let transition = self
+                .roll_back(&header, RollbackReason::Abandoned, None, cost)
+                .await?;
+            if transition.is_moved() {
+                driven = Driven::RolledBack;
+            }
+            header = self.header_after(transition, tx_id).await?;
+        }
+        if matches!(header.state, TxState::Committed | TxState::RolledBack) {
+            let resolved = self.recorded(&header).await?;
+            if driven == Driven::Nothing {
+                driven = if header.state == TxState::Committed {
+                    Driven::Finished
+                } else {
+                    Driven::RolledBack
+                };
+            }
+            header = self.complete(&header, &resolved, cost).await?;
+        }
+        Ok(Some((header, driven)))
+    }
+
+    /// The requests of a TX record, resolved.
+    async fn recorded(&self, header: &TxHeader) -> Result<Vec<Resolved>, TxError> {
+        let json = self.tx.requests_json(header).await?;
+        let raw: Vec<Value> = serde_json::from_str(&json)
+            .map_err(|e| StoreError::Inconsistent(format!("TX {} requests: {e}", header.tx_id)))?;
+        let requests = recorded_requests(&raw).map_err(TxError::Rejected)?;
+        self.resolve(&requests).await
+    }
+}

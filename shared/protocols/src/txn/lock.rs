@@ -1,0 +1,241 @@
+//! Step 2 of a transaction: every item locked, its image saved and its request applied in
+//! one conditional write ([`write`](mod@write)), one item at a time in the global lock order;
+//! and what a coordinator does when it meets another transaction's lock (module docs,
+//! "Contention").
+
+mod write;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use super::item::{lock_of, new_token, token_of};
+use super::record::{parse_owner, RollbackReason, TxHeader, TxState};
+use super::resolve::Resolved;
+use super::{Coordinator, Cost};
+use crate::batch::Deadline;
+use crate::ddb::error::StoreError;
+use crate::ddb::item::Item;
+use crate::ddb::retry::Backoff;
+
+/// Waits on a pending transaction's lock: 5 ms doubling up to 100 ms, each jittered up to
+/// twice that; as many as it takes, [`TxConfig::lock_patience`](super::TxConfig) bounds the
+/// time waited before the holder is rolled back.
+const LOCK_WAIT: Backoff = Backoff::new(
+    Duration::from_millis(5),
+    Duration::from_millis(100),
+    usize::MAX,
+);
+
+/// What the lock phase ended with.
+#[derive(Debug)]
+pub(super) enum LockPhase {
+    /// Every item locked: request index → the token of its lock write.
+    Locked(BTreeMap<usize, String>),
+    /// The transaction was decided by someone else meanwhile: stop locking.
+    Decided,
+    /// Request `.0`'s own condition failed on an unchanged, unlocked item.
+    ConditionFailed(usize),
+    /// DynamoDB rejected request `.0` as invalid (its message).
+    Invalid(usize, String),
+    /// The deadline came first.
+    Deferred,
+}
+
+/// What locking one item ended with.
+#[derive(Debug)]
+enum ItemLock {
+    /// This attempt holds the item, with this token.
+    Held(String),
+    /// Locking stops here.
+    Stopped(LockPhase),
+}
+
+/// What one lock write ended with.
+#[derive(Debug)]
+enum LockWrite {
+    Done,
+    /// The condition failed; the item as it was (`ALL_OLD`).
+    ConditionFailed(Option<Item>),
+    /// DynamoDB rejected the request as invalid.
+    Invalid(String),
+}
+
+/// The wait on one item's lock holder.
+struct LockWait {
+    /// Waited since the holder was met (or last rolled back).
+    waited: Duration,
+    delays: Box<dyn Iterator<Item = Duration> + Send>,
+}
+
+impl LockWait {
+    fn new() -> Self {
+        LockWait {
+            waited: Duration::ZERO,
+            delays: Box::new(LOCK_WAIT.delays()),
+        }
+    }
+}
+
+impl Coordinator {
+    /// Step 2 for every item, in the global lock order.
+    pub(super) async fn lock_all(
+        &self,
+        header: &TxHeader,
+        resolved: &[Resolved],
+        cost: &Cost,
+        deadline: Deadline,
+    ) -> Result<LockPhase, StoreError> {
+        let owner = header.owner();
+        let mut order: Vec<&Resolved> = resolved.iter().collect();
+        order.sort_by(|a, b| a.order.cmp(&b.order));
+        let reads: Vec<_> = order.iter().map(|r| self.get_item(r)).collect();
+        let reads: Vec<Result<Option<Item>, StoreError>> = futures::stream::iter(reads)
+            .buffered(self.config.concurrency)
+            .collect()
+            .await;
+        let mut tokens = BTreeMap::new();
+        for (r, read) in order.into_iter().zip(reads) {
+            match self
+                .lock_item(header, &owner, r, read?, cost, deadline)
+                .await?
+            {
+                ItemLock::Held(token) => {
+                    tokens.insert(r.index, token);
+                }
+                ItemLock::Stopped(phase) => return Ok(phase),
+            }
+        }
+        Ok(LockPhase::Locked(tokens))
+    }
+
+    /// Step 2 for one item, read as `current`: write until this attempt holds it, or stop.
+    async fn lock_item(
+        &self,
+        header: &TxHeader,
+        owner: &str,
+        r: &Resolved,
+        mut current: Option<Item>,
+        cost: &Cost,
+        deadline: Deadline,
+    ) -> Result<ItemLock, StoreError> {
+        let mut wait = LockWait::new();
+        loop {
+            if deadline.expired() {
+                return Ok(ItemLock::Stopped(LockPhase::Deferred));
+            }
+            if let Some(item) = current.as_ref().filter(|i| lock_of(i).is_some()) {
+                if lock_of(item) == Some(owner) {
+                    let token = token_of(item).unwrap_or_default();
+                    return Ok(ItemLock::Held(token.to_string()));
+                }
+                self.meet_lock(r, item, &mut wait, cost).await?;
+                if !self.still_pending(header).await? {
+                    return Ok(ItemLock::Stopped(LockPhase::Decided));
+                }
+                current = self.get_item(r).await?;
+                continue;
+            }
+            let token = new_token();
+            match self
+                .lock_write(owner, r, current.as_ref(), &token, cost)
+                .await?
+            {
+                LockWrite::Done => return Ok(ItemLock::Held(token)),
+                LockWrite::ConditionFailed(now) => {
+                    let locked = now.as_ref().and_then(lock_of).is_some();
+                    if !locked && now == current {
+                        return Ok(ItemLock::Stopped(LockPhase::ConditionFailed(r.index)));
+                    }
+                    // Before writing again, make sure nobody decided us meanwhile: a write
+                    // after the decision would be an orphan.
+                    if !self.still_pending(header).await? {
+                        return Ok(ItemLock::Stopped(LockPhase::Decided));
+                    }
+                    current = now;
+                }
+                LockWrite::Invalid(message) => {
+                    return Ok(ItemLock::Stopped(LockPhase::Invalid(r.index, message)))
+                }
+            }
+        }
+    }
+
+    /// Another transaction's lock is on `item`: decide it (see the module docs).
+    async fn meet_lock(
+        &self,
+        r: &Resolved,
+        item: &Item,
+        wait: &mut LockWait,
+        cost: &Cost,
+    ) -> Result<(), StoreError> {
+        let lock = lock_of(item).unwrap_or_default();
+        let Some((other_id, other_attempt)) = parse_owner(lock) else {
+            return Err(StoreError::Inconsistent(format!(
+                "unreadable lock {lock:?}"
+            )));
+        };
+        let Some(other) = self.tx.get(other_id).await? else {
+            // The holder's record is gone: a straggling write after deletion. Undo it.
+            return self.undo_item(r, item, cost).await;
+        };
+        if other_attempt < other.attempt || other.state == TxState::Completed {
+            return self.undo_item(r, item, cost).await;
+        }
+        match other.state {
+            TxState::Committed => {
+                let token = token_of(item).unwrap_or_default();
+                if other.tokens.values().any(|t| t == token) {
+                    self.finalize_item(r, item, cost).await
+                } else {
+                    self.undo_item(r, item, cost).await
+                }
+            }
+            TxState::RolledBack | TxState::Completed => self.undo_item(r, item, cost).await,
+            TxState::Pending => self.wait_or_roll_back(&other, wait, cost).await,
+        }
+    }
+
+    /// A pending holder: wait (jittered backoff), or roll it back (`conflict`) once the wait
+    /// reached the patience.
+    async fn wait_or_roll_back(
+        &self,
+        other: &TxHeader,
+        wait: &mut LockWait,
+        cost: &Cost,
+    ) -> Result<(), StoreError> {
+        if wait.waited >= self.config.lock_patience {
+            tracing::debug!(
+                tx_id = other.tx_id.as_str(),
+                "rolling back a transaction holding a lock"
+            );
+            // Either we decide it or someone else did: both end the wait.
+            self.roll_back(other, RollbackReason::Conflict, None, cost)
+                .await?;
+            wait.waited = Duration::ZERO;
+        } else {
+            let pause = wait.delays.next().unwrap_or(LOCK_WAIT.max);
+            tokio::time::sleep(pause).await;
+            wait.waited += pause;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_waits_stay_within_their_bounds() {
+        let delays: Vec<Duration> = LockWait::new().delays.take(200).collect();
+        assert_eq!(
+            delays.len(),
+            200,
+            "the wait is bounded by the patience, not a count"
+        );
+        assert!(delays[0] >= Duration::from_millis(5) && delays[0] < Duration::from_millis(10));
+        assert!(delays.iter().all(|d| *d < Duration::from_millis(200)));
+    }
+}

@@ -1,0 +1,353 @@
+//! The lock write: lock, save the image and apply the request in one conditional write.
+//!
+//! The write is conditioned on the item still being the image read (`_txVer` unchanged and
+//! not locked, never versioned, or still absent), `AND`ed with the request's own condition;
+//! the protocol's attributes are set next to the request's change (a `Put` carries them in
+//! its item, the other kinds in a `SET` merged into the update expression).
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+};
+use serde_json::{Map, Value};
+
+use super::LockWrite;
+use crate::ddb::cond::{conditional, Cond};
+use crate::ddb::error::{ErrorClass, StoreError};
+use crate::ddb::item::Item;
+use crate::txn::item::{
+    s, token_of, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT, ATTR_VERSION_TOKEN,
+};
+use crate::txn::request::{merge_set_clause, Operation};
+use crate::txn::resolve::Resolved;
+use crate::txn::{Coordinator, Cost};
+
+/// Lock write on an item last written by a transaction (its token unchanged, not locked).
+const CONDITION_UNCHANGED_VERSIONED: &str = "#txpv = :txpread AND attribute_not_exists(#txpl)";
+/// Lock write on an item never written by a transaction.
+const CONDITION_UNCHANGED_UNVERSIONED: &str =
+    "attribute_exists(#txpk) AND attribute_not_exists(#txpv) AND attribute_not_exists(#txpl)";
+/// Lock write on an absent item.
+const CONDITION_STILL_ABSENT: &str = "attribute_not_exists(#txpk)";
+
+/// The condition of a lock write and its placeholders (the request's and the protocol's).
+struct LockExpression {
+    condition: String,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl LockExpression {
+    /// The request's condition `AND` the guard for the item as read (`None`: absent).
+    fn new(r: &Resolved, current: Option<&Item>) -> Result<Self, StoreError> {
+        let req = &r.request;
+        let mut names: HashMap<String, String> = req
+            .names
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut values: HashMap<String, AttributeValue> = req
+            .attribute_values()
+            .map_err(StoreError::from)?
+            .into_iter()
+            .collect();
+        names.insert("#txpl".into(), ATTR_LOCK.into());
+        names.insert("#txpv".into(), ATTR_VERSION_TOKEN.into());
+        let guard = match current.map(token_of) {
+            Some(Some(token)) => {
+                values.insert(":txpread".into(), s(token));
+                CONDITION_UNCHANGED_VERSIONED
+            }
+            Some(None) => {
+                names.insert("#txpk".into(), r.key_attribute.clone());
+                CONDITION_UNCHANGED_UNVERSIONED
+            }
+            None => {
+                names.insert("#txpk".into(), r.key_attribute.clone());
+                CONDITION_STILL_ABSENT
+            }
+        };
+        let condition = match &req.condition_expression {
+            Some(c) => format!("({c}) AND ({guard})"),
+            None => guard.to_string(),
+        };
+        Ok(LockExpression {
+            condition,
+            names,
+            values,
+        })
+    }
+}
+
+/// A `Put`'s new item with the lock, the token and the image.
+fn locked_item(
+    item: &Map<String, Value>,
+    owner: &str,
+    token: &str,
+    image: Option<AttributeValue>,
+) -> Result<Item, StoreError> {
+    let mut item: Item = serde_dynamo::to_item(item)?;
+    item.insert(ATTR_LOCK.into(), s(owner));
+    item.insert(ATTR_VERSION_TOKEN.into(), s(token));
+    if let Some(image) = image {
+        item.insert(ATTR_IMAGE.into(), image);
+    }
+    Ok(item)
+}
+
+/// The update expression of an `Update`, `Delete` or `ConditionCheck` lock write: the
+/// protocol's `SET` (lock, token, image, delete and transient markers) merged into the
+/// request's update expression.
+fn locked_update(
+    op: &Operation,
+    absent: bool,
+    image: Option<AttributeValue>,
+    owner: &str,
+    token: &str,
+    expr: &mut LockExpression,
+) -> String {
+    let deletes = match op {
+        Operation::Delete { .. } => true,
+        Operation::ConditionCheck { .. } => absent,
+        Operation::Put { .. } | Operation::Update { .. } => false,
+    };
+    let transient = absent
+        && matches!(
+            op,
+            Operation::Delete { .. } | Operation::ConditionCheck { .. }
+        );
+    let mut assignments = vec!["#txpl = :txpo", "#txpv = :txpt"];
+    expr.values.insert(":txpo".into(), s(owner));
+    expr.values.insert(":txpt".into(), s(token));
+    if let Some(image) = image {
+        expr.names.insert("#txpi".into(), ATTR_IMAGE.into());
+        expr.values.insert(":txpi".into(), image);
+        assignments.push("#txpi = :txpi");
+    }
+    if deletes {
+        expr.names.insert("#txpd".into(), ATTR_DELETE.into());
+        expr.values
+            .insert(":txptrue".into(), AttributeValue::Bool(true));
+        assignments.push("#txpd = :txptrue");
+    }
+    if transient {
+        expr.names.insert("#txptr".into(), ATTR_TRANSIENT.into());
+        assignments.push("#txptr = :txptrue");
+    }
+    let set = assignments.join(", ");
+    match op.update_expression() {
+        Some(e) => merge_set_clause(e, &set),
+        None => format!("SET {set}"),
+    }
+}
+
+/// Count the write and tell its three endings apart (an invalid request is an ending, not an
+/// error: the transaction rolls back).
+fn lock_outcome(
+    result: Result<Cond<Option<ConsumedCapacity>>, StoreError>,
+    cost: &Cost,
+) -> Result<LockWrite, StoreError> {
+    match result {
+        Ok(Cond::Done(consumed)) => {
+            cost.add(consumed.as_ref());
+            Ok(LockWrite::Done)
+        }
+        Ok(Cond::Failed { old }) => {
+            cost.add_failed();
+            Ok(LockWrite::ConditionFailed(old))
+        }
+        Err(err) => {
+            cost.add_failed();
+            if err.class() == ErrorClass::InvalidRequest {
+                Ok(LockWrite::Invalid(err.to_string()))
+            } else {
+                Err(err)
+            }
+        }
+    }
+}
+
+impl Coordinator {
+    /// Step 2 for one item: lock, save the image and apply the request in one write.
+    pub(super) async fn lock_write(
+        &self,
+        owner: &str,
+        r: &Resolved,
+        current: Option<&Item>,
+        token: &str,
+        cost: &Cost,
+    ) -> Result<LockWrite, StoreError> {
+        let mut expr = LockExpression::new(r, current)?;
+        let image = current.map(|i| AttributeValue::M(i.clone()));
+        let result = match &r.request.op {
+            Operation::Put { item } => {
+                let item = locked_item(item, owner, token, image)?;
+                if current.is_none() {
+                    // The absent guard uses neither `#txpl` nor `#txpv`.
+                    expr.names.remove("#txpl");
+                    expr.names.remove("#txpv");
+                }
+                self.send_locked_put(r, item, expr).await
+            }
+            op => {
+                let update = locked_update(op, current.is_none(), image, owner, token, &mut expr);
+                self.send_locked_update(r, update, expr).await
+            }
+        };
+        lock_outcome(result, cost)
+    }
+
+    async fn send_locked_put(
+        &self,
+        r: &Resolved,
+        item: Item,
+        expr: LockExpression,
+    ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
+        let values = (!expr.values.is_empty()).then_some(expr.values);
+        let result = self
+            .client
+            .put_item()
+            .table_name(&r.request.table)
+            .set_item(Some(item))
+            .condition_expression(expr.condition)
+            .set_expression_attribute_names(Some(expr.names))
+            .set_expression_attribute_values(values)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map(|o| o.consumed_capacity);
+        conditional("PutItem", result)
+    }
+
+    async fn send_locked_update(
+        &self,
+        r: &Resolved,
+        update: String,
+        expr: LockExpression,
+    ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&r.request.table)
+            .set_key(Some(r.key.clone()))
+            .update_expression(update)
+            .condition_expression(expr.condition)
+            .set_expression_attribute_names(Some(expr.names))
+            .set_expression_attribute_values(Some(expr.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map(|o| o.consumed_capacity);
+        conditional("UpdateItem", result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::txn::request::parse_message;
+
+    fn resolved(request: Value) -> Resolved {
+        let body = json!({"txId":"t","requests":[request]});
+        let allowed = BTreeSet::from(["Accounts".to_string()]);
+        let mut message = parse_message(body.to_string().as_bytes(), &allowed).expect("valid");
+        Resolved {
+            index: 0,
+            request: message.requests.remove(0),
+            key: Item::from([("PK".to_string(), s("a"))]),
+            key_attribute: "PK".into(),
+            order: ("Accounts".into(), "{\"PK\":\"a\"}".into()),
+        }
+    }
+
+    fn item(token: Option<&str>) -> Item {
+        let mut item = Item::from([("PK".to_string(), s("a"))]);
+        if let Some(token) = token {
+            item.insert(ATTR_VERSION_TOKEN.into(), s(token));
+        }
+        item
+    }
+
+    #[test]
+    fn an_update_merges_the_protocol_set_and_ands_the_guard() {
+        let r = resolved(json!({"Update":{"TableName":"Accounts","Key":{"PK":"a"},
+            "UpdateExpression":"SET #b = #b - :a","ConditionExpression":"#b >= :a",
+            "ExpressionAttributeNames":{"#b":"balance"},"ExpressionAttributeValues":{":a":30}}}));
+        let current = item(Some("read"));
+        let mut expr = LockExpression::new(&r, Some(&current)).expect("expression");
+        assert_eq!(
+            expr.condition,
+            "(#b >= :a) AND (#txpv = :txpread AND attribute_not_exists(#txpl))"
+        );
+        let image = Some(AttributeValue::M(current));
+        let update = locked_update(&r.request.op, false, image, "t#1", "tok", &mut expr);
+        assert_eq!(
+            update,
+            "SET #txpl = :txpo, #txpv = :txpt, #txpi = :txpi, #b = #b - :a"
+        );
+        let mut names: Vec<&str> = expr.names.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["#b", "#txpi", "#txpl", "#txpv"]);
+        let mut values: Vec<&str> = expr.values.keys().map(String::as_str).collect();
+        values.sort_unstable();
+        assert_eq!(values, [":a", ":txpi", ":txpo", ":txpread", ":txpt"]);
+    }
+
+    #[test]
+    fn a_check_on_an_absent_item_inserts_a_transient_deleted_item() {
+        let r = resolved(
+            json!({"ConditionCheck":{"TableName":"Accounts","Key":{"PK":"a"},
+            "ConditionExpression":"attribute_not_exists(PK)"}}),
+        );
+        let mut expr = LockExpression::new(&r, None).expect("expression");
+        assert_eq!(
+            expr.condition,
+            "(attribute_not_exists(PK)) AND (attribute_not_exists(#txpk))"
+        );
+        let update = locked_update(&r.request.op, true, None, "t#1", "tok", &mut expr);
+        assert_eq!(
+            update,
+            "SET #txpl = :txpo, #txpv = :txpt, #txpd = :txptrue, #txptr = :txptrue"
+        );
+        assert_eq!(expr.names["#txpk"], "PK");
+    }
+
+    #[test]
+    fn a_delete_of_an_unversioned_item_saves_its_image() {
+        let r = resolved(json!({"Delete":{"TableName":"Accounts","Key":{"PK":"a"}}}));
+        let current = item(None);
+        let mut expr = LockExpression::new(&r, Some(&current)).expect("expression");
+        assert_eq!(
+            expr.condition,
+            "attribute_exists(#txpk) AND attribute_not_exists(#txpv) AND attribute_not_exists(#txpl)"
+        );
+        let image = Some(AttributeValue::M(current));
+        let update = locked_update(&r.request.op, false, image, "t#1", "tok", &mut expr);
+        assert_eq!(
+            update,
+            "SET #txpl = :txpo, #txpv = :txpt, #txpi = :txpi, #txpd = :txptrue"
+        );
+        assert!(!expr.names.contains_key("#txptr"));
+    }
+
+    #[test]
+    fn a_put_carries_the_protocol_attributes_in_its_item() {
+        let r = resolved(json!({"Put":{"TableName":"Accounts","Item":{"PK":"a","balance":7}}}));
+        let Operation::Put { item: new } = &r.request.op else {
+            panic!("a put");
+        };
+        let image = AttributeValue::M(item(Some("read")));
+        let locked = locked_item(new, "t#1", "tok", Some(image.clone())).expect("item");
+        assert_eq!(locked[ATTR_LOCK], s("t#1"));
+        assert_eq!(locked[ATTR_VERSION_TOKEN], s("tok"));
+        assert_eq!(locked[ATTR_IMAGE], image);
+        assert_eq!(locked["balance"], AttributeValue::N("7".into()));
+    }
+}

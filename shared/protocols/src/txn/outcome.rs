@@ -1,0 +1,126 @@
+//! What running or driving a transaction ends with: [`TxOutcome`] (decided), [`TxError`]
+//! (not decided now), [`TxReport`] (outcome and cost), [`Driven`] (the sweeper's step).
+
+use crate::batch::{Outcome, RecordResult};
+use crate::ddb::error::StoreError;
+use crate::rejection::Rejection;
+
+/// How a transaction ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxOutcome {
+    /// Committed by this run: every request applied.
+    Committed,
+    /// Request `request`'s condition failed: nothing applied.
+    RolledBack {
+        /// Index of the request whose `ConditionExpression` failed.
+        request: usize,
+    },
+    /// The `txId` was already committed: nothing done again.
+    AlreadyCommitted,
+    /// The `txId` was already rolled back on request `request`'s condition.
+    AlreadyRolledBack {
+        /// Index of the request whose condition failed.
+        request: usize,
+    },
+}
+
+impl TxOutcome {
+    /// Whether the requests are applied.
+    pub fn is_committed(&self) -> bool {
+        matches!(self, TxOutcome::Committed | TxOutcome::AlreadyCommitted)
+    }
+}
+
+impl Outcome for TxOutcome {
+    fn label(&self) -> &'static str {
+        match self {
+            TxOutcome::Committed => "committed",
+            TxOutcome::RolledBack { .. } => "rolled_back",
+            TxOutcome::AlreadyCommitted | TxOutcome::AlreadyRolledBack { .. } => "duplicate",
+        }
+    }
+}
+
+/// A transaction's outcome and cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxReport {
+    /// The outcome.
+    pub outcome: TxOutcome,
+    /// Write requests made (failed conditional writes included).
+    pub write_calls: u64,
+    /// Consumed write capacity units reported by DynamoDB.
+    pub write_units: f64,
+}
+
+/// A transaction could not be decided now.
+#[derive(Debug, thiserror::Error)]
+pub enum TxError {
+    /// DynamoDB failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The message can never succeed (dead-lettered).
+    #[error("rejected: {0}")]
+    Rejected(Rejection),
+    /// The deadline is close; the transaction stays as it is and resumes on redelivery.
+    #[error("deadline reached; the transaction resumes on the next delivery")]
+    Deferred,
+    /// Still aborted by contention after the allowed attempts.
+    #[error("transaction {tx_id} aborted by contention {attempts} times; retry later")]
+    Contention {
+        /// The transaction.
+        tx_id: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+}
+
+impl TxError {
+    /// The batch result of a message that ended with this error: rejected (dead letter),
+    /// deferred, or failed (delivered again; contention is [`StoreError::Contention`], a
+    /// transient error).
+    pub(super) fn into_record_result(self) -> RecordResult<TxOutcome> {
+        match self {
+            TxError::Rejected(r) => RecordResult::Rejected(r),
+            TxError::Deferred => RecordResult::Deferred,
+            TxError::Store(e) => RecordResult::Failed(e),
+            TxError::Contention { tx_id, attempts } => {
+                RecordResult::Failed(StoreError::Contention {
+                    what: format!("transaction {tx_id}"),
+                    attempts: usize::try_from(attempts).unwrap_or(usize::MAX),
+                })
+            }
+        }
+    }
+}
+
+/// What [`Coordinator::drive`](super::Coordinator::drive) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driven {
+    /// Already completed.
+    Nothing,
+    /// Rolled back (it was pending) or completed its rollback.
+    RolledBack,
+    /// Completed its commit.
+    Finished,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ddb::error::ErrorClass;
+
+    #[test]
+    fn contention_is_a_transient_failure() {
+        let error = TxError::Contention {
+            tx_id: "t-1".into(),
+            attempts: 5,
+        };
+        match error.into_record_result() {
+            RecordResult::Failed(e @ StoreError::Contention { .. }) => {
+                assert_eq!(e.class(), ErrorClass::Transient);
+                assert!(e.to_string().contains("t-1"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

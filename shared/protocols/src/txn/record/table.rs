@@ -1,0 +1,429 @@
+//! [`TxTable`]: reads and conditional writes of TX records.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
+};
+use aws_sdk_dynamodb::Client;
+
+use super::{
+    get_s, header_key, n, part_sort_key, s, TxHeader, TxState, ATTR_ATTEMPT, ATTR_CHUNK,
+    ATTR_EXPIRES_AT, ATTR_LAST_TOUCHED, ATTR_PART, ATTR_PARTS, ATTR_REQUESTS, ATTR_STATE,
+    ATTR_SWEEP_KEY, ATTR_TX_ID, ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS,
+    REQUEST_PART_PREFIX, SWEEP_OPEN, TOKEN_ENTRY_BYTES,
+};
+use crate::ddb::clock::{epoch_millis, epoch_seconds};
+use crate::ddb::cond::{conditional, Cond};
+use crate::ddb::error::StoreError;
+use crate::ddb::item::Item;
+use crate::ddb::Cost;
+
+/// Header creation: the `txId` idempotency point.
+const CONDITION_NEW: &str = "attribute_not_exists(#txpid)";
+/// Key condition selecting a TX record's request parts.
+const KEY_CONDITION_REQUEST_PARTS: &str = "#txpid = :txpid AND begins_with(#txppart, :txpprefix)";
+/// Header writes: only from the version the writer read.
+const CONDITION_VERSION: &str = "#txpver = :txpexpect";
+/// Deleting a record: only once completed, and only the version the deleter read.
+const CONDITION_DELETE_COMPLETED: &str = "#txpst = :txpdone AND #txpver = :txpver";
+
+/// What creating a TX record found ([`TxTable::create`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Creation {
+    /// The record did not exist: this is the new header (`pending`, attempt 1).
+    Created(TxHeader),
+    /// The `txId` is already recorded: its header as it is (the caller compares the stored
+    /// requests before resuming it).
+    Exists(TxHeader),
+}
+
+impl Creation {
+    /// The header, new or existing.
+    pub fn into_header(self) -> TxHeader {
+        match self {
+            Creation::Created(h) | Creation::Exists(h) => h,
+        }
+    }
+}
+
+/// What a conditional header write found ([`TxTable::transition`]).
+///
+/// Every header write is conditioned on the `Version` its writer read, so of two writers
+/// starting from the same header exactly one moves it; the other learns it lost.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transition {
+    /// The condition held: the header as written (`ALL_NEW`). This writer moved the record
+    /// (for a decision: this writer decided the transaction).
+    Moved(TxHeader),
+    /// Another writer moved the record first (or it was not in the state the write starts
+    /// from): the header as it is, from the failed write's `ALL_OLD`.
+    Lost(TxHeader),
+    /// The condition failed and DynamoDB returned no item: the header must be read again to
+    /// learn what happened.
+    LostUnread,
+}
+
+impl Transition {
+    /// Whether this writer moved the record.
+    pub fn is_moved(&self) -> bool {
+        matches!(self, Transition::Moved(_))
+    }
+
+    /// The header after the write, when known without a read.
+    pub fn into_known(self) -> Option<TxHeader> {
+        match self {
+            Transition::Moved(h) | Transition::Lost(h) => Some(h),
+            Transition::LostUnread => None,
+        }
+    }
+}
+
+/// Access to the TX table.
+#[derive(Debug, Clone)]
+pub struct TxTable {
+    client: Client,
+    table: String,
+}
+
+impl TxTable {
+    /// The TX table `table`.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        TxTable {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// The table name.
+    pub fn name(&self) -> &str {
+        &self.table
+    }
+
+    /// Read a header (strongly consistent).
+    pub async fn get(&self, tx_id: &str) -> Result<Option<TxHeader>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(header_key(tx_id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        out.item.as_ref().map(TxHeader::try_from).transpose()
+    }
+
+    /// The requests JSON of a header (from the header or its parts).
+    pub async fn requests_json(&self, header: &TxHeader) -> Result<String, StoreError> {
+        if let Some(inline) = &header.inline_requests {
+            return Ok(inline.clone());
+        }
+        let mut json = String::new();
+        let mut start = None;
+        let mut seen = 0u64;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression(KEY_CONDITION_REQUEST_PARTS)
+                .expression_attribute_names("#txpid", ATTR_TX_ID)
+                .expression_attribute_names("#txppart", ATTR_PART)
+                .expression_attribute_values(":txpid", s(&header.tx_id))
+                .expression_attribute_values(":txpprefix", s(REQUEST_PART_PREFIX))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("Query", e))?;
+            for item in page.items.unwrap_or_default() {
+                seen += 1;
+                json.push_str(&get_s(&item, ATTR_CHUNK).unwrap_or_default());
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                break;
+            }
+        }
+        if seen != header.parts {
+            return Err(StoreError::Inconsistent(format!(
+                "TX {}: {} request parts found, {} expected",
+                header.tx_id, seen, header.parts
+            )));
+        }
+        Ok(json)
+    }
+
+    /// Create the record: parts first (when the requests do not fit inline), then the header
+    /// with `attribute_not_exists`. [`Creation::Exists`] when the id is taken.
+    pub async fn create(
+        &self,
+        tx_id: &str,
+        requests_json: &str,
+        requests: usize,
+        cost: &Cost,
+    ) -> Result<Creation, StoreError> {
+        let mut header = header_key(tx_id);
+        header.insert(ATTR_STATE.into(), s(TxState::Pending.as_str()));
+        header.insert(ATTR_VERSION.into(), n(1));
+        header.insert(ATTR_ATTEMPT.into(), n(1));
+        header.insert(ATTR_SWEEP_KEY.into(), s(SWEEP_OPEN));
+        header.insert(ATTR_LAST_TOUCHED.into(), n(epoch_millis()));
+        if requests_json.len() + requests * TOKEN_ENTRY_BYTES <= INLINE_REQUEST_BYTES {
+            header.insert(ATTR_REQUESTS.into(), s(requests_json));
+        } else {
+            let parts = self.put_parts(tx_id, requests_json, cost).await?;
+            header.insert(ATTR_PARTS.into(), n(parts));
+        }
+        self.put_header(tx_id, header, cost).await
+    }
+
+    /// Write the requests JSON as part items; returns how many.
+    async fn put_parts(
+        &self,
+        tx_id: &str,
+        requests_json: &str,
+        cost: &Cost,
+    ) -> Result<u64, StoreError> {
+        let expires = epoch_seconds() + PART_TTL_SECONDS;
+        let mut parts = 0u64;
+        for chunk in chunks(requests_json, PART_BYTES) {
+            parts += 1;
+            let mut item = Item::from([
+                (ATTR_TX_ID.to_string(), s(tx_id)),
+                (ATTR_PART.to_string(), s(part_sort_key(parts))),
+                (ATTR_CHUNK.to_string(), s(chunk)),
+                (ATTR_EXPIRES_AT.to_string(), n(expires)),
+            ]);
+            item.shrink_to_fit();
+            // Unconditional: a part only ever holds this chunk of this id's requests.
+            let out = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("PutItem", e))?;
+            cost.add(out.consumed_capacity.as_ref());
+        }
+        Ok(parts)
+    }
+
+    /// The header's conditional creation.
+    async fn put_header(
+        &self,
+        tx_id: &str,
+        header: Item,
+        cost: &Cost,
+    ) -> Result<Creation, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(header.clone()))
+            .condition_expression(CONDITION_NEW)
+            .expression_attribute_names("#txpid", ATTR_TX_ID)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match conditional("PutItem", result) {
+            Ok(Cond::Done(out)) => {
+                cost.add(out.consumed_capacity.as_ref());
+                Ok(Creation::Created(TxHeader::try_from(&header)?))
+            }
+            Ok(Cond::Failed { old: Some(item) }) => {
+                cost.add_failed();
+                Ok(Creation::Exists(TxHeader::try_from(&item)?))
+            }
+            Ok(Cond::Failed { old: None }) => {
+                cost.add_failed();
+                match self.get(tx_id).await? {
+                    Some(h) => Ok(Creation::Exists(h)),
+                    None => Err(StoreError::Inconsistent(format!(
+                        "TX {tx_id}: creation refused but no header found"
+                    ))),
+                }
+            }
+            Err(err) => {
+                cost.add_failed();
+                Err(err)
+            }
+        }
+    }
+
+    /// One conditional header transition: `SET`/`REMOVE` on top of `Version + 1` and
+    /// `LastTouched`, conditioned on the version of `from` (see [`Transition`]).
+    pub async fn transition(
+        &self,
+        from: &TxHeader,
+        set: &[(&str, AttributeValue)],
+        remove: &[&str],
+        cost: &Cost,
+    ) -> Result<Transition, StoreError> {
+        let update = TransitionExpression::new(from, set, remove);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(header_key(&from.tx_id)))
+            .update_expression(update.expression)
+            .condition_expression(CONDITION_VERSION)
+            .set_expression_attribute_names(Some(update.names))
+            .set_expression_attribute_values(Some(update.values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match conditional("UpdateItem", result) {
+            Ok(Cond::Done(out)) => {
+                cost.add(out.consumed_capacity.as_ref());
+                let item = out.attributes.unwrap_or_default();
+                Ok(Transition::Moved(TxHeader::try_from(&item)?))
+            }
+            Ok(Cond::Failed { old }) => {
+                cost.add_failed();
+                Ok(match old {
+                    Some(item) => Transition::Lost(TxHeader::try_from(&item)?),
+                    None => Transition::LostUnread,
+                })
+            }
+            Err(err) => {
+                cost.add_failed();
+                Err(err)
+            }
+        }
+    }
+
+    /// Delete a completed record (header conditioned on `completed` and the version read,
+    /// then its parts). `false`: the header was not in that state (someone else acted).
+    pub async fn delete_completed(
+        &self,
+        header: &TxHeader,
+        cost: &Cost,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(header_key(&header.tx_id)))
+            .condition_expression(CONDITION_DELETE_COMPLETED)
+            .expression_attribute_names("#txpst", ATTR_STATE)
+            .expression_attribute_names("#txpver", ATTR_VERSION)
+            .expression_attribute_values(":txpdone", s(TxState::Completed.as_str()))
+            .expression_attribute_values(":txpver", n(header.version))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match conditional("DeleteItem", result) {
+            Ok(Cond::Done(out)) => cost.add(out.consumed_capacity.as_ref()),
+            Ok(Cond::Failed { .. }) => {
+                cost.add_failed();
+                return Ok(false);
+            }
+            Err(err) => {
+                cost.add_failed();
+                return Err(err);
+            }
+        }
+        self.delete_parts(header, cost).await?;
+        Ok(true)
+    }
+
+    /// Delete a record's part items (after its header).
+    async fn delete_parts(&self, header: &TxHeader, cost: &Cost) -> Result<(), StoreError> {
+        for i in 1..=header.parts {
+            let out = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .key(ATTR_TX_ID, s(&header.tx_id))
+                .key(ATTR_PART, s(part_sort_key(i)))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
+            cost.add(out.consumed_capacity.as_ref());
+        }
+        Ok(())
+    }
+}
+
+/// The update expression of a header transition and its placeholders (`#txps<i>`/`:txps<i>`
+/// for the `SET` list in order, `#txpr<i>` for the `REMOVE` list).
+struct TransitionExpression {
+    expression: String,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl TransitionExpression {
+    fn new(from: &TxHeader, set: &[(&str, AttributeValue)], remove: &[&str]) -> Self {
+        let mut names = HashMap::new();
+        let mut values = HashMap::new();
+        let mut assignments = vec![
+            "#txpver = #txpver + :txpone".to_string(),
+            "#txpts = :txpts".to_string(),
+        ];
+        names.insert("#txpver".to_string(), ATTR_VERSION.to_string());
+        names.insert("#txpts".to_string(), ATTR_LAST_TOUCHED.to_string());
+        values.insert(":txpone".to_string(), n(1));
+        values.insert(":txpts".to_string(), n(epoch_millis()));
+        values.insert(":txpexpect".to_string(), n(from.version));
+        for (i, (name, value)) in set.iter().enumerate() {
+            names.insert(format!("#txps{i}"), (*name).to_string());
+            values.insert(format!(":txps{i}"), value.clone());
+            assignments.push(format!("#txps{i} = :txps{i}"));
+        }
+        let mut expression = format!("SET {}", assignments.join(", "));
+        if !remove.is_empty() {
+            let removed: Vec<String> = remove
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    names.insert(format!("#txpr{i}"), (*name).to_string());
+                    format!("#txpr{i}")
+                })
+                .collect();
+            expression.push_str(&format!(" REMOVE {}", removed.join(", ")));
+        }
+        TransitionExpression {
+            expression,
+            names,
+            values,
+        }
+    }
+}
+
+/// Split a string into chunks of at most `max` bytes on character boundaries.
+fn chunks(text: &str, max: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut end = rest.len().min(max);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let (head, tail) = rest.split_at(end);
+        out.push(head);
+        rest = tail;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_respect_char_boundaries() {
+        let text = "aé".repeat(10);
+        let parts = chunks(&text, 4);
+        assert_eq!(parts.concat(), text);
+        assert!(parts.iter().all(|p| p.len() <= 4));
+    }
+}
