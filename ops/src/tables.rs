@@ -21,24 +21,20 @@ pub async fn create(template: &Path, prefix: &str, only: &[String]) -> Result<()
 
 pub async fn scan(table: &str, readable: bool) -> Result<(), String> {
     let client = client_from_env().await.map_err(|e| e.to_string())?;
-    let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let page = client
-            .scan()
-            .table_name(table)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("Scan", e).to_string())?;
-        for item in page.items.unwrap_or_default() {
-            items.push(item_to_json(item).map_err(|e| e.to_string())?);
-        }
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            break;
-        }
-    }
+    let raw = client
+        .scan()
+        .table_name(table)
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| StoreError::from_sdk("Scan", e).to_string())?;
+    let mut items = raw
+        .into_iter()
+        .map(item_to_json)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     items.sort_by_key(|i| canonical_json(&Value::Object(i.clone())));
     if !readable {
         for item in items {

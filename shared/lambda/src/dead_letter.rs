@@ -15,7 +15,6 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::operation::scan::ScanOutput;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
@@ -174,31 +173,23 @@ impl DeadLetters {
     pub async fn list(&self) -> Result<Vec<DeadLetter>, StoreError> {
         let mut letters = Vec::new();
         let mut parts: HashMap<String, Vec<(usize, Vec<u8>)>> = HashMap::new();
-        let mut start = None;
-        loop {
-            let page = self.scan_page(start).await?;
-            for mut item in page.items.unwrap_or_default() {
-                let payload = match item.remove(ATTR_PAYLOAD) {
-                    Some(AttributeValue::B(b)) => b.into_inner(),
-                    _ => Vec::new(),
-                };
-                if let Some(AttributeValue::S(owner)) = item.get(ATTR_PART_OF) {
-                    let part = item.get(ATTR_PART).and_then(|p| p.as_n().ok());
-                    let part = part.and_then(|n| n.parse().ok()).unwrap_or(0);
-                    parts
-                        .entry(owner.clone())
-                        .or_default()
-                        .push((part, payload));
-                    continue;
-                }
-                let mut letter: DeadLetter = serde_dynamo::from_item(item)?;
-                letter.payload = payload;
-                letters.push(letter);
+        for mut item in self.scan_all().await? {
+            let payload = match item.remove(ATTR_PAYLOAD) {
+                Some(AttributeValue::B(b)) => b.into_inner(),
+                _ => Vec::new(),
+            };
+            if let Some(AttributeValue::S(owner)) = item.get(ATTR_PART_OF) {
+                let part = item.get(ATTR_PART).and_then(|p| p.as_n().ok());
+                let part = part.and_then(|n| n.parse().ok()).unwrap_or(0);
+                parts
+                    .entry(owner.clone())
+                    .or_default()
+                    .push((part, payload));
+                continue;
             }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                break;
-            }
+            let mut letter: DeadLetter = serde_dynamo::from_item(item)?;
+            letter.payload = payload;
+            letters.push(letter);
         }
         for letter in &mut letters {
             join_parts(letter, parts.remove(&letter.id).unwrap_or_default())?;
@@ -207,8 +198,8 @@ impl DeadLetters {
         Ok(letters)
     }
 
-    /// One page of this function's dead letters and payload parts.
-    async fn scan_page(&self, start: Option<Item>) -> Result<ScanOutput, StoreError> {
+    /// This function's dead letters and payload parts (a paginated scan).
+    async fn scan_all(&self) -> Result<Vec<Item>, StoreError> {
         self.client
             .scan()
             .table_name(&self.table)
@@ -220,8 +211,10 @@ impl DeadLetters {
                 ":prefix",
                 AttributeValue::S(format!("{}|", self.function)),
             )
-            .set_exclusive_start_key(start)
+            .into_paginator()
+            .items()
             .send()
+            .try_collect()
             .await
             .map_err(|e| StoreError::from_sdk("Scan", e))
     }

@@ -111,31 +111,26 @@ impl Ratchet {
         value: &Value,
     ) -> Result<Vec<Map<String, Value>>, StoreError> {
         let pk_value: AttributeValue = serde_dynamo::to_attribute_value(value)?;
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.config.table)
-                .key_condition_expression(KEY_CONDITION_PARTITION)
-                .filter_expression(FILTER_LIVE)
-                .expression_attribute_names("#pk", partition_key)
-                .expression_attribute_names("#del", &self.config.deleted_attribute)
-                .expression_attribute_values(":pk", pk_value.clone())
-                .expression_attribute_values(":true", AttributeValue::Bool(true))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| StoreError::from_sdk("Query", e))?;
-            for item in page.items.unwrap_or_default() {
-                out.push(item_to_json(item)?);
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(out);
-            }
-        }
+        let items = self
+            .client
+            .query()
+            .table_name(&self.config.table)
+            .key_condition_expression(KEY_CONDITION_PARTITION)
+            .filter_expression(FILTER_LIVE)
+            .expression_attribute_names("#pk", partition_key)
+            .expression_attribute_names("#del", &self.config.deleted_attribute)
+            .expression_attribute_values(":pk", pk_value)
+            .expression_attribute_values(":true", AttributeValue::Bool(true))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        Ok(items
+            .into_iter()
+            .map(item_to_json)
+            .collect::<Result<_, _>>()?)
     }
 }
