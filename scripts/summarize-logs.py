@@ -3,7 +3,7 @@
 import json
 import sys
 
-SKIP = {"timestamp", "level", "message", "function", "outcomes", "fields", "target", "summary"}
+SKIP = {"timestamp", "level", "message", "function", "outcomes", "fields", "target", "summary", "span"}
 
 for line in sys.stdin:
     start = line.find("{")

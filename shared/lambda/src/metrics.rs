@@ -1,29 +1,35 @@
-//! CloudWatch metrics in the Embedded Metric Format (EMF): one JSON line per batch on stdout,
-//! which Lambda's log pipeline turns into metrics without any API call.
+//! CloudWatch metrics in the Embedded Metric Format (EMF): one JSON line per batch (and per
+//! sweep) on stdout, which Lambda's log pipeline turns into metrics without any API call.
 //!
-//! Namespace from `METRICS_NAMESPACE` (default `DynamoStreamWrites`; `off` disables), one
-//! dimension `Function`, one count metric per summary field (`Records`, `WriteCalls`,
-//! `ReportedFailures`) and per outcome label (`Applied`, `Stale`, `Invalid`, ...).
+//! * Namespace from `METRICS_NAMESPACE` (default `DynamoStreamWrites`; `off` disables).
+//! * Dimensions `Function` (the deployed function's name, `AWS_LAMBDA_FUNCTION_NAME`, so two
+//!   stacks in one account never share a series) and `Protocol` (`ratchet-writer`,
+//!   `counter-writer`, `tx-coordinator`, `tx-sweeper`).
+//! * One count per summary field (`Records`, `WriteCalls`, `ReportedFailures`) and per outcome
+//!   label (`Applied`, `Stale`, `Invalid`, `TooOld`, ...); the sweeper's `Stale`, `RolledBack`,
+//!   `Finished`, `AlreadyCompleted`, `Deleted`, `Errors`, `StoppedEarly`, `WriteCalls`.
+//! * **They survive any application log level**: with Lambda's advanced logging controls a
+//!   JSON line without a `level` counts as INFO and is dropped under `ApplicationLogLevel: WARN`;
+//!   EMF lines carry the configured level itself (`AWS_LAMBDA_LOG_LEVEL`), so they always pass.
 
 use serde_json::{json, Map, Value};
 
 use dynamo_protocols::ddb::clock::epoch_millis;
+use dynamo_protocols::sweep::SweepSummary;
 
 use crate::summary::BatchSummary;
 
 /// Default metrics namespace.
 pub const DEFAULT_NAMESPACE: &str = "DynamoStreamWrites";
 
-/// The EMF document of one batch.
-pub fn batch_metrics(namespace: &str, function: &str, summary: &BatchSummary) -> Value {
-    let mut values: Vec<(String, usize)> = vec![
-        ("Records".into(), summary.records),
-        ("WriteCalls".into(), summary.write_calls),
-        ("ReportedFailures".into(), summary.reported_failures),
-    ];
-    for (label, count) in &summary.outcomes {
-        values.push((camel(label), *count));
-    }
+/// An EMF document: `values` as counts under the dimensions `Function` and `Protocol`.
+pub fn emf_document(
+    namespace: &str,
+    function: &str,
+    protocol: &str,
+    values: &[(String, f64)],
+    level: Option<&str>,
+) -> Value {
     let mut doc = Map::new();
     doc.insert(
         "_aws".into(),
@@ -31,25 +37,84 @@ pub fn batch_metrics(namespace: &str, function: &str, summary: &BatchSummary) ->
             "Timestamp": epoch_millis(),
             "CloudWatchMetrics": [{
                 "Namespace": namespace,
-                "Dimensions": [["Function"]],
+                "Dimensions": [["Function", "Protocol"]],
                 "Metrics": values.iter().map(|(name, _)| json!({"Name": name, "Unit": "Count"})).collect::<Vec<_>>(),
             }],
         }),
     );
+    if let Some(level) = level {
+        doc.insert("level".into(), json!(level));
+    }
     doc.insert("Function".into(), json!(function));
-    for (name, count) in values {
-        doc.insert(name, json!(count));
+    doc.insert("Protocol".into(), json!(protocol));
+    for (name, value) in values {
+        doc.insert(name.clone(), json!(value));
     }
     Value::Object(doc)
 }
 
-/// Print the batch's EMF line unless metrics are disabled.
-pub fn emit_batch_metrics(function: &str, summary: &BatchSummary) {
+/// The counts of one batch.
+pub fn batch_values(summary: &BatchSummary) -> Vec<(String, f64)> {
+    #[allow(clippy::cast_precision_loss)]
+    let count = |n: usize| n as f64;
+    let mut values = vec![
+        ("Records".to_string(), count(summary.records)),
+        ("WriteCalls".to_string(), count(summary.write_calls)),
+        (
+            "ReportedFailures".to_string(),
+            count(summary.reported_failures),
+        ),
+    ];
+    for (label, n) in &summary.outcomes {
+        values.push((camel(label), count(*n)));
+    }
+    values
+}
+
+/// The counts of one sweep.
+pub fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
+    #[allow(clippy::cast_precision_loss)]
+    let count = |n: usize| n as f64;
+    #[allow(clippy::cast_precision_loss)]
+    let calls = summary.write_calls as f64;
+    vec![
+        ("Stale".into(), count(summary.stale)),
+        ("RolledBack".into(), count(summary.rolled_back)),
+        ("Finished".into(), count(summary.finished)),
+        ("AlreadyCompleted".into(), count(summary.already_completed)),
+        ("Deleted".into(), count(summary.deleted)),
+        ("Errors".into(), count(summary.errors)),
+        (
+            "StoppedEarly".into(),
+            f64::from(u8::from(summary.stopped_early)),
+        ),
+        ("WriteCalls".into(), calls),
+    ]
+}
+
+/// Print one EMF line for `protocol` unless metrics are disabled.
+pub fn emit(protocol: &str, values: &[(String, f64)]) {
     let namespace = std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| DEFAULT_NAMESPACE.into());
     if namespace.is_empty() || namespace == "off" {
         return;
     }
-    println!("{}", batch_metrics(&namespace, function, summary));
+    let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| protocol.into());
+    let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
+        .ok()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.to_uppercase());
+    let doc = emf_document(&namespace, &function, protocol, values, level.as_deref());
+    println!("{doc}");
+}
+
+/// Print the batch's EMF line unless metrics are disabled.
+pub fn emit_batch_metrics(protocol: &str, summary: &BatchSummary) {
+    emit(protocol, &batch_values(summary));
+}
+
+/// Print the sweep's EMF line unless metrics are disabled.
+pub fn emit_sweep_metrics(summary: &SweepSummary) {
+    emit("tx-sweeper", &sweep_values(summary));
 }
 
 fn camel(label: &str) -> String {
@@ -78,7 +143,13 @@ mod tests {
         };
         summary.outcomes.insert("applied", 2);
         summary.outcomes.insert("rolled_back", 1);
-        let doc = batch_metrics("Ns", "ratchet-writer", &summary);
+        let doc = emf_document(
+            "Ns",
+            "prod-ratchet-writer-A1B2",
+            "ratchet-writer",
+            &batch_values(&summary),
+            Some("WARN"),
+        );
         let declared: Vec<&str> = doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
             .as_array()
             .map(|m| m.iter().filter_map(|x| x["Name"].as_str()).collect())
@@ -96,10 +167,26 @@ mod tests {
         for name in declared {
             assert!(doc[name].is_number(), "{name} has a value");
         }
-        assert_eq!(doc["Function"], "ratchet-writer");
+        assert_eq!(doc["Function"], "prod-ratchet-writer-A1B2");
+        assert_eq!(doc["Protocol"], "ratchet-writer");
+        assert_eq!(doc["level"], "WARN", "passes Lambda's log-level filter");
         assert_eq!(
             doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
-            json!([["Function"]])
+            json!([["Function", "Protocol"]])
         );
+    }
+
+    #[test]
+    fn sweep_metrics_count_what_the_sweep_did() {
+        let summary = SweepSummary {
+            stale: 2,
+            rolled_back: 1,
+            finished: 1,
+            ..SweepSummary::default()
+        };
+        let doc = emf_document("Ns", "f", "tx-sweeper", &sweep_values(&summary), None);
+        assert_eq!(doc["Stale"], 2.0);
+        assert_eq!(doc["RolledBack"], 1.0);
+        assert!(doc.get("level").is_none());
     }
 }

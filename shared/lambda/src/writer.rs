@@ -8,12 +8,14 @@ use dynamo_protocols::ddb::clock::epoch_millis;
 use dynamo_protocols::{ConfigError, Deadline, Protocol, RecordResult, Rejection, StoreError};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::dead_letter::{DeadLetter, DeadLetters};
 use crate::error::HandlerError;
 use crate::pipeline::{process_batch, AgeCheck, BatchReport};
 use crate::settings::{env_parse, env_required, FromEnv};
 use crate::source::{Batch, BatchResponse, SourceKind, SourceRecord};
+use crate::telemetry::invocation_span;
 
 /// Default time kept in reserve before the invocation deadline.
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(2000);
@@ -33,18 +35,23 @@ pub struct Writer<P> {
 
 impl<P: Protocol> Writer<P> {
     /// Handle one invocation: the partial batch response.
+    /// Every line it logs carries the invocation's request id, trace id and function name.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
-        let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
-        tracing::debug!(
-            request_id = %event.context.request_id,
-            deadline_ms = event.context.deadline,
-            now_ms = epoch_millis(),
-            "invocation"
-        );
-        Ok(self
-            .handle_batch(&Batch::from_event(event.payload)?, deadline)
-            .await
-            .response)
+        let span = invocation_span(&event.context, &self.function);
+        async {
+            let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
+            tracing::debug!(
+                deadline_ms = event.context.deadline,
+                now_ms = epoch_millis(),
+                "invocation"
+            );
+            let batch = Batch::from_event(event.payload).inspect_err(|err| {
+                tracing::error!(error = %err, "the payload is not a Kinesis or SQS batch");
+            })?;
+            Ok(self.handle_batch(&batch, deadline).await.response)
+        }
+        .instrument(span)
+        .await
     }
 
     /// Process an already decoded batch (also used to replay dead letters): the report, its
