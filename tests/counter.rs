@@ -25,6 +25,11 @@ use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Map, Value};
 
+#[path = "counter/faults.rs"]
+mod faults;
+#[path = "counter/window.rs"]
+mod window;
+
 const TABLES: [&str; 2] = ["CounterTable", "DeadLetterTable"];
 
 fn record(pk: &str, sk: &str, key: &str, add: Value) -> Value {

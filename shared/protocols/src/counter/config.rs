@@ -250,6 +250,48 @@ mod tests {
         assert!(terms * 2 + 12 <= MAX_EXPRESSION_OPERATORS);
     }
 
+    /// The rate a refusal suggests, read back from its message.
+    fn suggested_rate(c: &CounterConfig) -> f64 {
+        let err = c.validate().expect_err("refused");
+        err.message
+            .split("at most ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no suggested rate in: {}", err.message))
+    }
+
+    #[test]
+    fn the_suggested_maximum_rate_is_itself_accepted() {
+        for (window, buckets) in [(3600, 2), (86_400, 2), (600, 24), (7, 3)] {
+            let mut c = CounterConfig::new("counters");
+            c.window = Duration::from_secs(window);
+            c.window_buckets = buckets;
+            c.max_keys_per_second = 100.0;
+            let rate = suggested_rate(&c);
+            c.max_keys_per_second = rate;
+            assert!(
+                c.validate().is_ok(),
+                "window {window} s, W {buckets}: the suggested {rate} is refused: {:?}",
+                c.validate()
+            );
+        }
+    }
+
+    #[test]
+    fn absurd_windows_are_refused_without_overflowing() {
+        for window in [u64::MAX, u64::MAX / 2, 1 << 40] {
+            let mut c = CounterConfig::new("counters");
+            c.window = Duration::from_secs(window);
+            c.window_buckets = 24;
+            c.max_keys_per_second = 1e-300;
+            let err = c.validate().expect_err("absurd window");
+            assert_eq!(err.name, "COUNTER_WINDOW_SECONDS", "{}", err.message);
+            let _ = c.capacity();
+            let _ = c.bucket_seconds();
+        }
+    }
+
     #[test]
     fn each_invalid_setting_names_its_variable() {
         let with = |f: fn(&mut CounterConfig)| {

@@ -209,6 +209,7 @@ mod tests {
     use super::*;
     use crate::counter::KEY_BYTES;
     use aws_sdk_dynamodb::Client;
+    use serde_json::json;
 
     fn counter() -> Counter {
         let conf = aws_sdk_dynamodb::Config::builder()
@@ -272,6 +273,40 @@ mod tests {
             code(r#"{"key":{"PK":"a"},"add":null,"idempotencyKey":"x"}"#),
             "invalid_add"
         );
+    }
+
+    #[test]
+    fn rejection_messages_never_echo_a_huge_value() {
+        let huge = "x".repeat(1_000_000);
+        let long_reserved = format!("ctr_{}", "y".repeat(240));
+        let bodies = [
+            json!({"key":{"PK":"a"},"add":{"n": huge},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add":{"n": [huge, 1]},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add":{"n": {"deep": huge}},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add":{"n": 1},"idempotencyKey": huge}),
+            json!({"key":{format!("ctr_{huge}"): "a"},"add":{"n":1},"idempotencyKey":"k"}),
+            json!({"key":{huge.clone(): null},"add":{"n":1},"idempotencyKey":"k"}),
+            json!({"key":{huge.clone(): "a"},"add":{"n":1},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add":{long_reserved: 1},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a","SK":"b"},"add":{"SK": 1},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add":{"n": 1e300},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add": huge,"idempotencyKey":"k"}),
+        ];
+        let mut raw: Vec<Vec<u8>> = bodies.iter().map(|b| b.to_string().into_bytes()).collect();
+        raw.push(format!("{{\"key\": \"{huge}").into_bytes());
+        raw.push(format!("{{\"key\": {huge}}}").into_bytes());
+        for body in raw {
+            let Err(rejection) = counter().parse_record(&body) else {
+                panic!("accepted a body of {} bytes", body.len());
+            };
+            let text = rejection.to_string();
+            assert!(
+                text.len() < 300 && !text.contains(&"x".repeat(40)),
+                "{} bytes: {}",
+                text.len(),
+                &text[..text.len().min(400)]
+            );
+        }
     }
 
     #[test]

@@ -227,4 +227,28 @@ mod tests {
         let other = sdk(ErrorClass::InvalidRequest, "ValidationException", "bad key");
         assert!(matches!(ChunkError::from(other), ChunkError::Store(_)));
     }
+
+    #[test]
+    fn refusal_messages_stay_bounded_whatever_the_key_or_the_error() {
+        let key = ItemKey::from_json(&serde_json::json!({"PK": "k".repeat(100_000)}))
+            .expect("key");
+        let huge = || {
+            sdk(
+                ErrorClass::InvalidRequest,
+                "ValidationException",
+                &"m".repeat(100_000),
+            )
+        };
+        let mut results = Vec::new();
+        reject_item_full(&key, vec![entry("a", vec![0])], &huge(), &mut results);
+        settle_failed(vec![entry("b", vec![1])], huge(), &mut results);
+        assert_eq!(results.len(), 2);
+        for (_, result) in results {
+            let RecordResult::Rejected(reason) = result else {
+                panic!("not rejected: {result:?}");
+            };
+            let text = reason.to_string();
+            assert!(text.len() < 300, "{} bytes: {text:.400}", text.len());
+        }
+    }
 }
