@@ -94,7 +94,10 @@ async fn replaying_dead_letters_isolates_the_poison_record_again() {
         body: left[0].payload.clone(),
     };
     assert_eq!(kept.body, bodies[2].to_string().into_bytes());
-    assert_eq!(counters(&client, &tables["CounterTable"]).await["a|d"]["n"], 3);
+    assert_eq!(
+        counters(&client, &tables["CounterTable"]).await["a|d"]["n"],
+        3
+    );
 }
 
 #[tokio::test]
@@ -123,7 +126,10 @@ async fn a_key_delivered_again_with_other_deltas_is_a_conflicting_duplicate() {
         .handle_batch(&sqs_batch(&later, 10), Deadline::none())
         .await;
     assert_eq!(report.results[0].label(), "duplicate");
-    assert_eq!(counters(&client, &tables["CounterTable"]).await["a|d"]["n"], 1);
+    assert_eq!(
+        counters(&client, &tables["CounterTable"]).await["a|d"]["n"],
+        1
+    );
 }
 
 #[tokio::test]
@@ -131,16 +137,29 @@ async fn a_versioned_write_whose_response_was_lost_is_written_not_a_conflict() {
     let injector = lose_first_update();
     let setup = client();
     let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
-    let w = writer_on(client_with(Some(injector.clone()), 3), &tables, |_| {}, None);
+    let w = writer_on(
+        client_with(Some(injector.clone()), 3),
+        &tables,
+        |_| {},
+        None,
+    );
     let key = item_key("acct#1", "profile");
 
     let outcome = w
         .protocol
-        .put_versioned(&key, None, &Map::from_iter([("plan".into(), json!("free"))]))
+        .put_versioned(
+            &key,
+            None,
+            &Map::from_iter([("plan".into(), json!("free"))]),
+        )
         .await
         .expect("put");
 
-    assert_eq!(injector.injected(), 1, "the response was lost, the SDK retried");
+    assert_eq!(
+        injector.injected(),
+        1,
+        "the response was lost, the SDK retried"
+    );
     assert_eq!(outcome, VersionOutcome::Written { version: 1 });
     let item = w.protocol.get(&key).await.expect("get").expect("item");
     assert_eq!(item["ctr_version"], json!(1));
@@ -151,7 +170,12 @@ async fn read_modify_write_applies_its_change_once_when_a_response_is_lost() {
     let injector = lose_first_update();
     let setup = client();
     let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
-    let w = writer_on(client_with(Some(injector.clone()), 3), &tables, |_| {}, None);
+    let w = writer_on(
+        client_with(Some(injector.clone()), 3),
+        &tables,
+        |_| {},
+        None,
+    );
     let key = item_key("acct#1", "settings");
     let mut changes = 0;
 

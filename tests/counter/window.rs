@@ -35,7 +35,11 @@ async fn deliver(w: &Writer<Counter>, clock: &AtomicU64, at: u64, keys: &[&str])
         .handle_batch(&sqs_batch(&bodies, 0), Deadline::none())
         .await;
     assert!(report.response.failed_ids().is_empty(), "at {at}");
-    report.results.iter().map(|r| r.label().to_string()).collect()
+    report
+        .results
+        .iter()
+        .map(|r| r.label().to_string())
+        .collect()
 }
 
 /// Every key hash the item holds, in any bucket.
@@ -84,7 +88,10 @@ async fn raising_the_bucket_count_keeps_every_key_of_the_old_window() {
     let item = item_a(&client, &tables).await;
     assert!(!stored_keys(&item).contains(&hash_key("k1")), "{item:?}");
     let buckets = item.keys().filter(|k| k.starts_with("ctr_keys_")).count();
-    assert!(buckets <= 5, "at most W + 1 buckets, got {buckets}: {item:?}");
+    assert!(
+        buckets <= 5,
+        "at most W + 1 buckets, got {buckets}: {item:?}"
+    );
     assert_eq!(total(&client, &tables).await, 13);
 }
 
@@ -218,7 +225,10 @@ async fn an_item_in_the_earlier_layout_keeps_its_keys_until_they_age_out() {
     let labels = deliver(&w, &clock, T0 + 50, &["k1", "k2"]).await;
     assert_eq!(labels, ["duplicate", "applied"]);
     let migrated = item_a(&client, &tables).await;
-    assert!(matches!(migrated.get("ctr_bucket"), Some(AttributeValue::S(_))));
+    assert!(matches!(
+        migrated.get("ctr_bucket"),
+        Some(AttributeValue::S(_))
+    ));
     assert!(migrated.contains_key(&format!("ctr_keys_{bucket}")));
     assert_eq!(deliver(&w, &clock, T0 + 150, &["k1"]).await, ["duplicate"]);
 
@@ -228,6 +238,37 @@ async fn an_item_in_the_earlier_layout_keeps_its_keys_until_they_age_out() {
         deliver(&w, &clock, T0 + 100 * i, &[&key]).await;
     }
     let item = item_a(&client, &tables).await;
-    assert!(!item.contains_key(&format!("ctr_keys_{bucket}")), "{item:?}");
+    assert!(
+        !item.contains_key(&format!("ctr_keys_{bucket}")),
+        "{item:?}"
+    );
     assert_eq!(total(&client, &tables).await, 42);
+}
+
+#[tokio::test]
+async fn a_chunk_tested_against_many_buckets_is_written_in_smaller_updates() {
+    let injector = FaultInjector::counting();
+    let client = client_with(Some(injector.clone()), 3);
+    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let clock = Arc::new(AtomicU64::new(T0));
+    // Given an item holding 24 buckets of 1 s (W = 24, a 23 s window) ...
+    let fine = windowed(&client, &tables, 23, 24, &clock);
+    for i in 0..24u64 {
+        let key = format!("f{i}");
+        assert_eq!(deliver(&fine, &clock, T0 + i, &[&key]).await, ["applied"]);
+    }
+    // ... when a writer with W = 2 (72 keys per update) writes 72 new keys to it ...
+    let coarse = windowed(&client, &tables, 3600, 2, &clock);
+    let keys: Vec<String> = (0..72).map(|i| format!("c{i}")).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let before = injector.calls_of("UpdateItem");
+    let labels = deliver(&coarse, &clock, T0 + 24, &refs).await;
+
+    // ... every key is applied, in several updates that each stay within the limits.
+    assert!(labels.iter().all(|l| l == "applied"), "{labels:?}");
+    let calls = injector.calls_of("UpdateItem") - before;
+    assert!(calls > 2, "{calls} updates for 72 keys against 24 buckets");
+    let labels = deliver(&coarse, &clock, T0 + 25, &refs).await;
+    assert!(labels.iter().all(|l| l == "duplicate"), "{labels:?}");
+    assert_eq!(total(&client, &tables).await, 96);
 }

@@ -118,6 +118,7 @@
 //! with [`Counter::with_clock`].
 
 mod config;
+mod layout;
 mod record;
 mod settle;
 mod update;
@@ -134,9 +135,13 @@ pub use config::{
     Capacity, CounterConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY,
     DEFAULT_ITEM_BUDGET_BYTES, DEFAULT_MAX_KEYS_PER_SECOND, DEFAULT_OTHER_DATA_BYTES,
     DEFAULT_WINDOW, DEFAULT_WINDOW_BUCKETS, KEY_BYTES, MAX_EXPRESSION_BYTES,
-    MAX_EXPRESSION_OPERATORS,
+    MAX_EXPRESSION_OPERATORS, MAX_WINDOW_BUCKETS, MAX_WINDOW_SECONDS,
 };
-pub use record::{hash_key, CounterRecord, MAX_COUNTERS_PER_RECORD, MAX_IDEMPOTENCY_KEY_BYTES};
+pub use layout::{Bucket, BucketName, TRUSTED_BUCKETS};
+pub use record::{
+    hash_key, CounterRecord, MAX_COUNTERS_PER_RECORD, MAX_IDEMPOTENCY_KEY_BYTES,
+    MAX_REJECTION_BYTES,
+};
 pub use settle::CounterOutcome;
 pub use update::MAX_COUNTERS_PER_WRITE;
 pub use versioned::{RmwOutcome, VersionOutcome};
@@ -179,9 +184,10 @@ impl Counter {
         &self.config
     }
 
-    /// The bucket the writer's clock is in.
-    pub fn current_bucket(&self) -> u64 {
-        self.clock.now_secs() / self.config.bucket_seconds()
+    /// The bucket the writer's clock is in: new keys go there (its start and `until` are
+    /// epoch seconds).
+    pub fn current_bucket(&self) -> Bucket {
+        layout::Grid::of(&self.config).bucket_at(self.clock.now_secs())
     }
 
     /// Read one counter item (strongly consistent) as JSON, protocol attributes included.
