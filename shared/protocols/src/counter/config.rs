@@ -124,7 +124,12 @@ impl CounterConfig {
         let room =
             self.item_budget_bytes as f64 - self.other_data_bytes as f64 - self.name_bytes() as f64;
         let per_rate = self.capacity().retention_seconds as f64 * KEY_BYTES as f64;
-        let rate = (room / per_rate * 10_000.0).floor() / 10_000.0;
+        let mut steps = (room / per_rate * 10_000.0).floor();
+        // Rounding must never make the suggestion itself too large.
+        if steps / 10_000.0 * per_rate > room {
+            steps -= 1.0;
+        }
+        let rate = steps / 10_000.0;
         (rate.is_finite() && rate > 0.0).then_some(rate)
     }
 
