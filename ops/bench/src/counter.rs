@@ -160,7 +160,10 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
                     .map_err(|e| e.to_string())?
                 {
                     dynamo_protocols::counter::CounterOutcome::Applied => applied += 1,
-                    dynamo_protocols::counter::CounterOutcome::Duplicate => duplicates += 1,
+                    dynamo_protocols::counter::CounterOutcome::Duplicate
+                    | dynamo_protocols::counter::CounterOutcome::ConflictingDuplicate => {
+                        duplicates += 1
+                    }
                 }
             }
         }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::layout::{keys_per_write, Bucket, BucketName};
 use crate::config::ConfigError;
 use crate::ddb::item::MAX_ITEM_BYTES;
 
@@ -27,18 +28,28 @@ pub const KEY_BYTES: usize = 22;
 pub const MAX_EXPRESSION_BYTES: usize = 4096;
 /// DynamoDB's limit on operators and functions in one expression.
 pub const MAX_EXPRESSION_OPERATORS: usize = 300;
+/// Most buckets an item keeps per setting (W).
+pub const MAX_WINDOW_BUCKETS: u32 = 24;
+/// Longest window accepted (366 days): bucket times stay far from overflowing.
+pub const MAX_WINDOW_SECONDS: u64 = 366 * 86_400;
+/// Bytes of protocol names per bucket, at most: its attribute name without the prefix
+/// (`keys_` and two 20-digit times) and its entry in the layout (`L`, two times, `_`, `,`).
+const NAME_BYTES_PER_BUCKET: usize = 46 + 43;
+/// Bytes of `<prefix>bucket`'s name without the prefix.
+const LAYOUT_NAME_BYTES: usize = 6;
 
 /// Settings of the counter protocol.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterConfig {
     /// The table written.
     pub table: String,
-    /// Prefix of the protocol attributes (`<prefix>bucket`, `<prefix>keys_<b>`,
-    /// `<prefix>version`, `<prefix>updated`).
+    /// Prefix of the protocol attributes (`<prefix>bucket`, `<prefix>keys_<start>_<until>`,
+    /// `<prefix>version`, `<prefix>updated`, `<prefix>write_token`).
     pub attribute_prefix: String,
     /// Duplicates are always rejected within this time of the first application.
     pub window: Duration,
-    /// Buckets kept in the item (W ≥ 2); buckets are `window / (W - 1)` long.
+    /// Buckets kept in the item per setting (2 ≤ W ≤ 24); buckets are `window / (W - 1)`
+    /// long.
     pub window_buckets: u32,
     /// Declared upper bound of new keys per item and second (capacity rule).
     pub max_keys_per_second: f64,
@@ -55,9 +66,9 @@ pub struct CounterConfig {
 pub struct Capacity {
     /// Length of one bucket.
     pub bucket_seconds: u64,
-    /// Longest time a key is kept (`W × bucket_seconds`).
+    /// Longest time a key is kept in steady state (`W × bucket_seconds`).
     pub retention_seconds: u64,
-    /// Worst-case bytes of keys (and their bucket attribute names) in one item.
+    /// Worst-case bytes of keys (and of their bucket names and layout entries) in one item.
     pub key_bytes: f64,
     /// `key_bytes + other_data_bytes`.
     pub worst_case_item_bytes: f64,
@@ -84,14 +95,13 @@ impl CounterConfig {
         self.window.as_secs().div_ceil(gaps).max(1)
     }
 
-    /// The capacity rule's figures for this configuration.
+    /// The capacity rule's figures for this configuration (saturating: absurd settings give
+    /// huge figures, never an overflow).
     pub fn capacity(&self) -> Capacity {
         let bucket_seconds = self.bucket_seconds();
-        let retention_seconds = bucket_seconds * u64::from(self.window_buckets);
-        // Bucket attribute names: prefix + "keys_" + up to 20 digits, plus `<prefix>bucket`.
-        let names = (self.attribute_prefix.len() + 25) * (self.window_buckets as usize + 1);
-        let key_bytes =
-            retention_seconds as f64 * KEY_BYTES as f64 * self.max_keys_per_second + names as f64;
+        let retention_seconds = bucket_seconds.saturating_mul(u64::from(self.window_buckets));
+        let key_bytes = retention_seconds as f64 * KEY_BYTES as f64 * self.max_keys_per_second
+            + self.name_bytes() as f64;
         Capacity {
             bucket_seconds,
             retention_seconds,
@@ -100,13 +110,36 @@ impl CounterConfig {
         }
     }
 
-    /// Keys per `UpdateItem` that keep the condition within DynamoDB's expression limits: each
-    /// key costs W `contains` terms joined by `OR` (2 operators and about 24 bytes each).
+    /// Bytes of protocol names in a full item: W + 1 buckets (one more while the item rolls
+    /// over), each with its attribute name and its layout entry, and `<prefix>bucket`.
+    fn name_bytes(&self) -> usize {
+        let prefix = self.attribute_prefix.len();
+        let buckets = self.window_buckets as usize + 1;
+        buckets * (prefix + NAME_BYTES_PER_BUCKET) + prefix + LAYOUT_NAME_BYTES
+    }
+
+    /// The greatest `max_keys_per_second` (rounded down to 4 decimals) that passes the
+    /// capacity rule with the other settings unchanged; `None` when not even the names fit.
+    pub fn max_fitting_keys_per_second(&self) -> Option<f64> {
+        let room =
+            self.item_budget_bytes as f64 - self.other_data_bytes as f64 - self.name_bytes() as f64;
+        let per_rate = self.capacity().retention_seconds as f64 * KEY_BYTES as f64;
+        let mut steps = (room / per_rate * 10_000.0).floor();
+        // Rounding must never make the suggestion itself too large.
+        if steps / 10_000.0 * per_rate > room {
+            steps -= 1.0;
+        }
+        let rate = steps / 10_000.0;
+        (rate.is_finite() && rate > 0.0).then_some(rate)
+    }
+
+    /// Keys per `UpdateItem` that keep the condition within DynamoDB's expression limits when
+    /// the item holds the W buckets of these settings: each key costs W `contains` terms
+    /// joined by `OR` (2 operators and about 24 bytes each), besides the guard of a first
+    /// write (which names W possible layouts).
     pub fn max_keys_per_write(&self) -> usize {
-        let w = self.window_buckets.max(1) as usize;
-        let by_operators = (MAX_EXPRESSION_OPERATORS - 12) / (2 * w);
-        let by_length = (MAX_EXPRESSION_BYTES - 128) / (24 * w);
-        by_operators.min(by_length).max(1)
+        let w = self.window_buckets.clamp(1, MAX_WINDOW_BUCKETS) as usize;
+        keys_per_write(w, 1 + 2 * w, 32 + 14 * w)
     }
 
     /// Check the settings, including the capacity rule
@@ -138,16 +171,21 @@ impl CounterConfig {
 
     /// Each figure on its own: buckets, window, rate, budget, concurrency.
     fn check_figures(&self) -> Result<(), ConfigError> {
-        if self.window_buckets < 2 || self.window_buckets > 24 {
+        if self.window_buckets < 2 || self.window_buckets > MAX_WINDOW_BUCKETS {
             return Err(ConfigError::new(
                 "COUNTER_WINDOW_BUCKETS",
-                "must be between 2 and 24 (the window is W-1 buckets long)",
+                format!(
+                    "must be between 2 and {MAX_WINDOW_BUCKETS} (the window is W-1 buckets long)"
+                ),
             ));
         }
-        if self.window.as_secs() == 0 {
+        if self.window.as_secs() == 0 || self.window.as_secs() > MAX_WINDOW_SECONDS {
             return Err(ConfigError::new(
                 "COUNTER_WINDOW_SECONDS",
-                "must be at least 1 second",
+                format!(
+                    "must be between 1 second and {MAX_WINDOW_SECONDS} (366 days), got {}",
+                    self.window.as_secs()
+                ),
             ));
         }
         if !(self.max_keys_per_second.is_finite() && self.max_keys_per_second > 0.0) {
@@ -177,16 +215,17 @@ impl CounterConfig {
         if c.worst_case_item_bytes <= self.item_budget_bytes as f64 {
             return Ok(());
         }
-        let max_rate = (self.item_budget_bytes as f64 - self.other_data_bytes as f64).max(0.0)
-            / (c.retention_seconds as f64 * KEY_BYTES as f64);
+        let lower = match self.max_fitting_keys_per_second() {
+            Some(rate) => format!("lower COUNTER_MAX_KEYS_PER_SECOND (at most {rate} fits)"),
+            None => "raise COUNTER_ITEM_BUDGET_BYTES (no rate fits)".to_string(),
+        };
         Err(ConfigError::new(
             "COUNTER_WINDOW_SECONDS",
             format!(
                 "the key window cannot fit in one item: {w} buckets × {b} s × {k} bytes × \
-                 {r} keys/s per item = {kb:.0} bytes of keys, + {o} bytes of other data = \
-                 {total:.0} > budget {budget} bytes. Shorten the window, use more buckets, \
-                 lower COUNTER_MAX_KEYS_PER_SECOND (at most {max_rate:.4} fits) or split \
-                 the counter over more items",
+                 {r} keys/s per item = {kb:.0} bytes of keys and bucket names, + {o} bytes of \
+                 other data = {total:.0} > budget {budget} bytes. Shorten the window, use more \
+                 buckets, {lower} or split the counter over more items",
                 w = self.window_buckets,
                 b = c.bucket_seconds,
                 k = KEY_BYTES,
@@ -199,14 +238,26 @@ impl CounterConfig {
         ))
     }
 
-    /// `<prefix>bucket`: the item's current bucket.
+    /// `<prefix>bucket`: the item's layout, the list of its key buckets (a number, the
+    /// item's bucket number, in items of the earlier layout).
     pub fn bucket_attribute(&self) -> String {
         format!("{}bucket", self.attribute_prefix)
     }
 
-    /// `<prefix>keys_<bucket>`: the keys applied while the item was in `bucket`.
-    pub fn keys_attribute(&self, bucket: u64) -> String {
-        format!("{}keys_{bucket}", self.attribute_prefix)
+    /// The attribute holding a bucket's keys: `<prefix>keys_<start>_<until>`, or
+    /// `<prefix>keys_<n>` for bucket number `n` of the earlier layout.
+    pub fn keys_attribute(&self, bucket: &Bucket) -> String {
+        match bucket.name {
+            BucketName::Span { start } => {
+                format!("{}keys_{start}_{}", self.attribute_prefix, bucket.until)
+            }
+            BucketName::Legacy { number } => format!("{}keys_{number}", self.attribute_prefix),
+        }
+    }
+
+    /// `<prefix>write_token`: the token of the last versioned write.
+    pub fn write_token_attribute(&self) -> String {
+        format!("{}write_token", self.attribute_prefix)
     }
 
     /// `<prefix>version`: the version of [`Counter::put_versioned`](super::Counter::put_versioned).
@@ -219,12 +270,26 @@ impl CounterConfig {
         format!("{}updated", self.attribute_prefix)
     }
 
-    /// The bucket of a `<prefix>keys_<bucket>` attribute name (`None`: another attribute).
-    pub(super) fn bucket_of_keys_attribute(&self, name: &str) -> Option<u64> {
-        name.strip_prefix(&self.attribute_prefix)?
-            .strip_prefix("keys_")?
-            .parse()
-            .ok()
+    /// The bucket of a keys attribute name, with its `until` when the name holds it
+    /// (`None`: another attribute).
+    pub(super) fn parse_keys_attribute(&self, name: &str) -> Option<(BucketName, Option<u64>)> {
+        let suffix = name
+            .strip_prefix(&self.attribute_prefix)?
+            .strip_prefix("keys_")?;
+        match suffix.split_once('_') {
+            Some((start, until)) => Some((
+                BucketName::Span {
+                    start: start.parse().ok()?,
+                },
+                Some(until.parse().ok()?),
+            )),
+            None => Some((
+                BucketName::Legacy {
+                    number: suffix.parse().ok()?,
+                },
+                None,
+            )),
+        }
     }
 
     /// Whether `name` starts with the protocol's prefix (payloads cannot write it).
@@ -244,10 +309,54 @@ mod tests {
         assert_eq!(c.bucket_seconds(), 3600);
         assert_eq!(c.capacity().retention_seconds, 7200);
         assert!(c.max_keys_per_write() >= 50);
+        assert_eq!(c.max_keys_per_write(), 72);
         let w = c.window_buckets as usize;
         let terms = c.max_keys_per_write() * w;
-        assert!(terms * 24 + 128 <= MAX_EXPRESSION_BYTES);
-        assert!(terms * 2 + 12 <= MAX_EXPRESSION_OPERATORS);
+        // Terms, the guard of a first write (W guessed layouts) and AND / NOT.
+        assert!(terms * 24 + 32 + 14 * w <= MAX_EXPRESSION_BYTES);
+        assert!(terms * 2 + 1 + 2 * w + 2 <= MAX_EXPRESSION_OPERATORS);
+    }
+
+    /// The rate a refusal suggests, read back from its message.
+    fn suggested_rate(c: &CounterConfig) -> f64 {
+        let err = c.validate().expect_err("refused");
+        err.message
+            .split("at most ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no suggested rate in: {}", err.message))
+    }
+
+    #[test]
+    fn the_suggested_maximum_rate_is_itself_accepted() {
+        for (window, buckets) in [(3600, 2), (86_400, 2), (600, 24), (7, 3)] {
+            let mut c = CounterConfig::new("counters");
+            c.window = Duration::from_secs(window);
+            c.window_buckets = buckets;
+            c.max_keys_per_second = 1e6;
+            let rate = suggested_rate(&c);
+            c.max_keys_per_second = rate;
+            assert!(
+                c.validate().is_ok(),
+                "window {window} s, W {buckets}: the suggested {rate} is refused: {:?}",
+                c.validate()
+            );
+        }
+    }
+
+    #[test]
+    fn absurd_windows_are_refused_without_overflowing() {
+        for window in [u64::MAX, u64::MAX / 2, 1 << 40] {
+            let mut c = CounterConfig::new("counters");
+            c.window = Duration::from_secs(window);
+            c.window_buckets = 24;
+            c.max_keys_per_second = 1e-300;
+            let err = c.validate().expect_err("absurd window");
+            assert_eq!(err.name, "COUNTER_WINDOW_SECONDS", "{}", err.message);
+            let _ = c.capacity();
+            let _ = c.bucket_seconds();
+        }
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! idempotency key (`missing_idempotency_key`, `invalid_idempotency_key`), then `add`
 //! (`invalid_add`, then per counter in name order: `invalid_add`, `reserved_attribute`,
 //! `key_attribute`, `invalid_delta`).
+//!
+//! Messages never echo a value from the body beyond a few dozen characters: a name is quoted
+//! with a bounded prefix, a value by its type and size ([`describe`]), and every counter
+//! rejection is cut at [`MAX_REJECTION_BYTES`] ([`rejection`]).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +20,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::{Counter, CounterConfig};
+use crate::ddb::error::bounded;
 use crate::ddb::ItemKey;
 use crate::rejection::{Rejection, RejectionCode};
 
@@ -25,6 +30,43 @@ pub const MAX_COUNTERS_PER_RECORD: usize = 20;
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 2048;
 /// DynamoDB's limit on an attribute name used through a placeholder.
 const MAX_ATTRIBUTE_NAME_BYTES: usize = 255;
+/// Longest counter rejection message (bytes); longer ones are cut.
+pub const MAX_REJECTION_BYTES: usize = 256;
+/// Characters of a name or value quoted in a message.
+const QUOTED_CHARS: usize = 32;
+
+/// A counter rejection whose message is cut at [`MAX_REJECTION_BYTES`] (on a character
+/// boundary, marked with the full length).
+pub(super) fn rejection(code: RejectionCode, message: &str) -> Rejection {
+    if message.len() <= MAX_REJECTION_BYTES {
+        return Rejection::new(code, message);
+    }
+    let mut end = MAX_REJECTION_BYTES - 24;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    Rejection::new(
+        code,
+        format!("{}… ({} bytes)", &message[..end], message.len()),
+    )
+}
+
+/// A name from the body, quoted: at most [`QUOTED_CHARS`] characters of it.
+fn quoted(name: &str) -> String {
+    format!("`{}`", bounded(name, QUOTED_CHARS))
+}
+
+/// A value from the body described by its type and size, never echoed whole.
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {}", bounded(&n.to_string(), QUOTED_CHARS)),
+        Value::String(s) => format!("a string of {} bytes", s.len()),
+        Value::Array(a) => format!("an array of {} elements", a.len()),
+        Value::Object(o) => format!("an object of {} fields", o.len()),
+    }
+}
 
 /// A parsed, validated counter record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +109,10 @@ impl RawCounterRecord {
     /// Decode a body: `bad_json` when it is not JSON, `not_an_object` when it is not an object.
     fn from_body(body: &[u8]) -> Result<Self, Rejection> {
         let value: Value = serde_json::from_slice(body).map_err(|e| {
-            Rejection::new(RejectionCode::BadJson, format!("the body is not JSON: {e}"))
+            rejection(
+                RejectionCode::BadJson,
+                &format!("the body ({} bytes) is not JSON: {e}", body.len()),
+            )
         })?;
         let not_an_object =
             || Rejection::new(RejectionCode::NotAnObject, "the body must be a JSON object");
@@ -103,11 +148,37 @@ impl Counter {
 /// `key`: a usable item key whose attributes are not the protocol's.
 fn validate_key(key: Option<Value>, config: &CounterConfig) -> Result<ItemKey, Rejection> {
     let key = key.ok_or_else(|| Rejection::new(RejectionCode::InvalidKey, "`key` is missing"))?;
-    let key = ItemKey::from_json(&key).map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
-    for name in key.json().keys() {
+    for (name, value) in key.as_object().into_iter().flatten() {
+        check_name(name, "key attribute names", RejectionCode::InvalidKey)?;
         check_not_reserved(name, config)?;
+        let usable = matches!(value, Value::String(s) if !s.is_empty()) || value.is_number();
+        if !usable {
+            return Err(rejection(
+                RejectionCode::InvalidKey,
+                &format!(
+                    "key attribute {} must be a non-empty string or a number, got {}",
+                    quoted(name),
+                    describe(value)
+                ),
+            ));
+        }
     }
-    Ok(key)
+    // The remaining checks (an object of one or two attributes) quote nothing from the body.
+    ItemKey::from_json(&key).map_err(|m| rejection(RejectionCode::InvalidKey, &m))
+}
+
+/// A name of 1 to [`MAX_ATTRIBUTE_NAME_BYTES`] bytes, else rejected with `code`.
+fn check_name(name: &str, what: &str, code: RejectionCode) -> Result<(), Rejection> {
+    if name.is_empty() || name.len() > MAX_ATTRIBUTE_NAME_BYTES {
+        return Err(rejection(
+            code,
+            &format!(
+                "{what} are 1 to {MAX_ATTRIBUTE_NAME_BYTES} bytes, got {} bytes",
+                name.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `idempotencyKey`: a non-empty string of at most [`MAX_IDEMPOTENCY_KEY_BYTES`].
@@ -138,11 +209,15 @@ fn validate_add(
     key: &ItemKey,
     config: &CounterConfig,
 ) -> Result<BTreeMap<String, i64>, Rejection> {
-    let Some(Value::Object(fields)) = value else {
-        return Err(Rejection::new(
-            RejectionCode::InvalidAdd,
-            "`add` must be an object of counter name → integer delta",
-        ));
+    let fields = match value {
+        Some(Value::Object(fields)) => fields,
+        other => {
+            let got = other.as_ref().map_or("nothing".into(), describe);
+            return Err(rejection(
+                RejectionCode::InvalidAdd,
+                &format!("`add` must be an object of counter name → integer delta, got {got}"),
+            ));
+        }
     };
     if fields.is_empty() || fields.len() > MAX_COUNTERS_PER_RECORD {
         return Err(Rejection::new(
@@ -165,23 +240,25 @@ fn validate_deltas(
 ) -> Result<BTreeMap<String, i64>, Rejection> {
     let mut add = BTreeMap::new();
     for (name, delta) in fields {
-        if name.is_empty() || name.len() > MAX_ATTRIBUTE_NAME_BYTES {
-            return Err(Rejection::new(
-                RejectionCode::InvalidAdd,
-                format!("counter names are 1 to {MAX_ATTRIBUTE_NAME_BYTES} bytes"),
-            ));
-        }
+        check_name(&name, "counter names", RejectionCode::InvalidAdd)?;
         check_not_reserved(&name, config)?;
         if key.json().contains_key(&name) {
-            return Err(Rejection::new(
+            return Err(rejection(
                 RejectionCode::KeyAttribute,
-                format!("`{name}` is a key attribute and cannot be a counter"),
+                &format!(
+                    "{} is a key attribute and cannot be a counter",
+                    quoted(&name)
+                ),
             ));
         }
         let Some(d) = delta.as_i64() else {
-            return Err(Rejection::new(
+            return Err(rejection(
                 RejectionCode::InvalidDelta,
-                format!("the delta of `{name}` must be a 64-bit integer, got {delta}"),
+                &format!(
+                    "the delta of {} must be a 64-bit integer, got {}",
+                    quoted(&name),
+                    describe(&delta)
+                ),
             ));
         };
         add.insert(name, d);
@@ -192,11 +269,12 @@ fn validate_deltas(
 /// `reserved_attribute` when `name` starts with the protocol's attribute prefix.
 fn check_not_reserved(name: &str, config: &CounterConfig) -> Result<(), Rejection> {
     if config.is_protocol_attribute(name) {
-        return Err(Rejection::new(
+        return Err(rejection(
             RejectionCode::ReservedAttribute,
-            format!(
-                "`{name}` starts with `{}`, the prefix of the counter protocol's own \
+            &format!(
+                "{} starts with `{}`, the prefix of the counter protocol's own \
                  attributes, and cannot be written by a payload",
+                quoted(name),
                 config.attribute_prefix
             ),
         ));
@@ -209,6 +287,7 @@ mod tests {
     use super::*;
     use crate::counter::KEY_BYTES;
     use aws_sdk_dynamodb::Client;
+    use serde_json::json;
 
     fn counter() -> Counter {
         let conf = aws_sdk_dynamodb::Config::builder()
@@ -272,6 +351,40 @@ mod tests {
             code(r#"{"key":{"PK":"a"},"add":null,"idempotencyKey":"x"}"#),
             "invalid_add"
         );
+    }
+
+    #[test]
+    fn rejection_messages_never_echo_a_huge_value() {
+        let huge = "x".repeat(1_000_000);
+        let long_reserved = format!("ctr_{}", "y".repeat(240));
+        let bodies = [
+            json!({"key":{"PK":"a"},"add":{"n": huge},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add":{"n": [huge, 1]},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add":{"n": {"deep": huge}},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add":{"n": 1},"idempotencyKey": huge}),
+            json!({"key":{format!("ctr_{huge}"): "a"},"add":{"n":1},"idempotencyKey":"k"}),
+            json!({"key":{huge.clone(): null},"add":{"n":1},"idempotencyKey":"k"}),
+            json!({"key":{huge.clone(): "a"},"add":{"n":1},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add":{long_reserved: 1},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a","SK":"b"},"add":{"SK": 1},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add":{"n": 1e300},"idempotencyKey":"k"}),
+            json!({"key":{"PK":"a"},"add": huge,"idempotencyKey":"k"}),
+        ];
+        let mut raw: Vec<Vec<u8>> = bodies.iter().map(|b| b.to_string().into_bytes()).collect();
+        raw.push(format!("{{\"key\": \"{huge}").into_bytes());
+        raw.push(format!("{{\"key\": {huge}}}").into_bytes());
+        for body in raw {
+            let Err(rejection) = counter().parse_record(&body) else {
+                panic!("accepted a body of {} bytes", body.len());
+            };
+            let text = rejection.to_string();
+            assert!(
+                text.len() < 300 && !text.contains(&"x".repeat(40)),
+                "{} bytes: {}",
+                text.len(),
+                &text[..text.len().min(400)]
+            );
+        }
     }
 
     #[test]

@@ -1,38 +1,36 @@
-//! The conditional `UpdateItem` of one chunk of keys: which bucket guard it uses
-//! ([`Attempt::plan`]), what a failed condition showed ([`OldState::read`]), the expression
-//! itself ([`Counter::build_update`]) and how an item's keys are split into chunks that stay
-//! within DynamoDB's expression limits ([`chunk_entries`]).
+//! The conditional `UpdateItem` of one chunk of keys, built from a [`Plan`] of the item's
+//! buckets ([`Counter::build_update`]), and how an item's keys are split into chunks that
+//! stay within DynamoDB's expression limits ([`chunk_entries`]).
 //!
 //! ```text
-//! SET   #bk = :b
-//! ADD   #w0 :keys, #c0 :d0, #c1 :d1, …                  (#w<i>: the bucket i before the target)
-//! [REMOVE #r0, #r1, …]                                  (only when the bucket rolls over)
+//! SET   #bk = :layout                         (a guess: #bk = if_not_exists(#bk, :layout))
+//! ADD   #t :keys, #c0 :d0, #c1 :d1, …         (#t: the writer's bucket)
+//! [REMOVE #r0, #r1, …]                        (buckets whose keys expired)
 //! IF    <guard> AND NOT (contains(#w0,:k0) OR contains(#w1,:k0) OR … OR contains(#w0,:k1) …)
 //! ```
+//!
+//! `#w<i>` names every bucket of the layout the write was planned on, and the guard pins that
+//! layout (`#bk = :bold`, `attribute_not_exists(#bk)`, or for a first write one of the
+//! layouts the writer's settings give in steady state).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 
-use super::{Counter, CounterConfig};
+use super::layout::{encode, Guard, Plan};
+use super::Counter;
 use crate::ddb::{Item, Placeholders};
 
 /// Distinct counters one write may add (the update expression stays small).
 pub const MAX_COUNTERS_PER_WRITE: usize = 100;
 
-/// Guard of the first attempt: the item is in the writer's bucket, or has no bucket yet.
-const GUARD_GUESS: &str = "(attribute_not_exists(#bk) OR #bk = :b)";
-/// Guard when the item's bucket is known and is the target.
-const GUARD_SAME: &str = "#bk = :b";
-/// Guard of a rollover: the item is still in the bucket ALL_OLD showed.
-const GUARD_ROLLOVER: &str = "#bk = :bold";
-/// Guard when ALL_OLD showed no protocol state (absent item).
-const GUARD_NEW: &str = "attribute_not_exists(#bk)";
 /// One key-in-bucket test (placeholders filled in per key and bucket).
 const TERM_CONTAINS: &str = "contains(#w{b},:k{k})";
-/// The update, before its `ADD` terms and its optional `REMOVE` clause.
-const UPDATE_SET_BUCKET: &str = "SET #bk = :b ADD ";
+/// The update's `SET` of the layout, for a write planned on a known layout.
+const UPDATE_SET_LAYOUT: &str = "SET #bk = :layout";
+/// The update's `SET` of the layout, for a guess (the layout of a new item, else unchanged).
+const UPDATE_SET_LAYOUT_IF_NEW: &str = "SET #bk = if_not_exists(#bk, :layout)";
 
 /// One distinct key of a batch, for one item: its deltas and the records carrying it.
 #[derive(Debug, Clone)]
@@ -43,116 +41,63 @@ pub(super) struct KeyEntry {
     pub(super) add: BTreeMap<String, i64>,
     /// Batch indices; the first is the record that counts, the others are in-batch duplicates.
     pub(super) indices: Vec<usize>,
+    /// The in-batch duplicates whose deltas differ from the first record's.
+    pub(super) conflicting: Vec<usize>,
 }
 
-/// How the next write of a chunk is guarded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Knowledge {
-    /// Nothing read: assume the item is in the writer's bucket (or new).
-    Guess,
-    /// ALL_OLD showed the item's bucket (`None`: no protocol state).
-    Known(Option<u64>),
-}
-
-/// What one write of a chunk is conditioned on and where its keys go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Attempt {
-    /// The bucket guard.
-    guard: &'static str,
-    /// The bucket the item is in after the write (new keys go there).
-    target: u64,
-    /// The item's bucket as ALL_OLD showed it, when the write rolls the item over.
-    bold: Option<u64>,
-    /// Buckets that fall out of the window with this rollover.
-    removals: Vec<u64>,
-}
-
-impl Attempt {
-    /// The next attempt, from what is known of the item, the writer's bucket `now`, the
-    /// number of buckets kept and the buckets ALL_OLD showed.
-    pub(super) fn plan(
-        knowledge: Knowledge,
-        now: u64,
-        window_buckets: u32,
-        old_buckets: &[u64],
-    ) -> Self {
-        let (guard, target, bold) = match knowledge {
-            Knowledge::Guess => (GUARD_GUESS, now, None),
-            Knowledge::Known(None) => (GUARD_NEW, now, None),
-            Knowledge::Known(Some(b)) if b >= now => (GUARD_SAME, b, None),
-            Knowledge::Known(Some(b)) => (GUARD_ROLLOVER, now, Some(b)),
-        };
-        let oldest_kept = target.saturating_sub(u64::from(window_buckets).saturating_sub(1));
-        let removals = match bold {
-            Some(_) => old_buckets
-                .iter()
-                .copied()
-                .filter(|b| *b < oldest_kept)
-                .collect(),
-            None => Vec::new(),
-        };
-        Attempt {
-            guard,
-            target,
-            bold,
-            removals,
+impl KeyEntry {
+    /// The entry of one record.
+    pub(super) fn new(hash: String, add: BTreeMap<String, i64>, index: usize) -> Self {
+        KeyEntry {
+            hash,
+            add,
+            indices: vec![index],
+            conflicting: Vec::new(),
         }
     }
-}
 
-/// What a failed condition's `ALL_OLD` item showed.
-#[derive(Debug, Default)]
-pub(super) struct OldState {
-    /// The item's bucket (`None`: no protocol state).
-    pub(super) bucket: Option<u64>,
-    /// Every key hash the item holds, in any bucket.
-    pub(super) keys: BTreeSet<String>,
-    /// The buckets of its key attributes.
-    pub(super) buckets: Vec<u64>,
-}
-
-impl OldState {
-    /// Read the protocol state of an `ALL_OLD` item.
-    pub(super) fn read(config: &CounterConfig, old: &Item) -> Self {
-        let bucket = old
-            .get(&config.bucket_attribute())
-            .and_then(|v| v.as_n().ok())
-            .and_then(|n| n.parse().ok());
-        let mut state = OldState {
-            bucket,
-            ..OldState::default()
-        };
-        for (name, value) in old {
-            if let Some(b) = config.bucket_of_keys_attribute(name) {
-                state.buckets.push(b);
-                if let AttributeValue::Ss(keys) = value {
-                    state.keys.extend(keys.iter().cloned());
-                }
-            }
+    /// One more record with this key: a duplicate, conflicting when its deltas differ.
+    pub(super) fn push(&mut self, index: usize, add: &BTreeMap<String, i64>) {
+        self.indices.push(index);
+        if *add != self.add {
+            self.conflicting.push(index);
         }
-        state
     }
 }
 
 impl Counter {
-    /// The conditional `UpdateItem` adding `pending`'s deltas and keys to the item, under
-    /// `attempt`'s guard, with `ALL_OLD` on a failed condition.
+    /// The conditional `UpdateItem` adding `pending`'s deltas and keys to the item as `plan`
+    /// says, with `ALL_OLD` on a failed condition.
     pub(super) fn build_update(
         &self,
         key_item: &Item,
         pending: &[KeyEntry],
-        attempt: &Attempt,
+        plan: &Plan,
     ) -> UpdateItemFluentBuilder {
         let mut p = Placeholders::default();
         p.set_name("#bk", self.config.bucket_attribute())
-            .set_value(":b", number(attempt.target));
-        if let Some(b) = attempt.bold {
-            p.set_value(":bold", number(b));
+            .set_name("#t", self.config.keys_attribute(&plan.target))
+            .set_value(":layout", AttributeValue::S(encode(&plan.after)));
+        let set = match &plan.guard {
+            Guard::Is(old) => {
+                p.set_value(":bold", old.clone());
+                UPDATE_SET_LAYOUT
+            }
+            Guard::Absent => UPDATE_SET_LAYOUT,
+            Guard::Guess(guesses) => {
+                for (i, guess) in guesses.iter().enumerate() {
+                    p.set_value(&format!(":g{i}"), AttributeValue::S(guess.clone()));
+                }
+                UPDATE_SET_LAYOUT_IF_NEW
+            }
+        };
+        for (i, bucket) in plan.checked.iter().enumerate() {
+            p.set_name(&format!("#w{i}"), self.config.keys_attribute(bucket));
         }
-        let window = self.name_window(attempt.target, &mut p);
-        let condition = contains_condition(attempt.guard, pending, window, &mut p);
-        let mut update = format!("{UPDATE_SET_BUCKET}{}", add_terms(pending, &mut p));
-        update.push_str(&self.remove_clause(&attempt.removals, &mut p));
+        let condition =
+            contains_condition(&plan.guard_condition(), pending, plan.checked.len(), &mut p);
+        let mut update = format!("{set} ADD {}", add_terms(pending, &mut p));
+        update.push_str(&self.remove_clause(plan, &mut p));
         let (names, values) = p.into_maps();
         self.client
             .update_item()
@@ -165,28 +110,15 @@ impl Counter {
             .condition_expression(condition)
     }
 
-    /// Name the buckets checked for duplicates: `#w0` is the target bucket (where new keys
-    /// go), `#w<i>` the bucket `i` before it (none before bucket 0). Returns how many.
-    fn name_window(&self, target: u64, p: &mut Placeholders) -> usize {
-        let window =
-            (0..u64::from(self.config.window_buckets)).filter_map(|i| target.checked_sub(i));
-        let mut count = 0;
-        for (i, b) in window.enumerate() {
-            p.set_name(&format!("#w{i}"), self.config.keys_attribute(b));
-            count += 1;
-        }
-        count
-    }
-
     /// ` REMOVE #r0, #r1, …` for the buckets that fall out (empty when none do).
-    fn remove_clause(&self, removals: &[u64], p: &mut Placeholders) -> String {
-        if removals.is_empty() {
+    fn remove_clause(&self, plan: &Plan, p: &mut Placeholders) -> String {
+        if plan.removals.is_empty() {
             return String::new();
         }
-        let mut names = Vec::with_capacity(removals.len());
-        for (i, b) in removals.iter().enumerate() {
+        let mut names = Vec::with_capacity(plan.removals.len());
+        for (i, bucket) in plan.removals.iter().enumerate() {
             let placeholder = format!("#r{i}");
-            p.set_name(&placeholder, self.config.keys_attribute(*b));
+            p.set_name(&placeholder, self.config.keys_attribute(bucket));
             names.push(placeholder);
         }
         format!(" REMOVE {}", names.join(", "))
@@ -201,6 +133,9 @@ fn contains_condition(
     window: usize,
     p: &mut Placeholders,
 ) -> String {
+    if window == 0 {
+        return guard.to_string();
+    }
     let mut terms = Vec::with_capacity(pending.len() * window);
     for (k, entry) in pending.iter().enumerate() {
         p.set_value(&format!(":k{k}"), AttributeValue::S(entry.hash.clone()));
@@ -215,7 +150,7 @@ fn contains_condition(
     format!("{guard} AND NOT ({})", terms.join(" OR "))
 }
 
-/// `#w0 :keys, #c0 :d0, …`: the pending keys into the target bucket, and each counter's
+/// `#t :keys, #c0 :d0, …`: the pending keys into the target bucket, and each counter's
 /// summed deltas (counters in name order).
 fn add_terms(pending: &[KeyEntry], p: &mut Placeholders) -> String {
     let hashes = pending.iter().map(|e| e.hash.clone()).collect();
@@ -224,17 +159,13 @@ fn add_terms(pending: &[KeyEntry], p: &mut Placeholders) -> String {
     for (name, delta) in pending.iter().flat_map(|e| &e.add) {
         *totals.entry(name.as_str()).or_default() += i128::from(*delta);
     }
-    let mut adds = vec!["#w0 :keys".to_string()];
+    let mut adds = vec!["#t :keys".to_string()];
     for (i, (name, total)) in totals.into_iter().enumerate() {
         p.set_name(&format!("#c{i}"), name)
             .set_value(&format!(":d{i}"), AttributeValue::N(total.to_string()));
         adds.push(format!("#c{i} :d{i}"));
     }
     adds.join(", ")
-}
-
-fn number(n: u64) -> AttributeValue {
-    AttributeValue::N(n.to_string())
 }
 
 /// Split an item's distinct keys into writes of at most `max_keys` keys and
@@ -263,36 +194,28 @@ pub(super) fn chunk_entries(entries: Vec<KeyEntry>, max_keys: usize) -> Vec<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counter::hash_key;
-
-    #[test]
-    fn a_rollover_removes_only_the_buckets_that_fall_out() {
-        let plan = |knowledge| Attempt::plan(knowledge, 105, 3, &[98, 99, 100, 104]);
-        assert_eq!(plan(Knowledge::Guess).guard, GUARD_GUESS);
-        assert_eq!(plan(Knowledge::Known(None)).guard, GUARD_NEW);
-        let behind = plan(Knowledge::Known(Some(107)));
-        assert_eq!((behind.guard, behind.target), (GUARD_SAME, 107));
-        let rollover = plan(Knowledge::Known(Some(100)));
-        assert_eq!(
-            (rollover.guard, rollover.target, rollover.bold),
-            (GUARD_ROLLOVER, 105, Some(100))
-        );
-        assert_eq!(rollover.removals, [98, 99, 100]);
-        assert!(plan(Knowledge::Guess).removals.is_empty());
-    }
+    use crate::counter::layout::{Bucket, BucketName, Grid, Knowledge, Layout};
+    use crate::counter::{hash_key, CounterConfig};
 
     #[test]
     fn chunks_respect_keys_and_counters_per_write() {
-        let entry = |i: usize, counter: String| KeyEntry {
-            hash: i.to_string(),
-            add: BTreeMap::from([(counter, 1)]),
-            indices: vec![i],
-        };
+        let entry =
+            |i: usize, counter: String| KeyEntry::new(i.to_string(), [(counter, 1)].into(), i);
         let sizes = |chunks: Vec<Vec<KeyEntry>>| chunks.iter().map(Vec::len).collect::<Vec<_>>();
         let same: Vec<KeyEntry> = (0..150).map(|i| entry(i, "n".into())).collect();
         assert_eq!(sizes(chunk_entries(same, 71)), [71, 71, 8]);
         let distinct: Vec<KeyEntry> = (0..150).map(|i| entry(i, format!("c{i}"))).collect();
         assert_eq!(sizes(chunk_entries(distinct, 200)), [100, 50]);
+    }
+
+    #[test]
+    fn a_duplicate_with_other_deltas_is_marked_conflicting() {
+        let mut e = KeyEntry::new("h".into(), [("n".to_string(), 1)].into(), 0);
+        e.push(3, &[("n".to_string(), 1)].into());
+        e.push(5, &[("n".to_string(), 2)].into());
+        e.push(7, &[("n".to_string(), 1), ("m".to_string(), 1)].into());
+        assert_eq!(e.indices, [0, 3, 5, 7]);
+        assert_eq!(e.conflicting, [5, 7]);
     }
 
     /// The exact request of a rollover (expressions and placeholders as DynamoDB sees them).
@@ -302,22 +225,33 @@ mod tests {
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
         let mut config = CounterConfig::new("counters");
-        config.window_buckets = 3;
+        config.window_buckets = 3; // buckets of 1800 s, kept 5400 s from their start
+        let grid = Grid::of(&config);
         let counter = Counter::new(aws_sdk_dynamodb::Client::from_conf(conf), config);
+        let t: u64 = 1_800_000_000;
+        let span = |start: u64| Bucket {
+            until: start + 5400,
+            name: BucketName::Span { start },
+        };
+        let buckets: BTreeSet<Bucket> = [t - 5400, t - 3600, t - 1800].map(span).into();
+        let old_layout = encode(&buckets);
+        let layout = Layout {
+            guard: Some(AttributeValue::S(old_layout.clone())),
+            buckets,
+        };
+        let plan = Plan::new(&Knowledge::Known(layout), &grid, t + 100);
         let pending = [
             ("k0", vec![("logins", 3), ("authz", -1)]),
             ("k1", vec![("logins", 1)]),
         ]
-        .map(|(key, add)| KeyEntry {
-            hash: hash_key(key),
-            add: add.into_iter().map(|(n, d)| (n.to_string(), d)).collect(),
-            indices: vec![0],
+        .map(|(key, add)| {
+            let add = add.into_iter().map(|(n, d)| (n.to_string(), d)).collect();
+            KeyEntry::new(hash_key(key), add, 0)
         });
-        let attempt = Attempt::plan(Knowledge::Known(Some(100)), 105, 3, &[98, 99, 100]);
-        let req = counter.build_update(&Item::new(), &pending, &attempt);
+        let req = counter.build_update(&Item::new(), &pending, &plan);
         assert_eq!(
             req.get_update_expression().as_deref(),
-            Some("SET #bk = :b ADD #w0 :keys, #c0 :d0, #c1 :d1 REMOVE #r0, #r1, #r2")
+            Some("SET #bk = :layout ADD #t :keys, #c0 :d0, #c1 :d1 REMOVE #r0")
         );
         assert_eq!(
             req.get_condition_expression().as_deref(),
@@ -332,15 +266,22 @@ mod tests {
             .unwrap_or_default()
             .into_iter()
             .collect();
-        assert_eq!(names["#w2"], "ctr_keys_103");
-        assert_eq!(names["#r2"], "ctr_keys_100");
+        assert_eq!(names["#w0"], "ctr_keys_1799994600_1800000000");
+        assert_eq!(names["#r0"], "ctr_keys_1799994600_1800000000");
+        assert_eq!(names["#t"], "ctr_keys_1800000000_1800005400");
         assert_eq!(names["#c1"], "logins");
         let values = req
             .get_expression_attribute_values()
             .clone()
             .unwrap_or_default();
         assert_eq!(values[":d1"], AttributeValue::N("4".into()));
-        assert_eq!(values[":bold"], AttributeValue::N("100".into()));
+        assert_eq!(values[":bold"], AttributeValue::S(old_layout));
+        assert_eq!(
+            values[":layout"],
+            AttributeValue::S(
+                "1799996400_1800001800,1799998200_1800003600,1800000000_1800005400".into()
+            )
+        );
         assert_eq!(values.len(), 7);
     }
 }

@@ -4,10 +4,18 @@
 //! conditional write a bounded number of times, with the common backoff between tries.
 //!
 //! ```text
-//! SET   #ver = :ver, #upd = :upd, #a0 = :a0, #a1 = :a1, …
+//! SET   #ver = :ver, #upd = :upd, #tok = :tok, #a0 = :a0, #a1 = :a1, …
 //! IF    attribute_not_exists(#ver)            (expected: none)
 //!       #ver = :expected                      (expected: Some(version))
 //! ```
+//!
+//! **Lost responses.** Each call writes a random token (`<prefix>write_token`) with the new
+//! version. When DynamoDB applied a write but its response was lost, the SDK's retry fails the
+//! condition (the version has moved, by that very write); `ALL_OLD` then shows the new version
+//! *with our token*, and the call reports [`VersionOutcome::Written`], not a conflict, so
+//! [`Counter::read_modify_write`] never applies its change twice. (A retry that comes after
+//! another writer has moved the version further cannot see our token any more: it reports a
+//! [`VersionOutcome::Conflict`], and our write stays the older version in the item's history.)
 
 use std::time::Duration;
 
@@ -23,7 +31,7 @@ const CONDITION_VERSION_ABSENT: &str = "attribute_not_exists(#ver)";
 /// Guard of a versioned write of an existing item.
 const CONDITION_VERSION_IS: &str = "#ver = :expected";
 /// The protocol's own `SET` terms of a versioned write (the caller's attributes follow).
-const SET_VERSION: &str = "#ver = :ver, #upd = :upd";
+const SET_VERSION: &str = "#ver = :ver, #upd = :upd, #tok = :tok";
 /// Waits between the tries of [`Counter::read_modify_write`] (its `retries` are set per call).
 const RMW_BACKOFF: Backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(320), 0);
 
@@ -81,9 +89,12 @@ impl Counter {
         expected: Option<u64>,
         attributes: &Map<String, Value>,
     ) -> Result<VersionOutcome, StoreError> {
-        let version = expected.map_or(1, |v| v + 1);
+        let version = expected.map_or(1, |v| v.saturating_add(1));
         let key_item = key.to_item()?;
+        let token = format!("{:032x}", rand::random::<u128>());
         let mut p = Placeholders::default();
+        p.set_name("#tok", self.config.write_token_attribute())
+            .set_value(":tok", AttributeValue::S(token.clone()));
         let update = self.versioned_update(key, version, attributes, &mut p)?;
         let condition = match expected {
             None => CONDITION_VERSION_ABSENT,
@@ -107,10 +118,23 @@ impl Counter {
             .await;
         Ok(match conditional("UpdateItem", result)? {
             Cond::Done(_) => VersionOutcome::Written { version },
+            Cond::Failed { old: Some(old) } if self.is_our_write(&old, version, &token) => {
+                VersionOutcome::Written { version }
+            }
             Cond::Failed { old } => VersionOutcome::Conflict {
                 current: old.as_ref().and_then(|item| self.stored_version(item)),
             },
         })
+    }
+
+    /// Whether `old` is the item as our own write left it: the new version with our token
+    /// (a retry of a write whose response was lost).
+    fn is_our_write(&self, old: &Item, version: u64, token: &str) -> bool {
+        let ours = old
+            .get(&self.config.write_token_attribute())
+            .and_then(|t| t.as_s().ok())
+            .is_some_and(|t| t == token);
+        ours && self.stored_version(old) == Some(version)
     }
 
     /// `SET #ver = :ver, #upd = :upd, #a<i> = :a<i>, …`, refusing key and protocol attributes.

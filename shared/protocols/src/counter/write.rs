@@ -3,15 +3,19 @@
 //! ([`Counter::write_chunk`]); each chunk's result is settled by `settle`.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
 
 use futures::StreamExt;
 
+use super::layout::{Grid, Knowledge, Layout, Plan};
+use super::record::rejection;
 use super::settle::{
     defer, reject, settle, ChunkError, ChunkResult, CounterOutcome, Results, Written,
 };
-use super::update::{chunk_entries, Attempt, KeyEntry, Knowledge, OldState};
+use super::update::{chunk_entries, KeyEntry};
 use super::{Counter, CounterRecord};
 use crate::batch::{Applied, Deadline, Protocol};
+use crate::ddb::error::bounded;
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
 
@@ -34,15 +38,12 @@ impl ItemGroup {
     /// Add record `i`: a new key, or one more record of a key already in the group.
     fn push(&mut self, i: usize, record: CounterRecord) {
         match self.by_hash.get(&record.hashed_key) {
-            Some(&at) => self.entries[at].indices.push(i),
+            Some(&at) => self.entries[at].push(i, &record.add),
             None => {
                 self.by_hash
                     .insert(record.hashed_key.clone(), self.entries.len());
-                self.entries.push(KeyEntry {
-                    hash: record.hashed_key,
-                    add: record.add,
-                    indices: vec![i],
-                });
+                self.entries
+                    .push(KeyEntry::new(record.hashed_key, record.add, i));
             }
         }
     }
@@ -68,83 +69,116 @@ fn group_by_item(records: Vec<(usize, CounterRecord)>) -> Vec<ItemGroup> {
     groups
 }
 
-impl Counter {
-    /// Add one record's deltas exactly once (no coalescing): the outcome, or the error.
-    pub async fn add(&self, record: &CounterRecord) -> Result<CounterOutcome, StoreError> {
-        let entry = KeyEntry {
-            hash: record.hashed_key.clone(),
-            add: record.add.clone(),
-            indices: vec![0],
-        };
-        let key_item = record.key.to_item()?;
-        let cost = Cost::default();
-        match self
-            .write_chunk(&record.key, &key_item, vec![entry], &cost)
-            .await
-        {
-            Ok(written) if !written.applied.is_empty() => Ok(CounterOutcome::Applied),
-            Ok(_) => Ok(CounterOutcome::Duplicate),
-            Err(ChunkError::Store(e) | ChunkError::ItemFull(e)) => Err(e),
+/// What is known of one item's buckets across its chunks: the last write's result, so that
+/// the item's next chunk is guarded right the first time.
+#[derive(Debug)]
+struct ItemHint(Mutex<Knowledge>);
+
+impl ItemHint {
+    fn new() -> Self {
+        ItemHint(Mutex::new(Knowledge::Guess))
+    }
+
+    fn get(&self) -> Knowledge {
+        match self.0.lock() {
+            Ok(known) => known.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
-    /// Write one chunk of distinct keys of one item: a conditional update, and after each
-    /// failed condition the keys found present set aside and the guard re-planned from
-    /// `ALL_OLD`, at most [`MAX_CONDITION_ROUNDS`] times.
+    fn set(&self, knowledge: Knowledge) {
+        match self.0.lock() {
+            Ok(mut known) => *known = knowledge,
+            Err(poisoned) => *poisoned.into_inner() = knowledge,
+        }
+    }
+}
+
+impl Counter {
+    /// Add one record's deltas exactly once (no coalescing): the outcome, or the error.
+    pub async fn add(&self, record: &CounterRecord) -> Result<CounterOutcome, StoreError> {
+        let entry = KeyEntry::new(record.hashed_key.clone(), record.add.clone(), 0);
+        let key_item = record.key.to_item()?;
+        let cost = Cost::default();
+        let hint = ItemHint::new();
+        let result = self
+            .write_chunk(&record.key, &key_item, vec![entry], &hint, &cost)
+            .await;
+        match result.failure {
+            Some((_, ChunkError::Store(e) | ChunkError::Invalid(e) | ChunkError::ItemFull(e))) => {
+                Err(e)
+            }
+            None if result.written.applied.is_empty() => Ok(CounterOutcome::Duplicate),
+            None => Ok(CounterOutcome::Applied),
+        }
+    }
+
+    /// Write one chunk of distinct keys of one item: conditional updates planned on what is
+    /// known of the item's buckets (as many keys per update as the expression limits allow
+    /// with that many buckets); after each failed condition the keys found present are set
+    /// aside and the plan is made again from `ALL_OLD`, at most [`MAX_CONDITION_ROUNDS`]
+    /// times. A failure keeps what was written before it.
     async fn write_chunk(
         &self,
         key: &ItemKey,
         key_item: &Item,
         chunk: Vec<KeyEntry>,
+        hint: &ItemHint,
         cost: &Cost,
     ) -> ChunkResult {
+        let grid = Grid::of(&self.config);
         let mut pending = chunk;
-        let mut duplicates = Vec::new();
-        let mut knowledge = Knowledge::Guess;
-        let mut old_buckets: Vec<u64> = Vec::new();
-        for _ in 0..MAX_CONDITION_ROUNDS {
-            if pending.is_empty() {
-                break;
+        let mut written = Written::default();
+        let mut knowledge = hint.get();
+        let mut failed_conditions = 0;
+        while !pending.is_empty() {
+            if failed_conditions == MAX_CONDITION_ROUNDS {
+                return contention(key, written, pending);
             }
-            let now = self.current_bucket();
-            let attempt = Attempt::plan(knowledge, now, self.config.window_buckets, &old_buckets);
-            let Some(old) = self.send_update(key_item, &pending, &attempt, cost).await? else {
-                return Ok(Written {
-                    applied: pending,
-                    duplicates,
-                });
-            };
-            let state = OldState::read(&self.config, &old);
-            let (present, rest): (Vec<KeyEntry>, Vec<KeyEntry>) = pending
-                .into_iter()
-                .partition(|e| state.keys.contains(&e.hash));
-            duplicates.extend(present);
-            pending = rest;
-            knowledge = Knowledge::Known(state.bucket);
-            old_buckets = state.buckets;
+            let now = self.clock.now_secs();
+            let plan = Plan::new(&knowledge, &grid, now);
+            let rest = pending.split_off(plan.keys_per_write().min(pending.len()));
+            match self.send_update(key_item, &pending, &plan, cost).await {
+                Err(err) => {
+                    pending.extend(rest);
+                    return ChunkResult {
+                        written,
+                        failure: Some((pending, err)),
+                    };
+                }
+                Ok(None) => {
+                    written.applied.append(&mut pending);
+                    pending = rest;
+                    knowledge = plan.known_after();
+                }
+                Ok(Some(old)) => {
+                    failed_conditions += 1;
+                    pending.extend(rest);
+                    let (layout, keys) = Layout::read(&self.config, &grid, &old, now);
+                    let (present, todo) = pending.into_iter().partition(|e| keys.contains(&e.hash));
+                    written.duplicates.extend::<Vec<KeyEntry>>(present);
+                    pending = todo;
+                    knowledge = Knowledge::Known(layout);
+                }
+            }
+            hint.set(knowledge.clone());
         }
-        if pending.is_empty() {
-            return Ok(Written {
-                applied: Vec::new(),
-                duplicates,
-            });
+        ChunkResult {
+            written,
+            failure: None,
         }
-        Err(ChunkError::Store(StoreError::Contention {
-            what: format!("the bucket of counter item {}", key.canonical()),
-            attempts: MAX_CONDITION_ROUNDS,
-        }))
     }
 
-    /// Send one attempt: `None` when it was applied, `Some(ALL_OLD)` when its condition
+    /// Send one planned update: `None` when it was applied, `Some(ALL_OLD)` when its condition
     /// failed (an empty item when there was none).
     async fn send_update(
         &self,
         key_item: &Item,
         pending: &[KeyEntry],
-        attempt: &Attempt,
+        plan: &Plan,
         cost: &Cost,
     ) -> Result<Option<Item>, ChunkError> {
-        let result = self.build_update(key_item, pending, attempt).send().await;
+        let result = self.build_update(key_item, pending, plan).send().await;
         match conditional("UpdateItem", result) {
             Ok(Cond::Done(out)) => {
                 cost.add(out.consumed_capacity());
@@ -161,7 +195,7 @@ impl Counter {
         }
     }
 
-    /// Write one item's distinct keys: chunks in order, halves on overflow.
+    /// Write one item's distinct keys: chunks in order, halves of a chunk DynamoDB refused.
     async fn write_item(
         &self,
         key: ItemKey,
@@ -173,57 +207,74 @@ impl Counter {
         let key_item = match key.to_item() {
             Ok(item) => item,
             Err(e) => {
-                let reason = Rejection::new(RejectionCode::InvalidKey, e.to_string());
+                let reason = rejection(RejectionCode::InvalidKey, &e.to_string());
                 reject(entries, &reason, &mut results);
                 return results;
             }
         };
+        let hint = ItemHint::new();
         let mut halves = VecDeque::new();
         let first_pass = self
-            .write_chunks(&key, &key_item, entries, deadline, cost)
+            .write_chunks(&key, &key_item, entries, deadline, &hint, cost)
             .await;
-        for (chunk, result) in first_pass {
+        for result in first_pass {
             match result {
-                Some(result) => settle(&key, chunk, result, &mut results, &mut halves),
-                None => defer(chunk, &mut results),
+                Ok(result) => settle(&key, result, &mut results, &mut halves),
+                Err(chunk) => defer(chunk, &mut results),
             }
         }
-        // Chunks that overflowed the item, retried in halves one at a time.
+        // Chunks DynamoDB refused (the item is full, or a record is invalid), retried in
+        // halves one at a time, down to single keys.
         while let Some(chunk) = halves.pop_front() {
             if deadline.expired() {
                 defer(chunk, &mut results);
                 continue;
             }
-            let result = self.write_chunk(&key, &key_item, chunk.clone(), cost).await;
-            settle(&key, chunk, result, &mut results, &mut halves);
+            let result = self.write_chunk(&key, &key_item, chunk, &hint, cost).await;
+            settle(&key, result, &mut results, &mut halves);
         }
         results
     }
 
-    /// The first pass over an item's chunks: each chunk with its result (`None`: not started,
-    /// the deadline is close).
+    /// The first pass over an item's chunks: each chunk's result, or the chunk itself when it
+    /// was not started (the deadline is close).
     async fn write_chunks(
         &self,
         key: &ItemKey,
         key_item: &Item,
         entries: Vec<KeyEntry>,
         deadline: Deadline,
+        hint: &ItemHint,
         cost: &Cost,
-    ) -> Vec<(Vec<KeyEntry>, Option<ChunkResult>)> {
+    ) -> Vec<Result<ChunkResult, Vec<KeyEntry>>> {
         // The chunks of one item hold distinct keys: independent conditional writes, written
         // CHUNKS_AT_ONCE at a time (items themselves are written concurrently).
         let chunks = chunk_entries(entries, self.config.max_keys_per_write());
         futures::stream::iter(chunks)
             .map(|chunk| async move {
                 if deadline.expired() {
-                    return (chunk, None);
+                    return Err(chunk);
                 }
-                let result = self.write_chunk(key, key_item, chunk.clone(), cost).await;
-                (chunk, Some(result))
+                Ok(self.write_chunk(key, key_item, chunk, hint, cost).await)
             })
             .buffered(CHUNKS_AT_ONCE)
             .collect()
             .await
+    }
+}
+
+/// The condition kept failing: what was written stays, the rest fails (transient).
+fn contention(key: &ItemKey, written: Written, pending: Vec<KeyEntry>) -> ChunkResult {
+    let err = StoreError::Contention {
+        what: format!(
+            "the buckets of counter item {}",
+            bounded(key.canonical(), 64)
+        ),
+        attempts: MAX_CONDITION_ROUNDS,
+    };
+    ChunkResult {
+        written,
+        failure: Some((pending, ChunkError::Store(err))),
     }
 }
 
