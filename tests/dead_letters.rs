@@ -176,3 +176,37 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
     let items = scan(&client, &tables["RatchetTable"]).await;
     assert_eq!(items.len(), 2);
 }
+
+#[tokio::test]
+async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
+    let client = client();
+    let tables = template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
+    let w = Writer {
+        function: "counter-writer".into(),
+        protocol: Counter::new(
+            client.clone(),
+            CounterConfig {
+                window: Duration::from_secs(60),
+                ..CounterConfig::new(&tables["CounterTable"])
+            },
+        ),
+        dead_letters: DeadLetters::new(
+            client.clone(),
+            &tables["DeadLetterTable"],
+            "counter-writer",
+        ),
+        deadline_margin: Duration::from_secs(1),
+    };
+    // Its key may have left the window: applied again, it could count twice.
+    let late = serde_json::json!({"key":{"PK":"a","SK":"b"},"add":{"n":1},"idempotencyKey":"k1"});
+    let fresh = serde_json::json!({"key":{"PK":"a","SK":"b"},"add":{"n":1},"idempotencyKey":"k2"});
+    let batch = sqs_batch_arrived(&[(late, 600), (fresh, 1)]);
+
+    let report = w.handle_batch(&batch, Deadline::none()).await;
+
+    assert!(report.response.failed_ids().is_empty());
+    assert_eq!(report.summary.count("applied"), 1);
+    let letters = w.dead_letters.list().await.expect("list");
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].reason.code, "too_old");
+}

@@ -286,6 +286,12 @@ impl Protocol for Counter {
         self.parse_record(body)
     }
 
+    /// The duplicate window: an older record's key may have left the item, so applying it
+    /// could count it twice.
+    fn max_record_age(&self) -> Option<std::time::Duration> {
+        Some(self.config.window)
+    }
+
     async fn apply(
         &self,
         records: Vec<(usize, CounterRecord)>,
