@@ -6,6 +6,7 @@ use dynamo_lambda::dead_letter::{DeadLetter, DeadLetters};
 use dynamo_lambda::settings::FromEnv;
 use dynamo_lambda::{writer_from_env, Writer};
 use dynamo_protocols::counter::Counter;
+use dynamo_protocols::document::Document;
 use dynamo_protocols::ratchet::Ratchet;
 use dynamo_protocols::txn::Coordinator;
 use serde_json::{json, Value};
@@ -51,6 +52,7 @@ pub async fn run(action: Action, table: &str, function: &str) -> Result<(), Stri
             f if f == Ratchet::SPEC.name => replay::<Ratchet>(client, letters).await,
             f if f == Counter::SPEC.name => replay::<Counter>(client, letters).await,
             f if f == Coordinator::SPEC.name => replay::<Coordinator>(client, letters).await,
+            f if f == Document::SPEC.name => replay::<Document>(client, letters).await,
             other => Err(format!("replay does not know the function {other:?}")),
         },
     }

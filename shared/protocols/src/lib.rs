@@ -94,6 +94,7 @@ pub mod batch;
 pub mod config;
 pub mod counter;
 pub mod ddb;
+pub mod document;
 pub mod ratchet;
 pub mod rejection;
 pub mod sweep;

@@ -64,6 +64,18 @@ pub enum RejectionCode {
     DuplicateItem,
     /// Transaction: the `txId` is already recorded with other requests.
     TxIdReused,
+    /// Document: `path` is missing or not a valid attribute path.
+    InvalidPath,
+    /// Document: `path` names a key attribute.
+    KeyPath,
+    /// Document: `path` names an attribute the protocol owns (its version, its op slots).
+    ReservedPath,
+    /// Document: `values` / `value` is missing or unusable (a set of mixed types, ...).
+    InvalidValues,
+    /// Document: `document` of a replace is missing or not an object.
+    InvalidDocument,
+    /// Document: `expectedVersion` is not a non-negative integer.
+    InvalidVersion,
     /// A code this version does not know (read from an older or newer dead letter).
     #[serde(other)]
     Other,
@@ -99,6 +111,12 @@ impl RejectionCode {
             RejectionCode::ReservedPlaceholder => "reserved_placeholder",
             RejectionCode::DuplicateItem => "duplicate_item",
             RejectionCode::TxIdReused => "tx_id_reused",
+            RejectionCode::InvalidPath => "invalid_path",
+            RejectionCode::KeyPath => "key_path",
+            RejectionCode::ReservedPath => "reserved_path",
+            RejectionCode::InvalidValues => "invalid_values",
+            RejectionCode::InvalidDocument => "invalid_document",
+            RejectionCode::InvalidVersion => "invalid_version",
             RejectionCode::Other => "other",
         }
     }
