@@ -95,6 +95,7 @@ pub mod config;
 pub mod counter;
 pub mod ddb;
 pub mod document;
+pub mod lease;
 pub mod ratchet;
 pub mod rejection;
 pub mod sweep;
