@@ -168,57 +168,42 @@ async fn nested_paths_and_reserved_words_go_through_placeholders() {
         DocumentOutcome::Applied
     );
 
-    for (body, outcome) in [
+    use DocumentOutcome::{Absent, Applied};
+    let cases = [
         (
-            rec(
-                "set_add",
-                "u",
-                json!({"path": "profile.tags", "values": ["b", "a"]}),
-            ),
-            DocumentOutcome::Applied,
+            "set_add",
+            json!({"path": "profile.tags", "values": ["b", "a"]}),
+            Applied,
         ),
         (
-            rec(
-                "list_remove",
-                "u",
-                json!({"path": "lists[1]", "value": "y"}),
-            ),
-            DocumentOutcome::Applied,
+            "list_remove",
+            json!({"path": "lists[1]", "value": "y"}),
+            Applied,
         ),
         (
-            rec(
-                "list_append",
-                "u",
-                json!({"path": "lists[0]", "values": [{"deep": [1]}]}),
-            ),
-            DocumentOutcome::Applied,
+            "list_append",
+            json!({"path": "lists[0]", "values": [{"deep": [1]}]}),
+            Applied,
         ),
         (
-            rec(
-                "list_remove",
-                "u",
-                json!({"path": "lists[0]", "value": {"deep": [1]}}),
-            ),
-            DocumentOutcome::Applied,
+            "list_remove",
+            json!({"path": "lists[0]", "value": {"deep": [1]}}),
+            Applied,
         ),
         // `size` is a DynamoDB reserved word: only a placeholder can name it.
         (
-            rec(
-                "list_append",
-                "u",
-                json!({"path": "size", "values": [1, 2]}),
-            ),
-            DocumentOutcome::Applied,
+            "list_append",
+            json!({"path": "size", "values": [1, 2]}),
+            Applied,
         ),
         (
-            rec(
-                "list_remove",
-                "u",
-                json!({"path": "profile.missing", "value": 1}),
-            ),
-            DocumentOutcome::Absent,
+            "list_remove",
+            json!({"path": "profile.missing", "value": 1}),
+            Absent,
         ),
-    ] {
+    ];
+    for (op, fields, outcome) in cases {
+        let body = rec(op, "u", fields);
         assert_eq!(apply(docs, &body).await, outcome, "{body}");
     }
 
@@ -385,6 +370,35 @@ async fn concurrent_blind_replaces_each_apply_over_a_distinct_version() {
 
 // -------------------------------------------------------------------------- concurrency
 
+/// Remover `r`: ten of v0…v29 (each value is some two removers' target), then one `dup`.
+async fn remover(docs: Arc<Document>, r: usize) -> Vec<(String, DocumentOutcome)> {
+    let mut outcomes = Vec::new();
+    let targets = (0..10).map(|k| format!("v{}", (r * 5 + k) % 30));
+    for value in targets.chain(["dup".to_string()]) {
+        let body = rec("list_remove", "u", json!({"path": "l", "value": value}));
+        outcomes.push((value, apply_until_decided(&docs, &body).await));
+    }
+    outcomes
+}
+
+/// Appender `a`: appends a{a}-0…7 (every other one unique), and adds then removes `t{a}`.
+async fn appender(docs: Arc<Document>, a: usize) -> Vec<(String, DocumentOutcome)> {
+    for k in 0..8 {
+        let value = format!("a{a}-{k}");
+        let unique = k % 2 == 0;
+        let append = rec(
+            "list_append",
+            "u",
+            json!({"path": "l", "values": [value], "unique": unique}),
+        );
+        apply_until_decided(&docs, &append).await;
+        let tag = json!({"path": "tags", "values": [format!("t{a}")]});
+        apply_until_decided(&docs, &rec("set_add", "u", tag.clone())).await;
+        apply_until_decided(&docs, &rec("set_remove", "u", tag)).await;
+    }
+    Vec::new()
+}
+
 /// Given one list holding v0…v29 once and `dup` three times, when 6 removers (each value
 /// targeted by two of them, `dup` by all) race 3 appenders and set writers, then every value
 /// was removed exactly once (one `applied`, the other `absent`), exactly three `dup` removals
@@ -401,43 +415,10 @@ async fn concurrent_removers_and_adders_never_remove_twice_or_lose_an_element() 
 
     let mut tasks = Vec::new();
     for r in 0..6usize {
-        let docs = Arc::clone(&docs);
-        tasks.push(tokio::spawn(async move {
-            let mut outcomes = Vec::new();
-            let targets = (0..10).map(|k| format!("v{}", (r * 5 + k) % 30));
-            for value in targets.chain(["dup".to_string()]) {
-                let body = rec("list_remove", "u", json!({"path": "l", "value": value}));
-                outcomes.push((value, apply_until_decided(&docs, &body).await));
-            }
-            outcomes
-        }));
+        tasks.push(tokio::spawn(remover(Arc::clone(&docs), r)));
     }
     for a in 0..3 {
-        let docs = Arc::clone(&docs);
-        tasks.push(tokio::spawn(async move {
-            for k in 0..8 {
-                let value = format!("a{a}-{k}");
-                let append = rec(
-                    "list_append",
-                    "u",
-                    json!({"path": "l", "values": [value], "unique": k % 2 == 0}),
-                );
-                apply_until_decided(&docs, &append).await;
-                let tag = rec(
-                    "set_add",
-                    "u",
-                    json!({"path": "tags", "values": [format!("t{a}")]}),
-                );
-                apply_until_decided(&docs, &tag).await;
-                let untag = rec(
-                    "set_remove",
-                    "u",
-                    json!({"path": "tags", "values": [format!("t{a}")]}),
-                );
-                apply_until_decided(&docs, &untag).await;
-            }
-            Vec::new()
-        }));
+        tasks.push(tokio::spawn(appender(Arc::clone(&docs), a)));
     }
     let mut applied: BTreeMap<String, usize> = BTreeMap::new();
     for task in tasks {
@@ -478,13 +459,12 @@ async fn concurrent_removers_and_adders_never_remove_twice_or_lose_an_element() 
 
 // ------------------------------------------------------------------------- lost response
 
-/// DynamoDB applies the first UpdateItem of `client`, and its response is lost.
-fn lose_first_update() -> FaultInjector {
+/// `fault` on the `n`-th UpdateItem (from 0) of a client, nothing on other calls.
+fn nth_update(n: usize, fault: Fault) -> FaultInjector {
     let updates = Arc::new(AtomicUsize::new(0));
     FaultInjector::new(move |_, op| {
-        let first = op == "UpdateItem" && updates.fetch_add(1, Ordering::SeqCst) == 0;
-        if first {
-            Fault::LoseResponse
+        if op == "UpdateItem" && updates.fetch_add(1, Ordering::SeqCst) == n {
+            fault
         } else {
             Fault::None
         }
@@ -505,7 +485,7 @@ async fn a_lost_response_on_a_guarded_remove_does_not_remove_a_second_element() 
     apply(&plain.protocol, &append).await;
 
     // When the remove is applied but its response is lost, and the SDK sends it again
-    let faults = lose_first_update();
+    let faults = nth_update(0, Fault::LoseResponse);
     let faulty = writer_on(client_with(Some(faults.clone()), 3), &tables);
     let remove = rec("list_remove", "u", json!({"path": "l", "value": "x"}));
     let outcome = apply(&faulty.protocol, &remove).await;
@@ -568,41 +548,24 @@ async fn a_lost_response_on_a_replace_or_a_set_add_applies_once() {
 async fn bad_paths_and_reserved_attributes_are_rejected_and_kept_as_dead_letters() {
     let client = client();
     let (w, tables) = writer(&client).await;
-    let bodies = [
-        rec(
+    let bodies: Vec<Value> = [
+        ("list_append", json!({"path": "friends", "values": ["zoe"]})),
+        (
             "list_append",
-            "u",
-            json!({"path": "friends", "values": ["zoe"]}),
-        ),
-        rec(
-            "list_append",
-            "u",
             json!({"path": "friends..best", "values": ["x"]}),
         ),
-        rec(
-            "list_append",
-            "u",
-            json!({"path": "friends[", "values": ["x"]}),
-        ),
-        rec("set_add", "u", json!({"path": "SK", "values": ["x"]})),
-        rec(
-            "set_add",
-            "u",
-            json!({"path": "PK.nested", "values": ["x"]}),
-        ),
-        rec(
-            "list_remove",
-            "u",
-            json!({"path": "doc_version", "value": 1}),
-        ),
-        rec(
-            "set_add",
-            "u",
-            json!({"path": "doc_op2", "values": ["forged"]}),
-        ),
-        rec("replace", "u", json!({"document": {"doc_version": 99}})),
-        rec("set_add", "u", json!({"path": "friends", "values": ["x"]})),
-    ];
+        ("list_append", json!({"path": "friends[", "values": ["x"]})),
+        ("set_add", json!({"path": "SK", "values": ["x"]})),
+        ("set_add", json!({"path": "PK.nested", "values": ["x"]})),
+        ("list_remove", json!({"path": "doc_version", "value": 1})),
+        ("set_add", json!({"path": "doc_op2", "values": ["forged"]})),
+        ("replace", json!({"document": {"doc_version": 99}})),
+        // `friends` is a list: DynamoDB refuses a set operation on it.
+        ("set_add", json!({"path": "friends", "values": ["x"]})),
+    ]
+    .into_iter()
+    .map(|(op, fields)| rec(op, "u", fields))
+    .collect();
 
     let report = w
         .handle_batch(&sqs_batch(&bodies, 0), Deadline::none())
@@ -615,11 +578,8 @@ async fn bad_paths_and_reserved_attributes_are_rejected_and_kept_as_dead_letters
     let labels: Vec<&str> = report.results.iter().map(|r| r.label()).collect();
     assert_eq!(labels[0], "applied");
     assert!(labels[1..].iter().all(|l| *l == "invalid"), "{labels:?}");
-    let letters = w.dead_letters.list().await.expect("dead letters");
-    let mut codes: Vec<&str> = letters.iter().map(|l| l.reason.code.as_str()).collect();
-    codes.sort();
     assert_eq!(
-        codes,
+        dead_letter_codes(&w).await,
         [
             "invalid_path",
             "invalid_path",
@@ -631,8 +591,7 @@ async fn bad_paths_and_reserved_attributes_are_rejected_and_kept_as_dead_letters
             "reserved_path"
         ]
     );
-    let items = scan(&client, &tables["DocumentTable"]).await;
-    let item = &items["u|d"];
+    let item = &scan(&client, &tables["DocumentTable"]).await["u|d"];
     assert_eq!(item["friends"], json!(["zoe"]));
     assert_eq!(
         item["doc_version"],
@@ -642,22 +601,20 @@ async fn bad_paths_and_reserved_attributes_are_rejected_and_kept_as_dead_letters
     assert!(!item.contains_key("doc_op2"));
 }
 
+/// The reason codes of the writer's dead letters, sorted.
+async fn dead_letter_codes(w: &Writer<Document>) -> Vec<String> {
+    let letters = w.dead_letters.list().await.expect("dead letters");
+    let mut codes: Vec<String> = letters.iter().map(|l| l.reason.code.to_string()).collect();
+    codes.sort();
+    codes
+}
+
 #[tokio::test]
 async fn a_transient_failure_holds_back_the_items_later_records_until_redelivery() {
     // Given a client whose second UpdateItem is refused, items written one at a time
-    let refuse_second = {
-        let updates = Arc::new(AtomicUsize::new(0));
-        FaultInjector::new(move |_, op| {
-            if op == "UpdateItem" && updates.fetch_add(1, Ordering::SeqCst) == 1 {
-                Fault::Refuse
-            } else {
-                Fault::None
-            }
-        })
-    };
     let setup = client();
     let tables = tables(&setup).await;
-    let faulty = client_with(Some(refuse_second), 1);
+    let faulty = client_with(Some(nth_update(1, Fault::Refuse)), 1);
     let config = DocumentConfig {
         concurrency: 1,
         ..DocumentConfig::new(&tables["DocumentTable"])
@@ -710,22 +667,15 @@ async fn handler_applies_the_sqs_and_kinesis_fixtures() {
     let client = client();
     for source in ["sqs", "kinesis"] {
         let (w, tables) = writer(&client).await;
-        let event = fixture(&format!("document-{source}-batch.json"));
-        let batch = Batch::from_event(event.clone()).expect("fixture decodes");
-        assert_eq!(format!("{:?}", batch.kind).to_lowercase(), source);
-
-        let response = document_writer::handler(LambdaEvent::new(event, Context::default()), &w)
-            .await
-            .expect("handler");
-        assert!(response.failed_ids().is_empty(), "{source}");
-        let more =
-            Batch::from_event(fixture(&format!("document-{source}-more.json"))).expect("decodes");
-        let report = w.handle_batch(&more, Deadline::none()).await;
+        invoke(&w, &format!("document-{source}-batch.json")).await;
+        let more = fixture(&format!("document-{source}-more.json"));
+        let report = w
+            .handle_batch(&Batch::from_event(more).expect("decodes"), Deadline::none())
+            .await;
         let labels: Vec<&str> = report.results.iter().map(|r| r.label()).collect();
         assert_eq!(
             labels,
-            ["applied", "absent", "applied", "conflict", "duplicate"],
-            "{source}"
+            ["applied", "absent", "applied", "conflict", "duplicate"]
         );
 
         let items = scan(&client, &tables["DocumentTable"]).await;
@@ -744,23 +694,9 @@ async fn handler_applies_the_sqs_and_kinesis_fixtures() {
         );
         assert_eq!(two["inbox"], json!([{"from": "ann", "text": "hi"}]));
 
-        let malformed = fixture(&format!("document-{source}-malformed.json"));
-        let response =
-            document_writer::handler(LambdaEvent::new(malformed, Context::default()), &w)
-                .await
-                .expect("handler");
-        assert!(response.failed_ids().is_empty());
-        let mut codes: Vec<String> = w
-            .dead_letters
-            .list()
-            .await
-            .expect("dead letters")
-            .iter()
-            .map(|l| l.reason.code.to_string())
-            .collect();
-        codes.sort();
+        invoke(&w, &format!("document-{source}-malformed.json")).await;
         assert_eq!(
-            codes,
+            dead_letter_codes(&w).await,
             [
                 "bad_json",
                 "invalid_path",
@@ -776,4 +712,26 @@ async fn handler_applies_the_sqs_and_kinesis_fixtures() {
         let items = scan(&client, &tables["DocumentTable"]).await;
         assert_eq!(items["user#3|profile"]["friends"], json!(["zoe"]));
     }
+}
+
+/// Run a fixture through the handler; every record must be acknowledged.
+async fn invoke(w: &Writer<Document>, name: &str) {
+    let event = fixture(name);
+    let kind = Batch::from_event(event.clone())
+        .expect("fixture decodes")
+        .kind;
+    let expected = if name.contains("kinesis") {
+        "Kinesis"
+    } else {
+        "Sqs"
+    };
+    assert_eq!(format!("{kind:?}"), expected, "{name}");
+    let response = document_writer::handler(LambdaEvent::new(event, Context::default()), w)
+        .await
+        .expect("handler");
+    assert!(
+        response.failed_ids().is_empty(),
+        "{name}: {:?}",
+        response.failed_ids()
+    );
 }

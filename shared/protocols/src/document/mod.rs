@@ -99,6 +99,7 @@
 //! * `config`: settings and the protocol's attribute names.
 //! * `path`: attribute paths, parsed and emitted through placeholders.
 //! * `record`: parsing and validating a record body.
+//! * `values`: list values and set elements (distinct, one spelling per number).
 //! * `write`: the unguarded operations (`set_add`, `set_remove`, `list_append`).
 //! * `guarded`: the read-guarded operations (`list_remove`, `replace`) and the op slots.
 //! * `apply`: the `Protocol` implementation (per-item order, items concurrently).
@@ -108,6 +109,7 @@ mod config;
 mod guarded;
 mod path;
 mod record;
+mod values;
 mod write;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -123,7 +125,8 @@ pub use config::{
     DocumentConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, OP_SLOTS,
 };
 pub use path::{AttrPath, Segment, MAX_DEPTH, MAX_INDEX, MAX_PATH_BYTES};
-pub use record::{DocumentOp, DocumentRecord, RawRecord, SetValues};
+pub use record::{DocumentOp, DocumentRecord, RawRecord};
+pub use values::SetValues;
 
 /// A guarded write over a version (placeholders `#ver`, `:ver`).
 pub const CONDITION_VERSION_IS: &str = "#ver = :ver";

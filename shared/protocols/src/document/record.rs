@@ -13,10 +13,11 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Deserialize;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 use super::config::DocumentConfig;
 use super::path::AttrPath;
+use super::values::{set_values, single_value, to_attribute, SetValues};
 use crate::ddb::item::{item_size, Item, ItemKey, MAX_ITEM_BYTES};
 use crate::rejection::{Rejection, RejectionCode};
 
@@ -72,26 +73,6 @@ impl DocumentOp {
             DocumentOp::SetAdd { .. } => "set_add",
             DocumentOp::SetRemove { .. } => "set_remove",
             DocumentOp::Replace { .. } => "replace",
-        }
-    }
-}
-
-/// The elements of a set operation: distinct, all strings or all numbers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SetValues {
-    /// A string set (`SS`).
-    Strings(Vec<String>),
-    /// A number set (`NS`), each number in one canonical spelling.
-    Numbers(Vec<String>),
-}
-
-impl SetValues {
-    /// The set as an attribute value; `None` when empty (DynamoDB has no empty sets).
-    pub fn to_attribute(&self) -> Option<AttributeValue> {
-        match self {
-            SetValues::Strings(v) if !v.is_empty() => Some(AttributeValue::Ss(v.clone())),
-            SetValues::Numbers(v) if !v.is_empty() => Some(AttributeValue::Ns(v.clone())),
-            _ => None,
         }
     }
 }
@@ -263,70 +244,6 @@ fn list_append(
     })
 }
 
-fn single_value(value: Option<&Value>) -> Result<AttributeValue, Rejection> {
-    value
-        .map(to_attribute)
-        .unwrap_or_else(|| Err(reject(RejectionCode::InvalidValues, "`value` is missing")))
-}
-
-fn to_attribute(value: &Value) -> Result<AttributeValue, Rejection> {
-    serde_dynamo::to_attribute_value(value).map_err(|e| {
-        reject(
-            RejectionCode::InvalidValues,
-            format!("a value cannot be marshalled: {e}"),
-        )
-    })
-}
-
-/// Distinct strings or distinct numbers (numbers spelled canonically: `1`, `1.0` and `1e0`
-/// are one element, as DynamoDB sees them).
-fn set_values(values: Option<&Value>) -> Result<SetValues, Rejection> {
-    let Some(Value::Array(items)) = values else {
-        return Err(reject(
-            RejectionCode::InvalidValues,
-            "`values` must be an array",
-        ));
-    };
-    let mixed = || {
-        reject(
-            RejectionCode::InvalidValues,
-            "set elements must be all strings or all numbers",
-        )
-    };
-    let mut out: Vec<String> = Vec::with_capacity(items.len());
-    let numbers = matches!(items.first(), Some(Value::Number(_)));
-    for item in items {
-        let element = match (item, numbers) {
-            (Value::String(s), false) => s.clone(),
-            (Value::Number(n), true) => canonical_number(n),
-            _ => return Err(mixed()),
-        };
-        if !out.contains(&element) {
-            out.push(element);
-        }
-    }
-    Ok(if numbers {
-        SetValues::Numbers(out)
-    } else {
-        SetValues::Strings(out)
-    })
-}
-
-/// One spelling per number value: integers without a fraction or exponent.
-fn canonical_number(n: &Number) -> String {
-    if n.is_i64() || n.is_u64() {
-        return n.to_string();
-    }
-    match n.as_f64() {
-        Some(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e15 => {
-            #[allow(clippy::cast_possible_truncation)]
-            let i = f as i64;
-            i.to_string()
-        }
-        _ => n.to_string(),
-    }
-}
-
 fn replace(
     raw: &RawRecord,
     key: &ItemKey,
@@ -407,106 +324,80 @@ mod tests {
         parse(body).map_or_else(|r| r.code.to_string(), |_| "ok".into())
     }
 
-    #[test]
-    fn each_malformed_kind_has_its_code() {
-        let k = r#""key":{"PK":"u","SK":"d"}"#;
-        for (body, expected) in [
-            (
-                format!(r#"{{"op":"list_append",{k},"path":"l","values":[1,"a",{{"x":null}}]}}"#),
-                "ok",
-            ),
-            (
-                format!(r#"{{"op":"list_remove",{k},"path":"a.b[2]","value":{{"m":1}}}}"#),
-                "ok",
-            ),
-            (
-                format!(r#"{{"op":"set_add",{k},"path":"s","values":[]}}"#),
-                "ok",
-            ),
-            (
-                format!(
-                    r#"{{"op":"replace",{k},"document":{{"PK":"u","x":1}},"expectedVersion":0}}"#
-                ),
-                "ok",
-            ),
-            ("{oops".into(), "bad_json"),
-            ("[]".into(), "not_an_object"),
-            (
-                r#"{"op":"set_add","path":"s","values":["a"]}"#.into(),
-                "invalid_key",
-            ),
-            (format!(r#"{{"op":"pop",{k},"path":"l"}}"#), "unknown_op"),
-            (
-                format!(r#"{{"op":"set_add",{k},"values":["a"]}}"#),
-                "invalid_path",
-            ),
-            (
-                format!(r#"{{"op":"set_add",{k},"path":"a..b","values":["a"]}}"#),
-                "invalid_path",
-            ),
-            (
-                format!(r#"{{"op":"set_add",{k},"path":"SK","values":["a"]}}"#),
-                "key_path",
-            ),
-            (
-                format!(r#"{{"op":"list_remove",{k},"path":"doc_version","value":1}}"#),
-                "reserved_path",
-            ),
-            (
-                format!(r#"{{"op":"list_append",{k},"path":"doc_op1[0]","values":[1]}}"#),
-                "reserved_path",
-            ),
-            (
-                format!(r#"{{"op":"set_add",{k},"path":"s","values":["a",1]}}"#),
-                "invalid_values",
-            ),
-            (
-                format!(r#"{{"op":"set_add",{k},"path":"s","values":[true]}}"#),
-                "invalid_values",
-            ),
-            (
-                format!(r#"{{"op":"set_remove",{k},"path":"s"}}"#),
-                "invalid_values",
-            ),
-            (
-                format!(r#"{{"op":"list_remove",{k},"path":"l"}}"#),
-                "invalid_values",
-            ),
-            (
-                format!(r#"{{"op":"list_append",{k},"path":"l","values":[1],"unique":"yes"}}"#),
-                "invalid_values",
-            ),
-            (
-                format!(r#"{{"op":"replace",{k},"document":[1]}}"#),
-                "invalid_document",
-            ),
-            (
-                format!(r#"{{"op":"replace",{k},"document":{{}},"expectedVersion":-1}}"#),
-                "invalid_version",
-            ),
-            (
-                format!(r#"{{"op":"replace",{k},"document":{{"doc_version":9}}}}"#),
-                "reserved_attribute",
-            ),
-            (
-                format!(r#"{{"op":"replace",{k},"document":{{"PK":"other"}}}}"#),
-                "key_mismatch",
-            ),
-        ] {
-            assert_eq!(code(&body), expected, "{body}");
-        }
-    }
+    /// Bodies (`KEY` stands for a valid key) and the code each gets.
+    const CASES: &[(&str, &str)] = &[
+        (
+            r#"{"op":"list_append",KEY,"path":"l","values":[1,"a",{"x":null}]}"#,
+            "ok",
+        ),
+        (
+            r#"{"op":"list_remove",KEY,"path":"a.b[2]","value":{"m":1}}"#,
+            "ok",
+        ),
+        (r#"{"op":"set_add",KEY,"path":"s","values":[]}"#, "ok"),
+        (
+            r#"{"op":"replace",KEY,"document":{"PK":"u","x":1},"expectedVersion":0}"#,
+            "ok",
+        ),
+        ("{oops", "bad_json"),
+        ("[]", "not_an_object"),
+        (
+            r#"{"op":"set_add","path":"s","values":["a"]}"#,
+            "invalid_key",
+        ),
+        (r#"{"op":"pop",KEY,"path":"l"}"#, "unknown_op"),
+        (r#"{"op":"set_add",KEY,"values":["a"]}"#, "invalid_path"),
+        (
+            r#"{"op":"set_add",KEY,"path":"a..b","values":["a"]}"#,
+            "invalid_path",
+        ),
+        (
+            r#"{"op":"set_add",KEY,"path":"SK","values":["a"]}"#,
+            "key_path",
+        ),
+        (
+            r#"{"op":"list_remove",KEY,"path":"doc_version","value":1}"#,
+            "reserved_path",
+        ),
+        (
+            r#"{"op":"list_append",KEY,"path":"doc_op1[0]","values":[1]}"#,
+            "reserved_path",
+        ),
+        (
+            r#"{"op":"set_add",KEY,"path":"s","values":["a",1]}"#,
+            "invalid_values",
+        ),
+        (
+            r#"{"op":"set_add",KEY,"path":"s","values":[true]}"#,
+            "invalid_values",
+        ),
+        (r#"{"op":"set_remove",KEY,"path":"s"}"#, "invalid_values"),
+        (r#"{"op":"list_remove",KEY,"path":"l"}"#, "invalid_values"),
+        (
+            r#"{"op":"list_append",KEY,"path":"l","values":[1],"unique":"y"}"#,
+            "invalid_values",
+        ),
+        (r#"{"op":"replace",KEY,"document":[1]}"#, "invalid_document"),
+        (
+            r#"{"op":"replace",KEY,"document":{},"expectedVersion":-1}"#,
+            "invalid_version",
+        ),
+        (
+            r#"{"op":"replace",KEY,"document":{"doc_version":9}}"#,
+            "reserved_attribute",
+        ),
+        (
+            r#"{"op":"replace",KEY,"document":{"PK":"other"}}"#,
+            "key_mismatch",
+        ),
+    ];
 
     #[test]
-    fn set_values_are_deduplicated_in_canonical_spelling() {
-        let r =
-            parse(r#"{"op":"set_add","key":{"PK":"u"},"path":"n","values":[1,1.0,1e0,2.5,2.50]}"#)
-                .expect("valid");
-        let DocumentOp::SetAdd { values, .. } = r.op else {
-            panic!("set_add expected");
-        };
-        assert_eq!(values, SetValues::Numbers(vec!["1".into(), "2.5".into()]));
-        assert_eq!(SetValues::Strings(vec![]).to_attribute(), None);
+    fn each_malformed_kind_has_its_code() {
+        for (body, expected) in CASES {
+            let body = body.replace("KEY", r#""key":{"PK":"u","SK":"d"}"#);
+            assert_eq!(code(&body), *expected, "{body}");
+        }
     }
 
     #[test]

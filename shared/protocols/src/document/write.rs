@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::path::AttrPath;
-use super::record::SetValues;
+use super::values::SetValues;
 use super::{Document, DocumentOutcome, CONDITION_ITEM_EXISTS};
 use crate::ddb::{conditional, Cond, Cost, ErrorClass, ItemKey, Placeholders, StoreError};
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use tokio::time::Instant;
 
@@ -119,34 +120,7 @@ impl Lease {
     ) -> Result<Option<AcquireOutcome>, StoreError> {
         let version = new_record_version();
         let lease = self.config.lease;
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.config.table)
-            .key(ATTR_LOCK_ID, AttributeValue::S(lock_id.to_string()))
-            .update_expression(UPDATE_ACQUIRE)
-            .expression_attribute_names("#owner", ATTR_OWNER)
-            .expression_attribute_names("#rv", ATTR_RECORD_VERSION)
-            .expression_attribute_names("#lease", ATTR_LEASE_MS)
-            .expression_attribute_names("#rel", ATTR_RELEASED)
-            .expression_attribute_names("#tok", ATTR_FENCING_TOKEN)
-            .expression_attribute_values(":owner", AttributeValue::S(owner.to_string()))
-            .expression_attribute_values(":rv", AttributeValue::S(version.clone()))
-            .expression_attribute_values(":lease", AttributeValue::N(lease_ms(lease)))
-            .expression_attribute_values(":false", AttributeValue::Bool(false))
-            .expression_attribute_values(":zero", AttributeValue::N("0".into()))
-            .expression_attribute_values(":one", AttributeValue::N("1".into()))
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        request = match &seen {
-            None => request
-                .condition_expression(CONDITION_FREE)
-                .expression_attribute_names("#id", ATTR_LOCK_ID)
-                .expression_attribute_values(":true", AttributeValue::Bool(true)),
-            Some(state) => request
-                .condition_expression(CONDITION_UNCHANGED)
-                .expression_attribute_values(":seen", AttributeValue::S(state.version.clone())),
-        };
+        let request = self.acquire_request(lock_id, owner, &version, seen.as_ref());
         let sent = Instant::now();
         let new = match conditional("UpdateItem", request.send().await)? {
             Cond::Done(out) => out.attributes.map(LockState::from_item).transpose()?,
@@ -172,5 +146,43 @@ impl Lease {
             holding,
             took_over_from: seen.map(|s| s.owner),
         }))
+    }
+
+    /// [`UPDATE_ACQUIRE`] under [`CONDITION_FREE`], or [`CONDITION_UNCHANGED`] over `seen`.
+    fn acquire_request(
+        &self,
+        lock_id: &str,
+        owner: &str,
+        version: &str,
+        seen: Option<&LockState>,
+    ) -> UpdateItemFluentBuilder {
+        let request = self
+            .client
+            .update_item()
+            .table_name(&self.config.table)
+            .key(ATTR_LOCK_ID, AttributeValue::S(lock_id.to_string()))
+            .update_expression(UPDATE_ACQUIRE)
+            .expression_attribute_names("#owner", ATTR_OWNER)
+            .expression_attribute_names("#rv", ATTR_RECORD_VERSION)
+            .expression_attribute_names("#lease", ATTR_LEASE_MS)
+            .expression_attribute_names("#rel", ATTR_RELEASED)
+            .expression_attribute_names("#tok", ATTR_FENCING_TOKEN)
+            .expression_attribute_values(":owner", AttributeValue::S(owner.to_string()))
+            .expression_attribute_values(":rv", AttributeValue::S(version.to_string()))
+            .expression_attribute_values(":lease", AttributeValue::N(lease_ms(self.config.lease)))
+            .expression_attribute_values(":false", AttributeValue::Bool(false))
+            .expression_attribute_values(":zero", AttributeValue::N("0".into()))
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        match seen {
+            None => request
+                .condition_expression(CONDITION_FREE)
+                .expression_attribute_names("#id", ATTR_LOCK_ID)
+                .expression_attribute_values(":true", AttributeValue::Bool(true)),
+            Some(state) => request
+                .condition_expression(CONDITION_UNCHANGED)
+                .expression_attribute_values(":seen", AttributeValue::S(state.version.clone())),
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use tokio::time::Instant;
 
@@ -122,11 +123,7 @@ impl Lease {
     }
 
     /// An `UpdateItem` of the lock item conditioned on `holding` ([`CONDITION_HOLDING`]).
-    fn holding_update(
-        &self,
-        holding: &Holding,
-        update: &str,
-    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    fn holding_update(&self, holding: &Holding, update: &str) -> UpdateItemFluentBuilder {
         self.client
             .update_item()
             .table_name(&self.config.table)
