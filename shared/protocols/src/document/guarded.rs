@@ -94,9 +94,13 @@ impl Document {
             if old.as_ref().is_some_and(|o| self.holds_token(o, &token)) {
                 return Ok(DocumentOutcome::Applied); // our own write, whose response was lost
             }
-            let same_version = old.as_ref().map(|o| self.version_of(o)) == Some(read_version);
+            let Some(old) = old else {
+                return Ok(DocumentOutcome::Absent); // the item was deleted meanwhile
+            };
+            // Same version, same document: DynamoDB found element `i` unequal; look further.
+            let same_version = self.version_of(&old) == read_version;
             from = if same_version { i + 1 } else { 0 };
-            state = old;
+            state = Some(old);
             if !same_version {
                 match delays.next() {
                     Some(delay) => tokio::time::sleep(delay).await,
