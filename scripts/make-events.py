@@ -191,3 +191,53 @@ write("tx-sweeper-schedule.json", {
     "resources": ["arn:aws:scheduler:us-east-1:123456789012:schedule/default/TxSweeperSchedule"],
     "detail": {},
 })
+
+# ---------------------------------------------------------------- document-writer
+DOCUMENT_STREAM = "arn:aws:kinesis:us-east-1:123456789012:stream/DocumentStream"
+DOCUMENT_QUEUE = "arn:aws:sqs:us-east-1:123456789012:DocumentQueue"
+
+
+def doc(op, pk, **fields):
+    return {"op": op, "key": {"PK": pk, "SK": "profile"}, **fields}
+
+
+# user#1's records apply in order (one task per item): the replace creates the document, the
+# append adds carol twice, the remove takes the first carol; user#2 is written concurrently.
+document_batch = [
+    doc("replace", "user#1", document={"name": "Ann", "friends": ["bob"], "profile": {"city": "Lyon"}}, expectedVersion=0),
+    doc("list_append", "user#1", path="friends", values=["carol", "dave", "carol"]),
+    doc("list_remove", "user#1", path="friends", value="carol"),
+    doc("set_add", "user#1", path="profile.tags", values=["rust", "aws", "rust"]),
+    doc("set_add", "user#2", path="scores", values=[10, 20, 20.0]),
+    doc("set_remove", "user#2", path="scores", values=[10]),
+    doc("list_append", "user#2", path="inbox", values=[{"from": "ann", "text": "hi"}], unique=True),
+    doc("list_remove", "user#1", path="friends", value="erin"),
+    doc("set_add", "user#1", path="profile.tags", values=[]),
+]
+# A later batch: the second carol goes, erin is absent, the last score removes the set
+# attribute, a replace based on version 0 conflicts, the unique append is a duplicate.
+document_more = [
+    doc("list_remove", "user#1", path="friends", value="carol"),
+    doc("list_remove", "user#1", path="friends", value="carol"),
+    doc("set_remove", "user#2", path="scores", values=[20]),
+    doc("replace", "user#1", document={"name": "Ann B."}, expectedVersion=0),
+    doc("list_append", "user#2", path="inbox", values=[{"from": "ann", "text": "hi"}], unique=True),
+]
+document_malformed = [
+    doc("list_append", "user#3", path="friends", values=["zoe"]),
+    "{not json",
+    doc("pop", "user#3", path="friends"),
+    doc("list_append", "user#3", path="friends..best", values=["x"]),
+    doc("set_add", "user#3", path="SK", values=["x"]),
+    doc("list_remove", "user#3", path="doc_version", value=1),
+    doc("set_add", "user#3", path="tags", values=["a", 1]),
+    doc("replace", "user#3", document={"doc_op0": "forged"}),
+    doc("set_add", "user#3", path="friends", values=["x"]),
+]
+
+write("document-sqs-batch.json", with_arn(sqs(document_batch, "document-batch"), DOCUMENT_QUEUE))
+write("document-kinesis-batch.json", with_arn(kinesis(document_batch, first_seq=49590338271490256608559692538361571095921575989136591000), DOCUMENT_STREAM))
+write("document-sqs-more.json", with_arn(sqs(document_more, "document-more"), DOCUMENT_QUEUE))
+write("document-kinesis-more.json", with_arn(kinesis(document_more, first_seq=49590338271490256608559692538361571095921575989136591100), DOCUMENT_STREAM))
+write("document-sqs-malformed.json", with_arn(sqs(document_malformed, "document-malformed"), DOCUMENT_QUEUE))
+write("document-kinesis-malformed.json", with_arn(kinesis(document_malformed, first_seq=49590338271490256608559692538361571095921575989136591200), DOCUMENT_STREAM))

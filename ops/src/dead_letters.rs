@@ -8,6 +8,7 @@ use dynamo_lambda::dead_letter::{DeadLetter, DeadLetters};
 use dynamo_lambda::settings::FromEnv;
 use dynamo_lambda::{writer_from_env, Writer};
 use dynamo_protocols::counter::Counter;
+use dynamo_protocols::document::Document;
 use dynamo_protocols::ratchet::Ratchet;
 use dynamo_protocols::txn::Coordinator;
 use serde_json::{json, Value};
@@ -54,6 +55,7 @@ pub async fn run(action: Action, table: &str, function: &str, force: bool) -> Re
             f if f == Ratchet::SPEC.name => replay::<Ratchet>(client, letters, force).await,
             f if f == Counter::SPEC.name => replay::<Counter>(client, letters, force).await,
             f if f == Coordinator::SPEC.name => replay::<Coordinator>(client, letters, force).await,
+            f if f == Document::SPEC.name => replay::<Document>(client, letters, force).await,
             other => Err(format!("replay does not know the function {other:?}")),
         },
     }

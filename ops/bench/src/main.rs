@@ -5,6 +5,7 @@
 //! bench ratchet [--records 1000,10000 --keys K --duplicates F --concurrency C --latency-ms L]
 //! bench counter                      counter writer vs one UpdateItem per record
 //! bench txn [--transfers N]          transaction protocol vs TransactWriteItems
+//! bench lease [--rounds N]           lease lock: acquire / heartbeat / release / takeover latency
 //! bench crash-tx --fail-after K EVENT.json
 //!                                    run a transaction whose coordinator dies after K calls
 //! ```
@@ -15,6 +16,7 @@
 mod common;
 mod counter;
 mod crash;
+mod lease;
 mod ratchet;
 mod txn;
 
@@ -43,6 +45,8 @@ enum Command {
         #[arg(long, default_value_t = 800)]
         transfers: usize,
     },
+    /// The lease lock: acquire, heartbeat, release and takeover latencies.
+    Lease(lease::Options),
     /// Run the first message of an SQS event with a coordinator that dies after K calls.
     CrashTx {
         /// DynamoDB calls before the coordinator dies.
@@ -68,6 +72,7 @@ async fn main() -> ExitCode {
         Command::Ratchet(options) => ratchet::run(options).await,
         Command::Counter => counter::run().await,
         Command::Txn { transfers } => txn::run(transfers).await,
+        Command::Lease(options) => lease::run(options).await,
         Command::CrashTx { fail_after, event } => crash::run(fail_after, &event).await,
         Command::Worker { bench, args } => match bench.as_str() {
             "ratchet" => ratchet::worker(args).await,

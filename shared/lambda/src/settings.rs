@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use dynamo_protocols::counter::{Counter, CounterConfig};
+use dynamo_protocols::document::{Document, DocumentConfig};
 use dynamo_protocols::ratchet::{Ratchet, RatchetConfig};
 use dynamo_protocols::sweep::{SweepConfig, Sweeper};
 use dynamo_protocols::txn::{Coordinator, TxConfig};
@@ -168,4 +169,22 @@ pub fn sweeper_from_env(client: Client) -> Result<Sweeper, ConfigError> {
     set_secs(&mut c.retain, "TX_RETAIN_SECONDS")?;
     set_ms(&mut c.deadline_margin, "TX_SWEEP_MARGIN_MS")?;
     Ok(Sweeper::new(client, c))
+}
+
+impl FromEnv for Document {
+    const SPEC: FunctionSpec = FunctionSpec {
+        name: "document-writer",
+        env_prefix: "DOCUMENT",
+    };
+
+    /// `DOCUMENT_TABLE` (required), `DOCUMENT_ATTRIBUTE_PREFIX`, `DOCUMENT_CONCURRENCY` and
+    /// `DOCUMENT_MAX_RETRIES` (retries of a guarded write that lost a race).
+    fn from_env(client: Client) -> Result<Self, ConfigError> {
+        let mut c = DocumentConfig::new(env_required("DOCUMENT_TABLE")?);
+        set(&mut c.attribute_prefix, "DOCUMENT_ATTRIBUTE_PREFIX")?;
+        set(&mut c.concurrency, "DOCUMENT_CONCURRENCY")?;
+        set(&mut c.backoff.retries, "DOCUMENT_MAX_RETRIES")?;
+        c.validate()?;
+        Ok(Document::new(client, c))
+    }
 }

@@ -66,6 +66,35 @@
 //! A scheduled [`sweep::Sweeper`] finishes or rolls back the transactions whose coordinator
 //! went away.
 //!
+//! # Documents and leases: lists and sets in place, one holder at a time
+//!
+//! [`document`] removes list elements by value with a write guarded by the version and the
+//! element it read (a lost response never removes a second one), adds and removes set elements
+//! idempotently without ever storing an empty set, and replaces whole documents over the
+//! version read. [`lease`] is a lock whose takeover never compares clocks across machines and
+//! whose fencing token lets the ratchet (or any conditional write) refuse a paused holder.
+//!
+//! ```no_run
+//! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use dynamo_protocols::document::{Document, DocumentConfig, DocumentOutcome};
+//! use dynamo_protocols::lease::{AcquireOutcome, Lease, LeaseConfig};
+//!
+//! let docs = Document::new(client.clone(), DocumentConfig::new("Documents"));
+//! let rm = docs.parse_record(br#"{"op":"list_remove","key":{"PK":"u1"},"path":"friends","value":"bob"}"#)?;
+//! assert_eq!(docs.write(&rm).await?, DocumentOutcome::Absent); // no such friend
+//!
+//! let lease = Lease::new(client, LeaseConfig::new("Locks"));
+//! if let AcquireOutcome::Acquired { token, holding, .. } =
+//!     lease.acquire("nightly", "worker-a", Duration::from_secs(30)).await?
+//! {
+//!     println!("write with ts = {token}: a stale holder's older token is refused");
+//!     lease.release(holding).await?;
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Batches
 //!
 //! Every protocol implements [`Protocol`]: parse a record body (or reject it), then apply the
@@ -86,6 +115,10 @@
 //! * [`txn`]: multi-item transactions (TX records, item locks with saved images, one commit
 //!   point, three read-isolation levels).
 //! * [`sweep`]: the sweeper of stale transactions.
+//! * [`document`]: list and set updates in place (guarded removal by value, sets never empty)
+//!   and version-guarded replaces.
+//! * [`lease`]: a fenced lease lock (takeover after an unchanged lease on the contender's own
+//!   clock; strictly increasing fencing tokens).
 //! * [`config`]: configuration errors.
 
 #![warn(missing_docs)]
@@ -94,6 +127,8 @@ pub mod batch;
 pub mod config;
 pub mod counter;
 pub mod ddb;
+pub mod document;
+pub mod lease;
 pub mod ratchet;
 pub mod rejection;
 pub mod sweep;

@@ -66,6 +66,18 @@ pub enum RejectionCode {
     TxIdReused,
     /// The record is older than its protocol applies safely (see `Protocol::max_record_age`).
     TooOld,
+    /// Document: `path` is missing or not a valid attribute path.
+    InvalidPath,
+    /// Document: `path` names a key attribute.
+    KeyPath,
+    /// Document: `path` names an attribute the protocol owns (its version, its op slots).
+    ReservedPath,
+    /// Document: `values` / `value` is missing or unusable (a set of mixed types, ...).
+    InvalidValues,
+    /// Document: `document` of a replace is missing or not an object.
+    InvalidDocument,
+    /// Document: `expectedVersion` is not a non-negative integer.
+    InvalidVersion,
     /// A code this version does not know (read from an older or newer dead letter).
     #[serde(other)]
     Other,
@@ -102,6 +114,12 @@ impl RejectionCode {
             RejectionCode::DuplicateItem => "duplicate_item",
             RejectionCode::TxIdReused => "tx_id_reused",
             RejectionCode::TooOld => "too_old",
+            RejectionCode::InvalidPath => "invalid_path",
+            RejectionCode::KeyPath => "key_path",
+            RejectionCode::ReservedPath => "reserved_path",
+            RejectionCode::InvalidValues => "invalid_values",
+            RejectionCode::InvalidDocument => "invalid_document",
+            RejectionCode::InvalidVersion => "invalid_version",
             RejectionCode::Other => "other",
         }
     }

@@ -1,0 +1,13 @@
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use serde_json::Value;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    dynamo_lambda::telemetry::init();
+    let client = dynamo_lambda::client::client_from_env().await?;
+    let deps: document_writer::Deps = dynamo_lambda::writer_from_env(client)?;
+    run(service_fn(|event: LambdaEvent<Value>| {
+        document_writer::handler(event, &deps)
+    }))
+    .await
+}

@@ -1,0 +1,84 @@
+//! Settings of the document protocol: the table, the prefix of the protocol's own attributes,
+//! the write concurrency and the retry bound of guarded writes.
+
+use std::time::Duration;
+
+use crate::config::ConfigError;
+use crate::ddb::retry::Backoff;
+
+/// Default prefix of the protocol's attributes (`doc_version`, `doc_op0` … `doc_op3`).
+pub const DEFAULT_ATTRIBUTE_PREFIX: &str = "doc_";
+/// Default number of items written at once.
+pub const DEFAULT_CONCURRENCY: usize = 32;
+/// Default retries of a guarded write (`list_remove`, `replace`) that lost a race.
+pub const DEFAULT_MAX_RETRIES: usize = 8;
+/// Operation-token slots kept in each item (see the module docs: lost responses).
+pub const OP_SLOTS: u64 = 4;
+
+/// Settings of the document protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentConfig {
+    /// The table written.
+    pub table: String,
+    /// Prefix of the protocol's attributes; paths and documents cannot use it.
+    pub attribute_prefix: String,
+    /// How many items are written at once (records of one item always in order, one task).
+    pub concurrency: usize,
+    /// Waits between the tries of a guarded write that lost a race (`retries` bounds them).
+    pub backoff: Backoff,
+}
+
+impl DocumentConfig {
+    /// Defaults for `table`.
+    pub fn new(table: impl Into<String>) -> Self {
+        DocumentConfig {
+            table: table.into(),
+            attribute_prefix: DEFAULT_ATTRIBUTE_PREFIX.into(),
+            concurrency: DEFAULT_CONCURRENCY,
+            backoff: Backoff::new(
+                Duration::from_millis(5),
+                Duration::from_millis(200),
+                DEFAULT_MAX_RETRIES,
+            ),
+        }
+    }
+
+    /// Check the settings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let prefix_ok =
+            !self.attribute_prefix.is_empty() && !self.attribute_prefix.contains(['.', '[', ']']);
+        if !prefix_ok {
+            return Err(ConfigError::new(
+                "DOCUMENT_ATTRIBUTE_PREFIX",
+                "must be non-empty and contain no `.`, `[` or `]`",
+            ));
+        }
+        if self.concurrency == 0 {
+            return Err(ConfigError::new(
+                "DOCUMENT_CONCURRENCY",
+                "must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The version attribute: bumped by one by every applied write.
+    pub fn version_attribute(&self) -> String {
+        format!("{}version", self.attribute_prefix)
+    }
+
+    /// The operation-token slot that the guarded write creating `version` fills.
+    pub fn op_slot(&self, version: u64) -> String {
+        format!("{}op{}", self.attribute_prefix, version % OP_SLOTS)
+    }
+
+    /// Every operation-token slot.
+    pub fn op_slots(&self) -> impl Iterator<Item = String> + '_ {
+        (0..OP_SLOTS).map(|n| self.op_slot(n))
+    }
+
+    /// Whether a top-level attribute name belongs to the protocol.
+    pub fn is_protocol_attribute(&self, name: &str) -> bool {
+        name.starts_with(&self.attribute_prefix)
+    }
+}

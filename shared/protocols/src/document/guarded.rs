@@ -1,0 +1,261 @@
+//! The read-guarded operations: `list_remove` and `replace`.
+//!
+//! Both read the item, decide against that state and write conditioned on the version they
+//! read; the write creating version `v` also stores a fresh random token in the op slot
+//! `doc_op<v mod 4>`, so that a retried write whose first attempt was applied (a lost
+//! response) recognises its own token in the `ALL_OLD` item instead of acting twice.
+//!
+//! ```text
+//!  remover A:  read v=7, "x" at [2] ──► REMOVE l[2] IF ver = 7 AND l[2] = "x"  ─► applied: ver 8, op0 = tA
+//!                                        (response lost; the SDK sends it again)
+//!  remover A:                         ──► REMOVE l[2] IF ver = 7 AND …          ─► fails: ALL_OLD has op0 = tA
+//!                                                                                   → applied (once)
+//! ```
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+};
+
+use super::path::AttrPath;
+use super::write::{contention, Update};
+use super::{Document, DocumentOutcome, CONDITION_NO_VERSION, CONDITION_VERSION_IS};
+use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, StoreError};
+
+/// `list_remove`'s update (placeholders: `{elem}` the element's path, `#ver`, `:next`,
+/// `#slot`, `:token`); its condition is the version guard `AND {elem} = :v`.
+pub const UPDATE_REMOVE_ELEMENT: &str = "REMOVE {elem} SET #ver = :next, #slot = :token";
+
+/// A fresh operation token (128 random bits, hex).
+fn new_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+impl Document {
+    /// Tries of a guarded write (the first and its retries).
+    pub(super) fn tries(&self) -> usize {
+        self.config.backoff.retries + 1
+    }
+
+    /// A consistent read of the item, projected on the version and on `path` up to its first
+    /// list index when given (a projected list element would come back renumbered).
+    pub(super) async fn read(
+        &self,
+        key: &ItemKey,
+        path: Option<&AttrPath>,
+    ) -> Result<Option<Item>, StoreError> {
+        let mut request = self
+            .client
+            .get_item()
+            .table_name(&self.config.table)
+            .set_key(Some(key.to_item()?))
+            .consistent_read(true);
+        if let Some(path) = path {
+            let mut p = Placeholders::new("r");
+            let list = path.before_first_index().emit(&mut p);
+            p.set_name("#ver", self.config.version_attribute());
+            let (names, _) = p.into_maps();
+            request = request
+                .projection_expression(format!("{list}, #ver"))
+                .set_expression_attribute_names(names);
+        }
+        let out = request
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        Ok(out.item)
+    }
+
+    /// Remove one element equal to `value`: the first one in the version read, guarded by that
+    /// version and the element; a lost race retries on the `ALL_OLD` item (bounded).
+    pub(super) async fn list_remove(
+        &self,
+        key: &ItemKey,
+        path: &AttrPath,
+        value: &AttributeValue,
+        cost: &Cost,
+    ) -> Result<DocumentOutcome, StoreError> {
+        let token = new_token();
+        let mut state = self.read(key, Some(path)).await?;
+        let mut delays = self.config.backoff.delays();
+        // Elements before `from` were found unequal by DynamoDB in this version.
+        let mut from = 0;
+        loop {
+            let Some(item) = state.as_ref() else {
+                return Ok(DocumentOutcome::Absent);
+            };
+            let read_version = self.version_of(item);
+            let Some(i) = find(path.get(item), value, from) else {
+                return Ok(DocumentOutcome::Absent);
+            };
+            let update = self.remove_element(path, i, value, read_version, &token);
+            let Cond::Failed { old } = self.send_update(key, update, cost).await? else {
+                return Ok(DocumentOutcome::Applied);
+            };
+            if old.as_ref().is_some_and(|o| self.holds_token(o, &token)) {
+                return Ok(DocumentOutcome::Applied); // our own write, whose response was lost
+            }
+            let Some(old) = old else {
+                return Ok(DocumentOutcome::Absent); // the item was deleted meanwhile
+            };
+            // Same version, same document: DynamoDB found element `i` unequal; look further.
+            let same_version = self.version_of(&old) == read_version;
+            from = if same_version { i + 1 } else { 0 };
+            state = Some(old);
+            if !same_version {
+                match delays.next() {
+                    Some(delay) => tokio::time::sleep(delay).await,
+                    None => return Err(contention("list_remove", path, self.tries())),
+                }
+            }
+        }
+    }
+
+    /// `REMOVE path[i]` over version `read_version`, if the element still equals `value`.
+    fn remove_element(
+        &self,
+        path: &AttrPath,
+        i: usize,
+        value: &AttributeValue,
+        read_version: u64,
+        token: &str,
+    ) -> Update {
+        let mut u = Update::new(self);
+        let elem = path.index(i).emit(&mut u.placeholders);
+        let guard = version_guard(&mut u.placeholders, read_version);
+        u.placeholders
+            .set_name("#slot", self.config.op_slot(read_version + 1))
+            .set_value(":next", AttributeValue::N((read_version + 1).to_string()))
+            .set_value(":token", AttributeValue::S(token.to_string()))
+            .set_value(":v", value.clone());
+        u.update = UPDATE_REMOVE_ELEMENT.replace("{elem}", &elem);
+        u.condition = Some(format!("({guard}) AND {elem} = :v"));
+        u
+    }
+
+    /// Replace the document over the version read (or `expected`); lost races without
+    /// `expected` are retried on the `ALL_OLD` item (bounded), then `Conflict`.
+    pub(super) async fn replace(
+        &self,
+        key: &ItemKey,
+        document: &Item,
+        expected: Option<u64>,
+        cost: &Cost,
+    ) -> Result<DocumentOutcome, StoreError> {
+        let token = new_token();
+        let mut state = self.read(key, None).await?;
+        let mut delays = self.config.backoff.delays();
+        loop {
+            if state.as_ref().is_some_and(|s| self.holds_token(s, &token)) {
+                return Ok(DocumentOutcome::Applied); // our own write, whose response was lost
+            }
+            let current = state.as_ref().map_or(0, |s| self.version_of(s));
+            if expected.is_some_and(|e| e != current) {
+                let same = state
+                    .as_ref()
+                    .is_some_and(|s| self.same_document(s, document));
+                return Ok(match same {
+                    true => DocumentOutcome::Duplicate,
+                    false => DocumentOutcome::Conflict { current },
+                });
+            }
+            let put = self.put_over(document, state.as_ref(), current, &token, cost);
+            let Cond::Failed { old } = put.await? else {
+                return Ok(DocumentOutcome::Applied);
+            };
+            state = old;
+            if expected.is_none() && !state.as_ref().is_some_and(|s| self.holds_token(s, &token)) {
+                match delays.next() {
+                    Some(delay) => tokio::time::sleep(delay).await,
+                    None => {
+                        let current = state.as_ref().map_or(0, |s| self.version_of(s));
+                        return Ok(DocumentOutcome::Conflict { current });
+                    }
+                }
+            }
+        }
+    }
+
+    /// One `PutItem` of the document (which holds the key) at version `current + 1` (op slots
+    /// carried over, ours filled), conditioned on the stored version being `current`.
+    async fn put_over(
+        &self,
+        document: &Item,
+        state: Option<&Item>,
+        current: u64,
+        token: &str,
+        cost: &Cost,
+    ) -> Result<Cond<()>, StoreError> {
+        let config = &self.config;
+        let mut item = document.clone();
+        for slot in config.op_slots() {
+            if let Some(t) = state.and_then(|s| s.get(&slot)) {
+                item.insert(slot, t.clone());
+            }
+        }
+        let next = current + 1;
+        item.insert(config.op_slot(next), AttributeValue::S(token.to_string()));
+        item.insert(
+            config.version_attribute(),
+            AttributeValue::N(next.to_string()),
+        );
+        let mut p = Placeholders::new("d");
+        p.set_name("#ver", config.version_attribute());
+        let guard = version_guard(&mut p, current);
+        let (names, values) = p.into_maps();
+        let result = self
+            .client
+            .put_item()
+            .table_name(&config.table)
+            .set_item(Some(item))
+            .condition_expression(guard)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        let outcome = conditional("PutItem", result);
+        match &outcome {
+            Ok(Cond::Done(out)) => cost.add(out.consumed_capacity()),
+            _ => cost.add_failed(),
+        }
+        Ok(match outcome? {
+            Cond::Done(_) => Cond::Done(()),
+            Cond::Failed { old } => Cond::Failed { old },
+        })
+    }
+
+    /// Whether the stored item, without the protocol's attributes, is `document`.
+    fn same_document(&self, stored: &Item, document: &Item) -> bool {
+        let config = &self.config;
+        let user = stored
+            .iter()
+            .filter(|(name, _)| !config.is_protocol_attribute(name));
+        user.clone().count() == document.len()
+            && user
+                .into_iter()
+                .all(|(name, v)| document.get(name) == Some(v))
+    }
+}
+
+/// The version guard for a write over `version` (`0`: the item has no version yet).
+fn version_guard(placeholders: &mut Placeholders, version: u64) -> &'static str {
+    if version == 0 {
+        return CONDITION_NO_VERSION;
+    }
+    placeholders.set_value(":ver", AttributeValue::N(version.to_string()));
+    CONDITION_VERSION_IS
+}
+
+/// The first index at or after `from` of a list element equal to `value`.
+fn find(list: Option<&AttributeValue>, value: &AttributeValue, from: usize) -> Option<usize> {
+    match list {
+        Some(AttributeValue::L(items)) => items
+            .iter()
+            .enumerate()
+            .skip(from)
+            .find(|(_, e)| *e == value)
+            .map(|(i, _)| i),
+        _ => None,
+    }
+}

@@ -1,0 +1,418 @@
+//! Document records: parsing and validation of a record body.
+//!
+//! ```text
+//! {"op":"list_append","key":{"PK":"user#1"},"path":"friends","values":["bob"],"unique":true}
+//! {"op":"list_remove","key":{"PK":"user#1"},"path":"friends","value":"bob"}
+//! {"op":"set_add","key":{"PK":"user#1"},"path":"profile.tags","values":["rust","aws"]}
+//! {"op":"set_remove","key":{"PK":"user#1"},"path":"profile.tags","values":["aws"]}
+//! {"op":"replace","key":{"PK":"user#1"},"document":{"name":"Ann"},"expectedVersion":3}
+//! ```
+//!
+//! The body is decoded into a [`RawRecord`] (every field optional, so that each missing or
+//! malformed field gets its own [`RejectionCode`]), then validated into a [`DocumentRecord`].
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::config::DocumentConfig;
+use super::path::AttrPath;
+use super::values::{set_values, single_value, to_attribute, SetValues};
+use crate::ddb::item::{item_size, Item, ItemKey, MAX_ITEM_BYTES};
+use crate::rejection::{Rejection, RejectionCode};
+
+/// What a record asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DocumentOp {
+    /// Append `values` to the list at `path` (created when absent). With `unique`, only the
+    /// values the list does not hold yet are appended (idempotent).
+    ListAppend {
+        /// The list.
+        path: AttrPath,
+        /// The values, in order (may be empty: nothing is written).
+        values: Vec<AttributeValue>,
+        /// Append only values not already in the list.
+        unique: bool,
+    },
+    /// Remove one occurrence of `value` from the list at `path`.
+    ListRemove {
+        /// The list.
+        path: AttrPath,
+        /// The value to remove.
+        value: AttributeValue,
+    },
+    /// Add elements to the string or number set at `path` (created when absent).
+    SetAdd {
+        /// The set.
+        path: AttrPath,
+        /// The elements (may be empty: nothing is written).
+        values: SetValues,
+    },
+    /// Remove elements from the set at `path` (the attribute disappears with its last one).
+    SetRemove {
+        /// The set.
+        path: AttrPath,
+        /// The elements (may be empty: nothing is written).
+        values: SetValues,
+    },
+    /// Replace the whole document (every attribute but the key and the protocol's).
+    Replace {
+        /// The new item: the document's attributes plus the key.
+        document: Item,
+        /// Apply only if the stored version is this one (`0`: no document yet).
+        expected_version: Option<u64>,
+    },
+}
+
+impl DocumentOp {
+    /// The stable snake_case name of the operation.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DocumentOp::ListAppend { .. } => "list_append",
+            DocumentOp::ListRemove { .. } => "list_remove",
+            DocumentOp::SetAdd { .. } => "set_add",
+            DocumentOp::SetRemove { .. } => "set_remove",
+            DocumentOp::Replace { .. } => "replace",
+        }
+    }
+}
+
+/// A parsed, validated document record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentRecord {
+    /// The item key.
+    pub key: ItemKey,
+    /// What to do.
+    pub op: DocumentOp,
+}
+
+/// A record body as decoded, before validation.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawRecord {
+    /// The operation name.
+    pub op: Option<Value>,
+    /// The item key (an object of string or number values).
+    pub key: Option<Value>,
+    /// The attribute path of a list or set operation.
+    pub path: Option<Value>,
+    /// The values of `list_append`, `set_add`, `set_remove`.
+    pub values: Option<Value>,
+    /// The value of `list_remove`.
+    pub value: Option<Value>,
+    /// `list_append`: only values not in the list yet.
+    pub unique: Option<Value>,
+    /// The document of `replace`.
+    pub document: Option<Value>,
+    /// `replace`: the version the document must have.
+    pub expected_version: Option<Value>,
+}
+
+impl RawRecord {
+    /// Decode a body: `bad_json` or `not_an_object` when it is not a JSON object.
+    pub fn decode(body: &[u8]) -> Result<RawRecord, Rejection> {
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            Rejection::new(RejectionCode::BadJson, format!("the body is not JSON: {e}"))
+        })?;
+        if !value.is_object() {
+            return Err(Rejection::new(
+                RejectionCode::NotAnObject,
+                "the body must be a JSON object",
+            ));
+        }
+        serde_json::from_value(value).map_err(|e| {
+            Rejection::new(
+                RejectionCode::NotAnObject,
+                format!("unreadable object: {e}"),
+            )
+        })
+    }
+}
+
+fn reject(code: RejectionCode, message: impl Into<String>) -> Rejection {
+    Rejection::new(code, message)
+}
+
+/// Validate a decoded record under `config`.
+pub fn validate(raw: RawRecord, config: &DocumentConfig) -> Result<DocumentRecord, Rejection> {
+    let key_json = raw
+        .key
+        .as_ref()
+        .ok_or_else(|| reject(RejectionCode::InvalidKey, "`key` is missing"))?;
+    let key = ItemKey::from_json(key_json).map_err(|m| reject(RejectionCode::InvalidKey, m))?;
+    if let Some(name) = key.json().keys().find(|n| config.is_protocol_attribute(n)) {
+        return Err(reject(
+            RejectionCode::ReservedAttribute,
+            format!("key attribute `{name}` uses the protocol prefix"),
+        ));
+    }
+    let op = match raw.op.as_ref().and_then(Value::as_str) {
+        Some("list_append") => list_append(&raw, &key, config)?,
+        Some("list_remove") => DocumentOp::ListRemove {
+            path: path(&raw, &key, config)?,
+            value: single_value(raw.value.as_ref())?,
+        },
+        Some("set_add") => DocumentOp::SetAdd {
+            path: path(&raw, &key, config)?,
+            values: set_values(raw.values.as_ref())?,
+        },
+        Some("set_remove") => DocumentOp::SetRemove {
+            path: path(&raw, &key, config)?,
+            values: set_values(raw.values.as_ref())?,
+        },
+        Some("replace") => replace(&raw, &key, config)?,
+        Some(other) => {
+            return Err(reject(
+                RejectionCode::UnknownOp,
+                format!("`op` must be list_append, list_remove, set_add, set_remove or replace, got {other:?}"),
+            ))
+        }
+        None => return Err(reject(RejectionCode::UnknownOp, "`op` is missing or not a string")),
+    };
+    Ok(DocumentRecord { key, op })
+}
+
+/// The record's path: parsed, and neither a key nor a protocol attribute.
+fn path(raw: &RawRecord, key: &ItemKey, config: &DocumentConfig) -> Result<AttrPath, Rejection> {
+    let text = raw.path.as_ref().and_then(Value::as_str).ok_or_else(|| {
+        reject(
+            RejectionCode::InvalidPath,
+            "`path` is missing or not a string",
+        )
+    })?;
+    let path = AttrPath::parse(text)
+        .map_err(|m| reject(RejectionCode::InvalidPath, format!("`{text}`: {m}")))?;
+    let top = path.top();
+    if key.json().contains_key(top) {
+        return Err(reject(
+            RejectionCode::KeyPath,
+            format!("`{text}` names the key attribute `{top}`, which an update cannot change"),
+        ));
+    }
+    if config.is_protocol_attribute(top) {
+        return Err(reject(
+            RejectionCode::ReservedPath,
+            format!(
+                "`{text}` names `{top}`: attributes starting with `{}` belong to the protocol",
+                config.attribute_prefix
+            ),
+        ));
+    }
+    Ok(path)
+}
+
+fn list_append(
+    raw: &RawRecord,
+    key: &ItemKey,
+    config: &DocumentConfig,
+) -> Result<DocumentOp, Rejection> {
+    let path = path(raw, key, config)?;
+    let Some(Value::Array(items)) = &raw.values else {
+        return Err(reject(
+            RejectionCode::InvalidValues,
+            "`values` must be an array",
+        ));
+    };
+    let values = items
+        .iter()
+        .map(to_attribute)
+        .collect::<Result<Vec<_>, _>>()?;
+    let size = item_size(&Item::from([(
+        String::new(),
+        AttributeValue::L(values.clone()),
+    )]));
+    if size > MAX_ITEM_BYTES {
+        return Err(reject(
+            RejectionCode::ItemTooLarge,
+            format!("the values take {size} bytes; an item holds at most {MAX_ITEM_BYTES}"),
+        ));
+    }
+    let unique = match &raw.unique {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(reject(
+                RejectionCode::InvalidValues,
+                "`unique` must be a boolean",
+            ))
+        }
+    };
+    Ok(DocumentOp::ListAppend {
+        path,
+        values,
+        unique,
+    })
+}
+
+fn replace(
+    raw: &RawRecord,
+    key: &ItemKey,
+    config: &DocumentConfig,
+) -> Result<DocumentOp, Rejection> {
+    let Some(Value::Object(fields)) = &raw.document else {
+        return Err(reject(
+            RejectionCode::InvalidDocument,
+            "`document` must be an object",
+        ));
+    };
+    let expected_version = match &raw.expected_version {
+        None => None,
+        Some(v) => Some(v.as_u64().ok_or_else(|| {
+            reject(
+                RejectionCode::InvalidVersion,
+                "`expectedVersion` must be a non-negative integer",
+            )
+        })?),
+    };
+    let document = document_item(fields, key, config)?;
+    Ok(DocumentOp::Replace {
+        document,
+        expected_version,
+    })
+}
+
+/// The stored item of a replace: the document plus the key, checked.
+fn document_item(
+    fields: &Map<String, Value>,
+    key: &ItemKey,
+    config: &DocumentConfig,
+) -> Result<Item, Rejection> {
+    for (name, value) in fields {
+        if config.is_protocol_attribute(name) {
+            return Err(reject(
+                RejectionCode::ReservedAttribute,
+                format!("`{name}` belongs to the document protocol and cannot be set by a payload"),
+            ));
+        }
+        if key.json().get(name).is_some_and(|k| k != value) {
+            return Err(reject(
+                RejectionCode::KeyMismatch,
+                format!("document attribute `{name}` disagrees with the key"),
+            ));
+        }
+    }
+    let mut stored = fields.clone();
+    stored.extend(key.json().iter().map(|(k, v)| (k.clone(), v.clone())));
+    let item: Item = serde_dynamo::to_item(&stored).map_err(|e| {
+        reject(
+            RejectionCode::InvalidDocument,
+            format!("the document cannot be marshalled: {e}"),
+        )
+    })?;
+    let size = item_size(&item);
+    if size > MAX_ITEM_BYTES {
+        return Err(reject(
+            RejectionCode::ItemTooLarge,
+            format!("the stored item would be {size} bytes; DynamoDB's limit is {MAX_ITEM_BYTES}"),
+        ));
+    }
+    Ok(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: &str) -> Result<DocumentRecord, Rejection> {
+        validate(
+            RawRecord::decode(body.as_bytes())?,
+            &DocumentConfig::new("t"),
+        )
+    }
+
+    fn code(body: &str) -> String {
+        parse(body).map_or_else(|r| r.code.to_string(), |_| "ok".into())
+    }
+
+    /// Bodies (`KEY` stands for a valid key) and the code each gets.
+    const CASES: &[(&str, &str)] = &[
+        (
+            r#"{"op":"list_append",KEY,"path":"l","values":[1,"a",{"x":null}]}"#,
+            "ok",
+        ),
+        (
+            r#"{"op":"list_remove",KEY,"path":"a.b[2]","value":{"m":1}}"#,
+            "ok",
+        ),
+        (r#"{"op":"set_add",KEY,"path":"s","values":[]}"#, "ok"),
+        (
+            r#"{"op":"replace",KEY,"document":{"PK":"u","x":1},"expectedVersion":0}"#,
+            "ok",
+        ),
+        ("{oops", "bad_json"),
+        ("[]", "not_an_object"),
+        (
+            r#"{"op":"set_add","path":"s","values":["a"]}"#,
+            "invalid_key",
+        ),
+        (r#"{"op":"pop",KEY,"path":"l"}"#, "unknown_op"),
+        (r#"{"op":"set_add",KEY,"values":["a"]}"#, "invalid_path"),
+        (
+            r#"{"op":"set_add",KEY,"path":"a..b","values":["a"]}"#,
+            "invalid_path",
+        ),
+        (
+            r#"{"op":"set_add",KEY,"path":"SK","values":["a"]}"#,
+            "key_path",
+        ),
+        (
+            r#"{"op":"list_remove",KEY,"path":"doc_version","value":1}"#,
+            "reserved_path",
+        ),
+        (
+            r#"{"op":"list_append",KEY,"path":"doc_op1[0]","values":[1]}"#,
+            "reserved_path",
+        ),
+        (
+            r#"{"op":"set_add",KEY,"path":"s","values":["a",1]}"#,
+            "invalid_values",
+        ),
+        (
+            r#"{"op":"set_add",KEY,"path":"s","values":[true]}"#,
+            "invalid_values",
+        ),
+        (r#"{"op":"set_remove",KEY,"path":"s"}"#, "invalid_values"),
+        (r#"{"op":"list_remove",KEY,"path":"l"}"#, "invalid_values"),
+        (
+            r#"{"op":"list_append",KEY,"path":"l","values":[1],"unique":"y"}"#,
+            "invalid_values",
+        ),
+        (r#"{"op":"replace",KEY,"document":[1]}"#, "invalid_document"),
+        (
+            r#"{"op":"replace",KEY,"document":{},"expectedVersion":-1}"#,
+            "invalid_version",
+        ),
+        (
+            r#"{"op":"replace",KEY,"document":{"doc_version":9}}"#,
+            "reserved_attribute",
+        ),
+        (
+            r#"{"op":"replace",KEY,"document":{"PK":"other"}}"#,
+            "key_mismatch",
+        ),
+    ];
+
+    #[test]
+    fn each_malformed_kind_has_its_code() {
+        for (body, expected) in CASES {
+            let body = body.replace("KEY", r#""key":{"PK":"u","SK":"d"}"#);
+            assert_eq!(code(&body), *expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn replace_keeps_the_key_in_the_document() {
+        let r =
+            parse(r#"{"op":"replace","key":{"PK":"u"},"document":{"name":"Ann"}}"#).expect("valid");
+        let DocumentOp::Replace {
+            document,
+            expected_version,
+        } = r.op
+        else {
+            panic!("replace expected");
+        };
+        assert_eq!(expected_version, None);
+        assert_eq!(document["PK"], AttributeValue::S("u".into()));
+        assert_eq!(document["name"], AttributeValue::S("Ann".into()));
+    }
+}
