@@ -27,5 +27,5 @@ ops dead-letters list --table DeadLetterTable --function counter-writer 2>&1 | s
 
 echo
 echo "== CounterTable: counters plus the protocol's own attributes"
-echo "   (ctr_bucket = the item's time bucket, ctr_keys_<bucket> = hashed idempotency keys)"
+echo "   (ctr_bucket = the item's bucket layout, ctr_keys_<start>_<until> = hashed idempotency keys per time bucket)"
 show CounterTable
