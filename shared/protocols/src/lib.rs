@@ -98,6 +98,7 @@ pub mod ratchet;
 pub mod rejection;
 pub mod sweep;
 pub mod txn;
+pub mod versioning;
 
 pub use batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
 pub use config::ConfigError;

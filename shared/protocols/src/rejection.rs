@@ -64,6 +64,8 @@ pub enum RejectionCode {
     DuplicateItem,
     /// Transaction: the `txId` is already recorded with other requests.
     TxIdReused,
+    /// Versioning: a write id is empty or too long.
+    InvalidWriteId,
     /// A code this version does not know (read from an older or newer dead letter).
     #[serde(other)]
     Other,
@@ -99,6 +101,7 @@ impl RejectionCode {
             RejectionCode::ReservedPlaceholder => "reserved_placeholder",
             RejectionCode::DuplicateItem => "duplicate_item",
             RejectionCode::TxIdReused => "tx_id_reused",
+            RejectionCode::InvalidWriteId => "invalid_write_id",
             RejectionCode::Other => "other",
         }
     }
