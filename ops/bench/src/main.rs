@@ -5,6 +5,7 @@
 //! bench ratchet [--records 1000,10000 --keys K --duplicates F --concurrency C --latency-ms L]
 //! bench counter                      counter writer vs one UpdateItem per record
 //! bench txn [--transfers N]          transaction protocol vs TransactWriteItems
+//! bench versioning                   versioned updates/s under contention, write units
 //! bench crash-tx --fail-after K EVENT.json
 //!                                    run a transaction whose coordinator dies after K calls
 //! ```
@@ -18,6 +19,7 @@ mod crash;
 mod latency;
 mod ratchet;
 mod txn;
+mod versioning;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +46,9 @@ enum Command {
         #[arg(long, default_value_t = 800)]
         transfers: usize,
     },
+    /// Versioned updates under contention (1, 8, 32 writers; 1 and 100 items) and their
+    /// write units.
+    Versioning,
     /// Run the first message of an SQS event with a coordinator that dies after K calls.
     CrashTx {
         /// DynamoDB calls before the coordinator dies.
@@ -69,11 +74,13 @@ async fn main() -> ExitCode {
         Command::Ratchet(options) => ratchet::run(options).await,
         Command::Counter => counter::run().await,
         Command::Txn { transfers } => txn::run(transfers).await,
+        Command::Versioning => versioning::run().await,
         Command::CrashTx { fail_after, event } => crash::run(fail_after, &event).await,
         Command::Worker { bench, args } => match bench.as_str() {
             "ratchet" => ratchet::worker(args).await,
             "counter" => counter::worker(args).await,
             "txn" => txn::worker(args).await,
+            "versioning" => versioning::worker(args).await,
             other => Err(format!("worker: unknown benchmark {other:?}")),
         },
     };
