@@ -94,86 +94,76 @@ async fn assert_consistent(store: &Versioning, key: &ItemKey) -> u64 {
 
 // ------------------------------------------------------------------------- versioning
 
+fn create(key: &ItemKey, t: &str) -> Change {
+    Change::create(key, json!({ "t": t })).expect("valid")
+}
+
+fn update(key: &ItemKey, expected: u64, t: &str) -> Change {
+    Change::update(key, expected, json!({ "t": t })).expect("valid")
+}
+
 #[tokio::test]
-async fn every_change_writes_the_next_version_and_history_pages_newest_first() {
+async fn every_change_writes_the_next_version_or_says_why_not() {
     let (store, _) = versioned(client()).await;
     let key = doc("doc#1");
+    let outcome = |change: Change| {
+        let store = store.clone();
+        async move { store.apply(&change).await.expect("apply") }
+    };
+    let conflict = |current| VersionOutcome::Conflict { current };
 
-    assert_eq!(
-        written(
-            &store,
-            &Change::create(&key, json!({"t": "a"})).expect("ok")
-        )
-        .await,
-        1
-    );
-    assert_eq!(
-        written(
-            &store,
-            &Change::update(&key, 1, json!({"t": "b"})).expect("ok")
-        )
-        .await,
-        2
-    );
-    let stale = Change::update(&key, 1, json!({"t": "late"})).expect("ok");
-    assert_eq!(
-        store.apply(&stale).await.expect("apply"),
-        VersionOutcome::Conflict { current: Some(2) }
-    );
-    let again = Change::create(&key, json!({"t": "again"})).expect("ok");
-    assert_eq!(
-        store.apply(&again).await.expect("apply"),
-        VersionOutcome::Conflict { current: Some(2) }
-    );
+    assert_eq!(written(&store, &create(&key, "a")).await, 1);
+    assert_eq!(written(&store, &update(&key, 1, "b")).await, 2);
+    assert_eq!(outcome(update(&key, 1, "late")).await, conflict(Some(2)));
+    assert_eq!(outcome(create(&key, "again")).await, conflict(Some(2)));
     assert_eq!(written(&store, &Change::delete(&key, 2)).await, 3);
     assert_eq!(
         store.get(&key).await.expect("get"),
         Latest::Deleted { version: 3 }
     );
-    let on_deleted = Change::update(&key, 3, json!({"t": "c"})).expect("ok");
-    assert_eq!(
-        store.apply(&on_deleted).await.expect("apply"),
-        VersionOutcome::Deleted { version: 3 }
-    );
+    let deleted = VersionOutcome::Deleted { version: 3 };
+    assert_eq!(outcome(update(&key, 3, "c")).await, deleted);
+    assert_eq!(outcome(Change::delete(&key, 3)).await, deleted);
     // A create finds the tombstone; a recreate continues the sequence instead of reusing 1.
-    let create = Change::create(&key, json!({"t": "d"})).expect("ok");
-    assert_eq!(
-        store.apply(&create).await.expect("apply"),
-        VersionOutcome::Deleted { version: 3 }
-    );
-    let recreate = Change::recreate(&key, 3, json!({"t": "d"})).expect("ok");
+    assert_eq!(outcome(create(&key, "d")).await, deleted);
+    let recreate = Change::recreate(&key, 3, json!({"t": "d"})).expect("valid");
     assert_eq!(written(&store, &recreate).await, 4);
+    assert_eq!(outcome(update(&key, 9, "e")).await, conflict(Some(4)));
+    assert_eq!(
+        outcome(update(&doc("nothing"), 1, "f")).await,
+        conflict(None)
+    );
+    assert_eq!(assert_consistent(&store, &key).await, 4);
+}
+
+#[tokio::test]
+async fn history_pages_come_newest_first() {
+    let (store, _) = versioned(client()).await;
+    let key = doc("doc#pages");
+    written(&store, &create(&key, "a")).await;
+    written(&store, &update(&key, 1, "b")).await;
+    written(&store, &Change::delete(&key, 2)).await;
+    written(&store, &Change::restore(&key, 3, 2)).await;
 
     let first = store.history(&key, 3, None).await.expect("page");
-    let versions: Vec<u64> = first.entries.iter().map(|e| e.version).collect();
-    assert_eq!(versions, [4, 3, 2]);
-    assert_eq!(first.next, Some(2));
     let second = store.history(&key, 3, first.next).await.expect("page");
-    assert_eq!(
-        second.entries.iter().map(|e| e.version).collect::<Vec<_>>(),
-        [1]
-    );
-    assert_eq!(second.next, None);
+
+    let versions = |page: &dynamo_protocols::versioning::HistoryPage| -> Vec<u64> {
+        page.entries.iter().map(|e| e.version).collect()
+    };
+    assert_eq!((versions(&first), first.next), (vec![4, 3, 2], Some(2)));
+    assert_eq!((versions(&second), second.next), (vec![1], None));
     let ops: Vec<HistoryOp> = first.entries.iter().map(|e| e.op).collect();
     assert_eq!(
         ops,
-        [HistoryOp::Create, HistoryOp::Delete, HistoryOp::Update]
+        [HistoryOp::Restore, HistoryOp::Delete, HistoryOp::Update]
     );
-    assert_eq!(assert_consistent(&store, &key).await, 4);
-    let v2 = store
-        .get_version(&key, 2)
-        .await
-        .expect("get")
-        .expect("version 2");
+    let v2 = store.get_version(&key, 2).await.expect("get").expect("v2");
     assert_eq!(
-        v2.item,
-        Some(
-            json!({"PK": "doc#1", "t": "b"})
-                .as_object()
-                .cloned()
-                .unwrap_or_default()
-        )
+        Value::Object(v2.item.unwrap_or_default()),
+        json!({"PK": "doc#pages", "t": "b"})
     );
+    assert_eq!(store.get_version(&key, 5).await.expect("get"), None);
 }
 
 #[tokio::test]
@@ -340,26 +330,25 @@ async fn append_until_written(store: &Versioning, key: &ItemKey, writer: usize) 
 
 /// The scenarios of the crash test: the setup (healthy) and the change under test.
 async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Change, u64) {
-    let create = |t: &str| Change::create(key, json!({ "t": t })).expect("ok");
     match name {
-        "create" => (create("new"), 1),
+        "create" => (create(key, "new"), 1),
         "recreate" => {
-            written(store, &create("old")).await;
+            written(store, &create(key, "old")).await;
             written(store, &Change::delete(key, 1)).await;
             let again = Change::recreate(key, 2, json!({"t": "again"})).expect("ok");
             (again, 3)
         }
         "update" => {
-            written(store, &create("old")).await;
-            (Change::update(key, 1, json!({"t": "new"})).expect("ok"), 2)
+            written(store, &create(key, "old")).await;
+            (update(key, 1, "new"), 2)
         }
         "delete" => {
-            written(store, &create("old")).await;
+            written(store, &create(key, "old")).await;
             (Change::delete(key, 1), 2)
         }
         "update-retried-after-lost-response" => {
-            written(store, &create("old")).await;
-            let change = Change::update(key, 1, json!({"t": "new"})).expect("ok");
+            written(store, &create(key, "old")).await;
+            let change = update(key, 1, "new");
             let lost = FaultInjector::new(|_, _| Fault::LoseResponse);
             let lossy = Versioning::new(client_with(Some(lost), 1), store.config().clone());
             assert!(lossy.apply(&change).await.is_err(), "the response was lost");
@@ -367,7 +356,7 @@ async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Change, u64
         }
         "update-redelivered-after-lost-response" => {
             // The message is delivered again: the same write id, another time, another token.
-            written(store, &create("old")).await;
+            written(store, &create(key, "old")).await;
             let first = Change::update(key, 1, json!({"t": "new"}))
                 .and_then(|c| c.with_write_id("message-1"))
                 .expect("ok");
@@ -379,12 +368,8 @@ async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Change, u64
             (again, 2)
         }
         "restore" => {
-            written(store, &create("first")).await;
-            written(
-                store,
-                &Change::update(key, 1, json!({"t": "second"})).expect("ok"),
-            )
-            .await;
+            written(store, &create(key, "first")).await;
+            written(store, &update(key, 1, "second")).await;
             (Change::restore(key, 2, 1), 3)
         }
         other => panic!("unknown scenario {other}"),
@@ -885,32 +870,7 @@ proptest! {
                 start = end;
             }
 
-            // The model: one row per distinct record, built from the record alone.
-            let mut model = BTreeMap::new();
-            let mut winners: BTreeMap<String, (i128, String)> = BTreeMap::new();
-            for r in &records {
-                let parsed = w.protocol.parse_record(body(case, r).to_string().as_bytes()).expect("valid");
-                let item_key = parsed.key.canonical().to_string();
-                let sort_key = if parsed.ts < 0 {
-                    format!("-{:020}#{}", parsed.ts + (1i128 << 63), parsed.token)
-                } else {
-                    format!("{:020}#{}", parsed.ts, parsed.token)
-                };
-                let mut row = json!({"ItemKey": item_key, "RecordVersion": sort_key,
-                    "Timestamp": parsed.ts as i64, "TieBreak": parsed.token});
-                match &parsed.op {
-                    RatchetOp::Put(item) => {
-                        row["Op"] = json!("put");
-                        row["Item"] = Value::Object(dynamo_protocols::ddb::item::item_to_json(item.clone()).expect("json"));
-                    }
-                    RatchetOp::Delete => row["Op"] = json!("delete"),
-                }
-                model.insert(format!("{item_key}|{sort_key}"), row);
-                let id = format!("hcase{case}|k{}", r.key);
-                if winners.get(&id).is_none_or(|w| parsed.version() > (w.0, w.1.as_str())) {
-                    winners.insert(id, (parsed.ts, parsed.token.clone()));
-                }
-            }
+            let (model, winners) = model(case, &records, &w.protocol);
             let prefix = format!("{{\"PK\":\"hcase{case}\",");
             let history: BTreeMap<String, Value> = history_rows(&client, &tables["RatchetHistoryTable"]).await
                 .into_iter()
@@ -929,6 +889,47 @@ proptest! {
             assert_eq!(latest, winners);
         });
     }
+}
+
+/// The model of a case: one history row per distinct record, built from the record alone, and
+/// the winning version `(ts, tie-break)` of each key.
+#[allow(clippy::type_complexity)]
+fn model(
+    case: usize,
+    records: &[GenRecord],
+    ratchet: &Ratchet,
+) -> (BTreeMap<String, Value>, BTreeMap<String, (i128, String)>) {
+    let mut rows = BTreeMap::new();
+    let mut winners: BTreeMap<String, (i128, String)> = BTreeMap::new();
+    for r in records {
+        let parsed = ratchet
+            .parse_record(body(case, r).to_string().as_bytes())
+            .expect("valid");
+        let item_key = parsed.key.canonical().to_string();
+        let sort_key = match parsed.ts < 0 {
+            true => format!("-{:020}#{}", parsed.ts + (1i128 << 63), parsed.token),
+            false => format!("{:020}#{}", parsed.ts, parsed.token),
+        };
+        let mut row = json!({"ItemKey": item_key, "RecordVersion": sort_key,
+            "Timestamp": i64::try_from(parsed.ts).expect("i64"), "TieBreak": parsed.token});
+        match &parsed.op {
+            RatchetOp::Put(item) => {
+                let item = dynamo_protocols::ddb::item::item_to_json(item.clone()).expect("json");
+                row["Op"] = json!("put");
+                row["Item"] = Value::Object(item);
+            }
+            RatchetOp::Delete => row["Op"] = json!("delete"),
+        }
+        rows.insert(format!("{item_key}|{sort_key}"), row);
+        let id = format!("hcase{case}|k{}", r.key);
+        if winners
+            .get(&id)
+            .is_none_or(|w| parsed.version() > (w.0, w.1.as_str()))
+        {
+            winners.insert(id, (parsed.ts, parsed.token.clone()));
+        }
+    }
+    (rows, winners)
 }
 
 /// One set of history-mode tables shared by all property cases (cases use distinct keys).

@@ -43,9 +43,9 @@
 //!   write id): the SDK's retry of the same request is recognised by DynamoDB as the same
 //!   transaction (within its 10-minute idempotency window) and answered with success without
 //!   being applied twice.
-//! * When a retry still finds the version moved (the window expired, the caller retried the
-//!   same [`Change`] after an error, DynamoDB Local does not keep tokens), the history row of the
-//!   version this change would have written is read: if its `_writeId` is this change's, the
+//! * When a retry still finds the version moved (the window expired, or a redelivered message
+//!   was turned into a new [`Change`] with the same write id, hence another token), the history
+//!   row of the version this change would have written is read: if its `_writeId` is this change's, the
 //!   write landed and the outcome is [`VersionOutcome::Written`]; otherwise someone else's did
 //!   and the outcome is a conflict. The write id is random per [`Change`] unless the caller sets
 //!   one ([`Change::with_write_id`], e.g. a message id), which makes redeliveries idempotent too.
