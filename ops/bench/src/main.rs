@@ -6,6 +6,7 @@
 //! bench counter                      counter writer vs one UpdateItem per record
 //! bench txn [--transfers N]          transaction protocol vs TransactWriteItems
 //! bench lease [--rounds N]           lease lock: acquire / heartbeat / release / takeover latency
+//! bench versioning                   versioned updates/s under contention, write units
 //! bench crash-tx --fail-after K EVENT.json
 //!                                    run a transaction whose coordinator dies after K calls
 //! ```
@@ -19,6 +20,7 @@ mod crash;
 mod lease;
 mod ratchet;
 mod txn;
+mod versioning;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +49,9 @@ enum Command {
     },
     /// The lease lock: acquire, heartbeat, release and takeover latencies.
     Lease(lease::Options),
+    /// Versioned updates under contention (1, 8, 32 writers; 1 and 100 items) and their
+    /// write units.
+    Versioning,
     /// Run the first message of an SQS event with a coordinator that dies after K calls.
     CrashTx {
         /// DynamoDB calls before the coordinator dies.
@@ -73,11 +78,13 @@ async fn main() -> ExitCode {
         Command::Counter => counter::run().await,
         Command::Txn { transfers } => txn::run(transfers).await,
         Command::Lease(options) => lease::run(options).await,
+        Command::Versioning => versioning::run().await,
         Command::CrashTx { fail_after, event } => crash::run(fail_after, &event).await,
         Command::Worker { bench, args } => match bench.as_str() {
             "ratchet" => ratchet::worker(args).await,
             "counter" => counter::worker(args).await,
             "txn" => txn::worker(args).await,
+            "versioning" => versioning::worker(args).await,
             other => Err(format!("worker: unknown benchmark {other:?}")),
         },
     };

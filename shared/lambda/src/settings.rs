@@ -97,8 +97,8 @@ impl FromEnv for Ratchet {
     };
 
     /// `RATCHET_TABLE` (required), `RATCHET_TS_ATTRIBUTE`, `RATCHET_DELETED_ATTRIBUTE`,
-    /// `RATCHET_TTL_ATTRIBUTE`, `RATCHET_TIE_BREAK_ATTRIBUTE`, `RATCHET_TOMBSTONE_TTL_SECONDS`
-    /// and `RATCHET_CONCURRENCY`.
+    /// `RATCHET_TTL_ATTRIBUTE`, `RATCHET_TIE_BREAK_ATTRIBUTE`, `RATCHET_TOMBSTONE_TTL_SECONDS`,
+    /// `RATCHET_CONCURRENCY` and `RATCHET_HISTORY_TABLE` (optional: history mode).
     fn from_env(client: Client) -> Result<Self, ConfigError> {
         let mut c = RatchetConfig::new(env_required("RATCHET_TABLE")?);
         set(&mut c.ts_attribute, "RATCHET_TS_ATTRIBUTE")?;
@@ -107,6 +107,7 @@ impl FromEnv for Ratchet {
         set(&mut c.tie_break_attribute, "RATCHET_TIE_BREAK_ATTRIBUTE")?;
         set_secs(&mut c.tombstone_ttl, "RATCHET_TOMBSTONE_TTL_SECONDS")?;
         set(&mut c.concurrency, "RATCHET_CONCURRENCY")?;
+        c.history_table = env_opt("RATCHET_HISTORY_TABLE");
         c.validate()?;
         Ok(Ratchet::new(client, c))
     }

@@ -95,6 +95,28 @@
 //! # }
 //! ```
 //!
+//! # Versioned writes: every version kept, latest and history always agree
+//!
+//! ```no_run
+//! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use dynamo_protocols::versioning::{Change, VersionOutcome, Versioning, VersioningConfig};
+//! use dynamo_protocols::ItemKey;
+//!
+//! let docs = Versioning::new(client, VersioningConfig::new("Docs", "DocsHistory"));
+//! let key = ItemKey::from_json(&serde_json::json!({"PK": "doc#1"}))?;
+//! docs.apply(&Change::create(&key, serde_json::json!({"title": "draft"}))?).await?;
+//! let late = Change::update(&key, 0, serde_json::json!({"title": "stale"}))?;
+//! assert_eq!(docs.apply(&late).await?, VersionOutcome::Conflict { current: Some(1) });
+//! docs.apply(&Change::restore(&key, 1, 1)).await?; // version 2 = version 1's content
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Each change is one `TransactWriteItems` (the latest item conditioned on the expected version,
+//! the history row on its version being new), so no crash or lost response can leave the two
+//! tables apart or number two versions alike. The ratchet's history mode
+//! ([`ratchet::RatchetConfig::history_table`]) keeps every ratchet record the same way.
+//!
 //! # Batches
 //!
 //! Every protocol implements [`Protocol`]: parse a record body (or reject it), then apply the
@@ -119,6 +141,7 @@
 //!   and version-guarded replaces.
 //! * [`lease`]: a fenced lease lock (takeover after an unchanged lease on the contender's own
 //!   clock; strictly increasing fencing tokens).
+//! * [`versioning`]: versioned items (latest + history table, one transaction per change).
 //! * [`config`]: configuration errors.
 
 #![warn(missing_docs)]
@@ -133,6 +156,7 @@ pub mod ratchet;
 pub mod rejection;
 pub mod sweep;
 pub mod txn;
+pub mod versioning;
 
 pub use batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
 pub use config::ConfigError;

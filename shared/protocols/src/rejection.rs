@@ -78,6 +78,8 @@ pub enum RejectionCode {
     InvalidDocument,
     /// Document: `expectedVersion` is not a non-negative integer.
     InvalidVersion,
+    /// Versioning: a write id is empty or too long.
+    InvalidWriteId,
     /// A code this version does not know (read from an older or newer dead letter).
     #[serde(other)]
     Other,
@@ -120,6 +122,7 @@ impl RejectionCode {
             RejectionCode::InvalidValues => "invalid_values",
             RejectionCode::InvalidDocument => "invalid_document",
             RejectionCode::InvalidVersion => "invalid_version",
+            RejectionCode::InvalidWriteId => "invalid_write_id",
             RejectionCode::Other => "other",
         }
     }

@@ -35,6 +35,9 @@ pub struct RatchetConfig {
     pub tombstone_ttl: Duration,
     /// How many keys are written at once.
     pub concurrency: usize,
+    /// History mode: every record also lands in this table at its own `(key, ts, tie-break)`
+    /// row (see the module's `# History` section); `None`: no history.
+    pub history_table: Option<String>,
 }
 
 impl RatchetConfig {
@@ -48,6 +51,7 @@ impl RatchetConfig {
             tie_break_attribute: DEFAULT_TIE_BREAK_ATTRIBUTE.into(),
             tombstone_ttl: DEFAULT_TOMBSTONE_TTL,
             concurrency: DEFAULT_CONCURRENCY,
+            history_table: None,
         }
     }
 
@@ -65,6 +69,14 @@ impl RatchetConfig {
                 return Err(ConfigError::new(
                     "RATCHET_*_ATTRIBUTE",
                     format!("attribute `{n}` is used for two protocol roles"),
+                ));
+            }
+        }
+        if let Some(history) = &self.history_table {
+            if history.is_empty() || *history == self.table {
+                return Err(ConfigError::new(
+                    "RATCHET_HISTORY_TABLE",
+                    "must name a table other than RATCHET_TABLE",
                 ));
             }
         }

@@ -42,9 +42,33 @@
 //! [`Ratchet::get`], [`Ratchet::batch_get`] and [`Ratchet::query_partition`] never return
 //! tombstones (Get/BatchGet filter in code, Query with a `FilterExpression`).
 //!
+//! # History mode
+//!
+//! With a history table ([`RatchetConfig::history_table`], `RATCHET_HISTORY_TABLE`), every
+//! record also lands in it at its own row: records that lose to a newer timestamp, duplicates
+//! and deletes (as `Op = delete` rows) included. The row's partition key
+//! ([`HISTORY_KEY_ATTRIBUTE`]) is the item's canonical key and its sort key
+//! ([`HISTORY_SORT_ATTRIBUTE`]) is [`history_sort_key`]`(ts, tie-break)`: `ts` zero-padded to
+//! 20 digits, `#`, the tie-break token, e.g. `00000001721770090000#0a3f…`. Equal `ts` with
+//! different content never collide (their tokens differ), identical records share their row,
+//! and the rows sort in version order. A row holds nothing but the record (no processing time),
+//! so the history is the same set of rows whatever the order, duplication or batching.
+//!
+//! Per batch: first every distinct row with `BatchWriteItem` (25 rows per call, chunks
+//! concurrently, unprocessed rows written again with `ddb::retry::Backoff`), then the coalesced
+//! latest writes (still one per key), among the records whose row is written. A record is
+//! acknowledged only when its history row and its key's latest write are both done; a record
+//! whose row could not be written is reported for redelivery and takes no part in coalescing,
+//! so the latest table never holds a version its history lacks.
+//!
+//! Cost: one extra write unit per row up to 1 KB, in `⌈distinct records / 25⌉` calls. A record
+//! whose latest write DynamoDB refuses as invalid (a key that does not match the latest table's
+//! schema) is dead-lettered, but its history row, written first, stays.
+//!
 //! # Layout
 //!
 //! * `config`: settings and attribute names.
+//! * `history`: history rows, their sort key and the batched history writes.
 //! * `record`: parsing and validating a record body; a record's version.
 //! * `write`: the conditional write and per-batch coalescing (the `Protocol` impl).
 //! * `read`: reads that hide tombstones.
@@ -61,6 +85,7 @@
 //!   was first applied), not on the records.
 
 mod config;
+mod history;
 mod read;
 mod record;
 mod write;
@@ -73,6 +98,10 @@ use crate::rejection::Rejection;
 pub use config::{
     RatchetConfig, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE, DEFAULT_TIE_BREAK_ATTRIBUTE,
     DEFAULT_TOMBSTONE_TTL, DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
+};
+pub use history::{
+    history_sort_key, HISTORY_ITEM_ATTRIBUTE, HISTORY_KEY_ATTRIBUTE, HISTORY_OP_ATTRIBUTE,
+    HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
 };
 pub use record::{RatchetOp, RatchetRecord, RawRecord};
 pub use write::RatchetOutcome;

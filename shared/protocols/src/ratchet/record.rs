@@ -175,12 +175,22 @@ fn put(
             format!("the stored item would be {size} bytes; DynamoDB's limit is {MAX_ITEM_BYTES}"),
         ));
     }
-    Ok(RatchetRecord {
+    let record = RatchetRecord {
         key,
         ts,
         token,
         op: RatchetOp::Put(item),
-    })
+    };
+    if config.history_table.is_some() {
+        let size = item_size(&super::history::history_row(&record));
+        if size > MAX_ITEM_BYTES {
+            return Err(Rejection::new(
+                RejectionCode::ItemTooLarge,
+                format!("the item's history row would be {size} bytes; DynamoDB's limit is {MAX_ITEM_BYTES}"),
+            ));
+        }
+    }
+    Ok(record)
 }
 
 /// The item's attributes plus the key, checked against reserved names and the key.

@@ -44,9 +44,28 @@ impl Outcome for RatchetOutcome {
 type GroupResults = Vec<(usize, RecordResult<RatchetOutcome>)>;
 
 impl Ratchet {
-    /// Write one record (no coalescing): one conditional `PutItem`.
+    /// Write one record (no coalescing): one conditional `PutItem` (in history mode, after
+    /// its history row).
     pub async fn write(&self, record: &RatchetRecord) -> Result<RatchetOutcome, StoreError> {
-        self.write_counted(record, &Cost::default()).await
+        let cost = Cost::default();
+        if let Some(table) = &self.config.history_table {
+            let (_, failed) = self
+                .write_history(table, vec![(0, record.clone())], Deadline::none(), &cost)
+                .await;
+            if let Some((_, result)) = failed.into_iter().next() {
+                return Err(match result {
+                    RecordResult::Failed(err) => err,
+                    RecordResult::Rejected(reason) => StoreError::Sdk {
+                        operation: "BatchWriteItem",
+                        class: ErrorClass::InvalidRequest,
+                        code: reason.code.to_string(),
+                        message: reason.message,
+                    },
+                    other => StoreError::Inconsistent(format!("history row {}", other.label())),
+                });
+            }
+        }
+        self.write_counted(record, &cost).await
     }
 
     async fn write_counted(
@@ -196,11 +215,34 @@ impl Protocol for Ratchet {
         Some(self.config.tombstone_ttl)
     }
 
+    /// In history mode, every record's history row first; then, per key, the winner of the
+    /// records whose row is written (a record is acknowledged when both are done).
     async fn apply(
         &self,
         records: Vec<(usize, RatchetRecord)>,
         deadline: Deadline,
     ) -> Applied<RatchetOutcome> {
+        let cost = Cost::default();
+        let (records, mut results) = match &self.config.history_table {
+            Some(table) => self.write_history(table, records, deadline, &cost).await,
+            None => (records, Vec::new()),
+        };
+        results.extend(self.write_latest(records, deadline, &cost).await);
+        Applied {
+            results,
+            write_calls: cost.write_calls_usize(),
+        }
+    }
+}
+
+impl Ratchet {
+    /// Coalesce by key and write each key's winner, keys concurrently.
+    async fn write_latest(
+        &self,
+        records: Vec<(usize, RatchetRecord)>,
+        deadline: Deadline,
+        cost: &Cost,
+    ) -> GroupResults {
         let mut order: Vec<String> = Vec::new();
         let mut groups: HashMap<String, Vec<(usize, RatchetRecord)>> = HashMap::new();
         for (i, record) in records {
@@ -213,17 +255,12 @@ impl Protocol for Ratchet {
                 })
                 .push((i, record));
         }
-        let cost = Cost::default();
-        let cost_ref = &cost;
         let results: Vec<GroupResults> =
             futures::stream::iter(order.into_iter().filter_map(|id| groups.remove(&id)))
-                .map(|group| self.write_group(group, deadline, cost_ref))
+                .map(|group| self.write_group(group, deadline, cost))
                 .buffer_unordered(self.config.concurrency)
                 .collect()
                 .await;
-        Applied {
-            results: results.into_iter().flatten().collect(),
-            write_calls: cost.write_calls_usize(),
-        }
+        results.into_iter().flatten().collect()
     }
 }

@@ -1,0 +1,345 @@
+//! History mode: every record of a batch in the history table, at its own row, with
+//! `BatchWriteItem` (25 rows per call, unprocessed rows asked again with backoff).
+//!
+//! A row is a function of the record alone (no processing time), so writing it again is a
+//! no-op and the table is the same whatever the order, duplication or batching.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConsumedCapacity, PutRequest, ReturnConsumedCapacity, WriteRequest,
+};
+use futures::StreamExt;
+use serde_json::{Map, Value};
+
+use super::record::{RatchetOp, RatchetRecord};
+use super::write::RatchetOutcome;
+use super::Ratchet;
+use crate::batch::{Deadline, RecordResult};
+use crate::ddb::item::item_to_json;
+use crate::ddb::retry::Backoff;
+use crate::ddb::{Cost, ErrorClass, Item, ItemKey, StoreError};
+use crate::rejection::{Rejection, RejectionCode};
+
+/// History table: partition key, the item's canonical key, e.g. `{"PK":"u1","SK":"a"}` (S).
+pub const HISTORY_KEY_ATTRIBUTE: &str = "ItemKey";
+/// History table: sort key, [`history_sort_key`] of the record's `(ts, tie-break)` (S).
+pub const HISTORY_SORT_ATTRIBUTE: &str = "RecordVersion";
+/// History row: the record's `ts` (N).
+pub const HISTORY_TS_ATTRIBUTE: &str = "Timestamp";
+/// History row: the record's tie-break token (S).
+pub const HISTORY_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
+/// History row: `put` or `delete` (S).
+pub const HISTORY_OP_ATTRIBUTE: &str = "Op";
+/// History row: the put's item as the latest table stores it (M); absent for a delete.
+pub const HISTORY_ITEM_ATTRIBUTE: &str = "Item";
+/// Rows per `BatchWriteItem` (DynamoDB's limit).
+const BATCH_WRITE_ROWS: usize = 25;
+/// Waits before writing unprocessed rows again.
+const UNPROCESSED_BACKOFF: Backoff = Backoff::new(
+    std::time::Duration::from_millis(50),
+    std::time::Duration::from_millis(1600),
+    8,
+);
+/// Key condition of [`Ratchet::history`].
+const KEY_CONDITION_ITEM: &str = "#hk = :hk";
+
+/// The history sort key of a record version: `ts` on 20 digits (negative: `-` and
+/// `ts + 2^63` on 20 digits), `#`, the tie-break token. Strings sort exactly as versions do
+/// (by `ts`, then token), and two different records with the same `ts` never share a row
+/// because their tokens differ (a delete is `1`; a put is `0` + SHA-256 of its item).
+///
+/// ```
+/// use dynamo_protocols::ratchet::history_sort_key;
+/// assert_eq!(history_sort_key(1721770090000, "1"), "00000001721770090000#1");
+/// assert!(history_sort_key(-2, "1") < history_sort_key(-1, "1"));
+/// assert!(history_sort_key(-1, "1") < history_sort_key(0, "0ab"));
+/// assert!(history_sort_key(7, "0ff") < history_sort_key(7, "1"));
+/// ```
+pub fn history_sort_key(ts: i128, token: &str) -> String {
+    if ts < 0 {
+        format!("-{:020}#{token}", ts + (1i128 << 63))
+    } else {
+        format!("{ts:020}#{token}")
+    }
+}
+
+/// Why a history row was not written.
+#[derive(Debug, Clone)]
+enum RowFailure {
+    /// Not attempted: the deadline is close.
+    Deferred,
+    /// The write failed (or DynamoDB refused the row as invalid).
+    Error(Arc<StoreError>),
+}
+
+type RowResults = Vec<(String, Result<(), RowFailure>)>;
+
+/// A row's identity within a batch: key and sort key.
+fn row_id(row: &Item) -> String {
+    let part = |name: &str| match row.get(name) {
+        Some(AttributeValue::S(s)) => s.as_str(),
+        _ => "",
+    };
+    format!(
+        "{}\u{0}{}",
+        part(HISTORY_KEY_ATTRIBUTE),
+        part(HISTORY_SORT_ATTRIBUTE)
+    )
+}
+
+/// The history row of a record: key, sort key, `ts`, token, op and (put) the item.
+pub(crate) fn history_row(record: &RatchetRecord) -> Item {
+    let mut row = Item::new();
+    let s = |v: String| AttributeValue::S(v);
+    row.insert(
+        HISTORY_KEY_ATTRIBUTE.into(),
+        s(record.key.canonical().into()),
+    );
+    row.insert(
+        HISTORY_SORT_ATTRIBUTE.into(),
+        s(history_sort_key(record.ts, &record.token)),
+    );
+    row.insert(
+        HISTORY_TS_ATTRIBUTE.into(),
+        AttributeValue::N(record.ts.to_string()),
+    );
+    row.insert(HISTORY_TIE_BREAK_ATTRIBUTE.into(), s(record.token.clone()));
+    let op = match &record.op {
+        RatchetOp::Put(item) => {
+            row.insert(
+                HISTORY_ITEM_ATTRIBUTE.into(),
+                AttributeValue::M(item.clone()),
+            );
+            "put"
+        }
+        RatchetOp::Delete => "delete",
+    };
+    row.insert(HISTORY_OP_ATTRIBUTE.into(), s(op.into()));
+    row
+}
+
+impl Ratchet {
+    /// Write the history rows of a batch's records: the records whose row is written (they
+    /// go on to the latest table), and the results of the others.
+    pub(crate) async fn write_history(
+        &self,
+        table: &str,
+        records: Vec<(usize, RatchetRecord)>,
+        deadline: Deadline,
+        cost: &Cost,
+    ) -> (
+        Vec<(usize, RatchetRecord)>,
+        Vec<(usize, RecordResult<RatchetOutcome>)>,
+    ) {
+        let mut rows: HashMap<String, Item> = HashMap::new();
+        let ids: Vec<String> = records
+            .iter()
+            .map(|(_, record)| {
+                let row = history_row(record);
+                let id = row_id(&row);
+                rows.entry(id.clone()).or_insert(row);
+                id
+            })
+            .collect();
+        let written: HashMap<String, Result<(), RowFailure>> = self
+            .put_rows(table, rows.into_iter().collect(), deadline, cost)
+            .await
+            .into_iter()
+            .collect();
+        let mut ready = Vec::with_capacity(records.len());
+        let mut failed = Vec::new();
+        for ((i, record), id) in records.into_iter().zip(ids) {
+            match written.get(&id) {
+                Some(Ok(())) => ready.push((i, record)),
+                Some(Err(failure)) => failed.push((i, record_failure(failure))),
+                None => failed.push((i, RecordResult::Deferred)),
+            }
+        }
+        (ready, failed)
+    }
+
+    /// Write rows in chunks of 25, chunks concurrently; one result per row id.
+    async fn put_rows(
+        &self,
+        table: &str,
+        rows: Vec<(String, Item)>,
+        deadline: Deadline,
+        cost: &Cost,
+    ) -> RowResults {
+        let chunks: Vec<Vec<(String, Item)>> = rows
+            .chunks(BATCH_WRITE_ROWS)
+            .map(<[(String, Item)]>::to_vec)
+            .collect();
+        futures::stream::iter(chunks)
+            .map(|chunk| async move {
+                if deadline.expired() {
+                    return chunk
+                        .into_iter()
+                        .map(|(id, _)| (id, Err(RowFailure::Deferred)))
+                        .collect();
+                }
+                self.put_chunk(table, chunk, cost).await
+            })
+            .buffer_unordered(self.config.concurrency)
+            .collect::<Vec<RowResults>>()
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// One chunk; when DynamoDB refuses it as invalid, each row alone, so that one bad row
+    /// cannot fail the others.
+    async fn put_chunk(&self, table: &str, chunk: Vec<(String, Item)>, cost: &Cost) -> RowResults {
+        let ids: Vec<String> = chunk.iter().map(|(id, _)| id.clone()).collect();
+        let items: Vec<Item> = chunk.into_iter().map(|(_, item)| item).collect();
+        match self.batch_write(table, items.clone(), cost).await {
+            Ok(()) => ids.into_iter().map(|id| (id, Ok(()))).collect(),
+            Err((_, err)) if err.class() == ErrorClass::InvalidRequest && items.len() > 1 => {
+                let mut out = Vec::with_capacity(items.len());
+                for (id, item) in ids.into_iter().zip(items) {
+                    let result = self.batch_write(table, vec![item], cost).await;
+                    out.push((id, result.map_err(|(_, e)| RowFailure::Error(Arc::new(e)))));
+                }
+                out
+            }
+            Err((pending, err)) => {
+                let err = Arc::new(err);
+                ids.into_iter()
+                    .map(|id| match pending.contains(&id) {
+                        true => (id, Err(RowFailure::Error(Arc::clone(&err)))),
+                        false => (id, Ok(())),
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// `BatchWriteItem` of up to 25 rows until none is unprocessed; on failure, the ids of the
+    /// rows not written and the error.
+    async fn batch_write(
+        &self,
+        table: &str,
+        rows: Vec<Item>,
+        cost: &Cost,
+    ) -> Result<(), (Vec<String>, StoreError)> {
+        let mut pending: Vec<WriteRequest> = rows
+            .into_iter()
+            .map(|row| {
+                let put = PutRequest::builder().set_item(Some(row)).build();
+                put.map(|p| WriteRequest::builder().put_request(p).build())
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| {
+                (
+                    Vec::new(),
+                    StoreError::Inconsistent(format!("put request: {e}")),
+                )
+            })?;
+        let pending_ids = |pending: &[WriteRequest]| -> Vec<String> {
+            pending
+                .iter()
+                .filter_map(|w| w.put_request().map(|p| row_id(p.item())))
+                .collect()
+        };
+        let mut delays = UNPROCESSED_BACKOFF.delays();
+        let mut attempts = 0;
+        while !pending.is_empty() {
+            attempts += 1;
+            pending = match self.send_batch(table, &pending, cost).await {
+                Ok(unprocessed) => unprocessed,
+                Err(err) => return Err((pending_ids(&pending), err)),
+            };
+            if pending.is_empty() {
+                break;
+            }
+            let Some(delay) = delays.next() else {
+                let err = StoreError::Unprocessed {
+                    operation: "BatchWriteItem",
+                    attempts,
+                };
+                return Err((pending_ids(&pending), err));
+            };
+            tokio::time::sleep(delay).await;
+        }
+        Ok(())
+    }
+
+    /// One `BatchWriteItem`: the unprocessed requests.
+    async fn send_batch(
+        &self,
+        table: &str,
+        requests: &[WriteRequest],
+        cost: &Cost,
+    ) -> Result<Vec<WriteRequest>, StoreError> {
+        let result = self
+            .client
+            .batch_write_item()
+            .request_items(table, requests.to_vec())
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        let out = result.map_err(|e| {
+            cost.add_failed();
+            StoreError::from_sdk("BatchWriteItem", e)
+        })?;
+        let units: f64 = out
+            .consumed_capacity()
+            .iter()
+            .filter_map(|c| c.capacity_units)
+            .sum();
+        cost.add(Some(
+            &ConsumedCapacity::builder().capacity_units(units).build(),
+        ));
+        Ok(out
+            .unprocessed_items
+            .and_then(|mut u| u.remove(table))
+            .unwrap_or_default())
+    }
+
+    /// Every history row of `key`, oldest first (empty when history mode is off).
+    pub async fn history(&self, key: &ItemKey) -> Result<Vec<Map<String, Value>>, StoreError> {
+        let Some(table) = &self.config.history_table else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(table)
+                .key_condition_expression(KEY_CONDITION_ITEM)
+                .expression_attribute_names("#hk", HISTORY_KEY_ATTRIBUTE)
+                .expression_attribute_values(":hk", AttributeValue::S(key.canonical().into()))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("Query", e))?;
+            for row in page.items.unwrap_or_default() {
+                out.push(item_to_json(row)?);
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+}
+
+/// The result of a record whose history row was not written.
+fn record_failure(failure: &RowFailure) -> RecordResult<RatchetOutcome> {
+    match failure {
+        RowFailure::Deferred => RecordResult::Deferred,
+        RowFailure::Error(err) if err.class() == ErrorClass::InvalidRequest => {
+            RecordResult::Rejected(Rejection::new(
+                RejectionCode::RejectedByDynamodb,
+                format!("history row: {err}"),
+            ))
+        }
+        RowFailure::Error(err) => RecordResult::Failed(err.shared()),
+    }
+}
