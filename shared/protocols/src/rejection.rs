@@ -180,6 +180,30 @@ pub fn describe(value: &serde_json::Value) -> String {
     }
 }
 
+/// Decode a record body into its raw struct (every field optional, so that each missing or
+/// malformed field gets its own code later): `bad_json` when the body is not JSON,
+/// `not_an_object` when it is not an object.
+pub fn decode_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+        Rejection::new(
+            RejectionCode::BadJson,
+            format!("the body ({} bytes) is not JSON: {e}", body.len()),
+        )
+    })?;
+    if !value.is_object() {
+        return Err(Rejection::new(
+            RejectionCode::NotAnObject,
+            "the body must be a JSON object",
+        ));
+    }
+    serde_json::from_value(value).map_err(|e| {
+        Rejection::new(
+            RejectionCode::NotAnObject,
+            format!("unreadable object: {e}"),
+        )
+    })
+}
+
 /// A structured per-record error: a stable code and a message for humans.
 ///
 /// ```

@@ -108,19 +108,7 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, 
 impl RawCounterRecord {
     /// Decode a body: `bad_json` when it is not JSON, `not_an_object` when it is not an object.
     fn from_body(body: &[u8]) -> Result<Self, Rejection> {
-        let value: Value = serde_json::from_slice(body).map_err(|e| {
-            rejection(
-                RejectionCode::BadJson,
-                &format!("the body ({} bytes) is not JSON: {e}", body.len()),
-            )
-        })?;
-        let not_an_object =
-            || Rejection::new(RejectionCode::NotAnObject, "the body must be a JSON object");
-        if !value.is_object() {
-            return Err(not_an_object());
-        }
-        // Every field is a `Value`: an object always decodes.
-        serde_json::from_value(value).map_err(|_| not_an_object())
+        crate::rejection::decode_object(body)
     }
 
     /// Validate the fields against the protocol's settings.

@@ -69,21 +69,7 @@ pub struct RawRecord {
 impl RawRecord {
     /// Decode a body: `bad_json` or `not_an_object` when it is not a JSON object.
     pub fn decode(body: &[u8]) -> Result<RawRecord, Rejection> {
-        let value: Value = serde_json::from_slice(body).map_err(|e| {
-            Rejection::new(RejectionCode::BadJson, format!("the body is not JSON: {e}"))
-        })?;
-        if !value.is_object() {
-            return Err(Rejection::new(
-                RejectionCode::NotAnObject,
-                "the body must be a JSON object",
-            ));
-        }
-        serde_json::from_value(value).map_err(|e| {
-            Rejection::new(
-                RejectionCode::NotAnObject,
-                format!("unreadable object: {e}"),
-            )
-        })
+        crate::rejection::decode_object(body)
     }
 }
 
