@@ -132,3 +132,44 @@ async fn replay<P: FromEnv>(
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use dynamo_lambda::source::{SourceKind, SourcePosition};
+    use dynamo_lambda::Batch;
+    use dynamo_protocols::{Rejection, RejectionCode};
+
+    use super::*;
+
+    fn letter(payload: &[u8]) -> DeadLetter {
+        DeadLetter {
+            id: "f|kinesis|-|-|1".into(),
+            function: "f".into(),
+            reason: Rejection::new(RejectionCode::BadJson, "x"),
+            position: SourcePosition {
+                kind: SourceKind::Kinesis,
+                source_arn: None,
+                id: "1".into(),
+                shard_id: None,
+                partition_key: Some("p".into()),
+                arrived_at_ms: None,
+            },
+            rejected_at: 0,
+            parts: 1,
+            payload: payload.to_vec(),
+        }
+    }
+
+    #[test]
+    fn export_keeps_every_byte_of_binary_and_text_payloads() {
+        for payloads in [
+            vec![b"{\"op\":\"put\"}".to_vec(), "é text".as_bytes().to_vec()],
+            vec![vec![0xff, 0x00, 0xfe, b'{'], b"text".to_vec()],
+        ] {
+            let letters: Vec<DeadLetter> = payloads.iter().map(|p| letter(p)).collect();
+            let batch = Batch::from_event(replay_event(&letters)).expect("a writer accepts it");
+            let bodies: Vec<Vec<u8>> = batch.records.into_iter().map(|r| r.body).collect();
+            assert_eq!(bodies, payloads);
+        }
+    }
+}

@@ -186,6 +186,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_error_chain_is_logged_bounded_never_as_a_dump() {
+        let body = "response body ".repeat(10_000);
+        let err = std::io::Error::other(body);
+        let text = chain(&err);
+        assert!(
+            text.chars().count() <= MAX_MESSAGE_CHARS + 20,
+            "{}",
+            text.len()
+        );
+        assert!(text.starts_with("response body"));
+    }
+
+    #[test]
     fn bounded_cuts_on_a_character_boundary_and_says_so() {
         assert_eq!(bounded("short", 10), "short");
         let long = "é".repeat(400);
