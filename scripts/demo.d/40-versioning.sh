@@ -6,7 +6,7 @@ say "versioning: latest + history written by one transaction per change (example
 echo "Expect: create = version 1; alice's update from 1 = version 2, bob's update from 1 a Conflict"
 echo "(current 2, nothing written); version 3; the delete = version 4 (a tombstone); the restore of"
 echo "version 2 = version 5 with version 2's content, and the same restore again still version 5;"
-echo "the history 5..1 newest first, two per page; 4 write units per change."
+echo "the history 5..1 newest first, two per page; 4 write units per written version."
 cargo build --quiet -p dynamo-protocols --example versioning
 "$ROOT/target/debug/examples/versioning" VersionedTable VersionedHistoryTable
 show VersionedTable
@@ -33,4 +33,4 @@ done
   invoke ratchet-writer events/ratchet-history-sqs.json
 )
 show RatchetHistoryTable
-ops scan RatchetTable | grep 'User#4' | sed 's/^/   latest: /'
+ops scan RatchetTable | grep 'Movie#H' | sed 's/^/   latest: /'

@@ -36,7 +36,7 @@ pub struct RatchetConfig {
     /// How many keys are written at once.
     pub concurrency: usize,
     /// History mode: every record also lands in this table at its own `(key, ts, tie-break)`
-    /// row (see the module's `# History` section); `None`: no history.
+    /// row (see the module's `# History mode` section); `None`: no history.
     pub history_table: Option<String>,
 }
 
