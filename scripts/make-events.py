@@ -109,6 +109,17 @@ write("ratchet-kinesis-duplicates.json", kinesis(duplicates, first_seq=495903382
 write("ratchet-sqs-malformed.json", sqs(malformed, "malformed"))
 write("ratchet-kinesis-malformed.json", kinesis(malformed, first_seq=49590338271490256608559692538361571095921575989136589200))
 
+# History mode: a late, a duplicate, an equal-ts rival, a delete and an older put of one key.
+history = [
+    put("User#4", "Movie#H", 1721770100000, Rating=3),
+    put("User#4", "Movie#H", 1721770090000, Rating=1),
+    put("User#4", "Movie#H", 1721770100000, Rating=3),
+    put("User#4", "Movie#H", 1721770100000, Rating=4),
+    delete("User#4", "Movie#H", 1721770110000),
+    put("User#4", "Movie#H", 1721770105000, Rating=5),
+]
+write("ratchet-history-sqs.json", sqs(history, "history"))
+
 # ---------------------------------------------------------------- counter-writer
 COUNTER_STREAM = "arn:aws:kinesis:us-east-1:123456789012:stream/CounterStream"
 COUNTER_QUEUE = "arn:aws:sqs:us-east-1:123456789012:CounterQueue"
