@@ -66,7 +66,12 @@ pub enum RejectionCode {
     TxIdReused,
     /// The record is older than its protocol applies safely (see `Protocol::max_record_age`).
     TooOld,
-    /// A code this version does not know (read from an older or newer dead letter).
+    /// Transaction: a request's `ConditionExpression` is not one complete condition, or its
+    /// `UpdateExpression` has unbalanced parentheses (it could change how the protocol's
+    /// guard is combined with it).
+    MalformedExpression,
+    /// A code this version does not know (read from an older or newer dead letter). Stays
+    /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
     Other,
 }
@@ -103,6 +108,7 @@ impl RejectionCode {
             RejectionCode::TxIdReused => "tx_id_reused",
             RejectionCode::TooOld => "too_old",
             RejectionCode::Other => "other",
+            RejectionCode::MalformedExpression => "malformed_expression",
         }
     }
 }

@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::Client;
 use futures::StreamExt;
 
 use super::lock::LockPhase;
-use super::record::{Creation, RollbackReason, TxHeader, TxState, TxTable};
+use super::record::{requests_hash, Creation, RollbackReason, TxHeader, TxState, TxTable};
 use super::request::{self, TxMessage};
 use super::resolve::Resolved;
 use super::{Cost, TxConfig, TxError, TxOutcome, TxReport};
@@ -53,9 +53,6 @@ struct Run<'a> {
     attempts: u32,
     /// Whether this run wrote the decision (commit or rollback).
     decided_here: bool,
-    /// Whether this run wrote locks: if another coordinator completed the transaction
-    /// meanwhile, a lock write of ours may have landed after its decision (an orphan).
-    locked_here: bool,
     /// DynamoDB's message when it rejected a request of this run.
     invalid: Option<String>,
     /// The waits before restarts.
@@ -167,7 +164,6 @@ impl Coordinator {
             cost,
             attempts: 1,
             decided_here: false,
-            locked_here: false,
             invalid: None,
             restarts: Box::new(restarts.delays()),
         };
@@ -178,11 +174,6 @@ impl Coordinator {
                 TxState::Committed | TxState::RolledBack => {
                     self.complete(&header, &run.resolved, cost).await?
                 }
-                TxState::Completed if run.locked_here => {
-                    self.release_orphans(&header, &run.resolved, cost).await?;
-                    run.locked_here = false;
-                    header
-                }
                 TxState::Completed => match run.ended(&header)? {
                     Ended::Final(outcome) => return Ok(outcome),
                     Ended::Aborted => self.restart_aborted(&mut run, &header).await?,
@@ -191,7 +182,8 @@ impl Coordinator {
         }
     }
 
-    /// Step 1: create the record, or find it recorded with the same requests.
+    /// Step 1: create the record, or find it recorded with the same requests (compared by
+    /// the hash the header keeps, whatever their size: no read of the parts).
     async fn create_or_resume(
         &self,
         message: &TxMessage,
@@ -205,7 +197,12 @@ impl Coordinator {
         match created {
             Creation::Created(header) => Ok(header),
             Creation::Exists(existing) => {
-                if self.tx.requests_json(&existing).await? != requests_json {
+                let same = match &existing.requests_hash {
+                    Some(hash) => *hash == requests_hash(&requests_json),
+                    // A record written before requests were hashed.
+                    None => self.tx.requests_json(&existing).await? == requests_json,
+                };
+                if !same {
                     return Err(TxError::Rejected(Rejection::new(
                         RejectionCode::TxIdReused,
                         format!(
@@ -225,7 +222,6 @@ impl Coordinator {
         if run.deadline.expired() {
             return Err(TxError::Deferred);
         }
-        run.locked_here = true;
         let cost = run.cost;
         let phase = self
             .lock_all(header, &run.resolved, cost, run.deadline)
