@@ -326,10 +326,12 @@ async fn lost_responses_never_apply_twice() {
     seed(&base, &table, "b", 0).await;
     // Every write's first attempt is applied but its response is lost; the SDK retries.
     let lossy = FaultInjector::new(|i, op| {
-        if i % 2 == 0 && matches!(
+        if i % 2 == 0
+            && matches!(
                 op,
                 "UpdateItem" | "PutItem" | "DeleteItem" | "TransactWriteItems"
-            ) {
+            )
+        {
             Fault::LoseResponse
         } else {
             Fault::None

@@ -10,7 +10,7 @@
 //!   message is final;
 //! * after a sweep, no lock, image or marker is left and every TX record is completed.
 //!
-//! `TX_CHECK_SCHEDULES` (default 300) schedules, `TX_CHECK_PARALLEL` (default 2) at a time;
+//! `TX_CHECK_SCHEDULES` (default 300) schedules, `TX_CHECK_PARALLEL` (default 8) at a time;
 //! `TX_CHECK_SEED` sets the first seed (default: from the clock, printed). A failure names the
 //! schedule's seed: `TX_CHECK_SEED=<seed> TX_CHECK_SCHEDULES=1` replays it (the schedule of
 //! faults is the seed's; thread timing is not). `make tx-check` runs 10,000.
@@ -23,9 +23,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dynamo_protocols::txn::read::Isolation;
+use dynamo_protocols::txn::record::TxState;
 use dynamo_protocols::txn::{strip_protocol, Coordinator, TxError, TxOutcome};
 use dynamo_protocols::Deadline;
 use dynamo_testing::{client, At, Interleaving};
+use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Map, Value};
@@ -122,7 +124,7 @@ fn plan(seed: u64, table: &str) -> Plan {
         .cloned()
         .collect();
     let mut guess = BTreeMap::new();
-    let count = rng.random_range(COORDINATORS..=2 * COORDINATORS);
+    let count = rng.random_range(COORDINATORS..=COORDINATORS + 2);
     let mut messages = Vec::new();
     for t in 0..count {
         let tx_id = format!("{prefix}-t{t}");
@@ -216,7 +218,11 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
     let sweeper_env = env.clone();
     let sweeper_il = il.clone();
     let sweeper_faulty = rng.random_bool(0.3).then(|| rng.random_range(1..20));
+    let sweeps = rng.random_bool(0.6);
     let sweeper = tokio::spawn(async move {
+        if !sweeps {
+            return;
+        }
         tokio::time::sleep(sweeper_at).await;
         if let Some(k) = sweeper_faulty {
             sweeper_il.crash_from("sweeper", k);
@@ -231,11 +237,13 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
             il.release_all(&name);
         });
     }
+    let t0 = Instant::now();
     let mut reports: Reports = Vec::new();
     for t in tasks {
         reports.extend(t.await.map_err(|e| format!("coordinator task: {e}"))?);
     }
     sweeper.await.map_err(|e| format!("sweeper task: {e}"))?;
+    let t1 = Instant::now();
     // Redelivery: every message until it is final (as SQS would), by a healthy coordinator.
     let healthy = env.coordinator(client());
     for m in &plan.messages {
@@ -261,23 +269,71 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
             }
         }
     }
+    let t2 = Instant::now();
     check_committed_view(&healthy, &base, &table, &plan).await?;
     sweep_all(&env, client()).await;
-    check_final(&base, &env, &plan, &reports).await
+    let result = check_final(&base, &env, &plan, &reports).await;
+    if std::env::var("TX_CHECK_VERBOSE").is_ok() {
+        eprintln!(
+            "seed {seed}: run {:?}, redeliver {:?}, check {:?}",
+            t1 - t0,
+            t2 - t1,
+            t2.elapsed()
+        );
+    }
+    result
 }
 
 async fn seed_account(client: &aws_sdk_dynamodb::Client, table: &str, pk: &str) {
     seed(client, table, pk, INITIAL).await;
 }
 
-fn schedule_items(
-    all: &BTreeMap<String, Map<String, Value>>,
-    prefix: &str,
-) -> BTreeMap<String, Map<String, Value>> {
-    all.iter()
-        .filter(|(k, _)| k.starts_with(&format!("{prefix}-")))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+/// The schedule's items (accounts and journals) by `PK`: one consistent `BatchGetItem` (the
+/// table holds every schedule's items: no scan).
+async fn schedule_items(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    plan: &Plan,
+) -> Result<BTreeMap<String, Map<String, Value>>, String> {
+    use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+    let journals = (0..plan.messages.len()).map(|t| format!("{}-j{t}", plan.prefix));
+    let keys: Vec<_> = plan
+        .accounts
+        .iter()
+        .cloned()
+        .chain(journals)
+        .map(|pk| std::collections::HashMap::from([("PK".to_string(), AttributeValue::S(pk))]))
+        .collect();
+    let request = KeysAndAttributes::builder()
+        .set_keys(Some(keys))
+        .consistent_read(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let out = client
+        .batch_get_item()
+        .request_items(table, request)
+        .send()
+        .await
+        .map_err(|e| format!("BatchGetItem: {e}"))?;
+    if out.unprocessed_keys().is_some_and(|u| !u.is_empty()) {
+        return Err("BatchGetItem left keys unprocessed".into());
+    }
+    let mut items = BTreeMap::new();
+    for item in out
+        .responses()
+        .and_then(|r| r.get(table))
+        .cloned()
+        .unwrap_or_default()
+    {
+        let json = dynamo_protocols::ddb::item::item_to_json(item).map_err(|e| e.to_string())?;
+        let pk = json
+            .get("PK")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        items.insert(pk, json);
+    }
+    Ok(items)
 }
 
 /// Every message final: each key's raw item (without protocol attributes) is its committed
@@ -288,7 +344,7 @@ async fn check_committed_view(
     table: &str,
     plan: &Plan,
 ) -> Result<(), String> {
-    let raw = schedule_items(&items(base, table).await, &plan.prefix);
+    let raw = schedule_items(base, table, plan).await?;
     for pk in plan.accounts.iter() {
         let key = json!({"PK":pk}).as_object().cloned().unwrap_or_default();
         let committed = c
@@ -316,7 +372,7 @@ async fn check_final(
     plan: &Plan,
     reports: &Reports,
 ) -> Result<(), String> {
-    let now = schedule_items(&items(base, env.accounts()).await, &plan.prefix);
+    let now = schedule_items(base, env.accounts(), plan).await?;
     let mut sum = 0;
     for a in &plan.accounts {
         if let Some(item) = now.get(a) {
@@ -364,16 +420,15 @@ async fn check_final(
             ));
         }
     }
-    for (_, item) in common::scan(base, env.tx()).await {
-        let ours = item
-            .get("TxId")
-            .and_then(Value::as_str)
-            .is_some_and(|id| id.starts_with(&format!("{}-", plan.prefix)));
-        if ours
-            && item.get("Part").and_then(Value::as_str) == Some("#")
-            && item.get("State").and_then(Value::as_str) != Some("completed")
-        {
-            return Err(format!("TX record not completed after a sweep: {item:?}"));
+    let tx = env.coordinator(base.clone());
+    for m in &plan.messages {
+        let header = tx
+            .tx_table()
+            .get(&m.tx_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(h) = header.filter(|h| h.state != TxState::Completed) {
+            return Err(format!("TX record not completed after a sweep: {h:?}"));
         }
     }
     Ok(())
@@ -382,7 +437,7 @@ async fn check_final(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_schedules_keep_every_invariant() {
     let schedules = env_number("TX_CHECK_SCHEDULES", 300);
-    let parallel = env_number("TX_CHECK_PARALLEL", 2).max(1);
+    let parallel = env_number("TX_CHECK_PARALLEL", 8).max(1);
     let first = env_number(
         "TX_CHECK_SEED",
         std::time::SystemTime::now()
@@ -393,26 +448,25 @@ async fn random_schedules_keep_every_invariant() {
     eprintln!("tx-check: {schedules} schedules from seed {first} ({parallel} at a time)");
     let env = Arc::new(Env::new(&client()).await);
     let started = Instant::now();
+    let runs = (0..schedules).map(|i| {
+        let (env, seed) = (env.clone(), first + i);
+        async move {
+            let run = tokio::spawn(schedule(env, seed)).await;
+            (
+                seed,
+                run.map_err(|e| format!("panicked: {e}")).and_then(|r| r),
+            )
+        }
+    });
+    let results: Vec<(u64, Result<(), String>)> = futures::stream::iter(runs)
+        .buffer_unordered(usize::try_from(parallel).unwrap_or(1))
+        .collect()
+        .await;
     let mut failures = Vec::new();
-    let mut next = 0;
-    while next < schedules {
-        let batch: Vec<u64> = (next..(next + parallel).min(schedules))
-            .map(|i| first + i)
-            .collect();
-        next += batch.len() as u64;
-        let runs: Vec<_> = batch
-            .iter()
-            .map(|&seed| (seed, tokio::spawn(schedule(env.clone(), seed))))
-            .collect();
-        for (seed, run) in runs {
-            let result = run
-                .await
-                .map_err(|e| format!("panicked: {e}"))
-                .and_then(|r| r);
-            if let Err(why) = result {
-                eprintln!("tx-check FAILED seed {seed}: {why}");
-                failures.push((seed, why));
-            }
+    for (seed, result) in results {
+        if let Err(why) = result {
+            eprintln!("tx-check FAILED seed {seed}: {why}");
+            failures.push((seed, why));
         }
     }
     eprintln!(
