@@ -231,3 +231,95 @@ async fn a_request_condition_cannot_escape_the_lock_guard() {
     );
     assert_clean(&base, &env).await;
 }
+
+/// Finding 4: a message delivered again after its TX record was deleted (dead-letter replay,
+/// a late redrive) must be refused as too old, not applied a second time.
+#[tokio::test]
+async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twice() {
+    use dynamo_lambda::dead_letter::DeadLetters;
+    use dynamo_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
+    use std::time::Duration;
+
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "a", 100).await;
+    seed(&base, &table, "b", 0).await;
+    let mut config = env.config();
+    config.retain = Duration::from_secs(60);
+    config.redelivery_horizon = Duration::from_secs(30);
+    let writer = dynamo_lambda::Writer {
+        function: "tx-coordinator".into(),
+        protocol: dynamo_protocols::txn::Coordinator::new(client(), config),
+        dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
+        deadline_margin: Duration::from_secs(1),
+    };
+    let arrived = |ago_secs: u64| {
+        let now = dynamo_protocols::ddb::clock::epoch_millis();
+        Batch {
+            kind: SourceKind::Sqs,
+            records: vec![SourceRecord {
+                position: SourcePosition {
+                    kind: SourceKind::Sqs,
+                    source_arn: Some("arn:aws:sqs:us-east-1:1:q".into()),
+                    id: format!("m{ago_secs}"),
+                    shard_id: None,
+                    partition_key: None,
+                    arrived_at_ms: Some(now - ago_secs * 1000),
+                },
+                body: transfer(&table, "old", "a", "b", 10)
+                    .to_string()
+                    .into_bytes(),
+            }],
+        }
+    };
+    // Given a transfer committed, and its record deleted once its retention passed,
+    let report = writer.handle_batch(&arrived(1), Deadline::none()).await;
+    assert_eq!(report.summary.count("committed"), 1);
+    let deleted = env.sweeper(client(), 0, 0).sweep(Deadline::none()).await;
+    assert_eq!(deleted.expect("sweep").deleted, 1);
+    // when the same message comes back older than the retention (a replay, a late redrive),
+    let report = writer.handle_batch(&arrived(120), Deadline::none()).await;
+    // then it is kept as a too_old dead letter, and the transfer stays applied once.
+    assert_eq!(report.summary.count("committed"), 0, "{:?}", report.summary);
+    let letters = writer.dead_letters.list().await.expect("dead letters");
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].reason.code, "too_old");
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "a"), balance(&now, "b")),
+        (Some(90), Some(10))
+    );
+}
+
+/// Finding 9: a run whose creation and commit were applied but answered with an error (then
+/// retried by the SDK) decided the transaction: it reports `committed`, not `duplicate`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_create_and_commit_responses_still_report_committed() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "a", 100).await;
+    seed(&base, &table, "b", 0).await;
+    let il = Interleaving::new();
+    // Given the answers of the header's creation and of the commit are lost (both applied),
+    il.lose_response("A", At::op("PutItem").table(env.tx()).attempt(1));
+    il.lose_response("A", At::op("UpdateItem").table(env.tx()).attempt(1));
+    let a = env.coordinator(il.client("A", 3));
+    // when the SDK retries them,
+    let report = a
+        .run(
+            &message(&a, &transfer(&table, "t", "a", "b", 5)),
+            Deadline::none(),
+        )
+        .await
+        .expect("run");
+    // then the run still knows it created and committed the transaction.
+    assert_eq!(report.outcome, TxOutcome::Committed);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "a"), balance(&now, "b")),
+        (Some(95), Some(5))
+    );
+    assert_clean(&base, &env).await;
+}

@@ -53,6 +53,8 @@ struct Run<'a> {
     attempts: u32,
     /// Whether this run wrote the decision (commit or rollback).
     decided_here: bool,
+    /// This run's id, written with its decision (`DecidedBy`).
+    id: String,
     /// DynamoDB's message when it rejected a request of this run.
     invalid: Option<String>,
     /// The waits before restarts.
@@ -164,6 +166,7 @@ impl Coordinator {
             cost,
             attempts: 1,
             decided_here: false,
+            id: super::item::new_token(),
             invalid: None,
             restarts: Box::new(restarts.delays()),
         };
@@ -229,21 +232,25 @@ impl Coordinator {
         let transition = match phase {
             LockPhase::Deferred => return Err(TxError::Deferred),
             LockPhase::Decided => return Ok(self.reload(&header.tx_id).await?),
-            LockPhase::Locked(tokens) => self.commit(header, tokens, cost).await?,
+            LockPhase::Locked(tokens) => self.commit(header, tokens, &run.id, cost).await?,
             LockPhase::ConditionFailed(i) => {
-                self.roll_back(header, RollbackReason::ConditionFailed, Some(i), cost)
+                let why = RollbackReason::ConditionFailed;
+                self.roll_back_by(header, why, Some(i), Some(&run.id), cost)
                     .await?
             }
             LockPhase::Invalid(i, message) => {
                 run.invalid = Some(message);
-                self.roll_back(header, RollbackReason::InvalidRequest, Some(i), cost)
+                let why = RollbackReason::InvalidRequest;
+                self.roll_back_by(header, why, Some(i), Some(&run.id), cost)
                     .await?
             }
         };
-        if transition.is_moved() {
+        let after = self.header_after(transition, &header.tx_id).await?;
+        // Moved by this write, or by an earlier attempt of it whose answer was lost.
+        if after.decider.as_deref() == Some(run.id.as_str()) {
             run.decided_here = true;
         }
-        Ok(self.header_after(transition, &header.tx_id).await?)
+        Ok(after)
     }
 
     /// An aborted attempt: wait, then restart with the next attempt (unless the attempts or
@@ -297,6 +304,12 @@ impl Protocol for Coordinator {
 
     fn parse(&self, body: &[u8]) -> Result<TxMessage, Rejection> {
         self.parse_message(body)
+    }
+
+    /// The idempotency horizon: a message older than the retention of completed records may
+    /// find its record deleted and apply again; it is kept as a `too_old` dead letter.
+    fn max_record_age(&self) -> Option<Duration> {
+        Some(self.config.retain)
     }
 
     async fn apply(

@@ -57,6 +57,10 @@ pub const ATTR_REQUESTS: &str = "Requests";
 /// A fresh random value per creation: names the parts of this record and tells the creator
 /// its own header apart from another delivery's.
 pub const ATTR_NONCE: &str = "Nonce";
+/// The run that wrote the decision (a random id per coordinator run): a run whose decision
+/// write was applied but answered with an error (then retried and refused) still knows it
+/// decided, and reports `committed` rather than `duplicate`.
+pub const ATTR_DECIDER: &str = "DecidedBy";
 /// SHA-256 (hex) of the canonical requests JSON.
 pub const ATTR_REQUESTS_HASH: &str = "RequestsHash";
 /// Number of part items holding the requests when they do not fit.
@@ -231,6 +235,8 @@ pub struct TxHeader {
     pub nonce: Option<String>,
     /// SHA-256 of the requests JSON (absent on records written before hashes).
     pub requests_hash: Option<String>,
+    /// The run that wrote the decision, when a coordinator run did.
+    pub decider: Option<String>,
     /// Last state change, epoch ms.
     pub last_touched_ms: u64,
 }
@@ -274,6 +280,7 @@ impl TryFrom<&Item> for TxHeader {
             decision: get_s(item, ATTR_DECISION).and_then(|s| TxState::parse(&s)),
             nonce: get_s(item, ATTR_NONCE),
             requests_hash: get_s(item, ATTR_REQUESTS_HASH),
+            decider: get_s(item, ATTR_DECIDER),
             last_touched_ms: get_n(item, ATTR_LAST_TOUCHED).unwrap_or(0),
         })
     }
