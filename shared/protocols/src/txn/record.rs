@@ -88,9 +88,12 @@ pub const SWEEP_INDEX: &str = "Sweep";
 pub const SWEEP_OPEN: &str = "open";
 /// `SweepKey` of completed transactions kept for idempotency.
 pub const SWEEP_DONE: &str = "done";
-/// Largest requests JSON (plus the room its commit tokens will take) kept inline in the
-/// header; larger lists go to parts.
-pub const INLINE_REQUEST_BYTES: usize = 300 * 1024;
+/// Largest requests JSON kept inline in the header; larger lists go to parts. Small on
+/// purpose: every lock write checks the header in a `TransactWriteItems`, which DynamoDB
+/// bills by the header's size (twice), so the header stays under 1 KB until the commit
+/// adds its tokens (a two-item transfer stays inline; 100 requests inline would cost about
+/// 12 more write units per item).
+pub const INLINE_REQUEST_BYTES: usize = 640;
 /// Room one commit token takes in the header (`Tokens` entry: index + 32-hex token + overhead).
 pub const TOKEN_ENTRY_BYTES: usize = 48;
 /// Most requests per transaction: the commit tokens of all items must fit in the header.
