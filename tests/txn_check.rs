@@ -19,6 +19,7 @@ mod common;
 mod txn_env;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -154,8 +155,18 @@ fn plan(seed: u64, table: &str) -> Plan {
     }
 }
 
+/// When a paused actor is released.
+#[derive(Debug, Clone, Copy)]
+enum Release {
+    /// After a while.
+    After(Duration),
+    /// Once every actor not held this way has finished (a stalled duplicate that resumes
+    /// after the others completed its transaction).
+    AfterOthers,
+}
+
 /// Random faults for actor `name` (its calls counted from 0).
-fn faults(rng: &mut StdRng, il: &Interleaving, name: &str) -> Option<Duration> {
+fn faults(rng: &mut StdRng, il: &Interleaving, name: &str) -> Option<Release> {
     if rng.random_bool(0.3) {
         il.crash_from(name, rng.random_range(2..30));
     }
@@ -166,16 +177,26 @@ fn faults(rng: &mut StdRng, il: &Interleaving, name: &str) -> Option<Duration> {
         let delay = Duration::from_millis(rng.random_range(1..80));
         il.delay_before(name, At::call(rng.random_range(1..25)), delay);
     }
-    if rng.random_bool(0.3) {
-        il.pause_before(name, At::call(rng.random_range(1..25)));
-        return Some(Duration::from_millis(rng.random_range(10..150)));
+    if rng.random_bool(0.4) {
+        let at = rng.random_range(1..25);
+        il.pause_before(name, At::call(at));
+        if rng.random_bool(0.5) {
+            return Some(Release::After(Duration::from_millis(
+                rng.random_range(10..150),
+            )));
+        }
+        if rng.random_bool(0.5) {
+            // Resume, make a few calls, die.
+            il.crash_from(name, at + rng.random_range(1..5));
+        }
+        return Some(Release::AfterOthers);
     }
     None
 }
 
 type Reports = Vec<(String, Result<TxOutcome, String>)>;
 
-async fn deliver(c: Coordinator, messages: Vec<Msg>) -> Reports {
+async fn deliver(c: Coordinator, messages: Vec<Msg>, finished: Arc<AtomicUsize>) -> Reports {
     let mut out = Vec::new();
     for m in messages {
         let Ok(parsed) = c.parse_message(m.body.to_string().as_bytes()) else {
@@ -187,6 +208,7 @@ async fn deliver(c: Coordinator, messages: Vec<Msg>) -> Reports {
             result.map(|r| r.outcome).map_err(|e| e.to_string()),
         ));
     }
+    finished.fetch_add(1, Ordering::SeqCst);
     out
 }
 
@@ -202,6 +224,7 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
     let il = Interleaving::new();
     let mut tasks = Vec::new();
     let mut pauses = Vec::new();
+    let finished = Arc::new(AtomicUsize::new(0));
     for (k, messages) in plan.deliveries.iter().enumerate() {
         let name = format!("c{k}");
         if let Some(release_after) = faults(&mut rng, &il, &name) {
@@ -212,7 +235,7 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         config.concurrency = rng.random_range(1..=3);
         let attempts = rng.random_range(1..=2);
         let c = Coordinator::new(il.client(&name, attempts), config);
-        tasks.push(tokio::spawn(deliver(c, messages.clone())));
+        tasks.push(tokio::spawn(deliver(c, messages.clone(), finished.clone())));
     }
     let sweeper_at = Duration::from_millis(rng.random_range(0..100));
     let sweeper_env = env.clone();
@@ -230,10 +253,25 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         let s = sweeper_env.sweeper(sweeper_il.client("sweeper", 1), 0, 3600);
         let _ = s.sweep(Deadline::none()).await;
     });
-    for (name, after) in pauses {
-        let il = il.clone();
+    let held = pauses
+        .iter()
+        .filter(|(_, r)| matches!(r, Release::AfterOthers))
+        .count();
+    let actors = tasks.len();
+    for (name, release) in pauses {
+        let (il, finished) = (il.clone(), finished.clone());
         tokio::spawn(async move {
-            tokio::time::sleep(after).await;
+            match release {
+                Release::After(after) => tokio::time::sleep(after).await,
+                Release::AfterOthers => {
+                    let started = Instant::now();
+                    while finished.load(Ordering::SeqCst) + held < actors
+                        && started.elapsed() < Duration::from_secs(5)
+                    {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            }
             il.release_all(&name);
         });
     }
