@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check
+.PHONY: demo test tools lint bench template-check tx-check
 
 demo:
 	bash scripts/demo.sh
@@ -19,3 +19,10 @@ template-check:
 
 bench:
 	bash scripts/bench.sh
+
+# The randomized transaction checker at length (10,000 schedules; `make test` runs 300).
+# TX_CHECK_SEED=<seed> TX_CHECK_SCHEDULES=1 make tx-check replays one schedule.
+TX_CHECK_SCHEDULES ?= 10000
+tx-check:
+	TX_CHECK_SCHEDULES=$(TX_CHECK_SCHEDULES) TX_CHECK_PARALLEL=$${TX_CHECK_PARALLEL:-8} \
+		cargo test -p integration-tests --test txn_check -- --nocapture

@@ -1,7 +1,7 @@
 //! Transaction benchmark against DynamoDB Local (one child process per scenario):
 //!
 //! * `writes N`: one transaction of N `Update` requests; write requests and consumed write
-//!   capacity per transaction, for N = 1, 2, 10, 200 (the protocol's 2N + 3);
+//!   capacity per transaction, for N = 1, 2, 10, 100 (the protocol's 2N + 3);
 //! * `transfers spread|contended`: 8 concurrent coordinators run 2-item transfers (debit
 //!   conditional on `balance >= amount`), each on its own accounts (`spread`) or all among 10
 //!   accounts (`contended`);
@@ -39,7 +39,7 @@ pub async fn run(transfers: usize) -> Result<(), String> {
         "{:<28} {:>12} {:>12} {:>12} {:>10}",
         "writes per transaction", "N", "write_calls", "2N+3", "WCU"
     );
-    for n in [1usize, 2, 10, 200] {
+    for n in [1usize, 2, 10, 100] {
         let r = spawn_worker(&["txn".into(), "writes".into(), n.to_string()])?;
         let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
         println!(

@@ -144,7 +144,8 @@ impl FromEnv for Coordinator {
     };
 
     /// `TX_TABLE` (required), `TX_ALLOWED_TABLES` (required, comma-separated),
-    /// `TX_LOCK_PATIENCE_MS`, `TX_MAX_ATTEMPTS`, `TX_CONCURRENCY`.
+    /// `TX_LOCK_PATIENCE_MS`, `TX_MAX_ATTEMPTS`, `TX_CONCURRENCY`, `TX_RETAIN_SECONDS` and
+    /// `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥ horizon).
     fn from_env(client: Client) -> Result<Self, ConfigError> {
         let allowed: Vec<String> = env_required("TX_ALLOWED_TABLES")?
             .split(',')
@@ -155,6 +156,8 @@ impl FromEnv for Coordinator {
         set_ms(&mut c.lock_patience, "TX_LOCK_PATIENCE_MS")?;
         set(&mut c.max_attempts, "TX_MAX_ATTEMPTS")?;
         set(&mut c.concurrency, "TX_CONCURRENCY")?;
+        set_secs(&mut c.retain, "TX_RETAIN_SECONDS")?;
+        set_secs(&mut c.redelivery_horizon, "TX_REDELIVERY_HORIZON_SECONDS")?;
         c.max_attempts = c.max_attempts.max(1);
         c.concurrency = c.concurrency.max(1);
         c.validate()?;
@@ -162,12 +165,16 @@ impl FromEnv for Coordinator {
     }
 }
 
-/// The sweeper from `TX_TABLE` (required), `TX_STALE_AFTER_SECONDS`, `TX_RETAIN_SECONDS` and
+/// The sweeper from `TX_TABLE` (required), `TX_STALE_AFTER_SECONDS`, `TX_RETAIN_SECONDS`,
+/// `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥ horizon) and
 /// `TX_SWEEP_MARGIN_MS`.
 pub fn sweeper_from_env(client: Client) -> Result<Sweeper, ConfigError> {
     let mut c = SweepConfig::new(env_required("TX_TABLE")?);
     set_secs(&mut c.stale_after, "TX_STALE_AFTER_SECONDS")?;
     set_secs(&mut c.retain, "TX_RETAIN_SECONDS")?;
+    let mut horizon = dynamo_protocols::txn::DEFAULT_REDELIVERY_HORIZON;
+    set_secs(&mut horizon, "TX_REDELIVERY_HORIZON_SECONDS")?;
+    dynamo_protocols::txn::check_horizons(c.retain, horizon)?;
     set_ms(&mut c.deadline_margin, "TX_SWEEP_MARGIN_MS")?;
     Ok(Sweeper::new(client, c))
 }

@@ -80,7 +80,12 @@ pub enum RejectionCode {
     InvalidVersion,
     /// Versioning: a write id is empty or too long.
     InvalidWriteId,
-    /// A code this version does not know (read from an older or newer dead letter).
+    /// Transaction: a request's `ConditionExpression` is not one complete condition, or its
+    /// `UpdateExpression` has unbalanced parentheses (it could change how the protocol's
+    /// guard is combined with it).
+    MalformedExpression,
+    /// A code this version does not know (read from an older or newer dead letter). Stays
+    /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
     Other,
 }
@@ -124,6 +129,7 @@ impl RejectionCode {
             RejectionCode::InvalidVersion => "invalid_version",
             RejectionCode::InvalidWriteId => "invalid_write_id",
             RejectionCode::Other => "other",
+            RejectionCode::MalformedExpression => "malformed_expression",
         }
     }
 }

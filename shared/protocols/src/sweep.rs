@@ -53,8 +53,9 @@ use crate::txn::{Coordinator, Driven, TxConfig, TxError};
 
 /// Default stale threshold (longer than the coordinator's 60 s timeout).
 pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(300);
-/// Default retention of completed TX records (idempotency window).
-pub const DEFAULT_RETAIN: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Default retention of completed TX records (the idempotency horizon: 15 days, above SQS's
+/// 14-day maximum retention; see [`crate::txn::DEFAULT_RETAIN`]).
+pub const DEFAULT_RETAIN: Duration = crate::txn::DEFAULT_RETAIN;
 /// Default time kept in reserve before the invocation deadline.
 pub const DEFAULT_SWEEP_MARGIN: Duration = Duration::from_millis(3000);
 /// Index page size.

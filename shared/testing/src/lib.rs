@@ -10,6 +10,8 @@
 //!   is refused before it reaches DynamoDB ([`Fault::Refuse`]: not applied, the SDK sees a
 //!   connection failure) or its response is lost after DynamoDB applied it
 //!   ([`Fault::LoseResponse`]: the SDK sees a 500 and cannot know the write happened).
+//! * [`Interleaving`]: named actors whose calls a test pauses before or after the k-th call,
+//!   delays, refuses or answers with a lost response, to replay an exact schedule.
 //! * [`events`]: Kinesis and SQS batches and Lambda events built from record bodies, shared by
 //!   the tests and the benchmarks.
 //!
@@ -17,6 +19,7 @@
 //!
 //! * [`local`]: DynamoDB Local, clients, tables from `template.yaml`.
 //! * [`faults`]: the fault-injecting interceptor.
+//! * [`interleave`]: the interleaving harness (pauses and releases per actor).
 //! * [`events`]: event and batch builders.
 //! * [`proxy`]: a loopback proxy that delays (or stalls) DynamoDB's responses.
 
@@ -24,11 +27,13 @@
 
 pub mod events;
 pub mod faults;
+pub mod interleave;
 pub mod local;
 pub mod proxy;
 
 pub use faults::{Fault, FaultInjector};
+pub use interleave::{At, Interleaving};
 pub use local::{
-    client, client_for, client_with, endpoint, template_path, template_tables, unique_prefix,
-    workspace_root,
+    client, client_for, client_intercepted, client_with, endpoint, template_path, template_tables,
+    unique_prefix, workspace_root,
 };

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Intercept, Region};
 use aws_sdk_dynamodb::Client;
 use dynamo_provision as provision;
 
@@ -128,7 +128,29 @@ pub fn client_with(interceptor: Option<FaultInjector>, max_attempts: u32) -> Cli
 
 /// Like [`client_with`], for another endpoint (e.g. a proxy in front of DynamoDB Local).
 pub fn client_for(endpoint: &str, interceptor: Option<FaultInjector>, max_attempts: u32) -> Client {
-    let mut builder = aws_sdk_dynamodb::Config::builder()
+    let builder = config_builder(endpoint, max_attempts);
+    match interceptor {
+        Some(i) => Client::from_conf(builder.interceptor(i).build()),
+        None => Client::from_conf(builder.build()),
+    }
+}
+
+/// Like [`client_for`], with any SDK interceptor (e.g. an
+/// [`ActorInterceptor`](crate::interleave::ActorInterceptor)).
+pub fn client_intercepted(
+    endpoint: &str,
+    interceptor: impl Intercept + 'static,
+    max_attempts: u32,
+) -> Client {
+    Client::from_conf(
+        config_builder(endpoint, max_attempts)
+            .interceptor(interceptor)
+            .build(),
+    )
+}
+
+fn config_builder(endpoint: &str, max_attempts: u32) -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
@@ -137,11 +159,7 @@ pub fn client_for(endpoint: &str, interceptor: Option<FaultInjector>, max_attemp
             RetryConfig::standard()
                 .with_max_attempts(max_attempts)
                 .with_initial_backoff(Duration::from_millis(5)),
-        );
-    if let Some(i) = interceptor {
-        builder = builder.interceptor(i);
-    }
-    Client::from_conf(builder.build())
+        )
 }
 
 static TABLE_COUNTER: AtomicUsize = AtomicUsize::new(0);

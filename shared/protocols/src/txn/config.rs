@@ -11,6 +11,12 @@ pub const DEFAULT_LOCK_PATIENCE: Duration = Duration::from_millis(1000);
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 /// Default transactions (and item writes) in flight at once.
 pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Default redelivery horizon: the longest a message can come back (SQS keeps a message at
+/// most 14 days, counted from its first enqueue, redrive included).
+pub const DEFAULT_REDELIVERY_HORIZON: Duration = Duration::from_secs(14 * 24 * 3600);
+/// Default idempotency horizon: how long completed TX records are kept (the sweeper's
+/// retention), above the redelivery horizon.
+pub const DEFAULT_RETAIN: Duration = Duration::from_secs(15 * 24 * 3600);
 
 /// Settings of the transaction protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +31,13 @@ pub struct TxConfig {
     pub max_attempts: u32,
     /// Transactions of a batch run at once; also item writes of one finalize.
     pub concurrency: usize,
+    /// The idempotency horizon: completed records are kept this long (must equal the
+    /// sweeper's retention). Messages older than this (by source arrival time) are refused
+    /// as `too_old` instead of applied: their record may be gone.
+    pub retain: Duration,
+    /// The longest a message can be delivered again (queue retention, redrive); `retain`
+    /// must not be shorter.
+    pub redelivery_horizon: Duration,
 }
 
 impl TxConfig {
@@ -40,11 +53,15 @@ impl TxConfig {
             lock_patience: DEFAULT_LOCK_PATIENCE,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             concurrency: DEFAULT_CONCURRENCY,
+            retain: DEFAULT_RETAIN,
+            redelivery_horizon: DEFAULT_REDELIVERY_HORIZON,
         }
     }
 
-    /// Check that the allow-list names a table and not the TX table itself.
+    /// Check that the allow-list names a table and not the TX table itself, and that the
+    /// idempotency horizon covers the redelivery horizon.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        check_horizons(self.retain, self.redelivery_horizon)?;
         if self.allowed_tables.is_empty() {
             return Err(ConfigError::new("TX_ALLOWED_TABLES", "names no table"));
         }
@@ -55,5 +72,36 @@ impl TxConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// `retain` (the idempotency horizon) must cover `redelivery_horizon`: a message delivered
+/// again after its record was deleted would be applied a second time.
+pub fn check_horizons(retain: Duration, redelivery_horizon: Duration) -> Result<(), ConfigError> {
+    if retain < redelivery_horizon {
+        return Err(ConfigError::new(
+            "TX_RETAIN_SECONDS",
+            format!(
+                "{} s is shorter than the redelivery horizon TX_REDELIVERY_HORIZON_SECONDS ({} s): \
+                 a message redelivered after its TX record was deleted would apply twice",
+                retain.as_secs(),
+                redelivery_horizon.as_secs()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_must_cover_redelivery() {
+        let mut c = TxConfig::new("Tx", ["Accounts"]);
+        assert!(c.validate().is_ok());
+        c.retain = Duration::from_secs(7 * 24 * 3600);
+        let err = c.validate().expect_err("7 days < 14 days");
+        assert!(err.to_string().contains("TX_RETAIN_SECONDS"), "{err}");
     }
 }

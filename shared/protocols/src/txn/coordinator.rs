@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::Client;
 use futures::StreamExt;
 
 use super::lock::LockPhase;
-use super::record::{Creation, RollbackReason, TxHeader, TxState, TxTable};
+use super::record::{requests_hash, Creation, RollbackReason, TxHeader, TxState, TxTable};
 use super::request::{self, TxMessage};
 use super::resolve::Resolved;
 use super::{Cost, TxConfig, TxError, TxOutcome, TxReport};
@@ -53,9 +53,8 @@ struct Run<'a> {
     attempts: u32,
     /// Whether this run wrote the decision (commit or rollback).
     decided_here: bool,
-    /// Whether this run wrote locks: if another coordinator completed the transaction
-    /// meanwhile, a lock write of ours may have landed after its decision (an orphan).
-    locked_here: bool,
+    /// This run's id, written with its decision (`DecidedBy`).
+    id: String,
     /// DynamoDB's message when it rejected a request of this run.
     invalid: Option<String>,
     /// The waits before restarts.
@@ -167,7 +166,7 @@ impl Coordinator {
             cost,
             attempts: 1,
             decided_here: false,
-            locked_here: false,
+            id: super::item::new_token(),
             invalid: None,
             restarts: Box::new(restarts.delays()),
         };
@@ -178,11 +177,6 @@ impl Coordinator {
                 TxState::Committed | TxState::RolledBack => {
                     self.complete(&header, &run.resolved, cost).await?
                 }
-                TxState::Completed if run.locked_here => {
-                    self.release_orphans(&header, &run.resolved, cost).await?;
-                    run.locked_here = false;
-                    header
-                }
                 TxState::Completed => match run.ended(&header)? {
                     Ended::Final(outcome) => return Ok(outcome),
                     Ended::Aborted => self.restart_aborted(&mut run, &header).await?,
@@ -191,7 +185,8 @@ impl Coordinator {
         }
     }
 
-    /// Step 1: create the record, or find it recorded with the same requests.
+    /// Step 1: create the record, or find it recorded with the same requests (compared by
+    /// the hash the header keeps, whatever their size: no read of the parts).
     async fn create_or_resume(
         &self,
         message: &TxMessage,
@@ -205,7 +200,12 @@ impl Coordinator {
         match created {
             Creation::Created(header) => Ok(header),
             Creation::Exists(existing) => {
-                if self.tx.requests_json(&existing).await? != requests_json {
+                let same = match &existing.requests_hash {
+                    Some(hash) => *hash == requests_hash(&requests_json),
+                    // A record written before requests were hashed.
+                    None => self.tx.requests_json(&existing).await? == requests_json,
+                };
+                if !same {
                     return Err(TxError::Rejected(Rejection::new(
                         RejectionCode::TxIdReused,
                         format!(
@@ -225,7 +225,6 @@ impl Coordinator {
         if run.deadline.expired() {
             return Err(TxError::Deferred);
         }
-        run.locked_here = true;
         let cost = run.cost;
         let phase = self
             .lock_all(header, &run.resolved, cost, run.deadline)
@@ -233,21 +232,25 @@ impl Coordinator {
         let transition = match phase {
             LockPhase::Deferred => return Err(TxError::Deferred),
             LockPhase::Decided => return Ok(self.reload(&header.tx_id).await?),
-            LockPhase::Locked(tokens) => self.commit(header, tokens, cost).await?,
+            LockPhase::Locked(tokens) => self.commit(header, tokens, &run.id, cost).await?,
             LockPhase::ConditionFailed(i) => {
-                self.roll_back(header, RollbackReason::ConditionFailed, Some(i), cost)
+                let why = RollbackReason::ConditionFailed;
+                self.roll_back_by(header, why, Some(i), Some(&run.id), cost)
                     .await?
             }
             LockPhase::Invalid(i, message) => {
                 run.invalid = Some(message);
-                self.roll_back(header, RollbackReason::InvalidRequest, Some(i), cost)
+                let why = RollbackReason::InvalidRequest;
+                self.roll_back_by(header, why, Some(i), Some(&run.id), cost)
                     .await?
             }
         };
-        if transition.is_moved() {
+        let after = self.header_after(transition, &header.tx_id).await?;
+        // Moved by this write, or by an earlier attempt of it whose answer was lost.
+        if after.decider.as_deref() == Some(run.id.as_str()) {
             run.decided_here = true;
         }
-        Ok(self.header_after(transition, &header.tx_id).await?)
+        Ok(after)
     }
 
     /// An aborted attempt: wait, then restart with the next attempt (unless the attempts or
@@ -301,6 +304,12 @@ impl Protocol for Coordinator {
 
     fn parse(&self, body: &[u8]) -> Result<TxMessage, Rejection> {
         self.parse_message(body)
+    }
+
+    /// The idempotency horizon: a message older than the retention of completed records may
+    /// find its record deleted and apply again; it is kept as a `too_old` dead letter.
+    fn max_record_age(&self) -> Option<Duration> {
+        Some(self.config.retain)
     }
 
     async fn apply(

@@ -46,6 +46,7 @@ impl Coordinator {
         &self,
         header: &TxHeader,
         tokens: BTreeMap<usize, String>,
+        decider: &str,
         cost: &Cost,
     ) -> Result<Transition, StoreError> {
         let tokens = AttributeValue::M(
@@ -57,6 +58,7 @@ impl Coordinator {
         let set = [
             (record::ATTR_STATE, s(TxState::Committed.as_str())),
             (record::ATTR_TOKENS, tokens),
+            (record::ATTR_DECIDER, s(decider)),
         ];
         self.tx.transition(header, &set, &[], cost).await
     }
@@ -68,6 +70,18 @@ impl Coordinator {
         header: &TxHeader,
         why: RollbackReason,
         request: Option<usize>,
+        cost: &Cost,
+    ) -> Result<Transition, StoreError> {
+        self.roll_back_by(header, why, request, None, cost).await
+    }
+
+    /// [`Self::roll_back`], naming the run that decides (its own transaction's rollback).
+    pub(super) async fn roll_back_by(
+        &self,
+        header: &TxHeader,
+        why: RollbackReason,
+        request: Option<usize>,
+        decider: Option<&str>,
         cost: &Cost,
     ) -> Result<Transition, StoreError> {
         if header.state != TxState::Pending {
@@ -82,6 +96,9 @@ impl Coordinator {
                 record::ATTR_FAILED_REQUEST,
                 AttributeValue::N(i.to_string()),
             ));
+        }
+        if let Some(decider) = decider {
+            set.push((record::ATTR_DECIDER, s(decider)));
         }
         self.tx.transition(header, &set, &[], cost).await
     }
@@ -105,6 +122,7 @@ impl Coordinator {
             record::ATTR_FAILED_REQUEST,
             record::ATTR_DECISION,
             record::ATTR_TOKENS,
+            record::ATTR_DECIDER,
         ];
         self.tx.transition(header, &set, &remove, cost).await
     }

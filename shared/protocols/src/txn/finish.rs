@@ -1,6 +1,10 @@
 //! Steps 4–5 of a decided transaction, by any coordinator or the sweeper: finalize (committed
-//! change) or undo (everything else) each item, then mark the record completed; undoing
-//! orphan locks; and [`Coordinator::drive`], the sweeper's step.
+//! change) or undo (everything else) each item, then mark the record completed; and
+//! [`Coordinator::drive`], the sweeper's step.
+//!
+//! Completion reads each item once, after the decision: since a lock write can only land
+//! while its attempt is pending (the header check of `lock::write`), every lock of the
+//! transaction is on its item by then, and none can appear afterwards.
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, ReturnConsumedCapacity};
 use futures::StreamExt;
@@ -205,30 +209,6 @@ impl Coordinator {
             .await
             .map(|o| o.consumed_capacity);
         conditional("DeleteItem", result)
-    }
-
-    /// Undo every lock of a completed transaction still on its items: all are orphans (a
-    /// lock write that landed after the decision), since completion finalized or undid every
-    /// legitimate one.
-    pub(super) async fn release_orphans(
-        &self,
-        header: &TxHeader,
-        resolved: &[Resolved],
-        cost: &Cost,
-    ) -> Result<(), StoreError> {
-        for r in resolved {
-            let Some(item) = self.get_item(r).await? else {
-                continue;
-            };
-            let ours = lock_of(&item)
-                .and_then(parse_owner)
-                .is_some_and(|(tx, attempt)| tx == header.tx_id && attempt <= header.attempt);
-            if ours {
-                tracing::info!(tx_id = %header.tx_id, "undoing a lock written after the decision");
-                self.undo_item(r, &item, cost).await?;
-            }
-        }
-        Ok(())
     }
 
     /// Drive a recorded transaction towards completion (the sweeper's step): roll back if

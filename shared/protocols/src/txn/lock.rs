@@ -56,8 +56,12 @@ enum ItemLock {
 #[derive(Debug)]
 enum LockWrite {
     Done,
-    /// The condition failed; the item as it was (`ALL_OLD`).
+    /// The attempt is no longer pending: the write was refused by the header check.
+    Decided,
+    /// The item's condition failed; the item as it was (`ALL_OLD`).
     ConditionFailed(Option<Item>),
+    /// Another write to the header or the item was in progress: read again and retry.
+    Conflict,
     /// DynamoDB rejected the request as invalid.
     Invalid(String),
 }
@@ -76,6 +80,15 @@ impl LockWait {
             delays: Box::new(LOCK_WAIT.delays()),
         }
     }
+}
+
+/// Whether `item` is locked by a later attempt of `header`'s own transaction (then this
+/// attempt was decided and restarted: a stale coordinator must not wait on, or roll back, its
+/// own transaction's newer attempt).
+fn newer_attempt_of(header: &TxHeader, item: &Item) -> bool {
+    lock_of(item)
+        .and_then(parse_owner)
+        .is_some_and(|(tx, attempt)| tx == header.tx_id && attempt > header.attempt)
 }
 
 impl Coordinator {
@@ -130,6 +143,10 @@ impl Coordinator {
                     let token = token_of(item).unwrap_or_default();
                     return Ok(ItemLock::Held(token.to_string()));
                 }
+                if newer_attempt_of(header, item) {
+                    // Our own transaction restarted: this attempt is over (finding 10).
+                    return Ok(ItemLock::Stopped(LockPhase::Decided));
+                }
                 self.meet_lock(r, item, &mut wait, cost).await?;
                 if !self.still_pending(header).await? {
                     return Ok(ItemLock::Stopped(LockPhase::Decided));
@@ -139,21 +156,23 @@ impl Coordinator {
             }
             let token = new_token();
             match self
-                .lock_write(owner, r, current.as_ref(), &token, cost)
+                .lock_write(header, r, current.as_ref(), &token, cost)
                 .await?
             {
                 LockWrite::Done => return Ok(ItemLock::Held(token)),
+                LockWrite::Decided => return Ok(ItemLock::Stopped(LockPhase::Decided)),
                 LockWrite::ConditionFailed(now) => {
                     let locked = now.as_ref().and_then(lock_of).is_some();
                     if !locked && now == current {
                         return Ok(ItemLock::Stopped(LockPhase::ConditionFailed(r.index)));
                     }
-                    // Before writing again, make sure nobody decided us meanwhile: a write
-                    // after the decision would be an orphan.
-                    if !self.still_pending(header).await? {
-                        return Ok(ItemLock::Stopped(LockPhase::Decided));
-                    }
+                    // Writing again is safe: the next write checks the header too.
                     current = now;
+                }
+                LockWrite::Conflict => {
+                    let pause = wait.delays.next().unwrap_or(LOCK_WAIT.max);
+                    tokio::time::sleep(pause).await;
+                    current = self.get_item(r).await?;
                 }
                 LockWrite::Invalid(message) => {
                     return Ok(ItemLock::Stopped(LockPhase::Invalid(r.index, message)))

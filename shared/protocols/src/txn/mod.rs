@@ -14,32 +14,57 @@
 //!   `_txTransient` (the item was inserted only to be locked). `_txVer` stays on the item after
 //!   completion: it is the item's version for the next transaction.
 //!
-//! # Steps and write cost (N items; P part items when the requests exceed 300 KB, else 0)
+//! # Steps and write cost (N items; P part items, one per 350 KB, when the requests JSON
+//! exceeds 640 bytes, else 0)
 //!
-//! | step | writes | what |
+//! | step | write requests | what |
 //! |---|---|---|
-//! | 1. create | 1 + P | parts, then header `PutItem` with `attribute_not_exists(TxId)` |
-//! | 2. lock + save image + apply | N | one conditional write per item, in key order |
+//! | 1. create | 1 + P | parts under a fresh `Nonce`, then header `PutItem` with `attribute_not_exists(TxId)` and `RequestsHash` |
+//! | 2. lock + save image + apply | N | per item, in key order, one `TransactWriteItems` of [`ConditionCheck` header `State = pending AND Attempt = a`, the item's conditional write] |
 //! | 3. commit | 1 | header `pending → committed` (+ tokens), conditioned on `Version` |
 //! | 4. finalize | N | per item: remove lock/image (or delete), conditioned on lock + token |
 //! | 5. complete | 1 | header `→ completed`, `SweepKey open → done` |
 //!
-//! **2N + 3 (+ P)** write requests for a committed transaction, plus 1 + P deletes by the
-//! sweeper after the retention period (the published lock/image protocol needs 7N + 4). A
-//! rollback costs the same at most (undo instead of finalize). Reads: one consistent
-//! `GetItem` per item before locking and before finalizing (reads are not writes).
+//! **2N + 3 (+ P)** write requests for a committed transaction, as before the header check,
+//! plus 1 + P deletes by the sweeper after the retention period (the published lock/image
+//! protocol needs 7N + 4). A rollback costs the same at most (undo instead of finalize).
 //!
-//! Step 2 is a single write because the image is read *before* the write and the write is
-//! conditioned on the item still being that image: `_txVer = :read_token AND
-//! attribute_not_exists(_txLock)` (or `attribute_not_exists(<key>)` for an absent item, or
-//! `attribute_not_exists(_txVer)` for an item no transaction touched yet), `AND`ed with the
-//! request's own `ConditionExpression`. The `SET` of the protocol attributes is merged into
-//! the request's update expression (its names and values maps are kept; the protocol's
-//! placeholders start with `#txp`/`:txp`, which requests may not use).
-//! `ReturnValuesOnConditionCheckFailure=ALL_OLD` tells the three failure causes apart
-//! without a read: locked by another transaction (contention), changed since the read (read
-//! again), or unchanged and unlocked (the request's condition failed: roll back, and the
-//! outcome names the request).
+//! **Write units.** Step 2 is transactional: DynamoDB bills each entry of a
+//! `TransactWriteItems` twice (prepare and commit), so a lock write costs 2 × the item's
+//! write units (image and new value, rounded up per KB) **plus 2 units for the header
+//! `ConditionCheck`**, where the plain conditional `UpdateItem`/`PutItem` it replaces cost
+//! 1 × the item's units. A `ConditionCheck` is billed by the size of the item it checks, so
+//! the header is kept under 1 KB during the lock phase: requests longer than 640 bytes go to
+//! part items (P ≥ 1 from about three requests on: one more write request, and the header
+//! transitions get cheaper too); the commit tokens are added only at the commit. For 1 KB
+//! items: 4 units per item instead of 1, so a committed N-item transaction costs about
+//! 5N + 3 units instead of 2N + 3 (figures measured by `bench txn`; with 100 requests kept
+//! inline the check alone would cost about 12 units per item). This is the price of finding 1 and 2 of issue 8: no lock write
+//! can apply after its attempt is decided, *by construction*, whoever sends it and however
+//! late (a stalled duplicate delivery, a write held in the network, an SDK retry of a write
+//! whose response was lost). The alternative (lock-only writes, then apply after verifying
+//! the header, as in the published protocol) needs N more write requests and still an
+//! ordering argument; one transaction per item needs none.
+//!
+//! **Reads.** One consistent `GetItem` per item before locking and before finalizing (reads
+//! are not writes). Nothing else on the happy path: a run that finds its transaction
+//! completed by someone else no longer re-reads its items for orphan locks (none can exist,
+//! see invariant 5), and a redelivery compares the request hash kept in the header instead
+//! of reading the request parts.
+//!
+//! The item write of step 2 is conditioned on the item still being the image read:
+//! `_txVer = :read_token AND attribute_not_exists(_txLock)` (or `attribute_not_exists(<key>)`
+//! for an absent item, or `attribute_not_exists(_txVer)` for an item no transaction touched
+//! yet), `AND`ed with the request's own `ConditionExpression`, which was parsed as one
+//! complete condition when the message was validated (`malformed_expression` otherwise, see
+//! `request::expr`): a request's text cannot change how its condition and the guard combine.
+//! The `SET` of the protocol attributes is merged into the request's update expression (its
+//! names and values maps are kept; the protocol's placeholders start with `#txp`/`:txp`,
+//! which requests may not use). `ReturnValuesOnConditionCheckFailure=ALL_OLD` (per entry) and
+//! the cancellation reasons tell the failure causes apart without a read: the attempt was
+//! decided (stop), locked by another transaction (contention), changed since the read (read
+//! again), a transaction conflict (read again), or unchanged and unlocked (the request's
+//! condition failed: roll back, and the outcome names the request).
 //!
 //! # Invariants
 //!
@@ -52,29 +77,33 @@
 //!    so exactly one wins, and the decision never changes afterwards.
 //! 4. **Commit only after every change**: `pending → committed` is written only after every
 //!    item's lock write was confirmed, and it records each item's token.
-//! 5. **No late change**: a straggling lock write (a slow coordinator, a lost response retried
-//!    by the SDK) is conditioned on the version token it read; tokens are never reused, so it
-//!    can only land on an item still in that exact state. If it lands after the decision, the
-//!    item carries T's lock with a token that is not in T's committed `Tokens` (or T rolled
-//!    back, or the lock's attempt is not T's current one, or T is completed): it is an
-//!    **orphan**, and whoever meets it (coordinator, contender, sweeper) **undoes** it from its
-//!    image. A change is therefore applied at most once and never after the decision.
-//!    Finalize/undo writes are conditioned on lock + token, so a straggling one is a no-op.
-//!    A live coordinator never *retries* a lock write after the decision: before writing
-//!    again (item changed since its read, or another transaction's lock met) it re-reads its
-//!    header and stops if the attempt is no longer pending; and when it finds its transaction
-//!    completed by someone else after it wrote locks, it undoes any lock of its own still on
-//!    the items (`release_orphans`). Residual window, stated honestly: a write already in
-//!    flight when its coordinator dies and that lands after a *completed* rollback stays as
-//!    an orphan lock until the next transaction or read meets it (committed reads already
-//!    ignore it); choose the sweeper's stale threshold well above the request timeout so
-//!    in-flight writes land before the sweeper acts.
+//! 5. **No late change, by construction**: every lock write is a transaction that also
+//!    checks `State = pending AND Attempt = a` on T's header. DynamoDB serializes it with
+//!    the header's decision write, so it lands *before* the decision (then the item carries
+//!    `T#a` when any completer reads it after the decision, and is finalized or undone) or
+//!    not at all. After the decision no lock of attempt `a` can appear: not from a
+//!    coordinator that stalled before reading its items, not from a write held back in the
+//!    network, not from an SDK retry of a write whose response was lost (the retry carries
+//!    the same `ClientRequestToken`: within 10 minutes DynamoDB returns the first answer
+//!    without applying anything again, after that the header check refuses it). Within
+//!    attempt `a` at most one lock write per item succeeds (it requires the item unlocked),
+//!    so every lock of `a` is the one whose token the commit records (a coordinator that
+//!    finds `T#a` already on an item adopts its token). Finalize/undo writes are conditioned
+//!    on lock + token, so a straggling one is a no-op. Locks of an older attempt (restarted
+//!    after a rollback) are undone by whoever meets them; a stale coordinator that meets its
+//!    own transaction's *newer* attempt stops (its attempt is over) instead of waiting on it
+//!    or rolling it back.
 //! 6. **Idempotency**: the header is created once per `txId`; a redelivered message resumes
-//!    the recorded transaction (the stored requests must be identical) or returns its final
+//!    the recorded transaction when its requests hash to the header's `RequestsHash`
+//!    (`tx_id_reused` otherwise, whatever the size of the requests; parts are written under
+//!    a per-creation nonce, so another body can never overwrite them) or returns its final
 //!    outcome. Committed and condition-failed transactions are final; an attempt aborted by
-//!    contention or by the sweeper applied nothing and is restarted (next `Attempt`).
+//!    contention or by the sweeper applied nothing and is restarted (next `Attempt`). The
+//!    guarantee lasts as long as the record: see the sweeper's retention
+//!    ([`crate::sweep`]); a message older than it is not idempotent any more.
 //! 7. **Completion**: `→ completed` is written only after every item of T is finalized or
-//!    undone; only then is the record eligible for deletion (after the retention period).
+//!    undone (with invariant 5, nothing of T is left on any item afterwards); only then is
+//!    the record eligible for deletion (after the retention period).
 //!
 //! # Contention
 //!
@@ -96,6 +125,21 @@
 //! * Transient errors: the message is reported for retry; the TX record keeps the progress.
 //! * Assumption: items of allow-listed tables are written only through transactions (as with
 //!   every lock-based protocol); an item's image plus its new value must fit in 400 KB.
+//!   Precisely what a plain (non-transactional) write W to a managed item does: if W lands
+//!   while T holds the item and T rolls back, the undo restores T's image over W (W is
+//!   lost); if T commits, W survives unless T's change was a delete; if W lands between T's
+//!   read and T's lock write without changing `_txVer`, T's lock saves the image it read
+//!   (without W) and applies its change on top of W, so a rollback loses W as well. A plain
+//!   writer joins the protocol safely by conditioning on `attribute_not_exists(_txLock)` and
+//!   setting `_txVer` to a fresh random value: T's lock write then sees the change and reads
+//!   again.
+//! * Long transactions: a transaction that spans invocations keeps its locks while it is
+//!   deferred; contenders roll it back after [`TxConfig::lock_patience`] and the sweeper after
+//!   its stale threshold (`LastTouched` changes only with state transitions). Such a
+//!   rollback is safe (it applied nothing, and its next delivery restarts it as a new
+//!   attempt), but a transaction whose lock phase needs longer than the stale threshold and
+//!   the patience never commits: keep N within what one invocation locks (about 2 ms of
+//!   DynamoDB latency per item and request, so thousands of items per minute).
 //!
 //! # Layout
 //!
@@ -123,7 +167,10 @@ pub mod request;
 mod resolve;
 
 pub use crate::ddb::Cost;
-pub use config::{TxConfig, DEFAULT_CONCURRENCY, DEFAULT_LOCK_PATIENCE, DEFAULT_MAX_ATTEMPTS};
+pub use config::{
+    check_horizons, TxConfig, DEFAULT_CONCURRENCY, DEFAULT_LOCK_PATIENCE, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN,
+};
 pub use coordinator::Coordinator;
 pub use item::{
     plain_json, strip_protocol, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT,

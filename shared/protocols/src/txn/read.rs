@@ -123,7 +123,13 @@ impl Coordinator {
     }
 
     /// Whether the holder of `lock` committed `item`'s change: its current attempt, decided
-    /// `committed` and not yet completed, with this item's token among its commit tokens.
+    /// `committed` (completed or not: the header keeps its commit tokens), with this item's
+    /// token among its commit tokens.
+    ///
+    /// The header is read after the item. If the holder completed in between, the item
+    /// read still shows the lock, and the change is committed: answering from the header's
+    /// decision rather than from its state keeps committed reads monotonic (an earlier
+    /// read may already have returned the new value).
     async fn holder_committed(&self, lock: &str, item: &Item) -> Result<bool, StoreError> {
         let Some((tx_id, attempt)) = parse_owner(lock) else {
             return Ok(false);
@@ -133,7 +139,6 @@ impl Coordinator {
         };
         Ok(h.attempt == attempt
             && h.decision() == Some(TxState::Committed)
-            && h.state != TxState::Completed
             && token_of(item).is_some_and(|t| h.tokens.values().any(|v| v == t)))
     }
 

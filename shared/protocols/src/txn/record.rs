@@ -2,14 +2,22 @@
 //! transaction's partition key (hash `TxId` + range `Part`), so there is no size ceiling.
 //!
 //! ```text
-//! TxId=t-1  Part=#         State, Version, Attempt, Requests | Parts, Tokens, Reason, FailedRequest,
-//!                          Decision, SweepKey (GSI hash), LastTouched (GSI range, epoch ms)
-//! TxId=t-1  Part=p#00001   Chunk (requests JSON, bytes 0..PART_BYTES)
-//! TxId=t-1  Part=p#00002   Chunk (…)
+//! TxId=t-1  Part=#               State, Version, Attempt, Nonce, RequestsHash, Requests | Parts,
+//!                                Tokens, Reason, FailedRequest, Decision,
+//!                                SweepKey (GSI hash), LastTouched (GSI range, epoch ms)
+//! TxId=t-1  Part=p#<nonce>#00001 Chunk (requests JSON, bytes 0..PART_BYTES)
+//! TxId=t-1  Part=p#<nonce>#00002 Chunk (…)
 //! ```
 //!
 //! Parts are written before the header, so a header that exists always has all its parts; the
-//! header is created with `attribute_not_exists(TxId)` (the `txId` idempotency point).
+//! header is created with `attribute_not_exists(TxId)` (the `txId` idempotency point). Every
+//! creation draws a fresh `Nonce` and writes its parts under it: a second creation of the
+//! same `txId` (a duplicate delivery, or a different body reusing the id) writes parts that
+//! no header names (they expire by TTL) and can never overwrite the recorded ones. The
+//! header keeps `RequestsHash` (SHA-256 of the canonical requests JSON): a delivery is the
+//! recorded transaction exactly when its hash matches, whatever the size of the requests,
+//! without reading the parts. A creation whose response was lost and that the SDK retried
+//! finds its own `Nonce` in the header: it is still the creator.
 //!
 //! * [`TxHeader`] is the decoded header (`TryFrom<&Item>`; an item of another shape is
 //!   [`StoreError::Inconsistent`]), with its [`TxState`] and typed [`RollbackReason`].
@@ -46,6 +54,15 @@ pub const ATTR_VERSION: &str = "Version";
 pub const ATTR_ATTEMPT: &str = "Attempt";
 /// The requests (canonical JSON) when they fit in the header.
 pub const ATTR_REQUESTS: &str = "Requests";
+/// A fresh random value per creation: names the parts of this record and tells the creator
+/// its own header apart from another delivery's.
+pub const ATTR_NONCE: &str = "Nonce";
+/// The run that wrote the decision (a random id per coordinator run): a run whose decision
+/// write was applied but answered with an error (then retried and refused) still knows it
+/// decided, and reports `committed` rather than `duplicate`.
+pub const ATTR_DECIDER: &str = "DecidedBy";
+/// SHA-256 (hex) of the canonical requests JSON.
+pub const ATTR_REQUESTS_HASH: &str = "RequestsHash";
 /// Number of part items holding the requests when they do not fit.
 pub const ATTR_PARTS: &str = "Parts";
 /// A part's chunk of the requests JSON.
@@ -71,9 +88,12 @@ pub const SWEEP_INDEX: &str = "Sweep";
 pub const SWEEP_OPEN: &str = "open";
 /// `SweepKey` of completed transactions kept for idempotency.
 pub const SWEEP_DONE: &str = "done";
-/// Largest requests JSON (plus the room its commit tokens will take) kept inline in the
-/// header; larger lists go to parts.
-pub const INLINE_REQUEST_BYTES: usize = 300 * 1024;
+/// Largest requests JSON kept inline in the header; larger lists go to parts. Small on
+/// purpose: every lock write checks the header in a `TransactWriteItems`, which DynamoDB
+/// bills by the header's size (twice), so the header stays under 1 KB until the commit
+/// adds its tokens (a two-item transfer stays inline; 100 requests inline would cost about
+/// 12 more write units per item).
+pub const INLINE_REQUEST_BYTES: usize = 640;
 /// Room one commit token takes in the header (`Tokens` entry: index + 32-hex token + overhead).
 pub const TOKEN_ENTRY_BYTES: usize = 48;
 /// Most requests per transaction: the commit tokens of all items must fit in the header.
@@ -214,6 +234,12 @@ pub struct TxHeader {
     pub failed_request: Option<usize>,
     /// Decision once completed.
     pub decision: Option<TxState>,
+    /// The creation's nonce (absent on records written before nonces).
+    pub nonce: Option<String>,
+    /// SHA-256 of the requests JSON (absent on records written before hashes).
+    pub requests_hash: Option<String>,
+    /// The run that wrote the decision, when a coordinator run did.
+    pub decider: Option<String>,
     /// Last state change, epoch ms.
     pub last_touched_ms: u64,
 }
@@ -255,6 +281,9 @@ impl TryFrom<&Item> for TxHeader {
             reason: get_s(item, ATTR_REASON).map(|s| RollbackReason::parse(&s)),
             failed_request: get_n(item, ATTR_FAILED_REQUEST).and_then(|v| usize::try_from(v).ok()),
             decision: get_s(item, ATTR_DECISION).and_then(|s| TxState::parse(&s)),
+            nonce: get_s(item, ATTR_NONCE),
+            requests_hash: get_s(item, ATTR_REQUESTS_HASH),
+            decider: get_s(item, ATTR_DECIDER),
             last_touched_ms: get_n(item, ATTR_LAST_TOUCHED).unwrap_or(0),
         })
     }
@@ -296,8 +325,22 @@ pub fn header_key(tx_id: &str) -> Item {
     ])
 }
 
-fn part_sort_key(i: u64) -> String {
-    format!("{REQUEST_PART_PREFIX}{i:05}")
+/// The sort-key prefix of a record's parts: `p#<nonce>#` (`p#` for records without nonce).
+fn parts_prefix(nonce: Option<&str>) -> String {
+    match nonce {
+        Some(nonce) => format!("{REQUEST_PART_PREFIX}{nonce}#"),
+        None => REQUEST_PART_PREFIX.to_string(),
+    }
+}
+
+fn part_sort_key(nonce: Option<&str>, i: u64) -> String {
+    format!("{}{i:05}", parts_prefix(nonce))
+}
+
+/// SHA-256 (hex) of a requests JSON, as kept in `RequestsHash`.
+pub fn requests_hash(requests_json: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(requests_json.as_bytes()))
 }
 
 fn s(v: impl Into<String>) -> AttributeValue {

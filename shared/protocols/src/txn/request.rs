@@ -15,6 +15,9 @@
 //! in the allow-list, no reserved protocol attribute (prefix [`RESERVED_PREFIX`]) is named
 //! anywhere, no placeholder uses the protocol's prefix ([`PLACEHOLDER_PREFIX`]),
 //! `ConditionCheck` has a condition, `Update` has an update expression, `Put` has an item.
+//! Each expression must be well-formed on its own (`malformed_expression`): a
+//! `ConditionExpression` is parsed as one complete condition, so that no request can change
+//! how the lock guard is `AND`ed with it.
 //! [`parse_message`] reads the body through `serde` raw structs and validates them in a fixed
 //! order; the rejection code is the first failed check's.
 //!
@@ -28,6 +31,7 @@
 //! is written once rather than four times; what differs by kind is matched on the enum, and a
 //! request without its kind's parts cannot be built.
 
+mod expr;
 mod parse;
 
 use std::collections::BTreeMap;

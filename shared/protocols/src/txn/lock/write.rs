@@ -1,27 +1,55 @@
-//! The lock write: lock, save the image and apply the request in one conditional write.
+//! The lock write: lock, save the image and apply the request in one conditional write,
+//! which can only land while its attempt is undecided.
 //!
-//! The write is conditioned on the item still being the image read (`_txVer` unchanged and
-//! not locked, never versioned, or still absent), `AND`ed with the request's own condition;
-//! the protocol's attributes are set next to the request's change (a `Put` carries them in
-//! its item, the other kinds in a `SET` merged into the update expression).
+//! The write is one `TransactWriteItems` of two entries:
+//!
+//! 1. a `ConditionCheck` of the transaction's header: `State = pending AND Attempt = a`
+//!    ([`CONDITION_ATTEMPT_PENDING`]). Once the attempt is decided (committed, rolled back,
+//!    completed, or restarted as `a + 1`) no lock write of it can apply any more, whoever
+//!    sends it and however late: a coordinator that stalled before its reads, a write held
+//!    in a slow network, or an SDK retry of a write whose response was lost. DynamoDB
+//!    serializes the transaction with the header's decision write, so a lock write either
+//!    landed before the decision (and the coordinator that completes finds it) or fails.
+//! 2. the item write, conditioned on the item still being the image read (`_txVer`
+//!    unchanged and not locked, never versioned, or still absent), `AND`ed with the request's
+//!    own condition (validated as one complete condition when the message was parsed, see
+//!    `request::expr`); the protocol's attributes are set next to the request's change (a
+//!    `Put` carries them in its item, the other kinds in a `SET` merged into the update
+//!    expression).
+//!
+//! The request carries a `ClientRequestToken` (the lock's fresh version token): an SDK retry
+//! of it within DynamoDB's 10-minute idempotency window returns the first answer without
+//! applying anything again; after it, the header check refuses it. The cancellation reasons
+//! tell the endings apart without a read: the header check failed (decided), the item's
+//! condition failed (`ALL_OLD`: locked by another transaction, changed since the read, or the
+//! request's condition), or a transaction conflict (read again and retry).
 
 use std::collections::HashMap;
 
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::{
+    TransactWriteItemsError, TransactWriteItemsOutput,
+};
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+    AttributeValue, ConditionCheck, ConsumedCapacity, Put, ReturnConsumedCapacity,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use serde_json::{Map, Value};
 
 use super::LockWrite;
-use crate::ddb::cond::{conditional, Cond};
 use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::Item;
 use crate::txn::item::{
     s, token_of, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT, ATTR_VERSION_TOKEN,
 };
+use crate::txn::record::{header_key, TxHeader, TxState, ATTR_ATTEMPT, ATTR_STATE};
 use crate::txn::request::{merge_set_clause, Operation};
 use crate::txn::resolve::Resolved;
 use crate::txn::{Coordinator, Cost};
+
+/// The header check of every lock write: its attempt is still pending.
+pub(crate) const CONDITION_ATTEMPT_PENDING: &str =
+    "#txphs = :txphpending AND #txpha = :txphattempt";
 
 /// Lock write on an item last written by a transaction (its token unchanged, not locked).
 const CONDITION_UNCHANGED_VERSIONED: &str = "#txpv = :txpread AND attribute_not_exists(#txpl)";
@@ -142,106 +170,162 @@ fn locked_update(
     }
 }
 
-/// Count the write and tell its three endings apart (an invalid request is an ending, not an
-/// error: the transaction rolls back).
-fn lock_outcome(
-    result: Result<Cond<Option<ConsumedCapacity>>, StoreError>,
-    cost: &Cost,
-) -> Result<LockWrite, StoreError> {
-    match result {
-        Ok(Cond::Done(consumed)) => {
-            cost.add(consumed.as_ref());
-            Ok(LockWrite::Done)
-        }
-        Ok(Cond::Failed { old }) => {
-            cost.add_failed();
-            Ok(LockWrite::ConditionFailed(old))
-        }
-        Err(err) => {
-            cost.add_failed();
-            if err.class() == ErrorClass::InvalidRequest {
-                Ok(LockWrite::Invalid(err.to_string()))
-            } else {
-                Err(err)
-            }
-        }
-    }
+/// The lock write's item entry: a `Put` of the locked item or an `Update` of the item.
+enum ItemWrite {
+    Put(Item),
+    Update(String),
 }
 
-impl Coordinator {
-    /// Step 2 for one item: lock, save the image and apply the request in one write.
-    pub(super) async fn lock_write(
-        &self,
-        owner: &str,
-        r: &Resolved,
-        current: Option<&Item>,
-        token: &str,
-        cost: &Cost,
-    ) -> Result<LockWrite, StoreError> {
-        let mut expr = LockExpression::new(r, current)?;
-        let image = current.map(|i| AttributeValue::M(i.clone()));
-        let result = match &r.request.op {
-            Operation::Put { item } => {
-                let item = locked_item(item, owner, token, image)?;
-                if current.is_none() {
-                    // The absent guard uses neither `#txpl` nor `#txpv`.
-                    expr.names.remove("#txpl");
-                    expr.names.remove("#txpv");
-                }
-                self.send_locked_put(r, item, expr).await
-            }
-            op => {
-                let update = locked_update(op, current.is_none(), image, owner, token, &mut expr);
-                self.send_locked_update(r, update, expr).await
-            }
-        };
-        lock_outcome(result, cost)
-    }
+/// The header `ConditionCheck` of a lock write.
+fn pending_check(tx_table: &str, header: &TxHeader) -> Result<TransactWriteItem, StoreError> {
+    let check = ConditionCheck::builder()
+        .table_name(tx_table)
+        .set_key(Some(header_key(&header.tx_id)))
+        .condition_expression(CONDITION_ATTEMPT_PENDING)
+        .expression_attribute_names("#txphs", ATTR_STATE)
+        .expression_attribute_names("#txpha", ATTR_ATTEMPT)
+        .expression_attribute_values(":txphpending", s(TxState::Pending.as_str()))
+        .expression_attribute_values(
+            ":txphattempt",
+            AttributeValue::N(header.attempt.to_string()),
+        )
+        .build()
+        .map_err(|e| StoreError::Inconsistent(format!("lock write header check: {e}")))?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
+}
 
-    async fn send_locked_put(
-        &self,
-        r: &Resolved,
-        item: Item,
-        expr: LockExpression,
-    ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
-        let values = (!expr.values.is_empty()).then_some(expr.values);
-        let result = self
-            .client
-            .put_item()
+/// The item entry of a lock write.
+fn item_entry(
+    r: &Resolved,
+    write: ItemWrite,
+    expr: LockExpression,
+) -> Result<TransactWriteItem, StoreError> {
+    let values = (!expr.values.is_empty()).then_some(expr.values);
+    let all_old = ReturnValuesOnConditionCheckFailure::AllOld;
+    let built = match write {
+        ItemWrite::Put(item) => Put::builder()
             .table_name(&r.request.table)
             .set_item(Some(item))
             .condition_expression(expr.condition)
             .set_expression_attribute_names(Some(expr.names))
             .set_expression_attribute_values(values)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map(|o| o.consumed_capacity);
-        conditional("PutItem", result)
-    }
-
-    async fn send_locked_update(
-        &self,
-        r: &Resolved,
-        update: String,
-        expr: LockExpression,
-    ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
-        let result = self
-            .client
-            .update_item()
+            .return_values_on_condition_check_failure(all_old)
+            .build()
+            .map(|p| TransactWriteItem::builder().put(p).build()),
+        ItemWrite::Update(update) => Update::builder()
             .table_name(&r.request.table)
             .set_key(Some(r.key.clone()))
             .update_expression(update)
             .condition_expression(expr.condition)
             .set_expression_attribute_names(Some(expr.names))
-            .set_expression_attribute_values(Some(expr.values))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .set_expression_attribute_values(values)
+            .return_values_on_condition_check_failure(all_old)
+            .build()
+            .map(|u| TransactWriteItem::builder().update(u).build()),
+    };
+    built.map_err(|e| StoreError::Inconsistent(format!("lock write: {e}")))
+}
+
+/// The capacity a transaction consumed over its tables, as one figure.
+fn total_units(consumed: &[ConsumedCapacity]) -> ConsumedCapacity {
+    let units = consumed
+        .iter()
+        .filter_map(|c| c.capacity_units)
+        .sum::<f64>();
+    ConsumedCapacity::builder().capacity_units(units).build()
+}
+
+/// Count the write and tell its endings apart (an invalid request is an ending, not an
+/// error: the transaction rolls back).
+fn lock_outcome<R: std::fmt::Debug>(
+    result: Result<TransactWriteItemsOutput, SdkError<TransactWriteItemsError, R>>,
+    cost: &Cost,
+) -> Result<LockWrite, StoreError> {
+    let err = match result {
+        Ok(out) => {
+            cost.add(Some(&total_units(out.consumed_capacity())));
+            return Ok(LockWrite::Done);
+        }
+        Err(err) => err,
+    };
+    cost.add_failed();
+    if let Some(TransactWriteItemsError::TransactionCanceledException(e)) = err.as_service_error() {
+        let reasons = e.cancellation_reasons();
+        let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
+        match (code(0), code(1)) {
+            ("ConditionalCheckFailed", _) => return Ok(LockWrite::Decided),
+            (_, "ConditionalCheckFailed") => {
+                let old = reasons.get(1).and_then(|r| r.item()).cloned();
+                return Ok(LockWrite::ConditionFailed(old));
+            }
+            ("TransactionConflict", _) | (_, "TransactionConflict") => {
+                return Ok(LockWrite::Conflict)
+            }
+            (_, "ValidationError") => {
+                let message = reasons.get(1).and_then(|r| r.message()).unwrap_or_default();
+                return Ok(LockWrite::Invalid(message.to_string()));
+            }
+            (first, second) => {
+                return Err(StoreError::Sdk {
+                    operation: "TransactWriteItems",
+                    class: ErrorClass::Transient,
+                    code: format!("TransactionCanceledException({first}, {second})"),
+                    message: e.message().unwrap_or_default().to_string(),
+                })
+            }
+        }
+    }
+    let err = StoreError::from_sdk("TransactWriteItems", err);
+    if err.class() == ErrorClass::InvalidRequest {
+        Ok(LockWrite::Invalid(err.to_string()))
+    } else {
+        Err(err)
+    }
+}
+
+impl Coordinator {
+    /// Step 2 for one item: lock, save the image and apply the request in one write, only
+    /// while `header`'s attempt is pending.
+    pub(super) async fn lock_write(
+        &self,
+        header: &TxHeader,
+        r: &Resolved,
+        current: Option<&Item>,
+        token: &str,
+        cost: &Cost,
+    ) -> Result<LockWrite, StoreError> {
+        let owner = header.owner();
+        let mut expr = LockExpression::new(r, current)?;
+        let image = current.map(|i| AttributeValue::M(i.clone()));
+        let write = match &r.request.op {
+            Operation::Put { item } => {
+                let item = locked_item(item, &owner, token, image)?;
+                if current.is_none() {
+                    // The absent guard uses neither `#txpl` nor `#txpv`.
+                    expr.names.remove("#txpl");
+                    expr.names.remove("#txpv");
+                }
+                ItemWrite::Put(item)
+            }
+            op => ItemWrite::Update(locked_update(
+                op,
+                current.is_none(),
+                image,
+                &owner,
+                token,
+                &mut expr,
+            )),
+        };
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(pending_check(&self.config.table, header)?)
+            .transact_items(item_entry(r, write, expr)?)
+            .client_request_token(token)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
-            .await
-            .map(|o| o.consumed_capacity);
-        conditional("UpdateItem", result)
+            .await;
+        lock_outcome(result, cost)
     }
 }
 

@@ -8,10 +8,10 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 
 use super::{
-    get_s, header_key, n, part_sort_key, s, TxHeader, TxState, ATTR_ATTEMPT, ATTR_CHUNK,
-    ATTR_EXPIRES_AT, ATTR_LAST_TOUCHED, ATTR_PART, ATTR_PARTS, ATTR_REQUESTS, ATTR_STATE,
-    ATTR_SWEEP_KEY, ATTR_TX_ID, ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS,
-    REQUEST_PART_PREFIX, SWEEP_OPEN, TOKEN_ENTRY_BYTES,
+    get_s, header_key, n, part_sort_key, parts_prefix, requests_hash, s, TxHeader, TxState,
+    ATTR_ATTEMPT, ATTR_CHUNK, ATTR_EXPIRES_AT, ATTR_LAST_TOUCHED, ATTR_NONCE, ATTR_PART,
+    ATTR_PARTS, ATTR_REQUESTS, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_SWEEP_KEY, ATTR_TX_ID,
+    ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS, SWEEP_OPEN,
 };
 use crate::ddb::clock::{epoch_millis, epoch_seconds};
 use crate::ddb::cond::{conditional, Cond};
@@ -131,7 +131,7 @@ impl TxTable {
                 .expression_attribute_names("#txpid", ATTR_TX_ID)
                 .expression_attribute_names("#txppart", ATTR_PART)
                 .expression_attribute_values(":txpid", s(&header.tx_id))
-                .expression_attribute_values(":txpprefix", s(REQUEST_PART_PREFIX))
+                .expression_attribute_values(":txpprefix", s(parts_prefix(header.nonce.as_deref())))
                 .consistent_read(true)
                 .set_exclusive_start_key(start)
                 .send()
@@ -155,8 +155,9 @@ impl TxTable {
         Ok(json)
     }
 
-    /// Create the record: parts first (when the requests do not fit inline), then the header
-    /// with `attribute_not_exists`. [`Creation::Exists`] when the id is taken.
+    /// Create the record: parts first (when the requests do not fit inline) under a fresh
+    /// nonce, then the header with `attribute_not_exists`. [`Creation::Exists`] when the id is
+    /// taken by another creation.
     pub async fn create(
         &self,
         tx_id: &str,
@@ -164,16 +165,23 @@ impl TxTable {
         requests: usize,
         cost: &Cost,
     ) -> Result<Creation, StoreError> {
+        let nonce = hex::encode(rand::random::<u128>().to_be_bytes());
         let mut header = header_key(tx_id);
+        header.insert(ATTR_NONCE.into(), s(&nonce));
+        header.insert(ATTR_REQUESTS_HASH.into(), s(requests_hash(requests_json)));
         header.insert(ATTR_STATE.into(), s(TxState::Pending.as_str()));
         header.insert(ATTR_VERSION.into(), n(1));
         header.insert(ATTR_ATTEMPT.into(), n(1));
         header.insert(ATTR_SWEEP_KEY.into(), s(SWEEP_OPEN));
         header.insert(ATTR_LAST_TOUCHED.into(), n(epoch_millis()));
-        if requests_json.len() + requests * TOKEN_ENTRY_BYTES <= INLINE_REQUEST_BYTES {
+        // The header stays under 1 KB while the items are locked: every lock write's
+        // `ConditionCheck` of it is billed by its size (twice, transactional). (`requests`,
+        // the count, no longer decides: commit tokens are added after the lock phase.)
+        let _ = requests;
+        if requests_json.len() <= INLINE_REQUEST_BYTES {
             header.insert(ATTR_REQUESTS.into(), s(requests_json));
         } else {
-            let parts = self.put_parts(tx_id, requests_json, cost).await?;
+            let parts = self.put_parts(tx_id, &nonce, requests_json, cost).await?;
             header.insert(ATTR_PARTS.into(), n(parts));
         }
         self.put_header(tx_id, header, cost).await
@@ -183,6 +191,7 @@ impl TxTable {
     async fn put_parts(
         &self,
         tx_id: &str,
+        nonce: &str,
         requests_json: &str,
         cost: &Cost,
     ) -> Result<u64, StoreError> {
@@ -192,12 +201,12 @@ impl TxTable {
             parts += 1;
             let mut item = Item::from([
                 (ATTR_TX_ID.to_string(), s(tx_id)),
-                (ATTR_PART.to_string(), s(part_sort_key(parts))),
+                (ATTR_PART.to_string(), s(part_sort_key(Some(nonce), parts))),
                 (ATTR_CHUNK.to_string(), s(chunk)),
                 (ATTR_EXPIRES_AT.to_string(), n(expires)),
             ]);
             item.shrink_to_fit();
-            // Unconditional: a part only ever holds this chunk of this id's requests.
+            // Unconditional: the key names this creation (its nonce), which no other uses.
             let out = self
                 .client
                 .put_item()
@@ -237,11 +246,19 @@ impl TxTable {
             }
             Ok(Cond::Failed { old: Some(item) }) => {
                 cost.add_failed();
-                Ok(Creation::Exists(TxHeader::try_from(&item)?))
+                let existing = TxHeader::try_from(&item)?;
+                if existing.nonce.is_some() && existing.nonce == get_s(&header, ATTR_NONCE) {
+                    // Our own creation, applied, answered with an error and retried.
+                    return Ok(Creation::Created(existing));
+                }
+                Ok(Creation::Exists(existing))
             }
             Ok(Cond::Failed { old: None }) => {
                 cost.add_failed();
                 match self.get(tx_id).await? {
+                    Some(h) if h.nonce.is_some() && h.nonce == get_s(&header, ATTR_NONCE) => {
+                        Ok(Creation::Created(h))
+                    }
                     Some(h) => Ok(Creation::Exists(h)),
                     None => Err(StoreError::Inconsistent(format!(
                         "TX {tx_id}: creation refused but no header found"
@@ -342,7 +359,7 @@ impl TxTable {
                 .delete_item()
                 .table_name(&self.table)
                 .key(ATTR_TX_ID, s(&header.tx_id))
-                .key(ATTR_PART, s(part_sort_key(i)))
+                .key(ATTR_PART, s(part_sort_key(header.nonce.as_deref(), i)))
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await

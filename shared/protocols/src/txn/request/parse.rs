@@ -136,7 +136,8 @@ fn invalid(message: impl Into<String>) -> Rejection {
 ///    (`table_not_allowed`); every other field has its shape and the kind has its parts
 ///    (`invalid_request`); no reserved attribute in the key or item, then per entry of the
 ///    names map the attribute and the placeholder, then the values map's placeholders, then
-///    the expressions' tokens (`reserved_attribute`, `reserved_placeholder`). A request's
+///    the expressions' tokens (`reserved_attribute`, `reserved_placeholder`); then the
+///    expressions are well-formed on their own (`malformed_expression`). A request's
 ///    rejection message starts with `request <index>: `.
 pub fn parse_message(body: &[u8], allowed: &BTreeSet<String>) -> Result<TxMessage, Rejection> {
     let value: Value = serde_json::from_slice(body)
@@ -264,7 +265,19 @@ fn validate(kind: Kind, body: RawBody, allowed: &BTreeSet<String>) -> Result<TxR
         values,
     };
     check_reserved(&request)?;
+    check_well_formed(&request)?;
     Ok(request)
+}
+
+/// Each expression well-formed on its own (see [`super::expr`]).
+fn check_well_formed(request: &TxRequest) -> Result<(), Rejection> {
+    if let Some(condition) = &request.condition_expression {
+        super::expr::check_condition(condition)?;
+    }
+    if let Some(update) = request.op.update_expression() {
+        super::expr::check_update(update)?;
+    }
+    Ok(())
 }
 
 /// `ExpressionAttributeNames`: an object of strings.

@@ -1,0 +1,519 @@
+//! The randomized checker of the transaction protocol: seeded schedules of K coordinators
+//! and the sweeper over a few accounts, with random transfers, creates and deletes, random
+//! duplicate deliveries, pauses, delays, lost responses and crashes at a random call, checked
+//! after every schedule against the invariants:
+//!
+//! * the sum of the balances is conserved, and no balance is negative;
+//! * each `txId` is applied at most once, and exactly once when any delivery reported it
+//!   committed (every transaction also `ADD`s 1 to its own journal item);
+//! * the raw table equals the committed view (read at `Isolation::Committed`) once every
+//!   message is final;
+//! * after a sweep, no lock, image or marker is left and every TX record is completed.
+//!
+//! `TX_CHECK_SCHEDULES` (default 300) schedules, `TX_CHECK_PARALLEL` (default 8) at a time;
+//! `TX_CHECK_SEED` sets the first seed (default: from the clock, printed). A failure names the
+//! schedule's seed: `TX_CHECK_SEED=<seed> TX_CHECK_SCHEDULES=1` replays it (the schedule of
+//! faults is the seed's; thread timing is not). `make tx-check` runs 10,000.
+
+mod common;
+mod txn_env;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dynamo_protocols::txn::read::Isolation;
+use dynamo_protocols::txn::record::TxState;
+use dynamo_protocols::txn::{strip_protocol, Coordinator, TxError, TxOutcome};
+use dynamo_protocols::Deadline;
+use dynamo_testing::{client, At, Interleaving};
+use futures::StreamExt;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Map, Value};
+use txn_env::*;
+
+const COORDINATORS: usize = 4;
+const INITIAL: i64 = 100;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One message of a schedule.
+#[derive(Debug, Clone)]
+struct Msg {
+    tx_id: String,
+    body: Value,
+}
+
+/// A schedule's accounts and messages, from its seed.
+struct Plan {
+    prefix: String,
+    accounts: Vec<String>,
+    existing: BTreeSet<String>,
+    /// Per coordinator, the messages it is delivered (duplicates included).
+    deliveries: Vec<Vec<Msg>>,
+    messages: Vec<Msg>,
+}
+
+fn journal(table: &str, key: &str) -> Value {
+    json!({"Update":{"TableName":table,"Key":{"PK":key},
+        "UpdateExpression":"ADD #n :one","ExpressionAttributeNames":{"#n":"applied"},
+        "ExpressionAttributeValues":{":one":1}}})
+}
+
+fn credit(table: &str, pk: &str, amount: i64) -> Value {
+    json!({"Update":{"TableName":table,"Key":{"PK":pk},
+        "UpdateExpression":"SET #b = #b + :d","ConditionExpression":"attribute_exists(#b)",
+        "ExpressionAttributeNames":{"#b":"balance"},"ExpressionAttributeValues":{":d":amount}}})
+}
+
+/// A random transfer, create (money moved into a new account) or delete (an account's whole
+/// balance, as the generator guesses it, moved out, then the account deleted).
+fn random_requests(
+    rng: &mut StdRng,
+    table: &str,
+    accounts: &[String],
+    guess: &mut BTreeMap<String, i64>,
+) -> Vec<Value> {
+    let a = accounts[rng.random_range(0..accounts.len())].clone();
+    let mut b = accounts[rng.random_range(0..accounts.len())].clone();
+    if a == b {
+        b = accounts[(accounts.iter().position(|x| *x == a).unwrap_or(0) + 1) % accounts.len()]
+            .clone();
+    }
+    match rng.random_range(0..10) {
+        0..=5 => {
+            let amount = rng.random_range(1..=60);
+            vec![debit(table, &a, amount), credit(table, &b, amount)]
+        }
+        6 | 7 => {
+            let amount = rng.random_range(1..=40);
+            vec![
+                debit(table, &a, amount),
+                json!({"Put":{"TableName":table,"Item":{"PK":b,"balance":amount},
+                    "ConditionExpression":"attribute_not_exists(PK)"}}),
+            ]
+        }
+        _ => {
+            let all = guess.get(&a).copied().unwrap_or(INITIAL);
+            guess.insert(a.clone(), 0);
+            vec![
+                json!({"Delete":{"TableName":table,"Key":{"PK":a},
+                    "ConditionExpression":"#b = :all",
+                    "ExpressionAttributeNames":{"#b":"balance"},
+                    "ExpressionAttributeValues":{":all":all}}}),
+                credit(table, &b, all),
+            ]
+        }
+    }
+}
+
+fn plan(seed: u64, table: &str) -> Plan {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let prefix = format!("c{seed}");
+    let n = rng.random_range(3..=6);
+    let accounts: Vec<String> = (0..n).map(|i| format!("{prefix}-a{i}")).collect();
+    let existing: BTreeSet<String> = accounts
+        .iter()
+        .filter(|_| rng.random_bool(0.8))
+        .cloned()
+        .collect();
+    let mut guess = BTreeMap::new();
+    let count = rng.random_range(COORDINATORS..=COORDINATORS + 2);
+    let mut messages = Vec::new();
+    for t in 0..count {
+        let tx_id = format!("{prefix}-t{t}");
+        let mut requests = random_requests(&mut rng, table, &accounts, &mut guess);
+        requests.push(journal(table, &format!("{prefix}-j{t}")));
+        if rng.random_bool(0.5) {
+            requests.reverse();
+        }
+        let body = json!({"txId":tx_id,"requests":requests});
+        messages.push(Msg { tx_id, body });
+    }
+    let mut deliveries = vec![Vec::new(); COORDINATORS];
+    for (i, m) in messages.iter().enumerate() {
+        deliveries[i % COORDINATORS].push(m.clone());
+        if rng.random_bool(0.3) {
+            // A producer retry: the same message delivered to another coordinator.
+            let other = (i + rng.random_range(1..COORDINATORS)) % COORDINATORS;
+            deliveries[other].push(m.clone());
+        }
+    }
+    Plan {
+        prefix,
+        accounts,
+        existing,
+        deliveries,
+        messages,
+    }
+}
+
+/// When a paused actor is released.
+#[derive(Debug, Clone, Copy)]
+enum Release {
+    /// After a while.
+    After(Duration),
+    /// Once every actor not held this way has finished (a stalled duplicate that resumes
+    /// after the others completed its transaction).
+    AfterOthers,
+}
+
+/// Random faults for actor `name` (its calls counted from 0).
+fn faults(rng: &mut StdRng, il: &Interleaving, name: &str) -> Option<Release> {
+    if rng.random_bool(0.3) {
+        il.crash_from(name, rng.random_range(2..30));
+    }
+    if rng.random_bool(0.4) {
+        il.lose_response(name, At::call(rng.random_range(1..25)));
+    }
+    if rng.random_bool(0.3) {
+        let delay = Duration::from_millis(rng.random_range(1..80));
+        il.delay_before(name, At::call(rng.random_range(1..25)), delay);
+    }
+    if rng.random_bool(0.4) {
+        let at = rng.random_range(1..25);
+        il.pause_before(name, At::call(at));
+        if rng.random_bool(0.5) {
+            return Some(Release::After(Duration::from_millis(
+                rng.random_range(10..150),
+            )));
+        }
+        if rng.random_bool(0.5) {
+            // Resume, make a few calls, die.
+            il.crash_from(name, at + rng.random_range(1..5));
+        }
+        return Some(Release::AfterOthers);
+    }
+    None
+}
+
+type Reports = Vec<(String, Result<TxOutcome, String>)>;
+
+async fn deliver(c: Coordinator, messages: Vec<Msg>, finished: Arc<AtomicUsize>) -> Reports {
+    let mut out = Vec::new();
+    for m in messages {
+        let Ok(parsed) = c.parse_message(m.body.to_string().as_bytes()) else {
+            continue;
+        };
+        let result = c.run(&parsed, Deadline::none()).await;
+        out.push((
+            m.tx_id,
+            result.map(|r| r.outcome).map_err(|e| e.to_string()),
+        ));
+    }
+    finished.fetch_add(1, Ordering::SeqCst);
+    out
+}
+
+/// Run one schedule and check it; `Err` names what broke.
+async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
+    let base = client();
+    let table = env.accounts().to_string();
+    let plan = plan(seed, &table);
+    for a in &plan.existing {
+        seed_account(&base, &table, a).await;
+    }
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let il = Interleaving::new();
+    let mut tasks = Vec::new();
+    let mut pauses = Vec::new();
+    let finished = Arc::new(AtomicUsize::new(0));
+    for (k, messages) in plan.deliveries.iter().enumerate() {
+        let name = format!("c{k}");
+        if let Some(release_after) = faults(&mut rng, &il, &name) {
+            pauses.push((name.clone(), release_after));
+        }
+        let mut config = env.config();
+        config.lock_patience = Duration::from_millis(40);
+        config.concurrency = rng.random_range(1..=3);
+        let attempts = rng.random_range(1..=2);
+        let c = Coordinator::new(il.client(&name, attempts), config);
+        tasks.push(tokio::spawn(deliver(c, messages.clone(), finished.clone())));
+    }
+    let sweeper_at = Duration::from_millis(rng.random_range(0..100));
+    let sweeper_env = env.clone();
+    let sweeper_il = il.clone();
+    let sweeper_faulty = rng.random_bool(0.3).then(|| rng.random_range(1..20));
+    let sweeps = rng.random_bool(0.6);
+    let sweeper = tokio::spawn(async move {
+        if !sweeps {
+            return;
+        }
+        tokio::time::sleep(sweeper_at).await;
+        if let Some(k) = sweeper_faulty {
+            sweeper_il.crash_from("sweeper", k);
+        }
+        let s = sweeper_env.sweeper(sweeper_il.client("sweeper", 1), 0, 3600);
+        let _ = s.sweep(Deadline::none()).await;
+    });
+    let held = pauses
+        .iter()
+        .filter(|(_, r)| matches!(r, Release::AfterOthers))
+        .count();
+    let actors = tasks.len();
+    for (name, release) in pauses {
+        let (il, finished) = (il.clone(), finished.clone());
+        tokio::spawn(async move {
+            match release {
+                Release::After(after) => tokio::time::sleep(after).await,
+                Release::AfterOthers => {
+                    let started = Instant::now();
+                    while finished.load(Ordering::SeqCst) + held < actors
+                        && started.elapsed() < Duration::from_secs(5)
+                    {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            }
+            il.release_all(&name);
+        });
+    }
+    let t0 = Instant::now();
+    let mut reports: Reports = Vec::new();
+    for t in tasks {
+        reports.extend(t.await.map_err(|e| format!("coordinator task: {e}"))?);
+    }
+    sweeper.await.map_err(|e| format!("sweeper task: {e}"))?;
+    let t1 = Instant::now();
+    // Redelivery: every message until it is final (as SQS would), by a healthy coordinator.
+    let healthy = env.coordinator(client());
+    for m in &plan.messages {
+        let parsed = healthy
+            .parse_message(m.body.to_string().as_bytes())
+            .map_err(|e| e.to_string())?;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match healthy.run(&parsed, Deadline::none()).await {
+                Ok(r) => {
+                    reports.push((m.tx_id.clone(), Ok(r.outcome)));
+                    break;
+                }
+                Err(TxError::Rejected(r)) => {
+                    reports.push((m.tx_id.clone(), Err(r.to_string())));
+                    break;
+                }
+                Err(e) if tries < 20 => {
+                    let _ = e;
+                }
+                Err(e) => return Err(format!("{}: never final: {e}", m.tx_id)),
+            }
+        }
+    }
+    let t2 = Instant::now();
+    check_committed_view(&healthy, &base, &table, &plan).await?;
+    sweep_all(&env, client()).await;
+    let result = check_final(&base, &env, &plan, &reports).await;
+    if std::env::var("TX_CHECK_VERBOSE").is_ok() {
+        eprintln!(
+            "seed {seed}: run {:?}, redeliver {:?}, check {:?}",
+            t1 - t0,
+            t2 - t1,
+            t2.elapsed()
+        );
+    }
+    result
+}
+
+async fn seed_account(client: &aws_sdk_dynamodb::Client, table: &str, pk: &str) {
+    seed(client, table, pk, INITIAL).await;
+}
+
+/// The schedule's items (accounts and journals) by `PK`: one consistent `BatchGetItem` (the
+/// table holds every schedule's items: no scan).
+async fn schedule_items(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    plan: &Plan,
+) -> Result<BTreeMap<String, Map<String, Value>>, String> {
+    use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+    let journals = (0..plan.messages.len()).map(|t| format!("{}-j{t}", plan.prefix));
+    let keys: Vec<_> = plan
+        .accounts
+        .iter()
+        .cloned()
+        .chain(journals)
+        .map(|pk| std::collections::HashMap::from([("PK".to_string(), AttributeValue::S(pk))]))
+        .collect();
+    let request = KeysAndAttributes::builder()
+        .set_keys(Some(keys))
+        .consistent_read(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let out = client
+        .batch_get_item()
+        .request_items(table, request)
+        .send()
+        .await
+        .map_err(|e| format!("BatchGetItem: {e}"))?;
+    if out.unprocessed_keys().is_some_and(|u| !u.is_empty()) {
+        return Err("BatchGetItem left keys unprocessed".into());
+    }
+    let mut items = BTreeMap::new();
+    for item in out
+        .responses()
+        .and_then(|r| r.get(table))
+        .cloned()
+        .unwrap_or_default()
+    {
+        let json = dynamo_protocols::ddb::item::item_to_json(item).map_err(|e| e.to_string())?;
+        let pk = json
+            .get("PK")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        items.insert(pk, json);
+    }
+    Ok(items)
+}
+
+/// Every message final: each key's raw item (without protocol attributes) is its committed
+/// value.
+async fn check_committed_view(
+    c: &Coordinator,
+    base: &aws_sdk_dynamodb::Client,
+    table: &str,
+    plan: &Plan,
+) -> Result<(), String> {
+    let raw = schedule_items(base, table, plan).await?;
+    for pk in plan.accounts.iter() {
+        let key = json!({"PK":pk}).as_object().cloned().unwrap_or_default();
+        let committed = c
+            .read(table, &key, Isolation::Committed)
+            .await
+            .map_err(|e| e.to_string())?;
+        let stored = raw.get(pk).map(|item| {
+            let mut item = item.clone();
+            for a in dynamo_protocols::txn::ITEM_PROTOCOL_ATTRIBUTES {
+                item.remove(a);
+            }
+            item
+        });
+        if committed != stored {
+            return Err(format!("{pk}: raw {stored:?} but committed {committed:?}"));
+        }
+    }
+    let _ = strip_protocol;
+    Ok(())
+}
+
+async fn check_final(
+    base: &aws_sdk_dynamodb::Client,
+    env: &Env,
+    plan: &Plan,
+    reports: &Reports,
+) -> Result<(), String> {
+    let now = schedule_items(base, env.accounts(), plan).await?;
+    let mut sum = 0;
+    for a in &plan.accounts {
+        if let Some(item) = now.get(a) {
+            let b = item
+                .get("balance")
+                .and_then(Value::as_i64)
+                .ok_or(format!("{a}: {item:?}"))?;
+            if b < 0 {
+                return Err(format!("{a} is negative: {b}"));
+            }
+            sum += b;
+        }
+    }
+    let expected = INITIAL * plan.existing.len() as i64;
+    if sum != expected {
+        return Err(format!("sum {sum} != {expected}: {now:?}"));
+    }
+    for (pk, item) in &now {
+        for name in ["_txLock", "_txImage", "_txDelete", "_txTransient"] {
+            if item.contains_key(name) {
+                return Err(format!("{pk} still has {name} after a sweep: {item:?}"));
+            }
+        }
+    }
+    for (t, m) in plan.messages.iter().enumerate() {
+        let applied = now
+            .get(&format!("{}-j{t}", plan.prefix))
+            .and_then(|i| i.get("applied"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let committed = reports
+            .iter()
+            .any(|(id, r)| *id == m.tx_id && r.as_ref().is_ok_and(TxOutcome::is_committed));
+        let rolled_back = reports.iter().any(|(id, r)| {
+            *id == m.tx_id
+                && matches!(
+                    r,
+                    Ok(TxOutcome::RolledBack { .. } | TxOutcome::AlreadyRolledBack { .. })
+                )
+        });
+        if applied > 1 || (committed && applied != 1) || (rolled_back && applied != 0) {
+            return Err(format!(
+                "{}: applied {applied} times (committed reported: {committed}, rolled back reported: {rolled_back})",
+                m.tx_id
+            ));
+        }
+    }
+    let tx = env.coordinator(base.clone());
+    for m in &plan.messages {
+        let header = tx
+            .tx_table()
+            .get(&m.tx_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(h) = header.filter(|h| h.state != TxState::Completed) {
+            return Err(format!("TX record not completed after a sweep: {h:?}"));
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_schedules_keep_every_invariant() {
+    let schedules = env_number("TX_CHECK_SCHEDULES", 300);
+    let parallel = env_number("TX_CHECK_PARALLEL", 8).max(1);
+    let first = env_number(
+        "TX_CHECK_SEED",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() % 1_000_000 * 100_000)
+            .unwrap_or(0),
+    );
+    eprintln!("tx-check: {schedules} schedules from seed {first} ({parallel} at a time)");
+    let env = Arc::new(Env::new(&client()).await);
+    let started = Instant::now();
+    let runs = (0..schedules).map(|i| {
+        let (env, seed) = (env.clone(), first + i);
+        async move {
+            let run = tokio::spawn(schedule(env, seed)).await;
+            (
+                seed,
+                run.map_err(|e| format!("panicked: {e}")).and_then(|r| r),
+            )
+        }
+    });
+    let results: Vec<(u64, Result<(), String>)> = futures::stream::iter(runs)
+        .buffer_unordered(usize::try_from(parallel).unwrap_or(1))
+        .collect()
+        .await;
+    let mut failures = Vec::new();
+    for (seed, result) in results {
+        if let Err(why) = result {
+            eprintln!("tx-check FAILED seed {seed}: {why}");
+            failures.push((seed, why));
+        }
+    }
+    eprintln!(
+        "tx-check: {schedules} schedules in {:?}, {} failed",
+        started.elapsed(),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "replay with TX_CHECK_SEED=<seed> TX_CHECK_SCHEDULES=1: {failures:?}"
+    );
+}

@@ -1,0 +1,140 @@
+//! What the transaction test binaries share: the tables of a test, message builders, seeds,
+//! raw reads of the table and the clean-table assertion.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use dynamo_protocols::sweep::{SweepConfig, SweepSummary, Sweeper};
+use dynamo_protocols::txn::request::TxMessage;
+use dynamo_protocols::txn::{Coordinator, TxConfig};
+use dynamo_protocols::Deadline;
+use serde_json::{json, Map, Value};
+
+use crate::common::scan;
+
+/// Tables of one test: logical id → name.
+pub struct Env {
+    pub tables: BTreeMap<String, String>,
+}
+
+impl Env {
+    pub async fn new(client: &Client) -> Env {
+        let tables = dynamo_testing::template_tables(
+            client,
+            &["TxTable", "AccountsTable", "DeadLetterTable"],
+        )
+        .await;
+        Env { tables }
+    }
+
+    pub fn accounts(&self) -> &str {
+        &self.tables["AccountsTable"]
+    }
+
+    pub fn tx(&self) -> &str {
+        &self.tables["TxTable"]
+    }
+
+    pub fn config(&self) -> TxConfig {
+        let mut c = TxConfig::new(self.tx(), [self.accounts()]);
+        c.lock_patience = Duration::from_millis(300);
+        c.max_attempts = 50;
+        c
+    }
+
+    pub fn coordinator(&self, client: Client) -> Coordinator {
+        Coordinator::new(client, self.config())
+    }
+
+    /// A coordinator that makes one call at a time (reads in lock order, one item write at a
+    /// time): its call indices are fixed, which interleaving tests rely on.
+    pub fn sequential(&self, client: Client) -> Coordinator {
+        let mut c = self.config();
+        c.concurrency = 1;
+        Coordinator::new(client, c)
+    }
+
+    pub fn sweeper(&self, client: Client, stale_after_secs: u64, retain_secs: u64) -> Sweeper {
+        let mut c = SweepConfig::new(self.tx());
+        c.stale_after = Duration::from_secs(stale_after_secs);
+        c.retain = Duration::from_secs(retain_secs);
+        Sweeper::new(client, c)
+    }
+}
+
+pub fn update(table: &str, pk: &str, delta: i64) -> Value {
+    json!({"Update":{"TableName":table,"Key":{"PK":pk},
+        "UpdateExpression":"SET #b = #b + :d","ExpressionAttributeNames":{"#b":"balance"},
+        "ExpressionAttributeValues":{":d":delta}}})
+}
+
+pub fn debit(table: &str, pk: &str, amount: i64) -> Value {
+    json!({"Update":{"TableName":table,"Key":{"PK":pk},
+        "UpdateExpression":"SET #b = #b - :a","ConditionExpression":"#b >= :a",
+        "ExpressionAttributeNames":{"#b":"balance"},"ExpressionAttributeValues":{":a":amount}}})
+}
+
+pub fn transfer(table: &str, tx_id: &str, from: &str, to: &str, amount: i64) -> Value {
+    json!({"txId":tx_id,"requests":[debit(table, from, amount), update(table, to, amount)]})
+}
+
+pub fn message(c: &Coordinator, body: &Value) -> TxMessage {
+    c.parse_message(body.to_string().as_bytes())
+        .expect("valid message")
+}
+
+pub async fn seed(client: &Client, table: &str, pk: &str, balance: i64) {
+    client
+        .put_item()
+        .table_name(table)
+        .item("PK", AttributeValue::S(pk.into()))
+        .item("balance", AttributeValue::N(balance.to_string()))
+        .send()
+        .await
+        .expect("seed");
+}
+
+/// Every item of a table by `PK`.
+pub async fn items(client: &Client, table: &str) -> BTreeMap<String, Map<String, Value>> {
+    scan(client, table)
+        .await
+        .into_iter()
+        .map(|(k, v)| (k.trim_end_matches('|').to_string(), v))
+        .collect()
+}
+
+pub fn balance(items: &BTreeMap<String, Map<String, Value>>, pk: &str) -> Option<i64> {
+    items
+        .get(pk)
+        .and_then(|i| i.get("balance"))
+        .and_then(Value::as_i64)
+}
+
+/// No lock, image or transient marker anywhere; every TX header completed.
+pub async fn assert_clean(client: &Client, env: &Env) {
+    for (pk, item) in items(client, env.accounts()).await {
+        for name in ["_txLock", "_txImage", "_txDelete", "_txTransient"] {
+            assert!(!item.contains_key(name), "{pk} still has {name}: {item:?}");
+        }
+    }
+    for (_, item) in scan(client, env.tx()).await {
+        if item.get("Part").and_then(Value::as_str) == Some("#") {
+            assert_eq!(
+                item.get("State").and_then(Value::as_str),
+                Some("completed"),
+                "TX record not final: {item:?}"
+            );
+        }
+    }
+}
+
+pub async fn sweep_all(env: &Env, client: Client) -> SweepSummary {
+    env.sweeper(client, 0, 3600)
+        .sweep(Deadline::none())
+        .await
+        .expect("sweep")
+}
