@@ -18,10 +18,21 @@ use super::resolve::Resolved;
 use super::{Coordinator, Cost, Driven, TxError};
 use crate::ddb::cond::{conditional, Cond};
 use crate::ddb::error::StoreError;
+use crate::ddb::expr::Placeholders;
 use crate::ddb::item::Item;
 
 /// Guard of a finalize or undo write (placeholders `#txpl`, `#txpv`, `:txpo`, `:txpt`).
 const CONDITION_HELD_BY: &str = "#txpl = :txpo AND #txpv = :txpt";
+
+/// The placeholders of [`CONDITION_HELD_BY`]: the item is locked by `owner` with `token`.
+fn held_by_placeholders(owner: String, token: String) -> Placeholders {
+    let mut held = Placeholders::default();
+    held.set_name("#txpl", ATTR_LOCK)
+        .set_name("#txpv", ATTR_VERSION_TOKEN)
+        .set_value(":txpo", s(owner))
+        .set_value(":txpt", s(token));
+    held
+}
 /// Finalize of a kept item.
 const UPDATE_UNLOCK: &str = "REMOVE #txpl, #txpi, #txpd, #txptr";
 
@@ -141,6 +152,11 @@ impl Coordinator {
         owner: String,
         token: String,
     ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
+        let mut held = held_by_placeholders(owner, token);
+        held.set_name("#txpi", ATTR_IMAGE)
+            .set_name("#txpd", ATTR_DELETE)
+            .set_name("#txptr", ATTR_TRANSIENT);
+        let (names, values) = held.into_maps();
         let result = self
             .client
             .update_item()
@@ -148,13 +164,8 @@ impl Coordinator {
             .set_key(Some(r.key.clone()))
             .update_expression(UPDATE_UNLOCK)
             .condition_expression(CONDITION_HELD_BY)
-            .expression_attribute_names("#txpl", ATTR_LOCK)
-            .expression_attribute_names("#txpv", ATTR_VERSION_TOKEN)
-            .expression_attribute_names("#txpi", ATTR_IMAGE)
-            .expression_attribute_names("#txpd", ATTR_DELETE)
-            .expression_attribute_names("#txptr", ATTR_TRANSIENT)
-            .expression_attribute_values(":txpo", s(owner))
-            .expression_attribute_values(":txpt", s(token))
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
@@ -170,16 +181,15 @@ impl Coordinator {
         owner: String,
         token: String,
     ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
+        let (names, values) = held_by_placeholders(owner, token).into_maps();
         let result = self
             .client
             .put_item()
             .table_name(&r.request.table)
             .set_item(Some(image))
             .condition_expression(CONDITION_HELD_BY)
-            .expression_attribute_names("#txpl", ATTR_LOCK)
-            .expression_attribute_names("#txpv", ATTR_VERSION_TOKEN)
-            .expression_attribute_values(":txpo", s(owner))
-            .expression_attribute_values(":txpt", s(token))
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
@@ -194,16 +204,15 @@ impl Coordinator {
         owner: String,
         token: String,
     ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
+        let (names, values) = held_by_placeholders(owner, token).into_maps();
         let result = self
             .client
             .delete_item()
             .table_name(&r.request.table)
             .set_key(Some(r.key.clone()))
             .condition_expression(CONDITION_HELD_BY)
-            .expression_attribute_names("#txpl", ATTR_LOCK)
-            .expression_attribute_names("#txpv", ATTR_VERSION_TOKEN)
-            .expression_attribute_values(":txpo", s(owner))
-            .expression_attribute_values(":txpt", s(token))
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
