@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check tx-check
+.PHONY: demo test tools lint bench template-check tx-check package
 
 demo:
 	bash scripts/demo.sh
@@ -26,3 +26,7 @@ TX_CHECK_SCHEDULES ?= 10000
 tx-check:
 	TX_CHECK_SCHEDULES=$(TX_CHECK_SCHEDULES) TX_CHECK_PARALLEL=$${TX_CHECK_PARALLEL:-8} \
 		cargo test -p integration-tests --test txn_check -- --nocapture
+
+# arm64 artifacts of every function (cargo lambda + zig), with their sizes.
+package:
+	bash scripts/package.sh

@@ -51,6 +51,10 @@ pub const MAX_REASON_CHARS: usize = 1024;
 /// record's id there (sequence numbers are unique per shard only; message ids per queue):
 /// `<function>|kinesis|<stream arn>|<shard>|<sequence number>` or
 /// `<function>|sqs|<queue arn>|<message id>` (`-` for what the event did not carry).
+///
+/// The id (and so every payload part's `<id>#<n>`) **starts with `<function>|`**: the template
+/// scopes each function's `PutItem` on the dead-letter table to its own keys with the IAM
+/// condition `dynamodb:LeadingKeys` = `<function>|*`. Keep that prefix.
 pub fn letter_id(function: &str, position: &SourcePosition) -> String {
     let arn = position.source_arn.as_deref().unwrap_or("-");
     match position.kind {
@@ -60,6 +64,11 @@ pub fn letter_id(function: &str, position: &SourcePosition) -> String {
         }
         SourceKind::Sqs => format!("{function}|sqs|{arn}|{}", position.id),
     }
+}
+
+/// The id of a dead letter's continuation item `n` (1-based): `<id>#<n>`.
+pub fn part_id(id: &str, n: usize) -> String {
+    format!("{id}#{n}")
 }
 
 /// One kept record.
@@ -136,7 +145,7 @@ impl DeadLetters {
             let item = Item::from([
                 (
                     ATTR_ID.to_string(),
-                    AttributeValue::S(format!("{}#{part}", letter.id)),
+                    AttributeValue::S(part_id(&letter.id, part)),
                 ),
                 (
                     ATTR_PART_OF.to_string(),
@@ -222,7 +231,7 @@ impl DeadLetters {
     /// Remove one dead letter and its payload parts (after a successful replay).
     pub async fn remove(&self, letter: &DeadLetter) -> Result<(), StoreError> {
         let ids = std::iter::once(letter.id.clone())
-            .chain((1..letter.parts).map(|n| format!("{}#{n}", letter.id)));
+            .chain((1..letter.parts).map(|n| part_id(&letter.id, n)));
         for id in ids {
             self.client
                 .delete_item()
@@ -308,5 +317,25 @@ mod tests {
             arrived_at_ms: None,
         };
         assert_eq!(letter_id("f", &sqs), "f|sqs|-|m1");
+    }
+
+    #[test]
+    fn every_key_written_starts_with_the_function_for_iam_leading_keys() {
+        // template.yaml: dynamodb:LeadingKeys "<function>|*" on the dead-letter table.
+        let sqs = SourcePosition {
+            kind: SourceKind::Sqs,
+            source_arn: Some("arn:aws:sqs:eu-west-1:1:q".into()),
+            id: "m1".into(),
+            shard_id: None,
+            partition_key: None,
+            arrived_at_ms: None,
+        };
+        for function in ["ratchet-writer", "counter-writer", "tx-coordinator", "document-writer"] {
+            let id = letter_id(function, &sqs);
+            let part = part_id(&id, 2);
+            for key in [&id, &part] {
+                assert!(key.starts_with(&format!("{function}|")), "{key}");
+            }
+        }
     }
 }
