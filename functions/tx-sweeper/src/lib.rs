@@ -3,13 +3,12 @@
 //! schedule payload is not used (taken as JSON). Answers and logs a JSON summary of what it
 //! did, and emits it as EMF metrics.
 
-use dynamo_lambda::telemetry::invocation_span;
+use dynamo_lambda::telemetry::{invocation_span, traced};
 use dynamo_lambda::HandlerError;
 use dynamo_protocols::sweep::{SweepSummary, Sweeper};
 use dynamo_protocols::Deadline;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use tracing::Instrument;
 
 /// What the handler needs, built once per cold start.
 pub type Deps = Sweeper;
@@ -18,7 +17,7 @@ pub type Deps = Sweeper;
 pub async fn handler(event: LambdaEvent<Value>, deps: &Deps) -> Result<SweepSummary, HandlerError> {
     let span = invocation_span(&event.context, "tx-sweeper");
     let deadline = Deadline::from_epoch_ms(event.context.deadline, deps.config().deadline_margin);
-    let summary = deps.sweep(deadline).instrument(span).await?;
+    let summary = traced(span, deps.sweep(deadline)).await?;
     dynamo_lambda::metrics::emit_sweep_metrics(&summary);
     Ok(summary)
 }

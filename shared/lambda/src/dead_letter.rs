@@ -330,7 +330,12 @@ mod tests {
             partition_key: None,
             arrived_at_ms: None,
         };
-        for function in ["ratchet-writer", "counter-writer", "tx-coordinator", "document-writer"] {
+        for function in [
+            "ratchet-writer",
+            "counter-writer",
+            "tx-coordinator",
+            "document-writer",
+        ] {
             let id = letter_id(function, &sqs);
             let part = part_id(&id, 2);
             for key in [&id, &part] {

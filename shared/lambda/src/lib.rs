@@ -13,6 +13,7 @@
 //! * [`summary`]: the counts of one batch and its INFO summary line.
 //! * [`metrics`]: CloudWatch metrics per batch in the Embedded Metric Format.
 //! * [`telemetry`]: JSON logs through `tracing`.
+//! * [`otel`]: trace spans (invocation, batch, DynamoDB calls) over OTLP, when configured.
 //! * [`client`]: the DynamoDB client from the standard AWS environment.
 //! * [`error`]: invocation errors and their `Diagnostic`.
 
@@ -22,6 +23,7 @@ pub mod client;
 pub mod dead_letter;
 pub mod error;
 pub mod metrics;
+pub mod otel;
 pub mod pipeline;
 pub mod settings;
 pub mod source;

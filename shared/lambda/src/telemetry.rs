@@ -1,4 +1,4 @@
-//! Structured logs through `tracing`, as `lambda_runtime` documents them:
+//! Structured logs through `tracing`, as `lambda_runtime` documents them, and traces:
 //!
 //! * **Level**: `AWS_LAMBDA_LOG_LEVEL` (set by Lambda's advanced logging controls), else
 //!   `RUST_LOG`, else `info`.
@@ -8,16 +8,24 @@
 //! * **Context**: every line written while an invocation is handled carries the invocation's
 //!   span ([`invocation_span`]): `request_id`, `trace_id` (X-Ray) and `function`, so "what
 //!   happened to record X" is one CloudWatch Logs Insights query.
+//! * **Traces**: with `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans go to an OTLP collector as well
+//!   (see [`crate::otel`]); [`traced`] runs an invocation in its span and flushes them.
 //!
 //! Payloads are never logged: rejection messages quote at most a few dozen characters of an
 //! offending value.
 
+use std::future::Future;
 use std::io;
 
 use lambda_runtime::Context;
-use tracing::Span;
+use tracing::{Instrument, Span};
 use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+use crate::otel;
 
 /// The log level filter: `AWS_LAMBDA_LOG_LEVEL`, else `RUST_LOG`, else `info`.
 pub fn level_filter() -> EnvFilter {
@@ -35,45 +43,74 @@ pub fn text_format() -> bool {
     std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("text"))
 }
 
-/// The JSON subscriber writing to `writer` (tests capture lines with it).
-pub fn json_subscriber<W>(filter: EnvFilter, writer: W) -> impl tracing::Subscriber + Send + Sync
+/// The JSON log layer writing to `writer`, filtered by `filter` (spans that exist for traces
+/// only are left out, so each line shows the invocation span).
+fn json_layer<S, W>(filter: EnvFilter, writer: W) -> impl Layer<S> + Send + Sync
 where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    tracing_subscriber::fmt()
+    tracing_subscriber::fmt::layer()
         .json()
         .flatten_event(true)
         .with_current_span(true)
         .with_span_list(false)
         .with_target(false)
-        .with_env_filter(filter)
         .with_writer(writer)
-        .finish()
+        .with_filter(without_trace_spans(filter))
 }
 
-/// Install the process-wide subscriber (idempotent: a second call is ignored).
+fn without_trace_spans(filter: EnvFilter) -> EnvFilter {
+    match format!("{}=off", otel::SPAN_TARGET).parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    }
+}
+
+/// The JSON subscriber writing to `writer` (tests capture lines with it).
+pub fn json_subscriber<W>(filter: EnvFilter, writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    Registry::default().with(json_layer(filter, writer))
+}
+
+/// Install the process-wide subscriber: logs on stdout and, when configured, the trace
+/// exporter (idempotent: a second call is ignored).
 pub fn init() {
     let filter = level_filter();
-    let _ = if text_format() {
-        tracing_subscriber::fmt()
+    let logs = if text_format() {
+        tracing_subscriber::fmt::layer()
             .with_target(false)
-            .with_env_filter(filter)
             .with_writer(io::stdout)
-            .try_init()
+            .with_filter(without_trace_spans(filter))
+            .boxed()
     } else {
-        tracing::subscriber::set_global_default(json_subscriber(filter, io::stdout))
-            .map_err(Into::into)
+        json_layer(filter, io::stdout).boxed()
     };
+    let _ = Registry::default()
+        .with(logs)
+        .with(otel::layer())
+        .try_init();
+}
+
+/// Run one invocation's work inside `span`, then flush its trace spans (when traces are on).
+pub async fn traced<F: Future>(span: Span, work: F) -> F::Output {
+    let output = work.instrument(span).await;
+    otel::flush();
+    output
 }
 
 /// The span of one invocation: every line logged inside it carries the request id, the X-Ray
-/// trace id and the function's name.
+/// trace id and the function's name; as a trace span, it continues Lambda's X-Ray trace.
 pub fn invocation_span(context: &Context, function: &str) -> Span {
     let name = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| function.to_string());
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "invocation",
         request_id = %context.request_id,
         trace_id = context.xray_trace_id.as_deref().unwrap_or(""),
         function = %name,
-    )
+    );
+    otel::set_parent(&span, context.xray_trace_id.as_deref());
+    span
 }

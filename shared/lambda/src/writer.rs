@@ -12,10 +12,11 @@ use tracing::Instrument;
 
 use crate::dead_letter::{DeadLetter, DeadLetters};
 use crate::error::HandlerError;
+use crate::otel::batch_span;
 use crate::pipeline::{process_batch, AgeCheck, BatchReport};
 use crate::settings::{env_parse, env_required, FromEnv};
 use crate::source::{Batch, BatchResponse, SourceKind, SourceRecord};
-use crate::telemetry::invocation_span;
+use crate::telemetry::{invocation_span, traced};
 
 /// Default time kept in reserve before the invocation deadline.
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(2000);
@@ -38,7 +39,7 @@ impl<P: Protocol> Writer<P> {
     /// Every line it logs carries the invocation's request id, trace id and function name.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
-        async {
+        traced(span, async {
             let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
             tracing::debug!(
                 deadline_ms = event.context.deadline,
@@ -49,8 +50,7 @@ impl<P: Protocol> Writer<P> {
                 tracing::error!(error = %err, "the payload is not a Kinesis or SQS batch");
             })?;
             Ok(self.handle_batch(&batch, deadline).await.response)
-        }
-        .instrument(span)
+        })
         .await
     }
 
@@ -66,6 +66,7 @@ impl<P: Protocol> Writer<P> {
         deadline: Deadline,
         ages: AgeCheck,
     ) -> BatchReport<P::Outcome> {
+        let span = batch_span(&self.function, batch.kind, batch.records.len());
         let report = process_batch(
             &self.function,
             batch,
@@ -74,6 +75,7 @@ impl<P: Protocol> Writer<P> {
             deadline,
             ages,
         )
+        .instrument(span)
         .await;
         report.summary.log(&self.function, batch.kind);
         crate::metrics::emit_batch_metrics(&self.function, &report.summary);
