@@ -8,7 +8,7 @@ Each check names what an operator relies on:
     and every function crate of the workspace is deployed;
   * no IAM policy has a wildcard Action or Resource (except the X-Ray write statement, which
     AWS offers no resource-level permission for);
-  * each failure path has an alarm: function errors, Kinesis iterator age, dead letters kept
+  * each failure path has an alarm: function errors, stream (Kinesis, DynamoDB) iterator age, dead letters kept
     (EMF metric `Invalid`), source queue age, redrive queues and Kinesis failure destinations,
     the sweeper's errors and its heartbeat; alarm actions only when AlarmTopicArn is set;
   * Kinesis streams encrypted, SQS SSE explicit, visibility >= 6x the function timeout,
@@ -215,7 +215,7 @@ def check_alarms(template, errors):
         if any(k.endswith("_DEAD_LETTER_TABLE") for k in env):
             need("records kept as dead letters", emf, "Invalid", "Function", name)
         for kind, ev in event_sources(props):
-            if kind == "Kinesis":
+            if kind in ("Kinesis", "DynamoDB"):
                 need("a stream consumer falling behind", "AWS/Lambda", "IteratorAge", "FunctionName", name)
                 dest = ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
                 if ref_name(dest):
