@@ -46,4 +46,5 @@ must_fail "an unknown function binary" template 's/Binary: tx-sweeper/Binary: tx
 must_fail "an unencrypted queue" template '0,/SqsManagedSseEnabled: true/s///'
 must_fail "a sweeper that retries" template 's/MaximumRetryAttempts: 0/MaximumRetryAttempts: 2/'
 must_fail "a README naming a missing alarm" readme 's/^# dynamo-stream-writes/# dynamo-stream-writes (see NoSuchAlarm)/' README.md
+must_fail "a README without an alarm's runbook" readme 's/`TxSweeperNotRunningAlarm`/TxSweeperNotRunning/' README.md
 echo "template-check: broken templates are rejected"

@@ -13,7 +13,8 @@ Each check names what an operator relies on:
     the sweeper's errors and its heartbeat; alarm actions only when AlarmTopicArn is set;
   * Kinesis streams encrypted, SQS SSE explicit, visibility >= 6x the function timeout,
     MaximumConcurrency on SQS event sources, the sweeper alone and never retried;
-  * every alarm, role, table, queue, stream and function the README names exists.
+  * every alarm, role, table, queue, stream and function the README names exists, and every
+    alarm has its runbook entry there.
 
 Usage: check_template.py [template] [readme]. Exit status 1 with one line per violation.
 """
@@ -272,6 +273,9 @@ def check_readme(resources, readme, errors):
     for name in sorted(set(pattern.findall(text))):
         if name not in resources and name not in README_SUFFIXES:
             errors.append(f"README names {name}, which template.yaml does not declare")
+    for name in sorted(of_type(resources, "AWS::CloudWatch::Alarm")):
+        if f"`{name}`" not in text:
+            errors.append(f"alarm {name} has no runbook entry in the README (Operate)")
 
 
 def main():
