@@ -16,6 +16,7 @@
 
 use std::future::Future;
 use std::io;
+use std::sync::Once;
 
 use lambda_runtime::Context;
 use tracing::{Instrument, Span};
@@ -78,6 +79,11 @@ where
 /// Install the process-wide subscriber: logs on stdout and, when configured, the trace
 /// exporter (idempotent: a second call is ignored).
 pub fn init() {
+    static INIT: Once = Once::new();
+    INIT.call_once(install);
+}
+
+fn install() {
     let filter = level_filter();
     let logs = if text_format() {
         tracing_subscriber::fmt::layer()
