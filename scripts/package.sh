@@ -19,12 +19,14 @@ fi
 
 # One cargo invocation for every binary under functions/ (they share one dependency build).
 packages=()
+count=0
 for dir in functions/*/; do
   packages+=(-p "$(basename "$dir")")
+  count=$((count + 1))
 done
 start=$(date +%s)
 cargo lambda build --release --arm64 "${packages[@]}" "$@"
-echo "package: built ${#packages[@]} functions for arm64 in $(($(date +%s) - start)) s"
+echo "package: built $count functions for arm64 in $(($(date +%s) - start)) s"
 
 # Size of the binary and of the deployment zip Lambda stores (deflate, as SAM and cargo lambda zip it).
 printf '%-18s %14s %14s\n' function "bootstrap (B)" "zipped (B)"
