@@ -13,6 +13,7 @@ use aws_sdk_dynamodb::Client;
 use common::*;
 use dynamo_lambda::dead_letter::DeadLetters;
 use dynamo_lambda::Writer;
+use dynamo_protocols::ddb::clock::{epoch_millis, epoch_seconds};
 use dynamo_protocols::ddb::item::item_to_json;
 use dynamo_protocols::sweep::{SweepConfig, SweepSummary, Sweeper};
 use dynamo_protocols::txn::read::Isolation;
@@ -51,6 +52,9 @@ impl Env {
     fn config(&self) -> TxConfig {
         let mut c = TxConfig::new(self.tx(), [self.accounts()]);
         c.lock_patience = Duration::from_millis(300);
+        // No heartbeats: these tests count write requests exactly (heartbeats are the
+        // subject of tests/txn_long.rs).
+        c.heartbeat_every = Duration::from_secs(3600);
         c.max_attempts = 50;
         c
     }
@@ -129,6 +133,9 @@ async fn assert_clean(client: &Client, env: &Env) {
                 Some("completed"),
                 "TX record not final: {item:?}"
             );
+            // Out of the sweep index, expiring through TTL.
+            assert!(!item.contains_key("SweepKey"), "{item:?}");
+            assert!(item.contains_key("ExpiresAt"), "{item:?}");
         }
     }
 }
@@ -597,11 +604,14 @@ async fn sweeper_touches_only_stale_transactions() {
     let counting = FaultInjector::counting();
     let sweeper = env.sweeper(client_with(Some(counting.clone()), 1), 0, 3600);
     let summary = sweeper.sweep(Deadline::none()).await.expect("sweep");
-    // then the sweep acts on the 3 stale ones only: no scan, one index query per key, and
-    // writes only for them (rollback + 2 undos + complete, at most).
+    // then the sweep acts on the 3 stale ones only: no scan, one index query per shard (16,
+    // the legacy `open` and `done` keys), and writes only for them (rollback + 2 undos +
+    // complete, at most).
     assert_eq!(summary.stale, 3, "{summary:?}");
     assert_eq!(counting.calls_of("Scan"), 0);
-    assert_eq!(counting.calls_of("Query"), 2);
+    assert_eq!(counting.calls_of("Query"), 18);
+    assert_eq!(summary.index_queries, 18);
+    assert!(summary.oldest_stale_ms > 0);
     let writes = counting.calls_of("UpdateItem")
         + counting.calls_of("PutItem")
         + counting.calls_of("DeleteItem");
@@ -617,12 +627,56 @@ async fn sweeper_touches_only_stale_transactions() {
     assert_eq!(balance(&now, "acc0"), Some(970));
     assert_clean(&base, &env).await;
 
-    // A second sweep finds nothing; with retention 0 every completed record is deleted.
-    assert_eq!(sweep_all(&env, client()).await.stale, 0);
-    let deleting = env.sweeper(client(), 0, 0);
-    let summary = deleting.sweep(Deadline::none()).await.expect("sweep");
-    assert_eq!(summary.deleted, 33);
-    assert!(scan(&base, env.tx()).await.is_empty());
+    // A second sweep finds nothing and writes nothing: the 33 completed records left the
+    // index; they expire through TTL at the end of the retention (no deletes by the sweeper).
+    let again = sweep_all(&env, client()).await;
+    assert_eq!((again.stale, again.deleted, again.write_calls), (0, 0, 0));
+    let horizon = epoch_seconds() + dynamo_protocols::txn::DEFAULT_RETAIN.as_secs();
+    for (_, item) in scan(&base, env.tx()).await {
+        let expires = item.get("ExpiresAt").and_then(Value::as_u64).unwrap_or(0);
+        assert!(expires.abs_diff(horizon) < 600, "{item:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_sweeper_still_handles_records_of_the_unsharded_index() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let old = epoch_millis() - 10_000;
+    // Given a completed record and a pending one (no locks) written with the old keys,
+    for (tx_id, state, key) in [
+        ("old-done", "completed", "done"),
+        ("old-open", "pending", "open"),
+    ] {
+        base.put_item()
+            .table_name(env.tx())
+            .item("TxId", AttributeValue::S(tx_id.into()))
+            .item("Part", AttributeValue::S("#".into()))
+            .item("State", AttributeValue::S(state.into()))
+            .item("Decision", AttributeValue::S("committed".into()))
+            .item("Version", AttributeValue::N("3".into()))
+            .item("Requests", AttributeValue::S("[]".into()))
+            .item("SweepKey", AttributeValue::S(key.into()))
+            .item("LastTouched", AttributeValue::N(old.to_string()))
+            .send()
+            .await
+            .expect("put");
+    }
+    // a sweep past both thresholds deletes the first and rolls the second back,
+    let summary = env
+        .sweeper(client(), 0, 0)
+        .sweep(Deadline::none())
+        .await
+        .expect("sweep");
+    assert_eq!(
+        (summary.deleted, summary.rolled_back),
+        (1, 1),
+        "{summary:?}"
+    );
+    let left = scan(&base, env.tx()).await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    // and the rolled-back one is completed in the new layout.
+    assert_clean(&base, &env).await;
 }
 
 #[tokio::test]

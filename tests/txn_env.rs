@@ -128,6 +128,9 @@ pub async fn assert_clean(client: &Client, env: &Env) {
                 Some("completed"),
                 "TX record not final: {item:?}"
             );
+            // Out of the sweep index, expiring through TTL.
+            assert!(!item.contains_key("SweepKey"), "{item:?}");
+            assert!(item.contains_key("ExpiresAt"), "{item:?}");
         }
     }
 }

@@ -144,8 +144,9 @@ impl FromEnv for Coordinator {
     };
 
     /// `TX_TABLE` (required), `TX_ALLOWED_TABLES` (required, comma-separated),
-    /// `TX_LOCK_PATIENCE_MS`, `TX_MAX_ATTEMPTS`, `TX_CONCURRENCY`, `TX_RETAIN_SECONDS` and
-    /// `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥ horizon).
+    /// `TX_LOCK_PATIENCE_MS`, `TX_HEARTBEAT_MS` (start-up fails unless the patience is at
+    /// least twice the heartbeat), `TX_MAX_ATTEMPTS`, `TX_CONCURRENCY`, `TX_RETAIN_SECONDS`
+    /// and `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥ horizon).
     fn from_env(client: Client) -> Result<Self, ConfigError> {
         let allowed: Vec<String> = env_required("TX_ALLOWED_TABLES")?
             .split(',')
@@ -154,6 +155,7 @@ impl FromEnv for Coordinator {
             .collect();
         let mut c = TxConfig::new(env_required("TX_TABLE")?, allowed);
         set_ms(&mut c.lock_patience, "TX_LOCK_PATIENCE_MS")?;
+        set_ms(&mut c.heartbeat_every, "TX_HEARTBEAT_MS")?;
         set(&mut c.max_attempts, "TX_MAX_ATTEMPTS")?;
         set(&mut c.concurrency, "TX_CONCURRENCY")?;
         set_secs(&mut c.retain, "TX_RETAIN_SECONDS")?;
@@ -165,12 +167,17 @@ impl FromEnv for Coordinator {
     }
 }
 
-/// The sweeper from `TX_TABLE` (required), `TX_STALE_AFTER_SECONDS`, `TX_RETAIN_SECONDS`,
-/// `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥ horizon) and
-/// `TX_SWEEP_MARGIN_MS`.
+/// The sweeper from `TX_TABLE` (required), `TX_STALE_AFTER_SECONDS`,
+/// `TX_REDELIVERY_GAP_SECONDS` (start-up fails unless the stale threshold is longer),
+/// `TX_RETAIN_SECONDS`, `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥
+/// horizon), `TX_SWEEP_CONCURRENCY` and `TX_SWEEP_MARGIN_MS`.
 pub fn sweeper_from_env(client: Client) -> Result<Sweeper, ConfigError> {
     let mut c = SweepConfig::new(env_required("TX_TABLE")?);
     set_secs(&mut c.stale_after, "TX_STALE_AFTER_SECONDS")?;
+    let mut gap = dynamo_protocols::sweep::DEFAULT_REDELIVERY_GAP;
+    set_secs(&mut gap, "TX_REDELIVERY_GAP_SECONDS")?;
+    dynamo_protocols::sweep::check_stale_after(c.stale_after, gap)?;
+    set(&mut c.concurrency, "TX_SWEEP_CONCURRENCY")?;
     set_secs(&mut c.retain, "TX_RETAIN_SECONDS")?;
     let mut horizon = dynamo_protocols::txn::DEFAULT_REDELIVERY_HORIZON;
     set_secs(&mut horizon, "TX_REDELIVERY_HORIZON_SECONDS")?;

@@ -168,8 +168,8 @@ mod resolve;
 
 pub use crate::ddb::Cost;
 pub use config::{
-    check_horizons, TxConfig, DEFAULT_CONCURRENCY, DEFAULT_LOCK_PATIENCE, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN,
+    check_horizons, TxConfig, DEFAULT_CONCURRENCY, DEFAULT_HEARTBEAT_EVERY, DEFAULT_LOCK_PATIENCE,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN,
 };
 pub use coordinator::Coordinator;
 pub use item::{

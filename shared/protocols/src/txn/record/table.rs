@@ -11,7 +11,7 @@ use super::{
     get_s, header_key, n, part_sort_key, parts_prefix, requests_hash, s, TxHeader, TxState,
     ATTR_ATTEMPT, ATTR_CHUNK, ATTR_EXPIRES_AT, ATTR_LAST_TOUCHED, ATTR_NONCE, ATTR_PART,
     ATTR_PARTS, ATTR_REQUESTS, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_SWEEP_KEY, ATTR_TX_ID,
-    ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS, SWEEP_OPEN,
+    ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS,
 };
 use crate::ddb::clock::{epoch_millis, epoch_seconds};
 use crate::ddb::cond::{conditional, Cond};
@@ -25,6 +25,10 @@ const CONDITION_NEW: &str = "attribute_not_exists(#txpid)";
 const KEY_CONDITION_REQUEST_PARTS: &str = "#txpid = :txpid AND begins_with(#txppart, :txpprefix)";
 /// Header writes: only from the version the writer read.
 const CONDITION_VERSION: &str = "#txpver = :txpexpect";
+/// The heartbeat's update.
+const UPDATE_TOUCH: &str = "SET #txpts = :txpts";
+/// The heartbeat's condition: the attempt is still pending.
+const CONDITION_ATTEMPT_PENDING: &str = "#txpst = :txppending AND #txpatt = :txpatt";
 /// Deleting a record: only once completed, and only the version the deleter read.
 const CONDITION_DELETE_COMPLETED: &str = "#txpst = :txpdone AND #txpver = :txpver";
 
@@ -172,7 +176,7 @@ impl TxTable {
         header.insert(ATTR_STATE.into(), s(TxState::Pending.as_str()));
         header.insert(ATTR_VERSION.into(), n(1));
         header.insert(ATTR_ATTEMPT.into(), n(1));
-        header.insert(ATTR_SWEEP_KEY.into(), s(SWEEP_OPEN));
+        header.insert(ATTR_SWEEP_KEY.into(), s(super::sweep_key(tx_id)));
         header.insert(ATTR_LAST_TOUCHED.into(), n(epoch_millis()));
         // The header stays under 1 KB while the items are locked: every lock write's
         // `ConditionCheck` of it is billed by its size (twice, transactional). (`requests`,
@@ -272,8 +276,9 @@ impl TxTable {
         }
     }
 
-    /// One conditional header transition: `SET`/`REMOVE` on top of `Version + 1` and
-    /// `LastTouched`, conditioned on the version of `from` (see [`Transition`]).
+    /// One conditional header transition: `SET`/`REMOVE` on top of `Version + 1`,
+    /// conditioned on the version of `from` (see [`Transition`]). `LastTouched` changes only
+    /// when `set` names it (a restart), so a decision costs no index write.
     pub async fn transition(
         &self,
         from: &TxHeader,
@@ -316,8 +321,46 @@ impl TxTable {
         }
     }
 
-    /// Delete a completed record (header conditioned on `completed` and the version read,
-    /// then its parts). `false`: the header was not in that state (someone else acted).
+    /// The heartbeat of a lock phase: `LastTouched = now`, conditioned on `from`'s attempt
+    /// still being pending (not on `Version`: a heartbeat never makes a decision fail).
+    /// `false`: the attempt was decided meanwhile. One write, plus two index writes (the
+    /// index's range key moves).
+    pub async fn touch(&self, from: &TxHeader, cost: &Cost) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(header_key(&from.tx_id)))
+            .update_expression(UPDATE_TOUCH)
+            .condition_expression(CONDITION_ATTEMPT_PENDING)
+            .expression_attribute_names("#txpts", ATTR_LAST_TOUCHED)
+            .expression_attribute_names("#txpst", ATTR_STATE)
+            .expression_attribute_names("#txpatt", ATTR_ATTEMPT)
+            .expression_attribute_values(":txpts", n(epoch_millis()))
+            .expression_attribute_values(":txppending", s(TxState::Pending.as_str()))
+            .expression_attribute_values(":txpatt", n(from.attempt))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match conditional("UpdateItem", result) {
+            Ok(Cond::Done(out)) => {
+                cost.add(out.consumed_capacity.as_ref());
+                Ok(true)
+            }
+            Ok(Cond::Failed { .. }) => {
+                cost.add_failed();
+                Ok(false)
+            }
+            Err(err) => {
+                cost.add_failed();
+                Err(err)
+            }
+        }
+    }
+
+    /// Delete a completed record written before completed headers expired through TTL
+    /// (header conditioned on `completed` and the version read, then its parts). `false`:
+    /// the header was not in that state (someone else acted).
     pub async fn delete_completed(
         &self,
         header: &TxHeader,
@@ -382,14 +425,9 @@ impl TransitionExpression {
     fn new(from: &TxHeader, set: &[(&str, AttributeValue)], remove: &[&str]) -> Self {
         let mut names = HashMap::new();
         let mut values = HashMap::new();
-        let mut assignments = vec![
-            "#txpver = #txpver + :txpone".to_string(),
-            "#txpts = :txpts".to_string(),
-        ];
+        let mut assignments = vec!["#txpver = #txpver + :txpone".to_string()];
         names.insert("#txpver".to_string(), ATTR_VERSION.to_string());
-        names.insert("#txpts".to_string(), ATTR_LAST_TOUCHED.to_string());
         values.insert(":txpone".to_string(), n(1));
-        values.insert(":txpts".to_string(), n(epoch_millis()));
         values.insert(":txpexpect".to_string(), n(from.version));
         for (i, (name, value)) in set.iter().enumerate() {
             names.insert(format!("#txps{i}"), (*name).to_string());
