@@ -156,3 +156,83 @@ async fn a_contender_does_not_roll_back_a_holder_that_is_still_locking() {
     assert_eq!(balance(&now, "k0"), Some(2));
     assert_clean(&base, &env).await;
 }
+
+/// A plain (non-transactional) `UpdateItem` on an account.
+async fn plain_write(
+    base: &Client,
+    table: &str,
+    pk: &str,
+    update: &str,
+    joins: bool,
+) -> Result<(), String> {
+    let mut req = base
+        .update_item()
+        .table_name(table)
+        .key("PK", AttributeValue::S(pk.into()))
+        .update_expression(update)
+        .expression_attribute_values(":five", AttributeValue::N("5".into()));
+    if joins {
+        // Joining the protocol: refused while a transaction holds the item, and a fresh
+        // version token, so a transaction that read the item before sees the change.
+        req = req
+            .condition_expression("attribute_not_exists(#lock)")
+            .expression_attribute_names("#lock", "_txLock")
+            .expression_attribute_names("#ver", "_txVer")
+            .expression_attribute_values(":ver", AttributeValue::S("plain-1".into()));
+    }
+    req.send().await.map(|_| ()).map_err(|e| format!("{e:?}"))
+}
+
+/// Finding 10: plain writes next to a transaction that rolls back, exactly as the protocol
+/// documents them: a write that joins the protocol is never lost (it lands before the lock
+/// and the lock saves it, or it is refused while locked); a write that does not join it and
+/// lands while the item is locked is undone by the rollback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_writes_next_to_a_rollback_behave_as_documented() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "a", 100).await;
+    seed(&base, &table, "b", 0).await;
+    // T credits a, then debits b, which cannot pay: T rolls back.
+    let body = json!({"txId":"t","requests":[update(&table, "a", 10), debit(&table, "b", 50)]});
+    let il = Interleaving::new();
+    il.pause_before("T", At::op("TransactWriteItems"));
+    il.pause_before(
+        "T",
+        At::op("TransactWriteItems").containing(r#"{"PK":{"S":"b"}}"#),
+    );
+    let t = env.sequential(il.client("T", 1));
+    let run = tokio::spawn(async move {
+        let m = message(&t, &body);
+        t.run(&m, Deadline::none()).await
+    });
+    // Given T paused after reading a, before locking it,
+    il.wait_paused("T").await.expect("paused before locking a");
+    // a plain write that joins the protocol lands (a is not locked yet);
+    let joined = "SET balance = balance + :five, #ver = :ver";
+    plain_write(&base, &table, "a", joined, true)
+        .await
+        .expect("lands before the lock");
+    il.release("T");
+    // T's lock write sees the new token, reads a again and locks it (image 105).
+    il.wait_paused("T").await.expect("paused before locking b");
+    // While T holds a: the joining write is refused, a plain one lands.
+    let refused = plain_write(&base, &table, "a", joined, true).await;
+    assert!(
+        refused.is_err_and(|e| e.contains("ConditionalCheckFailed")),
+        "refused while locked"
+    );
+    plain_write(&base, &table, "a", "SET note = :five", false)
+        .await
+        .expect("a plain write is not refused");
+    il.release("T");
+    let report = run.await.expect("join").expect("T");
+    assert_eq!(report.outcome, TxOutcome::RolledBack { request: 1 });
+    // Then the first write survived the rollback, and the non-joining one was undone.
+    let now = items(&base, &table).await;
+    assert_eq!(balance(&now, "a"), Some(105));
+    assert!(!now["a"].contains_key("note"), "{:?}", now["a"]);
+    assert_eq!(balance(&now, "b"), Some(0));
+    assert_clean(&base, &env).await;
+}

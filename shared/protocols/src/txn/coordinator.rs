@@ -141,6 +141,7 @@ impl Coordinator {
             outcome,
             write_calls: cost.write_calls(),
             write_units: cost.write_units(),
+            index_write_units: cost.index_write_units(),
         })
     }
 

@@ -216,7 +216,7 @@ impl TxTable {
                 .put_item()
                 .table_name(&self.table)
                 .set_item(Some(item))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
                 .send()
                 .await
                 .map_err(|e| StoreError::from_sdk("PutItem", e))?;
@@ -240,7 +240,7 @@ impl TxTable {
             .condition_expression(CONDITION_NEW)
             .expression_attribute_names("#txpid", ATTR_TX_ID)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
         match conditional("PutItem", result) {
@@ -298,7 +298,7 @@ impl TxTable {
             .set_expression_attribute_values(Some(update.values))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
         match conditional("UpdateItem", result) {
@@ -339,7 +339,7 @@ impl TxTable {
             .expression_attribute_values(":txpts", n(epoch_millis()))
             .expression_attribute_values(":txppending", s(TxState::Pending.as_str()))
             .expression_attribute_values(":txpatt", n(from.attempt))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
         match conditional("UpdateItem", result) {
@@ -376,7 +376,7 @@ impl TxTable {
             .expression_attribute_names("#txpver", ATTR_VERSION)
             .expression_attribute_values(":txpdone", s(TxState::Completed.as_str()))
             .expression_attribute_values(":txpver", n(header.version))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
         match conditional("DeleteItem", result) {
@@ -403,7 +403,7 @@ impl TxTable {
                 .table_name(&self.table)
                 .key(ATTR_TX_ID, s(&header.tx_id))
                 .key(ATTR_PART, s(part_sort_key(header.nonce.as_deref(), i)))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
                 .send()
                 .await
                 .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
