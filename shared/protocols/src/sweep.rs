@@ -296,6 +296,24 @@ impl Sweeper {
         Ok(all)
     }
 
+    /// Open (not completed) transactions without a sign of life for `quiet` or longer,
+    /// oldest first: `(txId, LastTouched epoch ms)`, at most 1,000 per shard (what an
+    /// operator looks at before the sweeper acts; `quiet = 0` lists every open one).
+    pub async fn open_transactions(
+        &self,
+        quiet: Duration,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let cutoff = epoch_millis().saturating_sub(millis(quiet));
+        let mut due = self
+            .due_everywhere(cutoff, &mut SweepSummary::default())
+            .await?;
+        due.sort_by_key(|d| d.last_touched_ms);
+        Ok(due
+            .into_iter()
+            .map(|d| (d.tx_id, d.last_touched_ms))
+            .collect())
+    }
+
     /// One sweep: stale transactions, then legacy completed records; stops at the deadline.
     pub async fn sweep(&self, deadline: Deadline) -> Result<SweepSummary, SweepError> {
         let cost = Cost::default();
