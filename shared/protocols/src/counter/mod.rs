@@ -167,6 +167,7 @@
 //! Time comes from a [`Clock`] (epoch milliseconds; buckets use whole seconds), injectable
 //! with [`Counter::with_clock`].
 
+mod change;
 mod config;
 mod layout;
 mod record;
@@ -181,6 +182,7 @@ use serde_json::{Map, Value};
 use crate::ddb::item::item_to_json;
 use crate::ddb::{Clock, ItemKey, StoreError};
 
+pub use change::{Aggregation, DEFAULT_AGGREGATE_KEY_ATTRIBUTE};
 pub use config::{
     Capacity, CounterConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY,
     DEFAULT_ITEM_BUDGET_BYTES, DEFAULT_MAX_KEYS_PER_SECOND, DEFAULT_OTHER_DATA_BYTES,

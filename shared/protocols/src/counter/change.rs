@@ -1,0 +1,164 @@
+//! Aggregation: item changes (DynamoDB stream records) as counter records, so that an
+//! aggregate stays exact under redelivery. The idempotency key is the change's event id
+//! (`eventID`, unique per stream record), so a redelivered change counts once within the
+//! window, like any counter record.
+//!
+//! The aggregate item is `{<key attribute>: <the source's group_by value>}`; every configured
+//! counter gets a delta (zero included, so each change is one record of one item):
+//!
+//! | change | `count` counter | each `sum` counter of attribute `a` |
+//! |---|---|---|
+//! | `INSERT` | `+1` | `+NewImage.a` |
+//! | `MODIFY` | `0` | `NewImage.a − OldImage.a` |
+//! | `REMOVE` | `−1` | `−OldImage.a` |
+//!
+//! A missing attribute counts as 0; a value that is not an integer (or a difference beyond
+//! `i64`) is rejected (`invalid_delta`). The group value is read from `Keys` (best: it never
+//! changes), else from the images; a `MODIFY` that moves an item to another group is rejected
+//! (`invalid_change`): moving it would take two items' writes, which one idempotent counter
+//! record cannot do. Sums and `REMOVE`s need `OldImage` (stream view `NEW_AND_OLD_IMAGES`).
+//!
+//! Write cost and failure modes are the counter's; the mapping only builds the record.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::{Map, Value};
+
+use super::{Counter, CounterRecord};
+use crate::change::{ChangeKind, ItemChange};
+use crate::ddb::Item;
+use crate::rejection::{quote, Rejection, RejectionCode};
+
+/// Default partition key attribute of aggregate items.
+pub const DEFAULT_AGGREGATE_KEY_ATTRIBUTE: &str = "PK";
+
+/// How the counter aggregates item changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Aggregation {
+    /// The source attribute whose value names the aggregate item (a key attribute is best).
+    pub group_by: String,
+    /// The aggregate table's partition key attribute.
+    pub key_attribute: String,
+    /// The counter of live items (`+1` insert, `−1` remove), if any.
+    pub count: Option<String>,
+    /// `(counter, source attribute)`: sums of a numeric attribute.
+    pub sums: Vec<(String, String)>,
+}
+
+impl Aggregation {
+    /// The counter record of a change (see the module's table).
+    pub(super) fn record(
+        &self,
+        counter: &Counter,
+        change: &ItemChange,
+    ) -> Result<CounterRecord, Rejection> {
+        let (new, old) = self.images(change)?;
+        let group = self.group_value(change, new, old)?;
+        let mut add = Map::new();
+        if let Some(name) = &self.count {
+            let delta = match change.kind {
+                ChangeKind::Insert => 1,
+                ChangeKind::Modify => 0,
+                ChangeKind::Remove => -1,
+            };
+            add.insert(name.clone(), Value::from(delta));
+        }
+        for (name, attribute) in &self.sums {
+            let value = |image: Option<&Item>| image.map_or(Ok(0), |i| integer(i, attribute));
+            let delta = value(new)?.checked_sub(value(old)?).ok_or_else(|| {
+                Rejection::new(
+                    RejectionCode::InvalidDelta,
+                    format!("the change of {} exceeds i64", quote(attribute)),
+                )
+            })?;
+            add.insert(name.clone(), Value::from(delta));
+        }
+        let body = serde_json::json!({
+            "key": {self.key_attribute.clone(): group},
+            "add": add,
+            "idempotencyKey": change.event_id,
+        });
+        counter.parse_record(body.to_string().as_bytes())
+    }
+
+    /// The images a change of this kind contributes: (after, before). Sums need each one.
+    fn images<'c>(
+        &self,
+        change: &'c ItemChange,
+    ) -> Result<(Option<&'c Item>, Option<&'c Item>), Rejection> {
+        let sums = !self.sums.is_empty();
+        let new = match change.kind {
+            ChangeKind::Remove => None,
+            _ if sums => Some(change.require_new_image()?),
+            _ => change.new_image.as_ref(),
+        };
+        let old = match change.kind {
+            ChangeKind::Insert => None,
+            _ if sums => Some(change.require_old_image()?),
+            _ => change.old_image.as_ref(),
+        };
+        Ok((new, old))
+    }
+
+    /// The group value as JSON: from `Keys`, else from the images (which must agree).
+    fn group_value(
+        &self,
+        change: &ItemChange,
+        new: Option<&Item>,
+        old: Option<&Item>,
+    ) -> Result<Value, Rejection> {
+        let name = &self.group_by;
+        let value = match change.keys.get(name) {
+            Some(v) => v,
+            None => {
+                let (a, b) = (new.and_then(|i| i.get(name)), old.and_then(|i| i.get(name)));
+                if let (Some(a), Some(b)) = (a, b) {
+                    if a != b {
+                        return Err(Rejection::new(
+                            RejectionCode::InvalidChange,
+                            format!("the change moves the item to another {} group; aggregate by a key attribute", quote(name)),
+                        ));
+                    }
+                }
+                a.or(b).ok_or_else(|| {
+                    Rejection::new(
+                        RejectionCode::InvalidChange,
+                        format!("the item has no group attribute {}", quote(name)),
+                    )
+                })?
+            }
+        };
+        match value {
+            AttributeValue::S(s) => Ok(Value::from(s.clone())),
+            AttributeValue::N(n) => n.parse::<i64>().map(Value::from).map_err(|_| {
+                Rejection::new(
+                    RejectionCode::InvalidKey,
+                    format!("the group value of {} is not a 64-bit integer", quote(name)),
+                )
+            }),
+            _ => Err(Rejection::new(
+                RejectionCode::InvalidKey,
+                format!(
+                    "the group value of {} must be a string or a number",
+                    quote(name)
+                ),
+            )),
+        }
+    }
+}
+
+/// An image's integer attribute (0 when absent).
+fn integer(image: &Item, attribute: &str) -> Result<i64, Rejection> {
+    match image.get(attribute) {
+        None | Some(AttributeValue::Null(_)) => Ok(0),
+        Some(AttributeValue::N(n)) => n.parse().map_err(|_| {
+            Rejection::new(
+                RejectionCode::InvalidDelta,
+                format!("{} is not a 64-bit integer", quote(attribute)),
+            )
+        }),
+        Some(_) => Err(Rejection::new(
+            RejectionCode::InvalidDelta,
+            format!("{} is not a number", quote(attribute)),
+        )),
+    }
+}
