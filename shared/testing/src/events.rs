@@ -52,9 +52,9 @@ pub fn kinesis_batch(bodies: &[Value]) -> Batch {
 pub const STREAM_ARN: &str =
     "arn:aws:dynamodb:us-east-1:123456789012:table/Orders/stream/2026-11-22T00:00:00.000";
 
-/// A DynamoDB stream record as Lambda delivers it (view `NEW_AND_OLD_IMAGES`): `event_name`
-/// `INSERT`, `MODIFY` or `REMOVE`; `keys` and the images as plain JSON, marshalled to
-/// attribute values.
+/// A DynamoDB stream record as Lambda delivers it (view `NEW_AND_OLD_IMAGES`, created now):
+/// `event_name` `INSERT`, `MODIFY` or `REMOVE`; `keys` and the images as plain JSON,
+/// marshalled to attribute values.
 pub fn stream_record(
     event_id: &str,
     event_name: &str,
@@ -69,8 +69,10 @@ pub fn stream_record(
             .and_then(|item| serde_json::to_value(item).ok())
             .unwrap_or(Value::Null)
     };
+    #[allow(clippy::cast_precision_loss)]
+    let now_secs = (dynamo_protocols::ddb::clock::epoch_millis() / 1000) as f64;
     let mut change = serde_json::json!({
-        "ApproximateCreationDateTime": 1_763_769_600.0,
+        "ApproximateCreationDateTime": now_secs,
         "Keys": typed(keys),
         "SequenceNumber": sequence_number,
         "SizeBytes": 100,
