@@ -51,6 +51,7 @@ fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Co
         aggregation: Some(Aggregation {
             group_by: "PK".into(),
             key_attribute: "PK".into(),
+            sort_key: None,
             count: Some("orders".into()),
             sums: vec![("amount".into(), "Amount".into())],
         }),

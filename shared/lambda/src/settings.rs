@@ -138,6 +138,19 @@ fn replication_from_env() -> Result<Option<Replication>, ConfigError> {
     }
 }
 
+/// `name:value`, both non-empty.
+fn colon_pair(variable: &str, pair: &str) -> Result<(String, String), ConfigError> {
+    match pair.split_once(':') {
+        Some((a, b)) if !a.trim().is_empty() && !b.trim().is_empty() => {
+            Ok((a.trim().to_string(), b.trim().to_string()))
+        }
+        _ => Err(ConfigError::new(
+            variable,
+            format!("{pair:?}: must be name:value"),
+        )),
+    }
+}
+
 /// `a, b,,c` → `["a", "b", "c"]`.
 fn comma_list(value: &str) -> Vec<String> {
     value
@@ -148,8 +161,9 @@ fn comma_list(value: &str) -> Vec<String> {
 }
 
 /// `COUNTER_CHANGE_GROUP_BY` (set: DynamoDB stream records aggregated),
-/// `COUNTER_CHANGE_KEY_ATTRIBUTE` (default `PK`), `COUNTER_CHANGE_COUNT` (a counter of live
-/// items) and `COUNTER_CHANGE_SUM` (`counter:attribute,…`); at least one counter.
+/// `COUNTER_CHANGE_KEY_ATTRIBUTE` (default `PK`), `COUNTER_CHANGE_SORT_KEY`
+/// (`attribute:value`, a constant sort key), `COUNTER_CHANGE_COUNT` (a counter of live items)
+/// and `COUNTER_CHANGE_SUM` (`counter:attribute,…`); at least one counter.
 fn aggregation_from_env() -> Result<Option<Aggregation>, ConfigError> {
     let Some(group_by) = env_opt("COUNTER_CHANGE_GROUP_BY") else {
         return Ok(None);
@@ -157,23 +171,19 @@ fn aggregation_from_env() -> Result<Option<Aggregation>, ConfigError> {
     let sums = env_opt("COUNTER_CHANGE_SUM")
         .map(|v| comma_list(&v))
         .unwrap_or_default()
-        .into_iter()
-        .map(|pair| match pair.split_once(':') {
-            Some((c, a)) if !c.trim().is_empty() && !a.trim().is_empty() => {
-                Ok((c.trim().to_string(), a.trim().to_string()))
-            }
-            _ => Err(ConfigError::new(
-                "COUNTER_CHANGE_SUM",
-                format!("{pair:?}: must be counter:attribute"),
-            )),
-        })
+        .iter()
+        .map(|pair| colon_pair("COUNTER_CHANGE_SUM", pair))
         .collect::<Result<Vec<_>, _>>()?;
+    let sort_key = env_opt("COUNTER_CHANGE_SORT_KEY")
+        .map(|v| colon_pair("COUNTER_CHANGE_SORT_KEY", &v))
+        .transpose()?;
     let aggregation = Aggregation {
         group_by: group_by.trim().to_string(),
         key_attribute: env_opt("COUNTER_CHANGE_KEY_ATTRIBUTE")
             .map_or(DEFAULT_AGGREGATE_KEY_ATTRIBUTE.into(), |k| {
                 k.trim().to_string()
             }),
+        sort_key,
         count: env_opt("COUNTER_CHANGE_COUNT").map(|c| c.trim().to_string()),
         sums,
     };

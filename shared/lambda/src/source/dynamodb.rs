@@ -9,7 +9,7 @@
 //! it with the rest of the record.
 //!
 //! Decoding is split so that one bad record never fails the batch: the position is read from
-//! a few fields ([`records`]), the change itself only when the record is parsed, where a
+//! a few fields (`records`), the change itself only when the record is parsed, where a
 //! malformed record becomes an `invalid_change` rejection and a dead letter.
 
 use aws_lambda_events::dynamodb::EventRecord;

@@ -3,7 +3,8 @@
 //! (`eventID`, unique per stream record), so a redelivered change counts once within the
 //! window, like any counter record.
 //!
-//! The aggregate item is `{<key attribute>: <the source's group_by value>}`; every configured
+//! The aggregate item is `{<key attribute>: <the source's group_by value>}` (plus a constant
+//! sort key when the table has one); every configured
 //! counter gets a delta (zero included, so each change is one record of one item):
 //!
 //! | change | `count` counter | each `sum` counter of attribute `a` |
@@ -38,6 +39,9 @@ pub struct Aggregation {
     pub group_by: String,
     /// The aggregate table's partition key attribute.
     pub key_attribute: String,
+    /// `(attribute, value)`: a constant sort key of aggregate items, for a table with one
+    /// (e.g. `SK` = `totals` in a single-table design); `None` for a partition key alone.
+    pub sort_key: Option<(String, String)>,
     /// The counter of live items (`+1` insert, `−1` remove), if any.
     pub count: Option<String>,
     /// `(counter, source attribute)`: sums of a numeric attribute.
@@ -72,8 +76,13 @@ impl Aggregation {
             })?;
             add.insert(name.clone(), Value::from(delta));
         }
+        let mut key = Map::new();
+        key.insert(self.key_attribute.clone(), group);
+        if let Some((attribute, value)) = &self.sort_key {
+            key.insert(attribute.clone(), Value::from(value.clone()));
+        }
         let body = serde_json::json!({
-            "key": {self.key_attribute.clone(): group},
+            "key": key,
             "add": add,
             "idempotencyKey": change.event_id,
         });

@@ -163,6 +163,8 @@
 //! * `settle`: [`CounterOutcome`], and each chunk's result turned into one result per record
 //!   (halves of a refused chunk).
 //! * `versioned`: [`Counter::put_versioned`] and [`Counter::read_modify_write`].
+//! * `change`: [`Aggregation`]: item changes (DynamoDB stream records) as counter records,
+//!   once per event id.
 //!
 //! Time comes from a [`Clock`] (epoch milliseconds; buckets use whole seconds), injectable
 //! with [`Counter::with_clock`].
