@@ -171,3 +171,84 @@ fn integer(image: &Item, attribute: &str) -> Result<i64, Rejection> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counter::CounterConfig;
+
+    fn counter() -> Counter {
+        let conf = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .build();
+        Counter::new(
+            aws_sdk_dynamodb::Client::from_conf(conf),
+            CounterConfig::new("totals"),
+        )
+    }
+
+    fn aggregation() -> Aggregation {
+        Aggregation {
+            group_by: "Customer".into(),
+            key_attribute: "PK".into(),
+            sort_key: Some(("SK".into(), "totals".into())),
+            count: Some("orders".into()),
+            sums: vec![("amount".into(), "Amount".into())],
+        }
+    }
+
+    fn order(customer: &str, amount: &str) -> Item {
+        Item::from([
+            ("Id".into(), AttributeValue::S("o1".into())),
+            ("Customer".into(), AttributeValue::S(customer.into())),
+            ("Amount".into(), AttributeValue::N(amount.into())),
+        ])
+    }
+
+    fn change(kind: ChangeKind, new: Option<Item>, old: Option<Item>) -> ItemChange {
+        ItemChange {
+            event_id: "evt-1".into(),
+            kind,
+            keys: Item::from([("Id".into(), AttributeValue::S("o1".into()))]),
+            new_image: new,
+            old_image: old,
+            sequence_number: "1".into(),
+        }
+    }
+
+    fn deltas(c: &ItemChange) -> Result<Vec<(String, i64)>, RejectionCode> {
+        let record = aggregation().record(&counter(), c).map_err(|r| r.code)?;
+        assert_eq!(record.idempotency_key, "evt-1");
+        assert_eq!(record.key.canonical(), r#"{"PK":"ann","SK":"totals"}"#);
+        Ok(record.add.into_iter().collect())
+    }
+
+    #[test]
+    fn inserts_modifies_and_removes_give_the_documented_deltas() {
+        let d = |a: &str, n: i64| (a.to_string(), n);
+        let insert = change(ChangeKind::Insert, Some(order("ann", "30")), None);
+        assert_eq!(deltas(&insert), Ok(vec![d("amount", 30), d("orders", 1)]));
+        let modify = change(
+            ChangeKind::Modify,
+            Some(order("ann", "45")),
+            Some(order("ann", "30")),
+        );
+        assert_eq!(deltas(&modify), Ok(vec![d("amount", 15), d("orders", 0)]));
+        let remove = change(ChangeKind::Remove, None, Some(order("ann", "45")));
+        assert_eq!(deltas(&remove), Ok(vec![d("amount", -45), d("orders", -1)]));
+    }
+
+    #[test]
+    fn unusable_changes_are_rejected_with_their_code() {
+        let moved = change(
+            ChangeKind::Modify,
+            Some(order("bob", "1")),
+            Some(order("ann", "1")),
+        );
+        assert_eq!(deltas(&moved), Err(RejectionCode::InvalidChange));
+        let keys_only = change(ChangeKind::Modify, None, None);
+        assert_eq!(deltas(&keys_only), Err(RejectionCode::InvalidChange));
+        let decimal = change(ChangeKind::Insert, Some(order("ann", "1.5")), None);
+        assert_eq!(deltas(&decimal), Err(RejectionCode::InvalidDelta));
+    }
+}

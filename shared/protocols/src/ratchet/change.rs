@@ -114,3 +114,88 @@ pub(super) fn replicate(
     let token = put_token(&canonical_item(&item));
     finish_put(config, key, ts, token, item)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ratchet::RatchetOp;
+    use aws_sdk_dynamodb::primitives::Blob;
+
+    fn s(v: &str) -> AttributeValue {
+        AttributeValue::S(v.into())
+    }
+
+    fn change(kind: ChangeKind, new: Option<Item>) -> ItemChange {
+        ItemChange {
+            event_id: "e".into(),
+            kind,
+            keys: Item::from([("PK".into(), s("a"))]),
+            new_image: new,
+            old_image: None,
+            sequence_number: "4421584500000000017450439000".into(),
+        }
+    }
+
+    fn map(change: &ItemChange) -> Result<RatchetRecord, Rejection> {
+        replicate(&RatchetConfig::new("t"), &Replication::default(), change)
+    }
+
+    #[test]
+    fn puts_copy_the_image_without_protocol_attributes() {
+        let image = Item::from([
+            ("PK".into(), s("a")),
+            ("Tags".into(), AttributeValue::Ss(vec!["x".into()])),
+            ("Raw".into(), AttributeValue::B(Blob::new(vec![0, 255]))),
+            ("_txLock".into(), s("tx")),
+            ("ctr_bucket".into(), s("L")),
+            ("Timestamp".into(), AttributeValue::N("5".into())),
+        ]);
+        let record = map(&change(ChangeKind::Modify, Some(image))).expect("put");
+        assert_eq!(record.ts.to_string(), "4421584500000000017450439000");
+        let RatchetOp::Put(item) = record.op else {
+            panic!("a put");
+        };
+        let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["PK", "Raw", "Tags", "TieBreak", "Timestamp"]);
+        assert_eq!(item["Timestamp"], record.ts.to_attribute());
+    }
+
+    #[test]
+    fn removes_and_source_tombstones_are_deletes() {
+        assert_eq!(
+            map(&change(ChangeKind::Remove, None)).expect("delete").op,
+            RatchetOp::Delete
+        );
+        let tombstone = Item::from([
+            ("PK".into(), s("a")),
+            ("Deleted".into(), AttributeValue::Bool(true)),
+        ]);
+        assert_eq!(
+            map(&change(ChangeKind::Modify, Some(tombstone)))
+                .expect("delete")
+                .op,
+            RatchetOp::Delete
+        );
+    }
+
+    #[test]
+    fn unusable_changes_are_rejected_with_their_code() {
+        let code = |c: &ItemChange| map(c).err().map(|r| r.code);
+        assert_eq!(
+            code(&change(ChangeKind::Insert, None)),
+            Some(RejectionCode::InvalidChange)
+        );
+        let mut bad_seq = change(ChangeKind::Remove, None);
+        bad_seq.sequence_number = "12ab".into();
+        assert_eq!(code(&bad_seq), Some(RejectionCode::InvalidChange));
+        let mut binary_key = change(ChangeKind::Remove, None);
+        binary_key.keys = Item::from([("PK".into(), AttributeValue::B(Blob::new(vec![1])))]);
+        assert_eq!(code(&binary_key), Some(RejectionCode::InvalidKey));
+        let other = Item::from([("PK".into(), s("b"))]);
+        assert_eq!(
+            code(&change(ChangeKind::Insert, Some(other))),
+            Some(RejectionCode::KeyMismatch)
+        );
+    }
+}
