@@ -15,7 +15,7 @@ invoke counter-writer events/orders-dynamodb-stream.json
 
 echo
 echo "== both again with the same records in another order (a retried batch, parallel shards)"
-echo "   expect every record stale or a duplicate: the replica and the totals do not change"
+echo "   expect every record a duplicate (or superseded in its batch): the replica and the totals do not change"
 invoke ratchet-writer events/orders-dynamodb-stream-redelivered.json
 invoke counter-writer events/orders-dynamodb-stream-redelivered.json
 
