@@ -62,7 +62,7 @@ impl Ts {
     pub fn from_digits(digits: &str) -> Result<Ts, TsError> {
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return Err(TsError(format!(
-                "a string timestamp must be decimal digits only, got {} characters that are not",
+                "a string timestamp must be decimal digits only, got a string of {} bytes that is not",
                 digits.len()
             )));
         }
