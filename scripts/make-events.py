@@ -252,3 +252,63 @@ write("document-sqs-more.json", with_arn(sqs(document_more, "document-more"), DO
 write("document-kinesis-more.json", with_arn(kinesis(document_more, first_seq=49590338271490256608559692538361571095921575989136591100), DOCUMENT_STREAM))
 write("document-sqs-malformed.json", with_arn(sqs(document_malformed, "document-malformed"), DOCUMENT_QUEUE))
 write("document-kinesis-malformed.json", with_arn(kinesis(document_malformed, first_seq=49590338271490256608559692538361571095921575989136591200), DOCUMENT_STREAM))
+
+# ---------------------------------------------------------------- DynamoDB Streams
+# Changes of the example OrdersTable (template.yaml), as Lambda delivers them from its stream
+# (NEW_AND_OLD_IMAGES): replicated by ratchet-writer (RATCHET_CHANGES=replicate) and totalled
+# per customer by counter-writer (COUNTER_CHANGE_GROUP_BY=PK ...).
+ORDERS_STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/OrdersTable/stream/2026-11-22T00:00:00.000"
+
+
+def typed(value):
+    """Plain JSON -> DynamoDB attribute-value JSON (sets given as Python sets)."""
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, (int, float)):
+        return {"N": str(value)}
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, (set, frozenset)):
+        return {"SS": sorted(value)}
+    if isinstance(value, list):
+        return {"L": [typed(v) for v in value]}
+    if isinstance(value, dict):
+        return {"M": {k: typed(v) for k, v in value.items()}}
+    return {"NULL": True}
+
+
+def change(i, name, pk, sk, new=None, old=None, first_seq=4421584500000000017450439000):
+    keys = {"PK": pk, "SK": sk}
+    record = {
+        "ApproximateCreationDateTime": 1721770090.0,
+        "Keys": {k: typed(v) for k, v in keys.items()},
+        "SequenceNumber": str(first_seq + i),
+        "SizeBytes": 120,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
+    if new is not None:
+        record["NewImage"] = {k: typed(v) for k, v in dict(keys, **new).items()}
+    if old is not None:
+        record["OldImage"] = {k: typed(v) for k, v in dict(keys, **old).items()}
+    return {
+        "eventID": "c0ffee%04d" % i,
+        "eventName": name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": record,
+        "eventSourceARN": ORDERS_STREAM,
+    }
+
+
+orders = [
+    change(0, "INSERT", "alice", "o1", new={"Amount": 30, "Status": "new", "Tags": {"gift"}}),
+    change(1, "INSERT", "alice", "o2", new={"Amount": 12, "Status": "new"}),
+    change(2, "MODIFY", "alice", "o1", new={"Amount": 45, "Status": "paid", "Tags": {"gift", "rush"}},
+           old={"Amount": 30, "Status": "new", "Tags": {"gift"}}),
+    change(3, "INSERT", "bob", "o1", new={"Amount": 7, "Status": "new", "_txLock": "tx-9"}),
+    change(4, "REMOVE", "alice", "o2", old={"Amount": 12, "Status": "new"}),
+]
+write("orders-dynamodb-stream.json", {"Records": orders})
+# The same batch delivered again (Lambda retries a batch; shards are read in parallel).
+write("orders-dynamodb-stream-redelivered.json", {"Records": [orders[2], orders[0], orders[4], orders[3], orders[1]]})

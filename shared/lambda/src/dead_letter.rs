@@ -50,7 +50,9 @@ pub const MAX_REASON_CHARS: usize = 1024;
 /// A dead letter's id: the function, the source kind, the stream or queue, the shard and the
 /// record's id there (sequence numbers are unique per shard only; message ids per queue):
 /// `<function>|kinesis|<stream arn>|<shard>|<sequence number>` or
-/// `<function>|sqs|<queue arn>|<message id>` (`-` for what the event did not carry).
+/// `<function>|sqs|<queue arn>|<message id>` or
+/// `<function>|dynamodb|<stream arn>|<sequence number>` (unique per stream) (`-` for what the
+/// event did not carry).
 pub fn letter_id(function: &str, position: &SourcePosition) -> String {
     let arn = position.source_arn.as_deref().unwrap_or("-");
     match position.kind {
@@ -59,6 +61,7 @@ pub fn letter_id(function: &str, position: &SourcePosition) -> String {
             format!("{function}|kinesis|{arn}|{shard}|{}", position.id)
         }
         SourceKind::Sqs => format!("{function}|sqs|{arn}|{}", position.id),
+        SourceKind::DynamoDb => format!("{function}|dynamodb|{arn}|{}", position.id),
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //!
-//! * [`source`]: Kinesis/SQS event detection, source positions, partial batch responses.
+//! * [`source`]: Kinesis/SQS/DynamoDB Streams event detection, source positions, partial batch
+//!   responses.
 //! * [`pipeline`]: one batch through a protocol (parse → apply → keep what is rejected →
 //!   partial batch response), returning a report.
 //! * [`dead_letter`]: the dead-letter table (keep, list, remove) for records that can never

@@ -23,7 +23,8 @@ use dynamo_protocols::{
 use futures::StreamExt;
 
 use crate::dead_letter::DeadLetters;
-use crate::source::{Batch, BatchResponse, SourceRecord};
+use crate::source::dynamodb::decode_change;
+use crate::source::{Batch, BatchResponse, SourceKind, SourceRecord};
 use crate::summary::BatchSummary;
 
 /// Whether records older than the protocol's [`Protocol::max_record_age`] are kept as dead
@@ -111,7 +112,7 @@ fn parse_all<P: Protocol>(
             results.push(Some(RecordResult::Rejected(reason)));
             continue;
         }
-        match protocol.parse(&record.body) {
+        match parse(protocol, record) {
             Ok(parsed) => {
                 valid.push((i, parsed));
                 results.push(None);
@@ -120,6 +121,15 @@ fn parse_all<P: Protocol>(
         }
     }
     (results, valid)
+}
+
+/// A record body through the protocol; a DynamoDB stream record as an item change, under the
+/// mapping the protocol's settings chose.
+fn parse<P: Protocol>(protocol: &P, record: &SourceRecord) -> Result<P::Record, Rejection> {
+    match record.position.kind {
+        SourceKind::DynamoDb => protocol.parse_change(&decode_change(&record.body)?),
+        SourceKind::Kinesis | SourceKind::Sqs => protocol.parse(&record.body),
+    }
 }
 
 /// A record older than `max_age` since its source received it (unknown arrival: never).

@@ -17,6 +17,7 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::change::ItemChange;
 use crate::ddb::StoreError;
 use crate::rejection::Rejection;
 
@@ -69,6 +70,15 @@ pub trait Protocol: Sync {
 
     /// Parse and validate one record body.
     fn parse(&self, body: &[u8]) -> Result<Self::Record, Rejection>;
+
+    /// Map one item change (a DynamoDB stream record) to a record, under the mapping the
+    /// protocol's settings chose. The default takes none (`no_change_mapping`).
+    fn parse_change(&self, change: &ItemChange) -> Result<Self::Record, Rejection> {
+        let _ = change;
+        Err(crate::change::no_change_mapping(
+            "a change mapping of this protocol",
+        ))
+    }
 
     /// The oldest record (since its source received it) this protocol applies safely: an older
     /// one may undo what it cannot see any more (a ratchet put whose item's tombstone expired

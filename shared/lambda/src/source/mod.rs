@@ -1,5 +1,6 @@
-//! Event sources: one Lambda payload, either a Kinesis or an SQS batch, as a list of records
-//! with their position in the source, and the matching partial batch response.
+//! Event sources: one Lambda payload, a Kinesis, SQS or DynamoDB Streams batch, as a list of
+//! records with their position in the source, and the matching partial batch response.
+//! DynamoDB stream records are item changes: see [`dynamodb`].
 //!
 //! The shape is detected from the payload (`Records[*].eventSource`, or the presence of a
 //! `kinesis` / `body` field), so one binary can be wired to both sources.
@@ -9,9 +10,11 @@
 //! reported sequence number, so every record after it is delivered again: the protocols in this
 //! crate are idempotent, so re-delivery of records that already succeeded is harmless.
 
+pub mod dynamodb;
+
 use aws_lambda_events::kinesis::KinesisEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
-use aws_lambda_events::streams::KinesisEventResponse;
+use aws_lambda_events::streams::{DynamoDbEventResponse, KinesisEventResponse};
 use serde::{Deserialize, Serialize};
 
 /// Which service delivered a batch.
@@ -22,6 +25,9 @@ pub enum SourceKind {
     Kinesis,
     /// An SQS queue (`aws:sqs`).
     Sqs,
+    /// A DynamoDB stream (`aws:dynamodb`): bodies are item changes.
+    #[serde(rename = "dynamodb")]
+    DynamoDb,
 }
 
 /// Where a record came from: enough to find it again and to replay it.
@@ -31,7 +37,8 @@ pub struct SourcePosition {
     pub kind: SourceKind,
     /// Stream or queue ARN, when the event carries it.
     pub source_arn: Option<String>,
-    /// Kinesis sequence number or SQS message id: the `itemIdentifier` of the record.
+    /// Kinesis or DynamoDB Streams sequence number, or SQS message id: the `itemIdentifier` of
+    /// the record.
     pub id: String,
     /// Kinesis: the shard (from `eventID`), when present.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -40,7 +47,7 @@ pub struct SourcePosition {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_key: Option<String>,
     /// When the source received the record, epoch ms (Kinesis `approximateArrivalTimestamp`,
-    /// SQS `SentTimestamp`): a record older than its protocol can handle safely is kept as a
+    /// SQS `SentTimestamp`, DynamoDB `ApproximateCreationDateTime`): a record older than its protocol can handle safely is kept as a
     /// dead letter (`too_old`) instead of being applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrived_at_ms: Option<u64>,
@@ -51,7 +58,8 @@ pub struct SourcePosition {
 pub struct SourceRecord {
     /// Where the record came from.
     pub position: SourcePosition,
-    /// The SQS body, or the Kinesis data after base64 decoding.
+    /// The SQS body, the Kinesis data after base64 decoding, or a DynamoDB stream record's
+    /// JSON.
     pub body: Vec<u8>,
 }
 
@@ -97,7 +105,9 @@ impl Batch {
         let kind = match first.get("eventSource").and_then(|s| s.as_str()) {
             Some("aws:kinesis") => SourceKind::Kinesis,
             Some("aws:sqs") => SourceKind::Sqs,
+            Some(dynamodb::EVENT_SOURCE) => SourceKind::DynamoDb,
             _ if first.get("kinesis").is_some() => SourceKind::Kinesis,
+            _ if first.get("dynamodb").is_some() => SourceKind::DynamoDb,
             _ if first.get("body").is_some() || first.get("messageId").is_some() => SourceKind::Sqs,
             other => {
                 return Err(EventError::UnknownShape(format!("eventSource {other:?}")));
@@ -106,6 +116,7 @@ impl Batch {
         let records = match kind {
             SourceKind::Kinesis => kinesis_records(event)?,
             SourceKind::Sqs => sqs_records(event)?,
+            SourceKind::DynamoDb => dynamodb::records(event)?,
         };
         Ok(Batch { kind, records })
     }
@@ -183,6 +194,8 @@ pub enum BatchResponse {
     Kinesis(KinesisEventResponse),
     /// Response to an SQS batch.
     Sqs(SqsBatchResponse),
+    /// Response to a DynamoDB Streams batch (failures by sequence number).
+    DynamoDb(DynamoDbEventResponse),
 }
 
 impl BatchResponse {
@@ -207,6 +220,7 @@ impl BatchResponse {
                 }
                 BatchResponse::Sqs(r)
             }
+            SourceKind::DynamoDb => BatchResponse::DynamoDb(dynamodb::response(failed_ids)),
         }
     }
 
@@ -222,6 +236,11 @@ impl BatchResponse {
                 .batch_item_failures
                 .iter()
                 .map(|f| f.item_identifier.clone())
+                .collect(),
+            BatchResponse::DynamoDb(r) => r
+                .batch_item_failures
+                .iter()
+                .filter_map(|f| f.item_identifier.clone())
                 .collect(),
         }
     }
