@@ -84,6 +84,9 @@ pub enum RejectionCode {
     /// `UpdateExpression` has unbalanced parentheses (it could change how the protocol's
     /// guard is combined with it).
     MalformedExpression,
+    /// A Kinesis record in the KPL aggregation format that cannot be expanded (checksum
+    /// mismatch, broken protobuf, a key index out of its table, no sub-records): kept whole.
+    BadAggregate,
     /// A code this version does not know (read from an older or newer dead letter). Stays
     /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
@@ -130,6 +133,7 @@ impl RejectionCode {
             RejectionCode::InvalidWriteId => "invalid_write_id",
             RejectionCode::Other => "other",
             RejectionCode::MalformedExpression => "malformed_expression",
+            RejectionCode::BadAggregate => "bad_aggregate",
         }
     }
 }
