@@ -361,10 +361,12 @@ write("ratchet-kinesis-aggregated.json",
 write("ratchet-kinesis-unaggregated.json",
       aggregated_event([u[:2] for u in agg_users], AGG_SEQ + 100))
 
-# Malformed aggregates next to a valid one: a flipped checksum byte, a truncated protobuf
-# under a matching checksum, and a user record naming a partition key outside the table.
+# Malformed aggregates next to a valid one (whose third user record is not JSON: that one
+# alone is dead-lettered): a flipped checksum byte, a truncated protobuf under a matching
+# checksum, and a user record naming a partition key outside the table.
 _, good = aggregate([("User#9", put("User#9", "Movie#P", 1721770200000, Rating=4)),
-                     ("User#9", put("User#9", "Movie#Q", 1721770200000, Rating=3))])
+                     ("User#9", put("User#9", "Movie#Q", 1721770200000, Rating=3)),
+                     ("User#9", "{not json")])
 bad_md5 = good[:-1] + bytes([good[-1] ^ 0x01])
 pb = good[len(KPL_MAGIC):-16]
 truncated = KPL_MAGIC + pb[:-5] + hashlib.md5(pb[:-5]).digest()

@@ -26,9 +26,9 @@
 //! of one record, so a protocol's per-batch coalescing does not span records of an ordered
 //! batch. A key with `n` records takes `n` sequential applies.
 
-use std::collections::HashMap;
 use dynamo_protocols::{Protocol, RecordResult, StoreError};
 use futures::StreamExt;
+use std::collections::HashMap;
 
 use crate::pipeline::{Run, Slots};
 use crate::source::{Batch, SourceKind, SourcePosition};
@@ -99,12 +99,11 @@ pub(crate) async fn apply_in_order<P: Protocol>(
     valid: Vec<(usize, P::Record)>,
 ) -> (Vec<RecordResult<P::Outcome>>, usize) {
     let groups = group(run.batch, key, slots, valid);
-    let done: Vec<(Vec<(usize, RecordResult<P::Outcome>)>, usize)> =
-        futures::stream::iter(groups)
-            .map(|steps| run_key(run, protocol, steps))
-            .buffer_unordered(protocol.concurrency().max(1))
-            .collect()
-            .await;
+    let done: Vec<(Vec<(usize, RecordResult<P::Outcome>)>, usize)> = futures::stream::iter(groups)
+        .map(|steps| run_key(run, protocol, steps))
+        .buffer_unordered(protocol.concurrency().max(1))
+        .collect()
+        .await;
     let mut results: Slots<P::Outcome> = (0..run.batch.records.len()).map(|_| None).collect();
     let mut write_calls = 0;
     for (key_results, calls) in done {
@@ -200,9 +199,7 @@ async fn run_key<P: Protocol>(
 fn held_back<O>(stop: &Stop) -> RecordResult<O> {
     match stop {
         Stop::Deferred => RecordResult::Deferred,
-        Stop::After(id) => RecordResult::Failed(StoreError::HeldBack {
-            after: id.clone(),
-        }),
+        Stop::After(id) => RecordResult::Failed(StoreError::HeldBack { after: id.clone() }),
     }
 }
 
