@@ -30,7 +30,7 @@ use dynamo_protocols::{Protocol, RecordResult, StoreError};
 use futures::StreamExt;
 use std::collections::HashMap;
 
-use crate::pipeline::{Run, Slots};
+use crate::pipeline::{Parsed, Run, Slots};
 use crate::source::{Batch, SourceKind, SourcePosition};
 
 /// The key records of an ordered batch are ordered by.
@@ -81,6 +81,12 @@ enum Step<R, O> {
     Apply(R),
 }
 
+/// One key's records, in batch order.
+type Steps<R, O> = Vec<(usize, Step<R, O>)>;
+
+/// One key's results (by batch index) and the write calls it made.
+type KeyResults<O> = (Vec<(usize, RecordResult<O>)>, usize);
+
 /// Why a key stopped: what its later records are reported as.
 enum Stop {
     /// Deferred at the deadline: the later ones are deferred too.
@@ -96,10 +102,10 @@ pub(crate) async fn apply_in_order<P: Protocol>(
     protocol: &P,
     key: OrderKey,
     slots: Slots<P::Outcome>,
-    valid: Vec<(usize, P::Record)>,
+    valid: Parsed<P::Record>,
 ) -> (Vec<RecordResult<P::Outcome>>, usize) {
     let groups = group(run.batch, key, slots, valid);
-    let done: Vec<(Vec<(usize, RecordResult<P::Outcome>)>, usize)> = futures::stream::iter(groups)
+    let done: Vec<KeyResults<P::Outcome>> = futures::stream::iter(groups)
         .map(|steps| run_key(run, protocol, steps))
         .buffer_unordered(protocol.concurrency().max(1))
         .collect()
@@ -124,10 +130,10 @@ fn group<R, O>(
     batch: &Batch,
     key: OrderKey,
     slots: Slots<O>,
-    valid: Vec<(usize, R)>,
-) -> Vec<Vec<(usize, Step<R, O>)>> {
+    valid: Parsed<R>,
+) -> Vec<Steps<R, O>> {
     let mut parsed: HashMap<usize, R> = valid.into_iter().collect();
-    let mut groups: Vec<Vec<(usize, Step<R, O>)>> = Vec::new();
+    let mut groups: Vec<Steps<R, O>> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     for (i, (slot, record)) in slots.into_iter().zip(&batch.records).enumerate() {
         let step = match (slot, parsed.remove(&i)) {
@@ -154,8 +160,8 @@ fn group<R, O>(
 async fn run_key<P: Protocol>(
     run: &Run<'_>,
     protocol: &P,
-    steps: Vec<(usize, Step<P::Record, P::Outcome>)>,
-) -> (Vec<(usize, RecordResult<P::Outcome>)>, usize) {
+    steps: Steps<P::Record, P::Outcome>,
+) -> KeyResults<P::Outcome> {
     let mut out = Vec::with_capacity(steps.len());
     let mut write_calls = 0;
     let mut stop: Option<Stop> = None;
@@ -223,4 +229,66 @@ async fn apply_one<P: Protocol>(
         .find(|(j, _)| *j == i)
         .map_or(RecordResult::Deferred, |(_, r)| r);
     (result, applied.write_calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceRecord;
+    use dynamo_protocols::{Rejection, RejectionCode};
+
+    fn fifo(groups: &[Option<&str>]) -> Batch {
+        let records = groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| SourceRecord {
+                position: SourcePosition {
+                    kind: SourceKind::Sqs,
+                    source_arn: Some("arn:aws:sqs:us-east-1:1:q.fifo".into()),
+                    id: format!("m{i}"),
+                    shard_id: None,
+                    partition_key: None,
+                    message_group_id: g.map(str::to_string),
+                    sub_record: None,
+                    arrived_at_ms: None,
+                },
+                body: Vec::new(),
+            })
+            .collect();
+        Batch {
+            kind: SourceKind::Sqs,
+            records,
+        }
+    }
+
+    #[test]
+    fn records_are_grouped_by_key_in_batch_order() {
+        let batch = fifo(&[Some("a"), Some("b"), Some("a"), None, Some("b"), None]);
+        assert!(is_fifo(&batch));
+        let rejected = Rejection::new(RejectionCode::BadJson, "x");
+        let mut slots: Slots<()> = (0..6).map(|_| None).collect();
+        slots[2] = Some(RecordResult::Rejected(rejected));
+        let valid: Vec<(usize, usize)> = [0, 1, 3, 4, 5].map(|i| (i, i)).to_vec();
+
+        let groups = group(&batch, OrderKey::MessageGroup, slots, valid);
+
+        let shape: Vec<Vec<(usize, bool)>> = groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|(i, s)| (*i, matches!(s, Step::Apply(_))))
+                    .collect()
+            })
+            .collect();
+        // a: 0, 2 (rejected at parse, kept in its place); b: 1, 4; each keyless record alone.
+        assert_eq!(
+            shape,
+            [
+                vec![(0, true), (2, false)],
+                vec![(1, true), (4, true)],
+                vec![(3, true)],
+                vec![(5, true)],
+            ]
+        );
+    }
 }

@@ -93,6 +93,9 @@ pub async fn process_batch<P: Protocol>(
 /// A result slot per record of a batch: filled at parse time for rejected records.
 pub(crate) type Slots<O> = Vec<Option<RecordResult<O>>>;
 
+/// Parsed records with their index in the batch.
+pub(crate) type Parsed<R> = Vec<(usize, R)>;
+
 /// What one batch run needs besides the protocol.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Run<'a> {
@@ -166,7 +169,7 @@ fn parse_all<P: Protocol>(
     batch: &Batch,
     protocol: &P,
     max_age: Option<Duration>,
-) -> (Slots<P::Outcome>, Vec<(usize, P::Record)>) {
+) -> (Slots<P::Outcome>, Parsed<P::Record>) {
     let mut results = Vec::with_capacity(batch.records.len());
     let mut valid = Vec::new();
     let now = epoch_millis();
