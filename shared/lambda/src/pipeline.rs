@@ -112,6 +112,7 @@ impl Run<'_> {
         tracing::warn!(
             function = self.function,
             record_id = %record.position.id,
+            sub_sequence_number = record.position.sub_record.as_ref().map(|s| s.sub_sequence_number),
             source_arn = record.position.source_arn.as_deref().unwrap_or(""),
             shard_id = record.position.shard_id.as_deref().unwrap_or(""),
             reason_code = reason.code.as_str(),
