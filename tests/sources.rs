@@ -448,3 +448,19 @@ async fn kinesis_a_failed_transfer_holds_back_later_records_of_its_partition_key
     ];
     assert_eq!(end, want.map(|(k, v)| (k.to_string(), v)).into());
 }
+
+#[tokio::test]
+async fn fifo_past_the_deadline_every_group_is_deferred_and_nothing_applied() {
+    let setup = client();
+    let tables = tx_tables(&setup).await;
+    let accounts = tables["AccountsTable"].clone();
+    let w = coordinator_on(setup.clone(), &tables);
+    let batch = Batch::from_event(fifo_event(&transfers(&accounts))).expect("sqs fifo");
+
+    let report = w.handle_batch(&batch, Deadline::after(Duration::ZERO)).await;
+
+    assert_eq!(report.response.failed_ids(), ["m0", "m1", "m2", "m3", "m4"]);
+    assert_eq!(report.summary.count("deferred"), 5);
+    let now = balances(&setup, &accounts).await;
+    assert_eq!((now["ann"], now["dan"]), (100, 50));
+}
