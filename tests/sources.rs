@@ -457,7 +457,9 @@ async fn fifo_past_the_deadline_every_group_is_deferred_and_nothing_applied() {
     let w = coordinator_on(setup.clone(), &tables);
     let batch = Batch::from_event(fifo_event(&transfers(&accounts))).expect("sqs fifo");
 
-    let report = w.handle_batch(&batch, Deadline::after(Duration::ZERO)).await;
+    let report = w
+        .handle_batch(&batch, Deadline::after(Duration::ZERO))
+        .await;
 
     assert_eq!(report.response.failed_ids(), ["m0", "m1", "m2", "m3", "m4"]);
     assert_eq!(report.summary.count("deferred"), 5);
