@@ -266,6 +266,8 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
                     id: format!("m{ago_secs}"),
                     shard_id: None,
                     partition_key: None,
+                    message_group_id: None,
+                    sub_record: None,
                     arrived_at_ms: Some(now - ago_secs * 1000),
                 },
                 body: transfer(&table, "old", "a", "b", 10)

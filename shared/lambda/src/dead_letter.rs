@@ -52,13 +52,23 @@ pub const MAX_REASON_CHARS: usize = 1024;
 /// `<function>|kinesis|<stream arn>|<shard>|<sequence number>` or
 /// `<function>|sqs|<queue arn>|<message id>` or
 /// `<function>|dynamodb|<stream arn>|<sequence number>` (unique per stream) (`-` for what the
-/// event did not carry).
+/// event did not carry). A user
+/// record of a KPL aggregate shares its aggregate's sequence number and adds its
+/// sub-sequence number: `…|<sequence number>:<sub-sequence number>` (an aggregate kept whole
+/// has none, so the two never collide).
 pub fn letter_id(function: &str, position: &SourcePosition) -> String {
     let arn = position.source_arn.as_deref().unwrap_or("-");
     match position.kind {
         SourceKind::Kinesis => {
             let shard = position.shard_id.as_deref().unwrap_or("-");
-            format!("{function}|kinesis|{arn}|{shard}|{}", position.id)
+            let id = &position.id;
+            match &position.sub_record {
+                Some(sub) => format!(
+                    "{function}|kinesis|{arn}|{shard}|{id}:{}",
+                    sub.sub_sequence_number
+                ),
+                None => format!("{function}|kinesis|{arn}|{shard}|{id}"),
+            }
         }
         SourceKind::Sqs => format!("{function}|sqs|{arn}|{}", position.id),
         SourceKind::DynamoDb => format!("{function}|dynamodb|{arn}|{}", position.id),
@@ -272,6 +282,11 @@ mod tests {
             id: "9".repeat(128),
             shard_id: Some("s".repeat(128)),
             partition_key: Some("p".repeat(256)),
+            message_group_id: Some("g".repeat(128)),
+            sub_record: Some(crate::source::SubRecord {
+                sub_sequence_number: u64::MAX,
+                explicit_hash_key: Some("9".repeat(39)),
+            }),
             arrived_at_ms: None,
         };
         let letter = DeadLetter {
@@ -299,15 +314,28 @@ mod tests {
             id: "49".into(),
             shard_id: Some("shardId-1".into()),
             partition_key: None,
+            message_group_id: None,
+            sub_record: None,
             arrived_at_ms: None,
         };
         assert_eq!(letter_id("f", &kinesis), "f|kinesis|arn:s|shardId-1|49");
+        let sub = |n| SourcePosition {
+            sub_record: Some(crate::source::SubRecord {
+                sub_sequence_number: n,
+                explicit_hash_key: None,
+            }),
+            ..kinesis.clone()
+        };
+        assert_eq!(letter_id("f", &sub(0)), "f|kinesis|arn:s|shardId-1|49:0");
+        assert_ne!(letter_id("f", &sub(1)), letter_id("f", &sub(0)));
         let sqs = SourcePosition {
             kind: SourceKind::Sqs,
             source_arn: None,
             id: "m1".into(),
             shard_id: None,
             partition_key: None,
+            message_group_id: None,
+            sub_record: None,
             arrived_at_ms: None,
         };
         assert_eq!(letter_id("f", &sqs), "f|sqs|-|m1");

@@ -3,9 +3,11 @@
 //! # Layout
 //!
 //! * [`source`]: Kinesis/SQS/DynamoDB Streams event detection, source positions, partial batch
-//!   responses.
+//!   responses; [`source::kpl`] expands KPL-aggregated Kinesis records.
 //! * [`pipeline`]: one batch through a protocol (parse → apply → keep what is rejected →
 //!   partial batch response), returning a report.
+//! * [`ordering`]: ordered batches (SQS FIFO by message group; Kinesis by partition key for a
+//!   protocol that needs it): a key's records in order, none after one reported for retry.
 //! * [`dead_letter`]: the dead-letter table (keep, list, remove) for records that can never
 //!   succeed.
 //! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`;
@@ -23,6 +25,7 @@ pub mod client;
 pub mod dead_letter;
 pub mod error;
 pub mod metrics;
+pub mod ordering;
 pub mod pipeline;
 pub mod settings;
 pub mod source;

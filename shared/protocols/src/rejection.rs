@@ -89,6 +89,9 @@ pub enum RejectionCode {
     /// An item change is unusable under the mapping (an image the stream does not carry, an
     /// unknown event name, a sequence number that is not digits, a group value missing).
     InvalidChange,
+    /// A Kinesis record in the KPL aggregation format that cannot be expanded (checksum
+    /// mismatch, broken protobuf, a key index out of its table, no sub-records): kept whole.
+    BadAggregate,
     /// A code this version does not know (read from an older or newer dead letter). Stays
     /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
@@ -137,6 +140,7 @@ impl RejectionCode {
             RejectionCode::MalformedExpression => "malformed_expression",
             RejectionCode::NoChangeMapping => "no_change_mapping",
             RejectionCode::InvalidChange => "invalid_change",
+            RejectionCode::BadAggregate => "bad_aggregate",
         }
     }
 }

@@ -29,6 +29,8 @@ pub fn batch(kind: SourceKind, bodies: &[Value], offset: usize) -> Batch {
                     id,
                     shard_id: None,
                     partition_key: None,
+                    message_group_id: None,
+                    sub_record: None,
                     arrived_at_ms: None,
                 },
                 body: body.to_string().into_bytes(),

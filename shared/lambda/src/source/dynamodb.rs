@@ -56,6 +56,8 @@ pub(super) fn records(event: Value) -> Result<Vec<SourceRecord>, EventError> {
                     .and_then(Value::as_f64)
                     .map(|secs| (secs * 1000.0) as u64)
                     .filter(|ms| *ms > 0),
+                message_group_id: None,
+                sub_record: None,
             };
             let body = serde_json::to_vec(&record).map_err(|e| EventError::Malformed {
                 kind,

@@ -9,6 +9,10 @@
 //! number or its SQS message id. For Kinesis, Lambda restarts the shard from the *lowest*
 //! reported sequence number, so every record after it is delivered again: the protocols in this
 //! crate are idempotent, so re-delivery of records that already succeeded is harmless.
+//!
+//! Kinesis records in the KPL aggregation format are expanded here into their user records
+//! ([`kpl`]); each keeps its parent's sequence number as its id (what Lambda checkpoints on)
+//! and carries its sub-sequence number in [`SourcePosition::sub_record`].
 
 pub mod dynamodb;
 
@@ -16,6 +20,10 @@ use aws_lambda_events::kinesis::KinesisEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::streams::{DynamoDbEventResponse, KinesisEventResponse};
 use serde::{Deserialize, Serialize};
+
+pub mod kpl;
+
+pub use kpl::SubRecord;
 
 /// Which service delivered a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,9 +51,16 @@ pub struct SourcePosition {
     /// Kinesis: the shard (from `eventID`), when present.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard_id: Option<String>,
-    /// Kinesis: the partition key.
+    /// Kinesis: the partition key (of the user record, for a KPL sub-record).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_key: Option<String>,
+    /// SQS FIFO: the message group (`MessageGroupId`), the unit of ordering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_group_id: Option<String>,
+    /// Kinesis: the user record's place in a KPL aggregate (`id` is the aggregate's sequence
+    /// number). `None` for a record that was not aggregated, or an aggregate kept whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_record: Option<SubRecord>,
     /// When the source received the record, epoch ms (Kinesis `approximateArrivalTimestamp`,
     /// SQS `SentTimestamp`, DynamoDB `ApproximateCreationDateTime`): a record older than its protocol can handle safely is kept as a
     /// dead letter (`too_old`) instead of being applied.
@@ -146,6 +161,8 @@ fn kinesis_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventE
                     .and_then(|id| id.split_once(':'))
                     .map(|(shard, _)| shard.to_string()),
                 partition_key: Some(r.kinesis.partition_key),
+                message_group_id: None,
+                sub_record: None,
                 arrived_at_ms: u64::try_from(
                     r.kinesis.approximate_arrival_timestamp.0.timestamp_millis(),
                 )
@@ -154,6 +171,7 @@ fn kinesis_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventE
             },
             body: r.kinesis.data.0,
         })
+        .flat_map(kpl::expand)
         .collect())
 }
 
@@ -175,6 +193,8 @@ fn sqs_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventError
                     id,
                     shard_id: None,
                     partition_key: None,
+                    message_group_id: m.attributes.get("MessageGroupId").cloned(),
+                    sub_record: None,
                     arrived_at_ms: m
                         .attributes
                         .get("SentTimestamp")
@@ -275,6 +295,24 @@ mod tests {
             response,
             serde_json::json!({"batchItemFailures":[{"itemIdentifier":"m1"}]})
         );
+    }
+
+    #[test]
+    fn fifo_batches_carry_their_message_groups() {
+        let event = serde_json::json!({"Records":[
+            {"eventSource":"aws:sqs","messageId":"m1","body":"{}","eventSourceARN":"arn:aws:sqs:us-east-1:1:q.fifo","attributes":{"MessageGroupId":"g1"}},
+            {"eventSource":"aws:sqs","messageId":"m2","body":"{}","eventSourceARN":"arn:aws:sqs:us-east-1:1:q.fifo","attributes":{"MessageGroupId":"g2"}}]});
+        let batch = Batch::from_event(event).expect("sqs event");
+        let groups: Vec<_> = batch
+            .records
+            .iter()
+            .map(|r| r.position.message_group_id.as_deref())
+            .collect();
+        assert_eq!(groups, [Some("g1"), Some("g2")]);
+        assert!(crate::ordering::is_fifo(&batch));
+        let standard = serde_json::json!({"Records":[{"eventSource":"aws:sqs","messageId":"m1","body":"{}","eventSourceARN":"arn:aws:sqs:us-east-1:1:q"}]});
+        let standard = Batch::from_event(standard).expect("sqs event");
+        assert!(!crate::ordering::is_fifo(&standard));
     }
 
     #[test]

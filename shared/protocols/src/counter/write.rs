@@ -301,6 +301,10 @@ impl Protocol for Counter {
         Some(self.config.window)
     }
 
+    fn concurrency(&self) -> usize {
+        self.config.concurrency
+    }
+
     async fn apply(
         &self,
         records: Vec<(usize, CounterRecord)>,

@@ -231,6 +231,10 @@ impl Protocol for Ratchet {
         Some(self.config.tombstone_ttl)
     }
 
+    fn concurrency(&self) -> usize {
+        self.config.concurrency
+    }
+
     /// In history mode, every record's history row first; then, per key, the winner of the
     /// records whose row is written (a record is acknowledged when both are done).
     async fn apply(

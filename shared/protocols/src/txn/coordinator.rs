@@ -313,6 +313,16 @@ impl Protocol for Coordinator {
         Some(self.config.retain)
     }
 
+    /// Transactions on one account keyed by partition key must not overtake each other: a
+    /// transfer that failed transiently holds back the later ones of its key in the batch.
+    fn ordered_by_key(&self) -> bool {
+        true
+    }
+
+    fn concurrency(&self) -> usize {
+        self.config.concurrency
+    }
+
     async fn apply(
         &self,
         records: Vec<(usize, TxMessage)>,
