@@ -131,6 +131,7 @@ fn kinesis_keyed(records: &[(&str, Value)]) -> Batch {
                 partition_key: Some((*key).to_string()),
                 message_group_id: None,
                 sub_record: None,
+                event_id: None,
                 arrived_at_ms: None,
             },
             body: body.to_string().into_bytes(),

@@ -268,6 +268,7 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
                     partition_key: None,
                     message_group_id: None,
                     sub_record: None,
+                    event_id: None,
                     arrived_at_ms: Some(now - ago_secs * 1000),
                 },
                 body: transfer(&table, "old", "a", "b", 10)

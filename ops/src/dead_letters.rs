@@ -158,6 +158,7 @@ mod tests {
                 partition_key: Some("p".into()),
                 message_group_id: None,
                 sub_record: None,
+                event_id: None,
                 arrived_at_ms: None,
             },
             rejected_at: 0,

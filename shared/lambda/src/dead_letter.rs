@@ -287,6 +287,7 @@ mod tests {
                 sub_sequence_number: u64::MAX,
                 explicit_hash_key: Some("9".repeat(39)),
             }),
+            event_id: None,
             arrived_at_ms: None,
         };
         let letter = DeadLetter {
@@ -316,6 +317,7 @@ mod tests {
             partition_key: None,
             message_group_id: None,
             sub_record: None,
+            event_id: None,
             arrived_at_ms: None,
         };
         assert_eq!(letter_id("f", &kinesis), "f|kinesis|arn:s|shardId-1|49");
@@ -324,6 +326,7 @@ mod tests {
                 sub_sequence_number: n,
                 explicit_hash_key: None,
             }),
+            event_id: None,
             ..kinesis.clone()
         };
         assert_eq!(letter_id("f", &sub(0)), "f|kinesis|arn:s|shardId-1|49:0");
@@ -336,6 +339,7 @@ mod tests {
             partition_key: None,
             message_group_id: None,
             sub_record: None,
+            event_id: None,
             arrived_at_ms: None,
         };
         assert_eq!(letter_id("f", &sqs), "f|sqs|-|m1");

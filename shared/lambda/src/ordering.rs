@@ -250,6 +250,7 @@ mod tests {
                     partition_key: None,
                     message_group_id: g.map(str::to_string),
                     sub_record: None,
+                    event_id: None,
                     arrived_at_ms: None,
                 },
                 body: Vec::new(),

@@ -31,6 +31,7 @@ pub fn batch(kind: SourceKind, bodies: &[Value], offset: usize) -> Batch {
                     partition_key: None,
                     message_group_id: None,
                     sub_record: None,
+                    event_id: None,
                     arrived_at_ms: None,
                 },
                 body: body.to_string().into_bytes(),

@@ -58,6 +58,9 @@ pub(super) fn records(event: Value) -> Result<Vec<SourceRecord>, EventError> {
                     .filter(|ms| *ms > 0),
                 message_group_id: None,
                 sub_record: None,
+                event_id: field(&["eventID"])
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
             };
             let body = serde_json::to_vec(&record).map_err(|e| EventError::Malformed {
                 kind,
@@ -140,6 +143,7 @@ mod tests {
             Some("arn:aws:dynamodb:us-east-1:1:table/T/stream/x")
         );
         assert_eq!(first.arrived_at_ms, Some(1_763_769_600_000));
+        assert_eq!(first.event_id.as_deref(), Some("e1"));
         assert_eq!(batch.records[1].position.arrived_at_ms, None);
     }
 

@@ -233,6 +233,7 @@ mod tests {
                 partition_key: Some("outer".into()),
                 message_group_id: None,
                 sub_record: None,
+                event_id: None,
                 arrived_at_ms: Some(7),
             },
             body,

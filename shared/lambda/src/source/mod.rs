@@ -61,6 +61,9 @@ pub struct SourcePosition {
     /// number). `None` for a record that was not aggregated, or an aggregate kept whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_record: Option<SubRecord>,
+    /// DynamoDB Streams: the record's `eventID` (the aggregates' idempotency key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
     /// When the source received the record, epoch ms (Kinesis `approximateArrivalTimestamp`,
     /// SQS `SentTimestamp`, DynamoDB `ApproximateCreationDateTime`): a record older than its protocol can handle safely is kept as a
     /// dead letter (`too_old`) instead of being applied.
@@ -163,6 +166,7 @@ fn kinesis_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventE
                 partition_key: Some(r.kinesis.partition_key),
                 message_group_id: None,
                 sub_record: None,
+                event_id: None,
                 arrived_at_ms: u64::try_from(
                     r.kinesis.approximate_arrival_timestamp.0.timestamp_millis(),
                 )
@@ -195,6 +199,7 @@ fn sqs_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventError
                     partition_key: None,
                     message_group_id: m.attributes.get("MessageGroupId").cloned(),
                     sub_record: None,
+                    event_id: None,
                     arrived_at_ms: m
                         .attributes
                         .get("SentTimestamp")
