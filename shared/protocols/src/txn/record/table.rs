@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValue,
+    ReturnValuesOnConditionCheckFailure,
 };
 use aws_sdk_dynamodb::Client;
 
@@ -243,37 +244,24 @@ impl TxTable {
             .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
-        match conditional("PutItem", result) {
-            Ok(Cond::Done(out)) => {
-                cost.add(out.consumed_capacity.as_ref());
-                Ok(Creation::Created(TxHeader::try_from(&header)?))
-            }
-            Ok(Cond::Failed { old: Some(item) }) => {
-                cost.add_failed();
-                let existing = TxHeader::try_from(&item)?;
-                if existing.nonce.is_some() && existing.nonce == get_s(&header, ATTR_NONCE) {
-                    // Our own creation, applied, answered with an error and retried.
-                    return Ok(Creation::Created(existing));
-                }
-                Ok(Creation::Exists(existing))
-            }
-            Ok(Cond::Failed { old: None }) => {
-                cost.add_failed();
-                match self.get(tx_id).await? {
-                    Some(h) if h.nonce.is_some() && h.nonce == get_s(&header, ATTR_NONCE) => {
-                        Ok(Creation::Created(h))
-                    }
-                    Some(h) => Ok(Creation::Exists(h)),
-                    None => Err(StoreError::Inconsistent(format!(
-                        "TX {tx_id}: creation refused but no header found"
-                    ))),
-                }
-            }
-            Err(err) => {
-                cost.add_failed();
-                Err(err)
-            }
-        }
+        let result = conditional("PutItem", result);
+        count(cost, &result, |out| out.consumed_capacity.as_ref());
+        let ours = |h: &TxHeader| h.nonce.is_some() && h.nonce == get_s(&header, ATTR_NONCE);
+        let existing = match result? {
+            Cond::Done(_) => return Ok(Creation::Created(TxHeader::try_from(&header)?)),
+            Cond::Failed { old: Some(item) } => TxHeader::try_from(&item)?,
+            Cond::Failed { old: None } => self.get(tx_id).await?.ok_or_else(|| {
+                StoreError::Inconsistent(format!(
+                    "TX {tx_id}: creation refused but no header found"
+                ))
+            })?,
+        };
+        // Our own creation, applied, answered with an error and retried: still the creator.
+        Ok(if ours(&existing) {
+            Creation::Created(existing)
+        } else {
+            Creation::Exists(existing)
+        })
     }
 
     /// One conditional header transition: `SET`/`REMOVE` on top of `Version + 1`,
@@ -301,24 +289,16 @@ impl TxTable {
             .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
-        match conditional("UpdateItem", result) {
-            Ok(Cond::Done(out)) => {
-                cost.add(out.consumed_capacity.as_ref());
+        let result = conditional("UpdateItem", result);
+        count(cost, &result, |out| out.consumed_capacity.as_ref());
+        Ok(match result? {
+            Cond::Done(out) => {
                 let item = out.attributes.unwrap_or_default();
-                Ok(Transition::Moved(TxHeader::try_from(&item)?))
+                Transition::Moved(TxHeader::try_from(&item)?)
             }
-            Ok(Cond::Failed { old }) => {
-                cost.add_failed();
-                Ok(match old {
-                    Some(item) => Transition::Lost(TxHeader::try_from(&item)?),
-                    None => Transition::LostUnread,
-                })
-            }
-            Err(err) => {
-                cost.add_failed();
-                Err(err)
-            }
-        }
+            Cond::Failed { old: Some(item) } => Transition::Lost(TxHeader::try_from(&item)?),
+            Cond::Failed { old: None } => Transition::LostUnread,
+        })
     }
 
     /// The heartbeat of a lock phase: `LastTouched = now`, conditioned on `from`'s attempt
@@ -342,20 +322,9 @@ impl TxTable {
             .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
-        match conditional("UpdateItem", result) {
-            Ok(Cond::Done(out)) => {
-                cost.add(out.consumed_capacity.as_ref());
-                Ok(true)
-            }
-            Ok(Cond::Failed { .. }) => {
-                cost.add_failed();
-                Ok(false)
-            }
-            Err(err) => {
-                cost.add_failed();
-                Err(err)
-            }
-        }
+        let result = conditional("UpdateItem", result);
+        count(cost, &result, |out| out.consumed_capacity.as_ref());
+        Ok(matches!(result?, Cond::Done(_)))
     }
 
     /// Delete a completed record written before completed headers expired through TTL
@@ -379,16 +348,10 @@ impl TxTable {
             .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
-        match conditional("DeleteItem", result) {
-            Ok(Cond::Done(out)) => cost.add(out.consumed_capacity.as_ref()),
-            Ok(Cond::Failed { .. }) => {
-                cost.add_failed();
-                return Ok(false);
-            }
-            Err(err) => {
-                cost.add_failed();
-                return Err(err);
-            }
+        let result = conditional("DeleteItem", result);
+        count(cost, &result, |out| out.consumed_capacity.as_ref());
+        if let Cond::Failed { .. } = result? {
+            return Ok(false);
         }
         self.delete_parts(header, cost).await?;
         Ok(true)
@@ -451,6 +414,19 @@ impl TransitionExpression {
             names,
             values,
         }
+    }
+}
+
+/// Count a conditional write: the capacity it consumed when applied, a request otherwise (a
+/// refused condition or an error reports none).
+fn count<T>(
+    cost: &Cost,
+    result: &Result<Cond<T>, StoreError>,
+    capacity: impl Fn(&T) -> Option<&ConsumedCapacity>,
+) {
+    match result {
+        Ok(Cond::Done(out)) => cost.add(capacity(out)),
+        Ok(Cond::Failed { .. }) | Err(_) => cost.add_failed(),
     }
 }
 
