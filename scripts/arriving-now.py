@@ -3,7 +3,7 @@
 
 The writers keep records older than their protocol applies safely (ratchet: the tombstone
 lifetime; counter: the duplicate window) as `too_old` dead letters, judged by Kinesis
-`approximateArrivalTimestamp` and SQS `SentTimestamp`. The samples in events/ carry fixed
+`approximateArrivalTimestamp`, SQS `SentTimestamp` and DynamoDB `ApproximateCreationDateTime`. The samples in events/ carry fixed
 times; the demo delivers them as new. Usage: arriving-now.py EVENT.json OUT.json
 """
 import json
@@ -17,6 +17,8 @@ now = time.time()
 for record in event.get("Records", []):
     if "kinesis" in record:
         record["kinesis"]["approximateArrivalTimestamp"] = round(now, 3)
+    if isinstance(record.get("dynamodb"), dict):
+        record["dynamodb"]["ApproximateCreationDateTime"] = float(int(now))
     if isinstance(record.get("attributes"), dict):
         record["attributes"]["SentTimestamp"] = str(int(now * 1000))
 with open(out, "w") as f:

@@ -269,7 +269,8 @@ def check_sources(template, errors):
 def check_readme(resources, readme, errors):
     with open(readme, encoding="utf-8") as f:
         text = f.read()
-    pattern = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:%s))\b" % "|".join(README_SUFFIXES))
+    # A capitalised word ending like a resource, not an IAM action (`dynamodb:DescribeStream`).
+    pattern = re.compile(r"(?<![:\w])([A-Z][A-Za-z0-9]*(?:%s))\b" % "|".join(README_SUFFIXES))
     for name in sorted(set(pattern.findall(text))):
         if name not in resources and name not in README_SUFFIXES:
             errors.append(f"README names {name}, which template.yaml does not declare")

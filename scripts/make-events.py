@@ -1,8 +1,37 @@
 #!/usr/bin/env python3
-"""Regenerate the sample events in events/ (Kinesis data is base64, so they are generated)."""
-import base64, json, os
+"""Regenerate the sample events in events/ (Kinesis data is base64, so they are generated).
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "events")
+KPL-aggregated Kinesis records are made by the `aws-kinesis-agg` package (the aggregation
+format's own Python implementation, from PyPI): when it is not importable, this script creates
+a virtual environment under .tools/py-events, installs the pinned versions there and runs
+itself again inside it. The generated files are committed: tests never need PyPI.
+"""
+import base64, hashlib, json, os, subprocess, sys
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(REPO, "events")
+AGG_PACKAGES = ["aws-kinesis-agg==1.2.3", "six==1.17.0", "protobuf==7.36.2"]
+
+
+def import_aggregator():
+    """aws-kinesis-agg's RecordAggregator and its protobuf messages, from a venv if need be."""
+    try:
+        from aws_kinesis_agg.aggregator import RecordAggregator
+        from aws_kinesis_agg import messages_pb2
+        return RecordAggregator, messages_pb2
+    except ImportError:
+        venv = os.path.abspath(os.path.join(REPO, ".tools", "py-events"))
+        python = os.path.join(venv, "bin", "python")
+        if os.path.abspath(sys.prefix) == venv:
+            raise
+        if not os.path.exists(python):
+            print("make-events: installing %s into %s" % (" ".join(AGG_PACKAGES), venv), file=sys.stderr)
+            subprocess.check_call([sys.executable, "-m", "venv", venv])
+            subprocess.check_call([python, "-m", "pip", "install", "-q", *AGG_PACKAGES])
+        os.execv(python, [python, os.path.abspath(__file__), *sys.argv[1:]])
+
+
+RecordAggregator, messages_pb2 = import_aggregator()
 STREAM = "arn:aws:kinesis:us-east-1:123456789012:stream/RatchetStream"
 QUEUE = "arn:aws:sqs:us-east-1:123456789012:RatchetQueue"
 
@@ -252,3 +281,190 @@ write("document-sqs-more.json", with_arn(sqs(document_more, "document-more"), DO
 write("document-kinesis-more.json", with_arn(kinesis(document_more, first_seq=49590338271490256608559692538361571095921575989136591100), DOCUMENT_STREAM))
 write("document-sqs-malformed.json", with_arn(sqs(document_malformed, "document-malformed"), DOCUMENT_QUEUE))
 write("document-kinesis-malformed.json", with_arn(kinesis(document_malformed, first_seq=49590338271490256608559692538361571095921575989136591200), DOCUMENT_STREAM))
+
+# ---------------------------------------------------------------- DynamoDB Streams
+# Changes of the example OrdersTable (template.yaml), as Lambda delivers them from its stream
+# (NEW_AND_OLD_IMAGES): replicated by ratchet-writer (RATCHET_CHANGES=replicate) and totalled
+# per customer by counter-writer (COUNTER_CHANGE_GROUP_BY=PK ...).
+ORDERS_STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/OrdersTable/stream/2026-11-22T00:00:00.000"
+
+
+def typed(value):
+    """Plain JSON -> DynamoDB attribute-value JSON (sets given as Python sets)."""
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, (int, float)):
+        return {"N": str(value)}
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, (set, frozenset)):
+        return {"SS": sorted(value)}
+    if isinstance(value, list):
+        return {"L": [typed(v) for v in value]}
+    if isinstance(value, dict):
+        return {"M": {k: typed(v) for k, v in value.items()}}
+    return {"NULL": True}
+
+
+def change(i, name, pk, sk, new=None, old=None, first_seq=4421584500000000017450439000):
+    keys = {"PK": pk, "SK": sk}
+    record = {
+        "ApproximateCreationDateTime": 1721770090.0,
+        "Keys": {k: typed(v) for k, v in keys.items()},
+        "SequenceNumber": str(first_seq + i),
+        "SizeBytes": 120,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
+    if new is not None:
+        record["NewImage"] = {k: typed(v) for k, v in dict(keys, **new).items()}
+    if old is not None:
+        record["OldImage"] = {k: typed(v) for k, v in dict(keys, **old).items()}
+    return {
+        "eventID": "c0ffee%04d" % i,
+        "eventName": name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": record,
+        "eventSourceARN": ORDERS_STREAM,
+    }
+
+
+orders = [
+    change(0, "INSERT", "alice", "o1", new={"Amount": 30, "Status": "new", "Tags": {"gift"}}),
+    change(1, "INSERT", "alice", "o2", new={"Amount": 12, "Status": "new"}),
+    change(2, "MODIFY", "alice", "o1", new={"Amount": 45, "Status": "paid", "Tags": {"gift", "rush"}},
+           old={"Amount": 30, "Status": "new", "Tags": {"gift"}}),
+    change(3, "INSERT", "bob", "o1", new={"Amount": 7, "Status": "new", "_txLock": "tx-9"}),
+    change(4, "REMOVE", "alice", "o2", old={"Amount": 12, "Status": "new"}),
+]
+write("orders-dynamodb-stream.json", {"Records": orders})
+# The same batch delivered again (Lambda retries a batch; shards are read in parallel).
+write("orders-dynamodb-stream-redelivered.json", {"Records": [orders[2], orders[0], orders[4], orders[3], orders[1]]})
+# ---------------------------------------------------------------- sources: KPL aggregates, SQS FIFO
+KPL_MAGIC = bytes([0xF3, 0x89, 0x9A, 0xC2])
+
+
+def kinesis_record(seq, partition_key, data, shard="shardId-000000000000", arn=STREAM):
+    """One Kinesis record of a Lambda event; `data` is bytes."""
+    return {
+        "kinesis": {
+            "kinesisSchemaVersion": "1.0",
+            "partitionKey": partition_key,
+            "sequenceNumber": str(seq),
+            "data": base64.b64encode(data).decode(),
+            "approximateArrivalTimestamp": 1721770090.123,
+        },
+        "eventSource": "aws:kinesis",
+        "eventVersion": "1.0",
+        "eventID": "%s:%s" % (shard, seq),
+        "eventName": "aws:kinesis:record",
+        "invokeIdentityArn": "arn:aws:iam::123456789012:role/lambda-role",
+        "awsRegion": "us-east-1",
+        "eventSourceARN": arn,
+    }
+
+
+def body_bytes(body):
+    return (body if isinstance(body, str) else json.dumps(body, separators=(",", ":"))).encode()
+
+
+def aggregate(user_records):
+    """One KPL aggregate (bytes) of (partition key, body[, explicit hash key]) user records,
+    made by aws-kinesis-agg; the aggregate's partition key is its first user record's."""
+    aggregator = RecordAggregator()
+    for user in user_records:
+        pk, body = user[0], user[1]
+        ehk = user[2] if len(user) > 2 else None
+        if aggregator.add_user_record(pk, body_bytes(body), ehk) is not None:
+            raise SystemExit("make-events: an aggregate overflowed; keep the samples small")
+    pk, _ehk, data = aggregator.clear_and_get().get_contents()
+    return pk, data
+
+
+def aggregated_event(parents, first_seq, arn=STREAM):
+    """A Kinesis event of `parents`: each a list of user records (aggregated) or a single
+    (partition key, body) tuple (a plain record)."""
+    records = []
+    for i, parent in enumerate(parents):
+        if isinstance(parent, list):
+            pk, data = aggregate(parent)
+        else:
+            pk, data = parent[0], body_bytes(parent[1])
+        records.append(kinesis_record(first_seq + i, pk, data, arn=arn))
+    return {"Records": records}
+
+
+def raw_aggregate(message):
+    """An aggregate framed by hand around a protobuf message (for malformed samples)."""
+    data = message.SerializeToString()
+    return KPL_MAGIC + data + hashlib.md5(data).digest()
+
+
+# Ratchet records of two new users, with an out-of-order put, a duplicate and a delete; the
+# aggregated event carries them in two aggregates and one plain record, the unaggregated one as
+# plain records in the same order (tests: both give the same table).
+agg_users = [
+    ("User#7", put("User#7", "Movie#K", 1721770200000, Rating=2)),
+    ("User#8", put("User#8", "Movie#L", 1721770200000, Rating=5)),
+    ("User#7", put("User#7", "Movie#K", 1721770300000, Rating=4, Review="better on second viewing")),
+    ("User#7", put("User#7", "Movie#K", 1721770250000, Rating=3)),
+    ("User#8", put("User#8", "Movie#M", 1721770200000, Rating=1)),
+    ("User#8", delete("User#8", "Movie#M", 1721770400000), "170141183460469231731687303715884105727"),
+    ("User#8", put("User#8", "Movie#L", 1721770200000, Rating=5)),
+    ("User#7", put("User#7", "Movie#N", 1721770200000, Rating=5)),
+]
+AGG_SEQ = 49590338271490256608559692538361571095921575989136592000
+write("ratchet-kinesis-aggregated.json",
+      aggregated_event([agg_users[0:4], agg_users[4], agg_users[5:8]], AGG_SEQ))
+write("ratchet-kinesis-unaggregated.json",
+      aggregated_event([u[:2] for u in agg_users], AGG_SEQ + 100))
+
+# Malformed aggregates next to a valid one (whose third user record is not JSON: that one
+# alone is dead-lettered): a flipped checksum byte, a truncated protobuf under a matching
+# checksum, and a user record naming a partition key outside the table.
+_, good = aggregate([("User#9", put("User#9", "Movie#P", 1721770200000, Rating=4)),
+                     ("User#9", put("User#9", "Movie#Q", 1721770200000, Rating=3)),
+                     ("User#9", "{not json")])
+bad_md5 = good[:-1] + bytes([good[-1] ^ 0x01])
+pb = good[len(KPL_MAGIC):-16]
+truncated = KPL_MAGIC + pb[:-5] + hashlib.md5(pb[:-5]).digest()
+out_of_table = messages_pb2.AggregatedRecord()
+out_of_table.partition_key_table.append("User#9")
+user = out_of_table.records.add()
+user.partition_key_index = 3
+user.data = body_bytes(put("User#9", "Movie#R", 1721770200000, Rating=1))
+MALFORMED_SEQ = AGG_SEQ + 200
+write("ratchet-kinesis-aggregated-malformed.json", {"Records": [
+    kinesis_record(MALFORMED_SEQ + i, "User#9", data)
+    for i, data in enumerate([good, bad_md5, truncated, raw_aggregate(out_of_table)])
+]})
+
+# The counter samples again, aggregated: one aggregate per batch (counts must not change).
+write("counter-kinesis-aggregated.json", aggregated_event(
+    [[(b["key"]["PK"], b) for b in counter_batch], [(b["key"]["PK"], b) for b in counter_more]],
+    49590338271490256608559692538361571095921575989136592300, arn=COUNTER_STREAM))
+
+
+def sqs_fifo(messages, prefix, queue):
+    """An SQS FIFO event: `messages` are (message group, body) pairs."""
+    event = with_arn(sqs([body for _, body in messages], prefix), queue)
+    for i, (record, (group, _)) in enumerate(zip(event["Records"], messages)):
+        record["attributes"].update({
+            "MessageGroupId": group,
+            "MessageDeduplicationId": "%s-%02d" % (prefix, i),
+            "SequenceNumber": str(18849496460467696128 + i),
+        })
+    return event
+
+
+# Two interleaved message groups (one per paying account). In order, each group's second
+# transfer finds too little money and rolls back; the third of ann's group commits.
+TX_FIFO_QUEUE = "arn:aws:sqs:us-east-1:123456789012:TxQueue.fifo"
+write("tx-fifo.json", sqs_fifo([
+    ("ann", tx_transfer("fifo-ann-1", "ann", "ben", 60)),
+    ("dan", tx_transfer("fifo-dan-1", "dan", "eve", 20)),
+    ("ann", tx_transfer("fifo-ann-2", "ann", "cat", 50)),
+    ("dan", tx_transfer("fifo-dan-2", "dan", "eve", 40)),
+    ("ann", tx_transfer("fifo-ann-3", "ann", "ben", 10)),
+], "tx-fifo", TX_FIFO_QUEUE))

@@ -718,7 +718,7 @@ proptest! {
             assert_eq!(table.keys().collect::<Vec<_>>(), model.keys().collect::<Vec<_>>());
             for (id, winner) in &model {
                 let stored = &table[id];
-                assert_eq!(stored["Timestamp"], json!(winner.ts), "{id}");
+                assert_eq!(stored["Timestamp"], winner.ts.to_json(), "{id}");
                 assert_eq!(stored["TieBreak"], json!(winner.token), "{id}");
                 match &winner.op {
                     dynamo_protocols::ratchet::RatchetOp::Delete => {

@@ -3,142 +3,25 @@
 //! `events/` fixtures.
 
 mod common;
+mod txn_env;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_dynamodb::Client;
 use common::*;
 use dynamo_lambda::dead_letter::DeadLetters;
 use dynamo_lambda::Writer;
 use dynamo_protocols::ddb::item::item_to_json;
-use dynamo_protocols::sweep::{SweepConfig, SweepSummary, Sweeper};
 use dynamo_protocols::txn::read::Isolation;
 use dynamo_protocols::txn::record::{TxState, INLINE_REQUEST_BYTES};
-use dynamo_protocols::txn::request::TxMessage;
-use dynamo_protocols::txn::{Coordinator, TxConfig, TxError, TxOutcome};
+use dynamo_protocols::txn::{Coordinator, TxError, TxOutcome};
 use dynamo_protocols::Deadline;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use lambda_runtime::{Context, LambdaEvent};
 use rand::{Rng, SeedableRng};
-use serde_json::{json, Map, Value};
-
-/// Tables of one test: logical id → name.
-struct Env {
-    tables: BTreeMap<String, String>,
-}
-
-impl Env {
-    async fn new(client: &Client) -> Env {
-        let tables = dynamo_testing::template_tables(
-            client,
-            &["TxTable", "AccountsTable", "DeadLetterTable"],
-        )
-        .await;
-        Env { tables }
-    }
-
-    fn accounts(&self) -> &str {
-        &self.tables["AccountsTable"]
-    }
-
-    fn tx(&self) -> &str {
-        &self.tables["TxTable"]
-    }
-
-    fn config(&self) -> TxConfig {
-        let mut c = TxConfig::new(self.tx(), [self.accounts()]);
-        c.lock_patience = Duration::from_millis(300);
-        c.max_attempts = 50;
-        c
-    }
-
-    fn coordinator(&self, client: Client) -> Coordinator {
-        Coordinator::new(client, self.config())
-    }
-
-    fn sweeper(&self, client: Client, stale_after_secs: u64, retain_secs: u64) -> Sweeper {
-        let mut c = SweepConfig::new(self.tx());
-        c.stale_after = Duration::from_secs(stale_after_secs);
-        c.retain = Duration::from_secs(retain_secs);
-        Sweeper::new(client, c)
-    }
-}
-
-fn update(table: &str, pk: &str, delta: i64) -> Value {
-    json!({"Update":{"TableName":table,"Key":{"PK":pk},
-        "UpdateExpression":"SET #b = #b + :d","ExpressionAttributeNames":{"#b":"balance"},
-        "ExpressionAttributeValues":{":d":delta}}})
-}
-
-fn debit(table: &str, pk: &str, amount: i64) -> Value {
-    json!({"Update":{"TableName":table,"Key":{"PK":pk},
-        "UpdateExpression":"SET #b = #b - :a","ConditionExpression":"#b >= :a",
-        "ExpressionAttributeNames":{"#b":"balance"},"ExpressionAttributeValues":{":a":amount}}})
-}
-
-fn transfer(table: &str, tx_id: &str, from: &str, to: &str, amount: i64) -> Value {
-    json!({"txId":tx_id,"requests":[debit(table, from, amount), update(table, to, amount)]})
-}
-
-fn message(c: &Coordinator, body: &Value) -> TxMessage {
-    c.parse_message(body.to_string().as_bytes())
-        .expect("valid message")
-}
-
-async fn seed(client: &Client, table: &str, pk: &str, balance: i64) {
-    client
-        .put_item()
-        .table_name(table)
-        .item("PK", AttributeValue::S(pk.into()))
-        .item("balance", AttributeValue::N(balance.to_string()))
-        .send()
-        .await
-        .expect("seed");
-}
-
-/// Every item of a table by `PK`.
-async fn items(client: &Client, table: &str) -> BTreeMap<String, Map<String, Value>> {
-    scan(client, table)
-        .await
-        .into_iter()
-        .map(|(k, v)| (k.trim_end_matches('|').to_string(), v))
-        .collect()
-}
-
-fn balance(items: &BTreeMap<String, Map<String, Value>>, pk: &str) -> Option<i64> {
-    items
-        .get(pk)
-        .and_then(|i| i.get("balance"))
-        .and_then(Value::as_i64)
-}
-
-/// No lock, image or transient marker anywhere; every TX header completed.
-async fn assert_clean(client: &Client, env: &Env) {
-    for (pk, item) in items(client, env.accounts()).await {
-        for name in ["_txLock", "_txImage", "_txDelete", "_txTransient"] {
-            assert!(!item.contains_key(name), "{pk} still has {name}: {item:?}");
-        }
-    }
-    for (_, item) in scan(client, env.tx()).await {
-        if item.get("Part").and_then(Value::as_str) == Some("#") {
-            assert_eq!(
-                item.get("State").and_then(Value::as_str),
-                Some("completed"),
-                "TX record not final: {item:?}"
-            );
-        }
-    }
-}
-
-async fn sweep_all(env: &Env, client: Client) -> SweepSummary {
-    env.sweeper(client, 0, 3600)
-        .sweep(Deadline::none())
-        .await
-        .expect("sweep")
-}
+use serde_json::{json, Value};
+use txn_env::*;
 
 /// The requests of the crash test for N = 1, 2, 5 with keys prefixed by `p`, and the balances
 /// before (`None` = absent) and after.
@@ -195,7 +78,7 @@ fn crash_case(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_step_leaves_all_or_nothing() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     for n in [1usize, 2, 5] {
         // Given the number of calls of an undisturbed run,
@@ -322,7 +205,7 @@ async fn crash_at_every_step_leaves_all_or_nothing() {
 #[tokio::test]
 async fn lost_responses_never_apply_twice() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 100).await;
     seed(&base, &table, "b", 0).await;
@@ -443,7 +326,7 @@ async fn concurrent_transfers_keep_the_sum_and_never_overdraw() {
 #[tokio::test]
 async fn committed_reads_never_see_uncommitted_changes() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     let c = env.coordinator(client());
     let key = |pk: &str| json!({"PK":pk}).as_object().cloned().expect("key");
@@ -514,7 +397,7 @@ async fn committed_reads_never_see_uncommitted_changes() {
 #[tokio::test]
 async fn large_transactions_commit() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     let c = env.coordinator(client());
 
@@ -569,86 +452,9 @@ async fn large_transactions_commit() {
 }
 
 #[tokio::test]
-async fn sweeper_touches_only_stale_transactions() {
-    let base = client();
-    let env = Env::new(&base).await;
-    let table = env.accounts().to_string();
-    let c = env.coordinator(client());
-    for a in 0..8 {
-        seed(&base, &table, &format!("acc{a}"), 1000).await;
-    }
-    // Given 30 finished transactions
-    for t in 0..30 {
-        let body = transfer(&table, &format!("done{t}"), "acc0", "acc1", 1);
-        c.run(&message(&c, &body), Deadline::none())
-            .await
-            .expect("done");
-    }
-    // and 3 abandoned after locking both of their accounts (pending),
-    for t in 0..3 {
-        let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(6)), 1));
-        let (from, to) = (format!("acc{}", 2 + 2 * t), format!("acc{}", 3 + 2 * t));
-        let body = transfer(&table, &format!("stale{t}"), &from, &to, 5);
-        assert!(dying
-            .run(&message(&dying, &body), Deadline::none())
-            .await
-            .is_err());
-    }
-    let counting = FaultInjector::counting();
-    let sweeper = env.sweeper(client_with(Some(counting.clone()), 1), 0, 3600);
-    let summary = sweeper.sweep(Deadline::none()).await.expect("sweep");
-    // then the sweep acts on the 3 stale ones only: no scan, one index query per key, and
-    // writes only for them (rollback + 2 undos + complete, at most).
-    assert_eq!(summary.stale, 3, "{summary:?}");
-    assert_eq!(counting.calls_of("Scan"), 0);
-    assert_eq!(counting.calls_of("Query"), 2);
-    let writes = counting.calls_of("UpdateItem")
-        + counting.calls_of("PutItem")
-        + counting.calls_of("DeleteItem");
-    assert!(writes <= 3 * 4, "writes {writes}");
-    assert_eq!(summary.write_calls as usize, writes);
-    assert!(
-        counting.calls_of("GetItem") <= 3 * 3,
-        "{}",
-        counting.calls_of("GetItem")
-    );
-    let now = items(&base, &table).await;
-    assert_eq!(balance(&now, "acc2"), Some(1000));
-    assert_eq!(balance(&now, "acc0"), Some(970));
-    assert_clean(&base, &env).await;
-
-    // A second sweep finds nothing; with retention 0 every completed record is deleted.
-    assert_eq!(sweep_all(&env, client()).await.stale, 0);
-    let deleting = env.sweeper(client(), 0, 0);
-    let summary = deleting.sweep(Deadline::none()).await.expect("sweep");
-    assert_eq!(summary.deleted, 33);
-    assert!(scan(&base, env.tx()).await.is_empty());
-}
-
-#[tokio::test]
-async fn sweeper_stops_at_its_deadline() {
-    let base = client();
-    let env = Env::new(&base).await;
-    let table = env.accounts().to_string();
-    seed(&base, &table, "a", 10).await;
-    let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(3)), 1));
-    let body = json!({"txId":"late","requests":[update(&table, "a", 1)]});
-    let _ = dying.run(&message(&dying, &body), Deadline::none()).await;
-    let expired = Deadline::after(Duration::ZERO);
-    let summary = env
-        .sweeper(client(), 0, 3600)
-        .sweep(expired)
-        .await
-        .expect("sweep");
-    assert!(summary.stopped_early);
-    assert_eq!(summary.stale, 0);
-    assert_eq!(sweep_all(&env, client()).await.rolled_back, 1);
-}
-
-#[tokio::test]
 async fn tx_id_makes_a_transaction_idempotent() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     let c = env.coordinator(client());
     seed(&base, &table, "a", 100).await;
@@ -681,7 +487,7 @@ async fn tx_id_makes_a_transaction_idempotent() {
 #[tokio::test]
 async fn failed_condition_rolls_back_and_names_the_request() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     let c = env.coordinator(client());
     seed(&base, &table, "a", 100).await;
@@ -711,7 +517,7 @@ async fn failed_condition_rolls_back_and_names_the_request() {
 #[tokio::test]
 async fn disallowed_tables_and_reserved_attributes_are_refused() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.without_heartbeats();
     let c = env.coordinator(client());
     let refused = |body: Value| match c.parse_message(body.to_string().as_bytes()) {
         Err(r) => r.code.as_str(),
@@ -747,7 +553,7 @@ fn fixture_for(env: &Env, name: &str) -> Value {
 #[tokio::test]
 async fn coordinator_handler_on_the_fixtures() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     seed(&base, &table, "alice", 100).await;
     seed(&base, &table, "bob", 20).await;
@@ -796,7 +602,7 @@ async fn coordinator_handler_on_the_fixtures() {
 #[tokio::test]
 async fn sweeper_handler_on_the_schedule_fixture() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 10).await;
     let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(3)), 1));
@@ -938,7 +744,7 @@ async fn straggling_lock_writes_never_apply_after_the_decision() {
 #[tokio::test]
 async fn a_near_deadline_defers_the_message_for_redelivery() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 100).await;
     seed(&base, &table, "b", 0).await;

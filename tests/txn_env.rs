@@ -19,6 +19,9 @@ use crate::common::scan;
 /// Tables of one test: logical id → name.
 pub struct Env {
     pub tables: BTreeMap<String, String>,
+    /// `Some(d)`: coordinators heartbeat every `d` (tests that count writes exactly set
+    /// an hour: no heartbeat).
+    pub heartbeat_every: Option<Duration>,
 }
 
 impl Env {
@@ -28,7 +31,17 @@ impl Env {
             &["TxTable", "AccountsTable", "DeadLetterTable"],
         )
         .await;
-        Env { tables }
+        Env {
+            tables,
+            heartbeat_every: None,
+        }
+    }
+
+    /// Coordinators that never heartbeat (for tests that count write requests exactly;
+    /// heartbeats are the subject of `tests/txn_long.rs`).
+    pub fn without_heartbeats(mut self) -> Env {
+        self.heartbeat_every = Some(Duration::from_secs(3600));
+        self
     }
 
     pub fn accounts(&self) -> &str {
@@ -43,6 +56,9 @@ impl Env {
         let mut c = TxConfig::new(self.tx(), [self.accounts()]);
         c.lock_patience = Duration::from_millis(300);
         c.max_attempts = 50;
+        if let Some(every) = self.heartbeat_every {
+            c.heartbeat_every = every;
+        }
         c
     }
 
@@ -128,6 +144,9 @@ pub async fn assert_clean(client: &Client, env: &Env) {
                 Some("completed"),
                 "TX record not final: {item:?}"
             );
+            // Out of the sweep index, expiring through TTL.
+            assert!(!item.contains_key("SweepKey"), "{item:?}");
+            assert!(item.contains_key("ExpiresAt"), "{item:?}");
         }
     }
 }

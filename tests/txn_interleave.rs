@@ -9,6 +9,7 @@
 mod common;
 mod txn_env;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use dynamo_protocols::txn::read::Isolation;
 use dynamo_protocols::txn::{TxError, TxOutcome};
 use dynamo_protocols::Deadline;
@@ -265,6 +266,9 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
                     id: format!("m{ago_secs}"),
                     shard_id: None,
                     partition_key: None,
+                    message_group_id: None,
+                    sub_record: None,
+                    event_id: None,
                     arrived_at_ms: Some(now - ago_secs * 1000),
                 },
                 body: transfer(&table, "old", "a", "b", 10)
@@ -273,11 +277,30 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
             }],
         }
     };
-    // Given a transfer committed, and its record deleted once its retention passed,
+    // Given a transfer committed, its record set to expire at the end of the retention,
     let report = writer.handle_batch(&arrived(1), Deadline::none()).await;
     assert_eq!(report.summary.count("committed"), 1);
-    let deleted = env.sweeper(client(), 0, 0).sweep(Deadline::none()).await;
-    assert_eq!(deleted.expect("sweep").deleted, 1);
+    let header = base
+        .get_item()
+        .table_name(env.tx())
+        .key("TxId", AttributeValue::S("old".into()))
+        .key("Part", AttributeValue::S("#".into()))
+        .send()
+        .await
+        .expect("get")
+        .item
+        .expect("header");
+    let expires: u64 = header["ExpiresAt"].as_n().expect("ttl").parse().expect("n");
+    let now_secs = dynamo_protocols::ddb::clock::epoch_seconds();
+    assert!(expires.abs_diff(now_secs + 60) <= 5, "{expires}");
+    // and deleted once it passed (as DynamoDB's TTL does),
+    base.delete_item()
+        .table_name(env.tx())
+        .key("TxId", AttributeValue::S("old".into()))
+        .key("Part", AttributeValue::S("#".into()))
+        .send()
+        .await
+        .expect("delete");
     // when the same message comes back older than the retention (a replay, a late redrive),
     let report = writer.handle_batch(&arrived(120), Deadline::none()).await;
     // then it is kept as a too_old dead letter, and the transfer stays applied once.

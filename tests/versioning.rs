@@ -906,12 +906,13 @@ fn model(
             .parse_record(body(case, r).to_string().as_bytes())
             .expect("valid");
         let item_key = parsed.key.canonical().to_string();
-        let sort_key = match parsed.ts < 0 {
-            true => format!("-{:020}#{}", parsed.ts + (1i128 << 63), parsed.token),
-            false => format!("{:020}#{}", parsed.ts, parsed.token),
+        let ts = parsed.ts.as_i128().expect("a number timestamp");
+        let sort_key = match ts < 0 {
+            true => format!("-{:020}#{}", ts + (1i128 << 63), parsed.token),
+            false => format!("{:020}#{}", ts, parsed.token),
         };
         let mut row = json!({"ItemKey": item_key, "RecordVersion": sort_key,
-            "Timestamp": i64::try_from(parsed.ts).expect("i64"), "TieBreak": parsed.token});
+            "Timestamp": i64::try_from(ts).expect("i64"), "TieBreak": parsed.token});
         match &parsed.op {
             RatchetOp::Put(item) => {
                 let item = dynamo_protocols::ddb::item::item_to_json(item.clone()).expect("json");
@@ -924,9 +925,9 @@ fn model(
         let id = format!("hcase{case}|k{}", r.key);
         if winners
             .get(&id)
-            .is_none_or(|w| parsed.version() > (w.0, w.1.as_str()))
+            .is_none_or(|w| (ts, parsed.token.as_str()) > (w.0, w.1.as_str()))
         {
-            winners.insert(id, (parsed.ts, parsed.token.clone()));
+            winners.insert(id, (ts, parsed.token.clone()));
         }
     }
     (rows, winners)

@@ -71,7 +71,11 @@ fn replay_event(letters: &[DeadLetter]) -> Value {
             .map(|l| {
                 json!({
                     "eventSource": "aws:sqs",
-                    "messageId": format!("replay-{}", l.position.id),
+                    // User records of one KPL aggregate share its sequence number.
+                    "messageId": match &l.position.sub_record {
+                        Some(sub) => format!("replay-{}:{}", l.position.id, sub.sub_sequence_number),
+                        None => format!("replay-{}", l.position.id),
+                    },
                     "body": l.payload_text().unwrap_or_default(),
                     "eventSourceARN": l.position.source_arn,
                 })
@@ -152,6 +156,9 @@ mod tests {
                 id: "1".into(),
                 shard_id: None,
                 partition_key: Some("p".into()),
+                message_group_id: None,
+                sub_record: None,
+                event_id: None,
                 arrived_at_ms: None,
             },
             rejected_at: 0,

@@ -12,6 +12,7 @@
 //!                                                  those that now succeed; --force: too_old ones too
 //! ops tx seed TABLE PK=BALANCE ...                 accounts for the transaction demo
 //! ops tx status TXID                               a TX record's state (TX_TABLE from env)
+//! ops tx open [--quiet-seconds S]                  open transactions, oldest first
 //! ```
 //!
 //! Endpoint, region and credentials come from the standard AWS environment

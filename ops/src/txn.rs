@@ -4,10 +4,13 @@
 //! ```text
 //! ops tx seed TABLE PK=BALANCE ...          put accounts {PK, balance} (plain items)
 //! ops tx status TXID                        the TX record's header
+//! ops tx open [--quiet-seconds S]           open transactions, oldest first (sweep index)
 //! ```
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dynamo_lambda::client::client_from_env;
+use dynamo_protocols::ddb::clock::epoch_millis;
+use dynamo_protocols::sweep::{SweepConfig, Sweeper};
 use dynamo_protocols::txn::record::TxTable;
 use dynamo_protocols::StoreError;
 
@@ -26,12 +29,19 @@ pub enum TxCommand {
         /// The transaction id.
         tx_id: String,
     },
+    /// List open transactions, oldest sign of life first (from the sweep index: no scan).
+    Open {
+        /// Only those without a heartbeat for this long.
+        #[arg(long, default_value_t = 0)]
+        quiet_seconds: u64,
+    },
 }
 
 pub async fn run(command: TxCommand) -> Result<(), String> {
     match command {
         TxCommand::Seed { table, accounts } => seed(&table, &accounts).await,
         TxCommand::Status { tx_id } => status(&tx_id).await,
+        TxCommand::Open { quiet_seconds } => open(quiet_seconds).await,
     }
 }
 
@@ -72,5 +82,23 @@ async fn status(tx_id: &str) -> Result<(), String> {
         ),
         None => println!("{tx_id}: no TX record"),
     }
+    Ok(())
+}
+
+async fn open(quiet_seconds: u64) -> Result<(), String> {
+    let table = std::env::var("TX_TABLE").map_err(|_| "TX_TABLE is not set")?;
+    let client = client_from_env().await.map_err(|e| e.to_string())?;
+    let sweeper = Sweeper::new(client, SweepConfig::new(table));
+    let quiet = std::time::Duration::from_secs(quiet_seconds);
+    let open = sweeper
+        .open_transactions(quiet)
+        .await
+        .map_err(|e| e.to_string())?;
+    let now = epoch_millis();
+    for (tx_id, touched) in &open {
+        let age = now.saturating_sub(*touched) / 1000;
+        println!("{tx_id}: no sign of life for {age} s");
+    }
+    println!("{} open transaction(s)", open.len());
     Ok(())
 }

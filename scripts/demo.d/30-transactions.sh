@@ -44,6 +44,8 @@ echo "== tx-sweeper: two seconds later the transaction is stale (TX_STALE_AFTER_
 echo "   expect rolled_back 1 in its summary; bob 50 and carol 0 restored from their images,"
 echo "   no lock left, the TX record completed (decision rolled_back, reason abandoned)"
 sleep 3
+echo "   what an operator sees first: the open transactions, oldest sign of life first"
+ops tx open
 invoke tx-sweeper events/tx-sweeper-schedule.json
 show AccountsTable
 ops tx status transfer-0004

@@ -20,6 +20,7 @@ mod crash;
 mod lease;
 mod ratchet;
 mod txn;
+mod txn_sweep;
 mod versioning;
 
 use std::path::PathBuf;

@@ -36,21 +36,25 @@ pub async fn run(transfers: usize) -> Result<(), String> {
         spawn_worker(&["txn".into(), kind.into(), "spread".into(), "200".into()])?;
     }
     println!(
-        "{:<28} {:>12} {:>12} {:>12} {:>10}",
-        "writes per transaction", "N", "write_calls", "2N+3", "WCU"
+        "{:<28} {:>12} {:>12} {:>12} {:>10} {:>10}",
+        "writes per transaction", "N", "write_calls", "2N+3", "WCU", "index_WCU"
     );
     for n in [1usize, 2, 10, 100] {
         let r = spawn_worker(&["txn".into(), "writes".into(), n.to_string()])?;
         let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
         println!(
-            "{:<28} {:>12} {:>12.0} {:>12} {:>10.1}",
+            "{:<28} {:>12} {:>12.0} {:>12} {:>10.1} {:>10.1}",
             "",
             n,
             num("write_calls"),
             2 * n + 3,
-            num("write_units")
+            num("write_units"),
+            num("index_write_units")
         );
     }
+    println!("(WCU includes index_WCU; a completed record then expires through TTL: no delete by the sweeper.)");
+    println!();
+    crate::txn_sweep::print(&spawn_worker(&["txn".into(), "sweep".into()])?);
     println!();
     println!(
         "{:<26} {:>9} {:>10} {:>11} {:>13} {:>14} {:>12}",
@@ -113,6 +117,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
             let count: usize = next_arg(&mut args, "transfer count")?;
             transfers(kind == "native", mode == "contended", count).await?
         }
+        "sweep" => crate::txn_sweep::run().await?,
         other => return Err(format!("unknown txn scenario {other:?}")),
     };
     let mut result = result;
@@ -181,6 +186,7 @@ async fn writes(n: usize) -> Result<Value, String> {
         "outcome": format!("{:?}", report.outcome),
         "write_calls": report.write_calls,
         "write_units": report.write_units,
+        "index_write_units": report.index_write_units,
         "millis": started.elapsed().as_millis() as u64,
     }))
 }

@@ -50,7 +50,12 @@ pub const MAX_REASON_CHARS: usize = 1024;
 /// A dead letter's id: the function, the source kind, the stream or queue, the shard and the
 /// record's id there (sequence numbers are unique per shard only; message ids per queue):
 /// `<function>|kinesis|<stream arn>|<shard>|<sequence number>` or
-/// `<function>|sqs|<queue arn>|<message id>` (`-` for what the event did not carry).
+/// `<function>|sqs|<queue arn>|<message id>` or
+/// `<function>|dynamodb|<stream arn>|<sequence number>` (unique per stream) (`-` for what the
+/// event did not carry). A user
+/// record of a KPL aggregate shares its aggregate's sequence number and adds its
+/// sub-sequence number: `…|<sequence number>:<sub-sequence number>` (an aggregate kept whole
+/// has none, so the two never collide).
 ///
 /// The id (and so every payload part's `<id>#<n>`) **starts with `<function>|`**: the template
 /// scopes each function's `PutItem` on the dead-letter table to its own keys with the IAM
@@ -60,9 +65,17 @@ pub fn letter_id(function: &str, position: &SourcePosition) -> String {
     match position.kind {
         SourceKind::Kinesis => {
             let shard = position.shard_id.as_deref().unwrap_or("-");
-            format!("{function}|kinesis|{arn}|{shard}|{}", position.id)
+            let id = &position.id;
+            match &position.sub_record {
+                Some(sub) => format!(
+                    "{function}|kinesis|{arn}|{shard}|{id}:{}",
+                    sub.sub_sequence_number
+                ),
+                None => format!("{function}|kinesis|{arn}|{shard}|{id}"),
+            }
         }
         SourceKind::Sqs => format!("{function}|sqs|{arn}|{}", position.id),
+        SourceKind::DynamoDb => format!("{function}|dynamodb|{arn}|{}", position.id),
     }
 }
 
@@ -278,6 +291,12 @@ mod tests {
             id: "9".repeat(128),
             shard_id: Some("s".repeat(128)),
             partition_key: Some("p".repeat(256)),
+            message_group_id: Some("g".repeat(128)),
+            sub_record: Some(crate::source::SubRecord {
+                sub_sequence_number: u64::MAX,
+                explicit_hash_key: Some("9".repeat(39)),
+            }),
+            event_id: None,
             arrived_at_ms: None,
         };
         let letter = DeadLetter {
@@ -305,15 +324,31 @@ mod tests {
             id: "49".into(),
             shard_id: Some("shardId-1".into()),
             partition_key: None,
+            message_group_id: None,
+            sub_record: None,
+            event_id: None,
             arrived_at_ms: None,
         };
         assert_eq!(letter_id("f", &kinesis), "f|kinesis|arn:s|shardId-1|49");
+        let sub = |n| SourcePosition {
+            sub_record: Some(crate::source::SubRecord {
+                sub_sequence_number: n,
+                explicit_hash_key: None,
+            }),
+            event_id: None,
+            ..kinesis.clone()
+        };
+        assert_eq!(letter_id("f", &sub(0)), "f|kinesis|arn:s|shardId-1|49:0");
+        assert_ne!(letter_id("f", &sub(1)), letter_id("f", &sub(0)));
         let sqs = SourcePosition {
             kind: SourceKind::Sqs,
             source_arn: None,
             id: "m1".into(),
             shard_id: None,
             partition_key: None,
+            message_group_id: None,
+            sub_record: None,
+            event_id: None,
             arrived_at_ms: None,
         };
         assert_eq!(letter_id("f", &sqs), "f|sqs|-|m1");
@@ -321,14 +356,27 @@ mod tests {
 
     #[test]
     fn every_key_written_starts_with_the_function_for_iam_leading_keys() {
-        // template.yaml: dynamodb:LeadingKeys "<function>|*" on the dead-letter table.
+        // template.yaml: dynamodb:LeadingKeys "<function>|*" (and "<function>|dynamodb|*" for
+        // the DynamoDB Streams wirings) on the dead-letter table.
         let sqs = SourcePosition {
             kind: SourceKind::Sqs,
             source_arn: Some("arn:aws:sqs:eu-west-1:1:q".into()),
             id: "m1".into(),
             shard_id: None,
             partition_key: None,
+            message_group_id: None,
+            sub_record: None,
+            event_id: None,
             arrived_at_ms: None,
+        };
+        let kinesis = SourcePosition {
+            kind: SourceKind::Kinesis,
+            shard_id: Some("shardId-1".into()),
+            ..sqs.clone()
+        };
+        let stream = SourcePosition {
+            kind: SourceKind::DynamoDb,
+            ..sqs.clone()
         };
         for function in [
             "ratchet-writer",
@@ -336,11 +384,14 @@ mod tests {
             "tx-coordinator",
             "document-writer",
         ] {
-            let id = letter_id(function, &sqs);
-            let part = part_id(&id, 2);
-            for key in [&id, &part] {
-                assert!(key.starts_with(&format!("{function}|")), "{key}");
+            for position in [&sqs, &kinesis, &stream] {
+                let id = letter_id(function, position);
+                let part = part_id(&id, 2);
+                for key in [&id, &part] {
+                    assert!(key.starts_with(&format!("{function}|")), "{key}");
+                }
             }
+            assert!(letter_id(function, &stream).starts_with(&format!("{function}|dynamodb|")));
         }
     }
 }

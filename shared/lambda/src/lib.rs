@@ -2,9 +2,12 @@
 //!
 //! # Layout
 //!
-//! * [`source`]: Kinesis/SQS event detection, source positions, partial batch responses.
+//! * [`source`]: Kinesis/SQS/DynamoDB Streams event detection, source positions, partial batch
+//!   responses; [`source::kpl`] expands KPL-aggregated Kinesis records.
 //! * [`pipeline`]: one batch through a protocol (parse → apply → keep what is rejected →
 //!   partial batch response), returning a report.
+//! * [`ordering`]: ordered batches (SQS FIFO by message group; Kinesis by partition key for a
+//!   protocol that needs it): a key's records in order, none after one reported for retry.
 //! * [`dead_letter`]: the dead-letter table (keep, list, remove) for records that can never
 //!   succeed.
 //! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`;
@@ -23,6 +26,7 @@ pub mod client;
 pub mod dead_letter;
 pub mod error;
 pub mod metrics;
+pub mod ordering;
 pub mod otel;
 pub mod pipeline;
 pub mod settings;

@@ -7,7 +7,8 @@
 //!   `counter-writer`, `tx-coordinator`, `tx-sweeper`).
 //! * One count per summary field (`Records`, `WriteCalls`, `ReportedFailures`) and per outcome
 //!   label (`Applied`, `Stale`, `Invalid`, `TooOld`, ...); the sweeper's `Stale`, `RolledBack`,
-//!   `Finished`, `AlreadyCompleted`, `Deleted`, `Errors`, `StoppedEarly`, `WriteCalls`.
+//!   `Finished`, `AlreadyCompleted`, `Deleted`, `Errors`, `StoppedEarly`, `WriteCalls` and
+//!   `OldestStaleSeconds` (its lag: the oldest stale transaction's time without a heartbeat).
 //! * **They survive any application log level**: with Lambda's advanced logging controls a
 //!   JSON line without a `level` counts as INFO and is dropped under `ApplicationLogLevel: WARN`;
 //!   EMF lines carry the configured level itself (`AWS_LAMBDA_LOG_LEVEL`), so they always pass.
@@ -76,7 +77,7 @@ pub fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
     #[allow(clippy::cast_precision_loss)]
     let count = |n: usize| n as f64;
     #[allow(clippy::cast_precision_loss)]
-    let calls = summary.write_calls as f64;
+    let (calls, oldest_ms) = (summary.write_calls as f64, summary.oldest_stale_ms as f64);
     vec![
         ("Stale".into(), count(summary.stale)),
         ("RolledBack".into(), count(summary.rolled_back)),
@@ -89,6 +90,8 @@ pub fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
             f64::from(u8::from(summary.stopped_early)),
         ),
         ("WriteCalls".into(), calls),
+        // The sweeper's lag: how long the oldest stale transaction went without a sign of life.
+        ("OldestStaleSeconds".into(), oldest_ms / 1000.0),
     ]
 }
 
@@ -182,10 +185,12 @@ mod tests {
             stale: 2,
             rolled_back: 1,
             finished: 1,
+            oldest_stale_ms: 1500,
             ..SweepSummary::default()
         };
         let doc = emf_document("Ns", "f", "tx-sweeper", &sweep_values(&summary), None);
         assert_eq!(doc["Stale"], 2.0);
+        assert_eq!(doc["OldestStaleSeconds"], 1.5);
         assert_eq!(doc["RolledBack"], 1.0);
         assert!(doc.get("level").is_none());
     }

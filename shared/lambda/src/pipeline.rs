@@ -13,7 +13,14 @@
 //!
 //! A rejected record whose dead letter cannot be written is turned into `Failed`: nothing is
 //! acknowledged before it is either applied or kept.
+//!
+//! Ordered batches (SQS FIFO, and Kinesis for a protocol that needs per-key order) go through
+//! [`crate::ordering`] instead of one `apply` of the whole batch: a key's records one after the
+//! other, a failure holding back the key's later records. A KPL aggregate that cannot be
+//! expanded is rejected here (`bad_aggregate`, see [`crate::source::kpl`]). Ids in the
+//! partial batch response are named once (the user records of one aggregate share it).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use dynamo_protocols::ddb::clock::epoch_millis;
@@ -23,7 +30,10 @@ use dynamo_protocols::{
 use futures::StreamExt;
 
 use crate::dead_letter::DeadLetters;
-use crate::source::{Batch, BatchResponse, SourceRecord};
+use crate::ordering;
+use crate::source::dynamodb::decode_change;
+use crate::source::kpl;
+use crate::source::{Batch, BatchResponse, SourceKind, SourceRecord};
 use crate::summary::BatchSummary;
 
 /// Whether records older than the protocol's [`Protocol::max_record_age`] are kept as dead
@@ -63,29 +73,18 @@ pub async fn process_batch<P: Protocol>(
         AgeCheck::Enforce => protocol.max_record_age(),
         AgeCheck::Skip => None,
     };
-    let (mut results, valid) = parse_all(batch, protocol, max_age);
-    let applied = deadline
-        .bound(protocol.apply(valid, deadline))
-        .await
-        .unwrap_or_else(|| {
-            tracing::warn!(function, "cut off at the invocation deadline; the unfinished records are reported for redelivery");
-            Applied {
-                results: Vec::new(),
-                write_calls: 0,
-            }
-        });
-    for (i, result) in applied.results {
-        if let Some(slot) = results.get_mut(i) {
-            *slot = Some(result);
-        }
-    }
-    // A record the protocol did not answer for was not attempted.
-    let mut results: Vec<RecordResult<P::Outcome>> = results
-        .into_iter()
-        .map(|r| r.unwrap_or(RecordResult::Deferred))
-        .collect();
-    keep_rejected(function, batch, dead_letters, deadline, &mut results).await;
-    let (response, summary) = answer(function, batch, &results, applied.write_calls);
+    let (slots, valid) = parse_all(batch, protocol, max_age);
+    let run = Run {
+        function,
+        batch,
+        dead_letters,
+        deadline,
+    };
+    let (results, write_calls) = match ordering::key_of(batch, protocol) {
+        Some(key) => ordering::apply_in_order(&run, protocol, key, slots, valid).await,
+        None => apply_unordered(&run, protocol, slots, valid).await,
+    };
+    let (response, summary) = answer(function, batch, &results, write_calls);
     BatchReport {
         response,
         summary,
@@ -93,25 +92,96 @@ pub async fn process_batch<P: Protocol>(
     }
 }
 
+/// A result slot per record of a batch: filled at parse time for rejected records.
+pub(crate) type Slots<O> = Vec<Option<RecordResult<O>>>;
+
+/// Parsed records with their index in the batch.
+pub(crate) type Parsed<R> = Vec<(usize, R)>;
+
+/// What one batch run needs besides the protocol.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Run<'a> {
+    pub(crate) function: &'a str,
+    pub(crate) batch: &'a Batch,
+    pub(crate) dead_letters: &'a DeadLetters,
+    pub(crate) deadline: Deadline,
+}
+
+impl Run<'_> {
+    /// Keep the rejected record `i` as a dead letter (bounded by the deadline).
+    pub(crate) async fn keep(&self, i: usize, reason: &Rejection) -> Result<(), StoreError> {
+        let record = &self.batch.records[i];
+        tracing::warn!(
+            function = self.function,
+            record_id = %record.position.id,
+            sub_sequence_number = record.position.sub_record.as_ref().map(|s| s.sub_sequence_number),
+            source_arn = record.position.source_arn.as_deref().unwrap_or(""),
+            shard_id = record.position.shard_id.as_deref().unwrap_or(""),
+            reason_code = reason.code.as_str(),
+            reason = %reason.message,
+            dead_letter_table = self.dead_letters.table(),
+            "record rejected; keeping it as a dead letter"
+        );
+        let kept = self
+            .deadline
+            .bound(self.dead_letters.keep(record, reason))
+            .await;
+        let kept = kept.unwrap_or(Err(StoreError::CutOff("dead letter PutItem")));
+        if let Err(err) = &kept {
+            tracing::error!(function = self.function, record_id = %record.position.id,
+                error = %err, "dead letter could not be written; the record will be delivered again");
+        }
+        kept
+    }
+}
+
+/// The whole batch in one `apply` (the protocol orders what it needs), then the dead letters.
+async fn apply_unordered<P: Protocol>(
+    run: &Run<'_>,
+    protocol: &P,
+    mut slots: Slots<P::Outcome>,
+    valid: Vec<(usize, P::Record)>,
+) -> (Vec<RecordResult<P::Outcome>>, usize) {
+    let applied = run
+        .deadline
+        .bound(protocol.apply(valid, run.deadline))
+        .await
+        .unwrap_or_else(|| {
+            tracing::warn!(function = run.function, "cut off at the invocation deadline; the unfinished records are reported for redelivery");
+            Applied {
+                results: Vec::new(),
+                write_calls: 0,
+            }
+        });
+    for (i, result) in applied.results {
+        if let Some(slot) = slots.get_mut(i) {
+            *slot = Some(result);
+        }
+    }
+    // A record the protocol did not answer for was not attempted.
+    let mut results: Vec<RecordResult<P::Outcome>> = slots
+        .into_iter()
+        .map(|r| r.unwrap_or(RecordResult::Deferred))
+        .collect();
+    keep_rejected(run, &mut results).await;
+    (results, applied.write_calls)
+}
+
 /// Parsed records to apply, and a result slot per record (filled for rejected ones).
-#[allow(clippy::type_complexity)]
 fn parse_all<P: Protocol>(
     batch: &Batch,
     protocol: &P,
     max_age: Option<Duration>,
-) -> (
-    Vec<Option<RecordResult<P::Outcome>>>,
-    Vec<(usize, P::Record)>,
-) {
+) -> (Slots<P::Outcome>, Parsed<P::Record>) {
     let mut results = Vec::with_capacity(batch.records.len());
     let mut valid = Vec::new();
     let now = epoch_millis();
     for (i, record) in batch.records.iter().enumerate() {
-        if let Some(reason) = too_old(record, max_age, now) {
+        if let Some(reason) = kpl::defect(record).or_else(|| too_old(record, max_age, now)) {
             results.push(Some(RecordResult::Rejected(reason)));
             continue;
         }
-        match protocol.parse(&record.body) {
+        match parse(protocol, record) {
             Ok(parsed) => {
                 valid.push((i, parsed));
                 results.push(None);
@@ -120,6 +190,15 @@ fn parse_all<P: Protocol>(
         }
     }
     (results, valid)
+}
+
+/// A record body through the protocol; a DynamoDB stream record as an item change, under the
+/// mapping the protocol's settings chose.
+fn parse<P: Protocol>(protocol: &P, record: &SourceRecord) -> Result<P::Record, Rejection> {
+    match record.position.kind {
+        SourceKind::DynamoDb => protocol.parse_change(&decode_change(&record.body)?),
+        SourceKind::Kinesis | SourceKind::Sqs => protocol.parse(&record.body),
+    }
 }
 
 /// A record older than `max_age` since its source received it (unknown arrival: never).
@@ -140,13 +219,7 @@ fn too_old(record: &SourceRecord, max_age: Option<Duration>, now_ms: u64) -> Opt
 }
 
 /// Keep every rejected record before it is acknowledged; one that cannot be kept fails.
-async fn keep_rejected<O>(
-    function: &str,
-    batch: &Batch,
-    dead_letters: &DeadLetters,
-    deadline: Deadline,
-    results: &mut [RecordResult<O>],
-) {
+async fn keep_rejected<O>(run: &Run<'_>, results: &mut [RecordResult<O>]) {
     let rejected: Vec<(usize, Rejection)> = results
         .iter()
         .enumerate()
@@ -156,31 +229,12 @@ async fn keep_rejected<O>(
         })
         .collect();
     let kept: Vec<(usize, Result<(), StoreError>)> = futures::stream::iter(rejected)
-        .map(|(i, reason)| async move {
-            let record = &batch.records[i];
-            tracing::warn!(
-                function,
-                record_id = %record.position.id,
-                source_arn = record.position.source_arn.as_deref().unwrap_or(""),
-                shard_id = record.position.shard_id.as_deref().unwrap_or(""),
-                reason_code = reason.code.as_str(),
-                reason = %reason.message,
-                dead_letter_table = dead_letters.table(),
-                "record rejected; keeping it as a dead letter"
-            );
-            let kept = deadline.bound(dead_letters.keep(record, &reason)).await;
-            (
-                i,
-                kept.unwrap_or(Err(StoreError::CutOff("dead letter PutItem"))),
-            )
-        })
+        .map(|(i, reason)| async move { (i, run.keep(i, &reason).await) })
         .buffer_unordered(DEAD_LETTER_CONCURRENCY)
         .collect()
         .await;
     for (i, outcome) in kept {
         if let Err(err) = outcome {
-            tracing::error!(function, record_id = %batch.records[i].position.id, error = %err,
-                "dead letter could not be written; the record will be delivered again");
             results[i] = RecordResult::Failed(err);
         }
     }
@@ -199,16 +253,21 @@ fn answer<O: Outcome>(
         ..BatchSummary::default()
     };
     let mut failed_ids = Vec::new();
+    let mut named: HashSet<&str> = HashSet::new();
     for (record, result) in batch.records.iter().zip(results) {
         *summary.outcomes.entry(result.label()).or_default() += 1;
+        let id = record.position.id.as_str();
         match result {
             RecordResult::Failed(err) => {
-                tracing::warn!(function, record_id = %record.position.id, error = %err,
+                tracing::warn!(function, record_id = %id, error = %err,
                     retryable = err.is_retryable(), "record failed; reporting it for retry");
-                failed_ids.push(record.position.id.clone());
             }
-            RecordResult::Deferred => failed_ids.push(record.position.id.clone()),
-            _ => {}
+            RecordResult::Deferred => {}
+            _ => continue,
+        }
+        // The user records of one KPL aggregate share its id: named once.
+        if named.insert(id) {
+            failed_ids.push(id.to_string());
         }
     }
     summary.reported_failures = failed_ids.len();

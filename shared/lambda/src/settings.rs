@@ -9,9 +9,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::counter::{Counter, CounterConfig};
+use dynamo_protocols::counter::{
+    Aggregation, Counter, CounterConfig, DEFAULT_AGGREGATE_KEY_ATTRIBUTE,
+};
 use dynamo_protocols::document::{Document, DocumentConfig};
-use dynamo_protocols::ratchet::{Ratchet, RatchetConfig};
+use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, Replication};
 use dynamo_protocols::sweep::{SweepConfig, Sweeper};
 use dynamo_protocols::txn::{Coordinator, TxConfig};
 use dynamo_protocols::{ConfigError, Protocol};
@@ -98,7 +100,10 @@ impl FromEnv for Ratchet {
 
     /// `RATCHET_TABLE` (required), `RATCHET_TS_ATTRIBUTE`, `RATCHET_DELETED_ATTRIBUTE`,
     /// `RATCHET_TTL_ATTRIBUTE`, `RATCHET_TIE_BREAK_ATTRIBUTE`, `RATCHET_TOMBSTONE_TTL_SECONDS`,
-    /// `RATCHET_CONCURRENCY` and `RATCHET_HISTORY_TABLE` (optional: history mode).
+    /// `RATCHET_CONCURRENCY`, `RATCHET_HISTORY_TABLE` (optional: history mode),
+    /// `RATCHET_CHANGES` (`replicate`: DynamoDB stream records replicated; unset or `none`:
+    /// refused) and `RATCHET_CHANGE_SKIP_ATTRIBUTES` (comma-separated names or `prefix*`,
+    /// replacing [`dynamo_protocols::ratchet::DEFAULT_SKIP_ATTRIBUTES`]).
     fn from_env(client: Client) -> Result<Self, ConfigError> {
         let mut c = RatchetConfig::new(env_required("RATCHET_TABLE")?);
         set(&mut c.ts_attribute, "RATCHET_TS_ATTRIBUTE")?;
@@ -108,9 +113,87 @@ impl FromEnv for Ratchet {
         set_secs(&mut c.tombstone_ttl, "RATCHET_TOMBSTONE_TTL_SECONDS")?;
         set(&mut c.concurrency, "RATCHET_CONCURRENCY")?;
         c.history_table = env_opt("RATCHET_HISTORY_TABLE");
+        c.replication = replication_from_env()?;
         c.validate()?;
         Ok(Ratchet::new(client, c))
     }
+}
+
+/// `RATCHET_CHANGES` and `RATCHET_CHANGE_SKIP_ATTRIBUTES`.
+fn replication_from_env() -> Result<Option<Replication>, ConfigError> {
+    let skip = env_opt("RATCHET_CHANGE_SKIP_ATTRIBUTES").map(|v| comma_list(&v));
+    match env_opt("RATCHET_CHANGES").as_deref().map(str::trim) {
+        None | Some("none") => Ok(None),
+        Some("replicate") => {
+            let mut replication = Replication::default();
+            if let Some(skip) = skip {
+                replication.skip_attributes = skip;
+            }
+            Ok(Some(replication))
+        }
+        Some(other) => Err(ConfigError::new(
+            "RATCHET_CHANGES",
+            format!("{other:?}: must be `replicate` or `none`"),
+        )),
+    }
+}
+
+/// `name:value`, both non-empty.
+fn colon_pair(variable: &str, pair: &str) -> Result<(String, String), ConfigError> {
+    match pair.split_once(':') {
+        Some((a, b)) if !a.trim().is_empty() && !b.trim().is_empty() => {
+            Ok((a.trim().to_string(), b.trim().to_string()))
+        }
+        _ => Err(ConfigError::new(
+            variable,
+            format!("{pair:?}: must be name:value"),
+        )),
+    }
+}
+
+/// `a, b,,c` → `["a", "b", "c"]`.
+fn comma_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// `COUNTER_CHANGE_GROUP_BY` (set: DynamoDB stream records aggregated),
+/// `COUNTER_CHANGE_KEY_ATTRIBUTE` (default `PK`), `COUNTER_CHANGE_SORT_KEY`
+/// (`attribute:value`, a constant sort key), `COUNTER_CHANGE_COUNT` (a counter of live items)
+/// and `COUNTER_CHANGE_SUM` (`counter:attribute,…`); at least one counter.
+fn aggregation_from_env() -> Result<Option<Aggregation>, ConfigError> {
+    let Some(group_by) = env_opt("COUNTER_CHANGE_GROUP_BY") else {
+        return Ok(None);
+    };
+    let sums = env_opt("COUNTER_CHANGE_SUM")
+        .map(|v| comma_list(&v))
+        .unwrap_or_default()
+        .iter()
+        .map(|pair| colon_pair("COUNTER_CHANGE_SUM", pair))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sort_key = env_opt("COUNTER_CHANGE_SORT_KEY")
+        .map(|v| colon_pair("COUNTER_CHANGE_SORT_KEY", &v))
+        .transpose()?;
+    let aggregation = Aggregation {
+        group_by: group_by.trim().to_string(),
+        key_attribute: env_opt("COUNTER_CHANGE_KEY_ATTRIBUTE")
+            .map_or(DEFAULT_AGGREGATE_KEY_ATTRIBUTE.into(), |k| {
+                k.trim().to_string()
+            }),
+        sort_key,
+        count: env_opt("COUNTER_CHANGE_COUNT").map(|c| c.trim().to_string()),
+        sums,
+    };
+    if aggregation.count.is_none() && aggregation.sums.is_empty() {
+        return Err(ConfigError::new(
+            "COUNTER_CHANGE_GROUP_BY",
+            "aggregation needs COUNTER_CHANGE_COUNT or COUNTER_CHANGE_SUM",
+        ));
+    }
+    Ok(Some(aggregation))
 }
 
 impl FromEnv for Counter {
@@ -121,8 +204,9 @@ impl FromEnv for Counter {
 
     /// `COUNTER_TABLE` (required), `COUNTER_ATTRIBUTE_PREFIX`, `COUNTER_WINDOW_SECONDS`,
     /// `COUNTER_WINDOW_BUCKETS`, `COUNTER_MAX_KEYS_PER_SECOND`, `COUNTER_ITEM_BUDGET_BYTES`,
-    /// `COUNTER_OTHER_DATA_BYTES` and `COUNTER_CONCURRENCY`, then the capacity rule: a key
-    /// window that cannot fit in one item fails at start-up with the figures.
+    /// `COUNTER_OTHER_DATA_BYTES`, `COUNTER_CONCURRENCY` and the aggregation of DynamoDB
+    /// stream records (`COUNTER_CHANGE_*`, see `aggregation_from_env`), then the capacity
+    /// rule: a key window that cannot fit in one item fails at start-up with the figures.
     fn from_env(client: Client) -> Result<Self, ConfigError> {
         let mut c = CounterConfig::new(env_required("COUNTER_TABLE")?);
         set(&mut c.attribute_prefix, "COUNTER_ATTRIBUTE_PREFIX")?;
@@ -132,6 +216,7 @@ impl FromEnv for Counter {
         set(&mut c.item_budget_bytes, "COUNTER_ITEM_BUDGET_BYTES")?;
         set(&mut c.other_data_bytes, "COUNTER_OTHER_DATA_BYTES")?;
         set(&mut c.concurrency, "COUNTER_CONCURRENCY")?;
+        c.aggregation = aggregation_from_env()?;
         c.validate()?;
         Ok(Counter::new(client, c))
     }
@@ -144,8 +229,9 @@ impl FromEnv for Coordinator {
     };
 
     /// `TX_TABLE` (required), `TX_ALLOWED_TABLES` (required, comma-separated),
-    /// `TX_LOCK_PATIENCE_MS`, `TX_MAX_ATTEMPTS`, `TX_CONCURRENCY`, `TX_RETAIN_SECONDS` and
-    /// `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥ horizon).
+    /// `TX_LOCK_PATIENCE_MS`, `TX_HEARTBEAT_MS` (start-up fails unless the patience is at
+    /// least twice the heartbeat), `TX_MAX_ATTEMPTS`, `TX_CONCURRENCY`, `TX_RETAIN_SECONDS`
+    /// and `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥ horizon).
     fn from_env(client: Client) -> Result<Self, ConfigError> {
         let allowed: Vec<String> = env_required("TX_ALLOWED_TABLES")?
             .split(',')
@@ -154,6 +240,7 @@ impl FromEnv for Coordinator {
             .collect();
         let mut c = TxConfig::new(env_required("TX_TABLE")?, allowed);
         set_ms(&mut c.lock_patience, "TX_LOCK_PATIENCE_MS")?;
+        set_ms(&mut c.heartbeat_every, "TX_HEARTBEAT_MS")?;
         set(&mut c.max_attempts, "TX_MAX_ATTEMPTS")?;
         set(&mut c.concurrency, "TX_CONCURRENCY")?;
         set_secs(&mut c.retain, "TX_RETAIN_SECONDS")?;
@@ -165,12 +252,17 @@ impl FromEnv for Coordinator {
     }
 }
 
-/// The sweeper from `TX_TABLE` (required), `TX_STALE_AFTER_SECONDS`, `TX_RETAIN_SECONDS`,
-/// `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥ horizon) and
-/// `TX_SWEEP_MARGIN_MS`.
+/// The sweeper from `TX_TABLE` (required), `TX_STALE_AFTER_SECONDS`,
+/// `TX_REDELIVERY_GAP_SECONDS` (start-up fails unless the stale threshold is longer),
+/// `TX_RETAIN_SECONDS`, `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥
+/// horizon), `TX_SWEEP_CONCURRENCY` and `TX_SWEEP_MARGIN_MS`.
 pub fn sweeper_from_env(client: Client) -> Result<Sweeper, ConfigError> {
     let mut c = SweepConfig::new(env_required("TX_TABLE")?);
     set_secs(&mut c.stale_after, "TX_STALE_AFTER_SECONDS")?;
+    let mut gap = dynamo_protocols::sweep::DEFAULT_REDELIVERY_GAP;
+    set_secs(&mut gap, "TX_REDELIVERY_GAP_SECONDS")?;
+    dynamo_protocols::sweep::check_stale_after(c.stale_after, gap)?;
+    set(&mut c.concurrency, "TX_SWEEP_CONCURRENCY")?;
     set_secs(&mut c.retain, "TX_RETAIN_SECONDS")?;
     let mut horizon = dynamo_protocols::txn::DEFAULT_REDELIVERY_HORIZON;
     set_secs(&mut horizon, "TX_REDELIVERY_HORIZON_SECONDS")?;

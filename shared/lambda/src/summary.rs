@@ -38,6 +38,7 @@ impl BatchSummary {
             invalid = self.count("invalid"),
             failed = self.count("failed"),
             deferred = self.count("deferred"),
+            held_back = self.count("held_back"),
             write_calls = self.write_calls,
             reported_failures = self.reported_failures,
             outcomes = %serde_json::to_string(&self.outcomes).unwrap_or_default(),

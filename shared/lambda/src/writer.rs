@@ -113,7 +113,7 @@ impl<P: Protocol> Writer<P> {
     async fn replay(&self, ages: AgeCheck) -> Result<ReplayReport, StoreError> {
         let kept = self.dead_letters.list().await?;
         let mut report = ReplayReport::default();
-        for kind in [SourceKind::Kinesis, SourceKind::Sqs] {
+        for kind in [SourceKind::Kinesis, SourceKind::Sqs, SourceKind::DynamoDb] {
             let group: Vec<&DeadLetter> = kept.iter().filter(|l| l.position.kind == kind).collect();
             if group.is_empty() {
                 continue;

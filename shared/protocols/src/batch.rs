@@ -13,10 +13,14 @@
 //! | `Rejected(reason)` | can never succeed | keep it (dead letter), then acknowledge it |
 //! | `Failed(error)` | a DynamoDB call failed | deliver it again |
 //! | `Deferred` | not attempted: the deadline is close | deliver it again |
+//!
+//! A record held back behind an earlier record of its ordering key (see
+//! [`Protocol::ordered_by_key`]) is `Failed(StoreError::HeldBack)`, labelled `held_back`.
 
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::change::ItemChange;
 use crate::ddb::StoreError;
 use crate::rejection::Rejection;
 
@@ -45,6 +49,7 @@ impl<O: Outcome> RecordResult<O> {
         match self {
             RecordResult::Done(o) => o.label(),
             RecordResult::Rejected(_) => "invalid",
+            RecordResult::Failed(StoreError::HeldBack { .. }) => "held_back",
             RecordResult::Failed(_) => "failed",
             RecordResult::Deferred => "deferred",
         }
@@ -70,12 +75,38 @@ pub trait Protocol: Sync {
     /// Parse and validate one record body.
     fn parse(&self, body: &[u8]) -> Result<Self::Record, Rejection>;
 
+    /// Map one item change (a DynamoDB stream record) to a record, under the mapping the
+    /// protocol's settings chose. The default takes none (`no_change_mapping`).
+    fn parse_change(&self, change: &ItemChange) -> Result<Self::Record, Rejection> {
+        let _ = change;
+        Err(crate::change::no_change_mapping(
+            "a change mapping of this protocol",
+        ))
+    }
+
     /// The oldest record (since its source received it) this protocol applies safely: an older
     /// one may undo what it cannot see any more (a ratchet put whose item's tombstone expired
     /// revives it; a counter delta whose key left the window counts twice). The Lambda edge
     /// keeps such records as dead letters (`too_old`). `None`: no limit.
     fn max_record_age(&self) -> Option<Duration> {
         None
+    }
+
+    /// Whether records sharing a source ordering key (a Kinesis partition key) must be applied
+    /// in source order: the Lambda edge then applies a key's records one after the other and,
+    /// after one of them is reported for redelivery, holds back the key's later records of
+    /// the batch (reported, not applied). Other keys go on. Needed where the effect of a
+    /// record depends on the ones before it on the same key (the transaction coordinator: a
+    /// transfer must not overtake an earlier one of its account). SQS FIFO batches are always
+    /// applied that way, by message group, whatever this says. Default: `false`.
+    fn ordered_by_key(&self) -> bool {
+        false
+    }
+
+    /// How many independent units (items, transactions, ordered keys) a batch works on at
+    /// once. Default: 1.
+    fn concurrency(&self) -> usize {
+        1
     }
 
     /// Apply the valid records of a batch (indices refer to the batch).

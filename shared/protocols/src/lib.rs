@@ -130,6 +130,8 @@
 //!   ([`ddb::Cond`]), expression placeholders, the retry helper, the item codec, the clock,
 //!   write costs, [`StoreError`].
 //! * [`batch`]: the [`Protocol`] trait, per-record results, [`Deadline`].
+//! * [`change`]: item changes (DynamoDB stream records) as a protocol input: replicas through
+//!   the ratchet, aggregates through the counter.
 //! * [`rejection`]: [`Rejection`] and its [`RejectionCode`].
 //! * [`ratchet`]: timestamp-ratchet writes (tombstones with TTL, reads that hide them).
 //! * [`counter`]: idempotent counters (bounded time-bucketed key window inside the item) and
@@ -147,6 +149,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod change;
 pub mod config;
 pub mod counter;
 pub mod ddb;
@@ -159,6 +162,7 @@ pub mod txn;
 pub mod versioning;
 
 pub use batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
+pub use change::{ChangeKind, ItemChange};
 pub use config::ConfigError;
 pub use ddb::{ErrorClass, Item, ItemKey, StoreError};
 pub use rejection::{Rejection, RejectionCode};

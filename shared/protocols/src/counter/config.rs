@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::change::Aggregation;
 use super::layout::{keys_per_write, Bucket, BucketName};
 use crate::config::ConfigError;
 use crate::ddb::item::MAX_ITEM_BYTES;
@@ -59,6 +60,9 @@ pub struct CounterConfig {
     pub other_data_bytes: usize,
     /// How many items are written at once.
     pub concurrency: usize,
+    /// Item changes (DynamoDB stream records) aggregated as records (see [`Aggregation`]);
+    /// `None`: changes are refused (`no_change_mapping`).
+    pub aggregation: Option<Aggregation>,
 }
 
 /// What the capacity rule computes.
@@ -86,6 +90,7 @@ impl CounterConfig {
             item_budget_bytes: DEFAULT_ITEM_BUDGET_BYTES,
             other_data_bytes: DEFAULT_OTHER_DATA_BYTES,
             concurrency: DEFAULT_CONCURRENCY,
+            aggregation: None,
         }
     }
 

@@ -163,10 +163,13 @@
 //! * `settle`: [`CounterOutcome`], and each chunk's result turned into one result per record
 //!   (halves of a refused chunk).
 //! * `versioned`: [`Counter::put_versioned`] and [`Counter::read_modify_write`].
+//! * `change`: [`Aggregation`]: item changes (DynamoDB stream records) as counter records,
+//!   once per event id.
 //!
 //! Time comes from a [`Clock`] (epoch milliseconds; buckets use whole seconds), injectable
 //! with [`Counter::with_clock`].
 
+mod change;
 mod config;
 mod layout;
 mod record;
@@ -181,6 +184,7 @@ use serde_json::{Map, Value};
 use crate::ddb::item::item_to_json;
 use crate::ddb::{Clock, ItemKey, StoreError};
 
+pub use change::{Aggregation, DEFAULT_AGGREGATE_KEY_ATTRIBUTE};
 pub use config::{
     Capacity, CounterConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY,
     DEFAULT_ITEM_BUDGET_BYTES, DEFAULT_MAX_KEYS_PER_SECOND, DEFAULT_OTHER_DATA_BYTES,

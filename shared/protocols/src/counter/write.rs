@@ -15,6 +15,7 @@ use super::settle::{
 use super::update::{chunk_entries, KeyEntry};
 use super::{Counter, CounterRecord};
 use crate::batch::{Applied, Deadline, Protocol};
+use crate::change::{no_change_mapping, ItemChange};
 use crate::ddb::error::bounded;
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
@@ -286,10 +287,22 @@ impl Protocol for Counter {
         self.parse_record(body)
     }
 
+    /// Aggregation, when [`super::CounterConfig::aggregation`] is set.
+    fn parse_change(&self, change: &ItemChange) -> Result<CounterRecord, Rejection> {
+        match &self.config.aggregation {
+            Some(aggregation) => aggregation.record(self, change),
+            None => Err(no_change_mapping("COUNTER_CHANGE_GROUP_BY")),
+        }
+    }
+
     /// The duplicate window: an older record's key may have left the item, so applying it
     /// could count it twice.
     fn max_record_age(&self) -> Option<std::time::Duration> {
         Some(self.config.window)
+    }
+
+    fn concurrency(&self) -> usize {
+        self.config.concurrency
     }
 
     async fn apply(

@@ -10,6 +10,17 @@ use aws_sdk_dynamodb::types::ConsumedCapacity;
 pub struct Cost {
     calls: AtomicU64,
     milli_units: AtomicU64,
+    index_milli_units: AtomicU64,
+}
+
+/// Capacity units in thousandths (units are multiples of 0.5: exact).
+fn milli(units: f64) -> u64 {
+    let milli = (units * 1000.0).round();
+    if milli > 0.0 && milli < 1e15 {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        return milli as u64;
+    }
+    0
 }
 
 impl Cost {
@@ -17,12 +28,14 @@ impl Cost {
     pub fn add(&self, consumed: Option<&ConsumedCapacity>) {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let units = consumed.and_then(|c| c.capacity_units).unwrap_or(0.0);
-        // Capacity units are multiples of 0.5: thousandths are exact.
-        let milli = (units * 1000.0).round();
-        if milli > 0.0 && milli < 1e15 {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            self.milli_units.fetch_add(milli as u64, Ordering::Relaxed);
-        }
+        self.milli_units.fetch_add(milli(units), Ordering::Relaxed);
+        // Reported with `ReturnConsumedCapacity::Indexes` only (already in the total).
+        let indexes = consumed.and_then(|c| c.global_secondary_indexes.as_ref());
+        let index_units: f64 = indexes
+            .map(|m| m.values().filter_map(|c| c.capacity_units).sum())
+            .unwrap_or(0.0);
+        self.index_milli_units
+            .fetch_add(milli(index_units), Ordering::Relaxed);
     }
 
     /// Count a write request without reported capacity (a failed condition, an error).
@@ -38,6 +51,14 @@ impl Cost {
     /// Write requests so far, as a count.
     pub fn write_calls_usize(&self) -> usize {
         usize::try_from(self.write_calls()).unwrap_or(usize::MAX)
+    }
+
+    /// Of [`Self::write_units`], the units consumed by global secondary indexes (requests
+    /// made with `ReturnConsumedCapacity::Indexes`; the TX table's sweep index).
+    pub fn index_write_units(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let milli = self.index_milli_units.load(Ordering::Relaxed) as f64;
+        milli / 1000.0
     }
 
     /// Consumed write capacity units so far (as reported by DynamoDB; failed conditional

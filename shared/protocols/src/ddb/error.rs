@@ -73,6 +73,14 @@ pub enum StoreError {
     /// The invocation's deadline came before DynamoDB answered (the call may still land).
     #[error("cut off at the invocation deadline before DynamoDB answered ({0})")]
     CutOff(&'static str),
+    /// Not attempted: an earlier record of the same ordering key (an SQS FIFO message group,
+    /// a Kinesis partition key of an ordered protocol) was not applied in this batch, so this
+    /// one waits for the redelivery, to be applied after it.
+    #[error("held back behind record {after} of the same ordering key, which was not applied")]
+    HeldBack {
+        /// The source id (sequence number or message id) of the record it waits for.
+        after: String,
+    },
     /// The caller asked to write an attribute the protocol owns (or a key attribute).
     #[error("`{0}` is a key or protocol attribute and cannot be written by the caller")]
     ReservedAttribute(String),
@@ -163,7 +171,8 @@ impl StoreError {
             StoreError::Inconsistent(_) => ErrorClass::Fatal,
             StoreError::Unprocessed { .. }
             | StoreError::Contention { .. }
-            | StoreError::CutOff(_) => ErrorClass::Transient,
+            | StoreError::CutOff(_)
+            | StoreError::HeldBack { .. } => ErrorClass::Transient,
             StoreError::Shared(inner) => inner.class(),
             StoreError::ReservedAttribute(_) => ErrorClass::InvalidRequest,
         }

@@ -102,6 +102,19 @@ impl ItemKey {
         })
     }
 
+    /// Validate a key given as attribute values (e.g. a stream record's `Keys`). Only keys
+    /// that plain JSON carries exactly are accepted: strings, and numbers that survive the
+    /// round trip (binary keys and numbers beyond 64-bit integers or `f64` are refused).
+    pub fn from_item(keys: &Item) -> Result<ItemKey, String> {
+        let json: Value = serde_dynamo::from_item(keys.clone())
+            .map_err(|e| format!("the key cannot be read as JSON: {e}"))?;
+        let key = ItemKey::from_json(&json)?;
+        match key.to_item() {
+            Ok(back) if back == *keys => Ok(key),
+            _ => Err("the key has a binary value or a number JSON cannot carry exactly".into()),
+        }
+    }
+
     /// The key's attributes as JSON.
     pub fn json(&self) -> &Map<String, Value> {
         &self.json
@@ -191,6 +204,16 @@ fn value_size(value: &AttributeValue) -> usize {
 fn number_size(n: &str) -> usize {
     let digits = n.chars().filter(char::is_ascii_digit).count();
     digits.div_ceil(2) + 1
+}
+
+/// An item as typed attribute-value JSON with object keys sorted (`{"a":{"N":"1"}}`): equal
+/// items give equal strings whatever the order of their attributes; unlike plain JSON it keeps
+/// the difference between a set and a list, a binary and a string, and every digit of a number.
+pub fn canonical_item(item: &Item) -> String {
+    let typed = serde_dynamo::Item::from(item.clone());
+    serde_json::to_value(&typed)
+        .map(|v| canonical_json(&v))
+        .unwrap_or_default()
 }
 
 /// Convert an item read from DynamoDB to plain JSON.

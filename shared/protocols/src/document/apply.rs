@@ -62,6 +62,10 @@ impl Protocol for Document {
         self.parse_record(body)
     }
 
+    fn concurrency(&self) -> usize {
+        self.config.concurrency
+    }
+
     async fn apply(
         &self,
         records: Vec<(usize, DocumentRecord)>,

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::change::Replication;
 use crate::config::ConfigError;
 
 /// Default name of the timestamp attribute.
@@ -38,6 +39,9 @@ pub struct RatchetConfig {
     /// History mode: every record also lands in this table at its own `(key, ts, tie-break)`
     /// row (see the module's `# History mode` section); `None`: no history.
     pub history_table: Option<String>,
+    /// Item changes (DynamoDB stream records) replicated as records (see [`Replication`]);
+    /// `None`: changes are refused (`no_change_mapping`).
+    pub replication: Option<Replication>,
 }
 
 impl RatchetConfig {
@@ -52,6 +56,7 @@ impl RatchetConfig {
             tombstone_ttl: DEFAULT_TOMBSTONE_TTL,
             concurrency: DEFAULT_CONCURRENCY,
             history_table: None,
+            replication: None,
         }
     }
 

@@ -14,6 +14,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 
 use super::record::{RatchetOp, RatchetRecord};
+use super::ts::Ts;
 use super::write::RatchetOutcome;
 use super::Ratchet;
 use crate::batch::{Deadline, RecordResult};
@@ -26,7 +27,7 @@ use crate::rejection::{Rejection, RejectionCode};
 pub const HISTORY_KEY_ATTRIBUTE: &str = "ItemKey";
 /// History table: sort key, [`history_sort_key`] of the record's `(ts, tie-break)` (S).
 pub const HISTORY_SORT_ATTRIBUTE: &str = "RecordVersion";
-/// History row: the record's `ts` (N).
+/// History row: the record's `ts` (N, or S above `u64`: see [`super::Ts`]).
 pub const HISTORY_TS_ATTRIBUTE: &str = "Timestamp";
 /// History row: the record's tie-break token (S).
 pub const HISTORY_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
@@ -46,23 +47,24 @@ const UNPROCESSED_BACKOFF: Backoff = Backoff::new(
 const KEY_CONDITION_ITEM: &str = "#hk = :hk";
 
 /// The history sort key of a record version: `ts` on 20 digits (negative: `-` and
-/// `ts + 2^63` on 20 digits), `#`, the tie-break token. Strings sort exactly as versions do
-/// (by `ts`, then token), and two different records with the same `ts` never share a row
-/// because their tokens differ (a delete is `1`; a put is `0` + SHA-256 of its item).
+/// `ts + 2^63` on 20 digits; above `u64`: `~` and its 64 digits), `#`, the tie-break token.
+/// Strings sort exactly as versions do (by `ts`, then token), and two different records with
+/// the same `ts` never share a row because their tokens differ (a delete is `1`; a put is `0`
+/// + SHA-256 of its item).
 ///
 /// ```
-/// use dynamo_protocols::ratchet::history_sort_key;
-/// assert_eq!(history_sort_key(1721770090000, "1"), "00000001721770090000#1");
-/// assert!(history_sort_key(-2, "1") < history_sort_key(-1, "1"));
-/// assert!(history_sort_key(-1, "1") < history_sort_key(0, "0ab"));
-/// assert!(history_sort_key(7, "0ff") < history_sort_key(7, "1"));
+/// use dynamo_protocols::ratchet::{history_sort_key, Ts};
+/// let key = |ts: i64, token| history_sort_key(&Ts::from(ts), token);
+/// assert_eq!(key(1721770090000, "1"), "00000001721770090000#1");
+/// assert!(key(-2, "1") < key(-1, "1"));
+/// assert!(key(-1, "1") < key(0, "0ab"));
+/// assert!(key(7, "0ff") < key(7, "1"));
+/// let big = Ts::from_digits("49590338271490256608559692538361571095921575989136588898")?;
+/// assert!(history_sort_key(&Ts::from(u64::MAX), "1") < history_sort_key(&big, "0ab"));
+/// # Ok::<(), dynamo_protocols::ratchet::TsError>(())
 /// ```
-pub fn history_sort_key(ts: i128, token: &str) -> String {
-    if ts < 0 {
-        format!("-{:020}#{token}", ts + (1i128 << 63))
-    } else {
-        format!("{ts:020}#{token}")
-    }
+pub fn history_sort_key(ts: &Ts, token: &str) -> String {
+    format!("{}#{token}", ts.sort_key())
 }
 
 /// Why a history row was not written.
@@ -99,12 +101,9 @@ pub(crate) fn history_row(record: &RatchetRecord) -> Item {
     );
     row.insert(
         HISTORY_SORT_ATTRIBUTE.into(),
-        s(history_sort_key(record.ts, &record.token)),
+        s(history_sort_key(&record.ts, &record.token)),
     );
-    row.insert(
-        HISTORY_TS_ATTRIBUTE.into(),
-        AttributeValue::N(record.ts.to_string()),
-    );
+    row.insert(HISTORY_TS_ATTRIBUTE.into(), record.ts.to_attribute());
     row.insert(HISTORY_TIE_BREAK_ATTRIBUTE.into(), s(record.token.clone()));
     let op = match &record.op {
         RatchetOp::Put(item) => {

@@ -7,8 +7,10 @@
 //! `(timestamp, tie-break token)`. The final table is therefore a function of the **set** of
 //! delivered records: independent of order, duplication and batch boundaries.
 //!
-//! * The timestamp is the record's own client-side integer token (epoch ms or any monotonic
-//!   counter); a retry or hedged write carries the first attempt's value.
+//! * The timestamp is the record's own client-side integer token (epoch ms, any monotonic
+//!   counter, or an upstream sequence number of up to 64 digits: see [`Ts`] for how values
+//!   above `u64` are stored and compared, and for compatibility with stored numbers); a retry
+//!   or hedged write carries the first attempt's value.
 //! * The tie-break token decides between two different records with the same key and the same
 //!   timestamp: a delete (`"1"`) beats any put, and between puts the greater SHA-256 of the
 //!   canonical stored item wins (`"0" + hex`). Tokens are compared as strings, identically in
@@ -23,7 +25,9 @@
 //! ```
 //!
 //! which is the pattern's `attribute_not_exists(ts) OR :ts >= ts`, made strict on exact equality
-//! so that a redelivered record is recognised as a `Duplicate` rather than rewritten. A put
+//! so that a redelivered record is recognised as a `Duplicate` rather than rewritten. A
+//! timestamp above `u64` is a fixed-width digit string and its condition is
+//! [`CONDITION_NEWER_BIG`] (a stored number is older; see [`Ts`]). A put
 //! replaces the whole item. A delete writes a **tombstone**: the key, the timestamp, the token,
 //! `Deleted = true` and a TTL (epoch seconds, default now + 7 days), nothing else; a newer put
 //! replaces it, an older put cannot revive the item. A lost race is an outcome (`Stale`, or
@@ -70,6 +74,8 @@
 //! * `config`: settings and attribute names.
 //! * `history`: history rows, their sort key and the batched history writes.
 //! * `record`: parsing and validating a record body; a record's version.
+//! * `ts`: timestamps of any size and their stored form.
+//! * `change`: records from item changes (DynamoDB Streams): replication.
 //! * `write`: the conditional write and per-batch coalescing (the `Protocol` impl).
 //! * `read`: reads that hide tombstones.
 //!
@@ -84,10 +90,12 @@
 //! * The tombstone TTL is the only attribute that depends on processing time (when the delete
 //!   was first applied), not on the records.
 
+mod change;
 mod config;
 mod history;
 mod read;
 mod record;
+mod ts;
 mod write;
 
 use aws_sdk_dynamodb::Client;
@@ -95,6 +103,7 @@ use aws_sdk_dynamodb::Client;
 use crate::ddb::Item;
 use crate::rejection::Rejection;
 
+pub use change::{Replication, DEFAULT_SKIP_ATTRIBUTES};
 pub use config::{
     RatchetConfig, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE, DEFAULT_TIE_BREAK_ATTRIBUTE,
     DEFAULT_TOMBSTONE_TTL, DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
@@ -104,11 +113,16 @@ pub use history::{
     HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
 };
 pub use record::{RatchetOp, RatchetRecord, RawRecord};
+pub use ts::{Ts, TsError, BIG_TS_DIGITS};
 pub use write::RatchetOutcome;
 
-/// The write condition (placeholders: `#ts`, `#tb`, `:ts`, `:tb`).
+/// The write condition of a number timestamp (placeholders: `#ts`, `#tb`, `:ts`, `:tb`).
 pub const CONDITION_NEWER: &str =
     "attribute_not_exists(#ts) OR #ts < :ts OR (#ts = :ts AND (attribute_not_exists(#tb) OR #tb < :tb))";
+/// The write condition of a string timestamp (above `u64`, see [`Ts`]): as
+/// [`CONDITION_NEWER`], and a stored number is always older (placeholder `:numeric` = `"N"`).
+pub const CONDITION_NEWER_BIG: &str =
+    "attribute_not_exists(#ts) OR attribute_type(#ts, :numeric) OR #ts < :ts OR (#ts = :ts AND (attribute_not_exists(#tb) OR #tb < :tb))";
 /// The query filter that hides tombstones (placeholders: `#del`, `:true`).
 pub const FILTER_LIVE: &str = "attribute_not_exists(#del) OR #del <> :true";
 /// Key condition of [`Ratchet::query_partition`].
@@ -154,13 +168,8 @@ impl Ratchet {
     }
 
     /// The `(timestamp, tie-break)` version of a stored item.
-    fn stored_version(&self, item: &Item) -> Option<(i128, String)> {
-        let ts = item
-            .get(&self.config.ts_attribute)?
-            .as_n()
-            .ok()?
-            .parse()
-            .ok()?;
+    fn stored_version(&self, item: &Item) -> Option<(Ts, String)> {
+        let ts = Ts::from_attribute(item.get(&self.config.ts_attribute)?)?;
         let tb = item.get(&self.config.tie_break_attribute)?.as_s().ok()?;
         Some((ts, tb.clone()))
     }
@@ -205,9 +214,28 @@ mod tests {
             "invalid_timestamp"
         );
         assert_eq!(
-            code(r#"{"op":"put","key":{"PK":"a"},"ts":"1","item":{}}"#),
+            code(r#"{"op":"put","key":{"PK":"a"},"ts":"1x","item":{}}"#),
             "invalid_timestamp"
         );
+        assert_eq!(
+            code(r#"{"op":"put","key":{"PK":"a"},"ts":true,"item":{}}"#),
+            "invalid_timestamp"
+        );
+        // Digits of any size up to 64 are a timestamp; "1" and 1 are the same one.
+        assert_eq!(
+            code(r#"{"op":"put","key":{"PK":"a"},"ts":"1","item":{}}"#),
+            "ok"
+        );
+        let big = format!(
+            r#"{{"op":"delete","key":{{"PK":"a"}},"ts":"{}"}}"#,
+            "9".repeat(56)
+        );
+        assert_eq!(code(&big), "ok");
+        let huge = format!(
+            r#"{{"op":"delete","key":{{"PK":"a"}},"ts":"{}"}}"#,
+            "9".repeat(65)
+        );
+        assert_eq!(code(&huge), "invalid_timestamp");
         assert_eq!(code(r#"{"op":"put","ts":1,"item":{}}"#), "invalid_key");
         assert_eq!(
             code(r#"{"op":"put","key":{"PK":"a"},"ts":1}"#),

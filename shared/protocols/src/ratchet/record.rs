@@ -14,10 +14,11 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::config::RatchetConfig;
+use super::ts::Ts;
 use crate::ddb::item::{
     canonical_json, check_attribute_names, item_size, Item, ItemKey, MAX_ITEM_BYTES,
 };
-use crate::rejection::{describe, quote, Rejection, RejectionCode};
+use crate::rejection::{quote, Rejection, RejectionCode};
 
 /// Token of a delete: greater than every put token.
 pub(crate) const DELETE_TOKEN: &str = "1";
@@ -38,8 +39,8 @@ pub enum RatchetOp {
 pub struct RatchetRecord {
     /// The item key.
     pub key: ItemKey,
-    /// The client-side timestamp token.
-    pub ts: i128,
+    /// The client-side timestamp (any size; see [`Ts`]).
+    pub ts: Ts,
     /// The tie-break token.
     pub token: String,
     /// Put or delete.
@@ -48,8 +49,8 @@ pub struct RatchetRecord {
 
 impl RatchetRecord {
     /// The record's version: greater wins.
-    pub fn version(&self) -> (i128, &str) {
-        (self.ts, &self.token)
+    pub fn version(&self) -> (&Ts, &str) {
+        (&self.ts, &self.token)
     }
 }
 
@@ -60,7 +61,7 @@ pub struct RawRecord {
     pub op: Option<Value>,
     /// The item key (an object of string or number values).
     pub key: Option<Value>,
-    /// The client-side timestamp (an integer).
+    /// The client-side timestamp (an integer, or a string of digits for any size).
     pub ts: Option<Value>,
     /// The item of a put.
     pub item: Option<Value>,
@@ -86,12 +87,7 @@ pub fn validate(raw: RawRecord, config: &RatchetConfig) -> Result<RatchetRecord,
     let ts = timestamp(raw.ts)?;
     match raw.op.as_ref().and_then(Value::as_str) {
         Some("put") => put(config, raw.item, key, ts),
-        Some("delete") => Ok(RatchetRecord {
-            key,
-            ts,
-            token: DELETE_TOKEN.into(),
-            op: RatchetOp::Delete,
-        }),
+        Some("delete") => Ok(delete(key, ts)),
         Some(other) => Err(Rejection::new(
             RejectionCode::UnknownOp,
             format!("`op` must be \"put\" or \"delete\", got {}", quote(other)),
@@ -103,32 +99,27 @@ pub fn validate(raw: RawRecord, config: &RatchetConfig) -> Result<RatchetRecord,
     }
 }
 
-fn timestamp(ts: Option<Value>) -> Result<i128, Rejection> {
-    let invalid = |v: &Value| {
-        Rejection::new(
-            RejectionCode::InvalidTimestamp,
-            format!("`ts` must be an integer, got {}", describe(v)),
-        )
-    };
-    match ts {
-        None => Err(Rejection::new(
-            RejectionCode::MissingTimestamp,
-            "`ts` is missing",
-        )),
-        Some(Value::Number(n)) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => Ok(i128::from(i)),
-            (None, Some(u)) => Ok(i128::from(u)),
-            _ => Err(invalid(&Value::Number(n))),
-        },
-        Some(other) => Err(invalid(&other)),
+/// A delete of `key` at `ts` (a tombstone when written).
+pub(super) fn delete(key: ItemKey, ts: Ts) -> RatchetRecord {
+    RatchetRecord {
+        key,
+        ts,
+        token: DELETE_TOKEN.into(),
+        op: RatchetOp::Delete,
     }
+}
+
+fn timestamp(ts: Option<Value>) -> Result<Ts, Rejection> {
+    let ts =
+        ts.ok_or_else(|| Rejection::new(RejectionCode::MissingTimestamp, "`ts` is missing"))?;
+    Ts::from_json(&ts).map_err(|e| Rejection::new(RejectionCode::InvalidTimestamp, e.to_string()))
 }
 
 fn put(
     config: &RatchetConfig,
     item: Option<Value>,
     key: ItemKey,
-    ts: i128,
+    ts: Ts,
 ) -> Result<RatchetRecord, Rejection> {
     let Some(Value::Object(fields)) = item else {
         return Err(Rejection::new(
@@ -138,18 +129,32 @@ fn put(
     };
     let stored = stored_item(config, fields, &key)?;
     check_attribute_names(&stored).map_err(|m| Rejection::new(RejectionCode::InvalidItem, m))?;
-    let digest = Sha256::digest(canonical_json(&stored).as_bytes());
-    let token = format!("{PUT_TOKEN_PREFIX}{}", hex::encode(digest));
-    let mut item: Item = serde_dynamo::to_item(&stored).map_err(|e| {
+    let token = put_token(&canonical_json(&stored));
+    let item: Item = serde_dynamo::to_item(&stored).map_err(|e| {
         Rejection::new(
             RejectionCode::InvalidItem,
             format!("the item cannot be marshalled: {e}"),
         )
     })?;
-    item.insert(
-        config.ts_attribute.clone(),
-        AttributeValue::N(ts.to_string()),
-    );
+    finish_put(config, key, ts, token, item)
+}
+
+/// The tie-break token of a put whose stored item has this canonical form.
+pub(super) fn put_token(canonical: &str) -> String {
+    let digest = Sha256::digest(canonical.as_bytes());
+    format!("{PUT_TOKEN_PREFIX}{}", hex::encode(digest))
+}
+
+/// A put of `item` (key attributes included, protocol attributes not yet): the version
+/// attributes added, the sizes checked (the item, and its history row in history mode).
+pub(super) fn finish_put(
+    config: &RatchetConfig,
+    key: ItemKey,
+    ts: Ts,
+    token: String,
+    mut item: Item,
+) -> Result<RatchetRecord, Rejection> {
+    item.insert(config.ts_attribute.clone(), ts.to_attribute());
     item.insert(
         config.tie_break_attribute.clone(),
         AttributeValue::S(token.clone()),
@@ -201,7 +206,7 @@ fn stored_item(
     Ok(Value::Object(stored))
 }
 
-fn check_not_reserved(config: &RatchetConfig, name: &str) -> Result<(), Rejection> {
+pub(super) fn check_not_reserved(config: &RatchetConfig, name: &str) -> Result<(), Rejection> {
     if config.protocol_attributes().contains(&name) {
         return Err(Rejection::new(
             RejectionCode::ReservedAttribute,

@@ -10,8 +10,9 @@ use aws_sdk_dynamodb::types::{
 use futures::StreamExt;
 
 use super::record::{RatchetOp, RatchetRecord};
-use super::{Ratchet, CONDITION_NEWER};
+use super::{Ratchet, CONDITION_NEWER, CONDITION_NEWER_BIG};
 use crate::batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
+use crate::change::{no_change_mapping, ItemChange};
 use crate::ddb::clock::epoch_seconds;
 use crate::ddb::{conditional, Cond, Cost, ErrorClass, Item, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
@@ -74,16 +75,23 @@ impl Ratchet {
         cost: &Cost,
     ) -> Result<RatchetOutcome, StoreError> {
         let config = &self.config;
-        let result = self
+        let request = self
             .client
             .put_item()
             .table_name(&config.table)
             .set_item(Some(self.stored_item(record)?))
-            .condition_expression(CONDITION_NEWER)
             .expression_attribute_names("#ts", &config.ts_attribute)
             .expression_attribute_names("#tb", &config.tie_break_attribute)
-            .expression_attribute_values(":ts", AttributeValue::N(record.ts.to_string()))
-            .expression_attribute_values(":tb", AttributeValue::S(record.token.clone()))
+            .expression_attribute_values(":ts", record.ts.to_attribute())
+            .expression_attribute_values(":tb", AttributeValue::S(record.token.clone()));
+        // Number timestamps send exactly the requests of the earlier version.
+        let request = match record.ts.is_big() {
+            false => request.condition_expression(CONDITION_NEWER),
+            true => request
+                .condition_expression(CONDITION_NEWER_BIG)
+                .expression_attribute_values(":numeric", AttributeValue::S("N".into())),
+        };
+        let result = request
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
@@ -97,7 +105,10 @@ impl Ratchet {
             Cond::Done(_) => RatchetOutcome::Applied,
             Cond::Failed { old } => {
                 let stored = old.as_ref().and_then(|o| self.stored_version(o));
-                if stored == Some((record.ts, record.token.clone())) {
+                if stored
+                    .as_ref()
+                    .is_some_and(|(ts, tb)| (ts, tb.as_str()) == record.version())
+                {
                     RatchetOutcome::Duplicate
                 } else {
                     RatchetOutcome::Stale
@@ -113,10 +124,7 @@ impl Ratchet {
             let mut item = record.key.to_item()?;
             let expires = epoch_seconds() + config.tombstone_ttl.as_secs();
             for (name, value) in [
-                (
-                    &config.ts_attribute,
-                    AttributeValue::N(record.ts.to_string()),
-                ),
+                (&config.ts_attribute, record.ts.to_attribute()),
                 (
                     &config.tie_break_attribute,
                     AttributeValue::S(record.token.clone()),
@@ -210,9 +218,21 @@ impl Protocol for Ratchet {
         self.parse_record(body)
     }
 
+    /// Replication, when [`super::RatchetConfig::replication`] is set.
+    fn parse_change(&self, change: &ItemChange) -> Result<RatchetRecord, Rejection> {
+        match &self.config.replication {
+            Some(replication) => super::change::replicate(&self.config, replication, change),
+            None => Err(no_change_mapping("RATCHET_CHANGES=replicate")),
+        }
+    }
+
     /// The tombstone lifetime: an older put may arrive after its item's tombstone expired.
     fn max_record_age(&self) -> Option<std::time::Duration> {
         Some(self.config.tombstone_ttl)
+    }
+
+    fn concurrency(&self) -> usize {
+        self.config.concurrency
     }
 
     /// In history mode, every record's history row first; then, per key, the winner of the

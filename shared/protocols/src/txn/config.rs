@@ -7,6 +7,8 @@ use crate::config::ConfigError;
 
 /// Default wait on a pending transaction's lock before rolling it back.
 pub const DEFAULT_LOCK_PATIENCE: Duration = Duration::from_millis(1000);
+/// Default interval of a pending attempt's heartbeats (a quarter of the default patience).
+pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
 /// Default restarts of an aborted attempt within one invocation.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 /// Default transactions (and item writes) in flight at once.
@@ -27,6 +29,15 @@ pub struct TxConfig {
     pub allowed_tables: BTreeSet<String>,
     /// How long to wait on a pending transaction's lock before rolling it back.
     pub lock_patience: Duration,
+    /// How often a pending attempt writes a heartbeat (`LastTouched`) while it locks, at
+    /// most: before an item's lock write when the last one (or the creation, or the restart)
+    /// is older than this. A contender rolls back a holder only after waiting
+    /// [`Self::lock_patience`] *and* seeing no heartbeat for as long, so with a patience of
+    /// at least twice this interval a coordinator that is still locking is not rolled back.
+    /// A run that resumes a pending attempt (the message delivered again) writes one before
+    /// locking, which keeps the sweeper away as well. Each costs one write (and two index
+    /// writes): a lock phase shorter than the interval writes none.
+    pub heartbeat_every: Duration,
     /// Restarts of an aborted attempt within one invocation.
     pub max_attempts: u32,
     /// Transactions of a batch run at once; also item writes of one finalize.
@@ -51,6 +62,7 @@ impl TxConfig {
             table: table.into(),
             allowed_tables: allowed.into_iter().map(Into::into).collect(),
             lock_patience: DEFAULT_LOCK_PATIENCE,
+            heartbeat_every: DEFAULT_HEARTBEAT_EVERY,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             concurrency: DEFAULT_CONCURRENCY,
             retain: DEFAULT_RETAIN,
@@ -62,6 +74,17 @@ impl TxConfig {
     /// idempotency horizon covers the redelivery horizon.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_horizons(self.retain, self.redelivery_horizon)?;
+        if self.lock_patience < self.heartbeat_every * 2 {
+            return Err(ConfigError::new(
+                "TX_LOCK_PATIENCE_MS",
+                format!(
+                    "{} ms is less than twice the heartbeat interval TX_HEARTBEAT_MS ({} ms): \
+                     contenders would roll back coordinators that are still locking",
+                    self.lock_patience.as_millis(),
+                    self.heartbeat_every.as_millis()
+                ),
+            ));
+        }
         if self.allowed_tables.is_empty() {
             return Err(ConfigError::new("TX_ALLOWED_TABLES", "names no table"));
         }

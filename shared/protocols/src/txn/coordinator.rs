@@ -141,6 +141,7 @@ impl Coordinator {
             outcome,
             write_calls: cost.write_calls(),
             write_units: cost.write_units(),
+            index_write_units: cost.index_write_units(),
         })
     }
 
@@ -310,6 +311,16 @@ impl Protocol for Coordinator {
     /// find its record deleted and apply again; it is kept as a `too_old` dead letter.
     fn max_record_age(&self) -> Option<Duration> {
         Some(self.config.retain)
+    }
+
+    /// Transactions on one account keyed by partition key must not overtake each other: a
+    /// transfer that failed transiently holds back the later ones of its key in the batch.
+    fn ordered_by_key(&self) -> bool {
+        true
+    }
+
+    fn concurrency(&self) -> usize {
+        self.config.concurrency
     }
 
     async fn apply(

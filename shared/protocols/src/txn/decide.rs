@@ -9,6 +9,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::item::s;
 use super::record::{self, RollbackReason, Transition, TxHeader, TxState};
 use super::{Coordinator, Cost};
+use crate::ddb::clock::{epoch_millis, epoch_seconds};
 use crate::ddb::error::StoreError;
 
 impl Coordinator {
@@ -115,9 +116,14 @@ impl Coordinator {
                 record::ATTR_ATTEMPT,
                 AttributeValue::N((header.attempt + 1).to_string()),
             ),
-            (record::ATTR_SWEEP_KEY, s(record::SWEEP_OPEN)),
+            (record::ATTR_SWEEP_KEY, s(record::sweep_key(&header.tx_id))),
+            (
+                record::ATTR_LAST_TOUCHED,
+                AttributeValue::N(epoch_millis().to_string()),
+            ),
         ];
         let remove = [
+            record::ATTR_EXPIRES_AT,
             record::ATTR_REASON,
             record::ATTR_FAILED_REQUEST,
             record::ATTR_DECISION,
@@ -127,17 +133,45 @@ impl Coordinator {
         self.tx.transition(header, &set, &remove, cost).await
     }
 
-    /// Step 5: `→ completed`, keeping the decision, `SweepKey open → done`.
+    /// Step 5: `→ completed`, keeping the decision; the header leaves the sweep index
+    /// (`REMOVE SweepKey`: one index write) and expires through TTL after the retention
+    /// (`ExpiresAt`; DynamoDB's TTL deletes cost no write).
     pub(super) async fn mark_completed(
         &self,
         header: &TxHeader,
         cost: &Cost,
     ) -> Result<Transition, StoreError> {
+        let expires = epoch_seconds().saturating_add(self.config.retain.as_secs());
         let set = [
             (record::ATTR_STATE, s(TxState::Completed.as_str())),
             (record::ATTR_DECISION, s(header.state.as_str())),
-            (record::ATTR_SWEEP_KEY, s(record::SWEEP_DONE)),
+            (
+                record::ATTR_EXPIRES_AT,
+                AttributeValue::N(expires.to_string()),
+            ),
         ];
-        self.tx.transition(header, &set, &[], cost).await
+        let remove = [record::ATTR_SWEEP_KEY];
+        self.tx.transition(header, &set, &remove, cost).await
+    }
+
+    /// The heartbeat of a pending attempt, when its `LastTouched` is older than
+    /// [`TxConfig::heartbeat_every`](super::TxConfig::heartbeat_every): `Ok(false)` when the
+    /// attempt was decided meanwhile. `last_touched_ms` is updated when it writes.
+    pub(super) async fn heartbeat(
+        &self,
+        header: &TxHeader,
+        last_touched_ms: &mut u64,
+        cost: &Cost,
+    ) -> Result<bool, StoreError> {
+        let now = epoch_millis();
+        let every = u64::try_from(self.config.heartbeat_every.as_millis()).unwrap_or(u64::MAX);
+        if now.saturating_sub(*last_touched_ms) < every {
+            return Ok(true);
+        }
+        let alive = self.tx.touch(header, cost).await?;
+        if alive {
+            *last_touched_ms = now;
+        }
+        Ok(alive)
     }
 }

@@ -15,6 +15,7 @@ use super::record::{parse_owner, RollbackReason, TxHeader, TxState};
 use super::resolve::Resolved;
 use super::{Coordinator, Cost};
 use crate::batch::Deadline;
+use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::ddb::retry::Backoff;
@@ -66,6 +67,16 @@ enum LockWrite {
     Invalid(String),
 }
 
+/// What the lock phase of one attempt carries from item to item.
+struct ItemLocking<'a> {
+    header: &'a TxHeader,
+    owner: &'a str,
+    cost: &'a Cost,
+    deadline: Deadline,
+    /// The attempt's last heartbeat (or creation, or restart), epoch ms.
+    touched_ms: u64,
+}
+
 /// The wait on one item's lock holder.
 struct LockWait {
     /// Waited since the holder was met (or last rolled back).
@@ -109,11 +120,15 @@ impl Coordinator {
             .collect()
             .await;
         let mut tokens = BTreeMap::new();
+        let mut lock = ItemLocking {
+            header,
+            owner: &owner,
+            cost,
+            deadline,
+            touched_ms: header.last_touched_ms,
+        };
         for (r, read) in order.into_iter().zip(reads) {
-            match self
-                .lock_item(header, &owner, r, read?, cost, deadline)
-                .await?
-            {
+            match self.lock_item(&mut lock, r, read?).await? {
                 ItemLock::Held(token) => {
                     tokens.insert(r.index, token);
                 }
@@ -126,17 +141,18 @@ impl Coordinator {
     /// Step 2 for one item, read as `current`: write until this attempt holds it, or stop.
     async fn lock_item(
         &self,
-        header: &TxHeader,
-        owner: &str,
+        lock: &mut ItemLocking<'_>,
         r: &Resolved,
         mut current: Option<Item>,
-        cost: &Cost,
-        deadline: Deadline,
     ) -> Result<ItemLock, StoreError> {
+        let (header, owner, cost) = (lock.header, lock.owner, lock.cost);
         let mut wait = LockWait::new();
         loop {
-            if deadline.expired() {
+            if lock.deadline.expired() {
                 return Ok(ItemLock::Stopped(LockPhase::Deferred));
+            }
+            if !self.heartbeat(header, &mut lock.touched_ms, cost).await? {
+                return Ok(ItemLock::Stopped(LockPhase::Decided));
             }
             if let Some(item) = current.as_ref().filter(|i| lock_of(i).is_some()) {
                 if lock_of(item) == Some(owner) {
@@ -217,14 +233,18 @@ impl Coordinator {
     }
 
     /// A pending holder: wait (jittered backoff), or roll it back (`conflict`) once the wait
-    /// reached the patience.
+    /// reached the patience *and* the holder showed no sign of life (heartbeat) for as long
+    /// (finding 8 of issue 8: a live coordinator that is still locking is not rolled back).
     async fn wait_or_roll_back(
         &self,
         other: &TxHeader,
         wait: &mut LockWait,
         cost: &Cost,
     ) -> Result<(), StoreError> {
-        if wait.waited >= self.config.lock_patience {
+        let patience = self.config.lock_patience;
+        let silent = epoch_millis().saturating_sub(other.last_touched_ms);
+        let silent_long = u128::from(silent) >= patience.as_millis();
+        if wait.waited >= patience && silent_long {
             tracing::debug!(
                 tx_id = other.tx_id.as_str(),
                 "rolling back a transaction holding a lock"

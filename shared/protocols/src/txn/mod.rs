@@ -23,11 +23,15 @@
 //! | 2. lock + save image + apply | N | per item, in key order, one `TransactWriteItems` of [`ConditionCheck` header `State = pending AND Attempt = a`, the item's conditional write] |
 //! | 3. commit | 1 | header `pending → committed` (+ tokens), conditioned on `Version` |
 //! | 4. finalize | N | per item: remove lock/image (or delete), conditioned on lock + token |
-//! | 5. complete | 1 | header `→ completed`, `SweepKey open → done` |
+//! | 5. complete | 1 | header `→ completed`: `REMOVE SweepKey`, TTL `ExpiresAt` = now + retention |
 //!
-//! **2N + 3 (+ P)** write requests for a committed transaction, as before the header check,
-//! plus 1 + P deletes by the sweeper after the retention period (the published lock/image
-//! protocol needs 7N + 4). A rollback costs the same at most (undo instead of finalize).
+//! **2N + 3 (+ P)** write requests for a committed transaction, as before the header check
+//! (the published lock/image protocol needs 7N + 4); nothing is deleted by a write (completed
+//! headers and parts expire through TTL). A rollback costs the same at most (undo instead of
+//! finalize). A lock phase longer than [`TxConfig::heartbeat_every`] adds one heartbeat per
+//! interval. **Index writes**: 2 per transaction (creation, completion; decisions leave
+//! `LastTouched` alone), on 16 `SweepKey` shards (see [`crate::sweep`]), plus 2 per
+//! heartbeat or restart.
 //!
 //! **Write units.** Step 2 is transactional: DynamoDB bills each entry of a
 //! `TransactWriteItems` twice (prepare and commit), so a lock write costs 2 × the item's
@@ -133,13 +137,15 @@
 //!   writer joins the protocol safely by conditioning on `attribute_not_exists(_txLock)` and
 //!   setting `_txVer` to a fresh random value: T's lock write then sees the change and reads
 //!   again.
-//! * Long transactions: a transaction that spans invocations keeps its locks while it is
-//!   deferred; contenders roll it back after [`TxConfig::lock_patience`] and the sweeper after
-//!   its stale threshold (`LastTouched` changes only with state transitions). Such a
-//!   rollback is safe (it applied nothing, and its next delivery restarts it as a new
-//!   attempt), but a transaction whose lock phase needs longer than the stale threshold and
-//!   the patience never commits: keep N within what one invocation locks (about 2 ms of
-//!   DynamoDB latency per item and request, so thousands of items per minute).
+//! * Long transactions: a pending attempt writes a heartbeat (`LastTouched`) when a delivery
+//!   resumes it and every [`TxConfig::heartbeat_every`] while it locks; contenders roll a
+//!   holder back only after [`TxConfig::lock_patience`] without a heartbeat, and the sweeper
+//!   only after its stale threshold without one (which must exceed the gap between two
+//!   deliveries, checked at start-up). So a transaction that spans invocations is resumed,
+//!   not rolled back, unless a contender needs one of its items *between* two deliveries
+//!   (nothing heartbeats then): it is then rolled back (safe: it applied nothing) and its
+//!   next delivery restarts it as a new attempt that locks everything again. A transaction
+//!   that cannot lock all its items in one invocation commits only without such contention.
 //!
 //! # Layout
 //!
@@ -168,8 +174,8 @@ mod resolve;
 
 pub use crate::ddb::Cost;
 pub use config::{
-    check_horizons, TxConfig, DEFAULT_CONCURRENCY, DEFAULT_LOCK_PATIENCE, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN,
+    check_horizons, TxConfig, DEFAULT_CONCURRENCY, DEFAULT_HEARTBEAT_EVERY, DEFAULT_LOCK_PATIENCE,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN,
 };
 pub use coordinator::Coordinator;
 pub use item::{

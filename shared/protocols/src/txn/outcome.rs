@@ -50,6 +50,8 @@ pub struct TxReport {
     pub write_calls: u64,
     /// Consumed write capacity units reported by DynamoDB.
     pub write_units: f64,
+    /// Of `write_units`, those of the TX table's sweep index.
+    pub index_write_units: f64,
 }
 
 /// A transaction could not be decided now.

@@ -4,7 +4,8 @@
 //! ```text
 //! TxId=t-1  Part=#               State, Version, Attempt, Nonce, RequestsHash, Requests | Parts,
 //!                                Tokens, Reason, FailedRequest, Decision,
-//!                                SweepKey (GSI hash), LastTouched (GSI range, epoch ms)
+//!                                SweepKey (GSI hash, until completed), LastTouched (GSI range,
+//!                                epoch ms), ExpiresAt (TTL, once completed)
 //! TxId=t-1  Part=p#<nonce>#00001 Chunk (requests JSON, bytes 0..PART_BYTES)
 //! TxId=t-1  Part=p#<nonce>#00002 Chunk (…)
 //! ```
@@ -76,18 +77,30 @@ pub const ATTR_REASON: &str = "Reason";
 pub const ATTR_FAILED_REQUEST: &str = "FailedRequest";
 /// Once completed: `committed` or `rolled_back`.
 pub const ATTR_DECISION: &str = "Decision";
-/// Sparse GSI hash key: `open` until completed, then `done` (until the sweeper deletes it).
+/// Sparse GSI hash key, only while the transaction is not completed: `open#<shard>`
+/// ([`sweep_key`]). Completion removes it, so the index holds open transactions only.
 pub const ATTR_SWEEP_KEY: &str = "SweepKey";
-/// GSI range key: epoch milliseconds of the last state change.
+/// GSI range key: epoch milliseconds of the creation, of the last restart or of the last
+/// heartbeat of the lock phase (the sweeper's and contenders' sign of life; decisions do
+/// not change it, so they cost no index write).
 pub const ATTR_LAST_TOUCHED: &str = "LastTouched";
-/// TTL backstop on part items (epoch seconds).
+/// TTL (epoch seconds): on part items a backstop; on a completed header the end of its
+/// retention (DynamoDB deletes it, without a write by the sweeper).
 pub const ATTR_EXPIRES_AT: &str = "ExpiresAt";
 /// The sweeper's index.
 pub const SWEEP_INDEX: &str = "Sweep";
-/// `SweepKey` of transactions not completed.
-pub const SWEEP_OPEN: &str = "open";
-/// `SweepKey` of completed transactions kept for idempotency.
-pub const SWEEP_DONE: &str = "done";
+/// Number of `SweepKey` shards: index writes spread over this many partitions (each takes
+/// about 1,000 writes/s; a committed transaction makes 2, so about 8,000 TX/s in all).
+/// Fixed: the sweeper reads exactly these keys, so changing it strands open entries.
+pub const SWEEP_SHARDS: u32 = 16;
+/// Prefix of the sharded `SweepKey` values.
+pub const SWEEP_OPEN_PREFIX: &str = "open#";
+/// `SweepKey` of open transactions written by versions before the sharded index (read by
+/// the sweeper so that an upgrade strands nothing).
+pub const SWEEP_OPEN_LEGACY: &str = "open";
+/// `SweepKey` of completed transactions written by versions before completed headers
+/// expired through TTL (the sweeper deletes them after the retention).
+pub const SWEEP_DONE_LEGACY: &str = "done";
 /// Largest requests JSON kept inline in the header; larger lists go to parts. Small on
 /// purpose: every lock write checks the header in a `TransactWriteItems`, which DynamoDB
 /// bills by the header's size (twice), so the header stays under 1 KB until the commit
@@ -315,6 +328,31 @@ pub fn owner(tx_id: &str, attempt: u64) -> String {
 pub fn parse_owner(owner: &str) -> Option<(&str, u64)> {
     let (tx, attempt) = owner.rsplit_once('#')?;
     Some((tx, attempt.parse().ok()?))
+}
+
+/// The `SweepKey` of an open transaction: `open#<shard>`, the shard a hash of the `txId`
+/// (stable across versions: SHA-256, first four bytes, modulo [`SWEEP_SHARDS`]).
+///
+/// ```
+/// use dynamo_protocols::txn::record::{sweep_key, sweep_keys};
+/// let key = sweep_key("t-1");
+/// assert!(key.starts_with("open#"));
+/// assert_eq!(key, sweep_key("t-1"));
+/// assert!(sweep_keys().contains(&key));
+/// ```
+pub fn sweep_key(tx_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(tx_id.as_bytes());
+    let shard = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % SWEEP_SHARDS;
+    format!("{SWEEP_OPEN_PREFIX}{shard:02}")
+}
+
+/// Every `SweepKey` an open transaction can have: the shards, then the legacy `open`.
+pub fn sweep_keys() -> Vec<String> {
+    (0..SWEEP_SHARDS)
+        .map(|shard| format!("{SWEEP_OPEN_PREFIX}{shard:02}"))
+        .chain(std::iter::once(SWEEP_OPEN_LEGACY.to_string()))
+        .collect()
 }
 
 /// The header's key.

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValue,
+    ReturnValuesOnConditionCheckFailure,
 };
 use aws_sdk_dynamodb::Client;
 
@@ -11,7 +12,7 @@ use super::{
     get_s, header_key, n, part_sort_key, parts_prefix, requests_hash, s, TxHeader, TxState,
     ATTR_ATTEMPT, ATTR_CHUNK, ATTR_EXPIRES_AT, ATTR_LAST_TOUCHED, ATTR_NONCE, ATTR_PART,
     ATTR_PARTS, ATTR_REQUESTS, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_SWEEP_KEY, ATTR_TX_ID,
-    ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS, SWEEP_OPEN,
+    ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS,
 };
 use crate::ddb::clock::{epoch_millis, epoch_seconds};
 use crate::ddb::cond::{conditional, Cond};
@@ -25,6 +26,10 @@ const CONDITION_NEW: &str = "attribute_not_exists(#txpid)";
 const KEY_CONDITION_REQUEST_PARTS: &str = "#txpid = :txpid AND begins_with(#txppart, :txpprefix)";
 /// Header writes: only from the version the writer read.
 const CONDITION_VERSION: &str = "#txpver = :txpexpect";
+/// The heartbeat's update.
+const UPDATE_TOUCH: &str = "SET #txpts = :txpts";
+/// The heartbeat's condition: the attempt is still pending.
+const CONDITION_ATTEMPT_PENDING: &str = "#txpst = :txppending AND #txpatt = :txpatt";
 /// Deleting a record: only once completed, and only the version the deleter read.
 const CONDITION_DELETE_COMPLETED: &str = "#txpst = :txpdone AND #txpver = :txpver";
 
@@ -172,7 +177,7 @@ impl TxTable {
         header.insert(ATTR_STATE.into(), s(TxState::Pending.as_str()));
         header.insert(ATTR_VERSION.into(), n(1));
         header.insert(ATTR_ATTEMPT.into(), n(1));
-        header.insert(ATTR_SWEEP_KEY.into(), s(SWEEP_OPEN));
+        header.insert(ATTR_SWEEP_KEY.into(), s(super::sweep_key(tx_id)));
         header.insert(ATTR_LAST_TOUCHED.into(), n(epoch_millis()));
         // The header stays under 1 KB while the items are locked: every lock write's
         // `ConditionCheck` of it is billed by its size (twice, transactional). (`requests`,
@@ -212,7 +217,7 @@ impl TxTable {
                 .put_item()
                 .table_name(&self.table)
                 .set_item(Some(item))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
                 .send()
                 .await
                 .map_err(|e| StoreError::from_sdk("PutItem", e))?;
@@ -236,44 +241,32 @@ impl TxTable {
             .condition_expression(CONDITION_NEW)
             .expression_attribute_names("#txpid", ATTR_TX_ID)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
-        match conditional("PutItem", result) {
-            Ok(Cond::Done(out)) => {
-                cost.add(out.consumed_capacity.as_ref());
-                Ok(Creation::Created(TxHeader::try_from(&header)?))
-            }
-            Ok(Cond::Failed { old: Some(item) }) => {
-                cost.add_failed();
-                let existing = TxHeader::try_from(&item)?;
-                if existing.nonce.is_some() && existing.nonce == get_s(&header, ATTR_NONCE) {
-                    // Our own creation, applied, answered with an error and retried.
-                    return Ok(Creation::Created(existing));
-                }
-                Ok(Creation::Exists(existing))
-            }
-            Ok(Cond::Failed { old: None }) => {
-                cost.add_failed();
-                match self.get(tx_id).await? {
-                    Some(h) if h.nonce.is_some() && h.nonce == get_s(&header, ATTR_NONCE) => {
-                        Ok(Creation::Created(h))
-                    }
-                    Some(h) => Ok(Creation::Exists(h)),
-                    None => Err(StoreError::Inconsistent(format!(
-                        "TX {tx_id}: creation refused but no header found"
-                    ))),
-                }
-            }
-            Err(err) => {
-                cost.add_failed();
-                Err(err)
-            }
-        }
+        let result = conditional("PutItem", result);
+        count(cost, &result, |out| out.consumed_capacity.as_ref());
+        let ours = |h: &TxHeader| h.nonce.is_some() && h.nonce == get_s(&header, ATTR_NONCE);
+        let existing = match result? {
+            Cond::Done(_) => return Ok(Creation::Created(TxHeader::try_from(&header)?)),
+            Cond::Failed { old: Some(item) } => TxHeader::try_from(&item)?,
+            Cond::Failed { old: None } => self.get(tx_id).await?.ok_or_else(|| {
+                StoreError::Inconsistent(format!(
+                    "TX {tx_id}: creation refused but no header found"
+                ))
+            })?,
+        };
+        // Our own creation, applied, answered with an error and retried: still the creator.
+        Ok(if ours(&existing) {
+            Creation::Created(existing)
+        } else {
+            Creation::Exists(existing)
+        })
     }
 
-    /// One conditional header transition: `SET`/`REMOVE` on top of `Version + 1` and
-    /// `LastTouched`, conditioned on the version of `from` (see [`Transition`]).
+    /// One conditional header transition: `SET`/`REMOVE` on top of `Version + 1`,
+    /// conditioned on the version of `from` (see [`Transition`]). `LastTouched` changes only
+    /// when `set` names it (a restart), so a decision costs no index write.
     pub async fn transition(
         &self,
         from: &TxHeader,
@@ -293,31 +286,50 @@ impl TxTable {
             .set_expression_attribute_values(Some(update.values))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
-        match conditional("UpdateItem", result) {
-            Ok(Cond::Done(out)) => {
-                cost.add(out.consumed_capacity.as_ref());
+        let result = conditional("UpdateItem", result);
+        count(cost, &result, |out| out.consumed_capacity.as_ref());
+        Ok(match result? {
+            Cond::Done(out) => {
                 let item = out.attributes.unwrap_or_default();
-                Ok(Transition::Moved(TxHeader::try_from(&item)?))
+                Transition::Moved(TxHeader::try_from(&item)?)
             }
-            Ok(Cond::Failed { old }) => {
-                cost.add_failed();
-                Ok(match old {
-                    Some(item) => Transition::Lost(TxHeader::try_from(&item)?),
-                    None => Transition::LostUnread,
-                })
-            }
-            Err(err) => {
-                cost.add_failed();
-                Err(err)
-            }
-        }
+            Cond::Failed { old: Some(item) } => Transition::Lost(TxHeader::try_from(&item)?),
+            Cond::Failed { old: None } => Transition::LostUnread,
+        })
     }
 
-    /// Delete a completed record (header conditioned on `completed` and the version read,
-    /// then its parts). `false`: the header was not in that state (someone else acted).
+    /// The heartbeat of a lock phase: `LastTouched = now`, conditioned on `from`'s attempt
+    /// still being pending (not on `Version`: a heartbeat never makes a decision fail).
+    /// `false`: the attempt was decided meanwhile. One write, plus two index writes (the
+    /// index's range key moves).
+    pub async fn touch(&self, from: &TxHeader, cost: &Cost) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(header_key(&from.tx_id)))
+            .update_expression(UPDATE_TOUCH)
+            .condition_expression(CONDITION_ATTEMPT_PENDING)
+            .expression_attribute_names("#txpts", ATTR_LAST_TOUCHED)
+            .expression_attribute_names("#txpst", ATTR_STATE)
+            .expression_attribute_names("#txpatt", ATTR_ATTEMPT)
+            .expression_attribute_values(":txpts", n(epoch_millis()))
+            .expression_attribute_values(":txppending", s(TxState::Pending.as_str()))
+            .expression_attribute_values(":txpatt", n(from.attempt))
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+            .send()
+            .await;
+        let result = conditional("UpdateItem", result);
+        count(cost, &result, |out| out.consumed_capacity.as_ref());
+        Ok(matches!(result?, Cond::Done(_)))
+    }
+
+    /// Delete a completed record written before completed headers expired through TTL
+    /// (header conditioned on `completed` and the version read, then its parts). `false`:
+    /// the header was not in that state (someone else acted).
     pub async fn delete_completed(
         &self,
         header: &TxHeader,
@@ -333,19 +345,13 @@ impl TxTable {
             .expression_attribute_names("#txpver", ATTR_VERSION)
             .expression_attribute_values(":txpdone", s(TxState::Completed.as_str()))
             .expression_attribute_values(":txpver", n(header.version))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
             .send()
             .await;
-        match conditional("DeleteItem", result) {
-            Ok(Cond::Done(out)) => cost.add(out.consumed_capacity.as_ref()),
-            Ok(Cond::Failed { .. }) => {
-                cost.add_failed();
-                return Ok(false);
-            }
-            Err(err) => {
-                cost.add_failed();
-                return Err(err);
-            }
+        let result = conditional("DeleteItem", result);
+        count(cost, &result, |out| out.consumed_capacity.as_ref());
+        if let Cond::Failed { .. } = result? {
+            return Ok(false);
         }
         self.delete_parts(header, cost).await?;
         Ok(true)
@@ -360,7 +366,7 @@ impl TxTable {
                 .table_name(&self.table)
                 .key(ATTR_TX_ID, s(&header.tx_id))
                 .key(ATTR_PART, s(part_sort_key(header.nonce.as_deref(), i)))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
                 .send()
                 .await
                 .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
@@ -382,14 +388,9 @@ impl TransitionExpression {
     fn new(from: &TxHeader, set: &[(&str, AttributeValue)], remove: &[&str]) -> Self {
         let mut names = HashMap::new();
         let mut values = HashMap::new();
-        let mut assignments = vec![
-            "#txpver = #txpver + :txpone".to_string(),
-            "#txpts = :txpts".to_string(),
-        ];
+        let mut assignments = vec!["#txpver = #txpver + :txpone".to_string()];
         names.insert("#txpver".to_string(), ATTR_VERSION.to_string());
-        names.insert("#txpts".to_string(), ATTR_LAST_TOUCHED.to_string());
         values.insert(":txpone".to_string(), n(1));
-        values.insert(":txpts".to_string(), n(epoch_millis()));
         values.insert(":txpexpect".to_string(), n(from.version));
         for (i, (name, value)) in set.iter().enumerate() {
             names.insert(format!("#txps{i}"), (*name).to_string());
@@ -413,6 +414,19 @@ impl TransitionExpression {
             names,
             values,
         }
+    }
+}
+
+/// Count a conditional write: the capacity it consumed when applied, a request otherwise (a
+/// refused condition or an error reports none).
+fn count<T>(
+    cost: &Cost,
+    result: &Result<Cond<T>, StoreError>,
+    capacity: impl Fn(&T) -> Option<&ConsumedCapacity>,
+) {
+    match result {
+        Ok(Cond::Done(out)) => cost.add(capacity(out)),
+        Ok(Cond::Failed { .. }) | Err(_) => cost.add_failed(),
     }
 }
 

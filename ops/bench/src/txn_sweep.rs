@@ -1,0 +1,148 @@
+//! Sweeper cost with many finished transactions present (`bench txn`, scenario `sweep`).
+//!
+//! * **now**: 100,000 completed headers as completion leaves them (out of the sweep index,
+//!   `ExpiresAt` set): a sweep makes its 18 index queries and no write, whatever their number;
+//!   DynamoDB's TTL deletes them after the retention, at no write cost.
+//! * **before** (the layout of earlier versions, still swept as "legacy"): 10,000 completed
+//!   headers under `SweepKey = done`, past the retention: the sweeper reads and deletes them
+//!   one by one (a `GetItem` and a `DeleteItem` each), at most 1,000 per sweep.
+
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::Client;
+use dynamo_protocols::ddb::clock::{epoch_millis, epoch_seconds};
+use dynamo_protocols::ddb::item::Item;
+use dynamo_protocols::sweep::{SweepConfig, SweepSummary, Sweeper};
+use dynamo_protocols::Deadline;
+use dynamo_testing::{client_with, template_tables};
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+const FINISHED: usize = 100_000;
+const LEGACY: usize = 10_000;
+const RETAIN: Duration = Duration::from_secs(24 * 3600);
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: u64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// A completed header: `legacy` = under `SweepKey = done`, touched before the retention;
+/// otherwise as completion leaves it now (no `SweepKey`, `ExpiresAt`).
+fn header(i: usize, legacy: bool) -> Item {
+    let mut item = Item::from([
+        (
+            "TxId".to_string(),
+            s(format!("{}{i}", if legacy { "old-" } else { "done-" })),
+        ),
+        ("Part".to_string(), s("#")),
+        ("State".to_string(), s("completed")),
+        ("Decision".to_string(), s("committed")),
+        ("Version".to_string(), n(4)),
+        ("Attempt".to_string(), n(1)),
+        ("Requests".to_string(), s("[]")),
+    ]);
+    if legacy {
+        item.insert("SweepKey".into(), s("done"));
+        let old = epoch_millis() - 2 * 1000 * RETAIN.as_secs();
+        item.insert("LastTouched".into(), n(old));
+    } else {
+        item.insert("LastTouched".into(), n(epoch_millis()));
+        item.insert("ExpiresAt".into(), n(epoch_seconds() + RETAIN.as_secs()));
+    }
+    item
+}
+
+async fn put_all(client: &Client, table: &str, count: usize, legacy: bool) -> Result<(), String> {
+    let batches: Vec<Vec<usize>> = (0..count)
+        .collect::<Vec<_>>()
+        .chunks(25)
+        .map(<[usize]>::to_vec)
+        .collect();
+    let writes = batches.into_iter().map(|batch| async move {
+        let mut pending: Vec<WriteRequest> = batch
+            .into_iter()
+            .map(|i| {
+                let put = PutRequest::builder()
+                    .set_item(Some(header(i, legacy)))
+                    .build();
+                put.map(|p| WriteRequest::builder().put_request(p).build())
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
+        while !pending.is_empty() {
+            let out = client
+                .batch_write_item()
+                .request_items(table, pending)
+                .send()
+                .await
+                .map_err(|e| format!("BatchWriteItem: {e}"))?;
+            pending = out
+                .unprocessed_items
+                .and_then(|mut m| m.remove(table))
+                .unwrap_or_default();
+        }
+        Ok::<(), String>(())
+    });
+    let results: Vec<Result<(), String>> = futures::stream::iter(writes)
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+async fn timed_sweep(sweeper: &Sweeper) -> Result<(SweepSummary, u128), String> {
+    let started = Instant::now();
+    let summary = sweeper
+        .sweep(Deadline::none())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((summary, started.elapsed().as_millis()))
+}
+
+/// The scenario (a worker process).
+pub async fn run() -> Result<Value, String> {
+    let client = client_with(None, 3);
+    let tx = template_tables(&client, &["TxTable"]).await["TxTable"].clone();
+    let mut config = SweepConfig::new(&tx);
+    config.retain = RETAIN;
+    let sweeper = Sweeper::new(client.clone(), config);
+    put_all(&client, &tx, FINISHED, false).await?;
+    let (now, now_ms) = timed_sweep(&sweeper).await?;
+    put_all(&client, &tx, LEGACY, true).await?;
+    let (before, before_ms) = timed_sweep(&sweeper).await?;
+    Ok(json!({
+        "finished": FINISHED, "legacy": LEGACY,
+        "now": {"queries": now.index_queries, "writes": now.write_calls,
+                "deleted": now.deleted, "millis": now_ms},
+        "before": {"queries": before.index_queries, "writes": before.write_calls,
+                   "deleted": before.deleted, "millis": before_ms},
+    }))
+}
+
+/// Print the scenario's figures.
+pub fn print(r: &Value) {
+    let row = |label: &str, v: &Value| {
+        println!(
+            "{label:<52} {:>8} {:>8} {:>8} {:>9}",
+            v["queries"], v["writes"], v["deleted"], v["millis"]
+        );
+    };
+    println!(
+        "{:<52} {:>8} {:>8} {:>8} {:>9}",
+        "one sweep with finished transactions present", "queries", "writes", "deleted", "ms"
+    );
+    row(
+        &format!("now: {} completed (TTL, out of the index)", r["finished"]),
+        &r["now"],
+    );
+    row(
+        &format!("before: + {} past retention under `done`", r["legacy"]),
+        &r["before"],
+    );
+    println!("(before: one GetItem + one DeleteItem per finished record, at most 1,000 per key per sweep)");
+}

@@ -1,0 +1,295 @@
+//! Ordered batches: the records of one ordering key applied one after the other, in batch
+//! order, and none of them after one that is reported for redelivery.
+//!
+//! Which batches: an **SQS FIFO** batch (its queue ARN ends in `.fifo` or its records carry a
+//! `MessageGroupId`), ordered by message group, whatever the protocol; a **Kinesis** batch of a
+//! protocol that asks for it ([`Protocol::ordered_by_key`], e.g. the transaction
+//! coordinator), ordered by partition key (a KPL user record's own key). Other batches go
+//! through the protocol's `apply` whole.
+//!
+//! Invariant: within a key, record `n + 1` is started only after record `n` finished, and
+//! only if `n` ended applied, decided (stale, duplicate, rolled back, …) or kept as a dead
+//! letter. Once a record of a key is reported for redelivery (failed, deferred at the
+//! deadline, or rejected but its dead letter could not be written), the key's later records
+//! of the batch are not attempted: they are reported too (`held_back`, or `deferred` behind a
+//! deferred one). A rejected record counts as handled (it has no effect on the table), and
+//! its dead letter is written before the key goes on.
+//!
+//! With SQS FIFO this is exactly what keeps a group in order: SQS does not deliver a group's
+//! later messages while earlier ones are in flight, and the reported messages come back in
+//! order. With Kinesis, Lambda restarts the shard from the *lowest* reported sequence number:
+//! every record after it is delivered again, also those of other keys that were applied;
+//! they apply again as duplicates (the protocols are idempotent), and the held-back records of
+//! the failed key come back after the one they waited for.
+//!
+//! Cost: keys run concurrently (up to [`Protocol::concurrency`]); each record is one `apply`
+//! of one record, so a protocol's per-batch coalescing does not span records of an ordered
+//! batch. A key with `n` records takes `n` sequential applies.
+
+use dynamo_protocols::{Protocol, RecordResult, StoreError};
+use futures::StreamExt;
+use std::collections::HashMap;
+
+use crate::pipeline::{Parsed, Run, Slots};
+use crate::source::{Batch, SourceKind, SourcePosition};
+
+/// The key records of an ordered batch are ordered by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderKey {
+    /// SQS FIFO: the `MessageGroupId`.
+    MessageGroup,
+    /// Kinesis: the partition key.
+    PartitionKey,
+}
+
+impl OrderKey {
+    /// The record's key (`None`: a key of its own).
+    fn of(self, position: &SourcePosition) -> Option<&str> {
+        match self {
+            OrderKey::MessageGroup => position.message_group_id.as_deref(),
+            OrderKey::PartitionKey => position.partition_key.as_deref(),
+        }
+    }
+}
+
+/// Whether a batch is an SQS FIFO batch.
+pub fn is_fifo(batch: &Batch) -> bool {
+    batch.kind == SourceKind::Sqs
+        && batch.records.iter().any(|r| {
+            r.position.message_group_id.is_some()
+                || r.position
+                    .source_arn
+                    .as_deref()
+                    .is_some_and(|arn| arn.ends_with(".fifo"))
+        })
+}
+
+/// How a batch must be ordered for a protocol (`None`: not at all).
+pub fn key_of<P: Protocol>(batch: &Batch, protocol: &P) -> Option<OrderKey> {
+    if is_fifo(batch) {
+        Some(OrderKey::MessageGroup)
+    } else if batch.kind == SourceKind::Kinesis && protocol.ordered_by_key() {
+        Some(OrderKey::PartitionKey)
+    } else {
+        None
+    }
+}
+
+/// One record of a key: rejected at parse time, or parsed and waiting to be applied.
+enum Step<R, O> {
+    Decided(RecordResult<O>),
+    Apply(R),
+}
+
+/// One key's records, in batch order.
+type Steps<R, O> = Vec<(usize, Step<R, O>)>;
+
+/// One key's results (by batch index) and the write calls it made.
+type KeyResults<O> = (Vec<(usize, RecordResult<O>)>, usize);
+
+/// Why a key stopped: what its later records are reported as.
+enum Stop {
+    /// Deferred at the deadline: the later ones are deferred too.
+    Deferred,
+    /// Failed: the later ones are held back behind this record id.
+    After(String),
+}
+
+/// Apply an ordered batch; the results in batch order and the write calls made. Rejected
+/// records are kept as dead letters here, each before its key goes on.
+pub(crate) async fn apply_in_order<P: Protocol>(
+    run: &Run<'_>,
+    protocol: &P,
+    key: OrderKey,
+    slots: Slots<P::Outcome>,
+    valid: Parsed<P::Record>,
+) -> (Vec<RecordResult<P::Outcome>>, usize) {
+    let groups = group(run.batch, key, slots, valid);
+    let done: Vec<KeyResults<P::Outcome>> = futures::stream::iter(groups)
+        .map(|steps| run_key(run, protocol, steps))
+        .buffer_unordered(protocol.concurrency().max(1))
+        .collect()
+        .await;
+    let mut results: Slots<P::Outcome> = (0..run.batch.records.len()).map(|_| None).collect();
+    let mut write_calls = 0;
+    for (key_results, calls) in done {
+        write_calls += calls;
+        for (i, result) in key_results {
+            results[i] = Some(result);
+        }
+    }
+    let results = results
+        .into_iter()
+        .map(|r| r.unwrap_or(RecordResult::Deferred))
+        .collect();
+    (results, write_calls)
+}
+
+/// The batch's records by key, keys in order of first appearance, records in batch order.
+fn group<R, O>(
+    batch: &Batch,
+    key: OrderKey,
+    slots: Slots<O>,
+    valid: Parsed<R>,
+) -> Vec<Steps<R, O>> {
+    let mut parsed: HashMap<usize, R> = valid.into_iter().collect();
+    let mut groups: Vec<Steps<R, O>> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for (i, (slot, record)) in slots.into_iter().zip(&batch.records).enumerate() {
+        let step = match (slot, parsed.remove(&i)) {
+            (Some(result), _) => Step::Decided(result),
+            (None, Some(parsed)) => Step::Apply(parsed),
+            (None, None) => Step::Decided(RecordResult::Deferred),
+        };
+        let at = match key.of(&record.position) {
+            Some(k) => *index.entry(k).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            }),
+            None => {
+                groups.push(Vec::new());
+                groups.len() - 1
+            }
+        };
+        groups[at].push((i, step));
+    }
+    groups
+}
+
+/// One key's records in order; the results and the write calls made.
+async fn run_key<P: Protocol>(
+    run: &Run<'_>,
+    protocol: &P,
+    steps: Steps<P::Record, P::Outcome>,
+) -> KeyResults<P::Outcome> {
+    let mut out = Vec::with_capacity(steps.len());
+    let mut write_calls = 0;
+    let mut stop: Option<Stop> = None;
+    for (i, step) in steps {
+        if let Some(stop) = &stop {
+            out.push((i, held_back(stop)));
+            continue;
+        }
+        let result = match step {
+            Step::Decided(result) => result,
+            Step::Apply(_) if run.deadline.expired() => RecordResult::Deferred,
+            Step::Apply(record) => {
+                let (result, calls) = apply_one(run, protocol, i, record).await;
+                write_calls += calls;
+                result
+            }
+        };
+        let result = match result {
+            RecordResult::Rejected(reason) => match run.keep(i, &reason).await {
+                Ok(()) => RecordResult::Rejected(reason),
+                Err(err) => RecordResult::Failed(err),
+            },
+            other => other,
+        };
+        stop = match &result {
+            RecordResult::Deferred => Some(Stop::Deferred),
+            RecordResult::Failed(_) => {
+                let id = run.batch.records[i].position.id.as_str();
+                tracing::debug!(function = run.function, record_id = %id,
+                    "record not applied; the later records of its ordering key are held back");
+                Some(Stop::After(id.to_string()))
+            }
+            _ => None,
+        };
+        out.push((i, result));
+    }
+    (out, write_calls)
+}
+
+/// What a record behind a stopped key is reported as.
+fn held_back<O>(stop: &Stop) -> RecordResult<O> {
+    match stop {
+        Stop::Deferred => RecordResult::Deferred,
+        Stop::After(id) => RecordResult::Failed(StoreError::HeldBack { after: id.clone() }),
+    }
+}
+
+/// One record through the protocol, bounded by the deadline (cut off: deferred).
+async fn apply_one<P: Protocol>(
+    run: &Run<'_>,
+    protocol: &P,
+    i: usize,
+    record: P::Record,
+) -> (RecordResult<P::Outcome>, usize) {
+    let applied = run
+        .deadline
+        .bound(protocol.apply(vec![(i, record)], run.deadline))
+        .await;
+    let Some(applied) = applied else {
+        return (RecordResult::Deferred, 0);
+    };
+    let result = applied
+        .results
+        .into_iter()
+        .find(|(j, _)| *j == i)
+        .map_or(RecordResult::Deferred, |(_, r)| r);
+    (result, applied.write_calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceRecord;
+    use dynamo_protocols::{Rejection, RejectionCode};
+
+    fn fifo(groups: &[Option<&str>]) -> Batch {
+        let records = groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| SourceRecord {
+                position: SourcePosition {
+                    kind: SourceKind::Sqs,
+                    source_arn: Some("arn:aws:sqs:us-east-1:1:q.fifo".into()),
+                    id: format!("m{i}"),
+                    shard_id: None,
+                    partition_key: None,
+                    message_group_id: g.map(str::to_string),
+                    sub_record: None,
+                    event_id: None,
+                    arrived_at_ms: None,
+                },
+                body: Vec::new(),
+            })
+            .collect();
+        Batch {
+            kind: SourceKind::Sqs,
+            records,
+        }
+    }
+
+    #[test]
+    fn records_are_grouped_by_key_in_batch_order() {
+        let batch = fifo(&[Some("a"), Some("b"), Some("a"), None, Some("b"), None]);
+        assert!(is_fifo(&batch));
+        let rejected = Rejection::new(RejectionCode::BadJson, "x");
+        let mut slots: Slots<()> = (0..6).map(|_| None).collect();
+        slots[2] = Some(RecordResult::Rejected(rejected));
+        let valid: Vec<(usize, usize)> = [0, 1, 3, 4, 5].map(|i| (i, i)).to_vec();
+
+        let groups = group(&batch, OrderKey::MessageGroup, slots, valid);
+
+        let shape: Vec<Vec<(usize, bool)>> = groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|(i, s)| (*i, matches!(s, Step::Apply(_))))
+                    .collect()
+            })
+            .collect();
+        // a: 0, 2 (rejected at parse, kept in its place); b: 1, 4; each keyless record alone.
+        assert_eq!(
+            shape,
+            [
+                vec![(0, true), (2, false)],
+                vec![(1, true), (4, true)],
+                vec![(3, true)],
+                vec![(5, true)],
+            ]
+        );
+    }
+}

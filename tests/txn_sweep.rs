@@ -1,0 +1,140 @@
+//! The sweeper against DynamoDB Local: it acts on stale transactions only, reads the sharded
+//! index (and the legacy keys of earlier versions), writes nothing for finished ones (they
+//! expire through TTL), and stops at its deadline.
+
+mod common;
+mod txn_env;
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use common::*;
+use dynamo_protocols::ddb::clock::{epoch_millis, epoch_seconds};
+use dynamo_protocols::Deadline;
+use dynamo_testing::{client, client_with, FaultInjector};
+use serde_json::{json, Value};
+use txn_env::*;
+
+#[tokio::test]
+async fn sweeper_touches_only_stale_transactions() {
+    let base = client();
+    let env = Env::new(&base).await.without_heartbeats();
+    let table = env.accounts().to_string();
+    let c = env.coordinator(client());
+    for a in 0..8 {
+        seed(&base, &table, &format!("acc{a}"), 1000).await;
+    }
+    // Given 30 finished transactions
+    for t in 0..30 {
+        let body = transfer(&table, &format!("done{t}"), "acc0", "acc1", 1);
+        c.run(&message(&c, &body), Deadline::none())
+            .await
+            .expect("done");
+    }
+    // and 3 abandoned after locking both of their accounts (pending),
+    for t in 0..3 {
+        let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(6)), 1));
+        let (from, to) = (format!("acc{}", 2 + 2 * t), format!("acc{}", 3 + 2 * t));
+        let body = transfer(&table, &format!("stale{t}"), &from, &to, 5);
+        assert!(dying
+            .run(&message(&dying, &body), Deadline::none())
+            .await
+            .is_err());
+    }
+    let counting = FaultInjector::counting();
+    let sweeper = env.sweeper(client_with(Some(counting.clone()), 1), 0, 3600);
+    let summary = sweeper.sweep(Deadline::none()).await.expect("sweep");
+    // then the sweep acts on the 3 stale ones only: no scan, one index query per shard (16,
+    // the legacy `open` and `done` keys), and writes only for them (rollback + 2 undos +
+    // complete, at most).
+    assert_eq!(summary.stale, 3, "{summary:?}");
+    assert_eq!(counting.calls_of("Scan"), 0);
+    assert_eq!(counting.calls_of("Query"), 18);
+    assert_eq!(summary.index_queries, 18);
+    assert!(summary.oldest_stale_ms > 0);
+    let writes = counting.calls_of("UpdateItem")
+        + counting.calls_of("PutItem")
+        + counting.calls_of("DeleteItem");
+    assert!(writes <= 3 * 4, "writes {writes}");
+    assert_eq!(summary.write_calls as usize, writes);
+    assert!(
+        counting.calls_of("GetItem") <= 3 * 3,
+        "{}",
+        counting.calls_of("GetItem")
+    );
+    let now = items(&base, &table).await;
+    assert_eq!(balance(&now, "acc2"), Some(1000));
+    assert_eq!(balance(&now, "acc0"), Some(970));
+    assert_clean(&base, &env).await;
+
+    // A second sweep finds nothing and writes nothing: the 33 completed records left the
+    // index; they expire through TTL at the end of the retention (no deletes by the sweeper).
+    let again = sweep_all(&env, client()).await;
+    assert_eq!((again.stale, again.deleted, again.write_calls), (0, 0, 0));
+    let horizon = epoch_seconds() + dynamo_protocols::txn::DEFAULT_RETAIN.as_secs();
+    for (_, item) in scan(&base, env.tx()).await {
+        let expires = item.get("ExpiresAt").and_then(Value::as_u64).unwrap_or(0);
+        assert!(expires.abs_diff(horizon) < 600, "{item:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_sweeper_still_handles_records_of_the_unsharded_index() {
+    let base = client();
+    let env = Env::new(&base).await.without_heartbeats();
+    let old = epoch_millis() - 10_000;
+    // Given a completed record and a pending one (no locks) written with the old keys,
+    for (tx_id, state, key) in [
+        ("old-done", "completed", "done"),
+        ("old-open", "pending", "open"),
+    ] {
+        base.put_item()
+            .table_name(env.tx())
+            .item("TxId", AttributeValue::S(tx_id.into()))
+            .item("Part", AttributeValue::S("#".into()))
+            .item("State", AttributeValue::S(state.into()))
+            .item("Decision", AttributeValue::S("committed".into()))
+            .item("Version", AttributeValue::N("3".into()))
+            .item("Requests", AttributeValue::S("[]".into()))
+            .item("SweepKey", AttributeValue::S(key.into()))
+            .item("LastTouched", AttributeValue::N(old.to_string()))
+            .send()
+            .await
+            .expect("put");
+    }
+    // a sweep past both thresholds deletes the first and rolls the second back,
+    let summary = env
+        .sweeper(client(), 0, 0)
+        .sweep(Deadline::none())
+        .await
+        .expect("sweep");
+    assert_eq!(
+        (summary.deleted, summary.rolled_back),
+        (1, 1),
+        "{summary:?}"
+    );
+    let left = scan(&base, env.tx()).await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    // and the rolled-back one is completed in the new layout.
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn sweeper_stops_at_its_deadline() {
+    let base = client();
+    let env = Env::new(&base).await.without_heartbeats();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "a", 10).await;
+    let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(3)), 1));
+    let body = json!({"txId":"late","requests":[update(&table, "a", 1)]});
+    let _ = dying.run(&message(&dying, &body), Deadline::none()).await;
+    let expired = Deadline::after(Duration::ZERO);
+    let summary = env
+        .sweeper(client(), 0, 3600)
+        .sweep(expired)
+        .await
+        .expect("sweep");
+    assert!(summary.stopped_early);
+    assert_eq!(summary.stale, 0);
+    assert_eq!(sweep_all(&env, client()).await.rolled_back, 1);
+}
