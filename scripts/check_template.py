@@ -10,7 +10,7 @@ Each check names what an operator relies on:
     AWS offers no resource-level permission for);
   * each failure path has an alarm: function errors, stream (Kinesis, DynamoDB) iterator age, dead letters kept
     (EMF metric `Invalid`), source queue age, redrive queues and Kinesis failure destinations,
-    the sweeper's errors and its heartbeat; alarm actions only when AlarmTopicArn is set;
+    the sweeper's errors, lag and heartbeat; alarm actions only when AlarmTopicArn is set;
   * Kinesis streams encrypted, SQS SSE explicit, visibility >= 6x the function timeout,
     MaximumConcurrency on SQS event sources, the sweeper alone and never retried;
   * every alarm, role, table, queue, stream and function the README names exists, and every
@@ -226,6 +226,7 @@ def check_alarms(template, errors):
                      ref_name(ev.get("Queue")))
             elif kind in ("ScheduleV2", "Schedule"):
                 need("sweep errors", emf, "Errors", "Function", name)
+                need("the oldest open transaction's lag", emf, "OldestStaleSeconds", "Function", name)
                 need("the schedule not running", "AWS/Lambda", "Invocations", "FunctionName", name)
     for queue in sorted(failure_queues):
         need("messages given up on", "AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", queue)
