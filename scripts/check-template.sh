@@ -45,6 +45,9 @@ must_fail "a missing redrive-queue alarm" template 's/Value: !GetAtt TxQueueRedr
 must_fail "an unknown function binary" template 's/Binary: tx-sweeper/Binary: tx-sweep/'
 must_fail "an unencrypted queue" template '0,/SqsManagedSseEnabled: true/s///'
 must_fail "a sweeper that retries" template 's/MaximumRetryAttempts: 0/MaximumRetryAttempts: 2/'
+must_fail "a TX retention shorter than the redelivery horizon" template '0,/TX_RETAIN_SECONDS: 1296000/s//TX_RETAIN_SECONDS: 604800/'
+must_fail "a sweeper stale threshold within a redelivery gap" template 's/TX_STALE_AFTER_SECONDS: 900/TX_STALE_AFTER_SECONDS: 300/'
+must_fail "a redelivery gap shorter than visibility + timeout" template 's/TX_REDELIVERY_GAP_SECONDS: 420/TX_REDELIVERY_GAP_SECONDS: 120/'
 must_fail "a README naming a missing alarm" readme 's/^# dynamo-stream-writes/# dynamo-stream-writes (see NoSuchAlarm)/' README.md
 must_fail "a README without an alarm's runbook" readme 's/`TxSweeperNotRunningAlarm`/TxSweeperNotRunning/' README.md
 echo "template-check: broken templates are rejected"

@@ -13,6 +13,9 @@ Each check names what an operator relies on:
     the sweeper's errors, lag and heartbeat; alarm actions only when AlarmTopicArn is set;
   * Kinesis streams encrypted, SQS SSE explicit, visibility >= 6x the function timeout,
     MaximumConcurrency on SQS event sources, the sweeper alone and never retried;
+  * the transaction protocol's horizons: TX_RETAIN_SECONDS >= TX_REDELIVERY_HORIZON_SECONDS >=
+    the TX queues' retention (redrive included), and TX_STALE_AFTER_SECONDS >
+    TX_REDELIVERY_GAP_SECONDS >= the TX queue's visibility timeout + the coordinator's timeout;
   * every alarm, role, table, queue, stream and function the README names exists, and every
     alarm has its runbook entry there.
 
@@ -267,6 +270,47 @@ def check_sources(template, errors):
                     errors.append(f"function {name}: asynchronous retries (EventInvokeConfig MaximumRetryAttempts not 0)")
 
 
+def tx_env(template, binary):
+    """The environment of every function built from `binary` (e.g. tx-coordinator)."""
+    for fn in of_type(template["Resources"], "AWS::Serverless::Function").values():
+        if fn.get("Metadata", {}).get("BuildProperties", {}).get("Binary") == binary:
+            props = function_props(template, fn)
+            yield props, props.get("Environment", {}).get("Variables", {})
+
+
+def check_horizons(template, errors):
+    """The transaction protocol's time relations (issue 8), checked where both sides are
+    known: the idempotency horizon covers every redelivery (queue and redrive retention),
+    and the sweeper's stale threshold exceeds the gap between two deliveries."""
+    resources = template["Resources"]
+    queues = of_type(resources, "AWS::SQS::Queue")
+    longest_gap, longest_retention = 0, 0
+    for props, env in tx_env(template, "tx-coordinator"):
+        retain = int(env.get("TX_RETAIN_SECONDS", 1296000))
+        horizon = int(env.get("TX_REDELIVERY_HORIZON_SECONDS", 1209600))
+        if retain < horizon:
+            errors.append(f"tx-coordinator: TX_RETAIN_SECONDS {retain} < TX_REDELIVERY_HORIZON_SECONDS {horizon}")
+        for kind, ev in event_sources(props):
+            if kind != "SQS":
+                continue
+            q = queues.get(ref_name(ev.get("Queue")), {}).get("Properties", {})
+            redrive = ref_name(q.get("RedrivePolicy", {}).get("deadLetterTargetArn"))
+            for queue in [q, queues.get(redrive, {}).get("Properties", {})]:
+                longest_retention = max(longest_retention, int(queue.get("MessageRetentionPeriod", 345600)))
+            longest_gap = max(longest_gap, int(q.get("VisibilityTimeout", 30)) + int(props.get("Timeout", 3)))
+        if longest_retention > horizon:
+            errors.append(f"tx-coordinator: a TX queue keeps messages {longest_retention} s, "
+                          f"longer than TX_REDELIVERY_HORIZON_SECONDS {horizon}")
+    for _, env in tx_env(template, "tx-sweeper"):
+        stale = int(env.get("TX_STALE_AFTER_SECONDS", 900))
+        gap = int(env.get("TX_REDELIVERY_GAP_SECONDS", 420))
+        if stale <= gap:
+            errors.append(f"tx-sweeper: TX_STALE_AFTER_SECONDS {stale} <= TX_REDELIVERY_GAP_SECONDS {gap}")
+        if gap < longest_gap:
+            errors.append(f"tx-sweeper: TX_REDELIVERY_GAP_SECONDS {gap} < the TX queue's visibility "
+                          f"timeout + the coordinator's timeout ({longest_gap} s)")
+
+
 def check_readme(resources, readme, errors):
     with open(readme, encoding="utf-8") as f:
         text = f.read()
@@ -291,6 +335,7 @@ def main():
     check_policies(template["Resources"], errors)
     check_alarms(template, errors)
     check_sources(template, errors)
+    check_horizons(template, errors)
     check_readme(template["Resources"], readme, errors)
     for e in errors:
         print(f"template-check: {e}", file=sys.stderr)
