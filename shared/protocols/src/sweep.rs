@@ -275,25 +275,21 @@ impl Sweeper {
         }
     }
 
-    /// The stale entries of every shard, read concurrently.
-    async fn due_everywhere(
-        &self,
-        cutoff_ms: u64,
-        summary: &mut SweepSummary,
-    ) -> Result<Vec<Due>, StoreError> {
+    /// The stale entries of every shard, read concurrently, and the number of queries made.
+    async fn due_everywhere(&self, cutoff_ms: u64) -> Result<(Vec<Due>, u64), StoreError> {
         let keys = sweep_keys();
         let reads: Vec<_> = keys.iter().map(|k| self.due(k, cutoff_ms)).collect();
         let pages: Vec<Result<(Vec<Due>, u64), StoreError>> = futures::stream::iter(reads)
             .buffer_unordered(keys.len())
             .collect()
             .await;
-        let mut all = Vec::new();
+        let (mut all, mut queries) = (Vec::new(), 0);
         for page in pages {
-            let (due, queries) = page?;
-            summary.index_queries += queries;
+            let (due, made) = page?;
+            queries += made;
             all.extend(due);
         }
-        Ok(all)
+        Ok((all, queries))
     }
 
     /// Open (not completed) transactions without a sign of life for `quiet` or longer,
@@ -304,9 +300,7 @@ impl Sweeper {
         quiet: Duration,
     ) -> Result<Vec<(String, u64)>, StoreError> {
         let cutoff = epoch_millis().saturating_sub(millis(quiet));
-        let mut due = self
-            .due_everywhere(cutoff, &mut SweepSummary::default())
-            .await?;
+        let (mut due, _) = self.due_everywhere(cutoff).await?;
         due.sort_by_key(|d| d.last_touched_ms);
         Ok(due
             .into_iter()
@@ -320,7 +314,8 @@ impl Sweeper {
         let mut summary = SweepSummary::default();
         let now = epoch_millis();
         let stale_cutoff = now.saturating_sub(millis(self.config.stale_after));
-        let due = self.due_everywhere(stale_cutoff, &mut summary).await?;
+        let (due, queries) = self.due_everywhere(stale_cutoff).await?;
+        summary.index_queries = queries;
         summary.oldest_stale_ms = due
             .iter()
             .map(|d| now.saturating_sub(d.last_touched_ms))
