@@ -291,6 +291,9 @@ impl Interleaving {
     pub fn release(&self, name: &str) {
         if let Some(actor) = self.lock().get_mut(name) {
             actor.releases += 1;
+            // Not parked any more from now on: a `wait_paused` right after this waits for the
+            // actor's *next* pause instead of seeing this one before its thread woke up.
+            actor.parked = None;
         }
         self.shared.changed.notify_all();
     }
@@ -303,6 +306,7 @@ impl Interleaving {
                 .rules
                 .retain(|r| !matches!(r.action, Action::PauseBefore | Action::PauseAfter));
             actor.releases += 1;
+            actor.parked = None;
         }
         self.shared.changed.notify_all();
     }
