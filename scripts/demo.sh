@@ -15,7 +15,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 say "building the functions, the ops tool and the bench tool (for the crash demo)"
 cargo build --quiet --workspace --bins
-cargo build --quiet -p dynamo-protocols --example plain
+cargo build --quiet -p dynamodb-exactly-once --example plain
 
 DDB_PORT=$(free_port)
 LAMBDA_PORT=$(free_port)

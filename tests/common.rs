@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::Writer;
-use dynamo_protocols::ddb::item::{item_to_json, Item};
-use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::Writer;
+use dynamodb_exactly_once::ddb::item::{item_to_json, Item};
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 use serde_json::{json, Map, Value};
 
 /// A ratchet writer on fresh template tables, with the given client.

@@ -12,15 +12,15 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::Batch;
-use dynamo_lambda::Writer;
-use dynamo_protocols::counter::{
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::Batch;
+use dynamodb_exactly_once_lambda::Writer;
+use dynamodb_exactly_once::counter::{
     Counter, CounterConfig, CounterOutcome, RmwOutcome, VersionOutcome, KEY_BYTES,
 };
-use dynamo_protocols::ddb::item::{item_size, ItemKey};
-use dynamo_protocols::ddb::Clock;
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once::ddb::item::{item_size, ItemKey};
+use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Map, Value};
@@ -149,7 +149,7 @@ async fn raw_item(
     client: &Client,
     table: &str,
     key: &ItemKey,
-) -> dynamo_protocols::ddb::item::Item {
+) -> dynamodb_exactly_once::ddb::item::Item {
     client
         .get_item()
         .table_name(table)
@@ -611,10 +611,10 @@ async fn an_item_about_to_overflow_keeps_its_deltas_as_dead_letters() {
         .await
         .expect("make room");
     let replay = Batch {
-        kind: dynamo_lambda::source::SourceKind::Sqs,
+        kind: dynamodb_exactly_once_lambda::source::SourceKind::Sqs,
         records: letters
             .iter()
-            .map(|l| dynamo_lambda::source::SourceRecord {
+            .map(|l| dynamodb_exactly_once_lambda::source::SourceRecord {
                 position: l.position.clone(),
                 body: l.payload.clone(),
             })

@@ -8,11 +8,11 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
-use dynamo_lambda::Writer;
-use dynamo_protocols::counter::{Counter, CounterConfig};
-use dynamo_protocols::{Deadline, Protocol, RecordResult};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
+use dynamodb_exactly_once_lambda::Writer;
+use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+use dynamodb_exactly_once::{Deadline, Protocol, RecordResult};
 use dynamo_testing::{client, template_tables};
 use proptest::prelude::*;
 
@@ -128,7 +128,7 @@ proptest! {
 
 /// A batch of `(body, arrived seconds ago)` from SQS.
 fn sqs_batch_arrived(records: &[(serde_json::Value, u64)]) -> Batch {
-    let now = dynamo_protocols::ddb::clock::epoch_millis();
+    let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
     let records = records
         .iter()
         .enumerate()
@@ -158,11 +158,11 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
     let client = client();
     let tables = template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let mut w = ratchet_writer_on(client.clone(), &tables);
-    let config = dynamo_protocols::ratchet::RatchetConfig {
+    let config = dynamodb_exactly_once::ratchet::RatchetConfig {
         tombstone_ttl: Duration::from_secs(60),
         ..w.protocol.config().clone()
     };
-    w.protocol = dynamo_protocols::ratchet::Ratchet::new(client.clone(), config);
+    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::new(client.clone(), config);
     // Its item's tombstone may already have expired: applying it could revive a deleted item.
     let late = put("u", "late", 1, serde_json::json!({"v":1}));
     let fresh = put("u", "fresh", 1, serde_json::json!({"v":2}));

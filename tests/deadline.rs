@@ -7,10 +7,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::{BatchResponse, Writer};
-use dynamo_protocols::ddb::clock::epoch_millis;
-use dynamo_protocols::ratchet::{Ratchet, RatchetConfig};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::{BatchResponse, Writer};
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamo_testing::{client, client_for, proxy, template_tables};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::{Batch, Writer};
-use dynamo_protocols::document::{Document, DocumentConfig, DocumentOutcome};
-use dynamo_protocols::{Deadline, ErrorClass, ItemKey, RecordResult};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::{Batch, Writer};
+use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
+use dynamodb_exactly_once::{Deadline, ErrorClass, ItemKey, RecordResult};
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Map, Value};

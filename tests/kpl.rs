@@ -12,11 +12,11 @@ use aws_sdk_dynamodb::Client;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use common::*;
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::source::Batch;
-use dynamo_lambda::Writer;
-use dynamo_protocols::ratchet::RatchetOutcome;
-use dynamo_protocols::{Deadline, RecordResult, RejectionCode};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::source::Batch;
+use dynamodb_exactly_once_lambda::Writer;
+use dynamodb_exactly_once::ratchet::RatchetOutcome;
+use dynamodb_exactly_once::{Deadline, RecordResult, RejectionCode};
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use serde_json::{json, Value};
 
@@ -64,10 +64,10 @@ async fn aggregated_counter_records_count_once_like_unaggregated_ones() {
     let setup = client();
     let names = ["CounterTable", "DeadLetterTable"];
     let counter = |tables: &BTreeMap<String, String>| {
-        let config = dynamo_protocols::counter::CounterConfig::new(&tables["CounterTable"]);
+        let config = dynamodb_exactly_once::counter::CounterConfig::new(&tables["CounterTable"]);
         Writer {
             function: "counter-writer".into(),
-            protocol: dynamo_protocols::counter::Counter::new(setup.clone(), config),
+            protocol: dynamodb_exactly_once::counter::Counter::new(setup.clone(), config),
             dead_letters: DeadLetters::new(
                 setup.clone(),
                 &tables["DeadLetterTable"],

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_protocols::lease::{
+use dynamodb_exactly_once::lease::{
     AcquireOutcome, HeartbeatOutcome, Holding, Lease, LeaseConfig, ReleaseOutcome,
 };
-use dynamo_protocols::ratchet::RatchetOutcome;
+use dynamodb_exactly_once::ratchet::RatchetOutcome;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use rand::{Rng, SeedableRng};
 use serde_json::json;

@@ -6,11 +6,11 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
-use dynamo_lambda::Batch;
-use dynamo_protocols::ddb::item::ItemKey;
-use dynamo_protocols::ratchet::RatchetOutcome;
-use dynamo_protocols::Deadline;
-use dynamo_protocols::RecordResult;
+use dynamodb_exactly_once_lambda::Batch;
+use dynamodb_exactly_once::ddb::item::ItemKey;
+use dynamodb_exactly_once::ratchet::RatchetOutcome;
+use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once::RecordResult;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
@@ -57,7 +57,7 @@ async fn older_put_cannot_revive_tombstone() {
     assert_eq!(raw["Deleted"], json!(true));
     assert_eq!(raw["Timestamp"], json!(20));
     let ttl = raw["TTL"].as_u64().expect("TTL is a number");
-    let week = dynamo_protocols::ddb::clock::epoch_seconds() + 7 * 24 * 3600;
+    let week = dynamodb_exactly_once::ddb::clock::epoch_seconds() + 7 * 24 * 3600;
     assert!(
         ttl <= week && ttl + 60 >= week,
         "TTL {ttl} is about a week from now ({week})"
@@ -354,11 +354,11 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     let tables =
         dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let mut misconfigured = ratchet_writer_on(client.clone(), &tables);
-    misconfigured.protocol = dynamo_protocols::ratchet::Ratchet::new(
+    misconfigured.protocol = dynamodb_exactly_once::ratchet::Ratchet::new(
         client.clone(),
-        dynamo_protocols::ratchet::RatchetConfig {
+        dynamodb_exactly_once::ratchet::RatchetConfig {
             ts_attribute: "Version".into(),
-            ..dynamo_protocols::ratchet::RatchetConfig::new(&tables["RatchetTable"])
+            ..dynamodb_exactly_once::ratchet::RatchetConfig::new(&tables["RatchetTable"])
         },
     );
     let batch = sqs_batch(
@@ -451,9 +451,9 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
     let tables =
         dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let mut w = ratchet_writer_on(client_with(Some(refuse_b.clone()), 1), &tables);
-    w.protocol = dynamo_protocols::ratchet::Ratchet::new(
+    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::new(
         client_with(Some(refuse_b.clone()), 1),
-        dynamo_protocols::ratchet::RatchetConfig {
+        dynamodb_exactly_once::ratchet::RatchetConfig {
             concurrency: 1,
             ..w.protocol.config().clone()
         },
@@ -702,7 +702,7 @@ proptest! {
             }
 
             // The model: per key, the record with the greatest version.
-            let mut model: BTreeMap<String, dynamo_protocols::ratchet::RatchetRecord> = BTreeMap::new();
+            let mut model: BTreeMap<String, dynamodb_exactly_once::ratchet::RatchetRecord> = BTreeMap::new();
             for r in &records {
                 let parsed = w.protocol.parse_record(body(case, r).to_string().as_bytes()).expect("valid");
                 let id = format!("case{case}|k{}", r.key);
@@ -721,13 +721,13 @@ proptest! {
                 assert_eq!(stored["Timestamp"], winner.ts.to_json(), "{id}");
                 assert_eq!(stored["TieBreak"], json!(winner.token), "{id}");
                 match &winner.op {
-                    dynamo_protocols::ratchet::RatchetOp::Delete => {
+                    dynamodb_exactly_once::ratchet::RatchetOp::Delete => {
                         assert_eq!(stored["Deleted"], json!(true), "{id}");
                         assert!(stored["TTL"].is_number());
                         assert_eq!(stored.len(), 6, "a tombstone keeps only key, ts, token, flag, TTL: {stored:?}");
                     }
-                    dynamo_protocols::ratchet::RatchetOp::Put(item) => {
-                        let expected = dynamo_protocols::ddb::item::item_to_json(item.clone()).expect("json");
+                    dynamodb_exactly_once::ratchet::RatchetOp::Put(item) => {
+                        let expected = dynamodb_exactly_once::ddb::item::item_to_json(item.clone()).expect("json");
                         assert_eq!(stored, &expected, "{id}");
                     }
                 }

@@ -19,10 +19,10 @@ use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use common::*;
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::{Batch, Writer};
-use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOp, RatchetOutcome};
-use dynamo_protocols::{Deadline, RecordResult};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::{Batch, Writer};
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOp, RatchetOutcome};
+use dynamodb_exactly_once::{Deadline, RecordResult};
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
@@ -68,7 +68,7 @@ async fn history_rows(
             .await
             .expect("scan");
         for item in page.items.unwrap_or_default() {
-            let row = dynamo_protocols::ddb::item::item_to_json(item).expect("json");
+            let row = dynamodb_exactly_once::ddb::item::item_to_json(item).expect("json");
             let id = format!(
                 "{}|{}",
                 row["ItemKey"].as_str().unwrap_or_default(),
@@ -293,7 +293,7 @@ async fn rows_left_unprocessed_after_every_retry_are_reported_for_redelivery() {
 
 #[tokio::test]
 async fn ratchet_history_table_is_read_from_the_environment() {
-    use dynamo_lambda::settings::FromEnv;
+    use dynamodb_exactly_once_lambda::settings::FromEnv;
     std::env::set_var("RATCHET_TABLE", "Latest");
     std::env::set_var("RATCHET_HISTORY_TABLE", "History");
     let ratchet = Ratchet::from_env(client()).expect("settings");
@@ -427,7 +427,7 @@ fn model(
             "Timestamp": i64::try_from(ts).expect("i64"), "TieBreak": parsed.token});
         match &parsed.op {
             RatchetOp::Put(item) => {
-                let item = dynamo_protocols::ddb::item::item_to_json(item.clone()).expect("json");
+                let item = dynamodb_exactly_once::ddb::item::item_to_json(item.clone()).expect("json");
                 row["Op"] = json!("put");
                 row["Item"] = Value::Object(item);
             }

@@ -10,11 +10,11 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
-use dynamo_lambda::Writer;
-use dynamo_protocols::txn::{Coordinator, TxConfig, TxOutcome};
-use dynamo_protocols::{Deadline, RecordResult, StoreError};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
+use dynamodb_exactly_once_lambda::Writer;
+use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxOutcome};
+use dynamodb_exactly_once::{Deadline, RecordResult, StoreError};
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use serde_json::{json, Value};
 
@@ -102,7 +102,7 @@ fn fifo_event(messages: &[(&str, Value)]) -> Value {
 
 /// An SQS FIFO event of (message id, message group, body).
 fn fifo_event_with_ids(messages: &[(String, &str, Value)]) -> Value {
-    let now = dynamo_protocols::ddb::clock::epoch_millis().to_string();
+    let now = dynamodb_exactly_once::ddb::clock::epoch_millis().to_string();
     let records: Vec<Value> = messages
         .iter()
         .map(|(id, group, body)| {

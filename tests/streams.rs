@@ -12,12 +12,12 @@ use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::{Batch, Writer};
-use dynamo_protocols::counter::{Aggregation, Counter, CounterConfig};
-use dynamo_protocols::ddb::Item;
-use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome, Replication};
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::{Batch, Writer};
+use dynamodb_exactly_once::counter::{Aggregation, Counter, CounterConfig};
+use dynamodb_exactly_once::ddb::Item;
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome, Replication};
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::events::stream_batch;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use lambda_runtime::{Context, LambdaEvent};
@@ -76,7 +76,7 @@ fn stream_record(
     let typed =
         |item: &Item| serde_json::to_value(serde_dynamo::Item::from(item.clone())).expect("typed");
     let mut change = json!({
-        "ApproximateCreationDateTime": (dynamo_protocols::ddb::clock::epoch_millis() / 1000) as f64,
+        "ApproximateCreationDateTime": (dynamodb_exactly_once::ddb::clock::epoch_millis() / 1000) as f64,
         "Keys": typed(key), "SequenceNumber": seq, "SizeBytes": 100,
         "StreamViewType": "NEW_AND_OLD_IMAGES"});
     if let Some(new) = new {
@@ -189,7 +189,7 @@ async fn run_history(client: &Client, table: &str, seed: u64, steps: usize) -> V
 
 /// What Lambda may do to a stream: every record at least once, some several times, in any
 /// order, in batches of any size, two invocations at once.
-async fn deliver<P: dynamo_protocols::Protocol>(
+async fn deliver<P: dynamodb_exactly_once::Protocol>(
     writer: &Writer<P>,
     records: &[Value],
     rng: &mut StdRng,

@@ -7,7 +7,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use dynamo_lambda::telemetry::json_subscriber;
+use dynamodb_exactly_once_lambda::telemetry::json_subscriber;
 use dynamo_testing::client;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};

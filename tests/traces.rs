@@ -130,7 +130,7 @@ fn event(bodies: &[Value]) -> Value {
 async fn a_batch_exports_its_invocation_batch_and_dynamodb_spans_under_the_xray_trace() {
     let (endpoint, received) = collector();
     std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint);
-    dynamo_lambda::telemetry::init();
+    dynamodb_exactly_once_lambda::telemetry::init();
     let (w, _) = ratchet_writer(client()).await;
 
     // Given an invocation X-Ray sampled.

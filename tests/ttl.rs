@@ -14,9 +14,9 @@ async fn tombstones_expire_through_the_tables_ttl() {
     // tombstone lifetime
     let client = client();
     let (mut w, tables) = ratchet_writer(client.clone()).await;
-    w.protocol = dynamo_protocols::ratchet::Ratchet::new(
+    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::new(
         client.clone(),
-        dynamo_protocols::ratchet::RatchetConfig {
+        dynamodb_exactly_once::ratchet::RatchetConfig {
             tombstone_ttl: std::time::Duration::from_secs(1),
             ..w.protocol.config().clone()
         },

@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dynamo_protocols::txn::read::Isolation;
-use dynamo_protocols::txn::record::TxState;
-use dynamo_protocols::txn::{strip_protocol, Coordinator, TxError, TxOutcome};
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once::txn::read::Isolation;
+use dynamodb_exactly_once::txn::record::TxState;
+use dynamodb_exactly_once::txn::{strip_protocol, Coordinator, TxError, TxOutcome};
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::{client, At, Interleaving};
 use futures::StreamExt;
 use rand::rngs::StdRng;
@@ -363,7 +363,7 @@ async fn schedule_items(
         .cloned()
         .unwrap_or_default()
     {
-        let json = dynamo_protocols::ddb::item::item_to_json(item).map_err(|e| e.to_string())?;
+        let json = dynamodb_exactly_once::ddb::item::item_to_json(item).map_err(|e| e.to_string())?;
         let pk = json
             .get("PK")
             .and_then(Value::as_str)
@@ -391,7 +391,7 @@ async fn check_committed_view(
             .map_err(|e| e.to_string())?;
         let stored = raw.get(pk).map(|item| {
             let mut item = item.clone();
-            for a in dynamo_protocols::txn::ITEM_PROTOCOL_ATTRIBUTES {
+            for a in dynamodb_exactly_once::txn::ITEM_PROTOCOL_ATTRIBUTES {
                 item.remove(a);
             }
             item

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::sweep::{SweepConfig, SweepSummary, Sweeper};
-use dynamo_protocols::txn::request::TxMessage;
-use dynamo_protocols::txn::{Coordinator, TxConfig};
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once::sweep::{SweepConfig, SweepSummary, Sweeper};
+use dynamodb_exactly_once::txn::request::TxMessage;
+use dynamodb_exactly_once::txn::{Coordinator, TxConfig};
+use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Map, Value};
 
 use crate::common::scan;

@@ -10,9 +10,9 @@ mod common;
 mod txn_env;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamo_protocols::txn::read::Isolation;
-use dynamo_protocols::txn::{TxError, TxOutcome};
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once::txn::read::Isolation;
+use dynamodb_exactly_once::txn::{TxError, TxOutcome};
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::{client, client_with, At, FaultInjector, Interleaving};
 use serde_json::{json, Value};
 use txn_env::*;
@@ -237,8 +237,8 @@ async fn a_request_condition_cannot_escape_the_lock_guard() {
 /// a late redrive) must be refused as too old, not applied a second time.
 #[tokio::test]
 async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twice() {
-    use dynamo_lambda::dead_letter::DeadLetters;
-    use dynamo_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
+    use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+    use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
     use std::time::Duration;
 
     let base = client();
@@ -249,14 +249,14 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
     let mut config = env.config();
     config.retain = Duration::from_secs(60);
     config.redelivery_horizon = Duration::from_secs(30);
-    let writer = dynamo_lambda::Writer {
+    let writer = dynamodb_exactly_once_lambda::Writer {
         function: "tx-coordinator".into(),
-        protocol: dynamo_protocols::txn::Coordinator::new(client(), config),
+        protocol: dynamodb_exactly_once::txn::Coordinator::new(client(), config),
         dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
         deadline_margin: Duration::from_secs(1),
     };
     let arrived = |ago_secs: u64| {
-        let now = dynamo_protocols::ddb::clock::epoch_millis();
+        let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
         Batch {
             kind: SourceKind::Sqs,
             records: vec![SourceRecord {
@@ -291,7 +291,7 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
         .item
         .expect("header");
     let expires: u64 = header["ExpiresAt"].as_n().expect("ttl").parse().expect("n");
-    let now_secs = dynamo_protocols::ddb::clock::epoch_seconds();
+    let now_secs = dynamodb_exactly_once::ddb::clock::epoch_seconds();
     assert!(expires.abs_diff(now_secs + 60) <= 5, "{expires}");
     // and deleted once it passed (as DynamoDB's TTL does),
     base.delete_item()

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::txn::{Coordinator, TxOutcome};
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::{client, At, Interleaving};
 use serde_json::{json, Value};
 use txn_env::*;
@@ -44,8 +44,8 @@ fn add_one_to_each(table: &str, tx_id: &str, keys: &[String]) -> Value {
 /// A coordinator with the production patience and heartbeat (1 s, 250 ms).
 fn coordinator_with_heartbeats(env: &Env, client: Client) -> Coordinator {
     let mut c = env.config();
-    c.lock_patience = dynamo_protocols::txn::DEFAULT_LOCK_PATIENCE;
-    c.heartbeat_every = dynamo_protocols::txn::DEFAULT_HEARTBEAT_EVERY;
+    c.lock_patience = dynamodb_exactly_once::txn::DEFAULT_LOCK_PATIENCE;
+    c.heartbeat_every = dynamodb_exactly_once::txn::DEFAULT_HEARTBEAT_EVERY;
     c.concurrency = 1;
     Coordinator::new(client, c)
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::*;
-use dynamo_protocols::ddb::clock::{epoch_millis, epoch_seconds};
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::{client, client_with, FaultInjector};
 use serde_json::{json, Value};
 use txn_env::*;
@@ -71,7 +71,7 @@ async fn sweeper_touches_only_stale_transactions() {
     // index; they expire through TTL at the end of the retention (no deletes by the sweeper).
     let again = sweep_all(&env, client()).await;
     assert_eq!((again.stale, again.deleted, again.write_calls), (0, 0, 0));
-    let horizon = epoch_seconds() + dynamo_protocols::txn::DEFAULT_RETAIN.as_secs();
+    let horizon = epoch_seconds() + dynamodb_exactly_once::txn::DEFAULT_RETAIN.as_secs();
     for (_, item) in scan(&base, env.tx()).await {
         let expires = item.get("ExpiresAt").and_then(Value::as_u64).unwrap_or(0);
         assert!(expires.abs_diff(horizon) < 600, "{item:?}");

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::ddb::ItemKey;
-use dynamo_protocols::versioning::{
+use dynamodb_exactly_once::ddb::ItemKey;
+use dynamodb_exactly_once::versioning::{
     Change, HistoryEntry, HistoryOp, Latest, VersionOutcome, Versioning, VersioningConfig,
 };
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
@@ -133,7 +133,7 @@ async fn history_pages_come_newest_first() {
     let first = store.history(&key, 3, None).await.expect("page");
     let second = store.history(&key, 3, first.next).await.expect("page");
 
-    let versions = |page: &dynamo_protocols::versioning::HistoryPage| -> Vec<u64> {
+    let versions = |page: &dynamodb_exactly_once::versioning::HistoryPage| -> Vec<u64> {
         page.entries.iter().map(|e| e.version).collect()
     };
     assert_eq!((versions(&first), first.next), (vec![4, 3, 2], Some(2)));
@@ -227,7 +227,7 @@ async fn a_change_is_one_transact_write_items_request() {
     )
     .await;
     let before = counting.calls();
-    let cost = dynamo_protocols::ddb::Cost::default();
+    let cost = dynamodb_exactly_once::ddb::Cost::default();
 
     let outcome = store
         .apply_counted(

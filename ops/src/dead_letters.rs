@@ -3,14 +3,14 @@
 use aws_sdk_dynamodb::Client;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use dynamo_lambda::client::client_from_env;
-use dynamo_lambda::dead_letter::{DeadLetter, DeadLetters};
-use dynamo_lambda::settings::FromEnv;
-use dynamo_lambda::{writer_from_env, Writer};
-use dynamo_protocols::counter::Counter;
-use dynamo_protocols::document::Document;
-use dynamo_protocols::ratchet::Ratchet;
-use dynamo_protocols::txn::Coordinator;
+use dynamodb_exactly_once_lambda::client::client_from_env;
+use dynamodb_exactly_once_lambda::dead_letter::{DeadLetter, DeadLetters};
+use dynamodb_exactly_once_lambda::settings::FromEnv;
+use dynamodb_exactly_once_lambda::{writer_from_env, Writer};
+use dynamodb_exactly_once::counter::Counter;
+use dynamodb_exactly_once::document::Document;
+use dynamodb_exactly_once::ratchet::Ratchet;
+use dynamodb_exactly_once::txn::Coordinator;
 use serde_json::{json, Value};
 
 /// What to do with the dead letters.
@@ -139,9 +139,9 @@ async fn replay<P: FromEnv>(
 
 #[cfg(test)]
 mod tests {
-    use dynamo_lambda::source::{SourceKind, SourcePosition};
-    use dynamo_lambda::Batch;
-    use dynamo_protocols::{Rejection, RejectionCode};
+    use dynamodb_exactly_once_lambda::source::{SourceKind, SourcePosition};
+    use dynamodb_exactly_once_lambda::Batch;
+    use dynamodb_exactly_once::{Rejection, RejectionCode};
 
     use super::*;
 

@@ -8,11 +8,11 @@
 //! ```
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamo_lambda::client::client_from_env;
-use dynamo_protocols::ddb::clock::epoch_millis;
-use dynamo_protocols::sweep::{SweepConfig, Sweeper};
-use dynamo_protocols::txn::record::TxTable;
-use dynamo_protocols::StoreError;
+use dynamodb_exactly_once_lambda::client::client_from_env;
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::sweep::{SweepConfig, Sweeper};
+use dynamodb_exactly_once::txn::record::TxTable;
+use dynamodb_exactly_once::StoreError;
 
 /// Transaction helpers.
 #[derive(Debug, clap::Subcommand)]

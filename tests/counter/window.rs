@@ -3,8 +3,8 @@
 //! no writer is ever stuck writing into one bucket.
 
 use super::*;
-use dynamo_protocols::counter::hash_key;
-use dynamo_protocols::ddb::item::Item;
+use dynamodb_exactly_once::counter::hash_key;
+use dynamodb_exactly_once::ddb::item::Item;
 
 /// An hour-aligned epoch second (every bucket length used here divides 3600).
 const T0: u64 = 1_800_000_000;

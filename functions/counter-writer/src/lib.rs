@@ -1,9 +1,9 @@
 //! `counter-writer`: Kinesis or SQS batches of counter deltas, each added exactly once per
-//! idempotency key (see `dynamo_protocols::counter`). All logic lives in the library crates;
+//! idempotency key (see `dynamodb_exactly_once::counter`). All logic lives in the library crates;
 //! this crate only wires settings, the client and the runtime.
 
-use dynamo_lambda::{BatchResponse, HandlerError, Writer};
-use dynamo_protocols::counter::Counter;
+use dynamodb_exactly_once_lambda::{BatchResponse, HandlerError, Writer};
+use dynamodb_exactly_once::counter::Counter;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 

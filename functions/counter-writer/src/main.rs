@@ -3,10 +3,10 @@ use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    dynamo_lambda::telemetry::init();
-    let client = dynamo_lambda::client::client_from_env().await?;
+    dynamodb_exactly_once_lambda::telemetry::init();
+    let client = dynamodb_exactly_once_lambda::client::client_from_env().await?;
     // Fails at start-up with a message naming the setting when the key window cannot fit.
-    let deps: counter_writer::Deps = dynamo_lambda::writer_from_env(client)?;
+    let deps: counter_writer::Deps = dynamodb_exactly_once_lambda::writer_from_env(client)?;
     run(service_fn(|event: LambdaEvent<Value>| {
         counter_writer::handler(event, &deps)
     }))

@@ -1,9 +1,9 @@
 //! `document-writer`: Kinesis or SQS batches of list, set and replace records, applied in place
-//! with guarded writes (see `dynamo_protocols::document`). All logic lives in the library
+//! with guarded writes (see `dynamodb_exactly_once::document`). All logic lives in the library
 //! crates; this crate only wires settings, the client and the runtime.
 
-use dynamo_lambda::{BatchResponse, HandlerError, Writer};
-use dynamo_protocols::document::Document;
+use dynamodb_exactly_once_lambda::{BatchResponse, HandlerError, Writer};
+use dynamodb_exactly_once::document::Document;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 

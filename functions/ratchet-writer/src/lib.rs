@@ -1,9 +1,9 @@
 //! `ratchet-writer`: Kinesis or SQS batches of put/delete records, written with the timestamp
-//! ratchet (see `dynamo_protocols::ratchet`). All logic lives in the library crates; this crate
+//! ratchet (see `dynamodb_exactly_once::ratchet`). All logic lives in the library crates; this crate
 //! only wires settings, the client and the runtime.
 
-use dynamo_lambda::{BatchResponse, HandlerError, Writer};
-use dynamo_protocols::ratchet::Ratchet;
+use dynamodb_exactly_once_lambda::{BatchResponse, HandlerError, Writer};
+use dynamodb_exactly_once::ratchet::Ratchet;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 

@@ -3,9 +3,9 @@ use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    dynamo_lambda::telemetry::init();
-    let client = dynamo_lambda::client::client_from_env().await?;
-    let deps: ratchet_writer::Deps = dynamo_lambda::writer_from_env(client)?;
+    dynamodb_exactly_once_lambda::telemetry::init();
+    let client = dynamodb_exactly_once_lambda::client::client_from_env().await?;
+    let deps: ratchet_writer::Deps = dynamodb_exactly_once_lambda::writer_from_env(client)?;
     run(service_fn(|event: LambdaEvent<Value>| {
         ratchet_writer::handler(event, &deps)
     }))

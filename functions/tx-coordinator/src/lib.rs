@@ -1,11 +1,11 @@
 //! `tx-coordinator`: SQS batches, each message one transaction
 //! (`{"txId":"…","requests":[{"Update":{…}},…]}`), run with the TX-record protocol (see
-//! `dynamo_protocols::txn`). All logic lives in the library crates; this crate only wires
+//! `dynamodb_exactly_once::txn`). All logic lives in the library crates; this crate only wires
 //! settings, the client and the runtime. Malformed messages are dead-lettered, transient
 //! failures and deferred transactions are reported in `batchItemFailures`.
 
-use dynamo_lambda::{BatchResponse, HandlerError, Writer};
-use dynamo_protocols::txn::Coordinator;
+use dynamodb_exactly_once_lambda::{BatchResponse, HandlerError, Writer};
+use dynamodb_exactly_once::txn::Coordinator;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 

@@ -9,11 +9,11 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::Writer;
-use dynamo_protocols::counter::{Counter, CounterConfig};
-use dynamo_protocols::ddb::item::{item_size, ItemKey};
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::Writer;
+use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+use dynamodb_exactly_once::ddb::item::{item_size, ItemKey};
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::{client_with, template_tables, FaultInjector};
 use serde_json::{json, Value};
 
@@ -129,7 +129,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     crate::common::warm_up(
         &client,
         &table,
-        dynamo_protocols::counter::DEFAULT_CONCURRENCY,
+        dynamodb_exactly_once::counter::DEFAULT_CONCURRENCY,
     )
     .await?;
     let before = injector.calls_of("UpdateItem");
@@ -159,9 +159,9 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
                     .await
                     .map_err(|e| e.to_string())?
                 {
-                    dynamo_protocols::counter::CounterOutcome::Applied => applied += 1,
-                    dynamo_protocols::counter::CounterOutcome::Duplicate
-                    | dynamo_protocols::counter::CounterOutcome::ConflictingDuplicate => {
+                    dynamodb_exactly_once::counter::CounterOutcome::Applied => applied += 1,
+                    dynamodb_exactly_once::counter::CounterOutcome::Duplicate
+                    | dynamodb_exactly_once::counter::CounterOutcome::ConflictingDuplicate => {
                         duplicates += 1
                     }
                 }

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use dynamo_lambda::settings::FromEnv;
-use dynamo_lambda::Batch;
-use dynamo_protocols::txn::Coordinator;
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once_lambda::settings::FromEnv;
+use dynamodb_exactly_once_lambda::Batch;
+use dynamodb_exactly_once::txn::Coordinator;
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::{client_with, FaultInjector};
 
 pub async fn run(fail_after: usize, event: &Path) -> Result<(), String> {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use dynamo_protocols::lease::{
+use dynamodb_exactly_once::lease::{
     AcquireOutcome, HeartbeatOutcome, Lease, LeaseConfig, ReleaseOutcome,
 };
 use dynamo_testing::{client_with, template_tables};

@@ -5,10 +5,10 @@
 use std::time::Instant;
 
 use aws_sdk_dynamodb::Client;
-use dynamo_lambda::dead_letter::DeadLetters;
-use dynamo_lambda::{Batch, Writer};
-use dynamo_protocols::ratchet::{Ratchet, RatchetConfig};
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::{Batch, Writer};
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::{client_for, client_with, template_tables, FaultInjector};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -29,7 +29,7 @@ pub struct Options {
     #[arg(long, default_value_t = 0.1)]
     duplicates: f64,
     /// Keys written at once.
-    #[arg(long, default_value_t = dynamo_protocols::ratchet::DEFAULT_CONCURRENCY)]
+    #[arg(long, default_value_t = dynamodb_exactly_once::ratchet::DEFAULT_CONCURRENCY)]
     concurrency: usize,
     /// Simulated round trip of the extra run, in ms.
     #[arg(long, default_value_t = 5)]

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::txn::{Coordinator, TxConfig, TxError};
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxError};
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::{client_with, template_tables};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::ddb::clock::{epoch_millis, epoch_seconds};
-use dynamo_protocols::ddb::item::Item;
-use dynamo_protocols::sweep::{SweepConfig, SweepSummary, Sweeper};
-use dynamo_protocols::Deadline;
+use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
+use dynamodb_exactly_once::ddb::item::Item;
+use dynamodb_exactly_once::sweep::{SweepConfig, SweepSummary, Sweeper};
+use dynamodb_exactly_once::Deadline;
 use dynamo_testing::{client_with, template_tables};
 use futures::StreamExt;
 use serde_json::{json, Value};

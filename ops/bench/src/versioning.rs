@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamo_protocols::ddb::item::item_size;
-use dynamo_protocols::ddb::{Cost, Item, ItemKey};
-use dynamo_protocols::versioning::{Change, Latest, VersionOutcome, Versioning, VersioningConfig};
+use dynamodb_exactly_once::ddb::item::item_size;
+use dynamodb_exactly_once::ddb::{Cost, Item, ItemKey};
+use dynamodb_exactly_once::versioning::{Change, Latest, VersionOutcome, Versioning, VersioningConfig};
 use dynamo_testing::{client_with, template_tables, FaultInjector};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};

@@ -9,14 +9,14 @@
 //! | `DYNAMODB_OPERATION_TIMEOUT_MS` | 10000 | one call, retries included |
 //!
 //! These are ceilings; the invocation deadline is enforced on top of them by
-//! [`dynamo_protocols::Deadline::bound`] in the pipeline.
+//! [`dynamodb_exactly_once::Deadline::bound`] in the pipeline.
 
 use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
 use aws_config::BehaviorVersion;
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::ConfigError;
+use dynamodb_exactly_once::ConfigError;
 
 use crate::settings::env_parse;
 

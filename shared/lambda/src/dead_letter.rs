@@ -20,9 +20,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
-use dynamo_protocols::ddb::clock::epoch_seconds;
-use dynamo_protocols::ddb::error::bounded;
-use dynamo_protocols::{Item, Rejection, StoreError};
+use dynamodb_exactly_once::ddb::clock::epoch_seconds;
+use dynamodb_exactly_once::ddb::error::bounded;
+use dynamodb_exactly_once::{Item, Rejection, StoreError};
 
 use crate::source::{SourceKind, SourcePosition, SourceRecord};
 
@@ -278,8 +278,8 @@ fn join_parts(letter: &mut DeadLetter, mut rest: Vec<(usize, Vec<u8>)>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dynamo_protocols::ddb::item::{item_size, MAX_ITEM_BYTES};
-    use dynamo_protocols::RejectionCode;
+    use dynamodb_exactly_once::ddb::item::{item_size, MAX_ITEM_BYTES};
+    use dynamodb_exactly_once::RejectionCode;
 
     #[test]
     fn the_largest_dead_letter_item_fits_in_dynamodb() {

@@ -6,8 +6,8 @@
 //! could not read its index. `From<HandlerError> for Diagnostic` gives CloudWatch a readable
 //! `errorType` (`InvalidEvent`, `Retryable`, `NonRetryable`) instead of a Rust type path.
 
-use dynamo_protocols::sweep::SweepError;
-use dynamo_protocols::StoreError;
+use dynamodb_exactly_once::sweep::SweepError;
+use dynamodb_exactly_once::StoreError;
 use lambda_runtime::Diagnostic;
 
 use crate::source::EventError;

@@ -1,4 +1,4 @@
-//! The Lambda edge of `dynamo-protocols`: the only crate that knows about Lambda.
+//! The Lambda edge of `dynamodb-exactly-once`: the only crate that knows about Lambda.
 //!
 //! # Layout
 //!

@@ -15,8 +15,8 @@
 
 use serde_json::{json, Map, Value};
 
-use dynamo_protocols::ddb::clock::epoch_millis;
-use dynamo_protocols::sweep::SweepSummary;
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::sweep::SweepSummary;
 
 use crate::summary::BatchSummary;
 

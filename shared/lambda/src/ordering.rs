@@ -26,7 +26,7 @@
 //! of one record, so a protocol's per-batch coalescing does not span records of an ordered
 //! batch. A key with `n` records takes `n` sequential applies.
 
-use dynamo_protocols::{Protocol, RecordResult, StoreError};
+use dynamodb_exactly_once::{Protocol, RecordResult, StoreError};
 use futures::StreamExt;
 use std::collections::HashMap;
 
@@ -235,7 +235,7 @@ async fn apply_one<P: Protocol>(
 mod tests {
     use super::*;
     use crate::source::SourceRecord;
-    use dynamo_protocols::{Rejection, RejectionCode};
+    use dynamodb_exactly_once::{Rejection, RejectionCode};
 
     fn fifo(groups: &[Option<&str>]) -> Batch {
         let records = groups

@@ -36,12 +36,12 @@ use crate::source::SourceKind;
 
 /// Target of the spans that exist for traces only (the batch span): the log lines leave them
 /// out, so every line keeps the invocation span's fields.
-pub const SPAN_TARGET: &str = "dynamo_lambda::otel";
+pub const SPAN_TARGET: &str = "dynamodb_exactly_once_lambda::otel";
 
 /// What is exported: our spans (invocation, batch) and the SDK's per-call spans (DEBUG level
 /// in `aws_sdk_dynamodb`), not the SDK's internal retry/serialization spans nor events below
 /// WARN.
-const EXPORT_FILTER: &str = "warn,dynamo_lambda=info,aws_sdk_dynamodb=debug";
+const EXPORT_FILTER: &str = "warn,dynamodb_exactly_once_lambda=info,aws_sdk_dynamodb=debug";
 
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
@@ -82,7 +82,7 @@ where
         .with_id_generator(XrayIdGenerator::default())
         .with_resource(resource)
         .build();
-    let tracer = provider.tracer("dynamo-lambda");
+    let tracer = provider.tracer("dynamodb-exactly-once-lambda");
     let _ = PROVIDER.set(provider);
     Some(
         tracing_opentelemetry::layer()

@@ -23,8 +23,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use dynamo_protocols::ddb::clock::epoch_millis;
-use dynamo_protocols::{
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::{
     Applied, Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode, StoreError,
 };
 use futures::StreamExt;

@@ -9,14 +9,14 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::counter::{
+use dynamodb_exactly_once::counter::{
     Aggregation, Counter, CounterConfig, DEFAULT_AGGREGATE_KEY_ATTRIBUTE,
 };
-use dynamo_protocols::document::{Document, DocumentConfig};
-use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, Replication};
-use dynamo_protocols::sweep::{SweepConfig, Sweeper};
-use dynamo_protocols::txn::{Coordinator, TxConfig};
-use dynamo_protocols::{ConfigError, Protocol};
+use dynamodb_exactly_once::document::{Document, DocumentConfig};
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, Replication};
+use dynamodb_exactly_once::sweep::{SweepConfig, Sweeper};
+use dynamodb_exactly_once::txn::{Coordinator, TxConfig};
+use dynamodb_exactly_once::{ConfigError, Protocol};
 
 /// A variable that must be set and non-empty.
 pub fn env_required(name: &str) -> Result<String, ConfigError> {
@@ -103,7 +103,7 @@ impl FromEnv for Ratchet {
     /// `RATCHET_CONCURRENCY`, `RATCHET_HISTORY_TABLE` (optional: history mode),
     /// `RATCHET_CHANGES` (`replicate`: DynamoDB stream records replicated; unset or `none`:
     /// refused) and `RATCHET_CHANGE_SKIP_ATTRIBUTES` (comma-separated names or `prefix*`,
-    /// replacing [`dynamo_protocols::ratchet::DEFAULT_SKIP_ATTRIBUTES`]).
+    /// replacing [`dynamodb_exactly_once::ratchet::DEFAULT_SKIP_ATTRIBUTES`]).
     fn from_env(client: Client) -> Result<Self, ConfigError> {
         let mut c = RatchetConfig::new(env_required("RATCHET_TABLE")?);
         set(&mut c.ts_attribute, "RATCHET_TS_ATTRIBUTE")?;
@@ -259,14 +259,14 @@ impl FromEnv for Coordinator {
 pub fn sweeper_from_env(client: Client) -> Result<Sweeper, ConfigError> {
     let mut c = SweepConfig::new(env_required("TX_TABLE")?);
     set_secs(&mut c.stale_after, "TX_STALE_AFTER_SECONDS")?;
-    let mut gap = dynamo_protocols::sweep::DEFAULT_REDELIVERY_GAP;
+    let mut gap = dynamodb_exactly_once::sweep::DEFAULT_REDELIVERY_GAP;
     set_secs(&mut gap, "TX_REDELIVERY_GAP_SECONDS")?;
-    dynamo_protocols::sweep::check_stale_after(c.stale_after, gap)?;
+    dynamodb_exactly_once::sweep::check_stale_after(c.stale_after, gap)?;
     set(&mut c.concurrency, "TX_SWEEP_CONCURRENCY")?;
     set_secs(&mut c.retain, "TX_RETAIN_SECONDS")?;
-    let mut horizon = dynamo_protocols::txn::DEFAULT_REDELIVERY_HORIZON;
+    let mut horizon = dynamodb_exactly_once::txn::DEFAULT_REDELIVERY_HORIZON;
     set_secs(&mut horizon, "TX_REDELIVERY_HORIZON_SECONDS")?;
-    dynamo_protocols::txn::check_horizons(c.retain, horizon)?;
+    dynamodb_exactly_once::txn::check_horizons(c.retain, horizon)?;
     set_ms(&mut c.deadline_margin, "TX_SWEEP_MARGIN_MS")?;
     Ok(Sweeper::new(client, c))
 }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::ddb::clock::epoch_millis;
-use dynamo_protocols::{ConfigError, Deadline, Protocol, RecordResult, Rejection, StoreError};
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::{ConfigError, Deadline, Protocol, RecordResult, Rejection, StoreError};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use tracing::Instrument;

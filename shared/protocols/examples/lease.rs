@@ -4,7 +4,7 @@
 //! ```sh
 //! AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 AWS_REGION=us-east-1 \
 //! AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
-//!   cargo run -p dynamo-protocols --example lease
+//!   cargo run -p dynamodb-exactly-once --example lease
 //! ```
 //!
 //! It creates two tables when they do not exist: `ExampleLocks` (hash key `LockId`) and
@@ -21,9 +21,9 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::ddb::{conditional, Cond};
-use dynamo_protocols::lease::{AcquireOutcome, Holding, Lease, LeaseConfig};
-use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+use dynamodb_exactly_once::ddb::{conditional, Cond};
+use dynamodb_exactly_once::lease::{AcquireOutcome, Holding, Lease, LeaseConfig};
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 
 type Error = Box<dyn std::error::Error>;
 

@@ -3,7 +3,7 @@
 //! ```sh
 //! AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 AWS_REGION=us-east-1 \
 //! AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
-//!   cargo run -p dynamo-protocols --example plain
+//!   cargo run -p dynamodb-exactly-once --example plain
 //! ```
 //!
 //! It creates two tables (`ExampleMovies`, `ExampleCounters`, hash key `PK`) when they do not
@@ -14,9 +14,9 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::counter::{Counter, CounterConfig};
-use dynamo_protocols::ratchet::{Ratchet, RatchetConfig};
-use dynamo_protocols::{Deadline, ItemKey, Protocol, RecordResult};
+use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
+use dynamodb_exactly_once::{Deadline, ItemKey, Protocol, RecordResult};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -55,7 +55,7 @@ async fn counter(client: Client) -> Result<(), Error> {
         .iter()
         .enumerate()
         .map(|(i, b)| Ok((i, counter.parse(b)?)))
-        .collect::<Result<Vec<_>, dynamo_protocols::Rejection>>()?;
+        .collect::<Result<Vec<_>, dynamodb_exactly_once::Rejection>>()?;
     let applied = counter.apply(records, Deadline::none()).await;
     for (i, result) in &applied.results {
         match result {

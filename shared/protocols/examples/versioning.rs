@@ -4,7 +4,7 @@
 //! ```sh
 //! AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 AWS_REGION=us-east-1 \
 //! AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
-//!   cargo run -p dynamo-protocols --example versioning -- VersionedTable VersionedHistoryTable
+//!   cargo run -p dynamodb-exactly-once --example versioning -- VersionedTable VersionedHistoryTable
 //! ```
 //!
 //! The tables must exist with the template's key schemas (`ops create-tables` creates them):
@@ -12,9 +12,9 @@
 //! `Version` (N).
 
 use aws_sdk_dynamodb::Client;
-use dynamo_protocols::ddb::Cost;
-use dynamo_protocols::versioning::{Change, Latest, Versioning, VersioningConfig};
-use dynamo_protocols::ItemKey;
+use dynamodb_exactly_once::ddb::Cost;
+use dynamodb_exactly_once::versioning::{Change, Latest, Versioning, VersioningConfig};
+use dynamodb_exactly_once::ItemKey;
 use serde_json::json;
 
 type Error = Box<dyn std::error::Error>;

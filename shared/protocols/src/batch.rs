@@ -2,7 +2,7 @@
 //!
 //! A [`Protocol`] parses a record body (or rejects it with a [`Rejection`]) and applies the
 //! valid records of a batch, returning one [`RecordResult`] per record. The Lambda edge
-//! (`dynamo-lambda`) drives this from Kinesis and SQS events; any other consumer (an ECS
+//! (`dynamodb-exactly-once-lambda`) drives this from Kinesis and SQS events; any other consumer (an ECS
 //! service, a Kafka consumer, a test) can drive it the same way.
 //!
 //! Each record ends in exactly one [`RecordResult`]:

@@ -5,7 +5,7 @@
 //! This crate holds the protocols and nothing else: no Lambda runtime, no Lambda event types,
 //! no YAML. Use it from any Rust program with an `aws_sdk_dynamodb::Client`; the Lambda edge
 //! (Kinesis/SQS batches, partial batch responses, dead letters, settings from the
-//! environment) is the separate crate `dynamo-lambda`.
+//! environment) is the separate crate `dynamodb-exactly-once-lambda`.
 //!
 //! Expected results of conditional writes are **outcomes** (`Applied`, `Stale`, `Duplicate`,
 //! `Committed`, …), never errors; [`StoreError`] is reserved for infrastructure failures and
@@ -16,7 +16,7 @@
 //!
 //! ```no_run
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+//! use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 //!
 //! let ratchet = Ratchet::new(client, RatchetConfig::new("Movies"));
 //! let late = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":1,"item":{"v":1}}"#)?;
@@ -31,7 +31,7 @@
 //!
 //! ```no_run
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! use dynamo_protocols::counter::{Counter, CounterConfig, CounterOutcome};
+//! use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome};
 //!
 //! let counter = Counter::new(client, CounterConfig::new("Counters"));
 //! let login = counter.parse_record(
@@ -47,8 +47,8 @@
 //!
 //! ```no_run
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! use dynamo_protocols::txn::{Coordinator, TxConfig};
-//! use dynamo_protocols::Deadline;
+//! use dynamodb_exactly_once::txn::{Coordinator, TxConfig};
+//! use dynamodb_exactly_once::Deadline;
 //!
 //! let coordinator = Coordinator::new(client, TxConfig::new("TxTable", ["Accounts"]));
 //! let transfer = coordinator.parse_message(br##"{"txId":"transfer-1","requests":[
@@ -77,8 +77,8 @@
 //! ```no_run
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use dynamo_protocols::document::{Document, DocumentConfig, DocumentOutcome};
-//! use dynamo_protocols::lease::{AcquireOutcome, Lease, LeaseConfig};
+//! use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
+//! use dynamodb_exactly_once::lease::{AcquireOutcome, Lease, LeaseConfig};
 //!
 //! let docs = Document::new(client.clone(), DocumentConfig::new("Documents"));
 //! let rm = docs.parse_record(br#"{"op":"list_remove","key":{"PK":"u1"},"path":"friends","value":"bob"}"#)?;
@@ -99,8 +99,8 @@
 //!
 //! ```no_run
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! use dynamo_protocols::versioning::{Change, VersionOutcome, Versioning, VersioningConfig};
-//! use dynamo_protocols::ItemKey;
+//! use dynamodb_exactly_once::versioning::{Change, VersionOutcome, Versioning, VersioningConfig};
+//! use dynamodb_exactly_once::ItemKey;
 //!
 //! let docs = Versioning::new(client, VersioningConfig::new("Docs", "DocsHistory"));
 //! let key = ItemKey::from_json(&serde_json::json!({"PK": "doc#1"}))?;

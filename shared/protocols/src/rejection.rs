@@ -175,7 +175,7 @@ pub const QUOTE_CHARS: usize = 40;
 /// its length when it is cut.
 ///
 /// ```
-/// use dynamo_protocols::rejection::quote;
+/// use dynamodb_exactly_once::rejection::quote;
 /// assert_eq!(quote("upsert"), "`upsert`");
 /// assert!(quote(&"x".repeat(1000)).ends_with("… (1000 bytes)`"));
 /// ```
@@ -224,7 +224,7 @@ pub fn decode_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, R
 /// A structured per-record error: a stable code and a message for humans.
 ///
 /// ```
-/// use dynamo_protocols::{Rejection, RejectionCode};
+/// use dynamodb_exactly_once::{Rejection, RejectionCode};
 /// let r = Rejection::new(RejectionCode::UnknownOp, "`op` must be \"put\" or \"delete\"");
 /// assert_eq!(r.code, "unknown_op");
 /// assert_eq!(r.to_string(), "unknown_op: `op` must be \"put\" or \"delete\"");

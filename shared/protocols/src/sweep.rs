@@ -128,7 +128,7 @@ impl SweepConfig {
 ///
 /// ```
 /// use std::time::Duration;
-/// use dynamo_protocols::sweep::check_stale_after;
+/// use dynamodb_exactly_once::sweep::check_stale_after;
 /// assert!(check_stale_after(Duration::from_secs(900), Duration::from_secs(420)).is_ok());
 /// assert!(check_stale_after(Duration::from_secs(300), Duration::from_secs(420)).is_err());
 /// ```

@@ -20,7 +20,7 @@ use aws_sdk_dynamodb::Client;
 use serde::Deserialize;
 use serde_json::Value;
 
-use dynamo_protocols::StoreError;
+use dynamodb_exactly_once::StoreError;
 
 /// The template could not be read or a table could not be created.
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,7 @@
 //! Batches built from JSON record bodies, as the Lambda edge would decode them from a Kinesis,
 //! SQS or DynamoDB Streams event: shared by the integration tests and the benchmarks.
 
-use dynamo_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
+use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
 use serde_json::Value;
 
 /// A batch of JSON bodies from `kind`, with record ids numbered from `offset`: SQS message
@@ -73,7 +73,7 @@ pub fn stream_record(
             .unwrap_or(Value::Null)
     };
     #[allow(clippy::cast_precision_loss)]
-    let now_secs = (dynamo_protocols::ddb::clock::epoch_millis() / 1000) as f64;
+    let now_secs = (dynamodb_exactly_once::ddb::clock::epoch_millis() / 1000) as f64;
     let mut change = serde_json::json!({
         "ApproximateCreationDateTime": now_secs,
         "Keys": typed(keys),
@@ -108,7 +108,7 @@ pub fn stream_batch(records: &[Value]) -> Batch {
 /// `approximateArrivalTimestamp` and SQS `SentTimestamp` set to the current time (the
 /// writers keep records older than their protocol applies safely as `too_old` dead letters).
 pub fn arriving_now(mut event: Value) -> Value {
-    let now_ms = dynamo_protocols::ddb::clock::epoch_millis();
+    let now_ms = dynamodb_exactly_once::ddb::clock::epoch_millis();
     let records = event.get_mut("Records").and_then(Value::as_array_mut);
     for record in records.into_iter().flatten() {
         if let Some(kinesis) = record.get_mut("kinesis").and_then(Value::as_object_mut) {

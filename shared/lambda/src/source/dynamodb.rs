@@ -14,8 +14,8 @@
 
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use dynamo_protocols::ddb::error::bounded;
-use dynamo_protocols::{ChangeKind, Item, ItemChange, Rejection, RejectionCode};
+use dynamodb_exactly_once::ddb::error::bounded;
+use dynamodb_exactly_once::{ChangeKind, Item, ItemChange, Rejection, RejectionCode};
 use serde_json::Value;
 
 use super::{EventError, SourceKind, SourcePosition, SourceRecord};
@@ -80,7 +80,7 @@ pub fn decode_change(body: &[u8]) -> Result<ItemChange, Rejection> {
     let kind = ChangeKind::from_event_name(&record.event_name).ok_or_else(|| {
         invalid(format!(
             "eventName must be INSERT, MODIFY or REMOVE, got {}",
-            dynamo_protocols::rejection::quote(&record.event_name)
+            dynamodb_exactly_once::rejection::quote(&record.event_name)
         ))
     })?;
     let change = record.change;

@@ -29,7 +29,7 @@ use md5::{Digest, Md5};
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use dynamo_protocols::{Rejection, RejectionCode};
+use dynamodb_exactly_once::{Rejection, RejectionCode};
 
 use super::{SourceKind, SourceRecord};
 

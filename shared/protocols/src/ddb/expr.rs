@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use aws_sdk_dynamodb::types::AttributeValue;
-//! use dynamo_protocols::ddb::Placeholders;
+//! use dynamodb_exactly_once::ddb::Placeholders;
 //!
 //! let mut p = Placeholders::new("a");
 //! let name = p.name("Rating");

@@ -171,7 +171,7 @@ impl Outcome for DocumentOutcome {
 ///
 /// ```no_run
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
-/// use dynamo_protocols::document::{Document, DocumentConfig, DocumentOutcome};
+/// use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 ///
 /// let docs = Document::new(client, DocumentConfig::new("Documents"));
 /// let add = docs.parse_record(br#"{"op":"list_append","key":{"PK":"u1"},"path":"friends","values":["bob","ann"]}"#)?;

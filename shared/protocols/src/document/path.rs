@@ -37,7 +37,7 @@ impl AttrPath {
     /// Parse `text`; the error says what is wrong, for a rejection message.
     ///
     /// ```
-    /// use dynamo_protocols::document::{AttrPath, Segment};
+    /// use dynamodb_exactly_once::document::{AttrPath, Segment};
     /// let p = AttrPath::parse("lists[2].tags").expect("valid");
     /// assert_eq!(p.top(), "lists");
     /// assert_eq!(p.segments()[1], Segment::Index(2));
@@ -109,8 +109,8 @@ impl AttrPath {
     /// `#d0.#d1[2]`.
     ///
     /// ```
-    /// use dynamo_protocols::ddb::Placeholders;
-    /// use dynamo_protocols::document::AttrPath;
+    /// use dynamodb_exactly_once::ddb::Placeholders;
+    /// use dynamodb_exactly_once::document::AttrPath;
     /// let mut p = Placeholders::new("d");
     /// let path = AttrPath::parse("profile.tags[2]").expect("valid");
     /// assert_eq!(path.emit(&mut p), "#d0.#d1[2]");

@@ -59,7 +59,7 @@ impl Holding {
     /// 2³², i.e. for any realistic number of acquisitions).
     ///
     /// ```
-    /// # use dynamo_protocols::lease::Holding;
+    /// # use dynamodb_exactly_once::lease::Holding;
     /// # fn f(holding: &Holding) {
     /// assert!(holding.fenced_ts(1) > holding.fenced_ts(0));
     /// # }

@@ -220,7 +220,7 @@ pub enum ReleaseOutcome {
 /// ```no_run
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use dynamo_protocols::lease::{AcquireOutcome, Lease, LeaseConfig};
+/// use dynamodb_exactly_once::lease::{AcquireOutcome, Lease, LeaseConfig};
 ///
 /// let lease = Lease::new(client, LeaseConfig::new("Locks"));
 /// match lease.acquire("nightly-report", "worker-a", Duration::from_secs(30)).await? {

@@ -53,7 +53,7 @@ const KEY_CONDITION_ITEM: &str = "#hk = :hk";
 /// + SHA-256 of its item).
 ///
 /// ```
-/// use dynamo_protocols::ratchet::{history_sort_key, Ts};
+/// use dynamodb_exactly_once::ratchet::{history_sort_key, Ts};
 /// let key = |ts: i64, token| history_sort_key(&Ts::from(ts), token);
 /// assert_eq!(key(1721770090000, "1"), "00000001721770090000#1");
 /// assert!(key(-2, "1") < key(-1, "1"));
@@ -61,7 +61,7 @@ const KEY_CONDITION_ITEM: &str = "#hk = :hk";
 /// assert!(key(7, "0ff") < key(7, "1"));
 /// let big = Ts::from_digits("49590338271490256608559692538361571095921575989136588898")?;
 /// assert!(history_sort_key(&Ts::from(u64::MAX), "1") < history_sort_key(&big, "0ab"));
-/// # Ok::<(), dynamo_protocols::ratchet::TsError>(())
+/// # Ok::<(), dynamodb_exactly_once::ratchet::TsError>(())
 /// ```
 pub fn history_sort_key(ts: &Ts, token: &str) -> String {
     format!("{}#{token}", ts.sort_key())

@@ -132,7 +132,7 @@ const KEY_CONDITION_PARTITION: &str = "#pk = :pk";
 ///
 /// ```no_run
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
-/// use dynamo_protocols::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+/// use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 ///
 /// let ratchet = Ratchet::new(client, RatchetConfig::new("Movies"));
 /// let newer = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":2,"item":{"v":2}}"#)?;

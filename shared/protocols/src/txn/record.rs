@@ -158,7 +158,7 @@ impl TxState {
 /// without applying anything, and a redelivered message runs the next attempt.
 ///
 /// ```
-/// use dynamo_protocols::txn::record::RollbackReason;
+/// use dynamodb_exactly_once::txn::record::RollbackReason;
 /// assert_eq!(RollbackReason::parse("conflict"), RollbackReason::Conflict);
 /// assert_eq!(RollbackReason::ConditionFailed.as_str(), "condition_failed");
 /// assert!(RollbackReason::Read.is_final());
@@ -334,7 +334,7 @@ pub fn parse_owner(owner: &str) -> Option<(&str, u64)> {
 /// (stable across versions: SHA-256, first four bytes, modulo [`SWEEP_SHARDS`]).
 ///
 /// ```
-/// use dynamo_protocols::txn::record::{sweep_key, sweep_keys};
+/// use dynamodb_exactly_once::txn::record::{sweep_key, sweep_keys};
 /// let key = sweep_key("t-1");
 /// assert!(key.starts_with("open#"));
 /// assert_eq!(key, sweep_key("t-1"));

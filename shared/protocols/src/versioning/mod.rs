@@ -80,8 +80,8 @@
 //!
 //! ```no_run
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! use dynamo_protocols::ddb::ItemKey;
-//! use dynamo_protocols::versioning::{Change, VersionOutcome, Versioning, VersioningConfig};
+//! use dynamodb_exactly_once::ddb::ItemKey;
+//! use dynamodb_exactly_once::versioning::{Change, VersionOutcome, Versioning, VersioningConfig};
 //! use serde_json::json;
 //!
 //! let docs = Versioning::new(client, VersioningConfig::new("Docs", "DocsHistory"));
