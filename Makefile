@@ -25,7 +25,7 @@ bench:
 TX_CHECK_SCHEDULES ?= 10000
 tx-check:
 	TX_CHECK_SCHEDULES=$(TX_CHECK_SCHEDULES) TX_CHECK_PARALLEL=$${TX_CHECK_PARALLEL:-8} \
-		cargo test -p integration-tests --test txn_check -- --nocapture
+		cargo test -p integration-tests --test integration txn_check:: -- --nocapture
 
 # arm64 artifacts of every function (cargo lambda + zig), with their sizes.
 package:

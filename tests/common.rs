@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::Writer;
 use dynamodb_exactly_once::ddb::item::{item_to_json, Item};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::Writer;
 use serde_json::{json, Map, Value};
 
 /// A ratchet writer on fresh template tables, with the given client.
@@ -23,7 +23,8 @@ pub async fn ratchet_writer(client: Client) -> (Writer<Ratchet>, BTreeMap<String
 pub fn ratchet_writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
     Writer {
         function: "ratchet-writer".into(),
-        protocol: Ratchet::new(client.clone(), RatchetConfig::new(&tables["RatchetTable"])),
+        protocol: Ratchet::try_new(client.clone(), RatchetConfig::new(&tables["RatchetTable"]))
+            .expect("valid configuration"),
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
         deadline_margin: Duration::from_secs(1),
     }

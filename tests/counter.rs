@@ -2,7 +2,7 @@
 //! duplicates, concurrency and lost responses; the bounded key window; the capacity rule; the
 //! optimistic versioned write; the handler on the `events/` fixtures; dead letters.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -12,16 +12,16 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::Batch;
-use dynamodb_exactly_once_lambda::Writer;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::counter::{
     Counter, CounterConfig, CounterOutcome, RmwOutcome, VersionOutcome, KEY_BYTES,
 };
 use dynamodb_exactly_once::ddb::item::{item_size, ItemKey};
 use dynamodb_exactly_once::ddb::Clock;
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::Batch;
+use dynamodb_exactly_once_lambda::Writer;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Map, Value};
 
@@ -51,7 +51,7 @@ fn writer_on(
     let mut config = CounterConfig::new(&tables["CounterTable"]);
     tweak(&mut config);
     config.validate().expect("valid test configuration");
-    let mut protocol = Counter::new(client.clone(), config);
+    let mut protocol = Counter::try_new(client.clone(), config).expect("valid configuration");
     if let Some(clock) = clock {
         protocol = protocol.with_clock(Clock::from_fn(move || clock.load(Ordering::SeqCst) * 1000));
     }
@@ -636,7 +636,7 @@ fn the_capacity_check_rejects_an_impossible_configuration() {
 
     let err = config.validate().expect_err("cannot fit in 400 KB");
 
-    assert_eq!(err.name, "COUNTER_WINDOW_SECONDS");
+    assert_eq!(err.setting, "COUNTER_WINDOW_SECONDS");
     assert!(
         err.message.contains("cannot fit in one item"),
         "{}",
@@ -652,7 +652,7 @@ fn the_capacity_check_rejects_an_impossible_configuration() {
     // And a budget above DynamoDB's limit is refused too.
     config.item_budget_bytes = 500 * 1024;
     assert_eq!(
-        config.validate().expect_err("over 400 KB").name,
+        config.validate().expect_err("over 400 KB").setting,
         "COUNTER_ITEM_BUDGET_BYTES"
     );
 }
@@ -791,7 +791,8 @@ async fn handler_counts_the_sqs_and_kinesis_fixtures_once_even_when_redelivered(
         let (w, tables) = counter_writer(client.clone()).await;
         for name in ["batch", "batch", "more", "batch", "more"] {
             let event = fixture(&format!("counter-{source}-{name}.json"));
-            let response = counter_writer::handler(LambdaEvent::new(event, Context::default()), &w)
+            let response = w
+                .handle(LambdaEvent::new(event, Context::default()))
                 .await
                 .expect("handler");
             assert!(response.failed_ids().is_empty(), "{source} {name}");
@@ -822,7 +823,8 @@ async fn malformed_records_are_dead_lettered_with_their_reason() {
         let event = fixture(&format!("counter-{source}-malformed.json"));
         let batch = Batch::from_event(event.clone()).expect("decodes");
 
-        let response = counter_writer::handler(LambdaEvent::new(event, Context::default()), &w)
+        let response = w
+            .handle(LambdaEvent::new(event, Context::default()))
             .await
             .expect("handler");
 

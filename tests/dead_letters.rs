@@ -3,17 +3,17 @@
 //! that is not applied is in the dead-letter table with its exact payload; nothing is reported
 //! for redelivery and no rejection message repeats the payload.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
 use common::*;
+use dynamo_testing::{client, template_tables};
+use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+use dynamodb_exactly_once::{Deadline, Protocol, RecordResult};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
 use dynamodb_exactly_once_lambda::Writer;
-use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::{Deadline, Protocol, RecordResult};
-use dynamo_testing::{client, template_tables};
 use proptest::prelude::*;
 
 /// The largest record Kinesis (and SQS, since 2025) delivers.
@@ -117,7 +117,7 @@ proptest! {
             assert_kept(&ratchet, &batch).await;
             let counter = Writer {
                 function: "counter-writer".into(),
-                protocol: Counter::new(client.clone(), CounterConfig::new(&tables["CounterTable"])),
+                protocol: Counter::try_new(client.clone(), CounterConfig::new(&tables["CounterTable"])).expect("valid configuration"),
                 dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"),
                 deadline_margin: Duration::from_secs(1),
             };
@@ -162,7 +162,8 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
         tombstone_ttl: Duration::from_secs(60),
         ..w.protocol.config().clone()
     };
-    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::new(client.clone(), config);
+    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), config)
+        .expect("valid configuration");
     // Its item's tombstone may already have expired: applying it could revive a deleted item.
     let late = put("u", "late", 1, serde_json::json!({"v":1}));
     let fresh = put("u", "fresh", 1, serde_json::json!({"v":2}));
@@ -189,13 +190,14 @@ async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
     let tables = template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
     let w = Writer {
         function: "counter-writer".into(),
-        protocol: Counter::new(
+        protocol: Counter::try_new(
             client.clone(),
             CounterConfig {
                 window: Duration::from_secs(60),
                 ..CounterConfig::new(&tables["CounterTable"])
             },
-        ),
+        )
+        .expect("valid configuration"),
         dead_letters: DeadLetters::new(
             client.clone(),
             &tables["DeadLetterTable"],

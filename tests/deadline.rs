@@ -2,16 +2,16 @@
 //! loopback proxy) past the deadline is cut off, the unfinished records are reported for
 //! redelivery, the partial batch response is sent in time, and nothing is lost.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::{BatchResponse, Writer};
+use dynamo_testing::{client, client_for, proxy, template_tables};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
-use dynamo_testing::{client, client_for, proxy, template_tables};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::{BatchResponse, Writer};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 
@@ -44,10 +44,11 @@ async fn writer(stalled_writes: bool, stalled_letters: bool) -> (Writer<Ratchet>
     let pick = |s: bool| if s { stalled.clone() } else { direct.clone() };
     let w = Writer {
         function: "ratchet-writer".into(),
-        protocol: Ratchet::new(
+        protocol: Ratchet::try_new(
             pick(stalled_writes),
             RatchetConfig::new(&tables["RatchetTable"]),
-        ),
+        )
+        .expect("valid configuration"),
         dead_letters: DeadLetters::new(
             pick(stalled_letters),
             &tables["DeadLetterTable"],

@@ -3,7 +3,7 @@
 //! placeholders, concurrent writers, lost responses, dead letters, and the handler on the
 //! `events/` fixtures.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::{Batch, Writer};
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 use dynamodb_exactly_once::{Deadline, ErrorClass, ItemKey, RecordResult};
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::{Batch, Writer};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Map, Value};
 
@@ -29,10 +29,11 @@ async fn tables(client: &Client) -> BTreeMap<String, String> {
 fn writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Document> {
     Writer {
         function: "document-writer".into(),
-        protocol: Document::new(
+        protocol: Document::try_new(
             client.clone(),
             DocumentConfig::new(&tables["DocumentTable"]),
-        ),
+        )
+        .expect("valid configuration"),
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "document-writer"),
         deadline_margin: Duration::from_secs(1),
     }
@@ -620,7 +621,7 @@ async fn a_transient_failure_holds_back_the_items_later_records_until_redelivery
         ..DocumentConfig::new(&tables["DocumentTable"])
     };
     let w = Writer {
-        protocol: Document::new(faulty.clone(), config),
+        protocol: Document::try_new(faulty.clone(), config).expect("valid configuration"),
         ..writer_on(faulty, &tables)
     };
     let append = |pk: &str, v: &str| rec("list_append", pk, json!({"path": "l", "values": [v]}));
@@ -726,7 +727,8 @@ async fn invoke(w: &Writer<Document>, name: &str) {
         "Sqs"
     };
     assert_eq!(format!("{kind:?}"), expected, "{name}");
-    let response = document_writer::handler(LambdaEvent::new(event, Context::default()), w)
+    let response = w
+        .handle(LambdaEvent::new(event, Context::default()))
         .await
         .expect("handler");
     assert!(

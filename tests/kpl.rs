@@ -3,7 +3,7 @@
 //! unaggregated, the aggregate reported once when one of its user records fails, malformed
 //! aggregates dead-lettered whole and byte for byte.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,12 +12,12 @@ use aws_sdk_dynamodb::Client;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use common::*;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once::ratchet::RatchetOutcome;
+use dynamodb_exactly_once::{Deadline, RecordResult, RejectionCode};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::source::Batch;
 use dynamodb_exactly_once_lambda::Writer;
-use dynamodb_exactly_once::ratchet::RatchetOutcome;
-use dynamodb_exactly_once::{Deadline, RecordResult, RejectionCode};
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use serde_json::{json, Value};
 
 /// Every item of a ratchet table, without the tombstones' expiry (a wall-clock time).
@@ -67,7 +67,8 @@ async fn aggregated_counter_records_count_once_like_unaggregated_ones() {
         let config = dynamodb_exactly_once::counter::CounterConfig::new(&tables["CounterTable"]);
         Writer {
             function: "counter-writer".into(),
-            protocol: dynamodb_exactly_once::counter::Counter::new(setup.clone(), config),
+            protocol: dynamodb_exactly_once::counter::Counter::try_new(setup.clone(), config)
+                .expect("valid configuration"),
             dead_letters: DeadLetters::new(
                 setup.clone(),
                 &tables["DeadLetterTable"],

@@ -3,7 +3,7 @@
 //! fencing a paused stale holder through the ratchet, strictly increasing tokens, lost
 //! responses.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use common::*;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::lease::{
     AcquireOutcome, HeartbeatOutcome, Holding, Lease, LeaseConfig, ReleaseOutcome,
 };
 use dynamodb_exactly_once::ratchet::RatchetOutcome;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tokio::time::Instant;
@@ -25,7 +25,7 @@ async fn lock_table(client: &Client) -> String {
 }
 
 fn lease_on(client: Client, table: &str, lease_ms: u64) -> Lease {
-    Lease::new(
+    Lease::try_new(
         client,
         LeaseConfig {
             lease: Duration::from_millis(lease_ms),
@@ -33,6 +33,7 @@ fn lease_on(client: Client, table: &str, lease_ms: u64) -> Lease {
             ..LeaseConfig::new(table)
         },
     )
+    .expect("valid configuration")
 }
 
 /// The holding of an acquisition that must succeed.

@@ -1,17 +1,17 @@
 //! The timestamp ratchet against DynamoDB Local: tombstones, reads, tie-breaks, coalescing,
 //! the handler on the `events/` fixtures, dead letters, transient failures and convergence.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
-use dynamodb_exactly_once_lambda::Batch;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::item::ItemKey;
 use dynamodb_exactly_once::ratchet::RatchetOutcome;
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once::RecordResult;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once_lambda::Batch;
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -251,7 +251,8 @@ async fn handler_applies_the_sqs_and_kinesis_fixtures() {
         for name in ["in-order", "out-of-order", "duplicates"] {
             let event = fixture(&format!("ratchet-{source}-{name}.json"));
             let batch = Batch::from_event(event.clone()).expect("fixture decodes");
-            let response = ratchet_writer::handler(LambdaEvent::new(event, Context::default()), &w)
+            let response = w
+                .handle(LambdaEvent::new(event, Context::default()))
                 .await
                 .expect("handler");
             assert!(
@@ -297,7 +298,8 @@ async fn each_malformed_kind_is_rejected_with_its_reason_and_kept() {
         let event = fixture(&format!("ratchet-{source}-malformed.json"));
         let batch = Batch::from_event(event.clone()).expect("fixture decodes");
 
-        let response = ratchet_writer::handler(LambdaEvent::new(event, Context::default()), &w)
+        let response = w
+            .handle(LambdaEvent::new(event, Context::default()))
             .await
             .expect("handler");
 
@@ -354,13 +356,14 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     let tables =
         dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let mut misconfigured = ratchet_writer_on(client.clone(), &tables);
-    misconfigured.protocol = dynamodb_exactly_once::ratchet::Ratchet::new(
+    misconfigured.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(
         client.clone(),
         dynamodb_exactly_once::ratchet::RatchetConfig {
             ts_attribute: "Version".into(),
             ..dynamodb_exactly_once::ratchet::RatchetConfig::new(&tables["RatchetTable"])
         },
-    );
+    )
+    .expect("valid configuration");
     let batch = sqs_batch(
         &[put("u", "a", 1, json!({"Version": 3})), json!("garbage")],
         0,
@@ -451,13 +454,14 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
     let tables =
         dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let mut w = ratchet_writer_on(client_with(Some(refuse_b.clone()), 1), &tables);
-    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::new(
+    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(
         client_with(Some(refuse_b.clone()), 1),
         dynamodb_exactly_once::ratchet::RatchetConfig {
             concurrency: 1,
             ..w.protocol.config().clone()
         },
-    );
+    )
+    .expect("valid configuration");
     let bodies = [
         put("u", "a", 2, json!({"v":2})),
         put("u", "a", 1, json!({"v":1})),
@@ -509,7 +513,8 @@ async fn kinesis_failures_are_reported_by_sequence_number() {
         .map(|r| r.position.id.clone())
         .collect();
 
-    let response = ratchet_writer::handler(LambdaEvent::new(event, Context::default()), &w)
+    let response = w
+        .handle(LambdaEvent::new(event, Context::default()))
         .await
         .expect("handler");
 
@@ -718,9 +723,9 @@ proptest! {
             assert_eq!(table.keys().collect::<Vec<_>>(), model.keys().collect::<Vec<_>>());
             for (id, winner) in &model {
                 let stored = &table[id];
-                assert_eq!(stored["Timestamp"], winner.ts.to_json(), "{id}");
-                assert_eq!(stored["TieBreak"], json!(winner.token), "{id}");
-                match &winner.op {
+                assert_eq!(stored["Timestamp"], winner.ts().to_json(), "{id}");
+                assert_eq!(stored["TieBreak"], json!(winner.token()), "{id}");
+                match winner.op() {
                     dynamodb_exactly_once::ratchet::RatchetOp::Delete => {
                         assert_eq!(stored["Deleted"], json!(true), "{id}");
                         assert!(stored["TTL"].is_number());
@@ -730,6 +735,7 @@ proptest! {
                         let expected = dynamodb_exactly_once::ddb::item::item_to_json(item.clone()).expect("json");
                         assert_eq!(stored, &expected, "{id}");
                     }
+                    other => panic!("an op the model does not know: {other:?}"),
                 }
             }
         });

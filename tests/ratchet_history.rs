@@ -3,7 +3,7 @@
 //! history row and latest write are done, unprocessed rows are retried or reported, and the
 //! history converges (property test).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,11 +19,11 @@ use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use common::*;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::{Batch, Writer};
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOp, RatchetOutcome};
 use dynamodb_exactly_once::{Deadline, RecordResult};
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::{Batch, Writer};
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -45,7 +45,7 @@ fn history_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<R
     };
     Writer {
         function: "ratchet-writer".into(),
-        protocol: Ratchet::new(client.clone(), config),
+        protocol: Ratchet::try_new(client.clone(), config).expect("valid configuration"),
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
         deadline_margin: Duration::from_secs(1),
     }
@@ -92,7 +92,8 @@ async fn late_duplicate_and_deleted_records_all_land_in_history() {
     let w = history_writer(client.clone(), &tables);
     let event = fixture("ratchet-history-sqs.json");
 
-    let response = ratchet_writer::handler(LambdaEvent::new(event.clone(), Context::default()), &w)
+    let response = w
+        .handle(LambdaEvent::new(event.clone(), Context::default()))
         .await
         .expect("handler");
 
@@ -293,19 +294,22 @@ async fn rows_left_unprocessed_after_every_retry_are_reported_for_redelivery() {
 
 #[tokio::test]
 async fn ratchet_history_table_is_read_from_the_environment() {
-    use dynamodb_exactly_once_lambda::settings::FromEnv;
+    use dynamodb_exactly_once_lambda::settings::functions::RATCHET_WRITER;
     std::env::set_var("RATCHET_TABLE", "Latest");
     std::env::set_var("RATCHET_HISTORY_TABLE", "History");
-    let ratchet = Ratchet::from_env(client()).expect("settings");
+    let ratchet = RATCHET_WRITER
+        .from_env::<Ratchet>(client())
+        .expect("settings");
     assert_eq!(ratchet.config().history_table.as_deref(), Some("History"));
     std::env::set_var("RATCHET_HISTORY_TABLE", "Latest");
     assert!(
-        Ratchet::from_env(client()).is_err(),
+        RATCHET_WRITER.from_env::<Ratchet>(client()).is_err(),
         "history must be another table"
     );
     std::env::remove_var("RATCHET_HISTORY_TABLE");
     assert_eq!(
-        Ratchet::from_env(client())
+        RATCHET_WRITER
+            .from_env::<Ratchet>(client())
             .expect("settings")
             .config()
             .history_table,
@@ -417,29 +421,31 @@ fn model(
         let parsed = ratchet
             .parse_record(body(case, r).to_string().as_bytes())
             .expect("valid");
-        let item_key = parsed.key.canonical().to_string();
-        let ts = parsed.ts.as_i128().expect("a number timestamp");
+        let item_key = parsed.key().canonical().to_string();
+        let ts = parsed.ts().as_i128().expect("a number timestamp");
         let sort_key = match ts < 0 {
-            true => format!("-{:020}#{}", ts + (1i128 << 63), parsed.token),
-            false => format!("{:020}#{}", ts, parsed.token),
+            true => format!("-{:020}#{}", ts + (1i128 << 63), parsed.token()),
+            false => format!("{:020}#{}", ts, parsed.token()),
         };
         let mut row = json!({"ItemKey": item_key, "RecordVersion": sort_key,
-            "Timestamp": i64::try_from(ts).expect("i64"), "TieBreak": parsed.token});
-        match &parsed.op {
+            "Timestamp": i64::try_from(ts).expect("i64"), "TieBreak": parsed.token()});
+        match parsed.op() {
             RatchetOp::Put(item) => {
-                let item = dynamodb_exactly_once::ddb::item::item_to_json(item.clone()).expect("json");
+                let item =
+                    dynamodb_exactly_once::ddb::item::item_to_json(item.clone()).expect("json");
                 row["Op"] = json!("put");
                 row["Item"] = Value::Object(item);
             }
             RatchetOp::Delete => row["Op"] = json!("delete"),
+            other => panic!("an op the model does not know: {other:?}"),
         }
         rows.insert(format!("{item_key}|{sort_key}"), row);
         let id = format!("hcase{case}|k{}", r.key);
         if winners
             .get(&id)
-            .is_none_or(|w| (ts, parsed.token.as_str()) > (w.0, w.1.as_str()))
+            .is_none_or(|w| (ts, parsed.token()) > (w.0, w.1.as_str()))
         {
-            winners.insert(id, (ts, parsed.token.clone()));
+            winners.insert(id, (ts, parsed.token().to_string()));
         }
     }
     (rows, winners)

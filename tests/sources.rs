@@ -2,7 +2,7 @@
 //! order per partition key (for the transaction coordinator), under injected failures.
 //! (KPL-aggregated Kinesis records: `tests/kpl.rs`.)
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,12 +10,12 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxOutcome};
+use dynamodb_exactly_once::{Deadline, RecordResult, StoreError};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
 use dynamodb_exactly_once_lambda::Writer;
-use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxOutcome};
-use dynamodb_exactly_once::{Deadline, RecordResult, StoreError};
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use serde_json::{json, Value};
 
 // ------------------------------------------------------------------- transactions
@@ -49,7 +49,7 @@ fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<C
     config.lock_patience = Duration::from_millis(300);
     Writer {
         function: "tx-coordinator".into(),
-        protocol: Coordinator::new(client.clone(), config),
+        protocol: Coordinator::try_new(client.clone(), config).expect("valid configuration"),
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "tx-coordinator"),
         deadline_margin: Duration::from_secs(1),
     }

@@ -3,7 +3,7 @@
 //! random history that really ran on a source table; ratchet timestamps of 56 digits next to
 //! number ones; the handlers on the `events/` fixtures and the partial batch response.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -12,14 +12,14 @@ use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::{Batch, Writer};
+use dynamo_testing::events::stream_batch;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::counter::{Aggregation, Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::Item;
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome, Replication};
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::events::stream_batch;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::{Batch, Writer};
 use lambda_runtime::{Context, LambdaEvent};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -40,7 +40,7 @@ fn replica_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<R
     };
     Writer {
         function: "orders-replica".into(),
-        protocol: Ratchet::new(client.clone(), config),
+        protocol: Ratchet::try_new(client.clone(), config).expect("valid configuration"),
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "orders-replica"),
         deadline_margin: Duration::from_secs(1),
     }
@@ -59,7 +59,7 @@ fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Co
     };
     Writer {
         function: "orders-totals".into(),
-        protocol: Counter::new(client.clone(), config),
+        protocol: Counter::try_new(client.clone(), config).expect("valid configuration"),
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "orders-totals"),
         deadline_margin: Duration::from_secs(1),
     }
@@ -472,13 +472,9 @@ async fn the_fixture_replicates_and_totals_and_a_redelivery_changes_nothing() {
         "orders-dynamodb-stream.json",
         "orders-dynamodb-stream-redelivered.json",
     ] {
-        let response = ratchet_writer::handler(fixture_event(name), &replica)
-            .await
-            .expect("replica");
+        let response = replica.handle(fixture_event(name)).await.expect("replica");
         assert!(response.failed_ids().is_empty(), "{name}");
-        let response = counter_writer::handler(fixture_event(name), &totals)
-            .await
-            .expect("totals");
+        let response = totals.handle(fixture_event(name)).await.expect("totals");
         assert!(response.failed_ids().is_empty(), "{name}");
     }
     let rows = typed_scan(&client, &tables["OrdersReplicaTable"]).await;
@@ -528,9 +524,7 @@ async fn failed_writes_are_reported_by_sequence_number() {
                 .to_string()
         })
         .collect();
-    let response = ratchet_writer::handler(event, &writer)
-        .await
-        .expect("response");
+    let response = writer.handle(event).await.expect("response");
     let json = serde_json::to_value(&response).expect("json");
     let mut reported: Vec<String> = json["batchItemFailures"]
         .as_array()
@@ -547,10 +541,11 @@ async fn changes_without_a_mapping_are_kept_not_applied() {
     let client = client();
     let tables = dynamo_testing::template_tables(&client, &TABLES).await;
     let mut writer = replica_writer(client.clone(), &tables);
-    writer.protocol = Ratchet::new(
+    writer.protocol = Ratchet::try_new(
         client.clone(),
         RatchetConfig::new(&tables["OrdersReplicaTable"]),
-    );
+    )
+    .expect("valid configuration");
     let batch: Batch = Batch::from_event(fixture("orders-dynamodb-stream.json")).expect("event");
     let report = writer.handle_batch(&batch, Deadline::none()).await;
     assert!(report.response.failed_ids().is_empty());

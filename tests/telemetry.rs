@@ -1,14 +1,14 @@
 //! Logs and metrics as an operator reads them: every line logged while a batch is handled
 //! carries the invocation's request id, trace id and function name.
 
-mod common;
+use crate::common;
 
 use std::io;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use dynamodb_exactly_once_lambda::telemetry::json_subscriber;
 use dynamo_testing::client;
+use dynamodb_exactly_once_lambda::telemetry::json_subscriber;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 use tracing_subscriber::fmt::MakeWriter;

@@ -2,7 +2,7 @@
 //! holds only this test's tables, so the TTL process (DynamoDB Local: about ten seconds after
 //! expiry) is not slowed down by the other tests' tables.
 
-mod common;
+use crate::common;
 
 use common::*;
 use dynamo_testing::client;
@@ -14,13 +14,14 @@ async fn tombstones_expire_through_the_tables_ttl() {
     // tombstone lifetime
     let client = client();
     let (mut w, tables) = ratchet_writer(client.clone()).await;
-    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::new(
+    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(
         client.clone(),
         dynamodb_exactly_once::ratchet::RatchetConfig {
             tombstone_ttl: std::time::Duration::from_secs(1),
             ..w.protocol.config().clone()
         },
-    );
+    )
+    .expect("valid configuration");
     write_one(&w, put("u", "live", 1, json!({"v": 1}))).await;
     write_one(&w, delete("u", "gone", 1)).await;
 

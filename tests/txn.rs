@@ -2,22 +2,22 @@
 //! size, the sweeper's cost, idempotency, conditions, validation and the handlers on the
 //! `events/` fixtures.
 
-mod common;
-mod txn_env;
+use crate::common;
+use crate::txn_env;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::Writer;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::item::item_to_json;
 use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::record::{TxState, INLINE_REQUEST_BYTES};
 use dynamodb_exactly_once::txn::{Coordinator, TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::Writer;
 use lambda_runtime::{Context, LambdaEvent};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -566,14 +566,7 @@ async fn coordinator_handler_on_the_fixtures() {
     let run = |name: &str| {
         let event = LambdaEvent::new(fixture_for(&env, name), Context::default());
         let writer = &writer;
-        async move {
-            serde_json::to_value(
-                tx_coordinator::handler(event, writer)
-                    .await
-                    .expect("handler"),
-            )
-            .expect("json")
-        }
+        async move { serde_json::to_value(writer.handle(event).await.expect("handler")).expect("json") }
     };
     let no_failures = json!({"batchItemFailures":[]});
     assert_eq!(run("tx-transfer.json").await, no_failures);
@@ -610,7 +603,11 @@ async fn sweeper_handler_on_the_schedule_fixture() {
     let _ = dying.run(&message(&dying, &body), Deadline::none()).await;
     let sweeper = env.sweeper(client(), 0, 3600);
     let event = LambdaEvent::new(fixture("tx-sweeper-schedule.json"), Context::default());
-    let summary = tx_sweeper::handler(event, &sweeper).await.expect("sweep");
+    let function = dynamodb_exactly_once_lambda::SweeperFunction {
+        function: "tx-sweeper".into(),
+        sweeper,
+    };
+    let summary = function.handle(event).await.expect("sweep");
     assert_eq!(summary.rolled_back, 1);
     let json = serde_json::to_value(&summary).expect("json");
     assert_eq!(json["rolled_back"], json!(1));

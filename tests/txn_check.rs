@@ -15,19 +15,18 @@
 //! schedule's seed: `TX_CHECK_SEED=<seed> TX_CHECK_SCHEDULES=1` replays it (the schedule of
 //! faults is the seed's; thread timing is not). `make tx-check` runs 10,000.
 
-mod common;
-mod txn_env;
+use crate::txn_env;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dynamo_testing::{client, At, Interleaving};
 use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::record::TxState;
 use dynamodb_exactly_once::txn::{strip_protocol, Coordinator, TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client, At, Interleaving};
 use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -234,7 +233,8 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         config.lock_patience = Duration::from_millis(40);
         config.concurrency = rng.random_range(1..=3);
         let attempts = rng.random_range(1..=2);
-        let c = Coordinator::new(il.client(&name, attempts), config);
+        let c =
+            Coordinator::try_new(il.client(&name, attempts), config).expect("valid configuration");
         tasks.push(tokio::spawn(deliver(c, messages.clone(), finished.clone())));
     }
     let sweeper_at = Duration::from_millis(rng.random_range(0..100));
@@ -363,7 +363,8 @@ async fn schedule_items(
         .cloned()
         .unwrap_or_default()
     {
-        let json = dynamodb_exactly_once::ddb::item::item_to_json(item).map_err(|e| e.to_string())?;
+        let json =
+            dynamodb_exactly_once::ddb::item::item_to_json(item).map_err(|e| e.to_string())?;
         let pk = json
             .get("PK")
             .and_then(Value::as_str)

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::sweep::{SweepConfig, SweepSummary, Sweeper};
 use dynamodb_exactly_once::txn::request::TxMessage;
+use dynamodb_exactly_once::txn::sweep::{SweepConfig, SweepSummary, Sweeper};
 use dynamodb_exactly_once::txn::{Coordinator, TxConfig};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Map, Value};
@@ -63,7 +63,7 @@ impl Env {
     }
 
     pub fn coordinator(&self, client: Client) -> Coordinator {
-        Coordinator::new(client, self.config())
+        Coordinator::try_new(client, self.config()).expect("valid configuration")
     }
 
     /// A coordinator that makes one call at a time (reads in lock order, one item write at a
@@ -71,14 +71,14 @@ impl Env {
     pub fn sequential(&self, client: Client) -> Coordinator {
         let mut c = self.config();
         c.concurrency = 1;
-        Coordinator::new(client, c)
+        Coordinator::try_new(client, c).expect("valid configuration")
     }
 
     pub fn sweeper(&self, client: Client, stale_after_secs: u64, retain_secs: u64) -> Sweeper {
         let mut c = SweepConfig::new(self.tx());
         c.stale_after = Duration::from_secs(stale_after_secs);
         c.retain = Duration::from_secs(retain_secs);
-        Sweeper::new(client, c)
+        Sweeper::try_new(client, c).expect("valid configuration")
     }
 }
 

@@ -6,14 +6,13 @@
 //! Pausing blocks the paused call's thread (`block_in_place`): every test here runs on a
 //! multi-thread runtime.
 
-mod common;
-mod txn_env;
+use crate::txn_env;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use dynamo_testing::{client, client_with, At, FaultInjector, Interleaving};
 use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::{TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client, client_with, At, FaultInjector, Interleaving};
 use serde_json::{json, Value};
 use txn_env::*;
 
@@ -251,7 +250,8 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
     config.redelivery_horizon = Duration::from_secs(30);
     let writer = dynamodb_exactly_once_lambda::Writer {
         function: "tx-coordinator".into(),
-        protocol: dynamodb_exactly_once::txn::Coordinator::new(client(), config),
+        protocol: dynamodb_exactly_once::txn::Coordinator::try_new(client(), config)
+            .expect("valid configuration"),
         dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
         deadline_margin: Duration::from_secs(1),
     };

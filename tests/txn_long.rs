@@ -3,16 +3,15 @@
 //! contenders while it locks; and what a plain (non-transactional) write does next to a
 //! transaction, exactly as the protocol documents it.
 
-mod common;
-mod txn_env;
+use crate::txn_env;
 
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
+use dynamo_testing::{client, At, Interleaving};
 use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client, At, Interleaving};
 use serde_json::{json, Value};
 use txn_env::*;
 
@@ -47,7 +46,7 @@ fn coordinator_with_heartbeats(env: &Env, client: Client) -> Coordinator {
     c.lock_patience = dynamodb_exactly_once::txn::DEFAULT_LOCK_PATIENCE;
     c.heartbeat_every = dynamodb_exactly_once::txn::DEFAULT_HEARTBEAT_EVERY;
     c.concurrency = 1;
-    Coordinator::new(client, c)
+    Coordinator::try_new(client, c).expect("valid configuration")
 }
 
 /// Finding 8: a transaction whose lock phase needs three deliveries (each invocation ends

@@ -2,16 +2,16 @@
 //! index (and the legacy keys of earlier versions), writes nothing for finished ones (they
 //! expire through TTL), and stops at its deadline.
 
-mod common;
-mod txn_env;
+use crate::common;
+use crate::txn_env;
 
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::*;
+use dynamo_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client, client_with, FaultInjector};
 use serde_json::{json, Value};
 use txn_env::*;
 

@@ -1,19 +1,17 @@
 //! Versioned writes against DynamoDB Local: versions under concurrent writers, crashes and
 //! lost responses at every call (the ratchet's history mode: `ratchet_history.rs`).
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::ItemKey;
 use dynamodb_exactly_once::versioning::{
     Change, HistoryEntry, HistoryOp, Latest, VersionOutcome, Versioning, VersioningConfig,
 };
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use serde_json::{json, Value};
 
 // ------------------------------------------------------------------------- versioning helpers
@@ -26,7 +24,10 @@ async fn versioned(client: Client) -> (Versioning, BTreeMap<String, String>) {
     let tables =
         dynamo_testing::template_tables(&client, &["VersionedTable", "VersionedHistoryTable"])
             .await;
-    (Versioning::new(client, versioning_config(&tables)), tables)
+    (
+        Versioning::try_new(client, versioning_config(&tables)).expect("valid configuration"),
+        tables,
+    )
 }
 
 fn doc(id: &str) -> ItemKey {
@@ -335,7 +336,8 @@ async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Change, u64
             written(store, &create(key, "old")).await;
             let change = update(key, 1, "new");
             let lost = FaultInjector::new(|_, _| Fault::LoseResponse);
-            let lossy = Versioning::new(client_with(Some(lost), 1), store.config().clone());
+            let lossy = Versioning::try_new(client_with(Some(lost), 1), store.config().clone())
+                .expect("valid configuration");
             assert!(lossy.apply(&change).await.is_err(), "the response was lost");
             (change, 2)
         }
@@ -346,7 +348,8 @@ async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Change, u64
                 .and_then(|c| c.with_write_id("message-1"))
                 .expect("ok");
             let lost = FaultInjector::new(|_, _| Fault::LoseResponse);
-            let lossy = Versioning::new(client_with(Some(lost), 1), store.config().clone());
+            let lossy = Versioning::try_new(client_with(Some(lost), 1), store.config().clone())
+                .expect("valid configuration");
             assert!(lossy.apply(&first).await.is_err(), "the response was lost");
             let later = first.written_at_ms() + 1000;
             let again = first.with_written_at(later);
@@ -383,10 +386,11 @@ async fn a_crash_or_lost_response_at_every_call_leaves_latest_and_history_consis
                 let (change, expected) = scenario(&healthy, name, &key).await;
                 let injector =
                     FaultInjector::new(move |i, _| if i == k { fault } else { Fault::None });
-                let faulty = Versioning::new(
+                let faulty = Versioning::try_new(
                     client_with(Some(injector.clone()), 1),
                     versioning_config(&tables),
-                );
+                )
+                .expect("valid configuration");
                 let result = faulty.apply(&change).await;
                 if injector.injected() == 0 {
                     assert_eq!(
@@ -442,10 +446,11 @@ async fn a_lost_transaction_response_does_not_create_a_second_version() {
             Fault::None
         }
     });
-    let store = Versioning::new(
+    let store = Versioning::try_new(
         client_with(Some(lose_first.clone()), 3),
         versioning_config(&tables),
-    );
+    )
+    .expect("valid configuration");
     let change = Change::update(&key, 1, json!({"t": "b"})).expect("ok");
 
     // DynamoDB applies the transaction, the response is lost, the SDK sends it again.

@@ -3,14 +3,19 @@
 use aws_sdk_dynamodb::Client;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use dynamodb_exactly_once_lambda::client::client_from_env;
-use dynamodb_exactly_once_lambda::dead_letter::{DeadLetter, DeadLetters};
-use dynamodb_exactly_once_lambda::settings::FromEnv;
-use dynamodb_exactly_once_lambda::{writer_from_env, Writer};
+use dynamodb_exactly_once::config::Configured;
 use dynamodb_exactly_once::counter::Counter;
 use dynamodb_exactly_once::document::Document;
 use dynamodb_exactly_once::ratchet::Ratchet;
 use dynamodb_exactly_once::txn::Coordinator;
+use dynamodb_exactly_once::Protocol;
+use dynamodb_exactly_once_lambda::client::client_from_env;
+use dynamodb_exactly_once_lambda::dead_letter::{DeadLetter, DeadLetters};
+use dynamodb_exactly_once_lambda::settings::functions::{
+    COUNTER_WRITER, DOCUMENT_WRITER, RATCHET_WRITER, TX_COORDINATOR,
+};
+use dynamodb_exactly_once_lambda::settings::FunctionSpec;
+use dynamodb_exactly_once_lambda::{writer_from_env, Writer};
 use serde_json::{json, Value};
 
 /// What to do with the dead letters.
@@ -52,10 +57,18 @@ pub async fn run(action: Action, table: &str, function: &str, force: bool) -> Re
             Ok(())
         }
         Action::Replay => match function {
-            f if f == Ratchet::SPEC.name => replay::<Ratchet>(client, letters, force).await,
-            f if f == Counter::SPEC.name => replay::<Counter>(client, letters, force).await,
-            f if f == Coordinator::SPEC.name => replay::<Coordinator>(client, letters, force).await,
-            f if f == Document::SPEC.name => replay::<Document>(client, letters, force).await,
+            f if f == RATCHET_WRITER.name => {
+                replay::<Ratchet>(client, RATCHET_WRITER, letters, force).await
+            }
+            f if f == COUNTER_WRITER.name => {
+                replay::<Counter>(client, COUNTER_WRITER, letters, force).await
+            }
+            f if f == TX_COORDINATOR.name => {
+                replay::<Coordinator>(client, TX_COORDINATOR, letters, force).await
+            }
+            f if f == DOCUMENT_WRITER.name => {
+                replay::<Document>(client, DOCUMENT_WRITER, letters, force).await
+            }
             other => Err(format!("replay does not know the function {other:?}")),
         },
     }
@@ -104,14 +117,15 @@ fn replay_event(letters: &[DeadLetter]) -> Value {
     json!({ "Records": records })
 }
 
-async fn replay<P: FromEnv>(
+async fn replay<P: Protocol + Configured>(
     client: Client,
+    spec: FunctionSpec,
     letters: DeadLetters,
     force: bool,
 ) -> Result<(), String> {
     let writer: Writer<P> = Writer {
         dead_letters: letters,
-        ..writer_from_env(client).map_err(|e| e.to_string())?
+        ..writer_from_env(client, spec).map_err(|e| e.to_string())?
     };
     let report = if force {
         writer.replay_dead_letters_forced().await
@@ -139,9 +153,9 @@ async fn replay<P: FromEnv>(
 
 #[cfg(test)]
 mod tests {
+    use dynamodb_exactly_once::{Rejection, RejectionCode};
     use dynamodb_exactly_once_lambda::source::{SourceKind, SourcePosition};
     use dynamodb_exactly_once_lambda::Batch;
-    use dynamodb_exactly_once::{Rejection, RejectionCode};
 
     use super::*;
 

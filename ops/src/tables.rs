@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use dynamodb_exactly_once_lambda::client::client_from_env;
 use dynamodb_exactly_once::ddb::item::{canonical_json, item_to_json};
 use dynamodb_exactly_once::StoreError;
+use dynamodb_exactly_once_lambda::client::client_from_env;
 use serde_json::Value;
 
 pub async fn create(template: &Path, prefix: &str, only: &[String]) -> Result<(), String> {

@@ -8,11 +8,11 @@
 //! ```
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamodb_exactly_once_lambda::client::client_from_env;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::sweep::{SweepConfig, Sweeper};
 use dynamodb_exactly_once::txn::record::TxTable;
+use dynamodb_exactly_once::txn::sweep::{SweepConfig, Sweeper};
 use dynamodb_exactly_once::StoreError;
+use dynamodb_exactly_once_lambda::client::client_from_env;
 
 /// Transaction helpers.
 #[derive(Debug, clap::Subcommand)]
@@ -88,7 +88,7 @@ async fn status(tx_id: &str) -> Result<(), String> {
 async fn open(quiet_seconds: u64) -> Result<(), String> {
     let table = std::env::var("TX_TABLE").map_err(|_| "TX_TABLE is not set")?;
     let client = client_from_env().await.map_err(|e| e.to_string())?;
-    let sweeper = Sweeper::new(client, SweepConfig::new(table));
+    let sweeper = Sweeper::try_new(client, SweepConfig::new(table)).expect("valid configuration");
     let quiet = std::time::Duration::from_secs(quiet_seconds);
     let open = sweeper
         .open_transactions(quiet)

@@ -3,8 +3,8 @@
 //! was lost is recognised as written by the SDK's retry.
 
 use super::*;
-use dynamodb_exactly_once_lambda::source::SourceRecord;
 use dynamodb_exactly_once::{Rejection, RejectionCode};
+use dynamodb_exactly_once_lambda::source::SourceRecord;
 
 /// Lose the response of the first `UpdateItem` (after DynamoDB applied it).
 fn lose_first_update() -> FaultInjector {

@@ -1,14 +1,11 @@
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use serde_json::Value;
+//! `counter-writer`: Kinesis or SQS batches of counter deltas, each added exactly once per
+//! idempotency key (see `dynamodb_exactly_once::counter`). The logic lives in the library
+//! crates; this is the wiring.
+
+use dynamodb_exactly_once::counter::Counter;
+use dynamodb_exactly_once_lambda::settings::functions::COUNTER_WRITER;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    dynamodb_exactly_once_lambda::telemetry::init();
-    let client = dynamodb_exactly_once_lambda::client::client_from_env().await?;
-    // Fails at start-up with a message naming the setting when the key window cannot fit.
-    let deps: counter_writer::Deps = dynamodb_exactly_once_lambda::writer_from_env(client)?;
-    run(service_fn(|event: LambdaEvent<Value>| {
-        counter_writer::handler(event, &deps)
-    }))
-    .await
+async fn main() -> Result<(), lambda_runtime::Error> {
+    dynamodb_exactly_once_lambda::run_writer::<Counter>(COUNTER_WRITER).await
 }

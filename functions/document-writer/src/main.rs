@@ -1,13 +1,11 @@
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use serde_json::Value;
+//! `document-writer`: Kinesis or SQS batches of list, set and replace records, applied in place
+//! with guarded writes (see `dynamodb_exactly_once::document`). The logic lives in the library
+//! crates; this is the wiring.
+
+use dynamodb_exactly_once::document::Document;
+use dynamodb_exactly_once_lambda::settings::functions::DOCUMENT_WRITER;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    dynamodb_exactly_once_lambda::telemetry::init();
-    let client = dynamodb_exactly_once_lambda::client::client_from_env().await?;
-    let deps: document_writer::Deps = dynamodb_exactly_once_lambda::writer_from_env(client)?;
-    run(service_fn(|event: LambdaEvent<Value>| {
-        document_writer::handler(event, &deps)
-    }))
-    .await
+async fn main() -> Result<(), lambda_runtime::Error> {
+    dynamodb_exactly_once_lambda::run_writer::<Document>(DOCUMENT_WRITER).await
 }

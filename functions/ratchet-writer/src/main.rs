@@ -1,13 +1,11 @@
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use serde_json::Value;
+//! `ratchet-writer`: Kinesis or SQS batches of put/delete records, written with the timestamp
+//! ratchet (see `dynamodb_exactly_once::ratchet`). The logic lives in the library crates; this
+//! is the wiring.
+
+use dynamodb_exactly_once::ratchet::Ratchet;
+use dynamodb_exactly_once_lambda::settings::functions::RATCHET_WRITER;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    dynamodb_exactly_once_lambda::telemetry::init();
-    let client = dynamodb_exactly_once_lambda::client::client_from_env().await?;
-    let deps: ratchet_writer::Deps = dynamodb_exactly_once_lambda::writer_from_env(client)?;
-    run(service_fn(|event: LambdaEvent<Value>| {
-        ratchet_writer::handler(event, &deps)
-    }))
-    .await
+async fn main() -> Result<(), lambda_runtime::Error> {
+    dynamodb_exactly_once_lambda::run_writer::<Ratchet>(RATCHET_WRITER).await
 }

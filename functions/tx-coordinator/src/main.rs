@@ -1,13 +1,11 @@
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use serde_json::Value;
+//! `tx-coordinator`: SQS batches, each message one transaction
+//! (`{"txId":"…","requests":[{"Update":{…}},…]}`), run with the TX-record protocol (see
+//! `dynamodb_exactly_once::txn`). The logic lives in the library crates; this is the wiring.
+
+use dynamodb_exactly_once::txn::Coordinator;
+use dynamodb_exactly_once_lambda::settings::functions::TX_COORDINATOR;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    dynamodb_exactly_once_lambda::telemetry::init();
-    let client = dynamodb_exactly_once_lambda::client::client_from_env().await?;
-    let deps: tx_coordinator::Deps = dynamodb_exactly_once_lambda::writer_from_env(client)?;
-    run(service_fn(|event: LambdaEvent<Value>| {
-        tx_coordinator::handler(event, &deps)
-    }))
-    .await
+async fn main() -> Result<(), lambda_runtime::Error> {
+    dynamodb_exactly_once_lambda::run_writer::<Coordinator>(TX_COORDINATOR).await
 }

@@ -1,13 +1,10 @@
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use serde_json::Value;
+//! `tx-sweeper`: on an EventBridge schedule, finishes or rolls back stale transactions (see
+//! `dynamodb_exactly_once::txn::sweep`); answers, logs and emits as EMF metrics a summary of
+//! what it did. The schedule payload is not used.
+
+use dynamodb_exactly_once_lambda::settings::functions::TX_SWEEPER;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
-    dynamodb_exactly_once_lambda::telemetry::init();
-    let client = dynamodb_exactly_once_lambda::client::client_from_env().await?;
-    let deps = dynamodb_exactly_once_lambda::settings::sweeper_from_env(client)?;
-    run(service_fn(|event: LambdaEvent<Value>| {
-        tx_sweeper::handler(event, &deps)
-    }))
-    .await
+async fn main() -> Result<(), lambda_runtime::Error> {
+    dynamodb_exactly_once_lambda::run_sweeper(TX_SWEEPER).await
 }

@@ -9,12 +9,12 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::Writer;
+use dynamo_testing::{client_with, template_tables, FaultInjector};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::item::{item_size, ItemKey};
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client_with, template_tables, FaultInjector};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::Writer;
 use serde_json::{json, Value};
 
 use crate::common::{next_arg, peak_rss_kib, spawn_worker};
@@ -104,7 +104,8 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let table = tables["CounterTable"].clone();
     let writer = Writer {
         function: "counter-writer".to_string(),
-        protocol: Counter::new(client.clone(), CounterConfig::new(&table)),
+        protocol: Counter::try_new(client.clone(), CounterConfig::new(&table))
+            .expect("valid configuration"),
         dead_letters: DeadLetters::new(
             client.clone(),
             &tables["DeadLetterTable"],

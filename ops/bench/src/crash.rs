@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use dynamodb_exactly_once_lambda::settings::FromEnv;
-use dynamodb_exactly_once_lambda::Batch;
+use dynamo_testing::{client_with, FaultInjector};
 use dynamodb_exactly_once::txn::Coordinator;
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client_with, FaultInjector};
+use dynamodb_exactly_once_lambda::settings::functions::TX_COORDINATOR;
+use dynamodb_exactly_once_lambda::Batch;
 
 pub async fn run(fail_after: usize, event: &Path) -> Result<(), String> {
     let k = fail_after;
@@ -19,7 +19,9 @@ pub async fn run(fail_after: usize, event: &Path) -> Result<(), String> {
     let batch = Batch::from_event(event).map_err(|e| e.to_string())?;
     let record = batch.records.first().ok_or("the event has no record")?;
     let client = client_with(Some(FaultInjector::fail_from(k)), 1);
-    let coordinator = Coordinator::from_env(client).map_err(|e| e.to_string())?;
+    let coordinator = TX_COORDINATOR
+        .from_env::<Coordinator>(client)
+        .map_err(|e| e.to_string())?;
     let message = coordinator
         .parse_message(&record.body)
         .map_err(|e| e.to_string())?;

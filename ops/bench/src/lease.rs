@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
+use dynamo_testing::{client_with, template_tables};
 use dynamodb_exactly_once::lease::{
     AcquireOutcome, HeartbeatOutcome, Lease, LeaseConfig, ReleaseOutcome,
 };
-use dynamo_testing::{client_with, template_tables};
 use tokio::time::Instant;
 
 /// Options of `bench lease`.
@@ -31,7 +31,8 @@ pub async fn run(options: Options) -> Result<(), String> {
     );
     let client = client_with(None, 3);
     let table = template_tables(&client, &["LockTable"]).await["LockTable"].clone();
-    let lease = Lease::new(client.clone(), LeaseConfig::new(&table));
+    let lease =
+        Lease::try_new(client.clone(), LeaseConfig::new(&table)).expect("valid configuration");
     // Warm-up: connections, credentials and DynamoDB Local's JIT.
     rounds(&lease, 50).await?;
     let (acquire, heartbeat, release) = rounds(&lease, options.rounds).await?;
@@ -53,7 +54,11 @@ pub async fn run(options: Options) -> Result<(), String> {
         poll_interval: Duration::from_millis(options.takeover_lease_ms / 10),
         ..LeaseConfig::new(&table)
     };
-    let takeovers = takeovers(&Lease::new(client, short), options.takeovers).await?;
+    let takeovers = takeovers(
+        &Lease::try_new(client, short).expect("valid configuration"),
+        options.takeovers,
+    )
+    .await?;
     print_row("takeover", takeovers);
     println!(
         "(takeover: from the first read of an abandoned lock to holding it; lease {} ms, poll every {} ms)",

@@ -5,11 +5,11 @@
 use std::time::Instant;
 
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::{Batch, Writer};
+use dynamo_testing::{client_for, client_with, template_tables, FaultInjector};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client_for, client_with, template_tables, FaultInjector};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::{Batch, Writer};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -170,13 +170,14 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let client = counted_client(&counter, latency_ms).await?;
     let writer = Writer {
         function: "ratchet-writer".to_string(),
-        protocol: Ratchet::new(
+        protocol: Ratchet::try_new(
             client.clone(),
             RatchetConfig {
                 concurrency,
                 ..RatchetConfig::new(&tables["RatchetTable"])
             },
-        ),
+        )
+        .expect("valid configuration"),
         dead_letters: DeadLetters::new(
             client.clone(),
             &tables["DeadLetterTable"],

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
+use dynamo_testing::{client_with, template_tables};
 use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxError};
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client_with, template_tables};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
@@ -168,7 +168,8 @@ async fn writes(n: usize) -> Result<Value, String> {
     let client = client_with(None, 3);
     let t = tables(&client).await;
     seed(&client, &t.accounts, n).await?;
-    let c = Coordinator::new(client, TxConfig::new(&t.tx, [&t.accounts]));
+    let c = Coordinator::try_new(client, TxConfig::new(&t.tx, [&t.accounts]))
+        .expect("valid configuration");
     let requests: Vec<Value> = (0..n)
         .map(|a| update(&t.accounts, &format!("acc{a}"), 1, false))
         .collect();
@@ -208,7 +209,7 @@ async fn transfers(native: bool, contended: bool, count: usize) -> Result<Value,
             let client = client_with(None, 3);
             let mut config = TxConfig::new(&t.tx, [&t.accounts]);
             config.max_attempts = 100;
-            let c = Coordinator::new(client.clone(), config);
+            let c = Coordinator::try_new(client.clone(), config).expect("valid configuration");
             let mut rng = rand::rngs::StdRng::seed_from_u64(w as u64);
             let (mut committed, mut calls, mut units) = (0u64, 0u64, 0f64);
             for i in (w..count).step_by(COORDINATORS) {

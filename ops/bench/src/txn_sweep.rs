@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
+use dynamo_testing::{client_with, template_tables};
 use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
 use dynamodb_exactly_once::ddb::item::Item;
-use dynamodb_exactly_once::sweep::{SweepConfig, SweepSummary, Sweeper};
+use dynamodb_exactly_once::txn::sweep::{SweepConfig, SweepSummary, Sweeper};
 use dynamodb_exactly_once::Deadline;
-use dynamo_testing::{client_with, template_tables};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -110,7 +110,7 @@ pub async fn run() -> Result<Value, String> {
     let tx = template_tables(&client, &["TxTable"]).await["TxTable"].clone();
     let mut config = SweepConfig::new(&tx);
     config.retain = RETAIN;
-    let sweeper = Sweeper::new(client.clone(), config);
+    let sweeper = Sweeper::try_new(client.clone(), config).expect("valid configuration");
     put_all(&client, &tx, FINISHED, false).await?;
     let (now, now_ms) = timed_sweep(&sweeper).await?;
     put_all(&client, &tx, LEGACY, true).await?;

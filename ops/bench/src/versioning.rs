@@ -11,10 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use dynamo_testing::{client_with, template_tables, FaultInjector};
 use dynamodb_exactly_once::ddb::item::item_size;
 use dynamodb_exactly_once::ddb::{Cost, Item, ItemKey};
-use dynamodb_exactly_once::versioning::{Change, Latest, VersionOutcome, Versioning, VersioningConfig};
-use dynamo_testing::{client_with, template_tables, FaultInjector};
+use dynamodb_exactly_once::versioning::{
+    Change, Latest, VersionOutcome, Versioning, VersioningConfig,
+};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
@@ -125,7 +127,7 @@ async fn bench(items: usize, payload: &str) -> Result<Bench, String> {
     let client = client_with(Some(counter.clone()), 3);
     let tables = template_tables(&client, &["VersionedTable", "VersionedHistoryTable"]).await;
     let config = VersioningConfig::new(&tables["VersionedTable"], &tables["VersionedHistoryTable"]);
-    let store = Versioning::new(client.clone(), config.clone());
+    let store = Versioning::try_new(client.clone(), config.clone()).expect("valid configuration");
     let mut keys = Vec::with_capacity(items);
     for i in 0..items {
         let key =

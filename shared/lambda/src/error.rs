@@ -6,7 +6,7 @@
 //! could not read its index. `From<HandlerError> for Diagnostic` gives CloudWatch a readable
 //! `errorType` (`InvalidEvent`, `Retryable`, `NonRetryable`) instead of a Rust type path.
 
-use dynamodb_exactly_once::sweep::SweepError;
+use dynamodb_exactly_once::txn::sweep::SweepError;
 use dynamodb_exactly_once::StoreError;
 use lambda_runtime::Diagnostic;
 

@@ -12,7 +12,10 @@
 //!   succeed.
 //! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`;
 //!   dead-letter replay.
-//! * [`settings`]: settings from environment variables, per function ([`settings::FromEnv`]).
+//! * [`settings`]: a protocol's settings from `<PREFIX>_<SETTING>` environment variables (no
+//!   protocol known here), the ready functions' names and prefixes.
+//! * [`run`]: writers and the sweeper as `tower::Service`s; `run_writer` / `run_sweeper`, the
+//!   whole `main` of a ready function.
 //! * [`summary`]: the counts of one batch and its INFO summary line.
 //! * [`metrics`]: CloudWatch metrics per batch in the Embedded Metric Format.
 //! * [`telemetry`]: JSON logs through `tracing`.
@@ -29,6 +32,7 @@ pub mod metrics;
 pub mod ordering;
 pub mod otel;
 pub mod pipeline;
+pub mod run;
 pub mod settings;
 pub mod source;
 pub mod summary;
@@ -36,5 +40,6 @@ pub mod telemetry;
 pub mod writer;
 
 pub use error::HandlerError;
+pub use run::{run_sweeper, run_writer, SweeperFunction};
 pub use source::{Batch, BatchResponse};
 pub use writer::{writer_from_env, Writer};

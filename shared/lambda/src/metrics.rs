@@ -16,7 +16,7 @@
 use serde_json::{json, Map, Value};
 
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::sweep::SweepSummary;
+use dynamodb_exactly_once::txn::sweep::SweepSummary;
 
 use crate::summary::BatchSummary;
 

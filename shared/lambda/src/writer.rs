@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use dynamodb_exactly_once::config::Configured;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{ConfigError, Deadline, Protocol, RecordResult, Rejection, StoreError};
 use lambda_runtime::LambdaEvent;
@@ -14,7 +15,7 @@ use crate::dead_letter::{DeadLetter, DeadLetters};
 use crate::error::HandlerError;
 use crate::otel::batch_span;
 use crate::pipeline::{process_batch, AgeCheck, BatchReport};
-use crate::settings::{env_parse, env_required, FromEnv};
+use crate::settings::{env_parse, env_required, FunctionSpec};
 use crate::source::{Batch, BatchResponse, SourceKind, SourceRecord};
 use crate::telemetry::{invocation_span, traced};
 
@@ -148,11 +149,13 @@ impl<P: Protocol> Writer<P> {
     }
 }
 
-/// The writer function of protocol `P` from its environment: the protocol's settings (see
-/// [`FromEnv`]), `<PREFIX>_DEAD_LETTER_TABLE` (required) and `<PREFIX>_DEADLINE_MARGIN_MS`
-/// (default [`DEFAULT_DEADLINE_MARGIN`]).
-pub fn writer_from_env<P: FromEnv>(client: Client) -> Result<Writer<P>, ConfigError> {
-    let spec = P::SPEC;
+/// The writer function of protocol `P` from its environment: the protocol's settings
+/// (`<PREFIX>_<SETTING>`, see [`crate::settings`]), `<PREFIX>_DEAD_LETTER_TABLE` (required)
+/// and `<PREFIX>_DEADLINE_MARGIN_MS` (default [`DEFAULT_DEADLINE_MARGIN`]).
+pub fn writer_from_env<P: Protocol + Configured>(
+    client: Client,
+    spec: FunctionSpec,
+) -> Result<Writer<P>, ConfigError> {
     let dead_letters = DeadLetters::new(
         client.clone(),
         env_required(&spec.var("DEAD_LETTER_TABLE"))?,
@@ -163,7 +166,7 @@ pub fn writer_from_env<P: FromEnv>(client: Client) -> Result<Writer<P>, ConfigEr
         .unwrap_or(DEFAULT_DEADLINE_MARGIN);
     Ok(Writer {
         function: spec.name.into(),
-        protocol: P::from_env(client)?,
+        protocol: spec.from_env(client)?,
         dead_letters,
         deadline_margin: margin,
     })

@@ -94,8 +94,12 @@ async fn setup(client: &Client) -> Result<(Lease, Ratchet), Error> {
         poll_interval: Duration::from_millis(100),
         ..LeaseConfig::new("ExampleLocks")
     };
-    let ratchet = Ratchet::new(client.clone(), RatchetConfig::new("ExampleReports"));
-    Ok((Lease::new(client.clone(), config), ratchet))
+    let ratchet = Ratchet::try_new(client.clone(), RatchetConfig::new("ExampleReports"))
+        .expect("valid configuration");
+    Ok((
+        Lease::try_new(client.clone(), config).expect("valid configuration"),
+        ratchet,
+    ))
 }
 
 /// Worker B waits for the lock: it takes over once A's record version stayed unchanged for a

@@ -31,7 +31,8 @@ async fn main() -> Result<(), Error> {
 }
 
 async fn ratchet(client: Client) -> Result<(), Error> {
-    let ratchet = Ratchet::new(client, RatchetConfig::new("ExampleMovies"));
+    let ratchet =
+        Ratchet::try_new(client, RatchetConfig::new("ExampleMovies")).expect("valid configuration");
     let newer =
         ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":20,"item":{"v":2}}"#)?;
     let older =
@@ -45,7 +46,8 @@ async fn ratchet(client: Client) -> Result<(), Error> {
 }
 
 async fn counter(client: Client) -> Result<(), Error> {
-    let counter = Counter::new(client, CounterConfig::new("ExampleCounters"));
+    let counter = Counter::try_new(client, CounterConfig::new("ExampleCounters"))
+        .expect("valid configuration");
     let bodies = [
         br#"{"key":{"PK":"acct#1"},"add":{"logins":1},"idempotencyKey":"e1"}"#.as_slice(),
         br#"{"key":{"PK":"acct#1"},"add":{"logins":2},"idempotencyKey":"e2"}"#,

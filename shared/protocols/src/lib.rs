@@ -18,7 +18,7 @@
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 //!
-//! let ratchet = Ratchet::new(client, RatchetConfig::new("Movies"));
+//! let ratchet = Ratchet::try_new(client, RatchetConfig::new("Movies"))?;
 //! let late = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":1,"item":{"v":1}}"#)?;
 //! let delete = ratchet.parse_record(br#"{"op":"delete","key":{"PK":"u1"},"ts":2}"#)?;
 //! ratchet.write(&delete).await?; // a tombstone with a TTL
@@ -33,7 +33,7 @@
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome};
 //!
-//! let counter = Counter::new(client, CounterConfig::new("Counters"));
+//! let counter = Counter::try_new(client, CounterConfig::new("Counters"))?;
 //! let login = counter.parse_record(
 //!     br#"{"key":{"PK":"acct#42"},"add":{"logins":1},"idempotencyKey":"evt-7"}"#,
 //! )?;
@@ -50,7 +50,7 @@
 //! use dynamodb_exactly_once::txn::{Coordinator, TxConfig};
 //! use dynamodb_exactly_once::Deadline;
 //!
-//! let coordinator = Coordinator::new(client, TxConfig::new("TxTable", ["Accounts"]));
+//! let coordinator = Coordinator::try_new(client, TxConfig::new("TxTable", ["Accounts"]))?;
 //! let transfer = coordinator.parse_message(br##"{"txId":"transfer-1","requests":[
 //!   {"Update":{"TableName":"Accounts","Key":{"PK":"alice"},"UpdateExpression":"SET #b = #b - :a",
 //!     "ConditionExpression":"#b >= :a","ExpressionAttributeNames":{"#b":"balance"},
@@ -80,11 +80,11 @@
 //! use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 //! use dynamodb_exactly_once::lease::{AcquireOutcome, Lease, LeaseConfig};
 //!
-//! let docs = Document::new(client.clone(), DocumentConfig::new("Documents"));
+//! let docs = Document::try_new(client.clone(), DocumentConfig::new("Documents"))?;
 //! let rm = docs.parse_record(br#"{"op":"list_remove","key":{"PK":"u1"},"path":"friends","value":"bob"}"#)?;
 //! assert_eq!(docs.write(&rm).await?, DocumentOutcome::Absent); // no such friend
 //!
-//! let lease = Lease::new(client, LeaseConfig::new("Locks"));
+//! let lease = Lease::try_new(client, LeaseConfig::new("Locks"))?;
 //! if let AcquireOutcome::Acquired { token, holding, .. } =
 //!     lease.acquire("nightly", "worker-a", Duration::from_secs(30)).await?
 //! {
@@ -102,7 +102,7 @@
 //! use dynamodb_exactly_once::versioning::{Change, VersionOutcome, Versioning, VersioningConfig};
 //! use dynamodb_exactly_once::ItemKey;
 //!
-//! let docs = Versioning::new(client, VersioningConfig::new("Docs", "DocsHistory"));
+//! let docs = Versioning::try_new(client, VersioningConfig::new("Docs", "DocsHistory"))?;
 //! let key = ItemKey::from_json(&serde_json::json!({"PK": "doc#1"}))?;
 //! docs.apply(&Change::create(&key, serde_json::json!({"title": "draft"}))?).await?;
 //! let late = Change::update(&key, 0, serde_json::json!({"title": "stale"}))?;
@@ -157,12 +157,11 @@ pub mod document;
 pub mod lease;
 pub mod ratchet;
 pub mod rejection;
-pub mod sweep;
 pub mod txn;
 pub mod versioning;
 
 pub use batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
 pub use change::{ChangeKind, ItemChange};
 pub use config::ConfigError;
-pub use ddb::{ErrorClass, Item, ItemKey, StoreError};
+pub use ddb::{ErrorClass, Item, ItemKey, KeyError, KeyValue, StoreError};
 pub use rejection::{Rejection, RejectionCode};

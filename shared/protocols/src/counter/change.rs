@@ -181,10 +181,11 @@ mod tests {
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        Counter::new(
+        Counter::try_new(
             aws_sdk_dynamodb::Client::from_conf(conf),
             CounterConfig::new("totals"),
         )
+        .expect("valid configuration")
     }
 
     fn aggregation() -> Aggregation {

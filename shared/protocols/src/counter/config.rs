@@ -159,7 +159,7 @@ impl CounterConfig {
     fn check_names(&self) -> Result<(), ConfigError> {
         if self.table.len() < 3 {
             return Err(ConfigError::new(
-                "COUNTER_TABLE",
+                "table",
                 "a table name has at least 3 characters",
             ));
         }
@@ -167,7 +167,7 @@ impl CounterConfig {
         let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.';
         if prefix.is_empty() || prefix.len() > 64 || !prefix.chars().all(allowed) {
             return Err(ConfigError::new(
-                "COUNTER_ATTRIBUTE_PREFIX",
+                "attribute_prefix",
                 "must be 1 to 64 characters of [A-Za-z0-9_.-]",
             ));
         }
@@ -178,7 +178,7 @@ impl CounterConfig {
     fn check_figures(&self) -> Result<(), ConfigError> {
         if self.window_buckets < 2 || self.window_buckets > MAX_WINDOW_BUCKETS {
             return Err(ConfigError::new(
-                "COUNTER_WINDOW_BUCKETS",
+                "window_buckets",
                 format!(
                     "must be between 2 and {MAX_WINDOW_BUCKETS} (the window is W-1 buckets long)"
                 ),
@@ -186,7 +186,7 @@ impl CounterConfig {
         }
         if self.window.as_secs() == 0 || self.window.as_secs() > MAX_WINDOW_SECONDS {
             return Err(ConfigError::new(
-                "COUNTER_WINDOW_SECONDS",
+                "window_seconds",
                 format!(
                     "must be between 1 second and {MAX_WINDOW_SECONDS} (366 days), got {}",
                     self.window.as_secs()
@@ -195,21 +195,18 @@ impl CounterConfig {
         }
         if !(self.max_keys_per_second.is_finite() && self.max_keys_per_second > 0.0) {
             return Err(ConfigError::new(
-                "COUNTER_MAX_KEYS_PER_SECOND",
+                "max_keys_per_second",
                 "must be a positive number",
             ));
         }
         if self.item_budget_bytes > MAX_ITEM_BYTES {
             return Err(ConfigError::new(
-                "COUNTER_ITEM_BUDGET_BYTES",
+                "item_budget_bytes",
                 format!("must not exceed DynamoDB's item limit of {MAX_ITEM_BYTES} bytes"),
             ));
         }
         if self.concurrency == 0 {
-            return Err(ConfigError::new(
-                "COUNTER_CONCURRENCY",
-                "must be at least 1",
-            ));
+            return Err(ConfigError::new("concurrency", "must be at least 1"));
         }
         Ok(())
     }
@@ -221,11 +218,11 @@ impl CounterConfig {
             return Ok(());
         }
         let lower = match self.max_fitting_keys_per_second() {
-            Some(rate) => format!("lower COUNTER_MAX_KEYS_PER_SECOND (at most {rate} fits)"),
-            None => "raise COUNTER_ITEM_BUDGET_BYTES (no rate fits)".to_string(),
+            Some(rate) => format!("lower `max_keys_per_second` (at most {rate} fits)"),
+            None => "raise `item_budget_bytes` (no rate fits)".to_string(),
         };
         Err(ConfigError::new(
-            "COUNTER_WINDOW_SECONDS",
+            "window_seconds",
             format!(
                 "the key window cannot fit in one item: {w} buckets × {b} s × {k} bytes × \
                  {r} keys/s per item = {kb:.0} bytes of keys and bucket names, + {o} bytes of \
@@ -358,7 +355,7 @@ mod tests {
             c.window_buckets = 24;
             c.max_keys_per_second = 1e-300;
             let err = c.validate().expect_err("absurd window");
-            assert_eq!(err.name, "COUNTER_WINDOW_SECONDS", "{}", err.message);
+            assert_eq!(err.setting, "window_seconds", "{}", err.message);
             let _ = c.capacity();
             let _ = c.bucket_seconds();
         }
@@ -369,36 +366,30 @@ mod tests {
         let with = |f: fn(&mut CounterConfig)| {
             let mut c = CounterConfig::new("counters");
             f(&mut c);
-            c.validate().map_err(|e| e.name)
+            c.validate().map_err(|e| e.setting)
         };
-        assert_eq!(with(|c| c.table = "ab".into()), Err("COUNTER_TABLE".into()));
+        assert_eq!(with(|c| c.table = "ab".into()), Err("table".into()));
         assert_eq!(
             with(|c| c.attribute_prefix = "c tr".into()),
-            Err("COUNTER_ATTRIBUTE_PREFIX".into())
+            Err("attribute_prefix".into())
         );
-        assert_eq!(
-            with(|c| c.window_buckets = 1),
-            Err("COUNTER_WINDOW_BUCKETS".into())
-        );
+        assert_eq!(with(|c| c.window_buckets = 1), Err("window_buckets".into()));
         assert_eq!(
             with(|c| c.window = Duration::ZERO),
-            Err("COUNTER_WINDOW_SECONDS".into())
+            Err("window_seconds".into())
         );
         assert_eq!(
             with(|c| c.max_keys_per_second = f64::NAN),
-            Err("COUNTER_MAX_KEYS_PER_SECOND".into())
+            Err("max_keys_per_second".into())
         );
         assert_eq!(
             with(|c| c.item_budget_bytes = MAX_ITEM_BYTES + 1),
-            Err("COUNTER_ITEM_BUDGET_BYTES".into())
+            Err("item_budget_bytes".into())
         );
-        assert_eq!(
-            with(|c| c.concurrency = 0),
-            Err("COUNTER_CONCURRENCY".into())
-        );
+        assert_eq!(with(|c| c.concurrency = 0), Err("concurrency".into()));
         assert_eq!(
             with(|c| c.max_keys_per_second = 100.0),
-            Err("COUNTER_WINDOW_SECONDS".into())
+            Err("window_seconds".into())
         );
     }
 }

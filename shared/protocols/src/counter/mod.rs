@@ -173,6 +173,7 @@ mod change;
 mod config;
 mod layout;
 mod record;
+mod settings;
 mod settle;
 mod update;
 mod versioned;
@@ -218,13 +219,15 @@ impl std::fmt::Debug for Counter {
 }
 
 impl Counter {
-    /// The protocol on `config.table` with the system clock.
-    pub fn new(client: Client, config: CounterConfig) -> Self {
-        Counter {
+    /// The protocol on `config.table` with the system clock, once `config` is valid
+    /// ([`CounterConfig::validate`]: the capacity rule included).
+    pub fn try_new(client: Client, config: CounterConfig) -> Result<Self, crate::ConfigError> {
+        config.validate()?;
+        Ok(Counter {
             client,
             config,
             clock: Clock::system(),
-        }
+        })
     }
 
     /// The same protocol with another clock (tests move time with it).

@@ -68,17 +68,30 @@ fn describe(value: &Value) -> String {
     }
 }
 
-/// A parsed, validated counter record.
+/// A validated counter record, built by [`Counter::record`] or [`Counter::parse_record`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterRecord {
+    pub(crate) key: ItemKey,
+    pub(crate) add: BTreeMap<String, i64>,
+    pub(crate) idempotency_key: String,
+    pub(crate) hashed_key: String,
+}
+
+impl CounterRecord {
     /// The counter item.
-    pub key: ItemKey,
+    pub fn key(&self) -> &ItemKey {
+        &self.key
+    }
+
     /// Counter name → delta.
-    pub add: BTreeMap<String, i64>,
+    pub fn deltas(&self) -> &BTreeMap<String, i64> {
+        &self.add
+    }
+
     /// The producer's idempotency key.
-    pub idempotency_key: String,
-    /// Its stored form (see [`hash_key`]).
-    pub hashed_key: String,
+    pub fn idempotency_key(&self) -> &str {
+        &self.idempotency_key
+    }
 }
 
 /// The idempotency key as stored: the first 128 bits of its SHA-256, base64url, 22 characters.
@@ -126,6 +139,41 @@ impl RawCounterRecord {
 }
 
 impl Counter {
+    /// A record adding each delta to its counter on `key`, once per `idempotency_key`, checked
+    /// as a parsed body is (1 to 20 counters, names not the protocol's or the key's, a
+    /// non-empty idempotency key of at most 2,048 bytes).
+    ///
+    /// ```no_run
+    /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome};
+    /// use dynamodb_exactly_once::ItemKey;
+    ///
+    /// let counter = Counter::try_new(client, CounterConfig::new("Counters"))?;
+    /// let key = ItemKey::partition("PK", "acct#42")?;
+    /// let login = counter.record(key, [("logins", 1)], "evt-7")?;
+    /// assert_eq!(counter.add(&login).await?, CounterOutcome::Applied);
+    /// assert_eq!(counter.add(&login).await?, CounterOutcome::Duplicate); // redelivered
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn record<N: Into<String>>(
+        &self,
+        key: ItemKey,
+        deltas: impl IntoIterator<Item = (N, i64)>,
+        idempotency_key: impl Into<String>,
+    ) -> Result<CounterRecord, Rejection> {
+        let fields: Map<String, Value> = deltas
+            .into_iter()
+            .map(|(name, delta)| (name.into(), Value::from(delta)))
+            .collect();
+        RawCounterRecord {
+            key: Some(Value::Object(key.json().clone())),
+            add: Some(Value::Object(fields)),
+            idempotency_key: Some(Value::String(idempotency_key.into())),
+        }
+        .validate(&self.config)
+    }
+
     /// Parse a record body:
     /// `{"key":{"PK":"acct#42","SK":"2024-11-22"},"add":{"logins":3},"idempotencyKey":"…"}`.
     pub fn parse_record(&self, body: &[u8]) -> Result<CounterRecord, Rejection> {
@@ -152,7 +200,7 @@ fn validate_key(key: Option<Value>, config: &CounterConfig) -> Result<ItemKey, R
         }
     }
     // The remaining checks (an object of one or two attributes) quote nothing from the body.
-    ItemKey::from_json(&key).map_err(|m| rejection(RejectionCode::InvalidKey, &m))
+    ItemKey::from_json(&key).map_err(|m| rejection(RejectionCode::InvalidKey, &m.to_string()))
 }
 
 /// A name of 1 to [`MAX_ATTRIBUTE_NAME_BYTES`] bytes, else rejected with `code`.
@@ -281,7 +329,8 @@ mod tests {
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        Counter::new(Client::from_conf(conf), CounterConfig::new("counters"))
+        Counter::try_new(Client::from_conf(conf), CounterConfig::new("counters"))
+            .expect("valid configuration")
     }
 
     fn code(body: &str) -> String {

@@ -227,7 +227,8 @@ mod tests {
         let mut config = CounterConfig::new("counters");
         config.window_buckets = 3; // buckets of 1800 s, kept 5400 s from their start
         let grid = Grid::of(&config);
-        let counter = Counter::new(aws_sdk_dynamodb::Client::from_conf(conf), config);
+        let counter = Counter::try_new(aws_sdk_dynamodb::Client::from_conf(conf), config)
+            .expect("valid configuration");
         let t: u64 = 1_800_000_000;
         let span = |start: u64| Bucket {
             until: start + 5400,

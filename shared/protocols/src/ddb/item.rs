@@ -55,9 +55,102 @@ pub struct ItemKey {
     canonical: String,
 }
 
+/// Why a value is not a usable item key (a human-readable reason that never echoes a value
+/// whole).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct KeyError(String);
+
+impl From<KeyError> for String {
+    fn from(e: KeyError) -> String {
+        e.0
+    }
+}
+
+impl From<String> for KeyError {
+    fn from(reason: String) -> KeyError {
+        KeyError(reason)
+    }
+}
+
+impl From<&str> for KeyError {
+    fn from(reason: &str) -> KeyError {
+        KeyError(reason.into())
+    }
+}
+
+/// A key attribute's value: a string or an integer (DynamoDB's `S` or `N`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyValue {
+    /// A string (`S`), non-empty.
+    S(String),
+    /// An integer (`N`).
+    N(serde_json::Number),
+}
+
+impl From<&str> for KeyValue {
+    fn from(s: &str) -> Self {
+        KeyValue::S(s.into())
+    }
+}
+
+impl From<String> for KeyValue {
+    fn from(s: String) -> Self {
+        KeyValue::S(s)
+    }
+}
+
+macro_rules! key_value_from_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for KeyValue {
+            fn from(n: $t) -> Self {
+                KeyValue::N(n.into())
+            }
+        }
+    )*};
+}
+key_value_from_int!(i32, i64, u32, u64);
+
+impl From<KeyValue> for Value {
+    fn from(v: KeyValue) -> Value {
+        match v {
+            KeyValue::S(s) => Value::String(s),
+            KeyValue::N(n) => Value::Number(n),
+        }
+    }
+}
+
 impl ItemKey {
-    /// Validate a JSON key. The error is a human-readable reason.
-    pub fn from_json(value: &Value) -> Result<ItemKey, String> {
+    /// A key of one attribute (the partition key), checked as [`ItemKey::from_json`] checks.
+    ///
+    /// ```
+    /// use dynamodb_exactly_once::ItemKey;
+    /// let key = ItemKey::partition("PK", "user#1")?.with_sort("SK", 7)?;
+    /// assert_eq!(key.canonical(), r#"{"PK":"user#1","SK":7}"#);
+    /// # Ok::<(), dynamodb_exactly_once::KeyError>(())
+    /// ```
+    pub fn partition(name: &str, value: impl Into<KeyValue>) -> Result<ItemKey, KeyError> {
+        let mut json = Map::new();
+        json.insert(name.to_string(), value.into().into());
+        ItemKey::from_json(&Value::Object(json))
+    }
+
+    /// This key with a second attribute (the sort key).
+    pub fn with_sort(self, name: &str, value: impl Into<KeyValue>) -> Result<ItemKey, KeyError> {
+        let mut json = self.json;
+        if json.contains_key(name) {
+            return Err(KeyError(format!(
+                "key attribute {} is given twice",
+                crate::rejection::quote(name)
+            )));
+        }
+        json.insert(name.to_string(), value.into().into());
+        ItemKey::from_json(&Value::Object(json))
+    }
+
+    /// Validate a JSON key.
+    pub fn from_json(value: &Value) -> Result<ItemKey, KeyError> {
         let Some(obj) = value.as_object() else {
             return Err("`key` must be an object of key attributes".into());
         };
@@ -65,34 +158,34 @@ impl ItemKey {
             return Err("`key` has no attributes".into());
         }
         if obj.len() > 2 {
-            return Err(format!(
+            return Err(KeyError(format!(
                 "`key` has {} attributes; a DynamoDB key has one or two",
                 obj.len()
-            ));
+            )));
         }
         for (name, v) in obj {
             let quoted = || crate::rejection::quote(name);
             if name.is_empty() || name.len() > MAX_KEY_NAME_BYTES {
-                return Err(format!(
+                return Err(KeyError(format!(
                     "key attribute name {} must have 1 to {MAX_KEY_NAME_BYTES} bytes",
                     quoted()
-                ));
+                )));
             }
             match v {
                 Value::String(s) if s.len() > MAX_KEY_VALUE_BYTES => {
-                    return Err(format!(
+                    return Err(KeyError(format!(
                     "key attribute {} has {} bytes; DynamoDB allows at most {MAX_KEY_VALUE_BYTES}",
                     quoted(),
                     s.len()
-                ))
+                )))
                 }
                 Value::String(s) if !s.is_empty() => {}
                 Value::Number(_) => {}
                 _ => {
-                    return Err(format!(
+                    return Err(KeyError(format!(
                         "key attribute {} must be a non-empty string or a number",
                         quoted()
-                    ))
+                    )))
                 }
             }
         }
@@ -105,9 +198,9 @@ impl ItemKey {
     /// Validate a key given as attribute values (e.g. a stream record's `Keys`). Only keys
     /// that plain JSON carries exactly are accepted: strings, and numbers that survive the
     /// round trip (binary keys and numbers beyond 64-bit integers or `f64` are refused).
-    pub fn from_item(keys: &Item) -> Result<ItemKey, String> {
+    pub fn from_item(keys: &Item) -> Result<ItemKey, KeyError> {
         let json: Value = serde_dynamo::from_item(keys.clone())
-            .map_err(|e| format!("the key cannot be read as JSON: {e}"))?;
+            .map_err(|e| KeyError(format!("the key cannot be read as JSON: {e}")))?;
         let key = ItemKey::from_json(&json)?;
         match key.to_item() {
             Ok(back) if back == *keys => Ok(key),

@@ -24,4 +24,4 @@ pub use cond::{conditional, Cond};
 pub use cost::Cost;
 pub use error::{ErrorClass, StoreError};
 pub use expr::Placeholders;
-pub use item::{Item, ItemKey};
+pub use item::{Item, ItemKey, KeyError, KeyValue};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Configured, FromSettings, Settings};
 use crate::ddb::retry::Backoff;
 
 /// Default prefix of the protocol's attributes (`doc_version`, `doc_op0` … `doc_op3`).
@@ -43,21 +43,21 @@ impl DocumentConfig {
         }
     }
 
-    /// Check the settings.
+    /// Check the settings ([`super::Document::try_new`] calls it).
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.table.is_empty() {
+            return Err(ConfigError::new("table", "must not be empty"));
+        }
         let prefix_ok =
             !self.attribute_prefix.is_empty() && !self.attribute_prefix.contains(['.', '[', ']']);
         if !prefix_ok {
             return Err(ConfigError::new(
-                "DOCUMENT_ATTRIBUTE_PREFIX",
+                "attribute_prefix",
                 "must be non-empty and contain no `.`, `[` or `]`",
             ));
         }
         if self.concurrency == 0 {
-            return Err(ConfigError::new(
-                "DOCUMENT_CONCURRENCY",
-                "must be at least 1",
-            ));
+            return Err(ConfigError::new("concurrency", "must be at least 1"));
         }
         Ok(())
     }
@@ -80,5 +80,31 @@ impl DocumentConfig {
     /// Whether a top-level attribute name belongs to the protocol.
     pub fn is_protocol_attribute(&self, name: &str) -> bool {
         name.starts_with(&self.attribute_prefix)
+    }
+}
+
+impl FromSettings for DocumentConfig {
+    const NAMES: &'static [&'static str] =
+        &["table", "attribute_prefix", "concurrency", "max_retries"];
+
+    /// `table` (required), `attribute_prefix`, `concurrency` and `max_retries` (retries of a
+    /// guarded write that lost a race).
+    fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
+        let mut c = DocumentConfig::new(s.required("table")?);
+        s.set(&mut c.attribute_prefix, "attribute_prefix")?;
+        s.set(&mut c.concurrency, "concurrency")?;
+        s.set(&mut c.backoff.retries, "max_retries")?;
+        Ok(c)
+    }
+}
+
+impl Configured for super::Document {
+    type Config = DocumentConfig;
+
+    fn try_new(
+        client: aws_sdk_dynamodb::Client,
+        config: DocumentConfig,
+    ) -> Result<Self, ConfigError> {
+        super::Document::try_new(client, config)
     }
 }

@@ -125,7 +125,8 @@ pub use config::{
     DocumentConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, OP_SLOTS,
 };
 pub use path::{AttrPath, Segment, MAX_DEPTH, MAX_INDEX, MAX_PATH_BYTES};
-pub use record::{DocumentOp, DocumentRecord, RawRecord};
+use record::RawRecord;
+pub use record::{DocumentOp, DocumentRecord};
 pub use values::SetValues;
 
 /// A guarded write over a version (placeholders `#ver`, `:ver`).
@@ -173,7 +174,7 @@ impl Outcome for DocumentOutcome {
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 ///
-/// let docs = Document::new(client, DocumentConfig::new("Documents"));
+/// let docs = Document::try_new(client, DocumentConfig::new("Documents"))?;
 /// let add = docs.parse_record(br#"{"op":"list_append","key":{"PK":"u1"},"path":"friends","values":["bob","ann"]}"#)?;
 /// let remove = docs.parse_record(br#"{"op":"list_remove","key":{"PK":"u1"},"path":"friends","value":"bob"}"#)?;
 /// assert_eq!(docs.write(&add).await?, DocumentOutcome::Applied);
@@ -190,8 +191,9 @@ pub struct Document {
 
 impl Document {
     /// The protocol on `config.table`.
-    pub fn new(client: Client, config: DocumentConfig) -> Self {
-        Document { client, config }
+    pub fn try_new(client: Client, config: DocumentConfig) -> Result<Self, crate::ConfigError> {
+        config.validate()?;
+        Ok(Document { client, config })
     }
 
     /// The settings.

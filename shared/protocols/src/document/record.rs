@@ -8,21 +8,25 @@
 //! {"op":"replace","key":{"PK":"user#1"},"document":{"name":"Ann"},"expectedVersion":3}
 //! ```
 //!
-//! The body is decoded into a [`RawRecord`] (every field optional, so that each missing or
-//! malformed field gets its own [`RejectionCode`]), then validated into a [`DocumentRecord`].
+//! The body is decoded into a `RawRecord` (every field optional, so that each missing or
+//! malformed field gets its own [`RejectionCode`]), then validated into a [`DocumentRecord`];
+//! the typed constructors ([`Document::list_append_record`], …) fill the same `RawRecord` and
+//! pass the same checks.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::config::DocumentConfig;
 use super::path::AttrPath;
 use super::values::{set_values, single_value, to_attribute, SetValues};
+use super::Document;
 use crate::ddb::item::{item_size, Item, ItemKey, MAX_ITEM_BYTES};
 use crate::rejection::{Rejection, RejectionCode};
 
 /// What a record asks for.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum DocumentOp {
     /// Append `values` to the list at `path` (created when absent). With `unique`, only the
     /// values the list does not hold yet are appended (idempotent).
@@ -77,41 +81,143 @@ impl DocumentOp {
     }
 }
 
-/// A parsed, validated document record.
+/// A validated document record, built by [`Document::parse_record`] or a typed constructor
+/// ([`Document::list_append_record`], [`Document::list_remove_record`],
+/// [`Document::set_add_record`], [`Document::set_remove_record`],
+/// [`Document::replace_record`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DocumentRecord {
+    pub(crate) key: ItemKey,
+    pub(crate) op: DocumentOp,
+}
+
+impl DocumentRecord {
     /// The item key.
-    pub key: ItemKey,
+    pub fn key(&self) -> &ItemKey {
+        &self.key
+    }
+
     /// What to do.
-    pub op: DocumentOp,
+    pub fn op(&self) -> &DocumentOp {
+        &self.op
+    }
 }
 
 /// A record body as decoded, before validation.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RawRecord {
-    /// The operation name.
-    pub op: Option<Value>,
-    /// The item key (an object of string or number values).
-    pub key: Option<Value>,
-    /// The attribute path of a list or set operation.
-    pub path: Option<Value>,
-    /// The values of `list_append`, `set_add`, `set_remove`.
-    pub values: Option<Value>,
-    /// The value of `list_remove`.
-    pub value: Option<Value>,
-    /// `list_append`: only values not in the list yet.
-    pub unique: Option<Value>,
-    /// The document of `replace`.
-    pub document: Option<Value>,
-    /// `replace`: the version the document must have.
-    pub expected_version: Option<Value>,
+pub(crate) struct RawRecord {
+    op: Option<Value>,
+    key: Option<Value>,
+    path: Option<Value>,
+    values: Option<Value>,
+    value: Option<Value>,
+    unique: Option<Value>,
+    document: Option<Value>,
+    expected_version: Option<Value>,
 }
 
 impl RawRecord {
     /// Decode a body: `bad_json` or `not_an_object` when it is not a JSON object.
-    pub fn decode(body: &[u8]) -> Result<RawRecord, Rejection> {
+    pub(crate) fn decode(body: &[u8]) -> Result<RawRecord, Rejection> {
         crate::rejection::decode_object(body)
+    }
+
+    /// A typed constructor's fields: `op` on `key`.
+    fn typed(op: &str, key: &ItemKey) -> RawRecord {
+        RawRecord {
+            op: Some(Value::from(op)),
+            key: Some(Value::Object(key.json().clone())),
+            ..RawRecord::default()
+        }
+    }
+}
+
+/// A value for a record field, or `invalid_values` when it cannot be serialized.
+fn json_of<T: Serialize + ?Sized>(value: &T) -> Result<Value, Rejection> {
+    serde_json::to_value(value).map_err(|e| {
+        reject(
+            RejectionCode::InvalidValues,
+            format!("a value cannot be serialized: {e}"),
+        )
+    })
+}
+
+impl Document {
+    /// Append `values` (a sequence) to the list at `path`; with `unique`, only those the list
+    /// does not hold yet.
+    pub fn list_append_record<T: Serialize + ?Sized>(
+        &self,
+        key: &ItemKey,
+        path: &str,
+        values: &T,
+        unique: bool,
+    ) -> Result<DocumentRecord, Rejection> {
+        let mut raw = RawRecord::typed("list_append", key);
+        raw.path = Some(Value::from(path));
+        raw.values = Some(json_of(values)?);
+        raw.unique = Some(Value::Bool(unique));
+        validate(raw, &self.config)
+    }
+
+    /// Remove one occurrence of `value` from the list at `path`.
+    pub fn list_remove_record<T: Serialize + ?Sized>(
+        &self,
+        key: &ItemKey,
+        path: &str,
+        value: &T,
+    ) -> Result<DocumentRecord, Rejection> {
+        let mut raw = RawRecord::typed("list_remove", key);
+        raw.path = Some(Value::from(path));
+        raw.value = Some(json_of(value)?);
+        validate(raw, &self.config)
+    }
+
+    /// Add `values` (strings or numbers) to the set at `path`.
+    pub fn set_add_record<T: Serialize + ?Sized>(
+        &self,
+        key: &ItemKey,
+        path: &str,
+        values: &T,
+    ) -> Result<DocumentRecord, Rejection> {
+        self.set_record("set_add", key, path, values)
+    }
+
+    /// Remove `values` from the set at `path`.
+    pub fn set_remove_record<T: Serialize + ?Sized>(
+        &self,
+        key: &ItemKey,
+        path: &str,
+        values: &T,
+    ) -> Result<DocumentRecord, Rejection> {
+        self.set_record("set_remove", key, path, values)
+    }
+
+    fn set_record<T: Serialize + ?Sized>(
+        &self,
+        op: &str,
+        key: &ItemKey,
+        path: &str,
+        values: &T,
+    ) -> Result<DocumentRecord, Rejection> {
+        let mut raw = RawRecord::typed(op, key);
+        raw.path = Some(Value::from(path));
+        raw.values = Some(json_of(values)?);
+        validate(raw, &self.config)
+    }
+
+    /// Replace the whole document with `document` (a map or struct), only over
+    /// `expected_version` when given (`Some(0)`: no document yet).
+    pub fn replace_record<T: Serialize + ?Sized>(
+        &self,
+        key: &ItemKey,
+        document: &T,
+        expected_version: Option<u64>,
+    ) -> Result<DocumentRecord, Rejection> {
+        let mut raw = RawRecord::typed("replace", key);
+        raw.document = Some(json_of(document)?);
+        raw.expected_version = expected_version.map(Value::from);
+        validate(raw, &self.config)
     }
 }
 
@@ -120,7 +226,10 @@ fn reject(code: RejectionCode, message: impl Into<String>) -> Rejection {
 }
 
 /// Validate a decoded record under `config`.
-pub fn validate(raw: RawRecord, config: &DocumentConfig) -> Result<DocumentRecord, Rejection> {
+pub(crate) fn validate(
+    raw: RawRecord,
+    config: &DocumentConfig,
+) -> Result<DocumentRecord, Rejection> {
     let key_json = raw
         .key
         .as_ref()

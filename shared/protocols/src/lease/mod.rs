@@ -136,6 +136,23 @@ impl LeaseConfig {
             poll_interval: DEFAULT_POLL_INTERVAL,
         }
     }
+
+    /// Check the settings: a table, a lease and a poll interval above zero.
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        if self.table.is_empty() {
+            return Err(crate::ConfigError::new("table", "must not be empty"));
+        }
+        if self.lease.is_zero() {
+            return Err(crate::ConfigError::new("lease", "must be longer than zero"));
+        }
+        if self.poll_interval.is_zero() {
+            return Err(crate::ConfigError::new(
+                "poll_interval",
+                "must be longer than zero",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A lock item as read.
@@ -222,7 +239,7 @@ pub enum ReleaseOutcome {
 /// use std::time::Duration;
 /// use dynamodb_exactly_once::lease::{AcquireOutcome, Lease, LeaseConfig};
 ///
-/// let lease = Lease::new(client, LeaseConfig::new("Locks"));
+/// let lease = Lease::try_new(client, LeaseConfig::new("Locks"))?;
 /// match lease.acquire("nightly-report", "worker-a", Duration::from_secs(30)).await? {
 ///     AcquireOutcome::Acquired { token, mut holding, .. } => {
 ///         // ... work, passing `token` to every write; heartbeat every lease / 3:
@@ -241,9 +258,10 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// The lock on `config.table`.
-    pub fn new(client: Client, config: LeaseConfig) -> Self {
-        Lease { client, config }
+    /// The lock on `config.table`, once the settings are valid ([`LeaseConfig::validate`]).
+    pub fn try_new(client: Client, config: LeaseConfig) -> Result<Self, crate::ConfigError> {
+        config.validate()?;
+        Ok(Lease { client, config })
     }
 
     /// The settings.

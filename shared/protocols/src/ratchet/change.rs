@@ -21,55 +21,12 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::config::RatchetConfig;
+use super::config::{RatchetConfig, Replication};
 use super::record::{check_not_reserved, delete, finish_put, put_token, RatchetRecord};
 use super::ts::Ts;
 use crate::change::{ChangeKind, ItemChange};
 use crate::ddb::item::{canonical_item, Item, ItemKey};
 use crate::rejection::{quote, Rejection, RejectionCode};
-
-/// Source attributes never copied by default: the other protocols' own attributes (the
-/// transaction's `_tx*`, the counter's and the document writer's default prefixes, the
-/// versioned item's). A trailing `*` makes a prefix. The replica's own ratchet attributes
-/// (timestamp, tie-break, deleted flag, TTL) are always skipped.
-pub const DEFAULT_SKIP_ATTRIBUTES: [&str; 7] = [
-    "_tx*",
-    "ctr_*",
-    "doc_*",
-    "_version",
-    "_deleted",
-    "_writeId",
-    "_writtenAt",
-];
-
-/// How the ratchet replicates item changes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Replication {
-    /// Source attributes not copied: names, or prefixes ending in `*`.
-    pub skip_attributes: Vec<String>,
-}
-
-impl Default for Replication {
-    fn default() -> Self {
-        Replication {
-            skip_attributes: DEFAULT_SKIP_ATTRIBUTES.map(String::from).to_vec(),
-        }
-    }
-}
-
-impl Replication {
-    /// Whether a source attribute is left out of the replica.
-    pub fn skips(&self, config: &RatchetConfig, name: &str) -> bool {
-        config.protocol_attributes().contains(&name)
-            || self
-                .skip_attributes
-                .iter()
-                .any(|s| match s.strip_suffix('*') {
-                    Some(prefix) => name.starts_with(prefix),
-                    None => s == name,
-                })
-    }
-}
 
 /// The ratchet record of a change (see the module's table).
 pub(super) fn replicate(

@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use super::change::Replication;
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Configured, FromSettings, Settings};
 
 /// Default name of the timestamp attribute.
 pub const DEFAULT_TS_ATTRIBUTE: &str = "Timestamp";
@@ -60,41 +59,45 @@ impl RatchetConfig {
         }
     }
 
-    /// Check that the protocol attributes are distinct and non-empty.
+    /// Check the settings: a table, the protocol attributes distinct and non-empty, a history
+    /// table other than the table, a concurrency of at least 1. [`super::Ratchet::try_new`]
+    /// calls it.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.table.is_empty() {
+            return Err(ConfigError::new("table", "must not be empty"));
+        }
         let names = self.protocol_attributes();
         for (i, n) in names.iter().enumerate() {
+            let setting = ATTRIBUTE_SETTINGS[i];
             if n.is_empty() {
-                return Err(ConfigError::new(
-                    "RATCHET_*_ATTRIBUTE",
-                    "attribute names must not be empty",
-                ));
+                return Err(ConfigError::new(setting, "must not be empty"));
             }
-            if names[..i].contains(n) {
+            if let Some(j) = names[..i].iter().position(|m| m == n) {
                 return Err(ConfigError::new(
-                    "RATCHET_*_ATTRIBUTE",
-                    format!("attribute `{n}` is used for two protocol roles"),
+                    setting,
+                    format!(
+                        "attribute `{n}` is also `{}`: each protocol role needs its own",
+                        ATTRIBUTE_SETTINGS[j]
+                    ),
                 ));
             }
         }
         if let Some(history) = &self.history_table {
             if history.is_empty() || *history == self.table {
                 return Err(ConfigError::new(
-                    "RATCHET_HISTORY_TABLE",
-                    "must name a table other than RATCHET_TABLE",
+                    "history_table",
+                    "must name a table other than `table`",
                 ));
             }
         }
         if self.concurrency == 0 {
-            return Err(ConfigError::new(
-                "RATCHET_CONCURRENCY",
-                "must be at least 1",
-            ));
+            return Err(ConfigError::new("concurrency", "must be at least 1"));
         }
         Ok(())
     }
 
-    /// The attributes the protocol writes (payloads cannot set them).
+    /// The attributes the protocol writes (payloads cannot set them), in the order of
+    /// `ATTRIBUTE_SETTINGS`.
     pub fn protocol_attributes(&self) -> [&str; 4] {
         [
             &self.ts_attribute,
@@ -102,5 +105,112 @@ impl RatchetConfig {
             &self.ttl_attribute,
             &self.tie_break_attribute,
         ]
+    }
+}
+
+/// The settings naming [`RatchetConfig::protocol_attributes`], in order.
+const ATTRIBUTE_SETTINGS: [&str; 4] = [
+    "ts_attribute",
+    "deleted_attribute",
+    "ttl_attribute",
+    "tie_break_attribute",
+];
+
+impl FromSettings for RatchetConfig {
+    const NAMES: &'static [&'static str] = &[
+        "table",
+        "ts_attribute",
+        "deleted_attribute",
+        "ttl_attribute",
+        "tie_break_attribute",
+        "tombstone_ttl_seconds",
+        "concurrency",
+        "history_table",
+        "changes",
+        "change_skip_attributes",
+    ];
+
+    /// `table` (required), the attribute names, `tombstone_ttl_seconds`, `concurrency`,
+    /// `history_table` (history mode), `changes` (`replicate`: item changes replicated;
+    /// unset or `none`: refused) and `change_skip_attributes` (comma-separated names or
+    /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]).
+    fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
+        let mut c = RatchetConfig::new(s.required("table")?);
+        s.set(&mut c.ts_attribute, "ts_attribute")?;
+        s.set(&mut c.deleted_attribute, "deleted_attribute")?;
+        s.set(&mut c.ttl_attribute, "ttl_attribute")?;
+        s.set(&mut c.tie_break_attribute, "tie_break_attribute")?;
+        s.set_secs(&mut c.tombstone_ttl, "tombstone_ttl_seconds")?;
+        s.set(&mut c.concurrency, "concurrency")?;
+        c.history_table = s.get("history_table");
+        c.replication = match s.get("changes").as_deref() {
+            None | Some("none") => None,
+            Some("replicate") => Some(Replication {
+                skip_attributes: s
+                    .list("change_skip_attributes")
+                    .unwrap_or_else(|| Replication::default().skip_attributes),
+            }),
+            Some(other) => {
+                return Err(ConfigError::new(
+                    "changes",
+                    format!("{other:?}: must be `replicate` or `none`"),
+                ))
+            }
+        };
+        Ok(c)
+    }
+}
+
+impl Configured for super::Ratchet {
+    type Config = RatchetConfig;
+
+    fn try_new(
+        client: aws_sdk_dynamodb::Client,
+        config: RatchetConfig,
+    ) -> Result<Self, ConfigError> {
+        super::Ratchet::try_new(client, config)
+    }
+}
+
+/// Source attributes never copied by default: the other protocols' own attributes (the
+/// transaction's `_tx*`, the counter's and the document writer's default prefixes, the
+/// versioned item's). A trailing `*` makes a prefix. The replica's own ratchet attributes
+/// (timestamp, tie-break, deleted flag, TTL) are always skipped.
+pub const DEFAULT_SKIP_ATTRIBUTES: [&str; 7] = [
+    "_tx*",
+    "ctr_*",
+    "doc_*",
+    "_version",
+    "_deleted",
+    "_writeId",
+    "_writtenAt",
+];
+
+/// How the ratchet replicates item changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replication {
+    /// Source attributes not copied: names, or prefixes ending in `*`.
+    pub skip_attributes: Vec<String>,
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Replication {
+            skip_attributes: DEFAULT_SKIP_ATTRIBUTES.map(String::from).to_vec(),
+        }
+    }
+}
+
+impl Replication {
+    /// Whether a source attribute is left out of the replica.
+    pub fn skips(&self, config: &RatchetConfig, name: &str) -> bool {
+        config.protocol_attributes().contains(&name)
+            || self
+                .skip_attributes
+                .iter()
+                .any(|s| match s.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => s == name,
+                })
     }
 }

@@ -100,19 +100,21 @@ mod write;
 
 use aws_sdk_dynamodb::Client;
 
+use crate::config::ConfigError;
 use crate::ddb::Item;
 use crate::rejection::Rejection;
 
-pub use change::{Replication, DEFAULT_SKIP_ATTRIBUTES};
 pub use config::{
-    RatchetConfig, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE, DEFAULT_TIE_BREAK_ATTRIBUTE,
-    DEFAULT_TOMBSTONE_TTL, DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
+    RatchetConfig, Replication, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE,
+    DEFAULT_SKIP_ATTRIBUTES, DEFAULT_TIE_BREAK_ATTRIBUTE, DEFAULT_TOMBSTONE_TTL,
+    DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
 };
 pub use history::{
     history_sort_key, HISTORY_ITEM_ATTRIBUTE, HISTORY_KEY_ATTRIBUTE, HISTORY_OP_ATTRIBUTE,
     HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
 };
-pub use record::{RatchetOp, RatchetRecord, RawRecord};
+use record::RawRecord;
+pub use record::{RatchetOp, RatchetRecord};
 pub use ts::{Ts, TsError, BIG_TS_DIGITS};
 pub use write::RatchetOutcome;
 
@@ -134,7 +136,7 @@ const KEY_CONDITION_PARTITION: &str = "#pk = :pk";
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 ///
-/// let ratchet = Ratchet::new(client, RatchetConfig::new("Movies"));
+/// let ratchet = Ratchet::try_new(client, RatchetConfig::new("Movies"))?;
 /// let newer = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":2,"item":{"v":2}}"#)?;
 /// let older = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":1,"item":{"v":1}}"#)?;
 /// assert_eq!(ratchet.write(&newer).await?, RatchetOutcome::Applied);
@@ -150,9 +152,10 @@ pub struct Ratchet {
 }
 
 impl Ratchet {
-    /// The protocol on `config.table`.
-    pub fn new(client: Client, config: RatchetConfig) -> Self {
-        Ratchet { client, config }
+    /// The protocol on `config.table`, once `config` is valid ([`RatchetConfig::validate`]).
+    pub fn try_new(client: Client, config: RatchetConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Ratchet { client, config })
     }
 
     /// The settings.
@@ -183,7 +186,8 @@ mod tests {
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        Ratchet::new(Client::from_conf(conf), RatchetConfig::new("t"))
+        Ratchet::try_new(Client::from_conf(conf), RatchetConfig::new("t"))
+            .expect("valid configuration")
     }
 
     fn code(body: &str) -> String {

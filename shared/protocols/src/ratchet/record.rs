@@ -5,16 +5,19 @@
 //! {"op":"delete","key":{"PK":"User#2","SK":"Movie#Z"},"ts":1721757900000}
 //! ```
 //!
-//! The body is decoded into a [`RawRecord`] (every field optional, so that each missing or
-//! malformed field gets its own [`RejectionCode`]), then validated into a [`RatchetRecord`].
+//! The body is decoded into a `RawRecord` (every field optional, so that each missing or
+//! malformed field gets its own [`RejectionCode`]), then validated into a [`RatchetRecord`] by
+//! the same checks as the typed constructors [`Ratchet::put_record`] and
+//! [`Ratchet::delete_record`].
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::config::RatchetConfig;
 use super::ts::Ts;
+use super::Ratchet;
 use crate::ddb::item::{
     canonical_json, check_attribute_names, item_size, Item, ItemKey, MAX_ITEM_BYTES,
 };
@@ -27,6 +30,7 @@ const PUT_TOKEN_PREFIX: &str = "0";
 
 /// What a record asks for.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum RatchetOp {
     /// Replace the item with these attributes (key attributes included).
     Put(Item),
@@ -34,17 +38,14 @@ pub enum RatchetOp {
     Delete,
 }
 
-/// A parsed, validated ratchet record.
+/// A validated ratchet record, built by [`Ratchet::put_record`], [`Ratchet::delete_record`] or
+/// [`Ratchet::parse_record`] (never by hand: its tie-break token is derived from its content).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RatchetRecord {
-    /// The item key.
-    pub key: ItemKey,
-    /// The client-side timestamp (any size; see [`Ts`]).
-    pub ts: Ts,
-    /// The tie-break token.
-    pub token: String,
-    /// Put or delete.
-    pub op: RatchetOp,
+    pub(crate) key: ItemKey,
+    pub(crate) ts: Ts,
+    pub(crate) token: String,
+    pub(crate) op: RatchetOp,
 }
 
 impl RatchetRecord {
@@ -52,38 +53,111 @@ impl RatchetRecord {
     pub fn version(&self) -> (&Ts, &str) {
         (&self.ts, &self.token)
     }
+
+    /// The item key.
+    pub fn key(&self) -> &ItemKey {
+        &self.key
+    }
+
+    /// The client-side timestamp.
+    pub fn ts(&self) -> &Ts {
+        &self.ts
+    }
+
+    /// The tie-break token (a hash of the stored item; deletes win ties).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Put (with the item as it will be stored) or delete.
+    pub fn op(&self) -> &RatchetOp {
+        &self.op
+    }
+}
+
+impl Ratchet {
+    /// A put of `item` (any `Serialize` that is a map or struct) at `ts`, checked as a parsed
+    /// body is: key attributes not the protocol's, the item's key attributes equal to `key`,
+    /// attribute names and the stored size within DynamoDB's limits.
+    ///
+    /// ```no_run
+    /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
+    /// use dynamodb_exactly_once::ItemKey;
+    ///
+    /// #[derive(serde::Serialize)]
+    /// struct Rating { stars: u8 }
+    ///
+    /// let ratchet = Ratchet::try_new(client, RatchetConfig::new("Movies"))?;
+    /// let key = ItemKey::partition("PK", "user#1")?.with_sort("SK", "movie#a")?;
+    /// let record = ratchet.put_record(key, 1_721_770_090_000u64, &Rating { stars: 5 })?;
+    /// ratchet.write(&record).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn put_record<T: Serialize + ?Sized>(
+        &self,
+        key: ItemKey,
+        ts: impl Into<Ts>,
+        item: &T,
+    ) -> Result<RatchetRecord, Rejection> {
+        check_key(&self.config, &key)?;
+        let item = serde_json::to_value(item).map_err(|e| {
+            Rejection::new(
+                RejectionCode::InvalidItem,
+                format!("the item cannot be serialized: {e}"),
+            )
+        })?;
+        put(&self.config, Some(item), key, ts.into())
+    }
+
+    /// A delete of `key` at `ts`: written as a tombstone that no older put can revive.
+    pub fn delete_record(
+        &self,
+        key: ItemKey,
+        ts: impl Into<Ts>,
+    ) -> Result<RatchetRecord, Rejection> {
+        check_key(&self.config, &key)?;
+        Ok(delete(key, ts.into()))
+    }
 }
 
 /// A record body as decoded, before validation.
 #[derive(Debug, Default, Deserialize)]
-pub struct RawRecord {
+pub(crate) struct RawRecord {
     /// `"put"` or `"delete"`.
-    pub op: Option<Value>,
+    pub(crate) op: Option<Value>,
     /// The item key (an object of string or number values).
-    pub key: Option<Value>,
+    pub(crate) key: Option<Value>,
     /// The client-side timestamp (an integer, or a string of digits for any size).
-    pub ts: Option<Value>,
+    pub(crate) ts: Option<Value>,
     /// The item of a put.
-    pub item: Option<Value>,
+    pub(crate) item: Option<Value>,
 }
 
 impl RawRecord {
     /// Decode a body: `bad_json` or `not_an_object` when it is not a JSON object.
-    pub fn decode(body: &[u8]) -> Result<RawRecord, Rejection> {
+    pub(crate) fn decode(body: &[u8]) -> Result<RawRecord, Rejection> {
         crate::rejection::decode_object(body)
     }
 }
 
+/// The key's attribute names are not the protocol's.
+fn check_key(config: &RatchetConfig, key: &ItemKey) -> Result<(), Rejection> {
+    for name in key.json().keys() {
+        check_not_reserved(config, name)?;
+    }
+    Ok(())
+}
+
 /// Validate a decoded record under `config` (reserved attributes, item size).
-pub fn validate(raw: RawRecord, config: &RatchetConfig) -> Result<RatchetRecord, Rejection> {
+pub(crate) fn validate(raw: RawRecord, config: &RatchetConfig) -> Result<RatchetRecord, Rejection> {
     let key_json = raw
         .key
         .ok_or_else(|| Rejection::new(RejectionCode::InvalidKey, "`key` is missing"))?;
     let key =
         ItemKey::from_json(&key_json).map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
-    for name in key.json().keys() {
-        check_not_reserved(config, name)?;
-    }
+    check_key(config, &key)?;
     let ts = timestamp(raw.ts)?;
     match raw.op.as_ref().and_then(Value::as_str) {
         Some("put") => put(config, raw.item, key, ts),

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Configured, FromSettings, Settings};
 
 /// Default wait on a pending transaction's lock before rolling it back.
 pub const DEFAULT_LOCK_PATIENCE: Duration = Duration::from_millis(1000);
@@ -76,9 +76,9 @@ impl TxConfig {
         check_horizons(self.retain, self.redelivery_horizon)?;
         if self.lock_patience < self.heartbeat_every * 2 {
             return Err(ConfigError::new(
-                "TX_LOCK_PATIENCE_MS",
+                "lock_patience_ms",
                 format!(
-                    "{} ms is less than twice the heartbeat interval TX_HEARTBEAT_MS ({} ms): \
+                    "{} ms is less than twice the heartbeat interval `heartbeat_ms` ({} ms): \
                      contenders would roll back coordinators that are still locking",
                     self.lock_patience.as_millis(),
                     self.heartbeat_every.as_millis()
@@ -86,11 +86,11 @@ impl TxConfig {
             ));
         }
         if self.allowed_tables.is_empty() {
-            return Err(ConfigError::new("TX_ALLOWED_TABLES", "names no table"));
+            return Err(ConfigError::new("allowed_tables", "names no table"));
         }
         if self.allowed_tables.contains(&self.table) {
             return Err(ConfigError::new(
-                "TX_ALLOWED_TABLES",
+                "allowed_tables",
                 "must not include the TX table",
             ));
         }
@@ -103,9 +103,9 @@ impl TxConfig {
 pub fn check_horizons(retain: Duration, redelivery_horizon: Duration) -> Result<(), ConfigError> {
     if retain < redelivery_horizon {
         return Err(ConfigError::new(
-            "TX_RETAIN_SECONDS",
+            "retain_seconds",
             format!(
-                "{} s is shorter than the redelivery horizon TX_REDELIVERY_HORIZON_SECONDS ({} s): \
+                "{} s is shorter than the redelivery horizon `redelivery_horizon_seconds` ({} s): \
                  a message redelivered after its TX record was deleted would apply twice",
                 retain.as_secs(),
                 redelivery_horizon.as_secs()
@@ -113,6 +113,46 @@ pub fn check_horizons(retain: Duration, redelivery_horizon: Duration) -> Result<
         ));
     }
     Ok(())
+}
+
+impl FromSettings for TxConfig {
+    const NAMES: &'static [&'static str] = &[
+        "table",
+        "allowed_tables",
+        "lock_patience_ms",
+        "heartbeat_ms",
+        "max_attempts",
+        "concurrency",
+        "retain_seconds",
+        "redelivery_horizon_seconds",
+    ];
+
+    /// `table` and `allowed_tables` (comma-separated) required, `lock_patience_ms`,
+    /// `heartbeat_ms`, `max_attempts`, `concurrency`, `retain_seconds` and
+    /// `redelivery_horizon_seconds`.
+    fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
+        let allowed = s
+            .list("allowed_tables")
+            .ok_or_else(|| ConfigError::new("allowed_tables", "is required"))?;
+        let mut c = TxConfig::new(s.required("table")?, allowed);
+        s.set_millis(&mut c.lock_patience, "lock_patience_ms")?;
+        s.set_millis(&mut c.heartbeat_every, "heartbeat_ms")?;
+        s.set(&mut c.max_attempts, "max_attempts")?;
+        s.set(&mut c.concurrency, "concurrency")?;
+        s.set_secs(&mut c.retain, "retain_seconds")?;
+        s.set_secs(&mut c.redelivery_horizon, "redelivery_horizon_seconds")?;
+        c.max_attempts = c.max_attempts.max(1);
+        c.concurrency = c.concurrency.max(1);
+        Ok(c)
+    }
+}
+
+impl Configured for super::Coordinator {
+    type Config = TxConfig;
+
+    fn try_new(client: aws_sdk_dynamodb::Client, config: TxConfig) -> Result<Self, ConfigError> {
+        super::Coordinator::try_new(client, config)
+    }
 }
 
 #[cfg(test)]
@@ -125,6 +165,6 @@ mod tests {
         assert!(c.validate().is_ok());
         c.retain = Duration::from_secs(7 * 24 * 3600);
         let err = c.validate().expect_err("7 days < 14 days");
-        assert!(err.to_string().contains("TX_RETAIN_SECONDS"), "{err}");
+        assert!(err.to_string().contains("retain_seconds"), "{err}");
     }
 }

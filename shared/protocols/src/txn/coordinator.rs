@@ -103,7 +103,14 @@ impl Run<'_> {
 
 impl Coordinator {
     /// A coordinator with the given settings.
-    pub fn new(client: Client, config: TxConfig) -> Self {
+    pub fn try_new(client: Client, config: TxConfig) -> Result<Self, crate::ConfigError> {
+        config.validate()?;
+        Ok(Coordinator::unchecked(client, config))
+    }
+
+    /// A coordinator whose settings are not validated: the sweeper's, which drives existing
+    /// transactions and needs no allow-list.
+    pub(crate) fn unchecked(client: Client, config: TxConfig) -> Self {
         let tx = TxTable::new(client.clone(), config.table.clone());
         Coordinator {
             client,

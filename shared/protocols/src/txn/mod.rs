@@ -30,7 +30,7 @@
 //! headers and parts expire through TTL). A rollback costs the same at most (undo instead of
 //! finalize). A lock phase longer than [`TxConfig::heartbeat_every`] adds one heartbeat per
 //! interval. **Index writes**: 2 per transaction (creation, completion; decisions leave
-//! `LastTouched` alone), on 16 `SweepKey` shards (see [`crate::sweep`]), plus 2 per
+//! `LastTouched` alone), on 16 `SweepKey` shards (see [`crate::txn::sweep`]), plus 2 per
 //! heartbeat or restart.
 //!
 //! **Write units.** Step 2 is transactional: DynamoDB bills each entry of a
@@ -104,7 +104,7 @@
 //!    outcome. Committed and condition-failed transactions are final; an attempt aborted by
 //!    contention or by the sweeper applied nothing and is restarted (next `Attempt`). The
 //!    guarantee lasts as long as the record: see the sweeper's retention
-//!    ([`crate::sweep`]); a message older than it is not idempotent any more.
+//!    ([`crate::txn::sweep`]); a message older than it is not idempotent any more.
 //! 7. **Completion**: `→ completed` is written only after every item of T is finalized or
 //!    undone (with invariant 5, nothing of T is left on any item afterwards); only then is
 //!    the record eligible for deletion (after the retention period).
@@ -171,6 +171,7 @@ pub mod read;
 pub mod record;
 pub mod request;
 mod resolve;
+pub mod sweep;
 
 pub use crate::ddb::Cost;
 pub use config::{

@@ -83,7 +83,8 @@ impl Coordinator {
         };
         let names = self.key_names(&request.table).await?;
         let key_json = request.key_json(&names).map_err(invalid_key)?;
-        let key = ItemKey::from_json(&Value::Object(key_json)).map_err(invalid_key)?;
+        let key =
+            ItemKey::from_json(&Value::Object(key_json)).map_err(|e| invalid_key(e.into()))?;
         Ok(Resolved {
             index,
             request: request.clone(),

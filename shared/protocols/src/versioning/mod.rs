@@ -84,7 +84,7 @@
 //! use dynamodb_exactly_once::versioning::{Change, VersionOutcome, Versioning, VersioningConfig};
 //! use serde_json::json;
 //!
-//! let docs = Versioning::new(client, VersioningConfig::new("Docs", "DocsHistory"));
+//! let docs = Versioning::try_new(client, VersioningConfig::new("Docs", "DocsHistory"))?;
 //! let key = ItemKey::from_json(&json!({"PK": "doc#1"}))?;
 //! docs.apply(&Change::create(&key, json!({"title": "draft"}))?).await?; // version 1
 //! docs.apply(&Change::update(&key, 1, json!({"title": "final"}))?).await?; // version 2
@@ -173,12 +173,15 @@ impl VersioningConfig {
 
     /// Both tables named, and distinct.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.table.is_empty() || self.history_table.is_empty() {
-            return Err(ConfigError::new("versioning tables", "must not be empty"));
+        if self.table.is_empty() {
+            return Err(ConfigError::new("table", "must not be empty"));
+        }
+        if self.history_table.is_empty() {
+            return Err(ConfigError::new("history_table", "must not be empty"));
         }
         if self.table == self.history_table {
             return Err(ConfigError::new(
-                "versioning tables",
+                "history_table",
                 "the latest and the history table must be distinct",
             ));
         }
@@ -194,9 +197,10 @@ pub struct Versioning {
 }
 
 impl Versioning {
-    /// The protocol on `config`'s tables.
-    pub fn new(client: Client, config: VersioningConfig) -> Self {
-        Versioning { client, config }
+    /// The protocol on `config`'s tables, once they are valid ([`VersioningConfig::validate`]).
+    pub fn try_new(client: Client, config: VersioningConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Versioning { client, config })
     }
 
     /// The settings.

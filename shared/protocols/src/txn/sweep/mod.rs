@@ -71,81 +71,20 @@ use crate::txn::record::{
 };
 use crate::txn::{Coordinator, Driven, TxConfig, TxError};
 
-pub use crate::txn::record::SWEEP_SHARDS;
+mod config;
 
-/// Default stale threshold: longer than a redelivery gap (the template's 360 s visibility
-/// timeout plus the coordinator's 60 s timeout), so a transaction that spans deliveries is
-/// not rolled back between them.
-pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(900);
-/// Default longest gap between two deliveries of a message (the template's queue visibility
-/// timeout, 360 s, plus the coordinator's timeout, 60 s).
-pub const DEFAULT_REDELIVERY_GAP: Duration = Duration::from_secs(420);
-/// Default retention of completed TX records (the idempotency horizon: 15 days, above SQS's
-/// 14-day maximum retention; see [`crate::txn::DEFAULT_RETAIN`]).
-pub const DEFAULT_RETAIN: Duration = crate::txn::DEFAULT_RETAIN;
-/// Default time kept in reserve before the invocation deadline.
-pub const DEFAULT_SWEEP_MARGIN: Duration = Duration::from_millis(3000);
-/// Default transactions driven at once.
-pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
+pub use crate::txn::record::SWEEP_SHARDS;
+pub use config::{
+    check_stale_after, SweepConfig, DEFAULT_REDELIVERY_GAP, DEFAULT_RETAIN, DEFAULT_STALE_AFTER,
+    DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_MARGIN,
+};
+
 /// Index page size.
 const PAGE_SIZE: i32 = 100;
 /// Most stale transactions read from one shard per sweep (the rest wait for the next run).
 const MAX_DUE_PER_KEY: usize = 1000;
 /// Key condition on the sweep index.
 const KEY_CONDITION_DUE: &str = "#txpsk = :txpsk AND #txplt <= :txpcut";
-
-/// Settings of the sweeper.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SweepConfig {
-    /// The TX table.
-    pub table: String,
-    /// A transaction without creation, restart or heartbeat for this long is stale.
-    pub stale_after: Duration,
-    /// Completed records expire this long after completion (the idempotency horizon).
-    pub retain: Duration,
-    /// Stop this long before the invocation deadline.
-    pub deadline_margin: Duration,
-    /// Transactions driven at once.
-    pub concurrency: usize,
-}
-
-impl SweepConfig {
-    /// Defaults for `table`.
-    pub fn new(table: impl Into<String>) -> Self {
-        SweepConfig {
-            table: table.into(),
-            stale_after: DEFAULT_STALE_AFTER,
-            retain: DEFAULT_RETAIN,
-            deadline_margin: DEFAULT_SWEEP_MARGIN,
-            concurrency: DEFAULT_SWEEP_CONCURRENCY,
-        }
-    }
-}
-
-/// The stale threshold must exceed the longest gap between two deliveries of a message
-/// (`gap`: the queue's visibility timeout plus the coordinator's timeout), or a transaction
-/// that needs several invocations is rolled back between them.
-///
-/// ```
-/// use std::time::Duration;
-/// use dynamodb_exactly_once::sweep::check_stale_after;
-/// assert!(check_stale_after(Duration::from_secs(900), Duration::from_secs(420)).is_ok());
-/// assert!(check_stale_after(Duration::from_secs(300), Duration::from_secs(420)).is_err());
-/// ```
-pub fn check_stale_after(stale_after: Duration, gap: Duration) -> Result<(), ConfigError> {
-    if stale_after <= gap {
-        return Err(ConfigError::new(
-            "TX_STALE_AFTER_SECONDS",
-            format!(
-                "{} s is not longer than the redelivery gap TX_REDELIVERY_GAP_SECONDS ({} s): \
-                 the sweeper would roll back transactions between two deliveries",
-                stale_after.as_secs(),
-                gap.as_secs()
-            ),
-        ));
-    }
-    Ok(())
-}
 
 /// What one sweep did (logged as JSON and returned by the function).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -206,14 +145,15 @@ pub struct Sweeper {
 }
 
 impl Sweeper {
-    /// A sweeper with the given settings.
-    pub fn new(client: Client, config: SweepConfig) -> Self {
+    /// A sweeper with the given settings, once they are valid ([`SweepConfig::validate`]).
+    pub fn try_new(client: Client, config: SweepConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
         let mut tx = TxConfig::new(config.table.clone(), Vec::<String>::new());
         tx.retain = config.retain;
-        Sweeper {
-            coordinator: Coordinator::new(client, tx),
+        Ok(Sweeper {
+            coordinator: Coordinator::unchecked(client, tx),
             config,
-        }
+        })
     }
 
     /// The settings.

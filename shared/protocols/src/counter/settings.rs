@@ -1,0 +1,86 @@
+//! The counter's configuration from named settings (see [`crate::config`]).
+
+use super::change::Aggregation;
+use super::CounterConfig;
+use crate::config::{colon_pair, ConfigError, Configured, FromSettings, Settings};
+
+impl FromSettings for CounterConfig {
+    const NAMES: &'static [&'static str] = &[
+        "table",
+        "attribute_prefix",
+        "window_seconds",
+        "window_buckets",
+        "max_keys_per_second",
+        "item_budget_bytes",
+        "other_data_bytes",
+        "concurrency",
+        "change_group_by",
+        "change_key_attribute",
+        "change_sort_key",
+        "change_count",
+        "change_sum",
+    ];
+
+    /// `table` (required), `attribute_prefix`, `window_seconds`, `window_buckets`,
+    /// `max_keys_per_second`, `item_budget_bytes`, `other_data_bytes`, `concurrency`, and the
+    /// aggregation of item changes: `change_group_by` (set: changes aggregated),
+    /// `change_key_attribute` (default `PK`), `change_sort_key` (`attribute:value`, a constant
+    /// sort key), `change_count` (a counter of live items) and `change_sum`
+    /// (`counter:attribute,…`); at least one counter.
+    fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
+        let mut c = CounterConfig::new(s.required("table")?);
+        s.set(&mut c.attribute_prefix, "attribute_prefix")?;
+        s.set_secs(&mut c.window, "window_seconds")?;
+        s.set(&mut c.window_buckets, "window_buckets")?;
+        s.set(&mut c.max_keys_per_second, "max_keys_per_second")?;
+        s.set(&mut c.item_budget_bytes, "item_budget_bytes")?;
+        s.set(&mut c.other_data_bytes, "other_data_bytes")?;
+        s.set(&mut c.concurrency, "concurrency")?;
+        c.aggregation = aggregation_from_settings(s)?;
+        Ok(c)
+    }
+}
+
+/// The `change_*` settings.
+fn aggregation_from_settings(s: &Settings<'_>) -> Result<Option<Aggregation>, ConfigError> {
+    let Some(group_by) = s.get("change_group_by") else {
+        return Ok(None);
+    };
+    let sums = s
+        .list("change_sum")
+        .unwrap_or_default()
+        .iter()
+        .map(|pair| colon_pair("change_sum", pair))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sort_key = s
+        .get("change_sort_key")
+        .map(|v| colon_pair("change_sort_key", &v))
+        .transpose()?;
+    let aggregation = Aggregation {
+        group_by,
+        key_attribute: s
+            .get("change_key_attribute")
+            .unwrap_or_else(|| super::DEFAULT_AGGREGATE_KEY_ATTRIBUTE.into()),
+        sort_key,
+        count: s.get("change_count"),
+        sums,
+    };
+    if aggregation.count.is_none() && aggregation.sums.is_empty() {
+        return Err(ConfigError::new(
+            "change_group_by",
+            "aggregation needs `change_count` or `change_sum`",
+        ));
+    }
+    Ok(Some(aggregation))
+}
+
+impl Configured for super::Counter {
+    type Config = CounterConfig;
+
+    fn try_new(
+        client: aws_sdk_dynamodb::Client,
+        config: CounterConfig,
+    ) -> Result<Self, ConfigError> {
+        super::Counter::try_new(client, config)
+    }
+}

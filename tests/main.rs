@@ -1,0 +1,27 @@
+//! The integration tests against DynamoDB Local, one module per protocol or concern, in one
+//! test binary (one compilation and one link instead of one per file). `make test` runs them
+//! with cargo-nextest, one process per test, against one shared DynamoDB Local.
+//!
+//! `traces.rs` stays a binary of its own: it installs the process-wide tracer.
+
+mod common;
+mod txn_env;
+
+mod counter;
+mod dead_letters;
+mod deadline;
+mod document;
+mod kpl;
+mod lease;
+mod ratchet;
+mod ratchet_history;
+mod sources;
+mod streams;
+mod telemetry;
+mod ttl;
+mod txn;
+mod txn_check;
+mod txn_interleave;
+mod txn_long;
+mod txn_sweep;
+mod versioning;
