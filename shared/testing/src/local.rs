@@ -164,11 +164,19 @@ fn config_builder(endpoint: &str, max_attempts: u32) -> aws_sdk_dynamodb::config
 
 static TABLE_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// A table-name prefix unique to this process and call.
+/// A table-name prefix unique to this process and call, also across processes that share one
+/// DynamoDB Local (a process id may be reused within a run: the start time tells them apart).
 pub fn unique_prefix() -> String {
+    static STARTED: OnceLock<u128> = OnceLock::new();
+    let started = STARTED.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros())
+    });
     format!(
-        "t{}x{}x",
+        "t{}x{}x{}x",
         std::process::id(),
+        started % 1_000_000_000,
         TABLE_COUNTER.fetch_add(1, Ordering::Relaxed)
     )
 }
