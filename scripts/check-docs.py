@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Check the documentation: README.md, ARCHITECTURE.md, CHANGELOG.md, docs/**/*.md,
+shared/*/README.md and the protocol pages shared/protocols/docs/*.md.
+
+* every relative link points to an existing file or directory;
+* every `#anchor` (in the same file or in another Markdown file) matches a heading there,
+  slugged as GitHub does;
+* README.md is at most README_MAX_BYTES;
+* docs/SUMMARY.md lists every page of docs/ and every protocol page;
+* the README's first ```rust block is, character for character, the part of
+  shared/protocols/examples/quickstart.rs between `// quickstart:start` and `// quickstart:end`;
+* the protocol pages are also rustdoc (`#![doc = include_str!(..)]`): no relative file links
+  (they do not resolve on docs.rs), no `<tag>` and no `[word]` outside code (rustdoc reads
+  them as HTML or as intra-doc links). Their rustdoc links ([`Ratchet::write`],
+  [`x`](crate::y)) are left to `cargo doc`.
+
+Python 3 standard library only. Usage: check-docs.py [repository root]. Exit status 1 with
+one line per problem.
+"""
+import glob
+import os
+import re
+import sys
+import unicodedata
+from urllib.parse import unquote
+
+README_MAX_BYTES = 12 * 1024
+
+# Links to these files are accepted while the files do not exist yet. Remove an entry when
+# its file is merged.
+ALLOWED_MISSING_UNTIL_MERGE = {"docs/deploy.md"}
+
+# Drafts waiting to be merged into another page: not checked, not required in SUMMARY.md.
+UNMERGED_DRAFTS = {"docs/_deploy-from-readme.md"}
+
+SUMMARY = "docs/SUMMARY.md"
+PROTOCOL_PAGES = "shared/protocols/docs"
+QUICKSTART = "shared/protocols/examples/quickstart.rs"
+QUICKSTART_START = "// quickstart:start"
+QUICKSTART_END = "// quickstart:end"
+
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+HTML_ID = re.compile(r"""<[^>]*\b(?:id|name)\s*=\s*["']([^"']+)["']""")
+# [text](target) and ![alt](target); the text may hold one level of nested brackets.
+INLINE_LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*(<[^>]*>|[^)\s]*)(?:\s+[\"'(][^)]*)?\s*\)")
+REFERENCE_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)", re.M)
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+RUST_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*(\(\)|!)?$")
+HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?/?>")
+SHORTCUT = re.compile(r"(?<![\]\\!])\[([^\[\]]+)\](?![(\[:])")
+# rustdoc tries a bracketed text as an intra-doc link when, backticks removed, it is a path.
+RUSTDOC_PATH_TEXT = re.compile(r"^[A-Za-z0-9_:]+$")
+
+
+class Page:
+    """A Markdown file: its lines with fenced code blanked, and its code spans replaced."""
+
+    def __init__(self, root, rel):
+        self.rel = rel
+        self.path = os.path.join(root, rel)
+        with open(self.path, encoding="utf-8") as f:
+            self.text = f.read()
+        self.blocks = []  # (info string, content) of fenced code blocks
+        self.raw_prose = self.without_fences()
+        self.code_spans = []  # (start, end) in raw_prose
+        self.prose = strip_code_spans(self.raw_prose, self.code_spans)
+        self._anchors = None
+
+    def without_fences(self):
+        out, fence, info, body = [], None, "", []
+        for line in self.text.split("\n"):
+            m = FENCE.match(line)
+            if fence is None and m:
+                fence, info, body = m.group(1), m.group(2).strip(), []
+                out.append("")
+            elif fence is not None and line.strip().startswith(fence[0] * len(fence)) \
+                    and set(line.strip()) == {fence[0]}:
+                self.blocks.append((info, "\n".join(body) + "\n"))
+                fence = None
+                out.append("")
+            elif fence is not None:
+                body.append(line)
+                out.append("")
+            else:
+                out.append(line)
+        return "\n".join(out)
+
+    def anchors(self):
+        if self._anchors is None:
+            self._anchors, seen = set(), {}
+            for line in self.prose.split("\n"):
+                m = HEADING.match(line)
+                if m:
+                    base = slug(m.group(2))
+                    n = seen.get(base, 0)
+                    seen[base] = n + 1
+                    self._anchors.add(base if n == 0 else f"{base}-{n}")
+                for anchor in HTML_ID.findall(line):
+                    self._anchors.add(anchor)
+        return self._anchors
+
+    def line_of(self, offset):
+        return self.prose.count("\n", 0, offset) + 1
+
+
+def strip_code_spans(text, spans):
+    """Replace each inline code span with `CODE` (newlines kept), as Markdown reads them: a
+    run of n backticks up to the next run of exactly n, within one paragraph. The spans'
+    positions in `text` are appended to `spans`."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] != "`":
+            out.append(text[i])
+            i += 1
+            continue
+        j = i
+        while j < len(text) and text[j] == "`":
+            j += 1
+        run = j - i
+        close = re.compile(r"(?<!`)`{%d}(?!`)" % run).search(text, j)
+        end_of_paragraph = text.find("\n\n", j)
+        if close and (end_of_paragraph == -1 or close.start() < end_of_paragraph):
+            span = text[i:close.end()]
+            spans.append((i, close.end()))
+            out.append("CODE" + "\n" * span.count("\n"))
+            i = close.end()
+        else:
+            out.append(text[i:j])
+            i = j
+    return "".join(out)
+
+
+def slug(heading):
+    """GitHub's heading anchor: the rendered text, lower-cased, punctuation removed, spaces as
+    hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # links: their text
+    text = re.sub(r"<[^>]+>", "", text)  # inline HTML
+    text = text.replace("`", "").replace("*", "")
+    text = re.sub(r"(?<!\w)_+|_+(?!\w)", "", text)  # _emphasis_, not snake_case
+    text = text.strip().lower()
+    kept = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if ch in "-_ " or cat[0] in "LN" or cat == "Mn":
+            kept.append(ch)
+    return "".join(kept).replace(" ", "-")
+
+
+def files_to_check(root):
+    rels = ["README.md", "ARCHITECTURE.md", "CHANGELOG.md"]
+    rels += sorted(glob.glob("docs/**/*.md", root_dir=root, recursive=True))
+    rels += sorted(glob.glob("shared/*/README.md", root_dir=root))
+    rels += sorted(glob.glob(f"{PROTOCOL_PAGES}/*.md", root_dir=root))
+    return [r.replace(os.sep, "/") for r in rels if r.replace(os.sep, "/") not in UNMERGED_DRAFTS]
+
+
+def link_targets(page):
+    """(offset, target) of every link of the page, code excluded."""
+    for m in INLINE_LINK.finditer(page.prose):
+        yield m.start(), m.group(2).strip("<>")
+    for m in REFERENCE_DEF.finditer(page.prose):
+        yield m.start(), m.group(1).strip("<>")
+
+
+def check_links(root, pages, problems):
+    by_rel = {p.rel: p for p in pages}
+    count = 0
+    for page in pages:
+        is_protocol_page = page.rel.startswith(PROTOCOL_PAGES + "/")
+        for offset, target in link_targets(page):
+            where = f"{page.rel}:{page.line_of(offset)}"
+            if not target or SCHEME.match(target):
+                continue
+            if is_protocol_page and RUST_PATH.match(target):
+                continue  # a rustdoc intra-doc link, resolved by `cargo doc`
+            count += 1
+            path_part, _, anchor = target.partition("#")
+            if path_part and is_protocol_page:
+                problems.append(f"{where}: relative link `{target}` in a protocol page: it is also "
+                                f"rustdoc, where relative files do not resolve (use a rustdoc link)")
+                continue
+            if path_part:
+                if path_part.startswith("/"):
+                    rel = os.path.normpath(unquote(path_part).lstrip("/"))
+                else:
+                    rel = os.path.normpath(os.path.join(os.path.dirname(page.rel), unquote(path_part)))
+                rel = rel.replace(os.sep, "/")
+                if rel.startswith(".."):
+                    problems.append(f"{where}: link `{target}` leaves the repository")
+                    continue
+                if not os.path.exists(os.path.join(root, rel)):
+                    if rel in ALLOWED_MISSING_UNTIL_MERGE:
+                        continue
+                    problems.append(f"{where}: link `{target}`: no such file {rel}")
+                    continue
+            else:
+                rel = page.rel
+            if not anchor:
+                continue
+            if not rel.endswith(".md"):
+                continue  # anchors into code (#L10) are GitHub's line links
+            target_page = by_rel.get(rel)
+            if target_page is None:
+                if rel in UNMERGED_DRAFTS:
+                    continue
+                target_page = Page(root, rel)
+                by_rel[rel] = target_page
+            if unquote(anchor) not in target_page.anchors():
+                near = sorted(a for a in target_page.anchors() if anchor.split("-")[0] in a)[:3]
+                hint = f" (headings there include: {', '.join(near)})" if near else ""
+                problems.append(f"{where}: link `{target}`: {rel} has no heading "
+                                f"with the anchor #{anchor}{hint}")
+    return count
+
+
+def check_readme_size(root, problems):
+    size = os.path.getsize(os.path.join(root, "README.md"))
+    if size > README_MAX_BYTES:
+        problems.append(f"README.md: {size} bytes, more than {README_MAX_BYTES}: move the depth "
+                        f"into docs/")
+    return size
+
+
+def check_summary(root, pages, problems):
+    summary = next((p for p in pages if p.rel == SUMMARY), None)
+    if summary is None:
+        problems.append(f"{SUMMARY}: missing")
+        return
+    listed = set()
+    for _, target in link_targets(summary):
+        path_part = target.partition("#")[0]
+        if path_part and not SCHEME.match(path_part):
+            rel = os.path.normpath(os.path.join(os.path.dirname(SUMMARY), unquote(path_part)))
+            listed.add(rel.replace(os.sep, "/"))
+    wanted = [p.rel for p in pages
+              if (p.rel.startswith("docs/") and p.rel != SUMMARY)
+              or p.rel.startswith(PROTOCOL_PAGES + "/")]
+    wanted += [rel for rel in ALLOWED_MISSING_UNTIL_MERGE if rel.startswith("docs/")]
+    for rel in sorted(set(wanted)):
+        if rel not in listed:
+            problems.append(f"{SUMMARY}: does not list {rel} (one line per page: "
+                            f"- [Title]({os.path.relpath(rel, 'docs')}))")
+
+
+def check_quickstart(root, pages, problems):
+    with open(os.path.join(root, QUICKSTART), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    starts = [i for i, l in enumerate(lines) if l.strip() == QUICKSTART_START]
+    ends = [i for i, l in enumerate(lines) if l.strip() == QUICKSTART_END]
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        problems.append(f"{QUICKSTART}: needs exactly one `{QUICKSTART_START}` line followed by "
+                        f"one `{QUICKSTART_END}` line")
+        return
+    wanted = "\n".join(lines[starts[0] + 1:ends[0]]) + "\n"
+    readme = next(p for p in pages if p.rel == "README.md")
+    blocks = [body for info, body in readme.blocks if info.split(",")[0].strip() == "rust"]
+    if not blocks:
+        problems.append(f"README.md: no ```rust block (the quickstart from {QUICKSTART})")
+        return
+    if blocks[0] != wanted:
+        import difflib
+        diff = difflib.unified_diff(wanted.splitlines(), blocks[0].splitlines(),
+                                    f"{QUICKSTART} (quickstart:start..end)",
+                                    "README.md (first ```rust block)", lineterm="", n=1)
+        problems.append("README.md: the quickstart block differs from the marked part of "
+                        f"{QUICKSTART}; copy it over:\n  " + "\n  ".join(diff))
+
+
+def check_rustdoc_hazards(pages, problems):
+    for page in pages:
+        if not page.rel.startswith(PROTOCOL_PAGES + "/"):
+            continue
+        for m in HTML_TAG.finditer(page.prose):
+            problems.append(f"{page.rel}:{page.line_of(m.start())}: `{m.group(0)}` outside code: "
+                            f"rustdoc reads it as an HTML tag (put it in backticks)")
+        for m in SHORTCUT.finditer(page.raw_prose):
+            text = m.group(1)
+            inside_code = any(a <= m.start() < b for a, b in page.code_spans)
+            if inside_code or "`" in text or not RUSTDOC_PATH_TEXT.match(text):
+                continue  # code, a rustdoc link [`Path`], or text rustdoc leaves alone
+            line = page.raw_prose.count("\n", 0, m.start()) + 1
+            problems.append(f"{page.rel}:{line}: `[{text}]` outside code: rustdoc reads it as "
+                            f"an intra-doc link (write [`{text}`] if it is one, else put it in "
+                            f"backticks)")
+
+
+def main():
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                           os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    problems = []
+    rels = files_to_check(root)
+    pages = []
+    for rel in rels:
+        if not os.path.exists(os.path.join(root, rel)):
+            problems.append(f"{rel}: missing")
+            continue
+        pages.append(Page(root, rel))
+    links = check_links(root, pages, problems)
+    size = check_readme_size(root, problems)
+    check_summary(root, pages, problems)
+    check_quickstart(root, pages, problems)
+    check_rustdoc_hazards(pages, problems)
+    for problem in problems:
+        print(problem)
+    summary = f"{len(pages)} files, {links} relative links, README {size} bytes"
+    if problems:
+        print(f"check-docs: {len(problems)} problem(s) in {summary}")
+        return 1
+    print(f"check-docs: ok ({summary})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
