@@ -736,7 +736,7 @@ async fn read_modify_write_retries_conflicts_and_loses_no_update() {
         }
     }
 
-    let item = w.protocol.get(&key).await.expect("get").expect("item");
+    let item = w.protocol.get_json(&key).await.expect("get").expect("item");
     assert_eq!(item["edits"], json!(6));
     assert_eq!(item["ctr_version"], json!(6));
     assert!(attempts >= 6);
@@ -777,7 +777,7 @@ async fn read_modify_write_gives_up_after_its_bounded_attempts() {
 
     // ... every attempt conflicts, and the helper stops after its bound.
     assert_eq!(outcome, RmwOutcome::GaveUp { attempts: 3 });
-    let item = c.get(&key).await.expect("get").expect("item");
+    let item = c.get_json(&key).await.expect("get").expect("item");
     assert!(!item.contains_key("changes"), "none of our writes landed");
     assert_eq!(item["ctr_version"], json!(4));
 }

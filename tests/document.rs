@@ -77,7 +77,7 @@ async fn apply_until_decided(docs: &Document, body: &Value) -> DocumentOutcome {
 
 async fn stored(docs: &Document, pk: &str) -> Option<Map<String, Value>> {
     let key = ItemKey::from_json(&json!({"PK": pk, "SK": "d"})).expect("key");
-    docs.get(&key).await.expect("get")
+    docs.get_json(&key).await.expect("get")
 }
 
 fn list_of(item: &Map<String, Value>, name: &str) -> Vec<Value> {

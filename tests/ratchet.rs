@@ -39,7 +39,10 @@ async fn older_put_cannot_revive_tombstone() {
     );
 
     assert_eq!(
-        w.protocol.get(&key("u", "a"), true).await.expect("get"),
+        w.protocol
+            .get_json(&key("u", "a"), dynamodb_exactly_once::Read::Consistent)
+            .await
+            .expect("get"),
         None
     );
     let raw = raw_item(
@@ -77,7 +80,7 @@ async fn newer_put_replaces_tombstone() {
 
     let item = w
         .protocol
-        .get(&key("u", "a"), true)
+        .get_json(&key("u", "a"), dynamodb_exactly_once::Read::Consistent)
         .await
         .expect("get")
         .expect("live item");
@@ -99,13 +102,13 @@ async fn reads_suppress_tombstones_in_get_batch_get_and_query() {
 
     assert!(w
         .protocol
-        .get(&key("u", "b"), true)
+        .get_json(&key("u", "b"), dynamodb_exactly_once::Read::Consistent)
         .await
         .expect("get")
         .is_none());
     assert!(w
         .protocol
-        .get(&key("u", "a"), true)
+        .get_json(&key("u", "a"), dynamodb_exactly_once::Read::Consistent)
         .await
         .expect("get")
         .is_some());
@@ -394,7 +397,7 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     );
     let item = fixed
         .protocol
-        .get(&key("u", "a"), true)
+        .get_json(&key("u", "a"), dynamodb_exactly_once::Read::Consistent)
         .await
         .expect("get")
         .expect("applied");

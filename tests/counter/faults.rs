@@ -161,7 +161,7 @@ async fn a_versioned_write_whose_response_was_lost_is_written_not_a_conflict() {
         "the response was lost, the SDK retried"
     );
     assert_eq!(outcome, VersionOutcome::Written { version: 1 });
-    let item = w.protocol.get(&key).await.expect("get").expect("item");
+    let item = w.protocol.get_json(&key).await.expect("get").expect("item");
     assert_eq!(item["ctr_version"], json!(1));
 }
 
@@ -201,7 +201,7 @@ async fn read_modify_write_applies_its_change_once_when_a_response_is_lost() {
         }
     );
     assert_eq!(changes, 1, "the change was computed and applied once");
-    let item = w.protocol.get(&key).await.expect("get").expect("item");
+    let item = w.protocol.get_json(&key).await.expect("get").expect("item");
     assert_eq!(item["edits"], json!(1));
     assert_eq!(item["ctr_version"], json!(1));
 }

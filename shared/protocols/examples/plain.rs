@@ -41,7 +41,12 @@ async fn ratchet(client: Client) -> Result<(), Error> {
     println!("ratchet: older later -> {:?}", ratchet.write(&older).await?);
     println!("ratchet: newer again -> {:?}", ratchet.write(&newer).await?);
     let key = ItemKey::from_json(&serde_json::json!({"PK":"u1"}))?;
-    println!("ratchet: stored {:?}", ratchet.get(&key, true).await?);
+    println!(
+        "ratchet: stored {:?}",
+        ratchet
+            .get_json(&key, dynamodb_exactly_once::Read::Consistent)
+            .await?
+    );
     Ok(())
 }
 
@@ -70,7 +75,7 @@ async fn counter(client: Client) -> Result<(), Error> {
         applied.write_calls
     );
     let key = ItemKey::from_json(&serde_json::json!({"PK":"acct#1"}))?;
-    let item = counter.get(&key).await?.unwrap_or_default();
+    let item = counter.get_json(&key).await?.unwrap_or_default();
     println!(
         "counter: logins = {}",
         item.get("logins").cloned().unwrap_or_default()

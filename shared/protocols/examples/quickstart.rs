@@ -21,6 +21,13 @@ type Error = Box<dyn std::error::Error>;
 // quickstart:start
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
+use dynamodb_exactly_once::{ItemKey, Read};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Rating {
+    stars: u8,
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,17 +36,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     create_tables(&client).await?; // QuickstartMovies, QuickstartCounters (hash key PK)
 
     // The newest record wins by its own timestamp, whatever order it arrives in.
-    let movies = Ratchet::new(client.clone(), RatchetConfig::new("QuickstartMovies"));
-    let new = movies.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":20,"item":{"v":2}}"#)?;
-    let old = movies.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":10,"item":{"v":1}}"#)?;
+    let movies = Ratchet::try_new(client.clone(), RatchetConfig::new("QuickstartMovies"))?;
+    let key = ItemKey::partition("PK", "user#1")?;
+    let new = movies.put_record(key.clone(), 20u64, &Rating { stars: 5 })?;
+    let old = movies.put_record(key.clone(), 10u64, &Rating { stars: 1 })?;
     println!("ratchet: {:?}", movies.write(&new).await?); // Applied
     println!("ratchet: {:?}", movies.write(&old).await?); // Stale: late, cannot overwrite
     println!("ratchet: {:?}", movies.write(&new).await?); // Duplicate: a redelivery
+    let stored: Option<Rating> = movies.get(&key, Read::Consistent).await?;
+    println!("stored: {stored:?}"); // Some(Rating { stars: 5 })
 
     // A delta counts once per idempotency key, however often it is delivered.
-    let counters = Counter::new(client, CounterConfig::new("QuickstartCounters"));
-    let body = br#"{"key":{"PK":"acct#42"},"add":{"logins":1},"idempotencyKey":"evt-7"}"#;
-    let login = counters.parse_record(body)?;
+    let counters = Counter::try_new(client, CounterConfig::new("QuickstartCounters"))?;
+    let account = ItemKey::partition("PK", "acct#42")?;
+    let login = counters.record(account, [("logins", 1)], "evt-7")?;
     println!("counter: {:?}", counters.add(&login).await?); // Applied
     println!("counter: {:?}", counters.add(&login).await?); // Duplicate: counted once
     Ok(())

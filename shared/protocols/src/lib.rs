@@ -163,5 +163,5 @@ pub mod versioning;
 pub use batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
 pub use change::{ChangeKind, ItemChange};
 pub use config::ConfigError;
-pub use ddb::{ErrorClass, Item, ItemKey, KeyError, KeyValue, StoreError};
+pub use ddb::{ErrorClass, Item, ItemKey, KeyError, KeyValue, Read, StoreError};
 pub use rejection::{Rejection, RejectionCode};

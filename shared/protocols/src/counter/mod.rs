@@ -183,7 +183,7 @@ use aws_sdk_dynamodb::Client;
 use serde_json::{Map, Value};
 
 use crate::ddb::item::item_to_json;
-use crate::ddb::{Clock, ItemKey, StoreError};
+use crate::ddb::{Clock, ItemKey, Read, StoreError};
 
 pub use change::{Aggregation, DEFAULT_AGGREGATE_KEY_ATTRIBUTE};
 pub use config::{
@@ -247,20 +247,23 @@ impl Counter {
         layout::Grid::of(&self.config).bucket_at(self.clock.now_secs())
     }
 
+    /// Read one counter item (strongly consistent) as `T`; `None` when absent. The protocol's
+    /// own attributes (`<prefix>*`) are in the item too: `T` ignores them unless it names them.
+    pub async fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &ItemKey,
+    ) -> Result<Option<T>, StoreError> {
+        let item =
+            crate::ddb::read::get_item(&self.client, &self.config.table, key, Read::Consistent)
+                .await?;
+        item.map(crate::ddb::read::decode).transpose()
+    }
+
     /// Read one counter item (strongly consistent) as JSON, protocol attributes included.
-    pub async fn get(&self, key: &ItemKey) -> Result<Option<Map<String, Value>>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.config.table)
-            .set_key(Some(key.to_item()?))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
-        match out.item {
-            Some(item) => Ok(Some(item_to_json(item)?)),
-            None => Ok(None),
-        }
+    pub async fn get_json(&self, key: &ItemKey) -> Result<Option<Map<String, Value>>, StoreError> {
+        let item =
+            crate::ddb::read::get_item(&self.client, &self.config.table, key, Read::Consistent)
+                .await?;
+        Ok(item.map(item_to_json).transpose()?)
     }
 }

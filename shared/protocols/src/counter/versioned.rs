@@ -188,7 +188,7 @@ impl Counter {
         };
         let mut delays = policy.delays();
         for attempt in 1..=max_attempts {
-            let current = self.get(key).await?;
+            let current = self.get_json(key).await?;
             let expected = current
                 .as_ref()
                 .and_then(|c| c.get(&version_attribute))

@@ -7,6 +7,7 @@
 //! * [`retry`]: the one backoff policy (exponential, jittered, bounded) and [`retry::retry`]
 //!   with a predicate.
 //! * [`item`]: the item codec (JSON ↔ attribute values, canonical keys, item sizes).
+//! * [`read`]: one item by key ([`Read`]: consistent or eventual), decoded to a type.
 //! * [`clock`]: the one clock (epoch milliseconds), injectable in tests.
 //! * [`cost`]: write requests and consumed write units, counted the same way by every protocol.
 //! * [`error`]: infrastructure errors ([`StoreError`]) and whether a retry helps.
@@ -17,6 +18,7 @@ pub mod cost;
 pub mod error;
 pub mod expr;
 pub mod item;
+pub mod read;
 pub mod retry;
 
 pub use clock::Clock;
@@ -25,3 +27,4 @@ pub use cost::Cost;
 pub use error::{ErrorClass, StoreError};
 pub use expr::Placeholders;
 pub use item::{Item, ItemKey, KeyError, KeyValue};
+pub use read::Read;

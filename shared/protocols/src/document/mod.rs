@@ -240,12 +240,21 @@ impl Document {
         }
     }
 
-    /// Read a document (consistent), protocol attributes included; `None` when absent.
-    pub async fn get(&self, key: &ItemKey) -> Result<Option<Map<String, Value>>, StoreError> {
-        match self.read(key, None).await? {
-            Some(item) => Ok(Some(item_to_json(item)?)),
-            None => Ok(None),
-        }
+    /// Read a document (consistent) as `T`; `None` when absent. The protocol's own attributes
+    /// are in the item too: `T` ignores them unless it names them.
+    pub async fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &ItemKey,
+    ) -> Result<Option<T>, StoreError> {
+        self.read(key, None)
+            .await?
+            .map(crate::ddb::read::decode)
+            .transpose()
+    }
+
+    /// Read a document (consistent) as JSON, protocol attributes included; `None` when absent.
+    pub async fn get_json(&self, key: &ItemKey) -> Result<Option<Map<String, Value>>, StoreError> {
+        Ok(self.read(key, None).await?.map(item_to_json).transpose()?)
     }
 
     /// The version of a stored item (`0`: none).

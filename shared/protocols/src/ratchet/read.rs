@@ -2,10 +2,12 @@
 //! code) and [`Ratchet::query_partition`] (filtered by the query's `FilterExpression`).
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::{Ratchet, FILTER_LIVE, KEY_CONDITION_PARTITION};
 use crate::ddb::item::item_to_json;
+use crate::ddb::read::{decode, get_item, Read};
 use crate::ddb::retry::Backoff;
 use crate::ddb::{Item, ItemKey, StoreError};
 
@@ -26,25 +28,47 @@ impl Ratchet {
         )
     }
 
-    /// Read one item; `None` when absent or deleted (a tombstone).
-    pub async fn get(
+    /// Read one item as `T`; `None` when absent or deleted (a tombstone). The protocol's own
+    /// attributes are in the item too: `T` ignores them unless it names them.
+    ///
+    /// ```no_run
+    /// # async fn example(ratchet: dynamodb_exactly_once::ratchet::Ratchet) -> Result<(), Box<dyn std::error::Error>> {
+    /// use dynamodb_exactly_once::{ItemKey, Read};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Rating { stars: u8 }
+    ///
+    /// let key = ItemKey::partition("PK", "user#1")?;
+    /// if let Some(rating) = ratchet.get::<Rating>(&key, Read::Consistent).await? {
+    ///     println!("{} stars", rating.stars);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn get<T: DeserializeOwned>(
         &self,
         key: &ItemKey,
-        consistent: bool,
+        read: Read,
+    ) -> Result<Option<T>, StoreError> {
+        self.get_live(key, read).await?.map(decode).transpose()
+    }
+
+    /// Read one item as JSON (protocol attributes included); `None` when absent or deleted.
+    pub async fn get_json(
+        &self,
+        key: &ItemKey,
+        read: Read,
     ) -> Result<Option<Map<String, Value>>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.config.table)
-            .set_key(Some(key.to_item()?))
-            .consistent_read(consistent)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
-        match out.item {
-            Some(item) if !self.is_tombstone(&item) => Ok(Some(item_to_json(item)?)),
-            _ => Ok(None),
-        }
+        Ok(self
+            .get_live(key, read)
+            .await?
+            .map(item_to_json)
+            .transpose()?)
+    }
+
+    async fn get_live(&self, key: &ItemKey, read: Read) -> Result<Option<Item>, StoreError> {
+        let item = get_item(&self.client, &self.config.table, key, read).await?;
+        Ok(item.filter(|item| !self.is_tombstone(item)))
     }
 
     /// Read many items (100 per call, unprocessed keys asked again with backoff); tombstones
