@@ -46,11 +46,15 @@ PY
     sleep 0.5
   done
 fi
+# The long randomized and load tests at the share of the budget CI gives them (the full runs:
+# `make tx-check`, 10,000 schedules; TXN_CONTENTION_TRANSFERS=1000 for the contention test).
+export TX_CHECK_SCHEDULES="${TX_CHECK_SCHEDULES:-60}"
+export TXN_CONTENTION_TRANSFERS="${TXN_CONTENTION_TRANSFERS:-300}"
 # Unit and integration tests: cargo-nextest runs every test in its own process, several at a
 # time across test binaries; doctests (which nextest does not run) after.
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --no-tests=pass --test-threads "${TEST_THREADS:-4}" \
-    --failure-output final 2>&1 | tee target/test-output.log
+    --failure-output final --no-fail-fast 2>&1 | tee target/test-output.log
   cargo test --workspace --doc 2>&1 | tee -a target/test-output.log
 else
   cargo test --workspace 2>&1 | tee target/test-output.log

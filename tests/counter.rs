@@ -636,7 +636,7 @@ fn the_capacity_check_rejects_an_impossible_configuration() {
 
     let err = config.validate().expect_err("cannot fit in 400 KB");
 
-    assert_eq!(err.setting, "COUNTER_WINDOW_SECONDS");
+    assert_eq!(err.setting, "window_seconds");
     assert!(
         err.message.contains("cannot fit in one item"),
         "{}",
@@ -653,7 +653,7 @@ fn the_capacity_check_rejects_an_impossible_configuration() {
     config.item_budget_bytes = 500 * 1024;
     assert_eq!(
         config.validate().expect_err("over 400 KB").setting,
-        "COUNTER_ITEM_BUDGET_BYTES"
+        "item_budget_bytes"
     );
 }
 

@@ -46,7 +46,7 @@ async fn tx_tables(client: &Client) -> BTreeMap<String, String> {
 
 fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Coordinator> {
     let mut config = TxConfig::new(&tables["TxTable"], [tables["AccountsTable"].as_str()]);
-    config.lock_patience = Duration::from_millis(300);
+    config.lock_patience = Duration::from_millis(500); // twice the default heartbeat
     Writer {
         function: "tx-coordinator".into(),
         protocol: Coordinator::try_new(client.clone(), config).expect("valid configuration"),

@@ -231,6 +231,7 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         }
         let mut config = env.config();
         config.lock_patience = Duration::from_millis(40);
+        config.heartbeat_every = Duration::from_millis(20);
         config.concurrency = rng.random_range(1..=3);
         let attempts = rng.random_range(1..=2);
         let c =

@@ -40,7 +40,7 @@ impl Env {
     /// Coordinators that never heartbeat (for tests that count write requests exactly;
     /// heartbeats are the subject of `tests/txn_long.rs`).
     pub fn without_heartbeats(mut self) -> Env {
-        self.heartbeat_every = Some(Duration::from_secs(3600));
+        self.heartbeat_every = Some(Duration::ZERO);
         self
     }
 
@@ -54,11 +54,11 @@ impl Env {
 
     pub fn config(&self) -> TxConfig {
         let mut c = TxConfig::new(self.tx(), [self.accounts()]);
-        c.lock_patience = Duration::from_millis(300);
         c.max_attempts = 50;
-        if let Some(every) = self.heartbeat_every {
-            c.heartbeat_every = every;
-        }
+        // A short patience and a heartbeat half as long (TxConfig::validate); tests that count
+        // writes exactly turn heartbeats off (`without_heartbeats`).
+        c.heartbeat_every = self.heartbeat_every.unwrap_or(Duration::from_millis(150));
+        c.lock_patience = Duration::from_millis(300).max(c.heartbeat_every * 2);
         c
     }
 
@@ -78,6 +78,9 @@ impl Env {
         let mut c = SweepConfig::new(self.tx());
         c.stale_after = Duration::from_secs(stale_after_secs);
         c.retain = Duration::from_secs(retain_secs);
+        // Tests sweep at once and keep records briefly: no redelivery to wait for.
+        c.redelivery_gap = Duration::ZERO;
+        c.redelivery_horizon = Duration::ZERO;
         Sweeper::try_new(client, c).expect("valid configuration")
     }
 }

@@ -102,6 +102,34 @@ pub mod functions {
 mod tests {
     use super::*;
 
+    fn offline_client() -> Client {
+        let conf = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .build();
+        Client::from_conf(conf)
+    }
+
+    #[test]
+    fn an_invalid_setting_is_reported_as_its_variable() {
+        let spec = FunctionSpec {
+            name: "settings-test",
+            env_prefix: "SETTINGSTEST",
+        };
+        // Variables of this test's own prefix only: nothing else reads them.
+        std::env::set_var("SETTINGSTEST_TABLE", "Counters");
+        std::env::set_var("SETTINGSTEST_WINDOW_SECONDS", "86400");
+        std::env::set_var("SETTINGSTEST_MAX_KEYS_PER_SECOND", "10");
+        let err = spec
+            .from_env::<dynamodb_exactly_once::counter::Counter>(offline_client())
+            .expect_err("a day at 10 keys/s cannot fit in one item");
+        assert_eq!(err.setting, "SETTINGSTEST_WINDOW_SECONDS");
+        std::env::set_var("SETTINGSTEST_CONCURRENCY", "many");
+        let err = spec
+            .from_env::<dynamodb_exactly_once::counter::Counter>(offline_client())
+            .expect_err("not a number");
+        assert_eq!(err.setting, "SETTINGSTEST_CONCURRENCY");
+    }
+
     #[test]
     fn a_variable_is_the_prefix_and_the_setting_in_upper_case() {
         assert_eq!(

@@ -63,7 +63,7 @@
 //! # }
 //! ```
 //!
-//! A scheduled [`sweep::Sweeper`] finishes or rolls back the transactions whose coordinator
+//! A scheduled [`txn::sweep::Sweeper`] finishes or rolls back the transactions whose coordinator
 //! went away.
 //!
 //! # Documents and leases: lists and sets in place, one holder at a time
@@ -137,8 +137,7 @@
 //! * [`counter`]: idempotent counters (bounded time-bucketed key window inside the item) and
 //!   optimistic versioned writes.
 //! * [`txn`]: multi-item transactions (TX records, item locks with saved images, one commit
-//!   point, three read-isolation levels).
-//! * [`sweep`]: the sweeper of stale transactions.
+//!   point, three read-isolation levels) and [`txn::sweep`], the sweeper of stale ones.
 //! * [`document`]: list and set updates in place (guarded removal by value, sets never empty)
 //!   and version-guarded replaces.
 //! * [`lease`]: a fenced lease lock (takeover after an unchanged lease on the contender's own

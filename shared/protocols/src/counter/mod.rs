@@ -203,6 +203,9 @@ pub use versioned::{RmwOutcome, VersionOutcome};
 pub use write::{CHUNKS_AT_ONCE, MAX_CONDITION_ROUNDS};
 
 /// The counter protocol on one table.
+#[doc(alias = "idempotency")]
+#[doc(alias = "exactly-once")]
+#[doc(alias = "deduplication")]
 #[derive(Clone)]
 pub struct Counter {
     client: Client,

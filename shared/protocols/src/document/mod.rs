@@ -183,6 +183,8 @@ impl Outcome for DocumentOutcome {
 /// # Ok(())
 /// # }
 /// ```
+#[doc(alias = "optimistic locking")]
+#[doc(alias = "list_append")]
 #[derive(Debug, Clone)]
 pub struct Document {
     client: Client,

@@ -251,6 +251,9 @@ pub enum ReleaseOutcome {
 /// # Ok(())
 /// # }
 /// ```
+#[doc(alias = "fencing token")]
+#[doc(alias = "distributed lock")]
+#[doc(alias = "lock")]
 #[derive(Debug, Clone)]
 pub struct Lease {
     client: Client,

@@ -145,6 +145,9 @@ const KEY_CONDITION_PARTITION: &str = "#pk = :pk";
 /// # Ok(())
 /// # }
 /// ```
+#[doc(alias = "last-writer-wins")]
+#[doc(alias = "lww")]
+#[doc(alias = "idempotent")]
 #[derive(Debug, Clone)]
 pub struct Ratchet {
     client: Client,

@@ -36,7 +36,9 @@ pub struct TxConfig {
     /// at least twice this interval a coordinator that is still locking is not rolled back.
     /// A run that resumes a pending attempt (the message delivered again) writes one before
     /// locking, which keeps the sweeper away as well. Each costs one write (and two index
-    /// writes): a lock phase shorter than the interval writes none.
+    /// writes): a lock phase shorter than the interval writes none. `Duration::ZERO` turns
+    /// heartbeats off: contenders then roll a holder back after the patience alone, which
+    /// suits transactions that always finish within one invocation.
     pub heartbeat_every: Duration,
     /// Restarts of an aborted attempt within one invocation.
     pub max_attempts: u32,
@@ -74,7 +76,7 @@ impl TxConfig {
     /// idempotency horizon covers the redelivery horizon.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_horizons(self.retain, self.redelivery_horizon)?;
-        if self.lock_patience < self.heartbeat_every * 2 {
+        if !self.heartbeat_every.is_zero() && self.lock_patience < self.heartbeat_every * 2 {
             return Err(ConfigError::new(
                 "lock_patience_ms",
                 format!(

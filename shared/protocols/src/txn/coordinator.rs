@@ -35,6 +35,8 @@ const RESTART_FIRST: Duration = Duration::from_millis(50);
 const RESTART_MAX: Duration = Duration::from_millis(250);
 
 /// The coordinator: runs transactions and drives others' to completion.
+#[doc(alias = "transaction")]
+#[doc(alias = "TransactWriteItems")]
 #[derive(Debug, Clone)]
 pub struct Coordinator {
     pub(super) client: Client,

@@ -163,6 +163,9 @@ impl Coordinator {
         last_touched_ms: &mut u64,
         cost: &Cost,
     ) -> Result<bool, StoreError> {
+        if self.config.heartbeat_every.is_zero() {
+            return Ok(true); // heartbeats off
+        }
         let now = epoch_millis();
         let every = u64::try_from(self.config.heartbeat_every.as_millis()).unwrap_or(u64::MAX);
         if now.saturating_sub(*last_touched_ms) < every {

@@ -190,6 +190,8 @@ impl VersioningConfig {
 }
 
 /// The versioning protocol on a latest table and its history table.
+#[doc(alias = "optimistic locking")]
+#[doc(alias = "optimistic concurrency")]
 #[derive(Debug, Clone)]
 pub struct Versioning {
     client: Client,
