@@ -219,6 +219,7 @@ mod tests {
             class,
             code: code.into(),
             message: message.into(),
+            source: None,
         }
     }
 

@@ -61,6 +61,7 @@ impl Ratchet {
                         class: ErrorClass::InvalidRequest,
                         code: reason.code.to_string(),
                         message: reason.message,
+                        source: None,
                     },
                     other => StoreError::Inconsistent(format!("history row {}", other.label())),
                 });
