@@ -11,8 +11,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once::batch::RecordFailure;
 use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxOutcome};
-use dynamodb_exactly_once::{Deadline, RecordResult, StoreError};
+use dynamodb_exactly_once::{Deadline, RecordResult};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
 use dynamodb_exactly_once_lambda::Writer;
@@ -156,7 +157,7 @@ async fn balances(client: &Client, table: &str) -> BTreeMap<String, i64> {
 
 fn held_back_after<O>(result: &RecordResult<O>) -> Option<&str> {
     match result {
-        RecordResult::Failed(StoreError::HeldBack { after }) => Some(after),
+        RecordResult::Failed(RecordFailure::HeldBack { after }) => Some(after),
         _ => None,
     }
 }

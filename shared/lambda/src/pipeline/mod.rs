@@ -31,10 +31,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use dynamodb_exactly_once::batch::RecordFailure;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::{
-    Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode, StoreError,
-};
+use dynamodb_exactly_once::{Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode};
 
 use crate::dead_letter::DeadLetters;
 use crate::source::dynamodb::decode_change;
@@ -157,7 +156,7 @@ struct Run<'a> {
 
 impl Run<'_> {
     /// Keep the rejected record `i` as a dead letter (bounded by the deadline).
-    async fn keep(&self, i: usize, reason: &Rejection) -> Result<(), StoreError> {
+    async fn keep(&self, i: usize, reason: &Rejection) -> Result<(), RecordFailure> {
         let record = &self.batch.records[i];
         tracing::warn!(
             function = self.function,
@@ -174,7 +173,10 @@ impl Run<'_> {
             .deadline
             .bound(self.dead_letters.keep(record, reason))
             .await;
-        let kept = kept.unwrap_or(Err(StoreError::CutOff("dead letter PutItem")));
+        let kept = match kept {
+            Some(kept) => kept.map_err(RecordFailure::Store),
+            None => Err(RecordFailure::CutOff("dead letter PutItem")),
+        };
         if let Err(err) = &kept {
             tracing::error!(function = self.function, record_id = %record.position.id,
                 error = %err, "dead letter could not be written; the record will be delivered again");

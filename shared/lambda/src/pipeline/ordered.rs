@@ -27,7 +27,8 @@
 //! of one record, so a protocol's per-batch coalescing does not span records of an ordered
 //! batch. A key with `n` records takes `n` sequential applies.
 
-use dynamodb_exactly_once::{Protocol, RecordResult, StoreError};
+use dynamodb_exactly_once::batch::RecordFailure;
+use dynamodb_exactly_once::{Protocol, RecordResult};
 use futures::StreamExt;
 use std::collections::HashMap;
 
@@ -164,7 +165,7 @@ async fn run_key<P: Protocol>(
 fn held_back<O>(stop: &Stop) -> RecordResult<O> {
     match stop {
         Stop::Deferred => RecordResult::Deferred,
-        Stop::After(id) => RecordResult::Failed(StoreError::HeldBack { after: id.clone() }),
+        Stop::After(id) => RecordResult::Failed(RecordFailure::HeldBack { after: id.clone() }),
     }
 }
 

@@ -1,7 +1,8 @@
 //! An unordered batch: the whole batch in one `apply` of the protocol (which orders and
 //! coalesces what it needs), then the dead letters of the rejected records, several at once.
 
-use dynamodb_exactly_once::{Applied, Protocol, RecordResult, Rejection, StoreError};
+use dynamodb_exactly_once::batch::RecordFailure;
+use dynamodb_exactly_once::{Applied, Protocol, RecordResult, Rejection};
 use futures::StreamExt;
 
 use super::{Parsed, Run, Slots};
@@ -51,7 +52,7 @@ async fn keep_rejected<O>(run: &Run<'_>, results: &mut [RecordResult<O>]) {
             _ => None,
         })
         .collect();
-    let kept: Vec<(usize, Result<(), StoreError>)> = futures::stream::iter(rejected)
+    let kept: Vec<(usize, Result<(), RecordFailure>)> = futures::stream::iter(rejected)
         .map(|(i, reason)| async move { (i, run.keep(i, &reason).await) })
         .buffer_unordered(DEAD_LETTER_CONCURRENCY)
         .collect()

@@ -15,8 +15,10 @@
 //!
 //! An error made from the SDK's ([`StoreError::from_sdk`]) keeps it as its
 //! [`source`](std::error::Error::source); its `Display` stays one bounded line.
-
-use std::sync::Arc;
+//!
+//! Why one *record* of a batch was not decided (its write failed, a write it shares failed,
+//! the pipeline held it back or cut it off) is a [`RecordFailure`](crate::batch::RecordFailure),
+//! built on this type.
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
@@ -76,21 +78,6 @@ pub enum StoreError {
         what: String,
         /// Attempts made.
         attempts: usize,
-    },
-    /// The write this record shares with others (the winner of its key, the chunk of its
-    /// item) failed.
-    #[error("the write this record shares failed: {0}")]
-    Shared(Arc<StoreError>),
-    /// The invocation's deadline came before DynamoDB answered (the call may still land).
-    #[error("cut off at the invocation deadline before DynamoDB answered ({0})")]
-    CutOff(&'static str),
-    /// Not attempted: an earlier record of the same ordering key (an SQS FIFO message group,
-    /// a Kinesis partition key of an ordered protocol) was not applied in this batch, so this
-    /// one waits for the redelivery, to be applied after it.
-    #[error("held back behind record {after} of the same ordering key, which was not applied")]
-    HeldBack {
-        /// The source id (sequence number or message id) of the record it waits for.
-        after: String,
     },
     /// The caller asked to write an attribute the protocol owns (or a key attribute).
     #[error("`{0}` is a key or protocol attribute and cannot be written by the caller")]
@@ -185,19 +172,9 @@ impl StoreError {
             StoreError::Sdk { class, .. } => *class,
             StoreError::Marshal(_) => ErrorClass::InvalidRequest,
             StoreError::Inconsistent(_) => ErrorClass::Fatal,
-            StoreError::Unprocessed { .. }
-            | StoreError::Contention { .. }
-            | StoreError::CutOff(_)
-            | StoreError::HeldBack { .. } => ErrorClass::Transient,
-            StoreError::Shared(inner) => inner.class(),
+            StoreError::Unprocessed { .. } | StoreError::Contention { .. } => ErrorClass::Transient,
             StoreError::ReservedAttribute(_) => ErrorClass::InvalidRequest,
         }
-    }
-
-    /// This error for a record of a shared write (every record of a failed chunk or key group
-    /// holds a `Shared` of the same error).
-    pub fn shared(self: &Arc<Self>) -> StoreError {
-        StoreError::Shared(Arc::clone(self))
     }
 
     /// Whether retrying the same request later may succeed.
