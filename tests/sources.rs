@@ -48,6 +48,8 @@ async fn tx_tables(client: &Client) -> BTreeMap<String, String> {
 fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Coordinator> {
     let mut config = TxConfig::new(&tables["TxTable"], [tables["AccountsTable"].as_str()]);
     config.lock_patience = Duration::from_millis(300);
+    // Patience must be at least twice the heartbeat interval (TxConfig::validate).
+    config.heartbeat_every = Duration::from_millis(150);
     Writer {
         function: "tx-coordinator".into(),
         protocol: Coordinator::try_new(client.clone(), config).expect("valid configuration"),
