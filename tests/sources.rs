@@ -11,8 +11,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once::batch::RecordFailure;
 use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxOutcome};
-use dynamodb_exactly_once::{Deadline, RecordResult, StoreError};
+use dynamodb_exactly_once::{Deadline, RecordResult};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
 use dynamodb_exactly_once_lambda::Writer;
@@ -46,7 +47,9 @@ async fn tx_tables(client: &Client) -> BTreeMap<String, String> {
 
 fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Coordinator> {
     let mut config = TxConfig::new(&tables["TxTable"], [tables["AccountsTable"].as_str()]);
-    config.lock_patience = Duration::from_millis(500); // twice the default heartbeat
+    config.lock_patience = Duration::from_millis(300);
+    // Patience must be at least twice the heartbeat interval (TxConfig::validate).
+    config.heartbeat_every = Duration::from_millis(150);
     Writer {
         function: "tx-coordinator".into(),
         protocol: Coordinator::try_new(client.clone(), config).expect("valid configuration"),
@@ -156,7 +159,7 @@ async fn balances(client: &Client, table: &str) -> BTreeMap<String, i64> {
 
 fn held_back_after<O>(result: &RecordResult<O>) -> Option<&str> {
     match result {
-        RecordResult::Failed(StoreError::HeldBack { after }) => Some(after),
+        RecordResult::Failed(RecordFailure::HeldBack { after }) => Some(after),
         _ => None,
     }
 }

@@ -5,9 +5,9 @@
 //! * [`source`]: Kinesis/SQS/DynamoDB Streams event detection, source positions, partial batch
 //!   responses; [`source::kpl`] expands KPL-aggregated Kinesis records.
 //! * [`pipeline`]: one batch through a protocol (parse → apply → keep what is rejected →
-//!   partial batch response), returning a report.
-//! * [`ordering`]: ordered batches (SQS FIFO by message group; Kinesis by partition key for a
-//!   protocol that needs it): a key's records in order, none after one reported for retry.
+//!   partial batch response), returning a report; unordered batches in one `apply`, ordered
+//!   ones (SQS FIFO by message group; Kinesis by partition key for a protocol that needs it)
+//!   a key's records in order, none after one reported for retry.
 //! * [`dead_letter`]: the dead-letter table (keep, list, remove) for records that can never
 //!   succeed.
 //! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`;
@@ -29,7 +29,6 @@ pub mod client;
 pub mod dead_letter;
 pub mod error;
 pub mod metrics;
-pub mod ordering;
 pub mod otel;
 pub mod pipeline;
 pub mod run;
@@ -38,6 +37,12 @@ pub mod source;
 pub mod summary;
 pub mod telemetry;
 pub mod writer;
+
+/// The former path of the ordering helpers, now in [`pipeline`].
+#[doc(hidden)]
+pub mod ordering {
+    pub use crate::pipeline::{is_fifo, key_of, OrderKey};
+}
 
 pub use error::HandlerError;
 pub use run::{run_sweeper, run_writer, SweeperFunction};

@@ -11,17 +11,20 @@
 //! |---|---|---|
 //! | `Done(outcome)` | decided (applied, stale, duplicate, superseded, …) | acknowledge it |
 //! | `Rejected(reason)` | can never succeed | keep it (dead letter), then acknowledge it |
-//! | `Failed(error)` | a DynamoDB call failed | deliver it again |
+//! | `Failed(failure)` | not decided: a DynamoDB call failed, or the pipeline did not get to it | deliver it again |
 //! | `Deferred` | not attempted: the deadline is close | deliver it again |
 //!
-//! A record held back behind an earlier record of its ordering key (see
-//! [`Protocol::ordered_by_key`]) is `Failed(StoreError::HeldBack)`, labelled `held_back`.
+//! A [`RecordFailure`] is a [`StoreError`] of the record's own write or of a write it shares
+//! with other records, or a pipeline state: `CutOff` at the invocation deadline, or
+//! `HeldBack` behind an earlier record of its ordering key (see [`Protocol::ordered_by_key`]),
+//! labelled `held_back`.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::change::ItemChange;
-use crate::ddb::StoreError;
+use crate::ddb::{ErrorClass, StoreError};
 use crate::rejection::Rejection;
 
 /// A protocol outcome that a batch summary can count.
@@ -37,8 +40,9 @@ pub enum RecordResult<O> {
     Done(O),
     /// The record can never succeed; it must be kept as a dead letter.
     Rejected(Rejection),
-    /// A DynamoDB call failed; the record must be delivered again.
-    Failed(StoreError),
+    /// The record was not decided (a DynamoDB call failed, or the pipeline did not get to
+    /// it); it must be delivered again.
+    Failed(RecordFailure),
     /// Not attempted because the deadline is close; delivered again.
     Deferred,
 }
@@ -49,10 +53,83 @@ impl<O: Outcome> RecordResult<O> {
         match self {
             RecordResult::Done(o) => o.label(),
             RecordResult::Rejected(_) => "invalid",
-            RecordResult::Failed(StoreError::HeldBack { .. }) => "held_back",
+            RecordResult::Failed(RecordFailure::HeldBack { .. }) => "held_back",
             RecordResult::Failed(_) => "failed",
             RecordResult::Deferred => "deferred",
         }
+    }
+}
+
+/// Why a record was not decided, so that it must be delivered again.
+///
+/// Its own DynamoDB write failed (`Store`), or a write it shares with other records of the
+/// batch (`Shared`), or the batch pipeline stopped before it: `CutOff` at the invocation
+/// deadline, `HeldBack` behind an earlier record of its ordering key. The last two are states
+/// of the pipeline, not infrastructure errors: they are never a [`StoreError`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordFailure {
+    /// A DynamoDB call of this record failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The write this record shares with others (the winner of its key, the chunk of its
+    /// item) failed; each of its records holds the one error.
+    #[error("the write this record shares failed: {0}")]
+    Shared(Arc<StoreError>),
+    /// The invocation's deadline came before DynamoDB answered (the call may still land).
+    #[error("cut off at the invocation deadline before DynamoDB answered ({0})")]
+    CutOff(&'static str),
+    /// Not attempted: an earlier record of the same ordering key (an SQS FIFO message group,
+    /// a Kinesis partition key of an ordered protocol) was not applied in this batch, so this
+    /// one waits for the redelivery, to be applied after it.
+    #[error("held back behind record {after} of the same ordering key, which was not applied")]
+    HeldBack {
+        /// The source id (sequence number or message id) of the record it waits for.
+        after: String,
+    },
+}
+
+impl RecordFailure {
+    /// How this failure should be handled: the store error's class; `Transient` for a record
+    /// cut off or held back.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            RecordFailure::Store(err) => err.class(),
+            RecordFailure::Shared(err) => err.class(),
+            RecordFailure::CutOff(_) | RecordFailure::HeldBack { .. } => ErrorClass::Transient,
+        }
+    }
+
+    /// Whether delivering the record again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.class() == ErrorClass::Transient
+    }
+
+    /// The store error behind this failure (`None`: cut off or held back).
+    pub fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            RecordFailure::Store(err) => Some(err),
+            RecordFailure::Shared(err) => Some(err),
+            RecordFailure::CutOff(_) | RecordFailure::HeldBack { .. } => None,
+        }
+    }
+
+    /// The store error behind this failure, owned: a shared one once this is its last holder
+    /// (`Err(self)` otherwise, and for a record cut off or held back).
+    pub fn into_store_error(self) -> Result<StoreError, Self> {
+        match self {
+            RecordFailure::Store(err) => Ok(err),
+            RecordFailure::Shared(err) => Arc::try_unwrap(err).map_err(RecordFailure::Shared),
+            other => Err(other),
+        }
+    }
+}
+
+impl StoreError {
+    /// This error as the failure of one record of a shared write (every record of a failed
+    /// chunk or key group holds a [`RecordFailure::Shared`] of the same error).
+    pub fn shared(self: &Arc<Self>) -> RecordFailure {
+        RecordFailure::Shared(Arc::clone(self))
     }
 }
 
@@ -210,6 +287,50 @@ mod tests {
         // `cargo lambda watch` sends the timeout, not an epoch time.
         assert!(!Deadline::from_epoch_ms(600_000, Duration::from_secs(1)).expired());
         assert!(Deadline::from_epoch_ms(500, Duration::from_secs(1)).expired());
+    }
+
+    #[test]
+    fn pipeline_states_are_transient_failures_and_a_shared_error_keeps_its_class() {
+        let held = RecordResult::<Labelled>::Failed(RecordFailure::HeldBack { after: "m0".into() });
+        assert_eq!(held.label(), "held_back");
+        let RecordResult::Failed(held) = held else {
+            unreachable!()
+        };
+        assert!(held.is_retryable());
+        assert!(held.store_error().is_none());
+        assert_eq!(
+            held.to_string(),
+            "held back behind record m0 of the same ordering key, which was not applied"
+        );
+        let cut = RecordFailure::CutOff("dead letter PutItem");
+        assert_eq!(cut.class(), ErrorClass::Transient);
+
+        let err = Arc::new(StoreError::ReservedAttribute("pk".into()));
+        let shared = err.shared();
+        assert_eq!(shared.class(), ErrorClass::InvalidRequest);
+        assert_eq!(
+            shared.to_string(),
+            format!("the write this record shares failed: {err}")
+        );
+        let shared = shared.into_store_error().expect_err("still held by `err`");
+        drop(err);
+        assert!(matches!(
+            shared.into_store_error(),
+            Ok(StoreError::ReservedAttribute(_))
+        ));
+
+        let own = RecordFailure::from(StoreError::Inconsistent("x".into()));
+        assert_eq!(own.to_string(), "inconsistent item in table: x");
+        assert_eq!(RecordResult::<Labelled>::Failed(own).label(), "failed");
+    }
+
+    #[derive(Debug)]
+    struct Labelled;
+
+    impl Outcome for Labelled {
+        fn label(&self) -> &'static str {
+            "applied"
+        }
     }
 
     #[tokio::test]

@@ -124,7 +124,7 @@
 //!   present: `Duplicate`, never counted twice.
 //! * Transient errors: the chunk's unwritten records (and their in-batch duplicates) are
 //!   `Failed` and delivered again (a chunk of several records gives each of them a
-//!   [`StoreError::Shared`] of the one error); what the chunk wrote before stays decided; other
+//!   [`RecordFailure::Shared`](crate::batch::RecordFailure::Shared) of the one error); what the chunk wrote before stays decided; other
 //!   items and chunks go on.
 //! * DynamoDB refuses a chunk as invalid (a counter that is a string on the item, a key that
 //!   does not match the table, …): the chunk is split in halves down to the single record, so

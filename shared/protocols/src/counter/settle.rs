@@ -171,11 +171,11 @@ fn reject_invalid(key: &ItemKey, rest: Vec<KeyEntry>, err: &StoreError, results:
 
 /// A chunk whose write failed for a reason a retry may fix: its records fail (to be
 /// delivered again). When the chunk holds several records, they all share the one error
-/// ([`StoreError::Shared`]).
+/// ([`RecordFailure::Shared`](crate::batch::RecordFailure::Shared)).
 fn settle_failed(rest: Vec<KeyEntry>, err: StoreError, results: &mut Results) {
     let indices: Vec<usize> = rest.into_iter().flat_map(|e| e.indices).collect();
     if let [only] = indices[..] {
-        results.push((only, RecordResult::Failed(err)));
+        results.push((only, RecordResult::Failed(err.into())));
         return;
     }
     let err = Arc::new(err);
@@ -203,6 +203,7 @@ pub(super) fn defer(entries: Vec<KeyEntry>, results: &mut Results) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::RecordFailure;
 
     fn entry(hash: &str, indices: Vec<usize>) -> KeyEntry {
         KeyEntry {
@@ -219,6 +220,7 @@ mod tests {
             class,
             code: code.into(),
             message: message.into(),
+            source: None,
         }
     }
 
@@ -236,7 +238,7 @@ mod tests {
             [0, 2, 1]
         );
         assert!(results.iter().all(|(_, r)| matches!(r,
-            RecordResult::Failed(e @ StoreError::Shared(_)) if e.is_retryable())));
+            RecordResult::Failed(e @ RecordFailure::Shared(_)) if e.is_retryable())));
         let mut results = Vec::new();
         settle_failed(
             vec![entry("a", vec![4])],
@@ -245,7 +247,10 @@ mod tests {
         );
         assert!(matches!(
             &results[..],
-            [(4, RecordResult::Failed(StoreError::Sdk { .. }))]
+            [(
+                4,
+                RecordResult::Failed(RecordFailure::Store(StoreError::Sdk { .. }))
+            )]
         ));
         let full = sdk(
             ErrorClass::InvalidRequest,

@@ -12,14 +12,20 @@
 //! * [`ErrorClass::Fatal`]: the function itself is misconfigured (missing table, no permission).
 //!   Not the record's fault: the batch is reported as failed so that nothing is lost while an
 //!   operator fixes the configuration.
-
-use std::sync::Arc;
+//!
+//! An error made from the SDK's ([`StoreError::from_sdk`]) keeps it as its
+//! [`source`](std::error::Error::source); its `Display` stays one bounded line.
+//!
+//! Why one *record* of a batch was not decided (its write failed, a write it shares failed,
+//! the pipeline held it back or cut it off) is a [`RecordFailure`](crate::batch::RecordFailure),
+//! built on this type.
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
 /// What a caller should do with a failed DynamoDB call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ErrorClass {
     /// Retry later; the same request may succeed.
     Transient,
@@ -31,6 +37,7 @@ pub enum ErrorClass {
 
 /// A DynamoDB call (or its marshalling) failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The SDK returned an error.
     #[error("DynamoDB {operation} failed ({class:?}, {code}): {message}")]
@@ -43,6 +50,12 @@ pub enum StoreError {
         code: String,
         /// The service's message, or the SDK's description.
         message: String,
+        /// The SDK's error: the operation's service error (e.g. `PutItemError`), or the cause
+        /// of a timeout, dispatch, response or construction failure. `None` when this crate
+        /// made the error (from a transaction's cancellation reasons, or for a request it does
+        /// not send).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// An item could not be converted between JSON and DynamoDB attribute values.
     #[error("item marshalling failed: {0}")]
@@ -65,21 +78,6 @@ pub enum StoreError {
         what: String,
         /// Attempts made.
         attempts: usize,
-    },
-    /// The write this record shares with others (the winner of its key, the chunk of its
-    /// item) failed.
-    #[error("the write this record shares failed: {0}")]
-    Shared(Arc<StoreError>),
-    /// The invocation's deadline came before DynamoDB answered (the call may still land).
-    #[error("cut off at the invocation deadline before DynamoDB answered ({0})")]
-    CutOff(&'static str),
-    /// Not attempted: an earlier record of the same ordering key (an SQS FIFO message group,
-    /// a Kinesis partition key of an ordered protocol) was not applied in this batch, so this
-    /// one waits for the redelivery, to be applied after it.
-    #[error("held back behind record {after} of the same ordering key, which was not applied")]
-    HeldBack {
-        /// The source id (sequence number or message id) of the record it waits for.
-        after: String,
     },
     /// The caller asked to write an attribute the protocol owns (or a key attribute).
     #[error("`{0}` is a key or protocol attribute and cannot be written by the caller")]
@@ -124,6 +122,10 @@ fn chain(err: &dyn std::error::Error) -> String {
 
 impl StoreError {
     /// Classify an SDK error of the given operation.
+    ///
+    /// The SDK's error is kept as the [`source`](std::error::Error::source) (the operation's
+    /// service error, or the cause of a failure to get an answer; the raw response is
+    /// dropped); `Display` holds its code and a bounded message.
     pub fn from_sdk<E, R>(operation: &'static str, err: SdkError<E, R>) -> Self
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
@@ -160,6 +162,7 @@ impl StoreError {
             class,
             code,
             message,
+            source: err.into_source().ok(),
         }
     }
 
@@ -169,19 +172,9 @@ impl StoreError {
             StoreError::Sdk { class, .. } => *class,
             StoreError::Marshal(_) => ErrorClass::InvalidRequest,
             StoreError::Inconsistent(_) => ErrorClass::Fatal,
-            StoreError::Unprocessed { .. }
-            | StoreError::Contention { .. }
-            | StoreError::CutOff(_)
-            | StoreError::HeldBack { .. } => ErrorClass::Transient,
-            StoreError::Shared(inner) => inner.class(),
+            StoreError::Unprocessed { .. } | StoreError::Contention { .. } => ErrorClass::Transient,
             StoreError::ReservedAttribute(_) => ErrorClass::InvalidRequest,
         }
-    }
-
-    /// This error for a record of a shared write (every record of a failed chunk or key group
-    /// holds a `Shared` of the same error).
-    pub fn shared(self: &Arc<Self>) -> StoreError {
-        StoreError::Shared(Arc::clone(self))
     }
 
     /// Whether retrying the same request later may succeed.
@@ -205,6 +198,48 @@ mod tests {
             text.len()
         );
         assert!(text.starts_with("response body"));
+    }
+
+    #[test]
+    fn an_sdk_error_is_kept_as_the_source_behind_the_bounded_line() {
+        use aws_sdk_dynamodb::error::ErrorMetadata;
+        use aws_sdk_dynamodb::operation::put_item::PutItemError;
+        use std::error::Error as _;
+
+        // The raw response is dropped: `()` stands for it.
+        type PutError = SdkError<PutItemError, ()>;
+
+        let message = "slow down ".repeat(100);
+        let service = PutItemError::generic(
+            ErrorMetadata::builder()
+                .code("ThrottlingException")
+                .message(message.clone())
+                .build(),
+        );
+        let err = StoreError::from_sdk("PutItem", PutError::service_error(service, ()));
+
+        assert_eq!(err.class(), ErrorClass::Transient);
+        assert!(err.is_retryable());
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "DynamoDB PutItem failed (Transient, ThrottlingException): {}",
+                bounded(&message, MAX_MESSAGE_CHARS)
+            )
+        );
+        let source = err.source().expect("the SDK error is the source");
+        let service = source
+            .downcast_ref::<PutItemError>()
+            .expect("the operation's service error");
+        assert_eq!(service.code(), Some("ThrottlingException"));
+
+        let timeout = PutError::timeout_error("no answer");
+        let err = StoreError::from_sdk("PutItem", timeout);
+        assert!(err.to_string().contains("(Transient, Timeout)"), "{err}");
+        assert_eq!(
+            err.source().map(|e| e.to_string()),
+            Some("no answer".into())
+        );
     }
 
     #[test]

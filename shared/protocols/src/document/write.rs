@@ -238,6 +238,7 @@ pub(super) fn invalid(message: String) -> StoreError {
         class: ErrorClass::InvalidRequest,
         code: "InvalidDocumentOperation".into(),
         message,
+        source: None,
     }
 }
 

@@ -55,12 +55,16 @@ impl Ratchet {
                 .await;
             if let Some((_, result)) = failed.into_iter().next() {
                 return Err(match result {
-                    RecordResult::Failed(err) => err,
+                    RecordResult::Failed(failure) => match failure.into_store_error() {
+                        Ok(err) => err,
+                        Err(other) => StoreError::Inconsistent(format!("history row: {other}")),
+                    },
                     RecordResult::Rejected(reason) => StoreError::Sdk {
                         operation: "BatchWriteItem",
                         class: ErrorClass::InvalidRequest,
                         code: reason.code.to_string(),
                         message: reason.message,
+                        source: None,
                     },
                     other => StoreError::Inconsistent(format!("history row {}", other.label())),
                 });
@@ -184,7 +188,7 @@ impl Ratchet {
                     // Nothing of this key is acknowledged until its winner is written.
                     let others: Vec<usize> = rest().copied().collect();
                     if others.is_empty() {
-                        results.push((winner_index, RecordResult::Failed(err)));
+                        results.push((winner_index, RecordResult::Failed(err.into())));
                         return results;
                     }
                     let shared = Arc::new(err);

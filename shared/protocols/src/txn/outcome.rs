@@ -1,7 +1,7 @@
 //! What running or driving a transaction ends with: [`TxOutcome`] (decided), [`TxError`]
 //! (not decided now), [`TxReport`] (outcome and cost), [`Driven`] (the sweeper's step).
 
-use crate::batch::{Outcome, RecordResult};
+use crate::batch::{Outcome, RecordFailure, RecordResult};
 use crate::ddb::error::StoreError;
 use crate::rejection::Rejection;
 
@@ -84,12 +84,12 @@ impl TxError {
         match self {
             TxError::Rejected(r) => RecordResult::Rejected(r),
             TxError::Deferred => RecordResult::Deferred,
-            TxError::Store(e) => RecordResult::Failed(e),
+            TxError::Store(e) => RecordResult::Failed(e.into()),
             TxError::Contention { tx_id, attempts } => {
-                RecordResult::Failed(StoreError::Contention {
+                RecordResult::Failed(RecordFailure::Store(StoreError::Contention {
                     what: format!("transaction {tx_id}"),
                     attempts: usize::try_from(attempts).unwrap_or(usize::MAX),
-                })
+                }))
             }
         }
     }
@@ -118,7 +118,7 @@ mod tests {
             attempts: 5,
         };
         match error.into_record_result() {
-            RecordResult::Failed(e @ StoreError::Contention { .. }) => {
+            RecordResult::Failed(RecordFailure::Store(e @ StoreError::Contention { .. })) => {
                 assert_eq!(e.class(), ErrorClass::Transient);
                 assert!(e.to_string().contains("t-1"), "{e}");
             }

@@ -351,6 +351,7 @@ fn cancelled(reasons: &[CancellationReason]) -> Result<Sent, StoreError> {
         class,
         code: "TransactionCanceledException".into(),
         message: format!("cancellation reasons {codes:?}"),
+        source: None,
     })
 }
 
@@ -360,6 +361,7 @@ fn construction(err: impl std::fmt::Display) -> StoreError {
         class: ErrorClass::Fatal,
         code: "ConstructionFailure".into(),
         message: err.to_string(),
+        source: None,
     }
 }
 
@@ -379,5 +381,6 @@ fn unknown(change: &Change, version: u64) -> StoreError {
             "request token of {} version {version} reused with other content, and the version is not this change's",
             change.key().canonical()
         ),
+        source: None,
     }
 }

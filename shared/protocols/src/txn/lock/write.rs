@@ -271,6 +271,7 @@ fn lock_outcome<R: std::fmt::Debug>(
                     class: ErrorClass::Transient,
                     code: format!("TransactionCanceledException({first}, {second})"),
                     message: e.message().unwrap_or_default().to_string(),
+                    source: None,
                 })
             }
         }

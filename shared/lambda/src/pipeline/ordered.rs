@@ -1,11 +1,12 @@
-//! Ordered batches: the records of one ordering key applied one after the other, in batch
+//! The ordered route: the records of one ordering key applied one after the other, in batch
 //! order, and none of them after one that is reported for redelivery.
 //!
 //! Which batches: an **SQS FIFO** batch (its queue ARN ends in `.fifo` or its records carry a
 //! `MessageGroupId`), ordered by message group, whatever the protocol; a **Kinesis** batch of a
 //! protocol that asks for it ([`Protocol::ordered_by_key`], e.g. the transaction
-//! coordinator), ordered by partition key (a KPL user record's own key). Other batches go
-//! through the protocol's `apply` whole.
+//! coordinator), ordered by partition key (a KPL user record's own key); the parent module
+//! chooses ([`key_of`](super::key_of)). Other batches go through the protocol's `apply` whole
+//! (`unordered`).
 //!
 //! Invariant: within a key, record `n + 1` is started only after record `n` finished, and
 //! only if `n` ended applied, decided (stale, duplicate, rolled back, …) or kept as a dead
@@ -26,54 +27,13 @@
 //! of one record, so a protocol's per-batch coalescing does not span records of an ordered
 //! batch. A key with `n` records takes `n` sequential applies.
 
-use dynamodb_exactly_once::{Protocol, RecordResult, StoreError};
+use dynamodb_exactly_once::batch::RecordFailure;
+use dynamodb_exactly_once::{Protocol, RecordResult};
 use futures::StreamExt;
 use std::collections::HashMap;
 
-use crate::pipeline::{Parsed, Run, Slots};
-use crate::source::{Batch, SourceKind, SourcePosition};
-
-/// The key records of an ordered batch are ordered by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OrderKey {
-    /// SQS FIFO: the `MessageGroupId`.
-    MessageGroup,
-    /// Kinesis: the partition key.
-    PartitionKey,
-}
-
-impl OrderKey {
-    /// The record's key (`None`: a key of its own).
-    fn of(self, position: &SourcePosition) -> Option<&str> {
-        match self {
-            OrderKey::MessageGroup => position.message_group_id.as_deref(),
-            OrderKey::PartitionKey => position.partition_key.as_deref(),
-        }
-    }
-}
-
-/// Whether a batch is an SQS FIFO batch.
-pub fn is_fifo(batch: &Batch) -> bool {
-    batch.kind == SourceKind::Sqs
-        && batch.records.iter().any(|r| {
-            r.position.message_group_id.is_some()
-                || r.position
-                    .source_arn
-                    .as_deref()
-                    .is_some_and(|arn| arn.ends_with(".fifo"))
-        })
-}
-
-/// How a batch must be ordered for a protocol (`None`: not at all).
-pub fn key_of<P: Protocol>(batch: &Batch, protocol: &P) -> Option<OrderKey> {
-    if is_fifo(batch) {
-        Some(OrderKey::MessageGroup)
-    } else if batch.kind == SourceKind::Kinesis && protocol.ordered_by_key() {
-        Some(OrderKey::PartitionKey)
-    } else {
-        None
-    }
-}
+use super::{OrderKey, Parsed, Run, Slots};
+use crate::source::Batch;
 
 /// One record of a key: rejected at parse time, or parsed and waiting to be applied.
 enum Step<R, O> {
@@ -97,7 +57,7 @@ enum Stop {
 
 /// Apply an ordered batch; the results in batch order and the write calls made. Rejected
 /// records are kept as dead letters here, each before its key goes on.
-pub(crate) async fn apply_in_order<P: Protocol>(
+pub(super) async fn apply<P: Protocol>(
     run: &Run<'_>,
     protocol: &P,
     key: OrderKey,
@@ -205,7 +165,7 @@ async fn run_key<P: Protocol>(
 fn held_back<O>(stop: &Stop) -> RecordResult<O> {
     match stop {
         Stop::Deferred => RecordResult::Deferred,
-        Stop::After(id) => RecordResult::Failed(StoreError::HeldBack { after: id.clone() }),
+        Stop::After(id) => RecordResult::Failed(RecordFailure::HeldBack { after: id.clone() }),
     }
 }
 
@@ -234,7 +194,8 @@ async fn apply_one<P: Protocol>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::SourceRecord;
+    use crate::pipeline::is_fifo;
+    use crate::source::{SourceKind, SourcePosition, SourceRecord};
     use dynamodb_exactly_once::{Rejection, RejectionCode};
 
     fn fifo(groups: &[Option<&str>]) -> Batch {

@@ -14,26 +14,34 @@
 //! A rejected record whose dead letter cannot be written is turned into `Failed`: nothing is
 //! acknowledged before it is either applied or kept.
 //!
-//! Ordered batches (SQS FIFO, and Kinesis for a protocol that needs per-key order) go through
-//! [`crate::ordering`] instead of one `apply` of the whole batch: a key's records one after the
-//! other, a failure holding back the key's later records. A KPL aggregate that cannot be
-//! expanded is rejected here (`bad_aggregate`, see [`crate::source::kpl`]). Ids in the
-//! partial batch response are named once (the user records of one aggregate share it).
+//! # Layout
+//!
+//! This module owns what every batch goes through: parsing (a KPL aggregate that cannot be
+//! expanded is rejected here, `bad_aggregate`, see [`crate::source::kpl`]), the choice of
+//! route ([`key_of`]), the types the routes share (`Run`, `Slots`, `Parsed`) and the answer
+//! (ids in the partial batch response are named once: the user records of one aggregate share
+//! it). Then a batch takes one of two routes, child modules that only import from here:
+//!
+//! * `unordered`: the whole batch in one `apply` of the protocol, then the dead letters.
+//! * `ordered`: SQS FIFO batches (by message group) and Kinesis batches of a protocol that
+//!   needs per-key order ([`Protocol::ordered_by_key`], by partition key): a key's records one
+//!   after the other, each rejected one kept before the key goes on, a failure holding back
+//!   the key's later records.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
+use dynamodb_exactly_once::batch::RecordFailure;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::{
-    Applied, Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode, StoreError,
-};
-use futures::StreamExt;
+use dynamodb_exactly_once::{Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode};
 
 use crate::dead_letter::DeadLetters;
-use crate::ordering;
 use crate::source::dynamodb::decode_change;
 use crate::source::kpl;
-use crate::source::{Batch, BatchResponse, SourceKind, SourceRecord};
+use crate::source::{Batch, BatchResponse, SourceKind, SourcePosition, SourceRecord};
+
+mod ordered;
+mod unordered;
 use crate::summary::BatchSummary;
 
 /// Whether records older than the protocol's [`Protocol::max_record_age`] are kept as dead
@@ -45,9 +53,6 @@ pub enum AgeCheck {
     /// Apply them (a forced replay, after an operator checked them).
     Skip,
 }
-
-/// How many dead-letter writes run at once.
-const DEAD_LETTER_CONCURRENCY: usize = 8;
 
 /// The result of one batch.
 #[derive(Debug)]
@@ -80,9 +85,9 @@ pub async fn process_batch<P: Protocol>(
         dead_letters,
         deadline,
     };
-    let (results, write_calls) = match ordering::key_of(batch, protocol) {
-        Some(key) => ordering::apply_in_order(&run, protocol, key, slots, valid).await,
-        None => apply_unordered(&run, protocol, slots, valid).await,
+    let (results, write_calls) = match key_of(batch, protocol) {
+        Some(key) => ordered::apply(&run, protocol, key, slots, valid).await,
+        None => unordered::apply(&run, protocol, slots, valid).await,
     };
     let (response, summary) = answer(function, batch, &results, write_calls);
     BatchReport {
@@ -92,24 +97,66 @@ pub async fn process_batch<P: Protocol>(
     }
 }
 
+/// The key records of an ordered batch are ordered by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderKey {
+    /// SQS FIFO: the `MessageGroupId`.
+    MessageGroup,
+    /// Kinesis: the partition key.
+    PartitionKey,
+}
+
+impl OrderKey {
+    /// The record's key (`None`: a key of its own).
+    fn of(self, position: &SourcePosition) -> Option<&str> {
+        match self {
+            OrderKey::MessageGroup => position.message_group_id.as_deref(),
+            OrderKey::PartitionKey => position.partition_key.as_deref(),
+        }
+    }
+}
+
+/// Whether a batch is an SQS FIFO batch.
+pub fn is_fifo(batch: &Batch) -> bool {
+    batch.kind == SourceKind::Sqs
+        && batch.records.iter().any(|r| {
+            r.position.message_group_id.is_some()
+                || r.position
+                    .source_arn
+                    .as_deref()
+                    .is_some_and(|arn| arn.ends_with(".fifo"))
+        })
+}
+
+/// How a batch must be ordered for a protocol (`None`: not at all).
+pub fn key_of<P: Protocol>(batch: &Batch, protocol: &P) -> Option<OrderKey> {
+    if is_fifo(batch) {
+        Some(OrderKey::MessageGroup)
+    } else if batch.kind == SourceKind::Kinesis && protocol.ordered_by_key() {
+        Some(OrderKey::PartitionKey)
+    } else {
+        None
+    }
+}
+
 /// A result slot per record of a batch: filled at parse time for rejected records.
-pub(crate) type Slots<O> = Vec<Option<RecordResult<O>>>;
+type Slots<O> = Vec<Option<RecordResult<O>>>;
 
 /// Parsed records with their index in the batch.
-pub(crate) type Parsed<R> = Vec<(usize, R)>;
+type Parsed<R> = Vec<(usize, R)>;
 
 /// What one batch run needs besides the protocol.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Run<'a> {
-    pub(crate) function: &'a str,
-    pub(crate) batch: &'a Batch,
-    pub(crate) dead_letters: &'a DeadLetters,
-    pub(crate) deadline: Deadline,
+struct Run<'a> {
+    function: &'a str,
+    batch: &'a Batch,
+    dead_letters: &'a DeadLetters,
+    deadline: Deadline,
 }
 
 impl Run<'_> {
     /// Keep the rejected record `i` as a dead letter (bounded by the deadline).
-    pub(crate) async fn keep(&self, i: usize, reason: &Rejection) -> Result<(), StoreError> {
+    async fn keep(&self, i: usize, reason: &Rejection) -> Result<(), RecordFailure> {
         let record = &self.batch.records[i];
         tracing::warn!(
             function = self.function,
@@ -126,45 +173,16 @@ impl Run<'_> {
             .deadline
             .bound(self.dead_letters.keep(record, reason))
             .await;
-        let kept = kept.unwrap_or(Err(StoreError::CutOff("dead letter PutItem")));
+        let kept = match kept {
+            Some(kept) => kept.map_err(RecordFailure::Store),
+            None => Err(RecordFailure::CutOff("dead letter PutItem")),
+        };
         if let Err(err) = &kept {
             tracing::error!(function = self.function, record_id = %record.position.id,
                 error = %err, "dead letter could not be written; the record will be delivered again");
         }
         kept
     }
-}
-
-/// The whole batch in one `apply` (the protocol orders what it needs), then the dead letters.
-async fn apply_unordered<P: Protocol>(
-    run: &Run<'_>,
-    protocol: &P,
-    mut slots: Slots<P::Outcome>,
-    valid: Vec<(usize, P::Record)>,
-) -> (Vec<RecordResult<P::Outcome>>, usize) {
-    let applied = run
-        .deadline
-        .bound(protocol.apply(valid, run.deadline))
-        .await
-        .unwrap_or_else(|| {
-            tracing::warn!(function = run.function, "cut off at the invocation deadline; the unfinished records are reported for redelivery");
-            Applied {
-                results: Vec::new(),
-                write_calls: 0,
-            }
-        });
-    for (i, result) in applied.results {
-        if let Some(slot) = slots.get_mut(i) {
-            *slot = Some(result);
-        }
-    }
-    // A record the protocol did not answer for was not attempted.
-    let mut results: Vec<RecordResult<P::Outcome>> = slots
-        .into_iter()
-        .map(|r| r.unwrap_or(RecordResult::Deferred))
-        .collect();
-    keep_rejected(run, &mut results).await;
-    (results, applied.write_calls)
 }
 
 /// Parsed records to apply, and a result slot per record (filled for rejected ones).
@@ -216,28 +234,6 @@ fn too_old(record: &SourceRecord, max_age: Option<Duration>, now_ms: u64) -> Opt
             ),
         )
     })
-}
-
-/// Keep every rejected record before it is acknowledged; one that cannot be kept fails.
-async fn keep_rejected<O>(run: &Run<'_>, results: &mut [RecordResult<O>]) {
-    let rejected: Vec<(usize, Rejection)> = results
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| match r {
-            RecordResult::Rejected(reason) => Some((i, reason.clone())),
-            _ => None,
-        })
-        .collect();
-    let kept: Vec<(usize, Result<(), StoreError>)> = futures::stream::iter(rejected)
-        .map(|(i, reason)| async move { (i, run.keep(i, &reason).await) })
-        .buffer_unordered(DEAD_LETTER_CONCURRENCY)
-        .collect()
-        .await;
-    for (i, outcome) in kept {
-        if let Err(err) = outcome {
-            results[i] = RecordResult::Failed(err);
-        }
-    }
 }
 
 /// The partial batch response and the summary counts.
