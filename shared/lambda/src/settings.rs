@@ -228,16 +228,13 @@ impl FromEnv for Coordinator {
         env_prefix: "TX",
     };
 
-    /// `TX_TABLE` (required), `TX_ALLOWED_TABLES` (required, comma-separated),
-    /// `TX_LOCK_PATIENCE_MS`, `TX_HEARTBEAT_MS` (start-up fails unless the patience is at
-    /// least twice the heartbeat), `TX_MAX_ATTEMPTS`, `TX_CONCURRENCY`, `TX_RETAIN_SECONDS`
-    /// and `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥ horizon).
+    /// `TX_TABLE` (required), `TX_ALLOWED_TABLES` (required, comma-separated table names or
+    /// table ARNs, see [`allowed_tables`]), `TX_LOCK_PATIENCE_MS`, `TX_HEARTBEAT_MS`
+    /// (start-up fails unless the patience is at least twice the heartbeat),
+    /// `TX_MAX_ATTEMPTS`, `TX_CONCURRENCY`, `TX_RETAIN_SECONDS` and
+    /// `TX_REDELIVERY_HORIZON_SECONDS` (start-up fails unless retain ≥ horizon).
     fn from_env(client: Client) -> Result<Self, ConfigError> {
-        let allowed: Vec<String> = env_required("TX_ALLOWED_TABLES")?
-            .split(',')
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-            .collect();
+        let allowed = allowed_tables(&env_required("TX_ALLOWED_TABLES")?);
         let mut c = TxConfig::new(env_required("TX_TABLE")?, allowed);
         set_ms(&mut c.lock_patience, "TX_LOCK_PATIENCE_MS")?;
         set_ms(&mut c.heartbeat_every, "TX_HEARTBEAT_MS")?;
@@ -250,6 +247,19 @@ impl FromEnv for Coordinator {
         c.validate()?;
         Ok(Coordinator::new(client, c))
     }
+}
+
+/// The table names of `TX_ALLOWED_TABLES`: comma-separated names or table ARNs
+/// (`arn:aws:dynamodb:<region>:<account>:table/<name>` stands for `<name>`), so a deployment
+/// can pass the same ARNs it grants its role (`stacks/transactions.yaml`).
+pub fn allowed_tables(value: &str) -> Vec<String> {
+    comma_list(value)
+        .into_iter()
+        .map(|t| match t.split_once(":table/") {
+            Some((arn, name)) if arn.starts_with("arn:") => name.to_string(),
+            _ => t,
+        })
+        .collect()
 }
 
 /// The sweeper from `TX_TABLE` (required), `TX_STALE_AFTER_SECONDS`,
@@ -286,5 +296,21 @@ impl FromEnv for Document {
         set(&mut c.backoff.retries, "DOCUMENT_MAX_RETRIES")?;
         c.validate()?;
         Ok(Document::new(client, c))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allowed_tables;
+
+    #[test]
+    fn allowed_tables_are_names_or_table_arns() {
+        assert_eq!(
+            allowed_tables(
+                "AccountsTable, arn:aws:dynamodb:eu-west-1:123456789012:table/Orders,,\
+                 arn:aws-cn:dynamodb:cn-north-1:123456789012:table/my.table-1"
+            ),
+            ["AccountsTable", "Orders", "my.table-1"]
+        );
     }
 }
