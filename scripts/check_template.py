@@ -524,7 +524,7 @@ def check_policy_parameters(t, errors):
             if any("*" in str(v) for v in spec["AllowedValues"]):
                 errors.append(f"{t.name}: parameter {p} allows a wildcard into a policy")
             continue
-        probe = sample(t, p, {}) or "name"
+        probe = (sample(t, p, {}) or "name").split(",")[0]
         probes = ["*", probe[:-1] + "*", probe + "*"]
         if not pattern or any(re.fullmatch(pattern, x) for x in probes):
             errors.append(f"{t.name}: parameter {p} names a policy's resource and its "
