@@ -1,53 +1,169 @@
 #!/usr/bin/env bash
-# Validate template.yaml offline with cfn-lint (SAM transform included), then the operational
-# checks of scripts/check_template.py (retained tables, arm64 workspace binaries, no wildcard
-# policies, an alarm per failure path, README names), and prove both have teeth: deliberately
-# broken copies must be rejected.
+# Validate every SAM template offline: template.yaml (the demo, all in one) and each writer
+# stack it composes (stacks/*.yaml) with cfn-lint (SAM transform included), then the
+# operational checks of scripts/check_template.py (retained tables, arm64 workspace binaries,
+# no wildcard policies, an alarm per failure path, horizons, the docs' names and runbook
+# entries) in every configuration of each stack, created or existing resources. Prove both
+# have teeth: deliberately broken copies must be rejected, each for the reason it was broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cfn-lint template.yaml
-echo "template-check: template.yaml is valid"
-python3 scripts/check_template.py template.yaml README.md
+templates=(template.yaml stacks/*.yaml)
+docs=(README.md)
+for doc in docs/*.md; do
+  [ -e "$doc" ] && docs+=("$doc")
+done
 
-broken=$(mktemp --suffix=.yaml)
-trap 'rm -f "$broken"' EXIT
+cfn-lint "${templates[@]}"
+echo "template-check: ${templates[*]} are valid"
+python3 scripts/check_template.py "${templates[@]}" "${docs[@]}"
 
-# must_fail <what> <checker> <sed expression> [file]: the mutated copy must be rejected.
-must_fail() {
-  local what=$1 checker=$2 expr=$3 file=${4:-template.yaml}
-  sed "$expr" "$file" >"$broken"
-  if cmp -s "$file" "$broken"; then
-    echo "template-check: the mutation for '$what' changed nothing: update check-template.sh" >&2
-    exit 1
-  fi
-  local ok
+tmp=$(mktemp -d)
+broken_files=()
+cleanup() {
+  rm -rf "$tmp"
+  if [ ${#broken_files[@]} -gt 0 ]; then rm -f "${broken_files[@]}"; fi
+}
+trap cleanup EXIT
+count=0
+
+# The files with one replaced: replaced <list name> <original> <copy>.
+replaced() {
+  local -n list=$1
+  local f out=()
+  for f in "${list[@]}"; do
+    if [ "$f" = "$2" ]; then out+=("$3"); else out+=("$f"); fi
+  done
+  printf '%s\n' "${out[@]}"
+}
+
+# rejected <what> <checker> <expected> <files...>: the checker must fail on the files and say
+# <expected> (a fixed string), so a copy rejected for another reason does not count.
+rejected() {
+  local what=$1 checker=$2 expected=$3
+  shift 3
+  local out=$tmp/out ok
   case $checker in
-    cfn-lint) cfn-lint "$broken" >/dev/null 2>&1 && ok=1 || ok=0 ;;
-    template) python3 scripts/check_template.py "$broken" README.md >/dev/null 2>&1 && ok=1 || ok=0 ;;
-    readme) python3 scripts/check_template.py template.yaml "$broken" >/dev/null 2>&1 && ok=1 || ok=0 ;;
+    cfn-lint) cfn-lint "$@" >"$out" 2>&1 && ok=1 || ok=0 ;;
+    template) python3 scripts/check_template.py "$@" >"$out" 2>&1 && ok=1 || ok=0 ;;
   esac
   if [ "$ok" -eq 1 ]; then
     echo "template-check: $what passed the $checker check: the check is broken" >&2
     exit 1
   fi
+  if ! grep -qF -- "$expected" "$out"; then
+    echo "template-check: $what was rejected by $checker, but not with '$expected':" >&2
+    cat "$out" >&2
+    exit 1
+  fi
+  count=$((count + 1))
 }
 
-must_fail "an invalid runtime" cfn-lint 's/Runtime: provided.al2023/Runtime: provided.al2099/'
-must_fail "an invalid event type" cfn-lint 's/Type: Kinesis$/Type: Kinesys/'
-must_fail "an x86_64 function" template '0,/      - arm64/s//      - x86_64/'
-must_fail "a table without Retain" template '0,/    DeletionPolicy: Retain/s///'
-must_fail "a table without point-in-time recovery" template '0,/PointInTimeRecoveryEnabled: !If \[PitrOn, true, false\]/s//PointInTimeRecoveryEnabled: false/'
-must_fail "a wildcard action" template '0,/dynamodb:PutItem/s//dynamodb:*/'
-must_fail "a wildcard resource" template '0,/Resource: !GetAtt RatchetTable.Arn/s//Resource: "*"/'
-must_fail "a missing iterator-age alarm" template 's/MetricName: IteratorAge/MetricName: IteratorAges/'
-must_fail "a missing redrive-queue alarm" template 's/Value: !GetAtt TxQueueRedrive.QueueName/Value: !GetAtt TxQueue.QueueName/'
-must_fail "an unknown function binary" template 's/Binary: tx-sweeper/Binary: tx-sweep/'
-must_fail "an unencrypted queue" template '0,/SqsManagedSseEnabled: true/s///'
-must_fail "a sweeper that retries" template 's/MaximumRetryAttempts: 0/MaximumRetryAttempts: 2/'
-must_fail "a TX retention shorter than the redelivery horizon" template '0,/TX_RETAIN_SECONDS: 1296000/s//TX_RETAIN_SECONDS: 604800/'
-must_fail "a sweeper stale threshold within a redelivery gap" template 's/TX_STALE_AFTER_SECONDS: 900/TX_STALE_AFTER_SECONDS: 300/'
-must_fail "a redelivery gap shorter than visibility + timeout" template 's/TX_REDELIVERY_GAP_SECONDS: 420/TX_REDELIVERY_GAP_SECONDS: 120/'
-must_fail "a README naming a missing alarm" readme 's/^# dynamo-stream-writes/# dynamo-stream-writes (see NoSuchAlarm)/' README.md
-must_fail "a README without an alarm's runbook" readme 's/`TxSweeperNotRunningAlarm`/TxSweeperNotRunning/' README.md
-echo "template-check: broken templates are rejected"
+# must_fail <what> <checker> <expected> <template> <sed expression>: a mutated copy of the
+# template (beside it, so its relative CodeUri and Locations hold) must be rejected.
+must_fail() {
+  local what=$1 checker=$2 expected=$3 file=$4 expr=$5
+  local broken
+  broken=$(mktemp -p "$(dirname "$file")" --suffix=.yaml .broken-XXXXXX)
+  broken_files+=("$broken")
+  sed "$expr" "$file" >"$broken"
+  if cmp -s "$file" "$broken"; then
+    echo "template-check: the mutation for '$what' changed nothing in $file: update check-template.sh" >&2
+    exit 1
+  fi
+  if [ "$checker" = cfn-lint ]; then
+    rejected "$what" cfn-lint "$expected" "$broken"
+  else
+    local files
+    mapfile -t files < <(replaced templates "$file" "$broken")
+    rejected "$what" template "$expected" "${files[@]}" "${docs[@]}"
+  fi
+  rm -f "$broken"
+}
+
+# must_fail_docs <what> <expected> <text> <sed expression>: the same mutation of every doc that
+# contains <text> (the runbook may live in README.md or in docs/) must be rejected.
+must_fail_docs() {
+  local what=$1 expected=$2 text=$3 expr=$4
+  local holders mutated=("${docs[@]}") doc i
+  mapfile -t holders < <(grep -lF -- "$text" "${docs[@]}" || true)
+  if [ ${#holders[@]} -eq 0 ]; then
+    echo "template-check: no doc contains '$text' for '$what': update check-template.sh" >&2
+    exit 1
+  fi
+  for doc in "${holders[@]}"; do
+    i=$tmp/$(basename "$doc")
+    sed "$expr" "$doc" >"$i"
+    mapfile -t mutated < <(replaced mutated "$doc" "$i")
+  done
+  rejected "$what" template "$expected" "${templates[@]}" "${mutated[@]}"
+}
+
+# cfn-lint (the SAM transform runs)
+must_fail "an invalid runtime" cfn-lint "provided.al2099" template.yaml \
+  's/Runtime: provided.al2023/Runtime: provided.al2099/'
+must_fail "an invalid event type" cfn-lint "DynamoDb" template.yaml 's/Type: DynamoDB$/Type: DynamoDb/'
+must_fail "an invalid schedule event type" cfn-lint "ScheduleV3" stacks/transactions.yaml \
+  's/Type: ScheduleV2$/Type: ScheduleV3/'
+
+# the demo (template.yaml)
+must_fail "an x86_64 function" template "not [arm64]" template.yaml '0,/      - arm64/s//      - x86_64/'
+must_fail "a table without Retain" template "DeletionPolicy is not Retain" template.yaml \
+  '0,/    DeletionPolicy: Retain/s///'
+must_fail "a table without point-in-time recovery" template "PointInTimeRecoveryEnabled is not" template.yaml \
+  '0,/PointInTimeRecoveryEnabled: !If \[PitrOn, true, false\]/s//PointInTimeRecoveryEnabled: false/'
+must_fail "a wildcard action" template "wildcard Action" template.yaml '0,/dynamodb:PutItem/s//dynamodb:*/'
+must_fail "a missing iterator-age alarm" template "IteratorAge for OrdersReplicaFunction" template.yaml \
+  's/MetricName: IteratorAge/MetricName: IteratorAges/'
+must_fail "an unencrypted queue" template "SqsManagedSseEnabled is not true" template.yaml \
+  '0,/SqsManagedSseEnabled: true/s///'
+must_fail "a missing nested stack" template "does not exist" template.yaml \
+  's#Location: stacks/ratchet.yaml#Location: stacks/ratchett.yaml#'
+must_fail "a writer stack the demo leaves out" template "workspace binary document-writer" \
+  template.yaml 's#Location: stacks/document.yaml#Location: stacks/ratchet.yaml#'
+
+# the writer stacks, with the resources they create and with existing ones
+must_fail "a created table without Retain" template "table RatchetTable: DeletionPolicy is not Retain" \
+  stacks/ratchet.yaml '0,/    DeletionPolicy: Retain/s///'
+must_fail "a created table without deletion protection" template "DeletionProtectionEnabled is not" \
+  stacks/transactions.yaml '0,/DeletionProtectionEnabled: !If \[DeletionProtectionOn, true, false\]/s//DeletionProtectionEnabled: false/'
+must_fail "a dead-letter table unlike the demo's" template "table DeadLetterTable differs" stacks/counter.yaml \
+  '/^  DeadLetterTable:/,/^  [A-Z]/s/AttributeName: Id/AttributeName: Key/'
+must_fail "a wildcard resource" template "wildcard Resource" stacks/ratchet.yaml \
+  's/- !GetAtt RatchetTable.Arn/- "*"/'
+must_fail "a table parameter that lets a wildcard in" template "parameter TableName names a policy's resource" \
+  stacks/document.yaml '0,/AllowedPattern: "\^\$|\^\[A-Za-z0-9_.-\]{3,255}\$"/s//AllowedPattern: ".*"/'
+must_fail "an x86_64 writer stack" template "not [arm64]" stacks/counter.yaml '0,/      - arm64/s//      - x86_64/'
+must_fail "a CodeUri outside the workspace" template "is not the cargo workspace" stacks/document.yaml \
+  's/^    CodeUri: \.\.$/    CodeUri: ./'
+must_fail "a missing iterator-age alarm in a stack" template "IteratorAge for CounterWriterFunction" \
+  stacks/counter.yaml 's/MetricName: IteratorAge/MetricName: IteratorAges/'
+must_fail "a missing redrive-queue alarm" template "ApproximateNumberOfMessagesVisible for TxQueueRedrive" \
+  stacks/transactions.yaml 's/!GetAtt TxQueueRedrive.QueueName/!GetAtt TxQueue.QueueName/'
+must_fail "an existing queue without its redrive-queue alarm" template "for existing-queue-redrive" \
+  stacks/ratchet.yaml 's/!Split \[":", !Ref QueueRedriveArn\]/!Split [":", !Ref QueueArn]/'
+must_fail "a source without partial batch responses" template "without FunctionResponseTypes" \
+  stacks/document.yaml '/FunctionResponseTypes:/,+1d'
+must_fail "a stream source without a failure destination" template "without an on-failure destination" \
+  stacks/counter.yaml '/^      DestinationConfig:/,+2d'
+must_fail "an unknown function binary" template "'tx-sweep' is not a binary" stacks/transactions.yaml \
+  's/Binary: tx-sweeper/Binary: tx-sweep/'
+must_fail "a sweeper that retries" template "schedule retries" stacks/transactions.yaml \
+  's/MaximumRetryAttempts: 0$/MaximumRetryAttempts: 2/'
+must_fail "a TX retention shorter than the redelivery horizon" template "TX_RETAIN_SECONDS 604800 <" \
+  stacks/transactions.yaml '/^  RetainSeconds:/,/Default:/s/Default: 1296000/Default: 604800/'
+must_fail "a sweeper stale threshold within a redelivery gap" template "TX_STALE_AFTER_SECONDS 900 <=" \
+  stacks/transactions.yaml '/^  QueueVisibilityTimeoutSeconds:/,/Default:/s/Default: 360/Default: 900/'
+must_fail "a redelivery gap shorter than visibility + timeout" template "shorter than the visibility timeout 360" \
+  stacks/transactions.yaml 's/"360": {Seconds: 420}/"360": {Seconds: 300}/'
+must_fail "a sweeper lag alarm below its stale threshold" template "is not above TX_STALE_AFTER_SECONDS" \
+  stacks/transactions.yaml '/^  SweeperLagAlarmSeconds:/,/Default:/s/Default: 1800/Default: 600/'
+
+# the docs (README.md and docs/*.md: every file that holds the text)
+must_fail_docs "docs naming a missing alarm" "name NoSuchAlarm" "# dynamo-stream-writes" \
+  's/^# dynamo-stream-writes/# dynamo-stream-writes (see NoSuchAlarm)/'
+must_fail_docs "docs without an alarm's runbook" "TxSweeperNotRunningAlarm has no runbook entry" \
+  '`TxSweeperNotRunningAlarm`' 's/`TxSweeperNotRunningAlarm`/TxSweeperNotRunning/g'
+must_fail_docs "docs without a parameter" "parameter StreamBisectBatchOnFunctionError is not documented" \
+  '`StreamBisectBatchOnFunctionError`' 's/`StreamBisectBatchOnFunctionError`/StreamBisectBatchOnFunctionError/g'
+echo "template-check: $count broken copies rejected, each for its reason"

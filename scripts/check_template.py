@@ -1,28 +1,51 @@
 #!/usr/bin/env python3
-"""Operational checks of template.yaml that cfn-lint does not make (run by check-template.sh).
+"""Operational checks of the SAM templates that cfn-lint does not make (run by check-template.sh).
 
-Each check names what an operator relies on:
-  * every DynamoDB table is Retain (deletion and replacement), point-in-time recoverable and
-    deletion-protected (through the template's parameters);
-  * every function runs on arm64, is built by cargo-lambda from a binary of the workspace,
-    and every function crate of the workspace is deployed;
+Usage: check_template.py FILE...
+  *.yaml / *.yml: templates to check, each with the stacks it nests from local files
+  (`AWS::Serverless::Application` with `Location: stacks/x.yaml`); default: template.yaml.
+  *.md: the docs (README.md, docs/*.md); default: README.md and docs/*.md.
+Exit status 1 with one line per violation.
+
+A writer stack takes existing resources as parameters or creates them (CloudFormation
+Conditions), so each template is checked in every configuration that matters: its parameters'
+defaults, with each resource it can create given alone (an existing one: the SAMPLES below),
+and, for every combination of its switches (parameters with AllowedValues that a Rule or a
+Condition outside table properties reads), with all of them left empty (created) and all given
+(existing). Configurations its Rules refuse
+are skipped. In each, the resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
+Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator relies on:
+  * every DynamoDB table a template can create is Retain (deletion and replacement), point-in-
+    time recoverable and deletion-protected (through the template's parameters), and a table
+    declared by two templates (the dead-letter table) has the same keys in both;
+  * every function runs on arm64, is built by cargo-lambda from a binary of the workspace (its
+    CodeUri, relative to its template, is the workspace), and the all-in-one entry (a template
+    that nests stacks, with them) deploys every function crate of the workspace;
   * no IAM policy has a wildcard Action or Resource (except the X-Ray write statement, which
-    AWS offers no resource-level permission for);
-  * each failure path has an alarm: function errors, stream (Kinesis, DynamoDB) iterator age, dead letters kept
-    (EMF metric `Invalid`), source queue age, redrive queues and Kinesis failure destinations,
-    the sweeper's errors, lag and heartbeat; alarm actions only when AlarmTopicArn is set;
-  * Kinesis streams encrypted, SQS SSE explicit, visibility >= 6x the function timeout,
-    MaximumConcurrency on SQS event sources, the sweeper alone and never retried;
+    AWS offers no resource-level permission for), and no parameter that names a resource in a
+    policy lets a wildcard in (its AllowedPattern refuses one);
+  * each failure path has an alarm: function errors, stream (Kinesis, DynamoDB) iterator age,
+    dead letters kept (EMF metric `Invalid`), source queue age, redrive queues (a created
+    queue's RedrivePolicy target; an existing queue given by parameter XArn has its redrive
+    queue in parameter XRedriveArn) and stream failure destinations, the sweeper's errors, lag
+    and heartbeat; alarm actions only when AlarmTopicArn is set;
+  * created Kinesis streams encrypted, created queues with SQS SSE explicit and a visibility
+    timeout >= 6x the function timeout (for every allowed value of a parameter that sets it),
+    every queue and stream source with partial batch responses (ReportBatchItemFailures),
+    MaximumConcurrency on queue sources, an on-failure destination on stream sources, the
+    sweeper alone and never retried;
   * the transaction protocol's horizons: TX_RETAIN_SECONDS >= TX_REDELIVERY_HORIZON_SECONDS >=
-    the TX queues' retention (redrive included), and TX_STALE_AFTER_SECONDS >
-    TX_REDELIVERY_GAP_SECONDS >= the TX queue's visibility timeout + the coordinator's timeout;
-  * every alarm, role, table, queue, stream and function the README names exists, and every
-    alarm has its runbook entry there.
-
-Usage: check_template.py [template] [readme]. Exit status 1 with one line per violation.
+    the created TX queues' retention (redrive included), TX_STALE_AFTER_SECONDS >
+    TX_REDELIVERY_GAP_SECONDS >= the created TX queue's visibility timeout + the coordinator's
+    timeout (a gap read from a mapping is checked for every entry), the sweeper's lag alarm
+    above its stale threshold;
+  * every alarm, role, table, queue, stream and function the docs name exists in some
+    template, every alarm of every template has its runbook entry in the docs, and every
+    parameter of every template is documented (named in backticks, as in docs/deploy.md).
 """
 
 import glob
+import itertools
 import os
 import re
 import sys
@@ -30,11 +53,37 @@ import tomllib
 
 import yaml
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 # The only statement allowed a wildcard Resource: X-Ray has no resource-level permissions.
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
-# Names the README may use that are not resources of the template.
-README_SUFFIXES = ("Table", "Role", "Alarm", "Queue", "QueueRedrive", "StreamFailures",
-                   "Function", "Stream", "LogGroup")
+# Names the docs may use that are not resources of a template.
+DOC_SUFFIXES = ("Table", "Role", "Alarm", "Queue", "QueueRedrive", "StreamFailures",
+                "Function", "Stream", "LogGroup")
+# Pseudo parameters as a configuration sees them.
+PSEUDO = {"AWS::Region": "eu-west-1", "AWS::AccountId": "123456789012", "AWS::Partition": "aws",
+          "AWS::StackName": "stack", "AWS::URLSuffix": "amazonaws.com"}
+# Values for the parameters that name an existing resource (or an optional setting) when a
+# configuration gives them. Each must match its parameter's AllowedPattern.
+SAMPLES = {
+    "StreamArn@Kinesis": "arn:aws:kinesis:eu-west-1:123456789012:stream/existing-stream",
+    "StreamArn@DynamoDB": "arn:aws:dynamodb:eu-west-1:123456789012:table/existing-source/stream/"
+                          "2026-01-01T00:00:00.000",
+    "QueueArn": "arn:aws:sqs:eu-west-1:123456789012:existing-queue",
+    "QueueRedriveArn": "arn:aws:sqs:eu-west-1:123456789012:existing-queue-redrive",
+    "AlarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:oncall",
+    "OtelCollectorLayerArn": "arn:aws:lambda:eu-west-1:901920570463:layer:"
+                             "aws-otel-collector-arm64-ver-0-117-0:1",
+    "AllowedTableArns": "arn:aws:dynamodb:eu-west-1:123456789012:table/existing-accounts,"
+                        "arn:aws:dynamodb:eu-west-1:123456789012:table/existing-orders",
+    "ChangeGroupBy": "CustomerId",
+    "ChangeSortKey": "SK:orders-total",
+    "ChangeCount": "orders",
+    "ChangeSum": "amount:Amount",
+    "ChangeSkipAttributes": "_tx*,internal",
+    "SweeperScheduleName": "existing-tx-sweeper",
+}
+NOVALUE = object()
 
 
 class CfnLoader(yaml.SafeLoader):
@@ -42,13 +91,15 @@ class CfnLoader(yaml.SafeLoader):
 
 
 def _tag(loader, suffix, node):
-    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    name = "Ref" if suffix == "Ref" else ("Condition" if suffix == "Condition" else f"Fn::{suffix}")
     if isinstance(node, yaml.ScalarNode):
         value = loader.construct_scalar(node)
     elif isinstance(node, yaml.SequenceNode):
         value = loader.construct_sequence(node, deep=True)
     else:
         value = loader.construct_mapping(node, deep=True)
+    if name == "Fn::GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
     return {name: value}
 
 
@@ -60,45 +111,356 @@ def load(path):
         return yaml.load(f, Loader=CfnLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
-def of_type(resources, kind):
-    return {k: v for k, v in resources.items() if v.get("Type") == kind}
+def rel(path):
+    return os.path.relpath(path, ROOT)
 
 
-def ref_name(value):
-    """The logical id a !Ref / !GetAtt X.Arn / !GetAtt X.QueueName points to."""
+def as_list(value):
+    return value if isinstance(value, list) else [value]
+
+
+def walk(value):
+    """Every dict and list inside value, value included."""
+    yield value
     if isinstance(value, dict):
-        if "Ref" in value:
-            return value["Ref"]
-        if "Fn::GetAtt" in value:
-            target = value["Fn::GetAtt"]
-            return target.split(".")[0] if isinstance(target, str) else target[0]
+        for v in value.values():
+            yield from walk(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from walk(v)
+
+
+class Template:
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        self.name = rel(self.path)
+        self.data = load(self.path)
+        self.params = self.data.get("Parameters", {}) or {}
+        self.resources = self.data.get("Resources", {}) or {}
+        self.conditions = self.data.get("Conditions", {}) or {}
+        self.mappings = self.data.get("Mappings", {}) or {}
+        self.rules = self.data.get("Rules", {}) or {}
+
+    def of_type(self, kind):
+        return {k: v for k, v in self.resources.items() if v.get("Type") == kind}
+
+    def nested(self):
+        """(logical id, path) of the stacks nested from local files."""
+        for name, res in self.of_type("AWS::Serverless::Application").items():
+            location = res.get("Properties", {}).get("Location")
+            if isinstance(location, str) and not re.match(r"^(s3|https?)://", location):
+                yield name, os.path.normpath(os.path.join(os.path.dirname(self.path), location))
+
+    def function_props(self, fn):
+        """A function's raw properties with the Globals SAM merges in."""
+        merged = dict(self.data.get("Globals", {}).get("Function", {}))
+        merged.update(fn.get("Properties", {}))
+        return merged
+
+
+# ------------------------------------------------------------------ configurations
+
+class Config:
+    """One set of parameter values: conditions and intrinsic functions evaluate under it."""
+
+    def __init__(self, template, values, label):
+        self.t, self.values, self.label = template, values, label
+        self._conditions = {}
+
+    def param(self, name):
+        spec = self.t.params[name]
+        value = self.values.get(name, spec.get("Default"))
+        if spec.get("Type") == "CommaDelimitedList":
+            return [v.strip() for v in str(value).split(",")] if value not in (None, "") else []
+        return "" if value is None else str(value)
+
+    def condition(self, name):
+        if name not in self._conditions:
+            self._conditions[name] = self.truth(self.t.conditions[name])
+        return self._conditions[name]
+
+    def truth(self, expr):
+        (fn, args), = expr.items()
+        if fn == "Condition":
+            return self.condition(args)
+        if fn == "Fn::Equals":
+            a, b = (self.eval(x) for x in args)
+            return str(a) == str(b)
+        if fn == "Fn::Not":
+            return not self.truth(args[0])
+        if fn == "Fn::And":
+            return all(self.truth(x) for x in args)
+        if fn == "Fn::Or":
+            return any(self.truth(x) for x in args)
+        raise ValueError(f"{self.t.name}: condition function {fn} is not understood here")
+
+    def rules_hold(self):
+        for rule in self.t.rules.values():
+            if "RuleCondition" in rule and not self.truth(rule["RuleCondition"]):
+                continue
+            if not all(self.truth(a["Assert"]) for a in rule.get("Assertions", [])):
+                return False
+        return True
+
+    def sub(self, text, variables):
+        def one(m):
+            name = m.group(1)
+            if name.startswith("!"):
+                return "${" + name[1:] + "}"
+            if name in variables:
+                return str(variables[name])
+            if name in PSEUDO:
+                return PSEUDO[name]
+            if name in self.t.params:
+                value = self.param(name)
+                return ",".join(value) if isinstance(value, list) else value
+            return "{" + name + "}"
+        return re.sub(r"\$\{([^}]+)\}", one, text)
+
+    def eval(self, value):
+        """The value with its intrinsic functions applied; a resource becomes "{Id}" or
+        "{Id.Attribute}", AWS::NoValue the NOVALUE marker."""
+        if isinstance(value, list):
+            return [v for v in (self.eval(x) for x in value) if v is not NOVALUE]
+        if not isinstance(value, dict):
+            return value
+        if len(value) == 1:
+            (fn, args), = value.items()
+            if fn == "Ref":
+                if args == "AWS::NoValue":
+                    return NOVALUE
+                if args in PSEUDO:
+                    return PSEUDO[args]
+                if args in self.t.params:
+                    return self.param(args)
+                return "{" + args + "}"
+            if fn == "Fn::GetAtt":
+                return "{" + ".".join(args) + "}"
+            if fn == "Fn::If":
+                return self.eval(args[1] if self.condition(args[0]) else args[2])
+            if fn == "Fn::Sub":
+                text, variables = (args, {}) if isinstance(args, str) else args
+                return self.sub(text, {k: self.eval(v) for k, v in variables.items()})
+            if fn == "Fn::Select":
+                return self.eval(args[1])[int(self.eval(args[0]))]
+            if fn == "Fn::Split":
+                return str(self.eval(args[1])).split(args[0])
+            if fn == "Fn::Join":
+                return args[0].join(str(x) for x in self.eval(args[1]))
+            if fn == "Fn::FindInMap":
+                m, k1, k2 = (str(self.eval(x)) for x in args)
+                return self.t.mappings[m][k1][k2]
+        return {k: v for k, v in ((k, self.eval(v)) for k, v in value.items()) if v is not NOVALUE}
+
+    def resources(self):
+        """The resources this configuration creates, resolved; functions with their Globals."""
+        out = {}
+        for name, res in self.t.resources.items():
+            if "Condition" in res and not self.condition(res["Condition"]):
+                continue
+            props = res.get("Properties", {})
+            if res.get("Type") == "AWS::Serverless::Function":
+                props = self.t.function_props(res)
+            out[name] = {"Type": res.get("Type"), "Metadata": res.get("Metadata", {}),
+                         "Properties": self.eval(props)}
+        return out
+
+
+def switches(t):
+    """Parameters with AllowedValues that a Rule reads, or a Condition used outside table
+    properties (tables are checked as written, whatever their parameters)."""
+    def used(value):
+        for v in walk(value):
+            if isinstance(v, dict):
+                if isinstance(v.get("Condition"), str):
+                    yield v["Condition"]
+                if isinstance(v.get("Fn::If"), list):
+                    yield v["Fn::If"][0]
+    outside = {k: (r if r.get("Type") != "AWS::DynamoDB::Table" else {"Condition": r.get("Condition")})
+               for k, r in t.resources.items()}
+    todo, conditions = list(used([outside, t.data.get("Globals", {}), t.data.get("Outputs", {})])), set()
+    while todo:
+        c = todo.pop()
+        if c and c not in conditions and c in t.conditions:
+            conditions.add(c)
+            todo.extend(used(t.conditions[c]))
+    read = {v["Ref"] for v in walk([[t.conditions[c] for c in conditions], t.rules])
+            if isinstance(v, dict) and "Ref" in v}
+    return [p for p in t.params if p in read and "AllowedValues" in t.params[p]]
+
+
+def givable(t):
+    """Parameters a configuration may leave empty or give: default "" (an existing resource or
+    an optional setting), or no default at all (always given)."""
+    return [p for p, spec in t.params.items()
+            if "AllowedValues" not in spec and spec.get("Default", None) in ("", None)]
+
+
+def sample(t, name, values):
+    if name == "StreamArn":
+        name += "@DynamoDB" if values.get("StreamType") == "DynamoDB" else "@Kinesis"
+    key = name
+    if key in SAMPLES:
+        return SAMPLES[key]
+    if key.endswith("TableName"):
+        return "existing-" + re.sub(r"(?<!^)(?=[A-Z])", "-", key).lower()
     return None
 
 
-def function_props(template, fn):
-    """A function's properties with the Globals SAM merges in."""
-    merged = dict(template.get("Globals", {}).get("Function", {}))
-    merged.update(fn.get("Properties", {}))
-    return merged
+def configurations(t, errors):
+    """Every configuration of t its Rules accept (see the module's documentation)."""
+    sw, giv = switches(t), givable(t)
+    required = [p for p in giv if "Default" not in t.params[p]]
+    optional = [p for p in giv if p not in required]
+    combos = [dict(zip(sw, vs)) for vs in itertools.product(
+        *[[str(v) for v in t.params[p]["AllowedValues"]] for p in sw])] or [{}]
+    seen, out = set(), []
+
+    def add(values, label):
+        for p in sw:
+            values.setdefault(p, str(t.params[p].get("Default")))
+        for p in required:
+            values.setdefault(p, sample(t, p, values))
+        key = tuple(sorted(values.items()))
+        if key in seen:
+            return
+        seen.add(key)
+        config = Config(t, values, label)
+        if config.rules_hold():
+            out.append(config)
+
+    def given(base, names):
+        values = dict(base)
+        for p in names:
+            value = sample(t, p, values)
+            if value is None:
+                errors.append(f"{t.name}: parameter {p} has no sample value: add one to SAMPLES "
+                              "in scripts/check_template.py")
+                continue
+            values[p] = value
+        return values
+
+    add({}, "defaults")
+    for p in optional:
+        add(given({}, [p]), f"defaults, {p} given")
+    for combo in combos:
+        label = ", ".join(f"{k}={v}" for k, v in combo.items())
+        add(dict(combo), f"{label}, created")
+        add(given(combo, optional), f"{label}, existing")
+    for p in giv:
+        value = sample(t, p, {})
+        pattern = t.params[p].get("AllowedPattern")
+        if value is not None and pattern:
+            for v in (value.split(",") if t.params[p].get("Type") == "CommaDelimitedList" else [value]):
+                if not re.fullmatch(pattern, v):
+                    errors.append(f"{t.name}: the sample {v!r} does not match parameter {p}'s "
+                                  f"AllowedPattern {pattern!r}")
+    return out
 
 
-def check_tables(resources, errors):
-    for name, table in of_type(resources, "AWS::DynamoDB::Table").items():
+# ------------------------------------------------------------------ identities
+
+def ident(value):
+    """What a reference points to: a logical id ("{Id.Attr}" -> Id), a queue or stream name
+    (from an ARN), or the string itself."""
+    if isinstance(value, str):
+        if value.startswith("{") and value.endswith("}"):
+            return value[1:-1].split(".")[0]
+        if value.startswith("arn:"):
+            parts = value.split(":", 5)
+            if len(parts) == 6:
+                if parts[2] == "sqs":
+                    return parts[5]
+                if parts[2] == "kinesis":
+                    return parts[5].split("/", 1)[-1]
+                return parts[5]
+    return value
+
+
+def attribute(value):
+    if isinstance(value, str) and value.startswith("{") and "." in value:
+        return value[1:-1].split(".", 1)[1]
+    return None
+
+
+def event_sources(view):
+    """(function id, kind, properties) of every event source: SAM Events and
+    AWS::Lambda::EventSourceMapping resources. Kind: Kinesis, DynamoDB, SQS, ScheduleV2..."""
+    for name, res in view.items():
+        if res["Type"] == "AWS::Serverless::Function":
+            for event in res["Properties"].get("Events", {}).values():
+                props = dict(event.get("Properties", {}))
+                props["Source"] = props.get("Stream", props.get("Queue"))
+                yield name, event.get("Type"), props
+        elif res["Type"] == "AWS::Lambda::EventSourceMapping":
+            props = dict(res["Properties"])
+            source = props.get("EventSourceArn")
+            props["Source"] = source
+            target = view.get(ident(source), {}).get("Type")
+            if target == "AWS::Kinesis::Stream":
+                kind = "Kinesis"
+            elif target == "AWS::SQS::Queue":
+                kind = "SQS"
+            elif target == "AWS::DynamoDB::Table" and attribute(source) == "StreamArn":
+                kind = "DynamoDB"
+            elif isinstance(source, str) and source.startswith("arn:"):
+                kind = {"kinesis": "Kinesis", "sqs": "SQS", "dynamodb": "DynamoDB"}.get(
+                    source.split(":")[2])
+            else:
+                kind = None
+            yield ident(props.get("FunctionName")), kind, props
+
+
+def of_type(view, kind):
+    return {k: v for k, v in view.items() if v["Type"] == kind}
+
+
+def number(value, default=0):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+# ------------------------------------------------------------------ checks on the raw template
+
+def check_tables(t, errors):
+    for name, table in t.of_type("AWS::DynamoDB::Table").items():
         for policy in ("DeletionPolicy", "UpdateReplacePolicy"):
             if table.get(policy) != "Retain":
-                errors.append(f"table {name}: {policy} is not Retain")
+                errors.append(f"{t.name}: table {name}: {policy} is not Retain")
         props = table.get("Properties", {})
         pitr = props.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled")
         if pitr != {"Fn::If": ["PitrOn", True, False]}:
-            errors.append(f"table {name}: PointInTimeRecoveryEnabled is not the PointInTimeRecovery parameter")
+            errors.append(f"{t.name}: table {name}: PointInTimeRecoveryEnabled is not the "
+                          "PointInTimeRecovery parameter")
         if props.get("DeletionProtectionEnabled") != {"Fn::If": ["DeletionProtectionOn", True, False]}:
-            errors.append(f"table {name}: DeletionProtectionEnabled is not the DeletionProtection parameter")
+            errors.append(f"{t.name}: table {name}: DeletionProtectionEnabled is not the "
+                          "DeletionProtection parameter")
 
 
-def workspace_binaries(root):
+TABLE_SHAPE = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes",
+               "TimeToLiveSpecification", "BillingMode", "StreamSpecification")
+
+
+def check_table_agreement(templates, errors):
+    """A logical id declared as a table by two templates has one shape (what
+    dynamo_provision::template_tables requires to create it locally)."""
+    first = {}
+    for t in templates:
+        for name, table in t.of_type("AWS::DynamoDB::Table").items():
+            props = table.get("Properties", {})
+            shape = {k: props.get(k) for k in TABLE_SHAPE}
+            if name in first and first[name][1] != shape:
+                errors.append(f"table {name} differs between {first[name][0]} and {t.name}: "
+                              f"{first[name][1]} vs {shape}")
+            first.setdefault(name, (t.name, shape))
+
+
+def workspace_binaries():
     """Binary names of the workspace's function crates (package name or [[bin]] names)."""
     binaries = {}
-    for manifest in sorted(glob.glob(os.path.join(root, "functions", "*", "Cargo.toml"))):
+    for manifest in sorted(glob.glob(os.path.join(ROOT, "functions", "*", "Cargo.toml"))):
         with open(manifest, "rb") as f:
             cargo = tomllib.load(f)
         package = cargo["package"]["name"]
@@ -108,241 +470,386 @@ def workspace_binaries(root):
     return binaries
 
 
-def check_functions(template, root, errors):
-    resources = template["Resources"]
-    binaries = workspace_binaries(root)
+def check_functions(t, binaries, errors):
     deployed = set()
-    for name, fn in of_type(resources, "AWS::Serverless::Function").items():
-        props = function_props(template, fn)
+    for name, fn in t.of_type("AWS::Serverless::Function").items():
+        props = t.function_props(fn)
         if props.get("Architectures") != ["arm64"]:
-            errors.append(f"function {name}: Architectures is {props.get('Architectures')}, not [arm64]")
+            errors.append(f"{t.name}: function {name}: Architectures is {props.get('Architectures')}, not [arm64]")
         meta = fn.get("Metadata", {})
         binary = meta.get("BuildProperties", {}).get("Binary")
         if meta.get("BuildMethod") != "rust-cargolambda":
-            errors.append(f"function {name}: Metadata BuildMethod is not rust-cargolambda")
+            errors.append(f"{t.name}: function {name}: Metadata BuildMethod is not rust-cargolambda")
         if binary not in binaries:
-            errors.append(f"function {name}: BuildProperties Binary {binary!r} is not a binary of functions/*")
+            errors.append(f"{t.name}: function {name}: BuildProperties Binary {binary!r} is not a binary of functions/*")
         deployed.add(binary)
         code_uri = props.get("CodeUri")
-        if not isinstance(code_uri, str) or not os.path.isfile(os.path.join(root, code_uri, "Cargo.toml")):
-            errors.append(f"function {name}: CodeUri {code_uri!r} is not the cargo workspace")
+        workspace = os.path.join(os.path.dirname(t.path), str(code_uri))
+        if not isinstance(code_uri, str) or os.path.realpath(workspace) != os.path.realpath(ROOT) \
+                or not os.path.isfile(os.path.join(workspace, "Cargo.toml")):
+            errors.append(f"{t.name}: function {name}: CodeUri {code_uri!r} is not the cargo "
+                          "workspace (relative to the template)")
         if props.get("Handler") != "bootstrap" or not str(props.get("Runtime", "")).startswith("provided."):
-            errors.append(f"function {name}: not a custom-runtime bootstrap (Handler/Runtime)")
-    for binary, package in binaries.items():
-        if binary not in deployed:
-            errors.append(f"workspace binary {binary} (functions/{package}) is deployed by no function")
+            errors.append(f"{t.name}: function {name}: not a custom-runtime bootstrap (Handler/Runtime)")
+    return deployed
 
 
-def statements(resources):
-    """(resource name, statement) of every inline and managed IAM policy."""
+def policy_documents(resources):
+    """(resource name, policy document) of every inline and managed IAM policy."""
     for name, res in resources.items():
-        docs = []
+        props = res.get("Properties", {})
         if res.get("Type") == "AWS::IAM::Role":
-            docs = [p.get("PolicyDocument", {}) for p in res.get("Properties", {}).get("Policies", [])]
+            for p in as_list(props.get("Policies", [])):
+                if isinstance(p, dict):
+                    yield name, p.get("PolicyDocument", {})
         elif res.get("Type") in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
-            docs = [res.get("Properties", {}).get("PolicyDocument", {})]
-        for doc in docs:
-            for st in doc.get("Statement", []):
-                yield name, st
+            yield name, props.get("PolicyDocument", {})
 
 
-def as_list(value):
-    return value if isinstance(value, list) else [value]
+def check_policy_parameters(t, errors):
+    """A parameter that names a policy's resource must not let a wildcard in."""
+    used = set()
+    for _, doc in policy_documents(t.resources):
+        for value in walk(doc):
+            if isinstance(value, dict):
+                if isinstance(value.get("Ref"), str):
+                    used.add(value["Ref"])
+                sub = value.get("Fn::Sub")
+                if sub is not None:
+                    used.update(re.findall(r"\$\{([A-Za-z0-9]+)\}", sub if isinstance(sub, str) else sub[0]))
+    for p in sorted(used & set(t.params)):
+        spec = t.params[p]
+        pattern = spec.get("AllowedPattern")
+        if "AllowedValues" in spec:
+            if any("*" in str(v) for v in spec["AllowedValues"]):
+                errors.append(f"{t.name}: parameter {p} allows a wildcard into a policy")
+            continue
+        probe = (sample(t, p, {}) or "name").split(",")[0]
+        probes = ["*", probe[:-1] + "*", probe + "*"]
+        if not pattern or any(re.fullmatch(pattern, x) for x in probes):
+            errors.append(f"{t.name}: parameter {p} names a policy's resource and its "
+                          "AllowedPattern lets a wildcard in")
 
 
-def has_wildcard(value):
-    if isinstance(value, str):
-        return "*" in value
-    if isinstance(value, dict):
-        return any(has_wildcard(v) for v in value.values())
-    if isinstance(value, list):
-        return any(has_wildcard(v) for v in value)
-    return False
-
-
-def check_policies(resources, errors):
-    for name, st in statements(resources):
-        sid = st.get("Sid", "?")
-        actions = as_list(st.get("Action", []))
-        if "NotAction" in st or "NotResource" in st:
-            errors.append(f"policy of {name}, statement {sid}: NotAction/NotResource")
-        if any(has_wildcard(a) for a in actions):
-            errors.append(f"policy of {name}, statement {sid}: wildcard Action {actions}")
-        if has_wildcard(st.get("Resource")) and not set(actions) <= XRAY_ACTIONS:
-            errors.append(f"policy of {name}, statement {sid}: wildcard Resource")
-    for name, role in of_type(resources, "AWS::IAM::Role").items():
-        for arn in as_list(role.get("Properties", {}).get("ManagedPolicyArns", [])):
-            if isinstance(arn, str) and arn.startswith("arn:aws:iam::aws:policy/"):
-                errors.append(f"role {name}: AWS managed policy {arn} (write the least privilege inline)")
-
-
-class Alarms:
-    """The template's alarms, looked up by metric and dimension target."""
-
-    def __init__(self, resources):
-        self.alarms = of_type(resources, "AWS::CloudWatch::Alarm")
-
-    def find(self, namespace, metric, dimension, target):
-        for name, alarm in self.alarms.items():
-            p = alarm.get("Properties", {})
-            if p.get("Namespace") != namespace or p.get("MetricName") != metric:
-                continue
-            dims = {d.get("Name"): ref_name(d.get("Value")) for d in p.get("Dimensions", [])}
-            if dims.get(dimension) == target:
-                return name
-        return None
-
-
-def event_sources(props):
-    for event in props.get("Events", {}).values():
-        yield event.get("Type"), event.get("Properties", {})
-
-
-def check_alarms(template, errors):
-    resources = template["Resources"]
-    alarms = Alarms(resources)
-    emf = {"Ref": "MetricsNamespace"}
-
-    def need(what, namespace, metric, dimension, target):
-        if alarms.find(namespace, metric, dimension, target) is None:
-            errors.append(f"no alarm on {namespace}/{metric} for {target}: {what}")
-
-    failure_queues = set()
-    for q in of_type(resources, "AWS::SQS::Queue").values():
-        target = ref_name(q.get("Properties", {}).get("RedrivePolicy", {}).get("deadLetterTargetArn"))
-        if target:
-            failure_queues.add(target)
-    for name, fn in of_type(resources, "AWS::Serverless::Function").items():
-        props = function_props(template, fn)
-        need("whole invocations failing", "AWS/Lambda", "Errors", "FunctionName", name)
-        env = props.get("Environment", {}).get("Variables", {})
-        if any(k.endswith("_DEAD_LETTER_TABLE") for k in env):
-            need("records kept as dead letters", emf, "Invalid", "Function", name)
-        for kind, ev in event_sources(props):
-            if kind in ("Kinesis", "DynamoDB"):
-                need("a stream consumer falling behind", "AWS/Lambda", "IteratorAge", "FunctionName", name)
-                dest = ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
-                if ref_name(dest):
-                    failure_queues.add(ref_name(dest))
-            elif kind == "SQS":
-                need("a queue backlog", "AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName",
-                     ref_name(ev.get("Queue")))
-            elif kind in ("ScheduleV2", "Schedule"):
-                need("sweep errors", emf, "Errors", "Function", name)
-                need("the oldest open transaction's lag", emf, "OldestStaleSeconds", "Function", name)
-                need("the schedule not running", "AWS/Lambda", "Invocations", "FunctionName", name)
-    for queue in sorted(failure_queues):
-        need("messages given up on", "AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", queue)
+def check_alarm_actions(t, errors):
     topic = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
-    for name, alarm in alarms.alarms.items():
+    for name, alarm in t.of_type("AWS::CloudWatch::Alarm").items():
         for key in ("AlarmActions", "OKActions"):
             if alarm.get("Properties", {}).get(key) != topic:
-                errors.append(f"alarm {name}: {key} is not the optional AlarmTopicArn")
+                errors.append(f"{t.name}: alarm {name}: {key} is not the optional AlarmTopicArn")
 
 
-def check_sources(template, errors):
-    resources = template["Resources"]
-    for name, stream in of_type(resources, "AWS::Kinesis::Stream").items():
-        enc = stream.get("Properties", {}).get("StreamEncryption", {})
-        if enc.get("EncryptionType") != "KMS" or not enc.get("KeyId"):
-            errors.append(f"stream {name}: no StreamEncryption with KMS")
-    queues = of_type(resources, "AWS::SQS::Queue")
-    for name, q in queues.items():
-        if q.get("Properties", {}).get("SqsManagedSseEnabled") is not True:
-            errors.append(f"queue {name}: SqsManagedSseEnabled is not true")
-    for name, fn in of_type(resources, "AWS::Serverless::Function").items():
-        props = function_props(template, fn)
-        timeout = props.get("Timeout", 3)
-        for kind, ev in event_sources(props):
-            if kind == "SQS":
-                queue = ref_name(ev.get("Queue"))
-                visibility = queues.get(queue, {}).get("Properties", {}).get("VisibilityTimeout", 30)
-                if not isinstance(visibility, int) or visibility < 6 * timeout:
-                    errors.append(f"queue {queue}: VisibilityTimeout {visibility} < 6 x {name}'s timeout {timeout}")
-                if "MaximumConcurrency" not in ev.get("ScalingConfig", {}):
-                    errors.append(f"function {name}: SQS source {queue} without ScalingConfig MaximumConcurrency")
-            if kind in ("ScheduleV2", "Schedule"):
-                if props.get("ReservedConcurrentExecutions") != 1:
-                    errors.append(f"function {name}: scheduled but ReservedConcurrentExecutions is not 1")
-                if ev.get("RetryPolicy", {}).get("MaximumRetryAttempts") != 0:
-                    errors.append(f"function {name}: schedule retries (RetryPolicy MaximumRetryAttempts not 0)")
-                if props.get("EventInvokeConfig", {}).get("MaximumRetryAttempts") != 0:
-                    errors.append(f"function {name}: asynchronous retries (EventInvokeConfig MaximumRetryAttempts not 0)")
+def check_queue_visibility(t, errors):
+    """A created queue's visibility timeout set by a parameter is >= 6 x the functions'
+    timeout for every value the parameter allows (each configuration checks its own value)."""
+    longest = max((number(t.function_props(fn).get("Timeout", 3), 3)
+                   for fn in t.of_type("AWS::Serverless::Function").values()), default=3)
+    for name, q in t.of_type("AWS::SQS::Queue").items():
+        visibility = q.get("Properties", {}).get("VisibilityTimeout")
+        if isinstance(visibility, dict) and "Ref" in visibility:
+            spec = t.params.get(visibility["Ref"], {})
+            allowed = [number(v) for v in spec.get("AllowedValues", [])]
+            least = min(allowed) if allowed else number(spec.get("MinValue"), 0)
+            if least < 6 * longest:
+                errors.append(f"{t.name}: queue {name}: VisibilityTimeout can be {least} < 6 x the "
+                              f"function timeout {longest}")
 
 
-def tx_env(template, binary):
-    """The environment of every function built from `binary` (e.g. tx-coordinator)."""
-    for fn in of_type(template["Resources"], "AWS::Serverless::Function").values():
-        if fn.get("Metadata", {}).get("BuildProperties", {}).get("Binary") == binary:
-            props = function_props(template, fn)
-            yield props, props.get("Environment", {}).get("Variables", {})
-
-
-def check_horizons(template, errors):
-    """The transaction protocol's time relations (issue 8), checked where both sides are
-    known: the idempotency horizon covers every redelivery (queue and redrive retention),
-    and the sweeper's stale threshold exceeds the gap between two deliveries."""
-    resources = template["Resources"]
-    queues = of_type(resources, "AWS::SQS::Queue")
-    longest_gap, longest_retention = 0, 0
-    for props, env in tx_env(template, "tx-coordinator"):
-        retain = int(env.get("TX_RETAIN_SECONDS", 1296000))
-        horizon = int(env.get("TX_REDELIVERY_HORIZON_SECONDS", 1209600))
-        if retain < horizon:
-            errors.append(f"tx-coordinator: TX_RETAIN_SECONDS {retain} < TX_REDELIVERY_HORIZON_SECONDS {horizon}")
-        for kind, ev in event_sources(props):
-            if kind != "SQS":
+def check_gap_mapping(t, errors):
+    """A TX_REDELIVERY_GAP_SECONDS read from a mapping keyed by the queue's visibility timeout
+    is that timeout + the coordinator's timeout, for every entry."""
+    coordinator = [t.function_props(fn) for fn in t.of_type("AWS::Serverless::Function").values()
+                   if fn.get("Metadata", {}).get("BuildProperties", {}).get("Binary") == "tx-coordinator"]
+    timeout = number(coordinator[0].get("Timeout", 3), 3) if coordinator else None
+    for fn in t.of_type("AWS::Serverless::Function").values():
+        env = t.function_props(fn).get("Environment", {}).get("Variables", {})
+        gap = env.get("TX_REDELIVERY_GAP_SECONDS")
+        if isinstance(gap, dict) and "Fn::FindInMap" in gap:
+            m, key, attr = gap["Fn::FindInMap"]
+            if timeout is None:
+                errors.append(f"{t.name}: TX_REDELIVERY_GAP_SECONDS from a mapping without a tx-coordinator")
                 continue
-            q = queues.get(ref_name(ev.get("Queue")), {}).get("Properties", {})
-            redrive = ref_name(q.get("RedrivePolicy", {}).get("deadLetterTargetArn"))
+            spec = t.params.get(key.get("Ref") if isinstance(key, dict) else None, {})
+            for value in spec.get("AllowedValues", []):
+                entry = t.mappings.get(m, {}).get(str(value), {}).get(attr)
+                if number(entry, -1) < number(value) + timeout:
+                    errors.append(f"{t.name}: mapping {m}[{value}].{attr} is {entry}, shorter than "
+                                  f"the visibility timeout {value} + the coordinator's timeout {timeout}")
+
+
+# ------------------------------------------------------------------ checks of one configuration
+
+def check_policies(view, where, errors):
+    for name, doc in policy_documents(view):
+        for st in as_list(doc.get("Statement", [])):
+            sid = st.get("Sid", "?")
+            actions = as_list(st.get("Action", []))
+            if "NotAction" in st or "NotResource" in st:
+                errors.append(f"{where}: policy of {name}, statement {sid}: NotAction/NotResource")
+            if any("*" in str(a) for a in actions):
+                errors.append(f"{where}: policy of {name}, statement {sid}: wildcard Action {actions}")
+            resources = [str(r) for r in as_list(st.get("Resource", []))]
+            if any("*" in r for r in resources) and not set(actions) <= XRAY_ACTIONS:
+                errors.append(f"{where}: policy of {name}, statement {sid}: wildcard Resource {resources}")
+    for name, role in of_type(view, "AWS::IAM::Role").items():
+        for arn in as_list(role["Properties"].get("ManagedPolicyArns", [])):
+            if isinstance(arn, str) and arn.startswith("arn:aws:iam::aws:policy/"):
+                errors.append(f"{where}: role {name}: AWS managed policy {arn} (write the least privilege inline)")
+
+
+def check_alarms(config, view, where, errors):
+    alarms = of_type(view, "AWS::CloudWatch::Alarm")
+    emf = config.param("MetricsNamespace") if "MetricsNamespace" in config.t.params else None
+
+    def find(namespace, metric, dimension, target):
+        for name, alarm in alarms.items():
+            p = alarm["Properties"]
+            if p.get("Namespace") != namespace or p.get("MetricName") != metric:
+                continue
+            dims = {d.get("Name"): ident(d.get("Value")) for d in p.get("Dimensions", [])}
+            if dims.get(dimension) == target:
+                return name, p
+        return None, None
+
+    def need(what, namespace, metric, dimension, target):
+        name, props = find(namespace, metric, dimension, target)
+        if name is None:
+            errors.append(f"{where}: no alarm on {namespace}/{metric} for {target}: {what}")
+        return props
+
+    failure_queues = set()
+    queues = of_type(view, "AWS::SQS::Queue")
+    for q in queues.values():
+        target = q["Properties"].get("RedrivePolicy", {}).get("deadLetterTargetArn")
+        if target:
+            failure_queues.add(ident(target))
+    for name, fn in of_type(view, "AWS::Serverless::Function").items():
+        need("whole invocations failing", "AWS/Lambda", "Errors", "FunctionName", name)
+        env = fn["Properties"].get("Environment", {}).get("Variables", {})
+        if any(k.endswith("_DEAD_LETTER_TABLE") for k in env):
+            need("records kept as dead letters", emf, "Invalid", "Function", name)
+    for fn, kind, ev in event_sources(view):
+        if kind in ("Kinesis", "DynamoDB"):
+            need("a stream consumer falling behind", "AWS/Lambda", "IteratorAge", "FunctionName", fn)
+            dest = ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+            if dest:
+                failure_queues.add(ident(dest))
+        elif kind == "SQS":
+            queue = ident(ev["Source"])
+            need("a queue backlog", "AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", queue)
+            if queue not in queues:
+                # An existing queue: its redrive queue comes as parameter <X>RedriveArn.
+                given = [p for p in config.t.params if config.param(p) == ev["Source"]]
+                redrive = [config.param(p[:-3] + "RedriveArn") for p in given
+                           if p.endswith("Arn") and p[:-3] + "RedriveArn" in config.t.params]
+                if not redrive or not redrive[0]:
+                    errors.append(f"{where}: existing queue {queue} of {fn}: no <X>RedriveArn "
+                                  "parameter gives its redrive queue (messages given up on)")
+                else:
+                    failure_queues.add(ident(redrive[0]))
+            elif not queues[queue]["Properties"].get("RedrivePolicy"):
+                errors.append(f"{where}: queue {queue} of {fn} has no RedrivePolicy")
+        elif kind in ("ScheduleV2", "Schedule"):
+            need("sweep errors", emf, "Errors", "Function", fn)
+            need("the oldest open transaction's lag", emf, "OldestStaleSeconds", "Function", fn)
+            need("the schedule not running", "AWS/Lambda", "Invocations", "FunctionName", fn)
+        else:
+            errors.append(f"{where}: {fn}: an event source of unknown kind ({ev['Source']})")
+    for queue in sorted(failure_queues, key=str):
+        need("messages given up on", "AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", queue)
+
+
+def check_sources(view, where, errors):
+    for name, stream in of_type(view, "AWS::Kinesis::Stream").items():
+        enc = stream["Properties"].get("StreamEncryption", {})
+        if enc.get("EncryptionType") != "KMS" or not enc.get("KeyId"):
+            errors.append(f"{where}: stream {name}: no StreamEncryption with KMS")
+    queues = of_type(view, "AWS::SQS::Queue")
+    for name, q in queues.items():
+        if q["Properties"].get("SqsManagedSseEnabled") is not True:
+            errors.append(f"{where}: queue {name}: SqsManagedSseEnabled is not true")
+    functions = of_type(view, "AWS::Serverless::Function")
+    for fn, kind, ev in event_sources(view):
+        props = functions.get(fn, {}).get("Properties", {})
+        timeout = number(props.get("Timeout", 3), 3)
+        if kind in ("SQS", "Kinesis", "DynamoDB") and \
+                "ReportBatchItemFailures" not in as_list(ev.get("FunctionResponseTypes", [])):
+            errors.append(f"{where}: {fn}: {kind} source without FunctionResponseTypes "
+                          "ReportBatchItemFailures (failures it reports would be dropped)")
+        if kind == "SQS":
+            queue = ident(ev["Source"])
+            if queue in queues:
+                visibility = number(queues[queue]["Properties"].get("VisibilityTimeout", 30))
+                if visibility < 6 * timeout:
+                    errors.append(f"{where}: queue {queue}: VisibilityTimeout {visibility} < 6 x {fn}'s timeout {timeout}")
+            if "MaximumConcurrency" not in ev.get("ScalingConfig", {}):
+                errors.append(f"{where}: {fn}: SQS source {queue} without ScalingConfig MaximumConcurrency")
+        if kind in ("Kinesis", "DynamoDB"):
+            if not ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination"):
+                errors.append(f"{where}: {fn}: {kind} source without an on-failure destination")
+        if kind in ("ScheduleV2", "Schedule"):
+            if number(props.get("ReservedConcurrentExecutions")) != 1:
+                errors.append(f"{where}: {fn}: scheduled but ReservedConcurrentExecutions is not 1")
+            if number(ev.get("RetryPolicy", {}).get("MaximumRetryAttempts"), -1) != 0:
+                errors.append(f"{where}: {fn}: schedule retries (RetryPolicy MaximumRetryAttempts not 0)")
+            if number(props.get("EventInvokeConfig", {}).get("MaximumRetryAttempts"), -1) != 0:
+                errors.append(f"{where}: {fn}: asynchronous retries (EventInvokeConfig MaximumRetryAttempts not 0)")
+
+
+def functions_of(view, binary):
+    for name, fn in of_type(view, "AWS::Serverless::Function").items():
+        if fn["Metadata"].get("BuildProperties", {}).get("Binary") == binary:
+            yield name, fn["Properties"], fn["Properties"].get("Environment", {}).get("Variables", {})
+
+
+def check_horizons(view, where, errors):
+    """The transaction protocol's time relations (issue 8), where both sides are known: the
+    idempotency horizon covers every redelivery (created queues' retention, redrive included),
+    the sweeper's stale threshold exceeds the gap between two deliveries, and its lag alarm
+    sits above that threshold."""
+    queues = of_type(view, "AWS::SQS::Queue")
+    longest_gap, longest_retention = 0, 0
+    for name, props, env in functions_of(view, "tx-coordinator"):
+        retain = number(env.get("TX_RETAIN_SECONDS", 1296000))
+        horizon = number(env.get("TX_REDELIVERY_HORIZON_SECONDS", 1209600))
+        if retain < horizon:
+            errors.append(f"{where}: tx-coordinator: TX_RETAIN_SECONDS {retain} < TX_REDELIVERY_HORIZON_SECONDS {horizon}")
+        for fn, kind, ev in event_sources(view):
+            if fn != name or kind != "SQS" or ident(ev["Source"]) not in queues:
+                continue
+            q = queues[ident(ev["Source"])]["Properties"]
+            redrive = ident(q.get("RedrivePolicy", {}).get("deadLetterTargetArn"))
             for queue in [q, queues.get(redrive, {}).get("Properties", {})]:
-                longest_retention = max(longest_retention, int(queue.get("MessageRetentionPeriod", 345600)))
-            longest_gap = max(longest_gap, int(q.get("VisibilityTimeout", 30)) + int(props.get("Timeout", 3)))
+                longest_retention = max(longest_retention, number(queue.get("MessageRetentionPeriod", 345600)))
+            longest_gap = max(longest_gap, number(q.get("VisibilityTimeout", 30)) + number(props.get("Timeout", 3)))
         if longest_retention > horizon:
-            errors.append(f"tx-coordinator: a TX queue keeps messages {longest_retention} s, "
+            errors.append(f"{where}: tx-coordinator: a TX queue keeps messages {longest_retention} s, "
                           f"longer than TX_REDELIVERY_HORIZON_SECONDS {horizon}")
-    for _, env in tx_env(template, "tx-sweeper"):
-        stale = int(env.get("TX_STALE_AFTER_SECONDS", 900))
-        gap = int(env.get("TX_REDELIVERY_GAP_SECONDS", 420))
+    alarms = of_type(view, "AWS::CloudWatch::Alarm")
+    for name, _, env in functions_of(view, "tx-sweeper"):
+        stale = number(env.get("TX_STALE_AFTER_SECONDS", 900))
+        gap = number(env.get("TX_REDELIVERY_GAP_SECONDS", 420))
         if stale <= gap:
-            errors.append(f"tx-sweeper: TX_STALE_AFTER_SECONDS {stale} <= TX_REDELIVERY_GAP_SECONDS {gap}")
+            errors.append(f"{where}: tx-sweeper: TX_STALE_AFTER_SECONDS {stale} <= TX_REDELIVERY_GAP_SECONDS {gap}")
         if gap < longest_gap:
-            errors.append(f"tx-sweeper: TX_REDELIVERY_GAP_SECONDS {gap} < the TX queue's visibility "
+            errors.append(f"{where}: tx-sweeper: TX_REDELIVERY_GAP_SECONDS {gap} < the TX queue's visibility "
                           f"timeout + the coordinator's timeout ({longest_gap} s)")
+        for alarm_name, alarm in alarms.items():
+            p = alarm["Properties"]
+            dims = {d.get("Name"): ident(d.get("Value")) for d in p.get("Dimensions", [])}
+            if p.get("MetricName") == "OldestStaleSeconds" and dims.get("Function") == name \
+                    and number(p.get("Threshold")) <= stale:
+                errors.append(f"{where}: alarm {alarm_name}: threshold {p.get('Threshold')} is not above "
+                              f"TX_STALE_AFTER_SECONDS {stale} (it would fire on every stale transaction)")
 
 
-def check_readme(resources, readme, errors):
-    with open(readme, encoding="utf-8") as f:
-        text = f.read()
+# ------------------------------------------------------------------ docs
+
+def check_docs(templates, docs, errors):
+    text = ""
+    for doc in docs:
+        with open(doc, encoding="utf-8") as f:
+            text += f.read() + "\n"
+    declared = set()
+    for t in templates:
+        declared.update(t.resources)
+    names = ", ".join(rel(d) for d in docs)
     # A capitalised word ending like a resource, not an IAM action (`dynamodb:DescribeStream`).
-    pattern = re.compile(r"(?<![:\w])([A-Z][A-Za-z0-9]*(?:%s))\b" % "|".join(README_SUFFIXES))
+    pattern = re.compile(r"(?<![:\w])([A-Z][A-Za-z0-9]*(?:%s))\b" % "|".join(DOC_SUFFIXES))
     for name in sorted(set(pattern.findall(text))):
-        if name not in resources and name not in README_SUFFIXES:
-            errors.append(f"README names {name}, which template.yaml does not declare")
-    for name in sorted(of_type(resources, "AWS::CloudWatch::Alarm")):
-        if f"`{name}`" not in text:
-            errors.append(f"alarm {name} has no runbook entry in the README (Operate)")
+        if name not in declared and name not in DOC_SUFFIXES:
+            errors.append(f"the docs ({names}) name {name}, which no template declares")
+    for t in templates:
+        for name in sorted(t.of_type("AWS::CloudWatch::Alarm")):
+            if f"`{name}`" not in text:
+                errors.append(f"{t.name}: alarm {name} has no runbook entry in the docs ({names})")
+        for name in t.params:
+            if f"`{name}`" not in text:
+                errors.append(f"{t.name}: parameter {name} is not documented ({names})")
+
+
+# ------------------------------------------------------------------ main
+
+def with_nested(paths, errors):
+    """The templates, each followed by the stacks it nests from local files (once each), and
+    the ones reachable from a template that nests others (the all-in-one entry)."""
+    out, seen, composed = [], {}, set()
+
+    def visit(path, depth, root):
+        real = os.path.realpath(path)
+        if real in seen:
+            if root:
+                composed.add(real)
+            return
+        if not os.path.isfile(path):
+            errors.append(f"{rel(path)}: no such template")
+            return
+        t = Template(path)
+        seen[real] = t
+        out.append(t)
+        nested = list(t.nested())
+        root = root or bool(nested)
+        if root:
+            composed.add(real)
+        for name, child in nested:
+            if not os.path.isfile(child):
+                errors.append(f"{t.name}: nested stack {name}: Location {rel(child)} does not exist")
+            elif depth < 8:
+                visit(child, depth + 1, True)
+    for p in paths:
+        visit(p, 0, False)
+    entry = [t for t in out if os.path.realpath(t.path) in composed] or out
+    return out, entry
 
 
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    template_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "template.yaml")
-    readme = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "README.md")
-    template = load(template_path)
+    args = sys.argv[1:]
+    paths = [a for a in args if a.endswith((".yaml", ".yml"))] or [os.path.join(ROOT, "template.yaml")]
+    docs = [a for a in args if a.endswith(".md")] or \
+        [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    unknown = [a for a in args if not a.endswith((".yaml", ".yml", ".md"))]
+    if unknown:
+        sys.exit(f"usage: check_template.py [TEMPLATE.yaml ...] [DOC.md ...] (not {unknown})")
     errors = []
-    check_tables(template["Resources"], errors)
-    check_functions(template, root, errors)
-    check_policies(template["Resources"], errors)
-    check_alarms(template, errors)
-    check_sources(template, errors)
-    check_horizons(template, errors)
-    check_readme(template["Resources"], readme, errors)
+    templates, entry = with_nested(paths, errors)
+    binaries = workspace_binaries()
+    deployed = set()
+    configs = 0
+    for t in templates:
+        check_tables(t, errors)
+        functions = check_functions(t, binaries, errors)
+        if t in entry:
+            deployed |= functions
+        check_policy_parameters(t, errors)
+        check_alarm_actions(t, errors)
+        check_queue_visibility(t, errors)
+        check_gap_mapping(t, errors)
+        for config in configurations(t, errors):
+            configs += 1
+            view = config.resources()
+            where = f"{t.name} [{config.label}]"
+            check_policies(view, where, errors)
+            check_alarms(config, view, where, errors)
+            check_sources(view, where, errors)
+            check_horizons(view, where, errors)
+    for binary, package in binaries.items():
+        if binary not in deployed:
+            errors.append(f"workspace binary {binary} (functions/{package}) is deployed by none of "
+                          f"{', '.join(t.name for t in entry)}")
+    check_table_agreement(templates, errors)
+    check_docs(templates, docs, errors)
+    # One line per violation, with the first configuration that shows it.
+    shown = set()
     for e in errors:
-        print(f"template-check: {e}", file=sys.stderr)
+        key = re.sub(r" \[[^\]]*\]", "", e)
+        if key not in shown:
+            shown.add(key)
+            print(f"template-check: {e}", file=sys.stderr)
     if errors:
         sys.exit(1)
-    print("template-check: tables retained and recoverable, arm64 workspace binaries, "
-          "no wildcard policies, an alarm per failure path, README names exist")
+    print(f"template-check: {len(templates)} templates in {configs} configurations: tables retained "
+          "and recoverable, arm64 workspace binaries, no wildcard policies, an alarm per failure "
+          "path, horizons, docs names exist")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 //! run against the same key schemas, indexes and TTL settings that SAM deploys (the template is
 //! read, never repeated).
 //!
+//! The tables of the writer stacks a template composes (`AWS::Serverless::Application` with a
+//! local `Location`, e.g. `stacks/ratchet.yaml`) count as its own, whatever their `Condition`:
+//! a table a stack creates only when no existing one is given is still one the tests need.
+//!
 //! Supported table properties: `KeySchema`, `AttributeDefinitions`, `GlobalSecondaryIndexes`
 //! (with `Projection`), `BillingMode` and `TimeToLiveSpecification`. Intrinsic functions are
 //! not evaluated: a table's properties must not depend on them (the table names come from the
@@ -38,12 +42,30 @@ pub enum ProvisionError {
     Store(#[from] StoreError),
 }
 
-/// The `AWS::DynamoDB::Table` resources of a template: logical id → properties.
+/// The `AWS::DynamoDB::Table` resources of a template and of the stacks it nests from local
+/// files: logical id → properties. One logical id declared twice (the dead-letter table a
+/// writer stack creates when none is given, and the demo's) must have the same properties.
 pub fn template_tables(path: &Path) -> Result<BTreeMap<String, TableSpec>, ProvisionError> {
+    let mut tables = BTreeMap::new();
+    collect_tables(path, 0, &mut tables)?;
+    Ok(tables)
+}
+
+/// Nesting deeper than this is a cycle of `Location`s.
+const MAX_NESTING: usize = 8;
+
+fn collect_tables(
+    path: &Path,
+    depth: usize,
+    tables: &mut BTreeMap<String, TableSpec>,
+) -> Result<(), ProvisionError> {
     let err = |message: String| ProvisionError::Template {
         path: path.display().to_string(),
         message,
     };
+    if depth > MAX_NESTING {
+        return Err(err(format!("nested more than {MAX_NESTING} levels deep")));
+    }
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     let yaml: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&text).map_err(|e| err(e.to_string()))?;
@@ -52,16 +74,43 @@ pub fn template_tables(path: &Path) -> Result<BTreeMap<String, TableSpec>, Provi
         .get("Resources")
         .and_then(Value::as_object)
         .ok_or_else(|| err("no Resources".into()))?;
-    resources
-        .iter()
-        .filter(|(_, r)| r.get("Type").and_then(Value::as_str) == Some("AWS::DynamoDB::Table"))
-        .map(|(id, r)| {
-            let properties = r.get("Properties").cloned().unwrap_or(Value::Null);
-            let spec =
-                serde_json::from_value(properties).map_err(|e| err(format!("table {id}: {e}")))?;
-            Ok((id.clone(), spec))
-        })
-        .collect()
+    for (id, r) in resources {
+        match r.get("Type").and_then(Value::as_str) {
+            Some("AWS::DynamoDB::Table") => {
+                let properties = r.get("Properties").cloned().unwrap_or(Value::Null);
+                let spec: TableSpec = serde_json::from_value(properties)
+                    .map_err(|e| err(format!("table {id}: {e}")))?;
+                match tables.get(id) {
+                    Some(seen) if *seen != spec => {
+                        return Err(err(format!(
+                            "table {id} is declared again with other properties \
+                             ({spec:?}, before: {seen:?})"
+                        )))
+                    }
+                    Some(_) => {}
+                    None => {
+                        tables.insert(id.clone(), spec);
+                    }
+                }
+            }
+            Some("AWS::Serverless::Application") => {
+                if let Some(location) = local_location(r) {
+                    let nested = path.parent().unwrap_or(Path::new(".")).join(location);
+                    collect_tables(&nested, depth + 1, tables)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A nested application's `Location` when it is a file path relative to its template (not
+/// an S3 URL or a Serverless Application Repository application).
+fn local_location(resource: &Value) -> Option<&str> {
+    let location = resource.get("Properties")?.get("Location")?.as_str()?;
+    let remote = ["s3://", "https://", "http://"];
+    (!remote.iter().any(|p| location.starts_with(p))).then_some(location)
 }
 
 /// YAML to JSON; a tagged value (`!Ref x`) becomes `{"!Ref": x}`.
@@ -269,4 +318,95 @@ pub async fn create_template_tables(
         created.insert(id, name);
     }
     Ok(created)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace_template() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml")
+    }
+
+    /// The tables the demo, `ops create-tables` and the integration tests create.
+    #[test]
+    fn template_yaml_declares_the_tables_the_tests_use() {
+        let tables = template_tables(&workspace_template()).expect("template.yaml");
+        let ids: Vec<&str> = tables.keys().map(String::as_str).collect();
+        assert_eq!(
+            ids,
+            [
+                "AccountsTable",
+                "CounterTable",
+                "DeadLetterTable",
+                "DocumentTable",
+                "LockTable",
+                "OrdersReplicaTable",
+                "OrdersTable",
+                "OrdersTotalsTable",
+                "RatchetHistoryTable",
+                "RatchetTable",
+                "TxTable",
+                "VersionedHistoryTable",
+                "VersionedTable",
+            ]
+        );
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        std::fs::create_dir_all(dir.join("stacks")).expect("temp dir");
+        std::fs::write(dir.join(name), text).expect("temp file");
+    }
+
+    const CHILD: &str = "Resources:
+  Main:
+    Type: AWS::DynamoDB::Table
+    Condition: CreateTable
+    Properties:
+      KeySchema: [{AttributeName: PK, KeyType: HASH}]
+  DeadLetterTable:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      KeySchema: [{AttributeName: Id, KeyType: HASH}]
+";
+
+    /// A nested stack's tables count (conditional or not); a logical id declared twice must
+    /// agree.
+    #[test]
+    fn nested_stacks_tables_count_and_must_agree() {
+        let dir = std::env::temp_dir().join(format!("provision-nested-{}", std::process::id()));
+        write(&dir, "stacks/child.yaml", CHILD);
+        let parent = |key: &str| {
+            format!(
+                "Resources:
+  DeadLetterTable:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      KeySchema: [{{AttributeName: {key}, KeyType: HASH}}]
+  Child:
+    Type: AWS::Serverless::Application
+    Properties:
+      Location: stacks/child.yaml
+  Remote:
+    Type: AWS::Serverless::Application
+    Properties:
+      Location: https://example.com/never-read.yaml
+"
+            )
+        };
+        write(&dir, "parent.yaml", &parent("Id"));
+        let tables = template_tables(&dir.join("parent.yaml")).expect("tables");
+        assert_eq!(
+            tables.keys().collect::<Vec<_>>(),
+            ["DeadLetterTable", "Main"]
+        );
+        write(&dir, "parent.yaml", &parent("Other"));
+        let err = template_tables(&dir.join("parent.yaml")).expect_err("two DeadLetterTables");
+        assert!(
+            err.to_string()
+                .contains("DeadLetterTable is declared again"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -129,13 +129,18 @@ impl FromSettings for TxConfig {
         "redelivery_horizon_seconds",
     ];
 
-    /// `table` and `allowed_tables` (comma-separated) required, `lock_patience_ms`,
+    /// `table` and `allowed_tables` (comma-separated table names or table ARNs,
+    /// `arn:aws:dynamodb:<region>:<account>:table/<name>` standing for `<name>`, so a
+    /// deployment can pass the ARNs it grants its role) required, `lock_patience_ms`,
     /// `heartbeat_ms`, `max_attempts`, `concurrency`, `retain_seconds` and
     /// `redelivery_horizon_seconds`.
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
         let allowed = s
             .list("allowed_tables")
-            .ok_or_else(|| ConfigError::new("allowed_tables", "is required"))?;
+            .ok_or_else(|| ConfigError::new("allowed_tables", "is required"))?
+            .into_iter()
+            .map(table_name)
+            .collect::<Vec<_>>();
         let mut c = TxConfig::new(s.required("table")?, allowed);
         s.set_millis(&mut c.lock_patience, "lock_patience_ms")?;
         s.set_millis(&mut c.heartbeat_every, "heartbeat_ms")?;
@@ -146,6 +151,14 @@ impl FromSettings for TxConfig {
         c.max_attempts = c.max_attempts.max(1);
         c.concurrency = c.concurrency.max(1);
         Ok(c)
+    }
+}
+
+/// A table name, or the name in a table ARN.
+fn table_name(entry: String) -> String {
+    match entry.split_once(":table/") {
+        Some((arn, name)) if arn.starts_with("arn:") => name.to_string(),
+        _ => entry,
     }
 }
 
@@ -160,6 +173,22 @@ impl Configured for super::Coordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allowed_tables_are_names_or_table_arns() {
+        let lookup = |name: &str| match name {
+            "table" => Some("TxTable".to_string()),
+            "allowed_tables" => Some(
+                "AccountsTable, arn:aws:dynamodb:eu-west-1:123456789012:table/Orders,,\
+                 arn:aws-cn:dynamodb:cn-north-1:123456789012:table/my.table-1"
+                    .to_string(),
+            ),
+            _ => None,
+        };
+        let c = TxConfig::from_settings(&Settings::new(&lookup)).expect("settings");
+        let names: Vec<&str> = c.allowed_tables.iter().map(String::as_str).collect();
+        assert_eq!(names, ["AccountsTable", "Orders", "my.table-1"]);
+    }
 
     #[test]
     fn retention_must_cover_redelivery() {
