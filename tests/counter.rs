@@ -13,11 +13,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::counter::{
-    Counter, CounterConfig, CounterOutcome, RmwOutcome, VersionOutcome, KEY_BYTES,
-};
+use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome, KEY_BYTES};
 use dynamodb_exactly_once::ddb::item::{item_size, ItemKey};
 use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::versioning::{RmwOutcome, VersionOutcome};
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Batch;
@@ -733,6 +732,7 @@ async fn read_modify_write_retries_conflicts_and_loses_no_update() {
         match t.await.expect("task") {
             RmwOutcome::Written { attempts: a, .. } => attempts += a,
             RmwOutcome::GaveUp { .. } => panic!("gave up"),
+            other => panic!("unexpected {other:?}"),
         }
     }
 

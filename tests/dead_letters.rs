@@ -158,9 +158,10 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
     let client = client();
     let tables = template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let mut w = ratchet_writer_on(client.clone(), &tables);
-    let config = dynamodb_exactly_once::ratchet::RatchetConfig {
-        tombstone_ttl: Duration::from_secs(60),
-        ..w.protocol.config().clone()
+    let config = {
+        let mut c = w.protocol.config().clone();
+        c.tombstone_ttl = Duration::from_secs(60);
+        c
     };
     w.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), config)
         .expect("valid configuration");
@@ -190,13 +191,11 @@ async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
     let tables = template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
     let w = Writer {
         function: "counter-writer".into(),
-        protocol: Counter::try_new(
-            client.clone(),
-            CounterConfig {
-                window: Duration::from_secs(60),
-                ..CounterConfig::new(&tables["CounterTable"])
-            },
-        )
+        protocol: Counter::try_new(client.clone(), {
+            let mut c = CounterConfig::new(&tables["CounterTable"]);
+            c.window = Duration::from_secs(60);
+            c
+        })
         .expect("valid configuration"),
         dead_letters: DeadLetters::new(
             client.clone(),

@@ -25,14 +25,12 @@ async fn lock_table(client: &Client) -> String {
 }
 
 fn lease_on(client: Client, table: &str, lease_ms: u64) -> Lease {
-    Lease::try_new(
-        client,
-        LeaseConfig {
-            lease: Duration::from_millis(lease_ms),
-            poll_interval: Duration::from_millis(lease_ms / 8),
-            ..LeaseConfig::new(table)
-        },
-    )
+    Lease::try_new(client, {
+        let mut c = LeaseConfig::new(table);
+        c.lease = Duration::from_millis(lease_ms);
+        c.poll_interval = Duration::from_millis(lease_ms / 8);
+        c
+    })
     .expect("valid configuration")
 }
 
@@ -328,6 +326,7 @@ async fn contender(lease: Lease, lock: String, owner: String, seed: u64, stop: I
                     until = now + holding.remaining();
                 }
                 HeartbeatOutcome::Lost { .. } => break,
+                other => panic!("unexpected {other:?}"),
             }
         }
         if rng.random_bool(0.7) {

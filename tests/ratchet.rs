@@ -359,13 +359,11 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     let tables =
         dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let mut misconfigured = ratchet_writer_on(client.clone(), &tables);
-    misconfigured.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(
-        client.clone(),
-        dynamodb_exactly_once::ratchet::RatchetConfig {
-            ts_attribute: "Version".into(),
-            ..dynamodb_exactly_once::ratchet::RatchetConfig::new(&tables["RatchetTable"])
-        },
-    )
+    misconfigured.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), {
+        let mut c = dynamodb_exactly_once::ratchet::RatchetConfig::new(&tables["RatchetTable"]);
+        c.ts_attribute = "Version".into();
+        c
+    })
     .expect("valid configuration");
     let batch = sqs_batch(
         &[put("u", "a", 1, json!({"Version": 3})), json!("garbage")],
@@ -457,14 +455,13 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
     let tables =
         dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let mut w = ratchet_writer_on(client_with(Some(refuse_b.clone()), 1), &tables);
-    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(
-        client_with(Some(refuse_b.clone()), 1),
-        dynamodb_exactly_once::ratchet::RatchetConfig {
-            concurrency: 1,
-            ..w.protocol.config().clone()
-        },
-    )
-    .expect("valid configuration");
+    w.protocol =
+        dynamodb_exactly_once::ratchet::Ratchet::try_new(client_with(Some(refuse_b.clone()), 1), {
+            let mut c = w.protocol.config().clone();
+            c.concurrency = 1;
+            c
+        })
+        .expect("valid configuration");
     let bodies = [
         put("u", "a", 2, json!({"v":2})),
         put("u", "a", 1, json!({"v":1})),

@@ -39,9 +39,10 @@ async fn history_tables(client: &Client) -> BTreeMap<String, String> {
 }
 
 fn history_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
-    let config = RatchetConfig {
-        history_table: Some(tables["RatchetHistoryTable"].clone()),
-        ..RatchetConfig::new(&tables["RatchetTable"])
+    let config = {
+        let mut c = RatchetConfig::new(&tables["RatchetTable"]);
+        c.history_table = Some(tables["RatchetHistoryTable"].clone());
+        c
     };
     Writer {
         function: "ratchet-writer".into(),

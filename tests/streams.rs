@@ -34,9 +34,10 @@ const TABLES: [&str; 4] = [
 ];
 
 fn replica_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
-    let config = RatchetConfig {
-        replication: Some(Replication::default()),
-        ..RatchetConfig::new(&tables["OrdersReplicaTable"])
+    let config = {
+        let mut c = RatchetConfig::new(&tables["OrdersReplicaTable"]);
+        c.replication = Some(Replication::default());
+        c
     };
     Writer {
         function: "orders-replica".into(),
@@ -47,16 +48,14 @@ fn replica_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<R
 }
 
 fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Counter> {
-    let config = CounterConfig {
-        aggregation: Some(Aggregation {
-            group_by: "PK".into(),
-            key_attribute: "PK".into(),
-            sort_key: None,
-            count: Some("orders".into()),
-            sums: vec![("amount".into(), "Amount".into())],
-        }),
-        ..CounterConfig::new(&tables["OrdersTotalsTable"])
-    };
+    let mut config = CounterConfig::new(&tables["OrdersTotalsTable"]);
+    config.aggregation = Some(Aggregation {
+        group_by: "PK".into(),
+        key_attribute: "PK".into(),
+        sort_key: None,
+        count: Some("orders".into()),
+        sums: vec![("amount".into(), "Amount".into())],
+    });
     Writer {
         function: "orders-totals".into(),
         protocol: Counter::try_new(client.clone(), config).expect("valid configuration"),

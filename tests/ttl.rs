@@ -1,26 +1,24 @@
-//! Tombstone expiry through DynamoDB's TTL, in its own test binary: its own DynamoDB Local
-//! holds only this test's tables, so the TTL process (DynamoDB Local: about ten seconds after
-//! expiry) is not slowed down by the other tests' tables.
+//! Tombstone expiry through DynamoDB's TTL, on a DynamoDB Local of its own that holds only this
+//! test's tables, so the TTL process (DynamoDB Local: about ten seconds after expiry) is not
+//! slowed down by the other tests' tables.
 
 use crate::common;
 
 use common::*;
-use dynamo_testing::client;
+use dynamo_testing::{client_for, private_endpoint};
 use serde_json::json;
 
 #[tokio::test]
 async fn tombstones_expire_through_the_tables_ttl() {
     // Given a table created from template.yaml (TTL enabled on `TTL`) and a one-second
     // tombstone lifetime
-    let client = client();
+    let client = client_for(&private_endpoint(), None, 3);
     let (mut w, tables) = ratchet_writer(client.clone()).await;
-    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(
-        client.clone(),
-        dynamodb_exactly_once::ratchet::RatchetConfig {
-            tombstone_ttl: std::time::Duration::from_secs(1),
-            ..w.protocol.config().clone()
-        },
-    )
+    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), {
+        let mut c = w.protocol.config().clone();
+        c.tombstone_ttl = std::time::Duration::from_secs(1);
+        c
+    })
     .expect("valid configuration");
     write_one(&w, put("u", "live", 1, json!({"v": 1}))).await;
     write_one(&w, delete("u", "gone", 1)).await;

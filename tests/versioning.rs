@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::Client;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::ItemKey;
 use dynamodb_exactly_once::versioning::{
-    Change, HistoryEntry, HistoryOp, Latest, VersionOutcome, Versioning, VersioningConfig,
+    HistoryEntry, HistoryOp, Latest, Revision, VersionOutcome, Versioning, VersioningConfig,
 };
 use serde_json::{json, Value};
 
@@ -34,7 +34,7 @@ fn doc(id: &str) -> ItemKey {
     ItemKey::from_json(&json!({ "PK": id })).expect("key")
 }
 
-async fn written(store: &Versioning, change: &Change) -> u64 {
+async fn written(store: &Versioning, change: &Revision) -> u64 {
     match store.apply(change).await.expect("apply") {
         VersionOutcome::Written { version } => version,
         other => panic!("expected Written, got {other:?}"),
@@ -80,19 +80,19 @@ async fn assert_consistent(store: &Versioning, key: &ItemKey) -> u64 {
 
 // ------------------------------------------------------------------------- versioning
 
-fn create(key: &ItemKey, t: &str) -> Change {
-    Change::create(key, json!({ "t": t })).expect("valid")
+fn create(key: &ItemKey, t: &str) -> Revision {
+    Revision::create(key, json!({ "t": t })).expect("valid")
 }
 
-fn update(key: &ItemKey, expected: u64, t: &str) -> Change {
-    Change::update(key, expected, json!({ "t": t })).expect("valid")
+fn update(key: &ItemKey, expected: u64, t: &str) -> Revision {
+    Revision::update(key, expected, json!({ "t": t })).expect("valid")
 }
 
 #[tokio::test]
 async fn every_change_writes_the_next_version_or_says_why_not() {
     let (store, _) = versioned(client()).await;
     let key = doc("doc#1");
-    let outcome = |change: Change| {
+    let outcome = |change: Revision| {
         let store = store.clone();
         async move { store.apply(&change).await.expect("apply") }
     };
@@ -102,17 +102,17 @@ async fn every_change_writes_the_next_version_or_says_why_not() {
     assert_eq!(written(&store, &update(&key, 1, "b")).await, 2);
     assert_eq!(outcome(update(&key, 1, "late")).await, conflict(Some(2)));
     assert_eq!(outcome(create(&key, "again")).await, conflict(Some(2)));
-    assert_eq!(written(&store, &Change::delete(&key, 2)).await, 3);
+    assert_eq!(written(&store, &Revision::delete(&key, 2)).await, 3);
     assert_eq!(
         store.get(&key).await.expect("get"),
         Latest::Deleted { version: 3 }
     );
     let deleted = VersionOutcome::Deleted { version: 3 };
     assert_eq!(outcome(update(&key, 3, "c")).await, deleted);
-    assert_eq!(outcome(Change::delete(&key, 3)).await, deleted);
+    assert_eq!(outcome(Revision::delete(&key, 3)).await, deleted);
     // A create finds the tombstone; a recreate continues the sequence instead of reusing 1.
     assert_eq!(outcome(create(&key, "d")).await, deleted);
-    let recreate = Change::recreate(&key, 3, json!({"t": "d"})).expect("valid");
+    let recreate = Revision::recreate(&key, 3, json!({"t": "d"})).expect("valid");
     assert_eq!(written(&store, &recreate).await, 4);
     assert_eq!(outcome(update(&key, 9, "e")).await, conflict(Some(4)));
     assert_eq!(
@@ -128,8 +128,8 @@ async fn history_pages_come_newest_first() {
     let key = doc("doc#pages");
     written(&store, &create(&key, "a")).await;
     written(&store, &update(&key, 1, "b")).await;
-    written(&store, &Change::delete(&key, 2)).await;
-    written(&store, &Change::restore(&key, 3, 2)).await;
+    written(&store, &Revision::delete(&key, 2)).await;
+    written(&store, &Revision::restore(&key, 3, 2)).await;
 
     let first = store.history(&key, 3, None).await.expect("page");
     let second = store.history(&key, 3, first.next).await.expect("page");
@@ -156,11 +156,11 @@ async fn history_pages_come_newest_first() {
 async fn protocol_attributes_are_refused_in_caller_data() {
     let key = doc("doc#1");
     for name in ["_version", "_deleted", "_writeId", "_writtenAt"] {
-        let err = Change::create(&key, json!({ name: 1 })).expect_err("reserved");
+        let err = Revision::create(&key, json!({ name: 1 })).expect_err("reserved");
         assert_eq!(err.code, "reserved_attribute");
         assert!(err.message.contains(name), "{err}");
     }
-    let err = Change::update(&key, 1, json!({"PK": "doc#2"})).expect_err("mismatch");
+    let err = Revision::update(&key, 1, json!({"PK": "doc#2"})).expect_err("mismatch");
     assert_eq!(err.code, "key_mismatch");
 }
 
@@ -170,17 +170,17 @@ async fn restore_writes_version_v_as_version_n_plus_one() {
     let key = doc("doc#r");
     written(
         &store,
-        &Change::create(&key, json!({"t": "first", "n": 1})).expect("ok"),
+        &Revision::create(&key, json!({"t": "first", "n": 1})).expect("ok"),
     )
     .await;
     written(
         &store,
-        &Change::update(&key, 1, json!({"t": "second"})).expect("ok"),
+        &Revision::update(&key, 1, json!({"t": "second"})).expect("ok"),
     )
     .await;
-    written(&store, &Change::delete(&key, 2)).await;
+    written(&store, &Revision::delete(&key, 2)).await;
 
-    let restored = written(&store, &Change::restore(&key, 3, 1)).await;
+    let restored = written(&store, &Revision::restore(&key, 3, 1)).await;
 
     assert_eq!(restored, 4);
     let v1 = store.get_version(&key, 1).await.expect("get").expect("v1");
@@ -194,7 +194,7 @@ async fn restore_writes_version_v_as_version_n_plus_one() {
     assert_eq!(Some(latest.item), v1.item);
     assert_eq!(
         store
-            .apply(&Change::restore(&key, 4, 3))
+            .apply(&Revision::restore(&key, 4, 3))
             .await
             .expect("apply"),
         VersionOutcome::NoSuchVersion { version: 3 },
@@ -202,14 +202,14 @@ async fn restore_writes_version_v_as_version_n_plus_one() {
     );
     assert_eq!(
         store
-            .apply(&Change::restore(&key, 4, 9))
+            .apply(&Revision::restore(&key, 4, 9))
             .await
             .expect("apply"),
         VersionOutcome::NoSuchVersion { version: 9 }
     );
     assert_eq!(
         store
-            .apply(&Change::restore(&key, 2, 1))
+            .apply(&Revision::restore(&key, 2, 1))
             .await
             .expect("apply"),
         VersionOutcome::Conflict { current: Some(4) }
@@ -224,7 +224,7 @@ async fn a_change_is_one_transact_write_items_request() {
     let key = doc("doc#cost");
     written(
         &store,
-        &Change::create(&key, json!({"t": "a"})).expect("ok"),
+        &Revision::create(&key, json!({"t": "a"})).expect("ok"),
     )
     .await;
     let before = counting.calls();
@@ -232,7 +232,7 @@ async fn a_change_is_one_transact_write_items_request() {
 
     let outcome = store
         .apply_counted(
-            &Change::update(&key, 1, json!({"t": "b"})).expect("ok"),
+            &Revision::update(&key, 1, json!({"t": "b"})).expect("ok"),
             &cost,
         )
         .await
@@ -294,11 +294,11 @@ async fn append_until_written(store: &Versioning, key: &ItemKey, writer: usize) 
     for _ in 0..1000 {
         let latest = store.get(key).await.expect("get");
         let change = match latest.live() {
-            None => Change::create(key, json!({ "writers": [writer] })),
+            None => Revision::create(key, json!({ "writers": [writer] })),
             Some(item) => {
                 let mut writers = item.item["writers"].as_array().cloned().unwrap_or_default();
                 writers.push(json!(writer));
-                Change::update(key, item.version, json!({ "writers": writers }))
+                Revision::update(key, item.version, json!({ "writers": writers }))
             }
         }
         .expect("valid");
@@ -315,13 +315,13 @@ async fn append_until_written(store: &Versioning, key: &ItemKey, writer: usize) 
 }
 
 /// The scenarios of the crash test: the setup (healthy) and the change under test.
-async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Change, u64) {
+async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Revision, u64) {
     match name {
         "create" => (create(key, "new"), 1),
         "recreate" => {
             written(store, &create(key, "old")).await;
-            written(store, &Change::delete(key, 1)).await;
-            let again = Change::recreate(key, 2, json!({"t": "again"})).expect("ok");
+            written(store, &Revision::delete(key, 1)).await;
+            let again = Revision::recreate(key, 2, json!({"t": "again"})).expect("ok");
             (again, 3)
         }
         "update" => {
@@ -330,7 +330,7 @@ async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Change, u64
         }
         "delete" => {
             written(store, &create(key, "old")).await;
-            (Change::delete(key, 1), 2)
+            (Revision::delete(key, 1), 2)
         }
         "update-retried-after-lost-response" => {
             written(store, &create(key, "old")).await;
@@ -344,7 +344,7 @@ async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Change, u64
         "update-redelivered-after-lost-response" => {
             // The message is delivered again: the same write id, another time, another token.
             written(store, &create(key, "old")).await;
-            let first = Change::update(key, 1, json!({"t": "new"}))
+            let first = Revision::update(key, 1, json!({"t": "new"}))
                 .and_then(|c| c.with_write_id("message-1"))
                 .expect("ok");
             let lost = FaultInjector::new(|_, _| Fault::LoseResponse);
@@ -358,7 +358,7 @@ async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Change, u64
         "restore" => {
             written(store, &create(key, "first")).await;
             written(store, &update(key, 1, "second")).await;
-            (Change::restore(key, 2, 1), 3)
+            (Revision::restore(key, 2, 1), 3)
         }
         other => panic!("unknown scenario {other}"),
     }
@@ -433,7 +433,7 @@ async fn a_lost_transaction_response_does_not_create_a_second_version() {
     let key = doc("doc#lost");
     written(
         &healthy,
-        &Change::create(&key, json!({"t": "a"})).expect("ok"),
+        &Revision::create(&key, json!({"t": "a"})).expect("ok"),
     )
     .await;
     let first_transaction = Arc::new(AtomicUsize::new(0));
@@ -451,7 +451,7 @@ async fn a_lost_transaction_response_does_not_create_a_second_version() {
         versioning_config(&tables),
     )
     .expect("valid configuration");
-    let change = Change::update(&key, 1, json!({"t": "b"})).expect("ok");
+    let change = Revision::update(&key, 1, json!({"t": "b"})).expect("ok");
 
     // DynamoDB applies the transaction, the response is lost, the SDK sends it again.
     let outcome = store.apply(&change).await.expect("apply");
@@ -479,11 +479,11 @@ async fn a_retry_that_finds_someone_elses_version_is_a_conflict() {
     let key = doc("doc#race");
     written(
         &store,
-        &Change::create(&key, json!({"t": "a"})).expect("ok"),
+        &Revision::create(&key, json!({"t": "a"})).expect("ok"),
     )
     .await;
-    let mine = Change::update(&key, 1, json!({"by": "me"})).expect("ok");
-    let theirs = Change::update(&key, 1, json!({"by": "them"})).expect("ok");
+    let mine = Revision::update(&key, 1, json!({"by": "me"})).expect("ok");
+    let theirs = Revision::update(&key, 1, json!({"by": "them"})).expect("ok");
 
     written(&store, &theirs).await;
     let outcome = store.apply(&mine).await.expect("apply");
@@ -491,11 +491,11 @@ async fn a_retry_that_finds_someone_elses_version_is_a_conflict() {
     assert_eq!(outcome, VersionOutcome::Conflict { current: Some(2) });
     assert_eq!(assert_consistent(&store, &key).await, 2);
     // The same content under a caller-chosen write id is recognised after a redelivery.
-    let redelivered = Change::update(&key, 2, json!({"by": "msg-7"}))
+    let redelivered = Revision::update(&key, 2, json!({"by": "msg-7"}))
         .and_then(|c| c.with_write_id("msg-7"))
         .expect("ok");
     written(&store, &redelivered).await;
-    let again = Change::update(&key, 2, json!({"by": "msg-7"}))
+    let again = Revision::update(&key, 2, json!({"by": "msg-7"}))
         .and_then(|c| c.with_write_id("msg-7"))
         .expect("ok");
     assert_eq!(

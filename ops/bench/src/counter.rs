@@ -165,6 +165,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
                     | dynamodb_exactly_once::counter::CounterOutcome::ConflictingDuplicate => {
                         duplicates += 1
                     }
+                    other => return Err(format!("an outcome the bench does not count: {other:?}")),
                 }
             }
         }

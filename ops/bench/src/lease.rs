@@ -49,11 +49,9 @@ pub async fn run(options: Options) -> Result<(), String> {
     print_row("acquire", acquire);
     print_row("heartbeat", heartbeat);
     print_row("release", release);
-    let short = LeaseConfig {
-        lease: Duration::from_millis(options.takeover_lease_ms),
-        poll_interval: Duration::from_millis(options.takeover_lease_ms / 10),
-        ..LeaseConfig::new(&table)
-    };
+    let mut short = LeaseConfig::new(&table);
+    short.lease = Duration::from_millis(options.takeover_lease_ms);
+    short.poll_interval = Duration::from_millis(options.takeover_lease_ms / 10);
     let takeovers = takeovers(
         &Lease::try_new(client, short).expect("valid configuration"),
         options.takeovers,

@@ -170,13 +170,11 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let client = counted_client(&counter, latency_ms).await?;
     let writer = Writer {
         function: "ratchet-writer".to_string(),
-        protocol: Ratchet::try_new(
-            client.clone(),
-            RatchetConfig {
-                concurrency,
-                ..RatchetConfig::new(&tables["RatchetTable"])
-            },
-        )
+        protocol: Ratchet::try_new(client.clone(), {
+            let mut c = RatchetConfig::new(&tables["RatchetTable"]);
+            c.concurrency = concurrency;
+            c
+        })
         .expect("valid configuration"),
         dead_letters: DeadLetters::new(
             client.clone(),

@@ -15,7 +15,7 @@ use dynamo_testing::{client_with, template_tables, FaultInjector};
 use dynamodb_exactly_once::ddb::item::item_size;
 use dynamodb_exactly_once::ddb::{Cost, Item, ItemKey};
 use dynamodb_exactly_once::versioning::{
-    Change, Latest, VersionOutcome, Versioning, VersioningConfig,
+    Latest, Revision, VersionOutcome, Versioning, VersioningConfig,
 };
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -132,8 +132,8 @@ async fn bench(items: usize, payload: &str) -> Result<Bench, String> {
     for i in 0..items {
         let key =
             ItemKey::from_json(&json!({"PK": format!("doc#{i}")})).map_err(|e| e.to_string())?;
-        let change =
-            Change::create(&key, json!({"n": 0, "payload": payload})).map_err(|e| e.to_string())?;
+        let change = Revision::create(&key, json!({"n": 0, "payload": payload}))
+            .map_err(|e| e.to_string())?;
         store.apply(&change).await.map_err(|e| e.to_string())?;
         keys.push(key);
     }
@@ -202,7 +202,7 @@ async fn update_once(
     item.insert("n".into(), json!(n + 1));
     item.insert("by".into(), json!(writer));
     let change =
-        Change::update(key, latest.version, Value::Object(item)).map_err(|e| e.to_string())?;
+        Revision::update(key, latest.version, Value::Object(item)).map_err(|e| e.to_string())?;
     match store.apply_counted(&change, cost).await {
         Ok(VersionOutcome::Written { .. }) => Ok(true),
         Ok(_) => Ok(false),

@@ -13,6 +13,7 @@ use lambda_runtime::Diagnostic;
 use crate::source::EventError;
 
 /// The invocation failed as a whole.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
     /// The payload is not a Kinesis or SQS batch.
@@ -29,6 +30,7 @@ impl HandlerError {
         match self {
             HandlerError::Event(_) => "InvalidEvent",
             HandlerError::Sweep(SweepError::Store(e)) => store_error_type(e),
+            HandlerError::Sweep(_) => "NonRetryable",
         }
     }
 }

@@ -181,13 +181,11 @@ mod tests {
 
     #[test]
     fn sweep_metrics_count_what_the_sweep_did() {
-        let summary = SweepSummary {
-            stale: 2,
-            rolled_back: 1,
-            finished: 1,
-            oldest_stale_ms: 1500,
-            ..SweepSummary::default()
-        };
+        let mut summary = SweepSummary::default();
+        summary.stale = 2;
+        summary.rolled_back = 1;
+        summary.finished = 1;
+        summary.oldest_stale_ms = 1500;
         let doc = emf_document("Ns", "f", "tx-sweeper", &sweep_values(&summary), None);
         assert_eq!(doc["Stale"], 2.0);
         assert_eq!(doc["OldestStaleSeconds"], 1.5);

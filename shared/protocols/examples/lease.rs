@@ -89,11 +89,9 @@ async fn main() -> Result<(), Error> {
 async fn setup(client: &Client) -> Result<(Lease, Ratchet), Error> {
     ensure_table(client, "ExampleLocks", "LockId").await?;
     ensure_table(client, "ExampleReports", "PK").await?;
-    let config = LeaseConfig {
-        lease: Duration::from_secs(1),
-        poll_interval: Duration::from_millis(100),
-        ..LeaseConfig::new("ExampleLocks")
-    };
+    let mut config = LeaseConfig::new("ExampleLocks");
+    config.lease = Duration::from_secs(1);
+    config.poll_interval = Duration::from_millis(100);
     let ratchet = Ratchet::try_new(client.clone(), RatchetConfig::new("ExampleReports"))
         .expect("valid configuration");
     Ok((
@@ -124,6 +122,7 @@ fn holder(outcome: AcquireOutcome) -> Result<Holding, Error> {
     match outcome {
         AcquireOutcome::Acquired { holding, .. } => Ok(holding),
         AcquireOutcome::Held { by, .. } => Err(format!("the lock is held by {by}").into()),
+        other => Err(format!("not acquired: {other:?}").into()),
     }
 }
 

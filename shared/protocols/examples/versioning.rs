@@ -13,7 +13,7 @@
 
 use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::ddb::Cost;
-use dynamodb_exactly_once::versioning::{Change, Latest, Versioning, VersioningConfig};
+use dynamodb_exactly_once::versioning::{Latest, Revision, Versioning, VersioningConfig};
 use dynamodb_exactly_once::ItemKey;
 use serde_json::json;
 
@@ -34,26 +34,27 @@ async fn main() -> Result<(), Error> {
 
     let step = |what: &str| println!("\n-- {what}");
     step("create doc#1");
-    let create = Change::create(&key, json!({"title": "Draft", "words": 120}))?;
+    let create = Revision::create(&key, json!({"title": "Draft", "words": 120}))?;
     println!("   {:?}", docs.apply_counted(&create, &cost).await?);
     step("update from version 1 (two writers read version 1)");
-    let alice = Change::update(&key, 1, json!({"title": "Reviewed", "words": 180}))?;
-    let bob = Change::update(&key, 1, json!({"title": "Bob's take", "words": 90}))?;
+    let alice = Revision::update(&key, 1, json!({"title": "Reviewed", "words": 180}))?;
+    let bob = Revision::update(&key, 1, json!({"title": "Bob's take", "words": 90}))?;
     println!("   alice: {:?}", docs.apply_counted(&alice, &cost).await?);
     println!(
         "   bob:   {:?}   (lost the race: nothing written)",
         docs.apply_counted(&bob, &cost).await?
     );
     step("update from version 2, then delete version 3");
-    let edit = Change::update(&key, 2, json!({"title": "Final", "words": 200}))?;
+    let edit = Revision::update(&key, 2, json!({"title": "Final", "words": 200}))?;
     println!("   {:?}", docs.apply_counted(&edit, &cost).await?);
     println!(
         "   {:?}",
-        docs.apply_counted(&Change::delete(&key, 3), &cost).await?
+        docs.apply_counted(&Revision::delete(&key, 3), &cost)
+            .await?
     );
     println!("   latest: {:?}", docs.get(&key).await?);
     step("restore version 2 as a new version (over the tombstone at 4)");
-    let restore = Change::restore(&key, 4, 2);
+    let restore = Revision::restore(&key, 4, 2);
     println!("   {:?}", docs.apply_counted(&restore, &cost).await?);
     println!(
         "   the same change again (a caller retry): {:?}",

@@ -14,6 +14,7 @@ use crate::ddb::Item;
 use crate::rejection::{Rejection, RejectionCode};
 
 /// What happened to the item.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeKind {
     /// Created (`INSERT`).

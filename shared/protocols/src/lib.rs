@@ -99,15 +99,15 @@
 //!
 //! ```no_run
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! use dynamodb_exactly_once::versioning::{Change, VersionOutcome, Versioning, VersioningConfig};
+//! use dynamodb_exactly_once::versioning::{Revision, VersionOutcome, Versioning, VersioningConfig};
 //! use dynamodb_exactly_once::ItemKey;
 //!
 //! let docs = Versioning::try_new(client, VersioningConfig::new("Docs", "DocsHistory"))?;
 //! let key = ItemKey::from_json(&serde_json::json!({"PK": "doc#1"}))?;
-//! docs.apply(&Change::create(&key, serde_json::json!({"title": "draft"}))?).await?;
-//! let late = Change::update(&key, 0, serde_json::json!({"title": "stale"}))?;
+//! docs.apply(&Revision::create(&key, serde_json::json!({"title": "draft"}))?).await?;
+//! let late = Revision::update(&key, 0, serde_json::json!({"title": "stale"}))?;
 //! assert_eq!(docs.apply(&late).await?, VersionOutcome::Conflict { current: Some(1) });
-//! docs.apply(&Change::restore(&key, 1, 1)).await?; // version 2 = version 1's content
+//! docs.apply(&Revision::restore(&key, 1, 1)).await?; // version 2 = version 1's content
 //! # Ok(())
 //! # }
 //! ```
@@ -156,10 +156,11 @@ pub mod document;
 pub mod lease;
 pub mod ratchet;
 pub mod rejection;
+pub mod text;
 pub mod txn;
 pub mod versioning;
 
-pub use batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
+pub use batch::{Applied, Deadline, Outcome, Protocol, RecordFailure, RecordResult};
 pub use change::{ChangeKind, ItemChange};
 pub use config::ConfigError;
 pub use ddb::{ErrorClass, Item, ItemKey, KeyError, KeyValue, Read, StoreError};

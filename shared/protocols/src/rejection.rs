@@ -9,6 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// The stable reason code of a rejection.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RejectionCode {
@@ -168,20 +169,9 @@ impl PartialEq<str> for RejectionCode {
 /// [`describe`]; this bound is the backstop that keeps every dead letter and log line small.
 pub const MAX_MESSAGE_CHARS: usize = 300;
 
-/// Characters of an offending value a message may quote.
-pub const QUOTE_CHARS: usize = 40;
+pub use crate::text::QUOTE_CHARS;
 
-/// A value from a payload as a message may show it: at most [`QUOTE_CHARS`] characters, with
-/// its length when it is cut.
-///
-/// ```
-/// use dynamodb_exactly_once::rejection::quote;
-/// assert_eq!(quote("upsert"), "`upsert`");
-/// assert!(quote(&"x".repeat(1000)).ends_with("… (1000 bytes)`"));
-/// ```
-pub fn quote(value: &str) -> String {
-    format!("`{}`", crate::ddb::error::bounded(value, QUOTE_CHARS))
-}
+pub use crate::text::quote;
 
 /// A JSON value from a payload described by its type (and a short quote of scalars), never
 /// repeated whole.
@@ -243,7 +233,7 @@ impl Rejection {
         let message = message.into();
         Rejection {
             code,
-            message: crate::ddb::error::bounded(&message, MAX_MESSAGE_CHARS),
+            message: crate::text::bounded(&message, MAX_MESSAGE_CHARS),
         }
     }
 }

@@ -21,6 +21,7 @@ pub fn batch(kind: SourceKind, bodies: &[Value], offset: usize) -> Batch {
                         .map_or_else(|| format!("{n:021}"), str::to_string),
                     Some(STREAM_ARN.into()),
                 ),
+                _ => (format!("r{n}"), None),
             };
             SourceRecord {
                 position: SourcePosition {

@@ -43,6 +43,19 @@ pub fn endpoint() -> String {
     }
 }
 
+/// A DynamoDB Local of this process's own, whatever `AWS_ENDPOINT_URL_DYNAMODB` says: for a
+/// test that must not share the emulator (its TTL process slows down with every table the
+/// other tests leave behind).
+///
+/// # Panics
+/// When DynamoDB Local cannot be found or started.
+pub fn private_endpoint() -> String {
+    match start_dynamodb_local() {
+        Ok(url) => url,
+        Err(message) => panic!("DynamoDB Local is not available: {message}"),
+    }
+}
+
 /// The folder holding `DynamoDBLocal.jar`.
 pub fn dynamodb_local_dir() -> Result<PathBuf, String> {
     if let Ok(dir) = std::env::var("DYNAMODB_LOCAL_DIR") {

@@ -26,6 +26,7 @@ pub mod kpl;
 pub use kpl::SubRecord;
 
 /// Which service delivered a batch.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SourceKind {
@@ -91,6 +92,7 @@ pub struct Batch {
 }
 
 /// The payload is not a Kinesis or SQS event at all.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum EventError {
     /// Neither shape matched.

@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use super::change::Aggregation;
-use super::layout::{keys_per_write, Bucket, BucketName};
+use super::aggregate::Aggregation;
 use crate::config::ConfigError;
 use crate::ddb::item::MAX_ITEM_BYTES;
 
@@ -40,6 +39,7 @@ const NAME_BYTES_PER_BUCKET: usize = 46 + 43;
 const LAYOUT_NAME_BYTES: usize = 6;
 
 /// Settings of the counter protocol.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterConfig {
     /// The table written.
@@ -136,15 +136,6 @@ impl CounterConfig {
         }
         let rate = steps / 10_000.0;
         (rate.is_finite() && rate > 0.0).then_some(rate)
-    }
-
-    /// Keys per `UpdateItem` that keep the condition within DynamoDB's expression limits when
-    /// the item holds the W buckets of these settings: each key costs W `contains` terms
-    /// joined by `OR` (2 operators and about 24 bytes each), besides the guard of a first
-    /// write (which names W possible layouts).
-    pub fn max_keys_per_write(&self) -> usize {
-        let w = self.window_buckets.clamp(1, MAX_WINDOW_BUCKETS) as usize;
-        keys_per_write(w, 1 + 2 * w, 32 + 14 * w)
     }
 
     /// Check the settings, including the capacity rule
@@ -246,17 +237,6 @@ impl CounterConfig {
         format!("{}bucket", self.attribute_prefix)
     }
 
-    /// The attribute holding a bucket's keys: `<prefix>keys_<start>_<until>`, or
-    /// `<prefix>keys_<n>` for bucket number `n` of the earlier layout.
-    pub fn keys_attribute(&self, bucket: &Bucket) -> String {
-        match bucket.name {
-            BucketName::Span { start } => {
-                format!("{}keys_{start}_{}", self.attribute_prefix, bucket.until)
-            }
-            BucketName::Legacy { number } => format!("{}keys_{number}", self.attribute_prefix),
-        }
-    }
-
     /// `<prefix>write_token`: the token of the last versioned write.
     pub fn write_token_attribute(&self) -> String {
         format!("{}write_token", self.attribute_prefix)
@@ -272,30 +252,8 @@ impl CounterConfig {
         format!("{}updated", self.attribute_prefix)
     }
 
-    /// The bucket of a keys attribute name, with its `until` when the name holds it
-    /// (`None`: another attribute).
-    pub(super) fn parse_keys_attribute(&self, name: &str) -> Option<(BucketName, Option<u64>)> {
-        let suffix = name
-            .strip_prefix(&self.attribute_prefix)?
-            .strip_prefix("keys_")?;
-        match suffix.split_once('_') {
-            Some((start, until)) => Some((
-                BucketName::Span {
-                    start: start.parse().ok()?,
-                },
-                Some(until.parse().ok()?),
-            )),
-            None => Some((
-                BucketName::Legacy {
-                    number: suffix.parse().ok()?,
-                },
-                None,
-            )),
-        }
-    }
-
     /// Whether `name` starts with the protocol's prefix (payloads cannot write it).
-    pub(super) fn is_protocol_attribute(&self, name: &str) -> bool {
+    pub(crate) fn is_protocol_attribute(&self, name: &str) -> bool {
         name.starts_with(&self.attribute_prefix)
     }
 }

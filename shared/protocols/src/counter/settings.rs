@@ -1,6 +1,6 @@
 //! The counter's configuration from named settings (see [`crate::config`]).
 
-use super::change::Aggregation;
+use super::aggregate::Aggregation;
 use super::CounterConfig;
 use crate::config::{colon_pair, ConfigError, Configured, FromSettings, Settings};
 

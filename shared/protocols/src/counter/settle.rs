@@ -14,6 +14,7 @@ use crate::ddb::{ErrorClass, ItemKey, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
 
 /// The outcome of one counter record.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CounterOutcome {
     /// Its deltas were added by this invocation.

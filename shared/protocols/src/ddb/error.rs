@@ -100,13 +100,7 @@ const TRANSIENT_CODES: &[&str] = &[
 /// SDK's `Debug` output can hold whole responses): logs and dead letters stay bounded.
 pub const MAX_MESSAGE_CHARS: usize = 300;
 
-/// `text` cut to at most `max` characters (on a character boundary), marked when cut.
-pub fn bounded(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some((end, _)) => format!("{}… ({} bytes)", &text[..end], text.len()),
-    }
-}
+pub use crate::text::bounded;
 
 /// An error and its sources, `: `-separated and bounded (never a `Debug` dump).
 fn chain(err: &dyn std::error::Error) -> String {

@@ -32,7 +32,7 @@ pub fn check_attribute_names(value: &Value) -> Result<(), String> {
                 if name.len() > MAX_ATTRIBUTE_NAME_BYTES {
                     return Err(format!(
                         "attribute name {} is longer than DynamoDB's {MAX_ATTRIBUTE_NAME_BYTES} bytes",
-                        crate::rejection::quote(name)
+                        crate::text::quote(name)
                     ));
                 }
                 check_attribute_names(v)?;
@@ -142,7 +142,7 @@ impl ItemKey {
         if json.contains_key(name) {
             return Err(KeyError(format!(
                 "key attribute {} is given twice",
-                crate::rejection::quote(name)
+                crate::text::quote(name)
             )));
         }
         json.insert(name.to_string(), value.into().into());
@@ -164,7 +164,7 @@ impl ItemKey {
             )));
         }
         for (name, v) in obj {
-            let quoted = || crate::rejection::quote(name);
+            let quoted = || crate::text::quote(name);
             if name.is_empty() || name.len() > MAX_KEY_NAME_BYTES {
                 return Err(KeyError(format!(
                     "key attribute name {} must have 1 to {MAX_KEY_NAME_BYTES} bytes",

@@ -16,6 +16,7 @@ pub const DEFAULT_MAX_RETRIES: usize = 8;
 pub const OP_SLOTS: u64 = 4;
 
 /// Settings of the document protocol.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocumentConfig {
     /// The table written.

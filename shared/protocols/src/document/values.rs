@@ -7,6 +7,7 @@ use serde_json::{Number, Value};
 use crate::rejection::{Rejection, RejectionCode};
 
 /// The elements of a set operation: distinct, all strings or all numbers.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SetValues {
     /// A string set (`SS`).

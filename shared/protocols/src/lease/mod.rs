@@ -1,76 +1,4 @@
-//! A fenced lease lock: at most one holder at a time, judged without trusting clocks across
-//! machines, and a fencing token that lets any conditional write refuse a stale holder.
-//!
-//! # Invariants
-//!
-//! 1. **One holder at a time.** A lock item (key `LockId`) names its holder (`Owner`), a
-//!    random record version (`RecordVersion`, new with every acquisition, heartbeat and
-//!    release), the holder's lease duration (`LeaseMs`) and whether it was released. Every
-//!    change is one conditional write: acquiring a free lock requires it absent or released
-//!    ([`CONDITION_FREE`]); heartbeats and releases require the holder's token and no release
-//!    ([`CONDITION_HOLDING`]); a **takeover** requires the record version the contender saw
-//!    ([`CONDITION_UNCHANGED`]).
-//! 2. **No clock is compared across machines.** As in the AWS DynamoDB lock client, a
-//!    contender that finds the lock held remembers its record version and takes over only
-//!    after seeing that version **unchanged for a full lease duration on its own monotonic
-//!    clock** (`tokio::time::Instant`). The item stores no timestamps. The holder counts its
-//!    lease from the moment it *sent* its last successful acquire or heartbeat
-//!    ([`Holding::remaining`]); the contender counts from the moment its read *returned*, which
-//!    is after that write was applied:
-//!
-//!    ```text
-//!    holder    send heartbeat ─► applied (version v7)        holder's lease ends
-//!              |◄────────────────── lease ──────────────────►|
-//!    contender          read returns v7 |◄──────────── lease ────────────►| read v7 again,
-//!                                                                          takeover IF version = v7
-//!    ```
-//!
-//!    So a takeover always happens after the holder's own lease ended, whatever the offset
-//!    between the two machines' clocks; only their *rates* must agree within the margin the
-//!    holder keeps (stop working some time before `remaining()` reaches zero; heartbeat every
-//!    third of the lease).
-//! 3. **Fencing tokens strictly increase.** `FencingToken` is a counter in the lock item,
-//!    incremented by the acquiring conditional write itself
-//!    (`SET #tok = if_not_exists(#tok, :zero) + :one`), so two acquisitions never get the same
-//!    token and a later one always gets a greater one. Releases keep the item (it is never
-//!    deleted: the counter would restart). A holder that was paused past its lease and still
-//!    believes it holds the lock cannot be stopped by the lock; its writes are stopped by the
-//!    resource: pass the token with every write, and let the resource refuse tokens older than
-//!    the newest it has seen. The [`crate::ratchet`] does exactly that with `ts` = the token
-//!    (or [`Holding::fenced_ts`] for several writes per holding); any other conditional write
-//!    can add `attribute_not_exists(#fence) OR #fence <= :token` and `SET #fence = :token`.
-//!    A new holder should make one fenced write as soon as it acquires, so that the resource
-//!    knows its token before the stale holder wakes up.
-//!
-//! # Write cost
-//!
-//! | step | reads | write requests |
-//! |---|---|---|
-//! | acquire a free lock | 1 consistent `GetItem` | 1 `UpdateItem` |
-//! | take over an expired lock | 1 per poll interval during ≥ one lease | 1 `UpdateItem` |
-//! | heartbeat, release | 0 | 1 `UpdateItem` |
-//!
-//! A contender that loses a race pays one failed conditional write (billed on AWS).
-//!
-//! # Failure modes
-//!
-//! * **Lost response** of an acquisition: the SDK sends the same write again, which fails its
-//!   condition; the `ALL_OLD` item carries the record version this very write chose, so the
-//!   contender knows it acquired (and its token). A heartbeat's retry simply applies again; a
-//!   release's retry finds its own release.
-//! * **Holder crashes or stops heart-beating**: a contender takes over after one lease of
-//!   unchanged record version; the old holder's heartbeat then reports
-//!   [`HeartbeatOutcome::Lost`].
-//! * **Holder paused past its lease** (GC, freeze, partition): it may still act — that is what
-//!   fencing tokens are for (invariant 3).
-//! * **Patience exhausted**: [`AcquireOutcome::Held`] names the holder and the record version.
-//! * DynamoDB errors are [`StoreError`]s (transient ones say so); nothing is retried here
-//!   beyond the SDK's own retries, so a caller decides how long to keep trying.
-//!
-//! # Layout
-//!
-//! * `acquire`: acquiring (free lock, takeover after an unchanged lease).
-//! * `holding`: the held lease: heartbeat, release, fenced timestamps.
+#![doc = include_str!("../../docs/lease.md")]
 
 mod acquire;
 mod holding;
@@ -117,6 +45,7 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Settings of the lease lock.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseConfig {
     /// The lock table (hash key `LockId`, a string).
@@ -188,6 +117,7 @@ impl LockState {
 }
 
 /// The result of an acquisition attempt.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AcquireOutcome {
     /// This contender holds the lock.
@@ -209,6 +139,7 @@ pub enum AcquireOutcome {
 }
 
 /// The result of a heartbeat.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeartbeatOutcome {
     /// Still held; the lease runs again from the moment the heartbeat was sent.
@@ -221,6 +152,7 @@ pub enum HeartbeatOutcome {
 }
 
 /// The result of a release.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReleaseOutcome {
     /// Released.

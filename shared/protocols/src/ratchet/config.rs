@@ -19,6 +19,7 @@ pub const DEFAULT_TOMBSTONE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const DEFAULT_CONCURRENCY: usize = 32;
 
 /// Settings of the ratchet protocol.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RatchetConfig {
     /// The table written.

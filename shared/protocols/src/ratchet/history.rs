@@ -13,9 +13,9 @@ use aws_sdk_dynamodb::types::{
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
+use super::outcome::RatchetOutcome;
 use super::record::{RatchetOp, RatchetRecord};
 use super::ts::Ts;
-use super::write::RatchetOutcome;
 use super::Ratchet;
 use crate::batch::{Deadline, RecordResult};
 use crate::ddb::item::item_to_json;

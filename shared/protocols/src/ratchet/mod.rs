@@ -1,100 +1,11 @@
-//! Timestamp ratchet writes: the table converges to the newest state whatever the delivery did.
-//!
-//! # Invariant
-//!
-//! For every item key, the stored item is the record with the greatest *version* among all
-//! records ever delivered for that key, where a record's version is the pair
-//! `(timestamp, tie-break token)`. The final table is therefore a function of the **set** of
-//! delivered records: independent of order, duplication and batch boundaries.
-//!
-//! * The timestamp is the record's own client-side integer token (epoch ms, any monotonic
-//!   counter, or an upstream sequence number of up to 64 digits: see [`Ts`] for how values
-//!   above `u64` are stored and compared, and for compatibility with stored numbers); a retry
-//!   or hedged write carries the first attempt's value.
-//! * The tie-break token decides between two different records with the same key and the same
-//!   timestamp: a delete (`"1"`) beats any put, and between puts the greater SHA-256 of the
-//!   canonical stored item wins (`"0" + hex`). Tokens are compared as strings, identically in
-//!   Rust (coalescing) and in DynamoDB (the condition).
-//!
-//! # Writes
-//!
-//! Every write is one conditional `PutItem` with [`CONDITION_NEWER`]:
-//!
-//! ```text
-//! attribute_not_exists(ts) OR ts < :ts OR (ts = :ts AND (attribute_not_exists(tb) OR tb < :tb))
-//! ```
-//!
-//! which is the pattern's `attribute_not_exists(ts) OR :ts >= ts`, made strict on exact equality
-//! so that a redelivered record is recognised as a `Duplicate` rather than rewritten. A
-//! timestamp above `u64` is a fixed-width digit string and its condition is
-//! [`CONDITION_NEWER_BIG`] (a stored number is older; see [`Ts`]). A put
-//! replaces the whole item. A delete writes a **tombstone**: the key, the timestamp, the token,
-//! `Deleted = true` and a TTL (epoch seconds, default now + 7 days), nothing else; a newer put
-//! replaces it, an older put cannot revive the item. A lost race is an outcome (`Stale`, or
-//! `Duplicate` when the stored version is exactly ours, learned from
-//! `ReturnValuesOnConditionCheckFailure=ALL_OLD` without a read), never an error.
-//!
-//! # Coalescing
-//!
-//! Within a batch, records are grouped by item key; only the group's winner is written (one
-//! write per distinct key), other records are `Superseded` (or `Duplicate` when identical to the
-//! winner). Groups are written concurrently (bounded by `concurrency`); one key is only ever
-//! written by one task, so records of a key never race each other inside an invocation.
-//!
-//! # Reads
-//!
-//! [`Ratchet::get`], [`Ratchet::batch_get`] and [`Ratchet::query_partition`] never return
-//! tombstones (Get/BatchGet filter in code, Query with a `FilterExpression`).
-//!
-//! # History mode
-//!
-//! With a history table ([`RatchetConfig::history_table`], `RATCHET_HISTORY_TABLE`), every
-//! record also lands in it at its own row: records that lose to a newer timestamp, duplicates
-//! and deletes (as `Op = delete` rows) included. The row's partition key
-//! ([`HISTORY_KEY_ATTRIBUTE`]) is the item's canonical key and its sort key
-//! ([`HISTORY_SORT_ATTRIBUTE`]) is [`history_sort_key`]`(ts, tie-break)`: `ts` zero-padded to
-//! 20 digits, `#`, the tie-break token, e.g. `00000001721770090000#0a3f…`. Equal `ts` with
-//! different content never collide (their tokens differ), identical records share their row,
-//! and the rows sort in version order. A row holds nothing but the record (no processing time),
-//! so the history is the same set of rows whatever the order, duplication or batching.
-//!
-//! Per batch: first every distinct row with `BatchWriteItem` (25 rows per call, chunks
-//! concurrently, unprocessed rows written again with `ddb::retry::Backoff`), then the coalesced
-//! latest writes (still one per key), among the records whose row is written. A record is
-//! acknowledged only when its history row and its key's latest write are both done; a record
-//! whose row could not be written is reported for redelivery and takes no part in coalescing,
-//! so the latest table never holds a version its history lacks.
-//!
-//! Cost: one extra write unit per row up to 1 KB, in `⌈distinct records / 25⌉` calls. A record
-//! whose latest write DynamoDB refuses as invalid (a key that does not match the latest table's
-//! schema) is dead-lettered, but its history row, written first, stays.
-//!
-//! # Layout
-//!
-//! * `config`: settings and attribute names.
-//! * `history`: history rows, their sort key and the batched history writes.
-//! * `record`: parsing and validating a record body; a record's version.
-//! * `ts`: timestamps of any size and their stored form.
-//! * `change`: records from item changes (DynamoDB Streams): replication.
-//! * `write`: the conditional write and per-batch coalescing (the `Protocol` impl).
-//! * `read`: reads that hide tombstones.
-//!
-//! # Failure modes
-//!
-//! * Transient DynamoDB errors: every record of the key's group is reported as failed (also the
-//!   superseded ones, so nothing is acknowledged whose winner was not written).
-//! * DynamoDB rejects the winner as invalid (`ValidationException`, e.g. a key that does not
-//!   match the table schema): the winner is dead-lettered and the next candidate of the group
-//!   is tried, so one bad record cannot hide valid ones.
-//! * The deadline is close: groups not yet started are `Deferred` and reported as failed.
-//! * The tombstone TTL is the only attribute that depends on processing time (when the delete
-//!   was first applied), not on the records.
+#![doc = include_str!("../../docs/ratchet.md")]
 
-mod change;
 mod config;
 mod history;
+mod outcome;
 mod read;
 mod record;
+mod replicate;
 mod ts;
 mod write;
 
@@ -113,10 +24,10 @@ pub use history::{
     history_sort_key, HISTORY_ITEM_ATTRIBUTE, HISTORY_KEY_ATTRIBUTE, HISTORY_OP_ATTRIBUTE,
     HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
 };
+pub use outcome::RatchetOutcome;
 use record::RawRecord;
 pub use record::{RatchetOp, RatchetRecord};
 pub use ts::{Ts, TsError, BIG_TS_DIGITS};
-pub use write::RatchetOutcome;
 
 /// The write condition of a number timestamp (placeholders: `#ts`, `#tb`, `:ts`, `:tb`).
 pub const CONDITION_NEWER: &str =

@@ -9,37 +9,14 @@ use aws_sdk_dynamodb::types::{
 };
 use futures::StreamExt;
 
+use super::outcome::RatchetOutcome;
 use super::record::{RatchetOp, RatchetRecord};
 use super::{Ratchet, CONDITION_NEWER, CONDITION_NEWER_BIG};
-use crate::batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
+use crate::batch::{Applied, Deadline, Protocol, RecordResult};
 use crate::change::{no_change_mapping, ItemChange};
 use crate::ddb::clock::epoch_seconds;
 use crate::ddb::{conditional, Cond, Cost, ErrorClass, Item, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
-
-/// The outcome of one ratchet record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RatchetOutcome {
-    /// Written: it is now the stored version.
-    Applied,
-    /// The table already holds a newer version.
-    Stale,
-    /// The table (or the winner of the batch) already holds exactly this version.
-    Duplicate,
-    /// A newer record for the same key in the same batch was written instead.
-    Superseded,
-}
-
-impl Outcome for RatchetOutcome {
-    fn label(&self) -> &'static str {
-        match self {
-            RatchetOutcome::Applied => "applied",
-            RatchetOutcome::Stale => "stale",
-            RatchetOutcome::Duplicate => "duplicate",
-            RatchetOutcome::Superseded => "superseded",
-        }
-    }
-}
 
 /// Results of one key's records.
 type GroupResults = Vec<(usize, RecordResult<RatchetOutcome>)>;
@@ -225,7 +202,7 @@ impl Protocol for Ratchet {
     /// Replication, when [`super::RatchetConfig::replication`] is set.
     fn parse_change(&self, change: &ItemChange) -> Result<RatchetRecord, Rejection> {
         match &self.config.replication {
-            Some(replication) => super::change::replicate(&self.config, replication, change),
+            Some(replication) => super::replicate::replicate(&self.config, replication, change),
             None => Err(no_change_mapping("RATCHET_CHANGES=replicate")),
         }
     }

@@ -21,6 +21,7 @@ pub const DEFAULT_REDELIVERY_HORIZON: Duration = Duration::from_secs(14 * 24 * 3
 pub const DEFAULT_RETAIN: Duration = Duration::from_secs(15 * 24 * 3600);
 
 /// Settings of the transaction protocol.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxConfig {
     /// The TX table.

@@ -234,7 +234,7 @@ impl Coordinator {
 
     /// A pending holder: wait (jittered backoff), or roll it back (`conflict`) once the wait
     /// reached the patience *and* the holder showed no sign of life (heartbeat) for as long
-    /// (finding 8 of issue 8: a live coordinator that is still locking is not rolled back).
+    /// (a live coordinator that is still locking is not rolled back).
     async fn wait_or_roll_back(
         &self,
         other: &TxHeader,

@@ -6,6 +6,7 @@ use crate::ddb::error::StoreError;
 use crate::rejection::Rejection;
 
 /// How a transaction ended.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxOutcome {
     /// Committed by this run: every request applied.
@@ -55,6 +56,7 @@ pub struct TxReport {
 }
 
 /// A transaction could not be decided now.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum TxError {
     /// DynamoDB failed.

@@ -27,6 +27,7 @@ use crate::ddb::error::StoreError;
 use crate::ddb::item::{Item, ItemKey};
 
 /// How a read treats items locked by a transaction.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
     /// Whatever is stored now (changes of undecided transactions included).

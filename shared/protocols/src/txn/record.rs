@@ -117,6 +117,7 @@ pub const PART_BYTES: usize = 350 * 1024;
 pub const PART_TTL_SECONDS: u64 = 90 * 24 * 3600;
 
 /// The states of a transaction.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxState {
     /// Locking; nothing decided.
@@ -167,6 +168,7 @@ impl TxState {
 /// assert_eq!(newer.as_str(), "from_the_future");
 /// assert!(!newer.is_final());
 /// ```
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RollbackReason {
     /// A request's `ConditionExpression` failed: final.
@@ -180,7 +182,7 @@ pub enum RollbackReason {
     /// A locked read released its locks: final.
     Read,
     /// A stored reason this version does not know (written by another version): kept as
-    /// read, treated as not final, as every version before this enum treated it.
+    /// read, treated as not final.
     Other(String),
 }
 

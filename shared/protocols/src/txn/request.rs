@@ -53,6 +53,7 @@ pub const PLACEHOLDER_PREFIX: &str = "txp";
 pub const MAX_TX_ID_LEN: usize = 200;
 
 /// What a request does: the parts of a `TransactWriteItems` entry that depend on its kind.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Operation {
     /// Replace (or create) the whole item.

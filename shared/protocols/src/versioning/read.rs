@@ -13,6 +13,7 @@ use crate::ddb::item::item_to_json;
 use crate::ddb::{Item, ItemKey, Placeholders, StoreError};
 
 /// The latest state of an item.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Latest {
     /// The item was never created.
@@ -79,6 +80,7 @@ pub struct VersionedItem {
 }
 
 /// What made a version.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HistoryOp {
     /// The item was created.

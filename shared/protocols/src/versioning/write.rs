@@ -13,8 +13,8 @@ use aws_sdk_dynamodb::types::{
 };
 use serde_json::{Map, Value};
 
-use super::change::{Change, ChangeOp};
 use super::read::Latest;
+use super::revision::{Revision, RevisionOp};
 use super::{
     Versioning, ATTR_DELETED, ATTR_VERSION, CONDITION_ABSENT, CONDITION_AT, CONDITION_DELETED_AT,
     CONDITION_LIVE_AT, CONDITION_NEW_VERSION, HISTORY_VERSION,
@@ -30,6 +30,7 @@ const CONTENTION_BACKOFF: Backoff =
 const REASON_CONDITION: &str = "ConditionalCheckFailed";
 
 /// The outcome of a change.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VersionOutcome {
     /// Applied: the item (latest and history) is now at `version`.
@@ -44,7 +45,7 @@ pub enum VersionOutcome {
         current: Option<u64>,
     },
     /// The item is deleted (a tombstone at `version`): recreate or restore it
-    /// ([`Change::recreate`](super::Change::recreate)); the outcome of a create, update or
+    /// ([`Revision::recreate`](super::Revision::recreate)); the outcome of a create, update or
     /// delete that found it deleted.
     Deleted {
         /// The tombstone's version.
@@ -55,6 +56,20 @@ pub enum VersionOutcome {
         /// The version asked for.
         version: u64,
     },
+}
+
+impl VersionOutcome {
+    /// The HTTP status an API would answer: 200, 412 Precondition Failed on a conflict (an API
+    /// without `If-Match` may prefer 409), 410 Gone for a deleted item, 404 for a version that
+    /// is not in the history.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            VersionOutcome::Written { .. } => 200,
+            VersionOutcome::Conflict { .. } => 412,
+            VersionOutcome::Deleted { .. } => 410,
+            VersionOutcome::NoSuchVersion { .. } => 404,
+        }
+    }
 }
 
 impl Outcome for VersionOutcome {
@@ -135,30 +150,30 @@ enum Attempt {
 
 impl Versioning {
     /// Apply a change: one transaction writing the latest item and the history row.
-    pub async fn apply(&self, change: &Change) -> Result<VersionOutcome, StoreError> {
+    pub async fn apply(&self, change: &Revision) -> Result<VersionOutcome, StoreError> {
         self.apply_counted(change, &Cost::default()).await
     }
 
     /// [`Versioning::apply`], counting write requests and consumed write units in `cost`.
     pub async fn apply_counted(
         &self,
-        change: &Change,
+        change: &Revision,
         cost: &Cost,
     ) -> Result<VersionOutcome, StoreError> {
         let attempt = match change.op() {
-            ChangeOp::Create { deleted_at, item } => {
+            RevisionOp::Create { deleted_at, item } => {
                 let guard = deleted_at.map_or(Guard::Absent, Guard::Deleted);
                 self.attempt(change, guard, Some(item), cost).await?
             }
-            ChangeOp::Update { expected, item } => {
+            RevisionOp::Update { expected, item } => {
                 self.attempt(change, Guard::Live(*expected), Some(item), cost)
                     .await?
             }
-            ChangeOp::Delete { expected } => {
+            RevisionOp::Delete { expected } => {
                 self.attempt(change, Guard::Live(*expected), None, cost)
                     .await?
             }
-            ChangeOp::Restore { expected, from } => {
+            RevisionOp::Restore { expected, from } => {
                 let restored = self.get_version(change.key(), *from).await?;
                 let Some(item) = restored.and_then(|entry| entry.item) else {
                     return Ok(VersionOutcome::NoSuchVersion { version: *from });
@@ -171,7 +186,7 @@ impl Versioning {
             Attempt::Written(version) => VersionOutcome::Written { version },
             Attempt::Refused(Latest::Absent) => VersionOutcome::Conflict { current: None },
             Attempt::Refused(Latest::Deleted { version })
-                if !matches!(change.op(), ChangeOp::Restore { .. }) =>
+                if !matches!(change.op(), RevisionOp::Restore { .. }) =>
             {
                 VersionOutcome::Deleted { version }
             }
@@ -185,7 +200,7 @@ impl Versioning {
     /// the version already there, find out whether it is this change's own earlier write.
     async fn attempt(
         &self,
-        change: &Change,
+        change: &Revision,
         guard: Guard,
         item: Option<&Map<String, Value>>,
         cost: &Cost,
@@ -228,7 +243,7 @@ impl Versioning {
     }
 
     /// Whether history row `version` of the change's key holds this change's write id.
-    async fn landed(&self, change: &Change, version: u64) -> Result<bool, StoreError> {
+    async fn landed(&self, change: &Revision, version: u64) -> Result<bool, StoreError> {
         let row = self.get_version(change.key(), version).await?;
         Ok(row.is_some_and(|r| r.write_id == change.write_id()))
     }
@@ -236,7 +251,7 @@ impl Versioning {
     /// The two conditional puts of a change writing `version`.
     fn transaction(
         &self,
-        change: &Change,
+        change: &Revision,
         guard: Guard,
         version: u64,
         item: Option<&Map<String, Value>>,
@@ -365,14 +380,14 @@ fn construction(err: impl std::fmt::Display) -> StoreError {
     }
 }
 
-fn contention(change: &Change, attempts: usize) -> StoreError {
+fn contention(change: &Revision, attempts: usize) -> StoreError {
     StoreError::Contention {
         what: format!("versioned write of {}", change.key().canonical()),
         attempts,
     }
 }
 
-fn unknown(change: &Change, version: u64) -> StoreError {
+fn unknown(change: &Revision, version: u64) -> StoreError {
     StoreError::Sdk {
         operation: "TransactWriteItems",
         class: ErrorClass::Transient,

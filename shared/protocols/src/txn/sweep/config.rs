@@ -19,6 +19,7 @@ pub const DEFAULT_SWEEP_MARGIN: Duration = Duration::from_millis(3000);
 /// Default transactions driven at once.
 pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 /// Settings of the sweeper.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SweepConfig {
     /// The TX table.

@@ -14,19 +14,19 @@
 //! for each shard, concurrently: SweepKey = "open#<shard>" AND LastTouched <= now - stale_after
 //! ```
 //!
-//! Key conditions only: a sweep costs 17 queries (16 shards and the legacy key `open`) plus
+//! Key conditions only: a sweep costs 17 queries (16 shards and the unsharded key `open`) plus
 //! one per page of *stale* transactions, whatever the number of finished ones (no scan, no
-//! filter, no deletes). Records written before this layout (`SweepKey` `open` or `done`) are
-//! still swept: legacy `done` records are deleted after the retention, one by one, as those
-//! versions did; there are no new ones.
+//! filter, no deletes). Records of the unsharded layout (`SweepKey` `open` or `done`, written
+//! by versions before 0.1) are still swept: `done` records are deleted after the retention,
+//! one by one; no new ones are written. That migration code goes once no deployment can hold
+//! such records (15 days after the last one was written).
 //!
 //! # Index write cost
 //!
 //! A committed transaction makes 2 index writes (the entry at creation, its removal at
 //! completion; decisions do not move `LastTouched`), spread over 16 partitions; a restart
-//! or a heartbeat (a long lock phase, a resumed delivery) makes 2 more. Before: 5 on 2
-//! partitions (creation, commit, `open → done`, the sweeper's delete), about 250 TX/s for
-//! the whole system; now about 16 × 1,000 / 2 = 8,000 TX/s.
+//! or a heartbeat (a long lock phase, a resumed delivery) makes 2 more: about
+//! 16 × 1,000 / 2 = 8,000 TX/s for the whole system.
 //!
 //! # What it does (per stale transaction, see [`crate::txn::Coordinator::drive`])
 //!
@@ -87,6 +87,7 @@ const MAX_DUE_PER_KEY: usize = 1000;
 const KEY_CONDITION_DUE: &str = "#txpsk = :txpsk AND #txplt <= :txpcut";
 
 /// What one sweep did (logged as JSON and returned by the function).
+#[non_exhaustive]
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct SweepSummary {
     /// Stale transactions found in the index.
@@ -115,6 +116,7 @@ pub struct SweepSummary {
 }
 
 /// The sweep failed as a whole (the index could not be read).
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
     /// DynamoDB failed.

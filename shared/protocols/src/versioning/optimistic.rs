@@ -1,4 +1,6 @@
-//! Versioned writes, for items that are replaced rather than incremented:
+//! Optimistic versioned writes on a counter item, for attributes that are replaced rather than
+//! incremented (they return the one [`VersionOutcome`] of versioned writes, only ever
+//! `Written` or `Conflict`):
 //! [`Counter::put_versioned`] sets attributes only if the item's version (`<prefix>version`) is
 //! the one the caller read, and [`Counter::read_modify_write`] retries read → change →
 //! conditional write a bounded number of times, with the common backoff between tries.
@@ -22,7 +24,8 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::{Map, Value};
 
-use super::Counter;
+use super::VersionOutcome;
+use crate::counter::Counter;
 use crate::ddb::retry::Backoff;
 use crate::ddb::{conditional, Cond, Item, ItemKey, Placeholders, StoreError};
 
@@ -35,33 +38,8 @@ const SET_VERSION: &str = "#ver = :ver, #upd = :upd, #tok = :tok";
 /// Waits between the tries of [`Counter::read_modify_write`] (its `retries` are set per call).
 const RMW_BACKOFF: Backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(320), 0);
 
-/// The outcome of a versioned write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VersionOutcome {
-    /// Written; the item now has this version.
-    Written {
-        /// The new version.
-        version: u64,
-    },
-    /// The item's version was not the expected one (nothing written).
-    Conflict {
-        /// The version found (`None`: the item has no version).
-        current: Option<u64>,
-    },
-}
-
-impl VersionOutcome {
-    /// The HTTP status an API would answer: 200, or 412 Precondition Failed on a conflict
-    /// (an API without `If-Match` may prefer 409).
-    pub fn http_status(&self) -> u16 {
-        match self {
-            VersionOutcome::Written { .. } => 200,
-            VersionOutcome::Conflict { .. } => 412,
-        }
-    }
-}
-
 /// The outcome of [`Counter::read_modify_write`].
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RmwOutcome {
     /// Written after `attempts` tries.

@@ -1,7 +1,7 @@
 //! A change to a versioned item, validated when it is built: nothing invalid reaches DynamoDB.
 //!
-//! A [`Change`] carries its **write id** (random, or the caller's) and the time it was made, so
-//! applying the same `Change` value again (after an error) sends the same request: same content,
+//! A [`Revision`] carries its **write id** (random, or the caller's) and the time it was made, so
+//! applying the same `Revision` value again (after an error) sends the same request: same content,
 //! same request token, and the landed check recognises its own history row.
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -22,8 +22,9 @@ pub const MAX_WRITE_ID_CHARS: usize = 256;
 const TOKEN_CHARS: usize = 36;
 
 /// What a change does. Every operation writes version `n + 1`.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub enum ChangeOp {
+pub enum RevisionOp {
     /// Create the item: it never existed (`deleted_at: None`, version 1), or its tombstone is
     /// at version `deleted_at` (version `deleted_at + 1`).
     Create {
@@ -54,61 +55,61 @@ pub enum ChangeOp {
     },
 }
 
-impl ChangeOp {
+impl RevisionOp {
     /// `create`, `update`, `delete` or `restore` (the history row's `_op`).
     pub fn name(&self) -> &'static str {
         match self {
-            ChangeOp::Create { .. } => "create",
-            ChangeOp::Update { .. } => "update",
-            ChangeOp::Delete { .. } => "delete",
-            ChangeOp::Restore { .. } => "restore",
+            RevisionOp::Create { .. } => "create",
+            RevisionOp::Update { .. } => "update",
+            RevisionOp::Delete { .. } => "delete",
+            RevisionOp::Restore { .. } => "restore",
         }
     }
 }
 
 /// A validated change of one item.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Change {
+pub struct Revision {
     key: ItemKey,
-    op: ChangeOp,
+    op: RevisionOp,
     write_id: String,
     written_at_ms: u64,
 }
 
-impl Change {
+impl Revision {
     /// Create an item that never existed (version 1).
-    pub fn create(key: &ItemKey, item: Value) -> Result<Change, Rejection> {
+    pub fn create(key: &ItemKey, item: Value) -> Result<Revision, Rejection> {
         let item = stored_item(key, item)?;
         let deleted_at = None;
-        Ok(Change::new(key, ChangeOp::Create { deleted_at, item }))
+        Ok(Revision::new(key, RevisionOp::Create { deleted_at, item }))
     }
 
     /// Create a deleted item again over its tombstone at version `deleted_at` (the version
     /// sequence continues: the new version is `deleted_at + 1`).
-    pub fn recreate(key: &ItemKey, deleted_at: u64, item: Value) -> Result<Change, Rejection> {
+    pub fn recreate(key: &ItemKey, deleted_at: u64, item: Value) -> Result<Revision, Rejection> {
         let item = stored_item(key, item)?;
         let deleted_at = Some(deleted_at);
-        Ok(Change::new(key, ChangeOp::Create { deleted_at, item }))
+        Ok(Revision::new(key, RevisionOp::Create { deleted_at, item }))
     }
 
     /// Replace the item at version `expected` with `item`.
-    pub fn update(key: &ItemKey, expected: u64, item: Value) -> Result<Change, Rejection> {
+    pub fn update(key: &ItemKey, expected: u64, item: Value) -> Result<Revision, Rejection> {
         let item = stored_item(key, item)?;
-        Ok(Change::new(key, ChangeOp::Update { expected, item }))
+        Ok(Revision::new(key, RevisionOp::Update { expected, item }))
     }
 
     /// Delete the item at version `expected`.
-    pub fn delete(key: &ItemKey, expected: u64) -> Change {
-        Change::new(key, ChangeOp::Delete { expected })
+    pub fn delete(key: &ItemKey, expected: u64) -> Revision {
+        Revision::new(key, RevisionOp::Delete { expected })
     }
 
     /// Write version `from`'s content as the version after `expected`.
-    pub fn restore(key: &ItemKey, expected: u64, from: u64) -> Change {
-        Change::new(key, ChangeOp::Restore { expected, from })
+    pub fn restore(key: &ItemKey, expected: u64, from: u64) -> Revision {
+        Revision::new(key, RevisionOp::Restore { expected, from })
     }
 
-    fn new(key: &ItemKey, op: ChangeOp) -> Change {
-        Change {
+    fn new(key: &ItemKey, op: RevisionOp) -> Revision {
+        Revision {
             key: key.clone(),
             op,
             write_id: format!("{:032x}", rand::random::<u128>()),
@@ -118,7 +119,7 @@ impl Change {
 
     /// Use the caller's write id (e.g. a message id) so that applying a redelivered change is
     /// recognised as the same write.
-    pub fn with_write_id(mut self, write_id: impl Into<String>) -> Result<Change, Rejection> {
+    pub fn with_write_id(mut self, write_id: impl Into<String>) -> Result<Revision, Rejection> {
         let write_id = write_id.into();
         if write_id.is_empty() || write_id.chars().count() > MAX_WRITE_ID_CHARS {
             return Err(Rejection::new(
@@ -131,7 +132,7 @@ impl Change {
     }
 
     /// Record another time for the change (epoch ms; tests, replays).
-    pub fn with_written_at(mut self, written_at_ms: u64) -> Change {
+    pub fn with_written_at(mut self, written_at_ms: u64) -> Revision {
         self.written_at_ms = written_at_ms;
         self
     }
@@ -142,7 +143,7 @@ impl Change {
     }
 
     /// What the change does.
-    pub fn op(&self) -> &ChangeOp {
+    pub fn op(&self) -> &RevisionOp {
         &self.op
     }
 
@@ -195,7 +196,7 @@ impl Change {
                 AttributeValue::M(serde_dynamo::to_item(item)?),
             );
         }
-        if let ChangeOp::Restore { from, .. } = self.op {
+        if let RevisionOp::Restore { from, .. } = self.op {
             row.insert(ATTR_RESTORED_FROM.into(), number(from));
         }
         row.insert(
@@ -214,7 +215,7 @@ impl Change {
     /// SHA-256 (hex) of everything the history row of this change holds except its key.
     pub(crate) fn content_hash(&self, item: Option<&Map<String, Value>>) -> String {
         let restored_from = match self.op {
-            ChangeOp::Restore { from, .. } => Some(from),
+            RevisionOp::Restore { from, .. } => Some(from),
             _ => None,
         };
         let content = json!({
@@ -289,9 +290,9 @@ fn stored_item(key: &ItemKey, item: Value) -> Result<Map<String, Value>, Rejecti
 
 /// Both stored forms (latest item, history row) must fit in one item, at the largest version.
 fn check_size(key: &ItemKey, item: &Map<String, Value>) -> Result<(), Rejection> {
-    let probe = Change {
+    let probe = Revision {
         key: key.clone(),
-        op: ChangeOp::Restore {
+        op: RevisionOp::Restore {
             expected: u64::MAX,
             from: u64::MAX,
         },
@@ -326,7 +327,7 @@ mod tests {
         ItemKey::from_json(&json!({"PK": "doc#1"})).expect("key")
     }
 
-    fn code(result: Result<Change, Rejection>) -> String {
+    fn code(result: Result<Revision, Rejection>) -> String {
         match result {
             Ok(_) => "ok".into(),
             Err(r) => r.code.to_string(),
@@ -335,38 +336,38 @@ mod tests {
 
     #[test]
     fn invalid_items_are_refused_with_their_code() {
-        assert_eq!(code(Change::create(&key(), json!({"title": "a"}))), "ok");
-        assert_eq!(code(Change::create(&key(), json!([1]))), "invalid_item");
+        assert_eq!(code(Revision::create(&key(), json!({"title": "a"}))), "ok");
+        assert_eq!(code(Revision::create(&key(), json!([1]))), "invalid_item");
         assert_eq!(
-            code(Change::update(&key(), 1, json!({"_version": 7}))),
+            code(Revision::update(&key(), 1, json!({"_version": 7}))),
             "reserved_attribute"
         );
         assert_eq!(
-            code(Change::create(&key(), json!({"PK": "doc#2"}))),
+            code(Revision::create(&key(), json!({"PK": "doc#2"}))),
             "key_mismatch"
         );
         let big = json!({"blob": "x".repeat(MAX_ITEM_BYTES)});
-        assert_eq!(code(Change::create(&key(), big)), "item_too_large");
+        assert_eq!(code(Revision::create(&key(), big)), "item_too_large");
         assert_eq!(
-            code(Change::delete(&key(), 1).with_write_id("")),
+            code(Revision::delete(&key(), 1).with_write_id("")),
             "invalid_write_id"
         );
     }
 
     #[test]
     fn a_reserved_name_is_named_in_the_message() {
-        let err = Change::create(&key(), json!({"_deleted": false})).expect_err("reserved");
+        let err = Revision::create(&key(), json!({"_deleted": false})).expect_err("reserved");
         assert!(err.message.contains("`_deleted`"), "{err}");
     }
 
     #[test]
     fn the_token_is_deterministic_and_covers_the_content() {
-        let a = Change::update(&key(), 1, json!({"v": 1}))
+        let a = Revision::update(&key(), 1, json!({"v": 1}))
             .and_then(|c| c.with_write_id("w1"))
             .expect("valid")
             .with_written_at(5);
         let item = match a.op() {
-            ChangeOp::Update { item, .. } => item.clone(),
+            RevisionOp::Update { item, .. } => item.clone(),
             _ => Map::new(),
         };
         let hash = a.content_hash(Some(&item));

@@ -1,0 +1,49 @@
+//! Names the counter derives from its settings for the key buckets, and how many keys one
+//! write can carry with them (the layout's side of [`CounterConfig`]).
+
+use super::config::{CounterConfig, MAX_WINDOW_BUCKETS};
+use super::layout::{keys_per_write, Bucket, BucketName};
+
+impl CounterConfig {
+    /// Keys per `UpdateItem` that keep the condition within DynamoDB's expression limits when
+    /// the item holds the W buckets of these settings: each key costs W `contains` terms
+    /// joined by `OR` (2 operators and about 24 bytes each), besides the guard of a first
+    /// write (which names W possible layouts).
+    pub fn max_keys_per_write(&self) -> usize {
+        let w = self.window_buckets.clamp(1, MAX_WINDOW_BUCKETS) as usize;
+        keys_per_write(w, 1 + 2 * w, 32 + 14 * w)
+    }
+
+    /// The attribute holding a bucket's keys: `<prefix>keys_<start>_<until>`, or
+    /// `<prefix>keys_<n>` for bucket number `n` of the earlier layout.
+    pub fn keys_attribute(&self, bucket: &Bucket) -> String {
+        match bucket.name {
+            BucketName::Span { start } => {
+                format!("{}keys_{start}_{}", self.attribute_prefix, bucket.until)
+            }
+            BucketName::Legacy { number } => format!("{}keys_{number}", self.attribute_prefix),
+        }
+    }
+
+    /// The bucket of a keys attribute name, with its `until` when the name holds it
+    /// (`None`: another attribute).
+    pub(super) fn parse_keys_attribute(&self, name: &str) -> Option<(BucketName, Option<u64>)> {
+        let suffix = name
+            .strip_prefix(&self.attribute_prefix)?
+            .strip_prefix("keys_")?;
+        match suffix.split_once('_') {
+            Some((start, until)) => Some((
+                BucketName::Span {
+                    start: start.parse().ok()?,
+                },
+                Some(until.parse().ok()?),
+            )),
+            None => Some((
+                BucketName::Legacy {
+                    number: suffix.parse().ok()?,
+                },
+                None,
+            )),
+        }
+    }
+}
