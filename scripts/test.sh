@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, the SAM template, unit and integration tests.
-# Integration tests start DynamoDB Local themselves (one per test binary, on a free port)
-# unless AWS_ENDPOINT_URL_DYNAMODB points at one.
+# The whole test suite: formatting, lints, the SAM templates, the docs, unit and integration
+# tests. It starts one DynamoDB Local for the tests (unless AWS_ENDPOINT_URL_DYNAMODB points
+# at one) and stops it at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/tools.sh
+mkdir -p target
+# The template checks (Python, cfn-lint) run beside the compilation; their result is read
+# before the tests.
+bash scripts/check-template.sh >target/template-check.log 2>&1 &
+template_pid=$!
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
@@ -15,11 +20,13 @@ bash scripts/check-deps.sh
 echo "== docs (rustdoc warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== template"
-bash scripts/check-template.sh
+template_ok=0
+wait "$template_pid" || template_ok=$?
+cat target/template-check.log
+[ "$template_ok" -eq 0 ] || { echo "template checks failed"; exit 1; }
 echo "== docs book"
 python3 scripts/check-docs.py
 echo "== tests"
-mkdir -p target
 # One DynamoDB Local for every test process (tests create their tables under unique prefixes),
 # instead of one per test binary.
 if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then

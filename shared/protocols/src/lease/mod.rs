@@ -179,6 +179,7 @@ pub enum ReleaseOutcome {
 ///         lease.release(holding).await?;
 ///     }
 ///     AcquireOutcome::Held { by, .. } => println!("{by} holds it"),
+///     other => println!("not acquired: {other:?}"),
 /// }
 /// # Ok(())
 /// # }
