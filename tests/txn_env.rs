@@ -55,9 +55,9 @@ impl Env {
     pub fn config(&self) -> TxConfig {
         let mut c = TxConfig::new(self.tx(), [self.accounts()]);
         c.max_attempts = 50;
-        // A short patience and a heartbeat half as long (TxConfig::validate); tests that count
-        // writes exactly turn heartbeats off (`without_heartbeats`).
-        c.heartbeat_every = self.heartbeat_every.unwrap_or(Duration::from_millis(150));
+        // Heartbeats off unless a test sets them (tests count their calls; heartbeats are the
+        // subject of tests/txn_long.rs): a short patience alone decides contention.
+        c.heartbeat_every = self.heartbeat_every.unwrap_or(Duration::ZERO);
         c.lock_patience = Duration::from_millis(300).max(c.heartbeat_every * 2);
         c
     }

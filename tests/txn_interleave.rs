@@ -64,7 +64,9 @@ async fn a_stalled_duplicate_cannot_apply_after_the_transaction_completed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sdk_retry_cannot_recreate_an_item_a_later_commit_deleted() {
     let base = client();
-    let env = Env::new(&base).await;
+    // Heartbeats off: the refusal below names B's second TX-table update, which a heartbeat
+    // (written when A's record is older than the interval) would shift.
+    let env = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     let create = json!({"txId":"create-x","requests":[{"Put":{"TableName":table,
         "Item":{"PK":"x","balance":5},"ConditionExpression":"attribute_not_exists(PK)"}}]});
