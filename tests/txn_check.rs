@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use dynamo_testing::{client, At, Interleaving};
 use dynamodb_exactly_once::txn::read::Isolation;
-use dynamodb_exactly_once::txn::record::TxState;
+use dynamodb_exactly_once::txn::TxState;
 use dynamodb_exactly_once::txn::{strip_protocol, Coordinator, TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use futures::StreamExt;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::txn::request::TxMessage;
 use dynamodb_exactly_once::txn::sweep::{SweepConfig, SweepSummary, Sweeper};
+use dynamodb_exactly_once::txn::TxMessage;
 use dynamodb_exactly_once::txn::{Coordinator, TxConfig};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Map, Value};

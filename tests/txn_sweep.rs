@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use common::*;
 use dynamo_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
+use dynamodb_exactly_once::txn::{RollbackReason, TxState};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};
 use txn_env::*;
@@ -66,6 +67,22 @@ async fn sweeper_touches_only_stale_transactions() {
     assert_eq!(balance(&now, "acc2"), Some(1000));
     assert_eq!(balance(&now, "acc0"), Some(970));
     assert_clean(&base, &env).await;
+    // and an operator reads each one's outcome from its TX record.
+    let rolled_back = sweeper
+        .status("stale0")
+        .await
+        .expect("read")
+        .expect("record");
+    assert_eq!(rolled_back.state, TxState::Completed);
+    assert_eq!(rolled_back.decision, Some(TxState::RolledBack));
+    assert_eq!(rolled_back.reason, Some(RollbackReason::Abandoned));
+    let done = sweeper
+        .status("done0")
+        .await
+        .expect("read")
+        .expect("record");
+    assert_eq!((done.decision, done.attempt), (Some(TxState::Committed), 1));
+    assert_eq!(sweeper.status("never-sent").await.expect("read"), None);
 
     // A second sweep finds nothing and writes nothing: the 33 completed records left the
     // index; they expire through TTL at the end of the retention (no deletes by the sweeper).

@@ -9,7 +9,6 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::txn::record::TxTable;
 use dynamodb_exactly_once::txn::sweep::{SweepConfig, Sweeper};
 use dynamodb_exactly_once::StoreError;
 use dynamodb_exactly_once_lambda::client::client_from_env;
@@ -70,15 +69,15 @@ async fn seed(table: &str, accounts: &[String]) -> Result<(), String> {
 async fn status(tx_id: &str) -> Result<(), String> {
     let table = std::env::var("TX_TABLE").map_err(|_| "TX_TABLE is not set")?;
     let client = client_from_env().await.map_err(|e| e.to_string())?;
-    let tx = TxTable::new(client, table);
-    match tx.get(tx_id).await.map_err(|e| e.to_string())? {
-        Some(h) => println!(
+    let sweeper = Sweeper::try_new(client, SweepConfig::new(table)).map_err(|e| e.to_string())?;
+    match sweeper.status(tx_id).await.map_err(|e| e.to_string())? {
+        Some(s) => println!(
             "{tx_id}: state={} decision={} attempt={} version={} reason={}",
-            h.state.as_str(),
-            h.decision().map_or("-", |d| d.as_str()),
-            h.attempt,
-            h.version,
-            h.reason.as_ref().map_or("-", |r| r.as_str())
+            s.state.as_str(),
+            s.decision.map_or("-", |d| d.as_str()),
+            s.attempt,
+            s.version,
+            s.reason.as_ref().map_or("-", |r| r.as_str())
         ),
         None => println!("{tx_id}: no TX record"),
     }

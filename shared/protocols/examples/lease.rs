@@ -21,7 +21,6 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::ddb::{conditional, Cond};
 use dynamodb_exactly_once::lease::{AcquireOutcome, Holding, Lease, LeaseConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 
@@ -151,10 +150,17 @@ async fn fenced_update(client: &Client, holding: &Holding) -> Result<&'static st
         .expression_attribute_values(":by", AttributeValue::S(holding.owner().into()))
         .send()
         .await;
-    Ok(match conditional("UpdateItem", result)? {
-        Cond::Done(_) => "applied",
-        Cond::Failed { .. } => "refused (an older token)",
-    })
+    // A failed condition is an expected result, decided while the typed error is in hand.
+    match result {
+        Ok(_) => Ok("applied"),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+        {
+            Ok("refused (an older token)")
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn ensure_table(client: &Client, name: &str, key: &str) -> Result<(), Error> {

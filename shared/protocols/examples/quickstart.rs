@@ -19,9 +19,7 @@ use aws_sdk_dynamodb::Client;
 type Error = Box<dyn std::error::Error>;
 
 // quickstart:start
-use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
-use dynamodb_exactly_once::{ItemKey, Read};
+use dynamodb_exactly_once::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize)]

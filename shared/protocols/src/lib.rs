@@ -126,9 +126,9 @@
 //!
 //! # Layout
 //!
-//! * [`ddb`]: the DynamoDB layer under every protocol: conditional writes as values
-//!   ([`ddb::Cond`]), expression placeholders, the retry helper, the item codec, the clock,
-//!   write costs, [`StoreError`].
+//! * [`ddb`]: the DynamoDB layer under every protocol: the item codec and keys, typed reads,
+//!   the backoff policy, the clock, write costs, [`StoreError`] (conditional writes as values
+//!   and expression placeholders stay inside the crate).
 //! * [`batch`]: the [`Protocol`] trait, per-record results, [`Deadline`].
 //! * [`change`]: item changes (DynamoDB stream records) as a protocol input: replicas through
 //!   the ratchet, aggregates through the counter.
@@ -143,7 +143,9 @@
 //! * [`lease`]: a fenced lease lock (takeover after an unchanged lease on the contender's own
 //!   clock; strictly increasing fencing tokens).
 //! * [`versioning`]: versioned items (latest + history table, one transaction per change).
-//! * [`config`]: configuration errors.
+//! * [`config`]: configuration errors and configs from named settings.
+//! * [`text`]: payload text bounded before it reaches a message, a log or a dead letter.
+//! * [`prelude`]: the handles, configs, outcomes and errors most programs need.
 
 #![warn(missing_docs)]
 
@@ -154,6 +156,7 @@ pub mod counter;
 pub mod ddb;
 pub mod document;
 pub mod lease;
+pub mod prelude;
 pub mod ratchet;
 pub mod rejection;
 pub mod text;

@@ -27,13 +27,6 @@ pub enum Cond<T> {
     },
 }
 
-impl<T> Cond<T> {
-    /// Whether the write was applied.
-    pub fn is_done(&self) -> bool {
-        matches!(self, Cond::Done(_))
-    }
-}
-
 /// An operation error that can be a failed condition.
 pub trait ConditionFailure {
     /// `Some(old)` when this is a `ConditionalCheckFailedException` (`old`: the `ALL_OLD`

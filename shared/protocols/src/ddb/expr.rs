@@ -5,17 +5,6 @@
 //! [`Placeholders::value`] does the same for values (`:<prefix><n>`). Fixed placeholders of a
 //! protocol's named expression constants are added with [`Placeholders::set_name`] /
 //! [`Placeholders::set_value`].
-//!
-//! ```
-//! use aws_sdk_dynamodb::types::AttributeValue;
-//! use dynamodb_exactly_once::ddb::Placeholders;
-//!
-//! let mut p = Placeholders::new("a");
-//! let name = p.name("Rating");
-//! let value = p.value(AttributeValue::N("5".into()));
-//! assert_eq!(format!("SET {name} = {value}"), "SET #a0 = :a1");
-//! assert_eq!(p.names()["#a0"], "Rating");
-//! ```
 
 use std::collections::HashMap;
 
@@ -73,13 +62,9 @@ impl Placeholders {
     }
 
     /// The names map.
+    #[cfg(test)]
     pub fn names(&self) -> &HashMap<String, String> {
         &self.names
-    }
-
-    /// The values map.
-    pub fn values(&self) -> &HashMap<String, AttributeValue> {
-        &self.values
     }
 
     /// Both maps, for the SDK's `set_expression_attribute_names` / `_values` (an empty map
@@ -94,5 +79,19 @@ impl Placeholders {
         let names = (!self.names.is_empty()).then_some(self.names);
         let values = (!self.values.is_empty()).then_some(self.values);
         (names, values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_values_become_placeholders() {
+        let mut p = Placeholders::new("a");
+        let name = p.name("Rating");
+        let value = p.value(AttributeValue::N("5".into()));
+        assert_eq!(format!("SET {name} = {value}"), "SET #a0 = :a1");
+        assert_eq!(p.names()["#a0"], "Rating");
     }
 }

@@ -1,30 +1,30 @@
 //! The DynamoDB layer every protocol stands on: one way to do each thing.
 //!
-//! * [`cond`]: a conditional write's result as a value ([`Cond::Done`] / [`Cond::Failed`] with
-//!   the `ALL_OLD` item), decided while the SDK's typed error is in hand.
-//! * [`expr`]: placeholders for attribute names and values, so that a name from input never
-//!   becomes part of an expression's text.
-//! * [`retry`]: the one backoff policy (exponential, jittered, bounded) and [`retry::retry`]
-//!   with a predicate.
+//! * [`retry`]: the one backoff policy (exponential, jittered, bounded).
 //! * [`item`]: the item codec (JSON ↔ attribute values, canonical keys, item sizes).
 //! * [`read`]: one item by key ([`Read`]: consistent or eventual), decoded to a type.
 //! * [`clock`]: the one clock (epoch milliseconds), injectable in tests.
 //! * [`cost`]: write requests and consumed write units, counted the same way by every protocol.
 //! * [`error`]: infrastructure errors ([`StoreError`]) and whether a retry helps.
+//!
+//! Inside the crate only: `cond` (a conditional write's result as a value, `Done` or `Failed`
+//! with the `ALL_OLD` item, decided while the SDK's typed error is in hand) and `expr`
+//! (placeholders for attribute names and values, so that a name from input never becomes part
+//! of an expression's text).
 
 pub mod clock;
-pub mod cond;
+pub(crate) mod cond;
 pub mod cost;
 pub mod error;
-pub mod expr;
+pub(crate) mod expr;
 pub mod item;
 pub mod read;
 pub mod retry;
 
 pub use clock::Clock;
-pub use cond::{conditional, Cond};
+pub(crate) use cond::{conditional, Cond};
 pub use cost::Cost;
 pub use error::{ErrorClass, StoreError};
-pub use expr::Placeholders;
+pub(crate) use expr::Placeholders;
 pub use item::{Item, ItemKey, KeyError, KeyValue};
 pub use read::Read;

@@ -1,15 +1,12 @@
-//! The one retry helper: callers say *what* is retryable, this module owns *how* (exponential
-//! backoff with full jitter, a ceiling per wait, a bounded number of tries), through the
-//! `backon` crate.
-//!
-//! * [`retry`] runs an operation again while a predicate approves its error.
-//! * [`Backoff::delays`] gives the same delays to loops that keep their own state (a batch
-//!   whose unprocessed part shrinks, a lock that is waited on).
+//! The one backoff policy: callers say *what* is retried, this module owns *how long to wait*
+//! (exponential backoff with full jitter, a ceiling per wait, a bounded number of tries),
+//! through the `backon` crate. [`Backoff::delays`] gives the waits to loops that keep their
+//! own state (a batch whose unprocessed part shrinks, a lock that is waited on, a guarded
+//! write that re-reads).
 
-use std::future::Future;
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+use backon::{BackoffBuilder, ExponentialBuilder};
 
 /// A backoff policy: the first wait, the longest wait and how many retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,23 +43,6 @@ impl Backoff {
     }
 }
 
-/// Run `op` until it succeeds, its error is not approved by `when`, or the policy's retries
-/// are spent (then the last error is returned).
-pub async fn retry<T, E, F, Fut>(
-    policy: Backoff,
-    op: F,
-    when: impl FnMut(&E) -> bool,
-) -> Result<T, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-{
-    op.retry(policy.builder())
-        .sleep(tokio::time::sleep)
-        .when(when)
-        .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,33 +53,5 @@ mod tests {
         let delays: Vec<Duration> = policy.delays().collect();
         assert_eq!(delays.len(), 6);
         assert!(delays.iter().all(|d| *d <= Duration::from_millis(80)));
-    }
-
-    #[tokio::test]
-    async fn retries_only_what_the_predicate_approves() {
-        let policy = Backoff::new(Duration::from_millis(1), Duration::from_millis(2), 3);
-        let mut tries = 0;
-        let result: Result<(), &str> = retry(
-            policy,
-            || {
-                tries += 1;
-                async { Err("transient") }
-            },
-            |e| *e == "transient",
-        )
-        .await;
-        assert!(result.is_err());
-        assert_eq!(tries, 4);
-        let mut tries = 0;
-        let _: Result<(), &str> = retry(
-            policy,
-            || {
-                tries += 1;
-                async { Err("fatal") }
-            },
-            |e| *e == "transient",
-        )
-        .await;
-        assert_eq!(tries, 1);
     }
 }

@@ -107,16 +107,7 @@ impl AttrPath {
 
     /// The expression text of the path, every name through a fresh placeholder:
     /// `#d0.#d1[2]`.
-    ///
-    /// ```
-    /// use dynamodb_exactly_once::ddb::Placeholders;
-    /// use dynamodb_exactly_once::document::AttrPath;
-    /// let mut p = Placeholders::new("d");
-    /// let path = AttrPath::parse("profile.tags[2]").expect("valid");
-    /// assert_eq!(path.emit(&mut p), "#d0.#d1[2]");
-    /// assert_eq!(p.names()["#d1"], "tags");
-    /// ```
-    pub fn emit(&self, placeholders: &mut Placeholders) -> String {
+    pub(crate) fn emit(&self, placeholders: &mut Placeholders) -> String {
         let mut out = String::new();
         for segment in &self.segments {
             match segment {
@@ -192,6 +183,14 @@ fn take_index(text: &str) -> Result<(Segment, &str), String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_path_is_emitted_through_placeholders() {
+        let mut p = crate::ddb::Placeholders::new("d");
+        let path = AttrPath::parse("profile.tags[2]").expect("valid");
+        assert_eq!(path.emit(&mut p), "#d0.#d1[2]");
+        assert_eq!(p.names()["#d1"], "tags");
+    }
+
     use super::*;
 
     fn names(p: &AttrPath) -> Vec<String> {

@@ -8,9 +8,10 @@ mod item;
 mod lock;
 mod outcome;
 pub mod read;
-pub mod record;
-pub mod request;
+pub(crate) mod record;
+pub(crate) mod request;
 mod resolve;
+mod status;
 pub mod sweep;
 
 pub use crate::ddb::Cost;
@@ -24,3 +25,6 @@ pub use item::{
     ATTR_VERSION_TOKEN, ITEM_PROTOCOL_ATTRIBUTES,
 };
 pub use outcome::{Driven, TxError, TxOutcome, TxReport};
+pub use record::INLINE_REQUEST_BYTES;
+pub use request::TxMessage;
+pub use status::{RollbackReason, TxState, TxStatus};

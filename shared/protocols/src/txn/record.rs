@@ -159,7 +159,7 @@ impl TxState {
 /// without applying anything, and a redelivered message runs the next attempt.
 ///
 /// ```
-/// use dynamodb_exactly_once::txn::record::RollbackReason;
+/// use dynamodb_exactly_once::txn::RollbackReason;
 /// assert_eq!(RollbackReason::parse("conflict"), RollbackReason::Conflict);
 /// assert_eq!(RollbackReason::ConditionFailed.as_str(), "condition_failed");
 /// assert!(RollbackReason::Read.is_final());
@@ -334,14 +334,6 @@ pub fn parse_owner(owner: &str) -> Option<(&str, u64)> {
 
 /// The `SweepKey` of an open transaction: `open#<shard>`, the shard a hash of the `txId`
 /// (stable across versions: SHA-256, first four bytes, modulo [`SWEEP_SHARDS`]).
-///
-/// ```
-/// use dynamodb_exactly_once::txn::record::{sweep_key, sweep_keys};
-/// let key = sweep_key("t-1");
-/// assert!(key.starts_with("open#"));
-/// assert_eq!(key, sweep_key("t-1"));
-/// assert!(sweep_keys().contains(&key));
-/// ```
 pub fn sweep_key(tx_id: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(tx_id.as_bytes());
@@ -403,6 +395,14 @@ fn get_n(item: &Item, name: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sweep_keys_are_stable_and_listed() {
+        let key = super::sweep_key("t-1");
+        assert!(key.starts_with("open#"));
+        assert_eq!(key, super::sweep_key("t-1"));
+        assert!(super::sweep_keys().contains(&key));
+    }
+
     use super::*;
 
     #[test]

@@ -41,8 +41,8 @@ use serde_json::{Map, Value};
 
 use crate::ddb::item::canonical_json;
 
+pub use parse::parse_message;
 pub(crate) use parse::recorded_requests;
-pub use parse::{parse_message, parse_requests};
 
 /// Attribute names starting with this are the protocol's (locks, images, versions).
 pub const RESERVED_PREFIX: &str = "_tx";

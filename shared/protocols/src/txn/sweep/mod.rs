@@ -5,8 +5,8 @@
 //!
 //! Only the TX table's sparse GSI `Sweep` (hash `SweepKey`, range `LastTouched`, keys only).
 //! A header is in it exactly while its transaction is not completed, under one of
-//! [`SWEEP_SHARDS`] keys `open#<shard>` (a hash of the `txId`, see
-//! [`sweep_key`](crate::txn::record::sweep_key)); completion removes `SweepKey` and sets the
+//! 16 keys `open#<shard>` (a hash of the `txId`: SHA-256, first four bytes, modulo 16,
+//! stable across versions); completion removes `SweepKey` and sets the
 //! header's TTL (`ExpiresAt` = completion + retention), so DynamoDB deletes it, at no write
 //! cost, once the idempotency horizon has passed. Part items carry their own TTL.
 //!
@@ -69,7 +69,7 @@ use crate::ddb::Cost;
 use crate::txn::record::{
     sweep_keys, ATTR_LAST_TOUCHED, ATTR_SWEEP_KEY, ATTR_TX_ID, SWEEP_DONE_LEGACY, SWEEP_INDEX,
 };
-use crate::txn::{Coordinator, Driven, TxConfig, TxError};
+use crate::txn::{Coordinator, Driven, TxConfig, TxError, TxStatus};
 
 mod config;
 
@@ -232,6 +232,12 @@ impl Sweeper {
             all.extend(due);
         }
         Ok((all, queries))
+    }
+
+    /// The transaction's state as its TX record holds it (`None`: no record, never seen or
+    /// expired after its retention). One consistent read.
+    pub async fn status(&self, tx_id: &str) -> Result<Option<TxStatus>, StoreError> {
+        Ok(self.coordinator.tx.get(tx_id).await?.map(TxStatus::from))
     }
 
     /// Open (not completed) transactions without a sign of life for `quiet` or longer,
