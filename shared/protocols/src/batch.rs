@@ -34,6 +34,9 @@ pub trait Outcome: std::fmt::Debug + Send {
 }
 
 /// What happened to one record.
+///
+/// Exhaustive on purpose: every record of a batch ends in exactly one of these four, and code
+/// that answers for a batch (partial batch responses, dead letters) must handle each.
 #[derive(Debug)]
 pub enum RecordResult<O> {
     /// The protocol decided the record (an expected outcome, not an error).

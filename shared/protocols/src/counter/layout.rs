@@ -63,6 +63,7 @@ const RESERVED_BYTES: usize = 64;
 const TERM_BYTES: usize = 24;
 
 /// Which bucket attribute.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum BucketName {
     /// `<prefix>keys_<start>_<until>`: the keys applied from `start` (epoch s).

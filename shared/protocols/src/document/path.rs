@@ -18,7 +18,8 @@ pub const MAX_DEPTH: usize = 32;
 /// Largest list index accepted (a 400 KB item cannot hold a longer list).
 pub const MAX_INDEX: usize = 409_600;
 
-/// One step of a path.
+/// One step of a path: a map key or a list index, the two steps of DynamoDB's document
+/// paths (exhaustive on purpose).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Segment {
     /// A map key (or, first, a top-level attribute).

@@ -98,6 +98,7 @@ impl TxError {
 }
 
 /// What [`Coordinator::drive`](super::Coordinator::drive) did.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Driven {
     /// Already completed.
