@@ -59,6 +59,7 @@ fn writer_on(
         protocol,
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"),
         deadline_margin: Duration::from_secs(1),
+        event_time: None,
     }
 }
 

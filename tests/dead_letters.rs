@@ -56,6 +56,7 @@ fn kinesis_batch_of(bodies: &[Vec<u8>], case: usize) -> Batch {
                 shard_id: Some("shardId-000".into()),
                 partition_key: Some("p".into()),
                 message_group_id: None,
+                sqs_sequence_number: None,
                 sub_record: None,
                 event_id: None,
                 arrived_at_ms: None,
@@ -120,6 +121,7 @@ proptest! {
                 protocol: Counter::try_new(client.clone(), CounterConfig::new(&tables["CounterTable"])).expect("valid configuration"),
                 dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"),
                 deadline_margin: Duration::from_secs(1),
+                event_time: None,
             };
             assert_kept(&counter, &batch).await;
         });
@@ -140,6 +142,7 @@ fn sqs_batch_arrived(records: &[(serde_json::Value, u64)]) -> Batch {
                 shard_id: None,
                 partition_key: None,
                 message_group_id: None,
+                sqs_sequence_number: None,
                 sub_record: None,
                 event_id: None,
                 arrived_at_ms: Some(now - ago * 1000),
@@ -177,9 +180,15 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
     let letters = w.dead_letters.list().await.expect("list");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, "too_old");
-    let replay = w.replay_dead_letters().await.expect("replay");
+    let replay = w
+        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .await
+        .expect("replay");
     assert_eq!(replay.still_rejected.len(), 1, "a replay keeps refusing it");
-    let forced = w.replay_dead_letters_forced().await.expect("forced");
+    let forced = w
+        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all().forced(true))
+        .await
+        .expect("forced");
     assert_eq!(forced.replayed.len(), 1, "an operator can force it");
     let items = scan(&client, &tables["RatchetTable"]).await;
     assert_eq!(items.len(), 2);
@@ -203,6 +212,7 @@ async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
             "counter-writer",
         ),
         deadline_margin: Duration::from_secs(1),
+        event_time: None,
     };
     // Its key may have left the window: applied again, it could count twice.
     let late = serde_json::json!({"key":{"PK":"a","SK":"b"},"add":{"n":1},"idempotencyKey":"k1"});

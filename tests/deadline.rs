@@ -55,6 +55,7 @@ async fn writer(stalled_writes: bool, stalled_letters: bool) -> (Writer<Ratchet>
             "ratchet-writer",
         ),
         deadline_margin: Duration::from_secs(1),
+        event_time: None,
     };
     (w, tables["RatchetTable"].clone())
 }

@@ -75,6 +75,7 @@ async fn aggregated_counter_records_count_once_like_unaggregated_ones() {
                 "counter-writer",
             ),
             deadline_margin: Duration::from_secs(1),
+            event_time: None,
         }
     };
     let agg_tables = dynamo_testing::template_tables(&setup, &names).await;
@@ -158,7 +159,10 @@ async fn malformed_aggregates_are_dead_lettered_whole() {
     }
 
     // A replay rejects them again, for the same reasons.
-    let replay = w.replay_dead_letters().await.expect("replay");
+    let replay = w
+        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .await
+        .expect("replay");
     assert_eq!(replay.still_rejected.len(), 4);
     assert!(replay.replayed.is_empty());
 }

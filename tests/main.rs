@@ -15,6 +15,7 @@ mod kpl;
 mod lease;
 mod ratchet;
 mod ratchet_history;
+mod replay;
 mod sources;
 mod streams;
 mod telemetry;

@@ -377,7 +377,10 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
 
     // When the configuration is fixed and the dead letters are replayed
     let fixed = ratchet_writer_on(client.clone(), &tables);
-    let report = fixed.replay_dead_letters().await.expect("replay");
+    let report = fixed
+        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .await
+        .expect("replay");
 
     // Then the fixed record is applied and its dead letter removed; the garbage stays.
     assert_eq!(

@@ -49,6 +49,7 @@ fn history_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<R
         protocol: Ratchet::try_new(client.clone(), config).expect("valid configuration"),
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
         deadline_margin: Duration::from_secs(1),
+        event_time: None,
     }
 }
 

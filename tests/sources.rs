@@ -55,6 +55,7 @@ fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<C
         protocol: Coordinator::try_new(client.clone(), config).expect("valid configuration"),
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "tx-coordinator"),
         deadline_margin: Duration::from_secs(1),
+        event_time: None,
     }
 }
 
@@ -133,6 +134,7 @@ fn kinesis_keyed(records: &[(&str, Value)]) -> Batch {
                 shard_id: Some("shardId-000000000000".into()),
                 partition_key: Some((*key).to_string()),
                 message_group_id: None,
+                sqs_sequence_number: None,
                 sub_record: None,
                 event_id: None,
                 arrived_at_ms: None,

@@ -44,6 +44,7 @@ fn replica_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<R
         protocol: Ratchet::try_new(client.clone(), config).expect("valid configuration"),
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "orders-replica"),
         deadline_margin: Duration::from_secs(1),
+        event_time: None,
     }
 }
 
@@ -61,6 +62,7 @@ fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Co
         protocol: Counter::try_new(client.clone(), config).expect("valid configuration"),
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "orders-totals"),
         deadline_margin: Duration::from_secs(1),
+        event_time: None,
     }
 }
 
@@ -559,7 +561,10 @@ async fn changes_without_a_mapping_are_kept_not_applied() {
         .is_empty());
     // Configured later, a replay applies them.
     writer.protocol = replica_writer(client.clone(), &tables).protocol;
-    let replay = writer.replay_dead_letters().await.expect("replay");
+    let replay = writer
+        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .await
+        .expect("replay");
     assert_eq!(replay.replayed.len(), 5, "{replay:?}");
     assert_eq!(
         typed_scan(&client, &tables["OrdersReplicaTable"])

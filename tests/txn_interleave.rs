@@ -256,6 +256,7 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
             .expect("valid configuration"),
         dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
         deadline_margin: Duration::from_secs(1),
+        event_time: None,
     };
     let arrived = |ago_secs: u64| {
         let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
@@ -269,6 +270,7 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
                     shard_id: None,
                     partition_key: None,
                     message_group_id: None,
+                    sqs_sequence_number: None,
                     sub_record: None,
                     event_id: None,
                     arrived_at_ms: Some(now - ago_secs * 1000),

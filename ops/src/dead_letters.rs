@@ -1,8 +1,10 @@
-//! `dead-letters list|export|replay`: inspect and replay what the writers kept.
+//! `dead-letters list|export|replay|forget-exported`: inspect and replay what the writers kept.
+//!
+//! Every action takes one function's letters, narrowed to one deployment (`--deployment`, the
+//! Lambda function name the letters were kept by), one source kind (`--kind`) and one stream or
+//! queue (`--source-arn`). Replay refuses letters of several deployments at once.
 
 use aws_sdk_dynamodb::Client;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine;
 use dynamodb_exactly_once::config::Configured;
 use dynamodb_exactly_once::counter::Counter;
 use dynamodb_exactly_once::document::Document;
@@ -10,187 +12,207 @@ use dynamodb_exactly_once::ratchet::Ratchet;
 use dynamodb_exactly_once::txn::Coordinator;
 use dynamodb_exactly_once::Protocol;
 use dynamodb_exactly_once_lambda::client::client_from_env;
-use dynamodb_exactly_once_lambda::dead_letter::{DeadLetter, DeadLetters};
+use dynamodb_exactly_once_lambda::dead_letter::{DeadLetter, DeadLetters, LetterFilter};
 use dynamodb_exactly_once_lambda::settings::functions::{
     COUNTER_WRITER, DOCUMENT_WRITER, RATCHET_WRITER, TX_COORDINATOR,
 };
 use dynamodb_exactly_once_lambda::settings::FunctionSpec;
-use dynamodb_exactly_once_lambda::{writer_from_env, Writer};
+use dynamodb_exactly_once_lambda::source::SourceKind;
+use dynamodb_exactly_once_lambda::{writer_from_env, ReplayReport, ReplayScope, Writer};
 use serde_json::{json, Value};
+
+mod export;
 
 /// What to do with the dead letters.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Action {
-    /// Print them as JSON lines.
+    /// Print them as JSON lines, in source order.
     List,
-    /// Print an event of their payloads (for `cargo lambda invoke --data-file`): SQS when
-    /// every payload is text, else Kinesis with base64 data (lossless either way).
+    /// Print an event of their records as their source delivered them (for `cargo lambda
+    /// invoke --data-file`): one source kind at a time, arrival times and FIFO attributes kept.
+    /// The letters are marked exported: a replay leaves them alone.
     Export,
-    /// Run them through the function's protocol again (settings from env); remove those that
-    /// now succeed.
+    /// Run them through the function's protocol again (settings from env), in source order;
+    /// remove those that now succeed.
     Replay,
+    /// Remove the exported letters (once their exported event was invoked).
+    ForgetExported,
 }
 
-pub async fn run(action: Action, table: &str, function: &str, force: bool) -> Result<(), String> {
+/// Which letters: the options every action shares.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Scope {
+    /// The dead-letter table.
+    #[arg(long)]
+    pub table: String,
+    /// The function whose dead letters these are (`ratchet-writer`, `counter-writer`, ...).
+    #[arg(long)]
+    pub function: String,
+    /// Only letters kept by this deployment (its Lambda function name, as in `list`).
+    #[arg(long)]
+    pub deployment: Option<String>,
+    /// Only letters of this source kind: kinesis, sqs or dynamodb.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only letters of this stream or queue ARN.
+    #[arg(long)]
+    pub source_arn: Option<String>,
+    /// Replay: apply records older than the protocol applies safely (`too_old`) too.
+    #[arg(long)]
+    pub force: bool,
+    /// Replay: also letters an export wrote out.
+    #[arg(long)]
+    pub include_exported: bool,
+}
+
+impl Scope {
+    fn filter(&self) -> Result<LetterFilter, String> {
+        let kind = match self.kind.as_deref() {
+            None => None,
+            Some("kinesis") => Some(SourceKind::Kinesis),
+            Some("sqs") => Some(SourceKind::Sqs),
+            Some("dynamodb") => Some(SourceKind::DynamoDb),
+            Some(other) => return Err(format!("--kind {other:?}: kinesis, sqs or dynamodb")),
+        };
+        Ok(LetterFilter::all()
+            .kind(kind)
+            .source_arn(self.source_arn.clone()))
+    }
+}
+
+pub async fn run(action: Action, scope: Scope) -> Result<(), String> {
     let client = client_from_env().await.map_err(|e| e.to_string())?;
-    let letters = DeadLetters::new(client.clone(), table, function);
-    let kept = letters.list().await.map_err(|e| e.to_string())?;
+    let letters = DeadLetters::new(client.clone(), &scope.table, &scope.function)
+        .for_deployment(scope.deployment.clone());
+    let filter = scope.filter()?;
     match action {
-        Action::List => {
-            for l in &kept {
-                println!(
-                    "{}",
-                    json!({
-                        "id": l.id, "reason": l.reason, "position": l.position, "rejectedAt": l.rejected_at,
-                        "payload": l.payload_text().map(Value::from).unwrap_or_else(|| json!(format!("<{} binary bytes>", l.payload.len()))),
-                    })
-                );
+        Action::List => list(&letters, &filter, &scope).await,
+        Action::Export => export::run(&letters, &filter).await,
+        Action::ForgetExported => forget_exported(&letters, &filter).await,
+        Action::Replay => {
+            let replay = ReplayScope::all()
+                .filter(filter)
+                .forced(scope.force)
+                .with_exported(scope.include_exported);
+            match scope.function.as_str() {
+                f if f == RATCHET_WRITER.name => {
+                    replay_with::<Ratchet>(client, RATCHET_WRITER, letters, &replay).await
+                }
+                f if f == COUNTER_WRITER.name => {
+                    replay_with::<Counter>(client, COUNTER_WRITER, letters, &replay).await
+                }
+                f if f == TX_COORDINATOR.name => {
+                    replay_with::<Coordinator>(client, TX_COORDINATOR, letters, &replay).await
+                }
+                f if f == DOCUMENT_WRITER.name => {
+                    replay_with::<Document>(client, DOCUMENT_WRITER, letters, &replay).await
+                }
+                other => Err(format!("replay does not know the function {other:?}")),
             }
-            eprintln!("{} dead letter(s) of {function} in {table}", kept.len());
-            Ok(())
         }
-        Action::Export => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&replay_event(&kept)).map_err(|e| e.to_string())?
-            );
-            Ok(())
-        }
-        Action::Replay => match function {
-            f if f == RATCHET_WRITER.name => {
-                replay::<Ratchet>(client, RATCHET_WRITER, letters, force).await
-            }
-            f if f == COUNTER_WRITER.name => {
-                replay::<Counter>(client, COUNTER_WRITER, letters, force).await
-            }
-            f if f == TX_COORDINATOR.name => {
-                replay::<Coordinator>(client, TX_COORDINATOR, letters, force).await
-            }
-            f if f == DOCUMENT_WRITER.name => {
-                replay::<Document>(client, DOCUMENT_WRITER, letters, force).await
-            }
-            other => Err(format!("replay does not know the function {other:?}")),
-        },
     }
 }
 
-/// The kept payloads as an event a writer accepts, without losing a byte: an SQS event when
-/// every payload is text (SQS bodies are text), otherwise a Kinesis event whose `data` is the
-/// base64 of the exact payload.
-fn replay_event(letters: &[DeadLetter]) -> Value {
-    if letters.iter().all(|l| l.payload_text().is_some()) {
-        let records: Vec<Value> = letters
-            .iter()
-            .map(|l| {
-                json!({
-                    "eventSource": "aws:sqs",
-                    // User records of one KPL aggregate share its sequence number.
-                    "messageId": match &l.position.sub_record {
-                        Some(sub) => format!("replay-{}:{}", l.position.id, sub.sub_sequence_number),
-                        None => format!("replay-{}", l.position.id),
-                    },
-                    "body": l.payload_text().unwrap_or_default(),
-                    "eventSourceARN": l.position.source_arn,
-                })
-            })
-            .collect();
-        return json!({ "Records": records });
+async fn list(letters: &DeadLetters, filter: &LetterFilter, scope: &Scope) -> Result<(), String> {
+    let listing = letters.listing(filter).await.map_err(|e| e.to_string())?;
+    for l in &listing.letters {
+        println!("{}", letter_json(l));
     }
-    let records: Vec<Value> = letters
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            json!({
-                "eventSource": "aws:kinesis",
-                "eventID": format!("shardId-replay:{i}"),
-                "eventSourceARN": l.position.source_arn,
-                "kinesis": {
-                    "data": BASE64.encode(&l.payload),
-                    "partitionKey": l.position.partition_key.clone().unwrap_or_else(|| "replay".into()),
-                    "sequenceNumber": format!("{i:020}"),
-                    "approximateArrivalTimestamp": 0.0,
-                    "kinesisSchemaVersion": "1.0",
-                },
-            })
-        })
-        .collect();
-    json!({ "Records": records })
+    for (id, missing) in &listing.incomplete {
+        println!("{}", json!({"id": id, "incomplete": missing}));
+    }
+    eprintln!(
+        "{} dead letter(s) of {} in {} ({} incomplete)",
+        listing.letters.len(),
+        scope.function,
+        scope.table,
+        listing.incomplete.len()
+    );
+    Ok(())
 }
 
-async fn replay<P: Protocol + Configured>(
+fn letter_json(l: &DeadLetter) -> Value {
+    let payload = l
+        .payload_text()
+        .map(Value::from)
+        .unwrap_or_else(|| json!(format!("<{} binary bytes>", l.payload.len())));
+    json!({
+        "id": l.id, "deployment": l.deployment, "reason": l.reason, "position": l.position,
+        "rejectedAt": l.rejected_at, "exportedAt": l.exported_at, "replayedAt": l.replayed_at,
+        "payload": payload,
+    })
+}
+
+async fn forget_exported(letters: &DeadLetters, filter: &LetterFilter) -> Result<(), String> {
+    let listing = letters.listing(filter).await.map_err(|e| e.to_string())?;
+    let mut removed = 0;
+    for letter in listing.letters.iter().filter(|l| l.exported_at.is_some()) {
+        letters.remove(letter).await.map_err(|e| e.to_string())?;
+        println!("removed         {}", letter.id);
+        removed += 1;
+    }
+    println!("{removed} exported letter(s) removed");
+    Ok(())
+}
+
+async fn replay_with<P: Protocol + Configured>(
     client: Client,
     spec: FunctionSpec,
     letters: DeadLetters,
-    force: bool,
+    scope: &ReplayScope,
 ) -> Result<(), String> {
     let writer: Writer<P> = Writer {
         dead_letters: letters,
         ..writer_from_env(client, spec).map_err(|e| e.to_string())?
     };
-    let report = if force {
-        writer.replay_dead_letters_forced().await
+    let report = writer
+        .replay_dead_letters(scope)
+        .await
+        .map_err(|e| e.to_string())?;
+    print_report(&report);
+    if report.not_removed.is_empty() {
+        Ok(())
     } else {
-        writer.replay_dead_letters().await
-    };
-    let report = report.map_err(|e| e.to_string())?;
-    for id in &report.replayed {
-        println!("replayed        {id}");
+        Err(format!(
+            "{} letter(s) applied but not removed: delete them before replaying again",
+            report.not_removed.len()
+        ))
+    }
+}
+
+fn print_report(report: &ReplayReport) {
+    let lines: [(&str, Vec<String>); 6] = [
+        ("replayed       ", report.replayed.clone()),
+        ("conflict (kept)", report.conflicted.clone()),
+        ("not replayed   ", report.failed.clone()),
+        ("exported (kept)", report.exported.clone()),
+        ("removed        ", report.removed_applied_earlier.clone()),
+        (
+            "incomplete     ",
+            report
+                .incomplete
+                .iter()
+                .map(|(i, m)| format!("{i}: {m}"))
+                .collect(),
+        ),
+    ];
+    for (label, ids) in &lines {
+        for id in ids {
+            println!("{label} {id}");
+        }
     }
     for (id, reason) in &report.still_rejected {
         println!("still rejected  {id}: {reason}");
     }
-    for id in &report.failed {
-        println!("not replayed    {id} (transient failure; try again)");
+    for (id, error) in &report.not_removed {
+        println!("NOT REMOVED     {id}: {error}");
     }
     println!(
-        "{} replayed and removed, {} still rejected, {} to retry",
+        "{} replayed and removed, {} still rejected, {} conflicted, {} to retry, {} exported left alone",
         report.replayed.len(),
         report.still_rejected.len(),
-        report.failed.len()
+        report.conflicted.len(),
+        report.failed.len(),
+        report.exported.len()
     );
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use dynamodb_exactly_once::{Rejection, RejectionCode};
-    use dynamodb_exactly_once_lambda::source::{SourceKind, SourcePosition};
-    use dynamodb_exactly_once_lambda::Batch;
-
-    use super::*;
-
-    fn letter(payload: &[u8]) -> DeadLetter {
-        DeadLetter {
-            id: "f|kinesis|-|-|1".into(),
-            function: "f".into(),
-            reason: Rejection::new(RejectionCode::BadJson, "x"),
-            position: SourcePosition {
-                kind: SourceKind::Kinesis,
-                source_arn: None,
-                id: "1".into(),
-                shard_id: None,
-                partition_key: Some("p".into()),
-                message_group_id: None,
-                sub_record: None,
-                event_id: None,
-                arrived_at_ms: None,
-            },
-            rejected_at: 0,
-            parts: 1,
-            payload: payload.to_vec(),
-        }
-    }
-
-    #[test]
-    fn export_keeps_every_byte_of_binary_and_text_payloads() {
-        for payloads in [
-            vec![b"{\"op\":\"put\"}".to_vec(), "é text".as_bytes().to_vec()],
-            vec![vec![0xff, 0x00, 0xfe, b'{'], b"text".to_vec()],
-        ] {
-            let letters: Vec<DeadLetter> = payloads.iter().map(|p| letter(p)).collect();
-            let batch = Batch::from_event(replay_event(&letters)).expect("a writer accepts it");
-            let bodies: Vec<Vec<u8>> = batch.records.into_iter().map(|r| r.body).collect();
-            assert_eq!(bodies, payloads);
-        }
-    }
 }

@@ -5,11 +5,15 @@
 //! ops create-tables [--template template.yaml] [--prefix P] [LogicalId ...]
 //! ops scan TABLE                                   items as JSON lines
 //! ops show TABLE                                   items as a readable table
-//! ops dead-letters list   --table T --function F
-//! ops dead-letters export --table T --function F   an SQS-shaped event, for `cargo lambda invoke`
-//! ops dead-letters replay --table T --function F [--force]
-//!                                                  re-run kept records (settings from env), remove
-//!                                                  those that now succeed; --force: too_old ones too
+//! ops dead-letters list   --table T --function F [--deployment D] [--kind K] [--source-arn A]
+//! ops dead-letters export --table T --function F --kind K ...
+//!                                                  the source's event, for `cargo lambda invoke`;
+//!                                                  marks the letters exported
+//! ops dead-letters replay --table T --function F [--deployment D] [--force] [--include-exported]
+//!                                                  re-run kept records in source order (settings
+//!                                                  from env), remove those that now succeed;
+//!                                                  --force: too_old ones too
+//! ops dead-letters forget-exported --table T --function F ...   remove exported letters
 //! ops tx seed TABLE PK=BALANCE ...                 accounts for the transaction demo
 //! ops tx status TXID                               a TX record's state (TX_TABLE from env)
 //! ops tx open [--quiet-seconds S]                  open transactions, oldest first
@@ -58,20 +62,13 @@ enum Command {
         /// The table.
         table: String,
     },
-    /// Dead letters of one function: list, export as an SQS event, replay.
+    /// Dead letters of one function (one deployment): list, export, replay, forget exported.
     DeadLetters {
         /// What to do.
         #[arg(value_enum)]
         action: dead_letters::Action,
-        /// The dead-letter table.
-        #[arg(long)]
-        table: String,
-        /// The function whose dead letters these are.
-        #[arg(long)]
-        function: String,
-        /// Replay: apply records older than the protocol applies safely (`too_old`) too.
-        #[arg(long)]
-        force: bool,
+        #[command(flatten)]
+        scope: dead_letters::Scope,
     },
     /// Transaction helpers.
     Tx {
@@ -91,12 +88,7 @@ async fn main() -> ExitCode {
         } => tables::create(&template, &prefix, &only).await,
         Command::Scan { table } => tables::scan(&table, false).await,
         Command::Show { table } => tables::scan(&table, true).await,
-        Command::DeadLetters {
-            action,
-            table,
-            function,
-            force,
-        } => dead_letters::run(action, &table, &function, force).await,
+        Command::DeadLetters { action, scope } => dead_letters::run(action, scope).await,
         Command::Tx { command } => txn::run(command).await,
     };
     match result {

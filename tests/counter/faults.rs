@@ -81,7 +81,10 @@ async fn replaying_dead_letters_isolates_the_poison_record_again() {
     }
 
     // ... when they are replayed through the protocol ...
-    let report = w.replay_dead_letters().await.expect("replay");
+    let report = w
+        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .await
+        .expect("replay");
 
     // ... the innocent ones apply and leave the table; only the poison record stays.
     assert_eq!(report.replayed.len(), 2, "{report:?}");

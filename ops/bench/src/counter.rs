@@ -112,6 +112,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
             "counter-writer",
         ),
         deadline_margin: std::time::Duration::from_secs(1),
+        event_time: None,
     };
     let bodies = match scenario.as_str() {
         "hot" => records(10_000, 1, false),

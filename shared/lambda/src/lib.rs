@@ -8,10 +8,12 @@
 //!   partial batch response), returning a report; unordered batches in one `apply`, ordered
 //!   ones (SQS FIFO by message group; Kinesis by partition key for a protocol that needs it)
 //!   a key's records in order, none after one reported for retry.
-//! * [`dead_letter`]: the dead-letter table (keep, list, remove) for records that can never
-//!   succeed.
-//! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`;
-//!   dead-letter replay.
+//! * [`dead_letter`]: the dead-letter table (keep, list in source order, remove) for records
+//!   that can never succeed, per deployment.
+//! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`.
+//! * [`event_time`]: the producer's event time (from the body) as a record's age.
+//! * [`replay`]: dead letters through a writer again, in source order, one deployment at a
+//!   time, never applied twice.
 //! * [`settings`]: a protocol's settings from `<PREFIX>_<SETTING>` environment variables (no
 //!   protocol known here), the ready functions' names and prefixes.
 //! * [`run`]: writers and the sweeper as `tower::Service`s; `run_writer` / `run_sweeper`, the
@@ -28,9 +30,11 @@
 pub mod client;
 pub mod dead_letter;
 pub mod error;
+pub mod event_time;
 pub mod metrics;
 pub mod otel;
 pub mod pipeline;
+pub mod replay;
 pub mod run;
 pub mod settings;
 pub mod source;
@@ -45,6 +49,7 @@ pub mod ordering {
 }
 
 pub use error::HandlerError;
+pub use replay::{ReplayError, ReplayReport, ReplayScope};
 pub use run::{run_sweeper, run_writer, SweeperFunction};
 pub use source::{Batch, BatchResponse};
 pub use writer::{writer_from_env, Writer};

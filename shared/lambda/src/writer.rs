@@ -6,17 +6,18 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::config::Configured;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::{ConfigError, Deadline, Protocol, RecordResult, Rejection, StoreError};
+use dynamodb_exactly_once::{ConfigError, Deadline, Protocol};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::dead_letter::{DeadLetter, DeadLetters};
+use crate::dead_letter::DeadLetters;
 use crate::error::HandlerError;
+use crate::event_time::EventTime;
 use crate::otel::batch_span;
 use crate::pipeline::{process_batch, AgeCheck, BatchReport};
-use crate::settings::{env_parse, env_required, FunctionSpec};
-use crate::source::{Batch, BatchResponse, SourceKind, SourceRecord};
+use crate::settings::{env_opt, env_parse, env_required, FunctionSpec};
+use crate::source::{Batch, BatchResponse};
 use crate::telemetry::{invocation_span, traced};
 
 /// Default time kept in reserve before the invocation deadline.
@@ -33,6 +34,9 @@ pub struct Writer<P> {
     pub dead_letters: DeadLetters,
     /// Stop starting writes this long before the invocation deadline.
     pub deadline_margin: Duration,
+    /// Where record bodies carry their event time, if they do: the age guard then measures
+    /// from the earlier of arrival and event time.
+    pub event_time: Option<EventTime>,
 }
 
 impl<P: Protocol> Writer<P> {
@@ -47,9 +51,12 @@ impl<P: Protocol> Writer<P> {
                 now_ms = epoch_millis(),
                 "invocation"
             );
-            let batch = Batch::from_event(event.payload).inspect_err(|err| {
+            let mut batch = Batch::from_event(event.payload).inspect_err(|err| {
                 tracing::error!(error = %err, "the payload is not a Kinesis or SQS batch");
             })?;
+            if let Some(event_time) = &self.event_time {
+                event_time.stamp(&mut batch);
+            }
             Ok(self.handle_batch(&batch, deadline).await.response)
         })
         .await
@@ -61,7 +68,7 @@ impl<P: Protocol> Writer<P> {
         self.run_batch(batch, deadline, AgeCheck::Enforce).await
     }
 
-    async fn run_batch(
+    pub(crate) async fn run_batch(
         &self,
         batch: &Batch,
         deadline: Deadline,
@@ -84,90 +91,36 @@ impl<P: Protocol> Writer<P> {
     }
 }
 
-/// What a dead-letter replay did.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ReplayReport {
-    /// Dead letters whose records now succeeded; they were removed.
-    pub replayed: Vec<String>,
-    /// Dead letters still rejected, with the current reason; they stay.
-    pub still_rejected: Vec<(String, Rejection)>,
-    /// Dead letters that failed transiently or were deferred; they stay, try again.
-    pub failed: Vec<String>,
-}
-
-impl<P: Protocol> Writer<P> {
-    /// Run every kept record of this function through the protocol again (after a producer or
-    /// configuration fix). Records that now succeed are removed from the dead-letter table;
-    /// the others stay, with their latest reason. Records older than the protocol applies
-    /// safely stay `too_old` (see [`Writer::replay_dead_letters_forced`]).
-    pub async fn replay_dead_letters(&self) -> Result<ReplayReport, StoreError> {
-        self.replay(AgeCheck::Enforce).await
-    }
-
-    /// Like [`Writer::replay_dead_letters`], applying records however old they are: for an
-    /// operator who checked that a `too_old` record cannot undo anything (e.g. its item was
-    /// never deleted, its key never applied).
-    pub async fn replay_dead_letters_forced(&self) -> Result<ReplayReport, StoreError> {
-        self.replay(AgeCheck::Skip).await
-    }
-
-    async fn replay(&self, ages: AgeCheck) -> Result<ReplayReport, StoreError> {
-        let kept = self.dead_letters.list().await?;
-        let mut report = ReplayReport::default();
-        for kind in [SourceKind::Kinesis, SourceKind::Sqs, SourceKind::DynamoDb] {
-            let group: Vec<&DeadLetter> = kept.iter().filter(|l| l.position.kind == kind).collect();
-            if group.is_empty() {
-                continue;
-            }
-            let batch = Batch {
-                kind,
-                records: group
-                    .iter()
-                    .map(|l| SourceRecord {
-                        position: l.position.clone(),
-                        body: l.payload.clone(),
-                    })
-                    .collect(),
-            };
-            let results = self.run_batch(&batch, Deadline::none(), ages).await.results;
-            for (letter, result) in group.into_iter().zip(results) {
-                match result {
-                    RecordResult::Done(_) => {
-                        self.dead_letters.remove(letter).await?;
-                        report.replayed.push(letter.id.clone());
-                    }
-                    RecordResult::Rejected(reason) => {
-                        report.still_rejected.push((letter.id.clone(), reason))
-                    }
-                    RecordResult::Failed(_) | RecordResult::Deferred => {
-                        report.failed.push(letter.id.clone())
-                    }
-                }
-            }
-        }
-        Ok(report)
-    }
-}
-
 /// The writer function of protocol `P` from its environment: the protocol's settings
-/// (`<PREFIX>_<SETTING>`, see [`crate::settings`]), `<PREFIX>_DEAD_LETTER_TABLE` (required)
-/// and `<PREFIX>_DEADLINE_MARGIN_MS` (default [`DEFAULT_DEADLINE_MARGIN`]).
+/// (`<PREFIX>_<SETTING>`, see [`crate::settings`]), `<PREFIX>_DEAD_LETTER_TABLE` (required),
+/// `<PREFIX>_DEADLINE_MARGIN_MS` (default [`DEFAULT_DEADLINE_MARGIN`]),
+/// `<PREFIX>_DEPLOYMENT` (the name its dead letters are kept under; default the Lambda
+/// function's name, `AWS_LAMBDA_FUNCTION_NAME`) and `<PREFIX>_EVENT_TIME_POINTER` (see
+/// [`crate::event_time`]).
 pub fn writer_from_env<P: Protocol + Configured>(
     client: Client,
     spec: FunctionSpec,
 ) -> Result<Writer<P>, ConfigError> {
+    let deployment =
+        env_opt(&spec.var("DEPLOYMENT")).or_else(|| env_opt("AWS_LAMBDA_FUNCTION_NAME"));
     let dead_letters = DeadLetters::new(
         client.clone(),
         env_required(&spec.var("DEAD_LETTER_TABLE"))?,
         spec.name,
-    );
+    )
+    .for_deployment(deployment);
     let margin = env_parse::<u64>(&spec.var("DEADLINE_MARGIN_MS"))?
         .map(Duration::from_millis)
         .unwrap_or(DEFAULT_DEADLINE_MARGIN);
+    let pointer_var = spec.var("EVENT_TIME_POINTER");
+    let event_time = env_opt(&pointer_var)
+        .map(|p| EventTime::new(&pointer_var, p.trim()))
+        .transpose()?;
     Ok(Writer {
         function: spec.name.into(),
         protocol: spec.from_env(client)?,
         dead_letters,
         deadline_margin: margin,
+        event_time,
     })
 }

@@ -31,6 +31,7 @@ pub fn batch(kind: SourceKind, bodies: &[Value], offset: usize) -> Batch {
                     shard_id: None,
                     partition_key: None,
                     message_group_id: None,
+                    sqs_sequence_number: None,
                     sub_record: None,
                     event_id: None,
                     arrived_at_ms: None,

@@ -210,6 +210,7 @@ mod tests {
                     shard_id: None,
                     partition_key: None,
                     message_group_id: g.map(str::to_string),
+                    sqs_sequence_number: None,
                     sub_record: None,
                     event_id: None,
                     arrived_at_ms: None,

@@ -57,6 +57,7 @@ pub(super) fn records(event: Value) -> Result<Vec<SourceRecord>, EventError> {
                     .map(|secs| (secs * 1000.0) as u64)
                     .filter(|ms| *ms > 0),
                 message_group_id: None,
+                sqs_sequence_number: None,
                 sub_record: None,
                 event_id: field(&["eventID"])
                     .and_then(Value::as_str)

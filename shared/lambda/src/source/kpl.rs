@@ -232,6 +232,7 @@ mod tests {
                 shard_id: Some("shardId-0".into()),
                 partition_key: Some("outer".into()),
                 message_group_id: None,
+                sqs_sequence_number: None,
                 sub_record: None,
                 event_id: None,
                 arrived_at_ms: Some(7),

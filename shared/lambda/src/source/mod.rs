@@ -58,6 +58,10 @@ pub struct SourcePosition {
     /// SQS FIFO: the message group (`MessageGroupId`), the unit of ordering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_group_id: Option<String>,
+    /// SQS FIFO: the message's `SequenceNumber` (its place in the queue, increasing within a
+    /// group): replay restores a group's order by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sqs_sequence_number: Option<String>,
     /// Kinesis: the user record's place in a KPL aggregate (`id` is the aggregate's sequence
     /// number). `None` for a record that was not aggregated, or an aggregate kept whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,6 +171,7 @@ fn kinesis_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventE
                     .map(|(shard, _)| shard.to_string()),
                 partition_key: Some(r.kinesis.partition_key),
                 message_group_id: None,
+                sqs_sequence_number: None,
                 sub_record: None,
                 event_id: None,
                 arrived_at_ms: u64::try_from(
@@ -200,6 +205,7 @@ fn sqs_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventError
                     shard_id: None,
                     partition_key: None,
                     message_group_id: m.attributes.get("MessageGroupId").cloned(),
+                    sqs_sequence_number: m.attributes.get("SequenceNumber").cloned(),
                     sub_record: None,
                     event_id: None,
                     arrived_at_ms: m

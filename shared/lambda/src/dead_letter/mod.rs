@@ -12,8 +12,17 @@
 //!
 //! Failure mode: if the dead-letter write itself fails, the record is reported in
 //! `batchItemFailures` and Lambda delivers it again: it is never acknowledged before it is kept.
-
-use std::collections::HashMap;
+//!
+//! Each letter names the **deployment** that kept it (the Lambda function's name, or the
+//! `<PREFIX>_DEPLOYMENT` setting), so two deployments of one binary (a main writer and a
+//! replica) keep, list and replay only their own letters.
+//!
+//! # Layout
+//!
+//! * this file: the letter, its id, `keep`;
+//! * `list`: listing in source order (Kinesis and DynamoDB sequence numbers numerically, KPL
+//!   sub-records by sub-sequence number, SQS FIFO by `SequenceNumber`), filters, incomplete
+//!   letters reported apart, removal and the marks a replay or an export leaves.
 
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -26,6 +35,10 @@ use dynamodb_exactly_once::{Item, Rejection, StoreError};
 
 use crate::source::{SourceKind, SourcePosition, SourceRecord};
 
+mod list;
+
+pub use list::{source_order, LetterFilter, Listing};
+
 /// Partition key of the dead-letter table.
 pub const ATTR_ID: &str = "Id";
 /// The raw payload (or its first part), as a binary attribute.
@@ -36,9 +49,14 @@ pub const ATTR_PART_OF: &str = "PartOf";
 pub const ATTR_PART: &str = "Part";
 /// Attribute naming the function that kept a dead letter.
 pub const ATTR_FUNCTION: &str = "Function";
-/// Scan filter: this function's dead letters and their payload parts (whose `PartOf` id starts
-/// with `<function>|`).
-const FILTER_FUNCTION: &str = "#f = :f OR begins_with(#p, :prefix)";
+/// Attribute naming the deployment (Lambda function name) that kept a dead letter.
+pub const ATTR_DEPLOYMENT: &str = "Deployment";
+/// Set (epoch s) on a letter whose record a replay applied but could not remove: the next
+/// replay removes it without applying it again.
+pub const ATTR_REPLAYED_AT: &str = "ReplayedAt";
+/// Set (epoch s) on a letter that `ops dead-letters export` wrote out: a replay leaves it
+/// alone unless asked (the exported event may have been invoked already).
+pub const ATTR_EXPORTED_AT: &str = "ExportedAt";
 /// Payload bytes per item: larger payloads (Kinesis records reach 1 MB) continue in items
 /// `<id>#<n>`, written before the main item so that a listed dead letter is always complete.
 pub const PAYLOAD_CHUNK_BYTES: usize = 300 * 1024;
@@ -47,35 +65,48 @@ pub const PAYLOAD_CHUNK_BYTES: usize = 300 * 1024;
 /// position it keeps every dead-letter item under DynamoDB's 400 KB (see the unit test).
 pub const MAX_REASON_CHARS: usize = 1024;
 
-/// A dead letter's id: the function, the source kind, the stream or queue, the shard and the
-/// record's id there (sequence numbers are unique per shard only; message ids per queue):
-/// `<function>|kinesis|<stream arn>|<shard>|<sequence number>` or
-/// `<function>|sqs|<queue arn>|<message id>` or
-/// `<function>|dynamodb|<stream arn>|<sequence number>` (unique per stream) (`-` for what the
-/// event did not carry). A user
+/// A dead letter's id: the function, the source kind, the deployment (when known), the stream
+/// or queue, the shard and the record's id there (sequence numbers are unique per shard only;
+/// message ids per queue):
+/// `<function>|kinesis|<deployment>|<stream arn>|<shard>|<sequence number>` or
+/// `<function>|sqs|<deployment>|<queue arn>|<message id>` or
+/// `<function>|dynamodb|<deployment>|<stream arn>|<sequence number>` (unique per stream) (`-`
+/// for what the event did not carry; without a deployment, its segment is absent, as in
+/// letters kept before deployments were recorded). A user
 /// record of a KPL aggregate shares its aggregate's sequence number and adds its
 /// sub-sequence number: `…|<sequence number>:<sub-sequence number>` (an aggregate kept whole
 /// has none, so the two never collide).
 ///
-/// The id (and so every payload part's `<id>#<n>`) **starts with `<function>|`**: the template
-/// scopes each function's `PutItem` on the dead-letter table to its own keys with the IAM
-/// condition `dynamodb:LeadingKeys` = `<function>|*`. Keep that prefix.
-pub fn letter_id(function: &str, position: &SourcePosition) -> String {
+/// The id (and so every payload part's `<id>#<n>`) **starts with `<function>|<kind>|`**: the
+/// template scopes each function's `PutItem` on the dead-letter table to its own keys with the
+/// IAM condition `dynamodb:LeadingKeys` = `<function>|*` (`<function>|dynamodb|*` for the
+/// DynamoDB Streams wirings). Keep that prefix.
+pub fn letter_id(function: &str, deployment: Option<&str>, position: &SourcePosition) -> String {
     let arn = position.source_arn.as_deref().unwrap_or("-");
+    let kind = match position.kind {
+        SourceKind::Kinesis => "kinesis",
+        SourceKind::Sqs => "sqs",
+        SourceKind::DynamoDb => "dynamodb",
+    };
+    let kind = match deployment {
+        Some(deployment) => format!("{kind}|{deployment}"),
+        None => kind.to_string(),
+    };
     match position.kind {
         SourceKind::Kinesis => {
             let shard = position.shard_id.as_deref().unwrap_or("-");
             let id = &position.id;
             match &position.sub_record {
                 Some(sub) => format!(
-                    "{function}|kinesis|{arn}|{shard}|{id}:{}",
+                    "{function}|{kind}|{arn}|{shard}|{id}:{}",
                     sub.sub_sequence_number
                 ),
-                None => format!("{function}|kinesis|{arn}|{shard}|{id}"),
+                None => format!("{function}|{kind}|{arn}|{shard}|{id}"),
             }
         }
-        SourceKind::Sqs => format!("{function}|sqs|{arn}|{}", position.id),
-        SourceKind::DynamoDb => format!("{function}|dynamodb|{arn}|{}", position.id),
+        SourceKind::Sqs | SourceKind::DynamoDb => {
+            format!("{function}|{kind}|{arn}|{}", position.id)
+        }
     }
 }
 
@@ -92,6 +123,10 @@ pub struct DeadLetter {
     pub id: String,
     /// The function that rejected the record.
     pub function: String,
+    /// The deployment (Lambda function name) that rejected it; `None` on letters kept before
+    /// deployments were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
     /// Why.
     pub reason: Rejection,
     /// Where the record came from.
@@ -101,6 +136,12 @@ pub struct DeadLetter {
     /// How many items hold the payload (1 unless it is larger than [`PAYLOAD_CHUNK_BYTES`]).
     #[serde(default = "one")]
     pub parts: usize,
+    /// When a replay applied the record but could not remove the letter (epoch s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_at: Option<u64>,
+    /// When `ops dead-letters export` wrote the letter out (epoch s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exported_at: Option<u64>,
     /// The raw payload (not serialized through serde: stored as binary attributes).
     #[serde(skip)]
     pub payload: Vec<u8>,
@@ -117,22 +158,36 @@ impl DeadLetter {
     }
 }
 
-/// Writes, lists and removes dead letters of one function.
+/// Writes, lists and removes dead letters of one function (of one deployment, when named).
 #[derive(Debug, Clone)]
 pub struct DeadLetters {
     client: Client,
     table: String,
     function: String,
+    deployment: Option<String>,
 }
 
 impl DeadLetters {
-    /// Dead letters of `function` in `table`.
+    /// Dead letters of `function` in `table`, of any deployment.
     pub fn new(client: Client, table: impl Into<String>, function: impl Into<String>) -> Self {
         DeadLetters {
             client,
             table: table.into(),
             function: function.into(),
+            deployment: None,
         }
+    }
+
+    /// The same, keeping letters as `deployment` (the Lambda function's name) and listing
+    /// only that deployment's letters.
+    pub fn for_deployment(mut self, deployment: Option<String>) -> Self {
+        self.deployment = deployment.filter(|d| !d.is_empty());
+        self
+    }
+
+    /// The deployment whose letters these are, if named.
+    pub fn deployment(&self) -> Option<&str> {
+        self.deployment.as_deref()
     }
 
     /// The dead-letter table.
@@ -143,12 +198,15 @@ impl DeadLetters {
     /// Keep a rejected record.
     pub async fn keep(&self, record: &SourceRecord, reason: &Rejection) -> Result<(), StoreError> {
         let letter = DeadLetter {
-            id: letter_id(&self.function, &record.position),
+            id: letter_id(&self.function, self.deployment(), &record.position),
             function: self.function.clone(),
+            deployment: self.deployment.clone(),
             reason: Rejection::new(reason.code, bounded(&reason.message, MAX_REASON_CHARS)),
             position: record.position.clone(),
             rejected_at: epoch_seconds(),
             parts: record.body.len().div_ceil(PAYLOAD_CHUNK_BYTES).max(1),
+            replayed_at: None,
+            exported_at: None,
             payload: Vec::new(),
         };
         let mut chunks = record.body.chunks(PAYLOAD_CHUNK_BYTES);
@@ -190,89 +248,6 @@ impl DeadLetters {
             .map_err(|e| StoreError::from_sdk("PutItem", e))?;
         Ok(())
     }
-
-    /// Every dead letter of this function (a paginated Scan: the table only holds failures).
-    pub async fn list(&self) -> Result<Vec<DeadLetter>, StoreError> {
-        let mut letters = Vec::new();
-        let mut parts: HashMap<String, Vec<(usize, Vec<u8>)>> = HashMap::new();
-        for mut item in self.scan_all().await? {
-            let payload = match item.remove(ATTR_PAYLOAD) {
-                Some(AttributeValue::B(b)) => b.into_inner(),
-                _ => Vec::new(),
-            };
-            if let Some(AttributeValue::S(owner)) = item.get(ATTR_PART_OF) {
-                let part = item.get(ATTR_PART).and_then(|p| p.as_n().ok());
-                let part = part.and_then(|n| n.parse().ok()).unwrap_or(0);
-                parts
-                    .entry(owner.clone())
-                    .or_default()
-                    .push((part, payload));
-                continue;
-            }
-            let mut letter: DeadLetter = serde_dynamo::from_item(item)?;
-            letter.payload = payload;
-            letters.push(letter);
-        }
-        for letter in &mut letters {
-            join_parts(letter, parts.remove(&letter.id).unwrap_or_default())?;
-        }
-        letters.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(letters)
-    }
-
-    /// This function's dead letters and payload parts (a paginated scan).
-    async fn scan_all(&self) -> Result<Vec<Item>, StoreError> {
-        self.client
-            .scan()
-            .table_name(&self.table)
-            .filter_expression(FILTER_FUNCTION)
-            .expression_attribute_names("#f", ATTR_FUNCTION)
-            .expression_attribute_names("#p", ATTR_PART_OF)
-            .expression_attribute_values(":f", AttributeValue::S(self.function.clone()))
-            .expression_attribute_values(
-                ":prefix",
-                AttributeValue::S(format!("{}|", self.function)),
-            )
-            .into_paginator()
-            .items()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| StoreError::from_sdk("Scan", e))
-    }
-
-    /// Remove one dead letter and its payload parts (after a successful replay).
-    pub async fn remove(&self, letter: &DeadLetter) -> Result<(), StoreError> {
-        let ids = std::iter::once(letter.id.clone())
-            .chain((1..letter.parts).map(|n| part_id(&letter.id, n)));
-        for id in ids {
-            self.client
-                .delete_item()
-                .table_name(&self.table)
-                .key(ATTR_ID, AttributeValue::S(id))
-                .send()
-                .await
-                .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
-        }
-        Ok(())
-    }
-}
-
-/// Append a dead letter's continuation parts (in order) to its payload.
-fn join_parts(letter: &mut DeadLetter, mut rest: Vec<(usize, Vec<u8>)>) -> Result<(), StoreError> {
-    rest.sort_by_key(|(n, _)| *n);
-    if rest.len() + 1 != letter.parts {
-        return Err(StoreError::Inconsistent(format!(
-            "dead letter {} has {} of {} payload parts",
-            letter.id,
-            rest.len() + 1,
-            letter.parts
-        )));
-    }
-    for (_, chunk) in rest {
-        letter.payload.extend(chunk);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -292,6 +267,7 @@ mod tests {
             shard_id: Some("s".repeat(128)),
             partition_key: Some("p".repeat(256)),
             message_group_id: Some("g".repeat(128)),
+            sqs_sequence_number: Some("9".repeat(20)),
             sub_record: Some(crate::source::SubRecord {
                 sub_sequence_number: u64::MAX,
                 explicit_hash_key: Some("9".repeat(39)),
@@ -300,12 +276,15 @@ mod tests {
             arrived_at_ms: None,
         };
         let letter = DeadLetter {
-            id: letter_id(&"f".repeat(64), &position),
+            id: letter_id(&"f".repeat(64), Some(&"d".repeat(64)), &position),
             function: "f".repeat(64),
+            deployment: Some("d".repeat(64)),
             reason: Rejection::new(RejectionCode::InvalidItem, "é".repeat(MAX_REASON_CHARS)),
             position,
             rejected_at: u64::MAX,
             parts: 4,
+            replayed_at: Some(u64::MAX),
+            exported_at: Some(u64::MAX),
             payload: Vec::new(),
         };
         let mut item: Item = serde_dynamo::to_item(&letter).expect("marshals");
@@ -325,11 +304,15 @@ mod tests {
             shard_id: Some("shardId-1".into()),
             partition_key: None,
             message_group_id: None,
+            sqs_sequence_number: None,
             sub_record: None,
             event_id: None,
             arrived_at_ms: None,
         };
-        assert_eq!(letter_id("f", &kinesis), "f|kinesis|arn:s|shardId-1|49");
+        assert_eq!(
+            letter_id("f", None, &kinesis),
+            "f|kinesis|arn:s|shardId-1|49"
+        );
         let sub = |n| SourcePosition {
             sub_record: Some(crate::source::SubRecord {
                 sub_sequence_number: n,
@@ -338,8 +321,11 @@ mod tests {
             event_id: None,
             ..kinesis.clone()
         };
-        assert_eq!(letter_id("f", &sub(0)), "f|kinesis|arn:s|shardId-1|49:0");
-        assert_ne!(letter_id("f", &sub(1)), letter_id("f", &sub(0)));
+        assert_eq!(
+            letter_id("f", None, &sub(0)),
+            "f|kinesis|arn:s|shardId-1|49:0"
+        );
+        assert_ne!(letter_id("f", None, &sub(1)), letter_id("f", None, &sub(0)));
         let sqs = SourcePosition {
             kind: SourceKind::Sqs,
             source_arn: None,
@@ -347,11 +333,13 @@ mod tests {
             shard_id: None,
             partition_key: None,
             message_group_id: None,
+            sqs_sequence_number: None,
             sub_record: None,
             event_id: None,
             arrived_at_ms: None,
         };
-        assert_eq!(letter_id("f", &sqs), "f|sqs|-|m1");
+        assert_eq!(letter_id("f", None, &sqs), "f|sqs|-|m1");
+        assert_eq!(letter_id("f", Some("d"), &sqs), "f|sqs|d|-|m1");
     }
 
     #[test]
@@ -365,6 +353,7 @@ mod tests {
             shard_id: None,
             partition_key: None,
             message_group_id: None,
+            sqs_sequence_number: None,
             sub_record: None,
             event_id: None,
             arrived_at_ms: None,
@@ -385,13 +374,16 @@ mod tests {
             "document-writer",
         ] {
             for position in [&sqs, &kinesis, &stream] {
-                let id = letter_id(function, position);
+                let id = letter_id(function, Some("Stack-Fn-1A2B"), position);
                 let part = part_id(&id, 2);
                 for key in [&id, &part] {
                     assert!(key.starts_with(&format!("{function}|")), "{key}");
                 }
             }
-            assert!(letter_id(function, &stream).starts_with(&format!("{function}|dynamodb|")));
+            for deployment in [None, Some("Stack-Fn-1A2B")] {
+                let id = letter_id(function, deployment, &stream);
+                assert!(id.starts_with(&format!("{function}|dynamodb|")), "{id}");
+            }
         }
     }
 }
