@@ -22,6 +22,7 @@ mod telemetry;
 mod ttl;
 mod txn;
 mod txn_check;
+mod txn_conflicts;
 mod txn_interleave;
 mod txn_long;
 mod txn_sweep;

@@ -1,5 +1,6 @@
 //! Faults injected through an SDK interceptor around the real client: a request refused
-//! before it reaches DynamoDB, or a response lost after DynamoDB applied the request.
+//! before it reaches DynamoDB, a response lost after DynamoDB applied the request, or a
+//! `TransactionConflictException` (which DynamoDB Local never raises for a plain write).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,6 +24,11 @@ pub enum Fault {
     Refuse,
     /// Reaches DynamoDB and is applied, but the response is replaced by a 500.
     LoseResponse,
+    /// Not applied, answered with a 400 `TransactionConflictException`: what DynamoDB answers
+    /// a plain write on an item that an in-flight `TransactWriteItems` holds. (The request is
+    /// sent with an empty body, which DynamoDB refuses without applying anything; its answer
+    /// is then replaced.)
+    TransactionConflict,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -138,6 +144,10 @@ impl Intercept for FaultInjector {
             // Port 1 on loopback: nothing listens, the connection is refused at once.
             request.set_uri("http://127.0.0.1:1/")?;
         }
+        if fault == Fault::TransactionConflict {
+            *request.body_mut() = SdkBody::from("{}");
+            request.headers_mut().insert("content-length", "2");
+        }
         cfg.interceptor_state().store_put(Decided(fault));
         Ok(())
     }
@@ -153,6 +163,14 @@ impl Intercept for FaultInjector {
             *response.status_mut() = StatusCode::try_from(500u16)?;
             *response.body_mut() = SdkBody::from(
                 r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: the response was lost after the request was applied"}"#,
+            );
+            response.headers_mut().remove("content-length");
+        }
+        if let Some(Decided(Fault::TransactionConflict)) = cfg.load::<Decided>() {
+            let response = context.response_mut();
+            *response.status_mut() = StatusCode::try_from(400u16)?;
+            *response.body_mut() = SdkBody::from(
+                r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"injected: Transaction is ongoing for the item"}"#,
             );
             response.headers_mut().remove("content-length");
         }

@@ -14,6 +14,7 @@
 
 pub mod clock;
 pub(crate) mod cond;
+pub(crate) mod conflict;
 pub mod cost;
 pub mod error;
 pub(crate) mod expr;

@@ -113,6 +113,9 @@ impl Coordinator {
     /// A coordinator whose settings are not validated: the sweeper's, which drives existing
     /// transactions and needs no allow-list.
     pub(crate) fn unchecked(client: Client, config: TxConfig) -> Self {
+        // Finalize, undo, header transitions and heartbeats are plain writes: one that meets
+        // another transaction's TransactWriteItems is refused unapplied and sent again.
+        let client = crate::ddb::conflict::retrying_conflicts(client);
         let tx = TxTable::new(client.clone(), config.table.clone());
         Coordinator {
             client,
