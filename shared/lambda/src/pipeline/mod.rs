@@ -116,15 +116,15 @@ impl OrderKey {
     }
 }
 
-/// Whether a batch is an SQS FIFO batch.
+/// Whether a batch is an SQS FIFO batch: its queue's ARN ends in `.fifo`. A message group id
+/// alone does not make a queue FIFO (a standard queue's fair-queue messages carry one too).
 pub fn is_fifo(batch: &Batch) -> bool {
     batch.kind == SourceKind::Sqs
         && batch.records.iter().any(|r| {
-            r.position.message_group_id.is_some()
-                || r.position
-                    .source_arn
-                    .as_deref()
-                    .is_some_and(|arn| arn.ends_with(".fifo"))
+            r.position
+                .source_arn
+                .as_deref()
+                .is_some_and(|arn| arn.ends_with(".fifo"))
         })
 }
 

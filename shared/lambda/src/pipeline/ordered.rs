@@ -1,8 +1,8 @@
 //! The ordered route: the records of one ordering key applied one after the other, in batch
 //! order, and none of them after one that is reported for redelivery.
 //!
-//! Which batches: an **SQS FIFO** batch (its queue ARN ends in `.fifo` or its records carry a
-//! `MessageGroupId`), ordered by message group, whatever the protocol; a **Kinesis** batch of a
+//! Which batches: an **SQS FIFO** batch (its queue ARN ends in `.fifo`), ordered by message
+//! group, whatever the protocol; a **Kinesis** batch of a
 //! protocol that asks for it ([`Protocol::ordered_by_key`], e.g. the transaction
 //! coordinator), ordered by partition key (a KPL user record's own key); the parent module
 //! chooses ([`key_of`](super::key_of)). Other batches go through the protocol's `apply` whole
