@@ -1,6 +1,7 @@
 //! The invocation deadline holds even when DynamoDB stops answering: a response stalled (by a
 //! loopback proxy) past the deadline is cut off, the unfinished records are reported for
-//! redelivery, the partial batch response is sent in time, and nothing is lost.
+//! redelivery, the partial batch response is sent in time, and nothing is lost. What finished
+//! before the cut-off keeps its result.
 
 use crate::common;
 
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use dynamo_testing::{client, client_for, proxy, template_tables};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::{BatchResponse, Writer};
@@ -93,6 +95,60 @@ async fn a_stalled_dead_letter_is_cut_off_and_the_record_reported() {
     let response = answered_in_time(&w, &bodies).await;
     // The malformed record is not acknowledged before it is kept; the good one is applied.
     assert_eq!(response.failed_ids(), ["m0"]);
+}
+
+#[tokio::test]
+async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
+    // Given a document writer whose every response takes 1.6 s, one item at a time, and a
+    // 3 s invocation that stops starting writes at 2 s and cuts off at 2.75 s
+    let direct = client();
+    let tables = template_tables(&direct, &["DocumentTable", "DeadLetterTable"]).await;
+    let slow = client_for(
+        &proxy::delaying(Duration::from_millis(1600))
+            .await
+            .expect("proxy"),
+        None,
+        1,
+    );
+    let document = |client| {
+        let mut config = DocumentConfig::new(&tables["DocumentTable"]);
+        config.concurrency = 1;
+        Writer {
+            function: "document-writer".into(),
+            protocol: Document::try_new(client, config).expect("valid configuration"),
+            dead_letters: DeadLetters::new(
+                direct.clone(),
+                &tables["DeadLetterTable"],
+                "document-writer",
+            ),
+            deadline_margin: Duration::from_secs(1),
+        }
+    };
+    let append = |pk: &str| {
+        json!({"op": "list_append", "key": {"PK": pk, "SK": "d"}, "path": "l", "values": [pk]})
+    };
+    let bodies = [append("a"), append("b"), append("c")];
+
+    // When `a` finished, `b` is cut off in flight and `c` was never started
+    let response = document(slow)
+        .handle(invocation(sqs_event(&bodies)))
+        .await
+        .expect("handled");
+
+    // Then only `b` and `c` are reported: `a`'s append is acknowledged
+    assert_eq!(
+        response.failed_ids(),
+        ["m1", "m2"],
+        "a record that finished before the cut-off keeps its result"
+    );
+    // And SQS delivering the reported records again leaves `a`'s list with its value once
+    let again: Vec<Value> = bodies[1..].to_vec();
+    let healthy = document(direct.clone());
+    let event = sqs_event(&again);
+    healthy.handle(invocation(event)).await.expect("handled");
+    let items = scan(&direct, &tables["DocumentTable"]).await;
+    assert_eq!(items["a|d"]["l"], json!(["a"]));
+    assert_eq!(items["c|d"]["l"], json!(["c"]));
 }
 
 /// Invoke `w` with `bodies` and check that it answered within the invocation's budget.

@@ -23,15 +23,18 @@
 //! it). Then a batch takes one of two routes, child modules that only import from here:
 //!
 //! * `unordered`: the whole batch in one `apply` of the protocol, then the dead letters.
-//! * `ordered`: SQS FIFO batches (by message group) and Kinesis batches of a protocol that
-//!   needs per-key order ([`Protocol::ordered_by_key`], by partition key): a key's records one
-//!   after the other, each rejected one kept before the key goes on, a failure holding back
-//!   the key's later records.
+//! * `ordered`: SQS FIFO batches (by message group), Kinesis batches of a protocol that
+//!   needs per-key order ([`Protocol::ordered_by_key`], by partition key), and every batch of
+//!   a protocol that is not idempotent under redelivery ([`Protocol::redelivery`], by shard: a
+//!   stream batch, or a standard queue's batch, as one sequence): a key's records one after
+//!   the other, each bounded by the deadline on its own (what finished keeps its result at a
+//!   cut-off), each rejected one kept before the key goes on, a failure holding back the
+//!   key's later records.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use dynamodb_exactly_once::batch::RecordFailure;
+use dynamodb_exactly_once::batch::{RecordFailure, Redelivery};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode};
 
@@ -99,11 +102,16 @@ pub async fn process_batch<P: Protocol>(
 
 /// The key records of an ordered batch are ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OrderKey {
     /// SQS FIFO: the `MessageGroupId`.
     MessageGroup,
     /// Kinesis: the partition key.
     PartitionKey,
+    /// Kinesis and DynamoDB Streams: the shard (a delivered batch is one shard: the whole
+    /// batch in sequence order, as Lambda's restart-from-the-lowest-reported rule needs); a
+    /// standard queue's batch is one sequence too.
+    Shard,
 }
 
 impl OrderKey {
@@ -112,6 +120,7 @@ impl OrderKey {
         match self {
             OrderKey::MessageGroup => position.message_group_id.as_deref(),
             OrderKey::PartitionKey => position.partition_key.as_deref(),
+            OrderKey::Shard => Some(position.shard_id.as_deref().unwrap_or_default()),
         }
     }
 }
@@ -132,6 +141,8 @@ pub fn is_fifo(batch: &Batch) -> bool {
 pub fn key_of<P: Protocol>(batch: &Batch, protocol: &P) -> Option<OrderKey> {
     if is_fifo(batch) {
         Some(OrderKey::MessageGroup)
+    } else if protocol.redelivery() != Redelivery::Idempotent {
+        Some(OrderKey::Shard)
     } else if batch.kind == SourceKind::Kinesis && protocol.ordered_by_key() {
         Some(OrderKey::PartitionKey)
     } else {

@@ -26,7 +26,8 @@
 //! Failure reporting: when a user record is reported for redelivery, its aggregate's sequence
 //! number goes into `batchItemFailures` (once, however many of its user records failed);
 //! Lambda then delivers the whole aggregate again, and the user records that succeeded are
-//! applied again as duplicates, which the protocols absorb (they are idempotent).
+//! applied again: as duplicates by an idempotent protocol; a protocol that is not
+//! ([`Protocol::redelivery`](dynamodb_exactly_once::Protocol::redelivery)) applies them again.
 //!
 //! Cost: decoding and one MD5 over the protobuf per aggregate; no DynamoDB call. Tags of user
 //! records are not read (protobuf skips them as unknown fields).
