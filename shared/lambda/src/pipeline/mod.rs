@@ -2,6 +2,10 @@
 //! malformed → answer with a partial batch response, returning a [`BatchReport`] whose summary
 //! the caller logs and emits as metrics.
 //!
+//! Records rejected at parse time (malformed, too old, an aggregate kept whole) are kept
+//! first: beside the apply (unordered) or before it (ordered), never after it, so that their
+//! dead letters are not left the time the writes did not use.
+//!
 //! Each record ends in exactly one `RecordResult`:
 //!
 //! | result | reported to Lambda | where it goes |
@@ -22,7 +26,8 @@
 //! (ids in the partial batch response are named once: the user records of one aggregate share
 //! it). Then a batch takes one of two routes, child modules that only import from here:
 //!
-//! * `unordered`: the whole batch in one `apply` of the protocol, then the dead letters.
+//! * `unordered`: the whole batch in one `apply` of the protocol, the parse-time dead letters
+//!   beside it, then the dead letters of what the protocol rejected.
 //! * `ordered`: SQS FIFO batches (by message group), Kinesis batches of a protocol that
 //!   needs per-key order ([`Protocol::ordered_by_key`], by partition key), and every batch of
 //!   a protocol that is not idempotent under redelivery ([`Protocol::redelivery`], by shard: a
@@ -33,6 +38,8 @@
 
 use std::collections::HashSet;
 use std::time::Duration;
+
+use futures::StreamExt;
 
 use dynamodb_exactly_once::batch::{RecordFailure, Redelivery};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
@@ -150,6 +157,9 @@ pub fn key_of<P: Protocol>(batch: &Batch, protocol: &P) -> Option<OrderKey> {
     }
 }
 
+/// How many dead-letter writes run at once.
+const DEAD_LETTER_CONCURRENCY: usize = 8;
+
 /// A result slot per record of a batch: filled at parse time for rejected records.
 type Slots<O> = Vec<Option<RecordResult<O>>>;
 
@@ -193,6 +203,28 @@ impl Run<'_> {
                 error = %err, "dead letter could not be written; the record will be delivered again");
         }
         kept
+    }
+
+    /// Keep every rejected record of `slots` (several at once); one whose dead letter cannot
+    /// be written becomes `Failed`.
+    async fn keep_rejected<O>(&self, slots: &mut [Option<RecordResult<O>>]) {
+        let rejected: Vec<(usize, Rejection)> = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r {
+                Some(RecordResult::Rejected(reason)) => Some((i, reason.clone())),
+                _ => None,
+            })
+            .collect();
+        let unkept: Vec<(usize, RecordFailure)> = futures::stream::iter(rejected)
+            .map(|(i, reason)| async move { (i, self.keep(i, &reason).await) })
+            .buffer_unordered(DEAD_LETTER_CONCURRENCY)
+            .filter_map(|(i, kept)| async move { kept.err().map(|err| (i, err)) })
+            .collect()
+            .await;
+        for (i, err) in unkept {
+            slots[i] = Some(RecordResult::Failed(err));
+        }
     }
 }
 

@@ -69,9 +69,11 @@ pub(super) async fn apply<P: Protocol>(
     run: &Run<'_>,
     protocol: &P,
     key: OrderKey,
-    slots: Slots<P::Outcome>,
+    mut slots: Slots<P::Outcome>,
     valid: Parsed<P::Record>,
 ) -> (Vec<RecordResult<P::Outcome>>, usize) {
+    // The parse-time rejections first: each is kept before its key reaches it.
+    run.keep_rejected(&mut slots).await;
     let groups = group(run.batch, key, slots, valid);
     let done: Vec<KeyResults<P::Outcome>> = futures::stream::iter(groups)
         .map(|steps| run_key(run, protocol, steps))
@@ -139,20 +141,20 @@ async fn run_key<P: Protocol>(
             continue;
         }
         let result = match step {
+            // Decided at parse time; a rejected one is already kept (or failed to be).
             Step::Decided(result) => result,
             Step::Apply(_) if run.deadline.expired() => RecordResult::Deferred,
             Step::Apply(record) => {
                 let (result, calls) = apply_one(run, protocol, i, record).await;
                 write_calls += calls;
-                result
+                match result {
+                    RecordResult::Rejected(reason) => match run.keep(i, &reason).await {
+                        Ok(()) => RecordResult::Rejected(reason),
+                        Err(err) => RecordResult::Failed(err),
+                    },
+                    other => other,
+                }
             }
-        };
-        let result = match result {
-            RecordResult::Rejected(reason) => match run.keep(i, &reason).await {
-                Ok(()) => RecordResult::Rejected(reason),
-                Err(err) => RecordResult::Failed(err),
-            },
-            other => other,
         };
         stop = match &result {
             RecordResult::Deferred => Some(Stop::Deferred),
