@@ -165,9 +165,7 @@ async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
             deadline_margin: Duration::from_secs(1),
         }
     };
-    let append = |pk: &str| {
-        json!({"op": "list_append", "key": {"PK": pk, "SK": "d"}, "path": "l", "values": [pk]})
-    };
+    let append = |pk: &str| json!({"op": "list_append", "key": {"PK": pk, "SK": "d"}, "path": "l", "values": [pk]});
     let bodies = [append("a"), append("b"), append("c")];
 
     // When `a` finished, `b` is cut off in flight and `c` was never started

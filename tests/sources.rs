@@ -479,15 +479,18 @@ async fn a_standard_queue_whose_messages_carry_a_group_keeps_coalescing() {
     // queues' do, and two puts on one item
     let (w, tables) = ratchet_writer(client()).await;
     let now = dynamodb_exactly_once::ddb::clock::epoch_millis().to_string();
-    let records: Vec<Value> = [put("u", "a", 1, json!({"v": 1})), put("u", "a", 2, json!({"v": 2}))]
-        .iter()
-        .enumerate()
-        .map(|(i, body)| {
-            json!({"eventSource": "aws:sqs", "messageId": format!("m{i}"), "body": body.to_string(),
+    let records: Vec<Value> = [
+        put("u", "a", 1, json!({"v": 1})),
+        put("u", "a", 2, json!({"v": 2})),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, body)| {
+        json!({"eventSource": "aws:sqs", "messageId": format!("m{i}"), "body": body.to_string(),
                 "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:Queue",
                 "attributes": {"MessageGroupId": "tenant-1", "SentTimestamp": now}})
-        })
-        .collect();
+    })
+    .collect();
     let batch = Batch::from_event(json!({ "Records": records })).expect("sqs");
 
     // When the batch is handled

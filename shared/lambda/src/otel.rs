@@ -135,7 +135,9 @@ pub async fn flush(limit: Option<Duration>) {
         return;
     };
     if FLUSHING.swap(true, Ordering::AcqRel) {
-        tracing::warn!("the previous trace flush is still running; these spans go with a later one");
+        tracing::warn!(
+            "the previous trace flush is still running; these spans go with a later one"
+        );
         return;
     }
     let provider = provider.clone();

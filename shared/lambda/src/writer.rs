@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use dynamodb_exactly_once::batch::ANSWER_MARGIN;
 use dynamodb_exactly_once::config::Configured;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::batch::ANSWER_MARGIN;
 use dynamodb_exactly_once::{ConfigError, Deadline, Protocol, RecordResult, Rejection, StoreError};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
