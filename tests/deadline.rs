@@ -1,14 +1,19 @@
 //! The invocation deadline holds even when DynamoDB stops answering: a response stalled (by a
 //! loopback proxy) past the deadline is cut off, the unfinished records are reported for
-//! redelivery, the partial batch response is sent in time, and nothing is lost.
+//! redelivery, the partial batch response is sent in time, and nothing is lost. What finished
+//! before the cut-off keeps its result, and a malformed record is kept however long the
+//! writes take.
 
 use crate::common;
 
 use std::time::{Duration, Instant};
 
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
 use common::*;
 use dynamo_testing::{client, client_for, proxy, template_tables};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::{BatchResponse, Writer};
@@ -96,13 +101,106 @@ async fn a_stalled_dead_letter_is_cut_off_and_the_record_reported() {
     assert_eq!(response.failed_ids(), ["m0"]);
 }
 
-/// Invoke `w` with `bodies` and check that it answered within the invocation's budget.
-async fn answered_in_time(w: &Writer<Ratchet>, bodies: &[Value]) -> BatchResponse {
-    let started = Instant::now();
-    let response = w
-        .handle(invocation(sqs_event(bodies)))
+/// A Kinesis event of raw record bodies, sequence numbers `0…0`, `0…1`, ...
+fn kinesis_event(bodies: &[&str]) -> Value {
+    let now = epoch_millis() as f64 / 1000.0;
+    let records: Vec<Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            json!({"eventSource": "aws:kinesis", "eventID": format!("shardId-000000000000:{i:020}"),
+                "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/s",
+                "kinesis": {"data": BASE64.encode(b), "partitionKey": "p",
+                    "sequenceNumber": format!("{i:020}"), "approximateArrivalTimestamp": now,
+                    "kinesisSchemaVersion": "1.0"}})
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+#[tokio::test]
+async fn a_malformed_head_record_is_kept_although_the_writes_use_up_the_time() {
+    // Given a Kinesis batch whose first record is malformed, and writes that stall
+    let (w, _) = writer(true, false).await;
+    let good = put("u", "d", 1, json!({})).to_string();
+    let event = kinesis_event(&["{not json", &good]);
+
+    // When the writes use up the invocation's time
+    let response = answered_event_in_time(&w, event).await;
+
+    // Then the malformed record is kept, not reported: the checkpoint can move past it
+    assert_eq!(
+        response.failed_ids(),
+        [format!("{:020}", 1)],
+        "only the stalled write is reported"
+    );
+    let letters = w.dead_letters.list().await.expect("dead letters");
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(letters[0].payload, b"{not json");
+}
+
+#[tokio::test]
+async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
+    // Given a document writer whose every response takes 1.6 s, one item at a time, and a
+    // 3 s invocation that stops starting writes at 2 s and cuts off at 2.75 s
+    let direct = client();
+    let tables = template_tables(&direct, &["DocumentTable", "DeadLetterTable"]).await;
+    let slow = client_for(
+        &proxy::delaying(Duration::from_millis(1600))
+            .await
+            .expect("proxy"),
+        None,
+        1,
+    );
+    let document = |client| {
+        let mut config = DocumentConfig::new(&tables["DocumentTable"]);
+        config.concurrency = 1;
+        Writer {
+            function: "document-writer".into(),
+            protocol: Document::try_new(client, config).expect("valid configuration"),
+            dead_letters: DeadLetters::new(
+                direct.clone(),
+                &tables["DeadLetterTable"],
+                "document-writer",
+            ),
+            deadline_margin: Duration::from_secs(1),
+            event_time: None,
+        }
+    };
+    let append = |pk: &str| json!({"op": "list_append", "key": {"PK": pk, "SK": "d"}, "path": "l", "values": [pk]});
+    let bodies = [append("a"), append("b"), append("c")];
+
+    // When `a` finished, `b` is cut off in flight and `c` was never started
+    let response = document(slow)
+        .handle(invocation(sqs_event(&bodies)))
         .await
         .expect("handled");
+
+    // Then only `b` and `c` are reported: `a`'s append is acknowledged
+    assert_eq!(
+        response.failed_ids(),
+        ["m1", "m2"],
+        "a record that finished before the cut-off keeps its result"
+    );
+    // And SQS delivering the reported records again leaves `a`'s list with its value once
+    let again: Vec<Value> = bodies[1..].to_vec();
+    let healthy = document(direct.clone());
+    let event = sqs_event(&again);
+    healthy.handle(invocation(event)).await.expect("handled");
+    let items = scan(&direct, &tables["DocumentTable"]).await;
+    assert_eq!(items["a|d"]["l"], json!(["a"]));
+    assert_eq!(items["c|d"]["l"], json!(["c"]));
+}
+
+/// Invoke `w` with `bodies` and check that it answered within the invocation's budget.
+async fn answered_in_time(w: &Writer<Ratchet>, bodies: &[Value]) -> BatchResponse {
+    answered_event_in_time(w, sqs_event(bodies)).await
+}
+
+/// Invoke `w` with `event` and check that it answered within the invocation's budget.
+async fn answered_event_in_time(w: &Writer<Ratchet>, event: Value) -> BatchResponse {
+    let started = Instant::now();
+    let response = w.handle(invocation(event)).await.expect("handled");
     let took = started.elapsed();
     assert!(
         took < Duration::from_millis(BUDGET_MS),

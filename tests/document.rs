@@ -13,6 +13,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once::batch::RecordFailure;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 use dynamodb_exactly_once::{Deadline, ErrorClass, ItemKey, RecordResult};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
@@ -640,19 +641,23 @@ async fn a_transient_failure_holds_back_the_items_later_records_until_redelivery
     // When the batch is applied
     let report = w.handle_batch(&batch, Deadline::none()).await;
 
-    // Then b failed, c was held back behind it (not applied out of order), w was written
-    assert_eq!(report.response.failed_ids(), ["m1", "m2"]);
-    assert!(matches!(
-        report.results[3],
-        RecordResult::Done(DocumentOutcome::Applied)
-    ));
+    // Then b failed, c was held back behind it (not applied out of order), and so was w: the
+    // document writer is not idempotent, so a batch stops at its first failure
+    assert_eq!(report.response.failed_ids(), ["m1", "m2", "m3"]);
+    for held in &report.results[2..] {
+        assert!(
+            matches!(held, RecordResult::Failed(RecordFailure::HeldBack { after }) if after == "m1"),
+            "{held:?}"
+        );
+    }
     let items = scan(&setup, &tables["DocumentTable"]).await;
     assert_eq!(items["u|d"]["l"], json!(["a"]));
+    assert!(!items.contains_key("w|d"));
 
     // And the redelivery applies them in order
     let retry = Batch {
         kind: batch.kind,
-        records: batch.records[1..3].to_vec(),
+        records: batch.records[1..].to_vec(),
     };
     assert!(w
         .handle_batch(&retry, Deadline::none())
@@ -737,5 +742,54 @@ async fn invoke(w: &Writer<Document>, name: &str) {
         response.failed_ids().is_empty(),
         "{name}: {:?}",
         response.failed_ids()
+    );
+}
+
+#[tokio::test]
+async fn on_kinesis_a_failure_stops_the_shard_so_no_later_append_is_applied_twice() {
+    // Given a Kinesis batch [u: append "a", w: append "z"] and DynamoDB refusing u's write
+    let setup = client();
+    let tables = tables(&setup).await;
+    let refuse_u = FaultInjector::by_request(|op, body| {
+        if op == "UpdateItem" && body.contains(r#"{"S":"u"}"#) {
+            Fault::Refuse
+        } else {
+            Fault::None
+        }
+    });
+    let faulty = writer_on(client_with(Some(refuse_u), 1), &tables);
+    let append = |pk: &str, v: &str| rec("list_append", pk, json!({"path": "l", "values": [v]}));
+    let batch = dynamo_testing::events::kinesis_batch(&[append("u", "a"), append("w", "z")]);
+
+    // When the batch is handled, then delivered again as Kinesis does: from the lowest
+    // reported sequence number on, every later record included
+    let report = faulty.handle_batch(&batch, Deadline::none()).await;
+    let failed = report.response.failed_ids();
+    assert!(failed.contains(&batch.records[0].position.id), "{failed:?}");
+    let lowest = failed.iter().min().cloned().unwrap_or_default();
+    let again = Batch {
+        kind: batch.kind,
+        records: batch
+            .records
+            .iter()
+            .filter(|r| r.position.id >= lowest)
+            .cloned()
+            .collect(),
+    };
+    let healthy = writer_on(setup.clone(), &tables);
+    assert!(healthy
+        .handle_batch(&again, Deadline::none())
+        .await
+        .response
+        .failed_ids()
+        .is_empty());
+
+    // Then each append is applied exactly once
+    let items = scan(&setup, &tables["DocumentTable"]).await;
+    assert_eq!(items["u|d"]["l"], json!(["a"]));
+    assert_eq!(
+        items["w|d"]["l"],
+        json!(["z"]),
+        "w's append was applied again by the redelivery"
     );
 }

@@ -222,3 +222,51 @@ async fn a_failed_user_record_reports_its_aggregate_once() {
         ratchet_table(&setup, &plain_tables["RatchetTable"]).await
     );
 }
+
+/// A KPL aggregate of `n` user records with empty data, all under partition key `k` (six
+/// bytes of protobuf per user record: what a buggy producer of empty records sends).
+fn aggregate_of_empty_records(n: usize) -> Vec<u8> {
+    use md5::{Digest, Md5};
+    // AggregatedRecord { partition_key_table: ["k"], records: n × { partition_key_index: 0, data: b"" } }
+    let mut message = vec![0x0A, 0x01, b'k'];
+    for _ in 0..n {
+        message.extend_from_slice(&[0x1A, 0x04, 0x08, 0x00, 0x1A, 0x00]);
+    }
+    let mut body = dynamodb_exactly_once_lambda::source::kpl::MAGIC.to_vec();
+    body.extend_from_slice(&message);
+    body.extend_from_slice(&Md5::digest(&message));
+    body
+}
+
+#[tokio::test]
+async fn an_aggregate_of_too_many_user_records_is_dead_lettered_whole() {
+    // Given one aggregate of 20,000 empty user records (120 KB)
+    let (w, _) = ratchet_writer(client()).await;
+    let body = aggregate_of_empty_records(20_000);
+    let now = dynamodb_exactly_once::ddb::clock::epoch_millis() as f64 / 1000.0;
+    let seq = "49590338271490256608559692538361571095921575989136592001";
+    let event = json!({"Records": [{"eventSource": "aws:kinesis",
+        "eventID": format!("shardId-000000000000:{seq}"),
+        "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/s",
+        "kinesis": {"data": BASE64.encode(&body), "partitionKey": "k", "sequenceNumber": seq,
+            "approximateArrivalTimestamp": now, "kinesisSchemaVersion": "1.0"}}]});
+
+    // When it is decoded, it is not expanded: it stays one record with a bounded reason
+    let batch = Batch::from_event(event).expect("kinesis");
+    assert_eq!(
+        batch.records.len(),
+        1,
+        "the aggregate was expanded into its user records"
+    );
+    let reason = dynamodb_exactly_once_lambda::source::kpl::defect(&batch.records[0])
+        .expect("an aggregate over the cap is a defect");
+    assert_eq!(reason.code, RejectionCode::BadAggregate);
+    assert!(reason.message.contains("20000"), "{}", reason.message);
+
+    // And the batch keeps it as one dead letter, byte for byte
+    let report = w.handle_batch(&batch, Deadline::none()).await;
+    assert!(report.response.failed_ids().is_empty());
+    let letters = w.dead_letters.list().await.expect("dead letters");
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].payload, body);
+}

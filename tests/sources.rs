@@ -472,3 +472,38 @@ async fn fifo_past_the_deadline_every_group_is_deferred_and_nothing_applied() {
     let now = balances(&setup, &accounts).await;
     assert_eq!((now["ann"], now["dan"]), (100, 50));
 }
+
+// ------------------------------------------------------------------- standard queues
+
+#[tokio::test]
+async fn a_standard_queue_whose_messages_carry_a_group_keeps_coalescing() {
+    // Given a standard queue (not `.fifo`) whose messages carry a MessageGroupId, as fair
+    // queues' do, and two puts on one item
+    let (w, tables) = ratchet_writer(client()).await;
+    let now = dynamodb_exactly_once::ddb::clock::epoch_millis().to_string();
+    let records: Vec<Value> = [
+        put("u", "a", 1, json!({"v": 1})),
+        put("u", "a", 2, json!({"v": 2})),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, body)| {
+        json!({"eventSource": "aws:sqs", "messageId": format!("m{i}"), "body": body.to_string(),
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:Queue",
+                "attributes": {"MessageGroupId": "tenant-1", "SentTimestamp": now}})
+    })
+    .collect();
+    let batch = Batch::from_event(json!({ "Records": records })).expect("sqs");
+
+    // When the batch is handled
+    let report = w.handle_batch(&batch, Deadline::none()).await;
+
+    // Then it is not treated as FIFO: the item's puts coalesce into one write
+    assert!(report.response.failed_ids().is_empty());
+    assert_eq!(
+        report.summary.write_calls, 1,
+        "a standard queue's batch lost coalescing"
+    );
+    let items = scan(&client(), &tables["RatchetTable"]).await;
+    assert_eq!(items["u|a"]["v"], json!(2));
+}

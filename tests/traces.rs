@@ -1,15 +1,19 @@
 //! Traces as an X-Ray / OpenTelemetry user receives them: with `OTEL_EXPORTER_OTLP_ENDPOINT`
 //! set, one invocation exports its span (a child of Lambda's X-Ray trace), a batch span and a
 //! span per DynamoDB call, before the invocation returns; an invocation X-Ray did not sample
-//! exports nothing. The collector is a loopback HTTP server that keeps what it receives.
+//! exports nothing. The collector is a loopback HTTP server that keeps what it receives. A
+//! collector that does not answer never makes the invocation answer after its deadline.
 //!
-//! Its own test binary: `telemetry::init` installs the process-wide subscriber.
+//! Its own test binary: `telemetry::init` installs the process-wide subscriber, exporting to
+//! one collector per process; the tests take turns on it.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use common::*;
 use dynamo_testing::client;
@@ -21,22 +25,38 @@ use serde_json::{json, Value};
 
 type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
-/// An OTLP/HTTP collector on a free loopback port: every request's path and body.
-fn collector() -> (String, Received) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-    let endpoint = format!("http://{}", listener.local_addr().expect("address"));
-    let received = Received::default();
-    let keep = received.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let keep = keep.clone();
-            std::thread::spawn(move || serve(stream, &keep));
-        }
-    });
-    (endpoint, received)
+/// While set, the collector holds each request this long before it answers.
+static STALLED: AtomicBool = AtomicBool::new(false);
+const STALL: Duration = Duration::from_secs(6);
+
+/// One test at a time uses the process's collector.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The process's OTLP/HTTP collector on a free loopback port (every request's path and body),
+/// installed as the trace exporter's endpoint.
+fn collector() -> Received {
+    static COLLECTOR: OnceLock<Received> = OnceLock::new();
+    COLLECTOR
+        .get_or_init(|| {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+            let endpoint = format!("http://{}", listener.local_addr().expect("address"));
+            let received = Received::default();
+            let keep = received.clone();
+            std::thread::spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    let keep = keep.clone();
+                    std::thread::spawn(move || serve(stream, &keep));
+                }
+            });
+            std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint);
+            dynamodb_exactly_once_lambda::telemetry::init();
+            received
+        })
+        .clone()
 }
 
-/// Answer HTTP/1.1 requests on one connection (keep-alive) with 200 and an empty body.
+/// Answer HTTP/1.1 requests on one connection (keep-alive) with 200 and an empty body (after
+/// [`STALL`] while [`STALLED`]).
 fn serve(stream: TcpStream, received: &Received) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut stream = stream;
@@ -70,6 +90,9 @@ fn serve(stream: TcpStream, received: &Received) {
             return;
         }
         received.lock().expect("lock").push((path, body));
+        if STALLED.load(Ordering::SeqCst) {
+            std::thread::sleep(STALL);
+        }
         let answer =
             "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
         if stream.write_all(answer.as_bytes()).is_err() {
@@ -128,9 +151,8 @@ fn event(bodies: &[Value]) -> Value {
 
 #[tokio::test]
 async fn a_batch_exports_its_invocation_batch_and_dynamodb_spans_under_the_xray_trace() {
-    let (endpoint, received) = collector();
-    std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint);
-    dynamodb_exactly_once_lambda::telemetry::init();
+    let _turn = TURN.lock().await;
+    let received = collector();
     let (w, _) = ratchet_writer(client()).await;
 
     // Given an invocation X-Ray sampled.
@@ -190,4 +212,37 @@ async fn a_batch_exports_its_invocation_batch_and_dynamodb_spans_under_the_xray_
         "an unsampled invocation exported spans"
     );
     assert!(received.lock().expect("lock").len() >= before);
+}
+
+#[tokio::test]
+async fn a_collector_that_does_not_answer_never_delays_the_answer_past_the_deadline() {
+    let _turn = TURN.lock().await;
+    let _received = collector();
+    let (w, _) = ratchet_writer(client()).await;
+    // Given a collector that holds every export longer than the invocation has left
+    STALLED.store(true, Ordering::SeqCst);
+    let budget = Duration::from_millis(3000);
+    let mut context = Context::default();
+    context.deadline =
+        dynamodb_exactly_once::ddb::clock::epoch_millis() + budget.as_millis() as u64;
+    context.xray_trace_id =
+        Some("Root=1-5759e988-bd862e3fe1be46a99427abcd;Parent=53995c3f42cd8ad8;Sampled=1".into());
+
+    // When an invocation is handled
+    let started = Instant::now();
+    let response = w
+        .handle(LambdaEvent::new(
+            event(&[put("u", "t", 1, json!({}))]),
+            context,
+        ))
+        .await
+        .expect("handled");
+    let took = started.elapsed();
+    STALLED.store(false, Ordering::SeqCst);
+
+    // Then it answers before its deadline, its record applied
+    assert!(response.failed_ids().is_empty());
+    assert!(took < budget, "answered after {took:?}");
+    // (the held export ends before the next test's turn)
+    tokio::time::sleep(STALL).await;
 }

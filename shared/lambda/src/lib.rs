@@ -6,8 +6,9 @@
 //!   responses; [`source::kpl`] expands KPL-aggregated Kinesis records.
 //! * [`pipeline`]: one batch through a protocol (parse → apply → keep what is rejected →
 //!   partial batch response), returning a report; unordered batches in one `apply`, ordered
-//!   ones (SQS FIFO by message group; Kinesis by partition key for a protocol that needs it)
-//!   a key's records in order, none after one reported for retry.
+//!   ones (SQS FIFO by message group; Kinesis by partition key for a protocol that needs it;
+//!   every batch of a protocol that is not idempotent under redelivery, by shard) a key's
+//!   records in order, none after one reported for retry.
 //! * [`dead_letter`]: the dead-letter table (keep, list in source order, remove) for records
 //!   that can never succeed, per deployment.
 //! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`.

@@ -4,9 +4,11 @@
 //! * Namespace from `METRICS_NAMESPACE` (default `DynamoStreamWrites`; `off` disables).
 //! * Dimensions `Function` (the deployed function's name, `AWS_LAMBDA_FUNCTION_NAME`, so two
 //!   stacks in one account never share a series) and `Protocol` (`ratchet-writer`,
-//!   `counter-writer`, `tx-coordinator`, `tx-sweeper`).
+//!   `counter-writer`, `document-writer`, `tx-coordinator`, `tx-sweeper`).
 //! * One count per summary field (`Records`, `WriteCalls`, `ReportedFailures`) and per outcome
-//!   label (`Applied`, `Stale`, `Invalid`, `TooOld`, ...); the sweeper's `Stale`, `RolledBack`,
+//!   label (`Applied`, `Stale`, `Invalid`, `HeldBack`, `Deferred`, ...; `Invalid` counts every
+//!   record kept as a dead letter, `too_old` ones included: the reason is in the dead letter,
+//!   not in the metric); the sweeper's `Stale`, `RolledBack`,
 //!   `Finished`, `AlreadyCompleted`, `Deleted`, `Errors`, `StoppedEarly`, `WriteCalls` and
 //!   `OldestStaleSeconds` (its lag: the oldest stale transaction's time without a heartbeat).
 //! * **They survive any application log level**: with Lambda's advanced logging controls a

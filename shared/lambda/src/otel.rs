@@ -10,15 +10,21 @@
 //! * **One trace with Lambda's**: the invocation span's parent is the X-Ray trace header Lambda
 //!   hands the invocation (`Root=…;Parent=…;Sampled=…`), and trace ids are X-Ray compatible;
 //!   X-Ray's sampling decision is kept (a `Sampled=0` invocation exports nothing).
-//! * **Nothing lost on freeze**: spans are batched in memory and flushed at the end of every
-//!   invocation ([`flush`], a blocking call to the local collector), before Lambda freezes the
-//!   environment.
+//! * **Flushed before the answer, never past the deadline**: spans are batched in memory and
+//!   flushed at the end of every invocation ([`flush`]), before Lambda freezes the
+//!   environment. The flush runs on a thread of its own and the invocation waits for it only
+//!   until the deadline's cutoff (see [`dynamodb_exactly_once::Deadline`]): a slow or absent
+//!   collector never delays the answer past the deadline.
 //!
 //! Cost when off: one environment lookup at start-up; no exporter, no layer. Failure modes:
 //! an unreachable or slow collector loses spans (bounded by the exporter's timeout, default
-//! 10 s, at each flush); it never fails an invocation or a record.
+//! 10 s, at each flush); a flush still running at the cutoff goes on in the background (while
+//! it runs, later invocations start no other flush: their spans go with a later one); it
+//! never fails an invocation or a record, nor delays its answer past the cutoff.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry::Context;
@@ -108,11 +114,55 @@ pub fn batch_span(function: &str, source: SourceKind, records: usize) -> Span {
     tracing::info_span!(target: SPAN_TARGET, "batch", function, source = ?source, records)
 }
 
-/// Export the spans finished so far (at the end of every invocation). No effect when off.
-pub fn flush() {
-    if let Some(provider) = PROVIDER.get() {
-        if let Err(err) = provider.force_flush() {
-            tracing::warn!(error = %err, "traces could not be flushed");
-        }
+/// Whether a flush is running: at most one at a time.
+static FLUSHING: AtomicBool = AtomicBool::new(false);
+
+/// Clears [`FLUSHING`] when the flush thread ends, however it ends.
+struct Flushing;
+
+impl Drop for Flushing {
+    fn drop(&mut self) {
+        FLUSHING.store(false, Ordering::Release);
+    }
+}
+
+/// Export the spans finished so far (at the end of every invocation), waiting at most `limit`
+/// for the exporter (`None`: until it is done). The blocking export runs on a thread of its
+/// own, so a flush that outlasts `limit` goes on in the background without holding the
+/// answer. No effect when traces are off.
+pub async fn flush(limit: Option<Duration>) {
+    let Some(provider) = PROVIDER.get() else {
+        return;
+    };
+    if FLUSHING.swap(true, Ordering::AcqRel) {
+        tracing::warn!(
+            "the previous trace flush is still running; these spans go with a later one"
+        );
+        return;
+    }
+    let provider = provider.clone();
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("trace-flush".into())
+        .spawn(move || {
+            let _flushing = Flushing;
+            let _ = done.send(provider.force_flush());
+        });
+    if let Err(err) = spawned {
+        FLUSHING.store(false, Ordering::Release);
+        tracing::warn!(error = %err, "traces could not be flushed: no thread for the flush");
+        return;
+    }
+    let waited = match limit {
+        None => Ok(finished.await),
+        Some(limit) => tokio::time::timeout(limit, finished).await,
+    };
+    match waited {
+        Ok(Ok(Ok(()))) | Ok(Err(_)) => {}
+        Ok(Ok(Err(err))) => tracing::warn!(error = %err, "traces could not be flushed"),
+        Err(_) => tracing::warn!(
+            waited_ms = limit.map_or(0, |l| l.as_millis()),
+            "the trace flush is still running at the deadline's cutoff; answering without it"
+        ),
     }
 }

@@ -17,6 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use dynamodb_exactly_once::batch::ANSWER_MARGIN;
 use dynamodb_exactly_once::config::Configured;
 use dynamodb_exactly_once::txn::sweep::{SweepSummary, Sweeper};
 use dynamodb_exactly_once::{Deadline, Protocol};
@@ -65,9 +66,10 @@ impl SweeperFunction {
     /// Run one sweep for this invocation.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<SweepSummary, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
-        let margin = self.sweeper.config().deadline_margin;
+        // At least the answer margin: the cutoff (and the trace flush) stays before the deadline.
+        let margin = self.sweeper.config().deadline_margin.max(ANSWER_MARGIN);
         let deadline = Deadline::from_epoch_ms(event.context.deadline, margin);
-        let summary = traced(span, self.sweeper.sweep(deadline)).await?;
+        let summary = traced(span, deadline, self.sweeper.sweep(deadline)).await?;
         crate::metrics::emit_sweep_metrics(&summary);
         Ok(summary)
     }

@@ -9,7 +9,8 @@
 //!   span ([`invocation_span`]): `request_id`, `trace_id` (X-Ray) and `function`, so "what
 //!   happened to record X" is one CloudWatch Logs Insights query.
 //! * **Traces**: with `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans go to an OTLP collector as well
-//!   (see [`crate::otel`]); [`traced`] runs an invocation in its span and flushes them.
+//!   (see [`crate::otel`]); [`traced`] runs an invocation in its span and flushes them, never
+//!   past the invocation's deadline.
 //!
 //! Payloads are never logged: rejection messages quote at most a few dozen characters of an
 //! offending value.
@@ -18,6 +19,7 @@ use std::future::Future;
 use std::io;
 use std::sync::Once;
 
+use dynamodb_exactly_once::Deadline;
 use lambda_runtime::Context;
 use tracing::{Instrument, Span};
 use tracing_subscriber::fmt::MakeWriter;
@@ -100,10 +102,12 @@ fn install() {
         .try_init();
 }
 
-/// Run one invocation's work inside `span`, then flush its trace spans (when traces are on).
-pub async fn traced<F: Future>(span: Span, work: F) -> F::Output {
+/// Run one invocation's work inside `span`, then flush its trace spans (when traces are on),
+/// waiting for the flush no later than the `deadline`'s cutoff: the answer always leaves
+/// before the deadline.
+pub async fn traced<F: Future>(span: Span, deadline: Deadline, work: F) -> F::Output {
     let output = work.instrument(span).await;
-    otel::flush();
+    otel::flush(deadline.cutoff_in()).await;
     output
 }
 

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use dynamodb_exactly_once::batch::ANSWER_MARGIN;
 use dynamodb_exactly_once::config::Configured;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{ConfigError, Deadline, Protocol};
@@ -44,8 +45,8 @@ impl<P: Protocol> Writer<P> {
     /// Every line it logs carries the invocation's request id, trace id and function name.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
-        traced(span, async {
-            let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
+        let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
+        traced(span, deadline, async {
             tracing::debug!(
                 deadline_ms = event.context.deadline,
                 now_ms = epoch_millis(),
@@ -93,10 +94,10 @@ impl<P: Protocol> Writer<P> {
 
 /// The writer function of protocol `P` from its environment: the protocol's settings
 /// (`<PREFIX>_<SETTING>`, see [`crate::settings`]), `<PREFIX>_DEAD_LETTER_TABLE` (required),
-/// `<PREFIX>_DEADLINE_MARGIN_MS` (default [`DEFAULT_DEADLINE_MARGIN`]),
-/// `<PREFIX>_DEPLOYMENT` (the name its dead letters are kept under; default the Lambda
-/// function's name, `AWS_LAMBDA_FUNCTION_NAME`) and `<PREFIX>_EVENT_TIME_POINTER` (see
-/// [`crate::event_time`]).
+/// `<PREFIX>_DEADLINE_MARGIN_MS` (default [`DEFAULT_DEADLINE_MARGIN`], at least
+/// [`ANSWER_MARGIN`], 250 ms), `<PREFIX>_DEPLOYMENT` (the name its dead letters are kept
+/// under; default the Lambda function's name, `AWS_LAMBDA_FUNCTION_NAME`) and
+/// `<PREFIX>_EVENT_TIME_POINTER` (see [`crate::event_time`]).
 pub fn writer_from_env<P: Protocol + Configured>(
     client: Client,
     spec: FunctionSpec,
@@ -109,9 +110,6 @@ pub fn writer_from_env<P: Protocol + Configured>(
         spec.name,
     )
     .for_deployment(deployment);
-    let margin = env_parse::<u64>(&spec.var("DEADLINE_MARGIN_MS"))?
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_DEADLINE_MARGIN);
     let pointer_var = spec.var("EVENT_TIME_POINTER");
     let event_time = env_opt(&pointer_var)
         .map(|p| EventTime::new(&pointer_var, p.trim()))
@@ -120,7 +118,56 @@ pub fn writer_from_env<P: Protocol + Configured>(
         function: spec.name.into(),
         protocol: spec.from_env(client)?,
         dead_letters,
-        deadline_margin: margin,
+        deadline_margin: deadline_margin_from_env(&spec)?,
         event_time,
     })
+}
+
+/// `<PREFIX>_DEADLINE_MARGIN_MS` (default [`DEFAULT_DEADLINE_MARGIN`]), at least
+/// [`ANSWER_MARGIN`]: the cutoff of work in flight (and of the trace flush) is that long before
+/// the deadline, and a smaller margin would move it to the deadline itself.
+fn deadline_margin_from_env(spec: &FunctionSpec) -> Result<Duration, ConfigError> {
+    let name = spec.var("DEADLINE_MARGIN_MS");
+    let margin = env_parse::<u64>(&name)?
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_DEADLINE_MARGIN);
+    if margin < ANSWER_MARGIN {
+        return Err(ConfigError::new(
+            &name,
+            format!(
+                "{} ms is too small: at least {} ms, the time kept to send the answer after \
+                 work in flight is cut off",
+                margin.as_millis(),
+                ANSWER_MARGIN.as_millis()
+            ),
+        ));
+    }
+    Ok(margin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_margin_below_the_answer_margin_is_refused_naming_its_variable() {
+        let spec = FunctionSpec {
+            name: "writer-test",
+            env_prefix: "WRITERTEST",
+        };
+        // Variables of this test's own prefix only: nothing else reads them.
+        assert_eq!(
+            deadline_margin_from_env(&spec).ok(),
+            Some(DEFAULT_DEADLINE_MARGIN)
+        );
+        std::env::set_var("WRITERTEST_DEADLINE_MARGIN_MS", "100");
+        let err = deadline_margin_from_env(&spec).expect_err("below 250 ms");
+        assert_eq!(err.setting, "WRITERTEST_DEADLINE_MARGIN_MS");
+        assert!(err.message.contains("at least 250 ms"), "{}", err.message);
+        std::env::set_var("WRITERTEST_DEADLINE_MARGIN_MS", "250");
+        assert_eq!(
+            deadline_margin_from_env(&spec).ok(),
+            Some(Duration::from_millis(250))
+        );
+    }
 }

@@ -183,6 +183,16 @@ pub trait Protocol: Sync {
         false
     }
 
+    /// What applying a record a second time does (Kinesis and DynamoDB Streams re-send every
+    /// record after the lowest one reported; a cut-off write may have landed). An
+    /// [`Redelivery::Idempotent`] protocol absorbs it; for any other answer the Lambda edge
+    /// applies a batch in source order, one record at a time, and stops at the first one
+    /// reported for retry, so that no record is applied before one that will come back.
+    /// Default: `Idempotent`.
+    fn redelivery(&self) -> Redelivery {
+        Redelivery::Idempotent
+    }
+
     /// How many independent units (items, transactions, ordered keys) a batch works on at
     /// once. Default: 1.
     fn concurrency(&self) -> usize {
@@ -195,6 +205,19 @@ pub trait Protocol: Sync {
         records: Vec<(usize, Self::Record)>,
         deadline: Deadline,
     ) -> impl Future<Output = Applied<Self::Outcome>> + Send;
+}
+
+/// What applying an already applied record again does: see [`Protocol::redelivery`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Redelivery {
+    /// Nothing: it is decided as a duplicate, or writes the same state again (ratchet,
+    /// counter, transactions).
+    Idempotent,
+    /// Its effect again (a plain list append), unless something else recognises it: records
+    /// must be applied in source order and none after one that will be delivered again
+    /// (document).
+    Ordered,
 }
 
 /// Time kept to answer the invocation after work in flight is abandoned.
@@ -264,9 +287,11 @@ impl Deadline {
         })
     }
 
-    /// Run `work` until it finishes or the cutoff comes (`None`: cut off). A cut-off DynamoDB
-    /// call may still land; every protocol here is idempotent under redelivery, so the
-    /// records it carried are reported for redelivery.
+    /// Run `work` until it finishes or the cutoff comes (`None`: cut off, and every result of
+    /// `work` is lost). A cut-off DynamoDB call may still land while the records it carried
+    /// are reported for redelivery: harmless for an idempotent protocol; a protocol that is not
+    /// ([`Protocol::redelivery`]) must recognise the landed write by other means (the Lambda
+    /// edge bounds one record at a time for it, so only that record is in doubt).
     pub async fn bound<F: Future>(&self, work: F) -> Option<F::Output> {
         match self.cutoff_in() {
             None => Some(work.await),

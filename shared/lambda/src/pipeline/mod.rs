@@ -2,6 +2,10 @@
 //! malformed → answer with a partial batch response, returning a [`BatchReport`] whose summary
 //! the caller logs and emits as metrics.
 //!
+//! Records rejected at parse time (malformed, too old, an aggregate kept whole) are kept
+//! first: beside the apply (unordered) or before it (ordered), never after it, so that their
+//! dead letters are not left the time the writes did not use.
+//!
 //! Each record ends in exactly one `RecordResult`:
 //!
 //! | result | reported to Lambda | where it goes |
@@ -22,16 +26,22 @@
 //! (ids in the partial batch response are named once: the user records of one aggregate share
 //! it). Then a batch takes one of two routes, child modules that only import from here:
 //!
-//! * `unordered`: the whole batch in one `apply` of the protocol, then the dead letters.
-//! * `ordered`: SQS FIFO batches (by message group) and Kinesis batches of a protocol that
-//!   needs per-key order ([`Protocol::ordered_by_key`], by partition key): a key's records one
-//!   after the other, each rejected one kept before the key goes on, a failure holding back
-//!   the key's later records.
+//! * `unordered`: the whole batch in one `apply` of the protocol, the parse-time dead letters
+//!   beside it, then the dead letters of what the protocol rejected.
+//! * `ordered`: SQS FIFO batches (by message group), Kinesis batches of a protocol that
+//!   needs per-key order ([`Protocol::ordered_by_key`], by partition key), and every batch of
+//!   a protocol that is not idempotent under redelivery ([`Protocol::redelivery`], by shard: a
+//!   stream batch, or a standard queue's batch, as one sequence): a key's records one after
+//!   the other, each bounded by the deadline on its own (what finished keeps its result at a
+//!   cut-off), each rejected one kept before the key goes on, a failure holding back the
+//!   key's later records.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use dynamodb_exactly_once::batch::RecordFailure;
+use futures::StreamExt;
+
+use dynamodb_exactly_once::batch::{RecordFailure, Redelivery};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode};
 
@@ -99,11 +109,16 @@ pub async fn process_batch<P: Protocol>(
 
 /// The key records of an ordered batch are ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OrderKey {
     /// SQS FIFO: the `MessageGroupId`.
     MessageGroup,
     /// Kinesis: the partition key.
     PartitionKey,
+    /// Kinesis and DynamoDB Streams: the shard (a delivered batch is one shard: the whole
+    /// batch in sequence order, as Lambda's restart-from-the-lowest-reported rule needs); a
+    /// standard queue's batch is one sequence too.
+    Shard,
 }
 
 impl OrderKey {
@@ -112,19 +127,20 @@ impl OrderKey {
         match self {
             OrderKey::MessageGroup => position.message_group_id.as_deref(),
             OrderKey::PartitionKey => position.partition_key.as_deref(),
+            OrderKey::Shard => Some(position.shard_id.as_deref().unwrap_or_default()),
         }
     }
 }
 
-/// Whether a batch is an SQS FIFO batch.
+/// Whether a batch is an SQS FIFO batch: its queue's ARN ends in `.fifo`. A message group id
+/// alone does not make a queue FIFO (a standard queue's fair-queue messages carry one too).
 pub fn is_fifo(batch: &Batch) -> bool {
     batch.kind == SourceKind::Sqs
         && batch.records.iter().any(|r| {
-            r.position.message_group_id.is_some()
-                || r.position
-                    .source_arn
-                    .as_deref()
-                    .is_some_and(|arn| arn.ends_with(".fifo"))
+            r.position
+                .source_arn
+                .as_deref()
+                .is_some_and(|arn| arn.ends_with(".fifo"))
         })
 }
 
@@ -132,12 +148,17 @@ pub fn is_fifo(batch: &Batch) -> bool {
 pub fn key_of<P: Protocol>(batch: &Batch, protocol: &P) -> Option<OrderKey> {
     if is_fifo(batch) {
         Some(OrderKey::MessageGroup)
+    } else if protocol.redelivery() != Redelivery::Idempotent {
+        Some(OrderKey::Shard)
     } else if batch.kind == SourceKind::Kinesis && protocol.ordered_by_key() {
         Some(OrderKey::PartitionKey)
     } else {
         None
     }
 }
+
+/// How many dead-letter writes run at once.
+const DEAD_LETTER_CONCURRENCY: usize = 8;
 
 /// A result slot per record of a batch: filled at parse time for rejected records.
 type Slots<O> = Vec<Option<RecordResult<O>>>;
@@ -182,6 +203,28 @@ impl Run<'_> {
                 error = %err, "dead letter could not be written; the record will be delivered again");
         }
         kept
+    }
+
+    /// Keep every rejected record of `slots` (several at once); one whose dead letter cannot
+    /// be written becomes `Failed`.
+    async fn keep_rejected<O>(&self, slots: &mut [Option<RecordResult<O>>]) {
+        let rejected: Vec<(usize, Rejection)> = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r {
+                Some(RecordResult::Rejected(reason)) => Some((i, reason.clone())),
+                _ => None,
+            })
+            .collect();
+        let unkept: Vec<(usize, RecordFailure)> = futures::stream::iter(rejected)
+            .map(|(i, reason)| async move { (i, self.keep(i, &reason).await) })
+            .buffer_unordered(DEAD_LETTER_CONCURRENCY)
+            .filter_map(|(i, kept)| async move { kept.err().map(|err| (i, err)) })
+            .collect()
+            .await;
+        for (i, err) in unkept {
+            slots[i] = Some(RecordResult::Failed(err));
+        }
     }
 }
 

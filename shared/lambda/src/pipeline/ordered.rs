@@ -1,12 +1,13 @@
 //! The ordered route: the records of one ordering key applied one after the other, in batch
 //! order, and none of them after one that is reported for redelivery.
 //!
-//! Which batches: an **SQS FIFO** batch (its queue ARN ends in `.fifo` or its records carry a
-//! `MessageGroupId`), ordered by message group, whatever the protocol; a **Kinesis** batch of a
-//! protocol that asks for it ([`Protocol::ordered_by_key`], e.g. the transaction
-//! coordinator), ordered by partition key (a KPL user record's own key); the parent module
-//! chooses ([`key_of`](super::key_of)). Other batches go through the protocol's `apply` whole
-//! (`unordered`).
+//! Which batches: an **SQS FIFO** batch (its queue ARN ends in `.fifo`), ordered by message
+//! group, whatever the protocol; a **Kinesis** batch of a protocol that asks for it
+//! ([`Protocol::ordered_by_key`], e.g. the transaction coordinator), ordered by partition key
+//! (a KPL user record's own key); any other batch of a protocol that is not idempotent under
+//! redelivery ([`Protocol::redelivery`], the document writer), ordered by shard: the whole
+//! batch is one sequence. The parent module chooses ([`key_of`](super::key_of)). Other
+//! batches go through the protocol's `apply` whole (`unordered`).
 //!
 //! Invariant: within a key, record `n + 1` is started only after record `n` finished, and
 //! only if `n` ended applied, decided (stale, duplicate, rolled back, …) or kept as a dead
@@ -19,9 +20,16 @@
 //! With SQS FIFO this is exactly what keeps a group in order: SQS does not deliver a group's
 //! later messages while earlier ones are in flight, and the reported messages come back in
 //! order. With Kinesis, Lambda restarts the shard from the *lowest* reported sequence number:
-//! every record after it is delivered again, also those of other keys that were applied;
-//! they apply again as duplicates (the protocols are idempotent), and the held-back records of
-//! the failed key come back after the one they waited for.
+//! every record after it is delivered again, also those of other keys that were applied. With
+//! per-key order (an idempotent protocol) they apply again as duplicates, and the held-back
+//! records of the failed key come back after the one they waited for. With the shard as the
+//! key (a protocol that is not idempotent) nothing after the first reported record was
+//! applied, so nothing is applied twice.
+//!
+//! Each record is bounded by the deadline on its own: at a cut-off only the record in flight
+//! is lost (deferred; its write may still land), the ones before it keep their results.
+//! Exception: the user records of one KPL aggregate share its sequence number, so a user
+//! record reported brings back the aggregate's earlier user records too.
 //!
 //! Cost: keys run concurrently (up to [`Protocol::concurrency`]); each record is one `apply`
 //! of one record, so a protocol's per-batch coalescing does not span records of an ordered
@@ -61,9 +69,11 @@ pub(super) async fn apply<P: Protocol>(
     run: &Run<'_>,
     protocol: &P,
     key: OrderKey,
-    slots: Slots<P::Outcome>,
+    mut slots: Slots<P::Outcome>,
     valid: Parsed<P::Record>,
 ) -> (Vec<RecordResult<P::Outcome>>, usize) {
+    // The parse-time rejections first: each is kept before its key reaches it.
+    run.keep_rejected(&mut slots).await;
     let groups = group(run.batch, key, slots, valid);
     let done: Vec<KeyResults<P::Outcome>> = futures::stream::iter(groups)
         .map(|steps| run_key(run, protocol, steps))
@@ -131,20 +141,20 @@ async fn run_key<P: Protocol>(
             continue;
         }
         let result = match step {
+            // Decided at parse time; a rejected one is already kept (or failed to be).
             Step::Decided(result) => result,
             Step::Apply(_) if run.deadline.expired() => RecordResult::Deferred,
             Step::Apply(record) => {
                 let (result, calls) = apply_one(run, protocol, i, record).await;
                 write_calls += calls;
-                result
+                match result {
+                    RecordResult::Rejected(reason) => match run.keep(i, &reason).await {
+                        Ok(()) => RecordResult::Rejected(reason),
+                        Err(err) => RecordResult::Failed(err),
+                    },
+                    other => other,
+                }
             }
-        };
-        let result = match result {
-            RecordResult::Rejected(reason) => match run.keep(i, &reason).await {
-                Ok(()) => RecordResult::Rejected(reason),
-                Err(err) => RecordResult::Failed(err),
-            },
-            other => other,
         };
         stop = match &result {
             RecordResult::Deferred => Some(Stop::Deferred),

@@ -13,14 +13,21 @@
 //!   partition key and explicit hash key from the tables;
 //! * a record that starts with the magic bytes but is not a well-formed aggregate (checksum
 //!   mismatch, protobuf that does not decode, a key index outside its table, a user record
-//!   without data, no user records at all) is kept whole, and [`defect`] gives the
-//!   `bad_aggregate` rejection with which the pipeline dead-letters it: nothing of it is
-//!   applied, nothing is lost.
+//!   without data, no user records at all, more than [`MAX_USER_RECORDS`] user records) is
+//!   kept whole, and [`defect`] gives the `bad_aggregate` rejection with which the pipeline
+//!   dead-letters it: nothing of it is applied, nothing is lost.
+//!
+//! Bounded work: an aggregate is expanded into at most [`MAX_USER_RECORDS`] records. Each
+//! user record costs its own position, parse, write or dead letter, and one failure brings the
+//! whole aggregate back; a producer that packs more (a bug: 6 bytes make an empty user record,
+//! so 1 MB holds 170,000) would exhaust the function's memory or never finish within one
+//! invocation, reported on every try. Such an aggregate is one dead letter instead.
 //!
 //! Failure reporting: when a user record is reported for redelivery, its aggregate's sequence
 //! number goes into `batchItemFailures` (once, however many of its user records failed);
 //! Lambda then delivers the whole aggregate again, and the user records that succeeded are
-//! applied again as duplicates, which the protocols absorb (they are idempotent).
+//! applied again: as duplicates by an idempotent protocol; a protocol that is not
+//! ([`Protocol::redelivery`](dynamodb_exactly_once::Protocol::redelivery)) applies them again.
 //!
 //! Cost: decoding and one MD5 over the protobuf per aggregate; no DynamoDB call. Tags of user
 //! records are not read (protobuf skips them as unknown fields).
@@ -38,6 +45,11 @@ pub const MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
 
 /// Length of the MD5 digest that ends an aggregated record.
 const DIGEST_LEN: usize = 16;
+
+/// The most user records an aggregate is expanded into; a larger one is kept whole
+/// (`bad_aggregate`). The KPL's default aggregate (51,200 bytes) of records of 5 bytes or more
+/// stays below it.
+pub const MAX_USER_RECORDS: usize = 10_000;
 
 /// A user record's place in its KPL aggregate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +164,13 @@ fn decode(body: &[u8]) -> Result<Vec<UserRecord>, String> {
         .map_err(|e| format!("the aggregate's protobuf does not decode: {e}"))?;
     if aggregate.records.is_empty() {
         return Err("the aggregate holds no user records".into());
+    }
+    if aggregate.records.len() > MAX_USER_RECORDS {
+        return Err(format!(
+            "the aggregate holds {} user records, more than the {MAX_USER_RECORDS} one \
+             invocation expands; kept whole (split it into smaller aggregates to replay it)",
+            aggregate.records.len()
+        ));
     }
     let AggregatedRecord {
         partition_key_table: keys,

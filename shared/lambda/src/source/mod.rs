@@ -7,8 +7,11 @@
 //!
 //! Partial batch responses: the `itemIdentifier` of a failed record is its Kinesis sequence
 //! number or its SQS message id. For Kinesis, Lambda restarts the shard from the *lowest*
-//! reported sequence number, so every record after it is delivered again: the protocols in this
-//! crate are idempotent, so re-delivery of records that already succeeded is harmless.
+//! reported sequence number, so every record after it is delivered again: harmless for an
+//! idempotent protocol; for one that is not ([`Protocol::redelivery`]) the pipeline stops a
+//! batch at its first reported record, so that nothing after it was applied.
+//!
+//! [`Protocol::redelivery`]: dynamodb_exactly_once::Protocol::redelivery
 //!
 //! Kinesis records in the KPL aggregation format are expanded here into their user records
 //! ([`kpl`]); each keeps its parent's sequence number as its id (what Lambda checkpoints on)

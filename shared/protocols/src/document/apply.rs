@@ -8,7 +8,7 @@ use futures::StreamExt;
 
 use super::record::DocumentRecord;
 use super::{Document, DocumentOutcome};
-use crate::batch::{Applied, Deadline, Protocol, RecordResult};
+use crate::batch::{Applied, Deadline, Protocol, RecordResult, Redelivery};
 use crate::ddb::{Cost, ErrorClass, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
 
@@ -64,6 +64,11 @@ impl Protocol for Document {
 
     fn concurrency(&self) -> usize {
         self.config.concurrency
+    }
+
+    /// A plain `list_append` applied again appends again.
+    fn redelivery(&self) -> Redelivery {
+        Redelivery::Ordered
     }
 
     async fn apply(
