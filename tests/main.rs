@@ -11,6 +11,7 @@ mod counter;
 mod dead_letters;
 mod deadline;
 mod document;
+mod document_once;
 mod kpl;
 mod lease;
 mod ratchet;

@@ -7,6 +7,8 @@
 //! * [`retry`]: the one backoff policy (exponential, jittered, bounded) and [`retry::retry`]
 //!   with a predicate.
 //! * [`item`]: the item codec (JSON ↔ attribute values, canonical keys, item sizes).
+//! * [`number`]: numbers as DynamoDB defines them (38 digits, its range, one spelling per
+//!   value), never through `f64`.
 //! * [`read`]: one item by key ([`Read`]: consistent or eventual), decoded to a type.
 //! * [`clock`]: the one clock (epoch milliseconds), injectable in tests.
 //! * [`cost`]: write requests and consumed write units, counted the same way by every protocol.
@@ -18,6 +20,7 @@ pub mod cost;
 pub mod error;
 pub mod expr;
 pub mod item;
+pub mod number;
 pub mod read;
 pub mod retry;
 
@@ -27,4 +30,5 @@ pub use cost::Cost;
 pub use error::{ErrorClass, StoreError};
 pub use expr::Placeholders;
 pub use item::{Item, ItemKey, KeyError, KeyValue};
+pub use number::{Number, NumberError};
 pub use read::Read;
