@@ -142,11 +142,15 @@ async fn replay<P: Protocol + Configured>(
     for id in &report.failed {
         println!("not replayed    {id} (transient failure; try again)");
     }
+    for id in &report.conflicted {
+        println!("conflict        {id} (decided, not applied; kept)");
+    }
     println!(
-        "{} replayed and removed, {} still rejected, {} to retry",
+        "{} replayed and removed, {} still rejected, {} to retry, {} in conflict (kept)",
         report.replayed.len(),
         report.still_rejected.len(),
-        report.failed.len()
+        report.failed.len(),
+        report.conflicted.len()
     );
     Ok(())
 }

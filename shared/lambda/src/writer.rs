@@ -6,7 +6,9 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::config::Configured;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::{ConfigError, Deadline, Protocol, RecordResult, Rejection, StoreError};
+use dynamodb_exactly_once::{
+    ConfigError, Deadline, Outcome, Protocol, RecordResult, Rejection, StoreError,
+};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use tracing::Instrument;
@@ -93,12 +95,16 @@ pub struct ReplayReport {
     pub still_rejected: Vec<(String, Rejection)>,
     /// Dead letters that failed transiently or were deferred; they stay, try again.
     pub failed: Vec<String>,
+    /// Dead letters whose record ended in `conflict` (decided, not applied); they stay, for
+    /// an operator to look at.
+    pub conflicted: Vec<String>,
 }
 
 impl<P: Protocol> Writer<P> {
     /// Run every kept record of this function through the protocol again (after a producer or
     /// configuration fix). Records that now succeed are removed from the dead-letter table;
-    /// the others stay, with their latest reason. Records older than the protocol applies
+    /// the others stay, with their latest reason, and so do records that end in `conflict`
+    /// (not applied). Records older than the protocol applies
     /// safely stay `too_old` (see [`Writer::replay_dead_letters_forced`]).
     pub async fn replay_dead_letters(&self) -> Result<ReplayReport, StoreError> {
         self.replay(AgeCheck::Enforce).await
@@ -132,6 +138,9 @@ impl<P: Protocol> Writer<P> {
             let results = self.run_batch(&batch, Deadline::none(), ages).await.results;
             for (letter, result) in group.into_iter().zip(results) {
                 match result {
+                    RecordResult::Done(outcome) if outcome.label() == "conflict" => {
+                        report.conflicted.push(letter.id.clone())
+                    }
                     RecordResult::Done(_) => {
                         self.dead_letters.remove(letter).await?;
                         report.replayed.push(letter.id.clone());

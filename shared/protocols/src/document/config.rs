@@ -68,9 +68,10 @@ impl DocumentConfig {
         format!("{}version", self.attribute_prefix)
     }
 
-    /// The operation-token slot that the guarded write creating `version` fills.
-    pub fn op_slot(&self, version: u64) -> String {
-        format!("{}op{}", self.attribute_prefix, version % OP_SLOTS)
+    /// Operation-token slot `n mod OP_SLOTS` (slot 0 holds the newest write's token; each
+    /// write shifts the others down one).
+    pub fn op_slot(&self, n: u64) -> String {
+        format!("{}op{}", self.attribute_prefix, n % OP_SLOTS)
     }
 
     /// Every operation-token slot.
