@@ -12,6 +12,7 @@ mod dead_letters;
 mod deadline;
 mod document;
 mod document_once;
+mod document_property;
 mod kpl;
 mod lease;
 mod ratchet;
