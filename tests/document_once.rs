@@ -290,3 +290,23 @@ async fn a_dead_letter_whose_replay_ends_in_conflict_is_kept() {
     assert!(report.replayed.is_empty(), "{report:?}");
     assert_eq!(writer.dead_letters.list().await.expect("list").len(), 1);
 }
+
+#[tokio::test]
+async fn a_replace_too_large_with_the_protocol_attributes_is_item_too_large() {
+    // Given a document that fits DynamoDB's 400 KB alone, but not with doc_version and the
+    // op slots the writer stores with it
+    let setup = client();
+    let table = document_table(&setup).await;
+    let writer = docs(setup, &table);
+    let big = "x".repeat(400 * 1024 - 6 - 3 - 50);
+    let body = rec("replace", "u", json!({"document": {"big": big}})).to_string();
+
+    // When it is applied
+    let results = apply_bodies(&writer, &[body.as_str()]).await;
+
+    // Then it is rejected before the write, with the size reason
+    let [RecordResult::Rejected(r)] = results.as_slice() else {
+        panic!("expected a rejection: {results:?}");
+    };
+    assert_eq!(r.code.as_str(), "item_too_large", "{r}");
+}

@@ -79,6 +79,14 @@ impl DocumentConfig {
         (0..OP_SLOTS).map(|n| self.op_slot(n))
     }
 
+    /// The most bytes the protocol's attributes add to an item (as DynamoDB counts them): the
+    /// version (a number of up to 20 digits) and every op slot (a 32-character token).
+    pub fn protocol_bytes(&self) -> usize {
+        let version = self.version_attribute().len() + 11;
+        let slots: usize = self.op_slots().map(|slot| slot.len() + 32).sum();
+        version + slots
+    }
+
     /// Whether a top-level attribute name belongs to the protocol.
     pub fn is_protocol_attribute(&self, name: &str) -> bool {
         name.starts_with(&self.attribute_prefix)
