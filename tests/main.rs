@@ -11,6 +11,8 @@ mod counter;
 mod dead_letters;
 mod deadline;
 mod document;
+mod document_once;
+mod document_property;
 mod kpl;
 mod lease;
 mod ratchet;

@@ -208,3 +208,58 @@ async fn read_modify_write_applies_its_change_once_when_a_response_is_lost() {
     assert_eq!(item["edits"], json!(1));
     assert_eq!(item["ctr_version"], json!(1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_modify_write_applies_its_change_once_when_another_writer_lands_before_the_sdk_retry()
+{
+    // Given a writer A whose first UpdateItem is applied but whose response is lost, and whose
+    // SDK retry is held
+    let setup = client();
+    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
+    let other = writer_on(setup.clone(), &tables, |_| {}, None);
+    let il = dynamo_testing::Interleaving::new();
+    il.lose_response("A", dynamo_testing::At::op("UpdateItem"));
+    il.pause_before("A", dynamo_testing::At::op("UpdateItem").attempt(2));
+    let a = Arc::new(writer_on(il.client("A", 3), &tables, |_| {}, None));
+    let key = item_key("acct#1", "settings");
+    let task = {
+        let (a, key) = (Arc::clone(&a), key.clone());
+        tokio::spawn(async move {
+            a.protocol
+                .read_modify_write(&key, 5, |current| {
+                    let seen = current
+                        .and_then(|c| c.get("edits"))
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0);
+                    Map::from_iter([("edits".into(), json!(seen + 1))])
+                })
+                .await
+        })
+    };
+
+    // When another writer moves the version before the retry is sent
+    il.wait_paused("A").await.expect("A's retry is held");
+    let label = Map::from_iter([("label".into(), json!("gold"))]);
+    let moved = other
+        .protocol
+        .put_versioned(&key, Some(1), &label)
+        .await
+        .expect("other write");
+    assert_eq!(moved, VersionOutcome::Written { version: 2 });
+    il.release("A");
+    let outcome = task.await.expect("task").expect("rmw");
+
+    // Then A's change was applied once (its own write, version 1), not again on top
+    assert!(
+        matches!(outcome, RmwOutcome::Written { version: 1, .. }),
+        "{outcome:?}"
+    );
+    let item = other
+        .protocol
+        .get_json(&key)
+        .await
+        .expect("get")
+        .expect("item");
+    assert_eq!(item["edits"], json!(1), "{item:?}");
+    assert_eq!(item["ctr_version"], json!(2));
+}

@@ -93,6 +93,9 @@ pub enum RejectionCode {
     /// A Kinesis record in the KPL aggregation format that cannot be expanded (checksum
     /// mismatch, broken protobuf, a key index out of its table, no sub-records): kept whole.
     BadAggregate,
+    /// A number DynamoDB refuses (more than 38 significant digits, outside its range) or
+    /// that the writer cannot carry exactly (it is never rounded into another value or key).
+    InvalidNumber,
     /// A code this version does not know (read from an older or newer dead letter). Stays
     /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
@@ -142,6 +145,7 @@ impl RejectionCode {
             RejectionCode::NoChangeMapping => "no_change_mapping",
             RejectionCode::InvalidChange => "invalid_change",
             RejectionCode::BadAggregate => "bad_aggregate",
+            RejectionCode::InvalidNumber => "invalid_number",
         }
     }
 }
@@ -189,7 +193,8 @@ pub fn describe(value: &serde_json::Value) -> String {
 
 /// Decode a record body into its raw struct (every field optional, so that each missing or
 /// malformed field gets its own code later): `bad_json` when the body is not JSON,
-/// `not_an_object` when it is not an object.
+/// `not_an_object` when it is not an object, `invalid_number` when one of its numbers is
+/// refused by DynamoDB or cannot be carried exactly (see [`crate::ddb::number`]).
 pub fn decode_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
         Rejection::new(
@@ -203,6 +208,8 @@ pub fn decode_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, R
             "the body must be a JSON object",
         ));
     }
+    crate::ddb::number::check_json_numbers(body)
+        .map_err(|e| Rejection::new(RejectionCode::InvalidNumber, e.to_string()))?;
     serde_json::from_value(value).map_err(|e| {
         Rejection::new(
             RejectionCode::NotAnObject,

@@ -24,6 +24,9 @@ pub const DEFAULT_OTHER_DATA_BYTES: usize = 4 * 1024;
 pub const DEFAULT_CONCURRENCY: usize = 32;
 /// Bytes of one stored key: 128 bits of SHA-256 as unpadded base64url.
 pub const KEY_BYTES: usize = 22;
+/// Token slots of versioned writes kept in an item: a write finds its own token while fewer
+/// than this many other versions landed after it.
+pub const WRITE_TOKEN_SLOTS: u64 = 4;
 /// DynamoDB's limit on an expression's length.
 pub const MAX_EXPRESSION_BYTES: usize = 4096;
 /// DynamoDB's limit on operators and functions in one expression.
@@ -45,7 +48,7 @@ pub struct CounterConfig {
     /// The table written.
     pub table: String,
     /// Prefix of the protocol attributes (`<prefix>bucket`, `<prefix>keys_<start>_<until>`,
-    /// `<prefix>version`, `<prefix>updated`, `<prefix>write_token`).
+    /// `<prefix>version`, `<prefix>updated`, `<prefix>write_token<n>`).
     pub attribute_prefix: String,
     /// Duplicates are always rejected within this time of the first application.
     pub window: Duration,
@@ -237,9 +240,20 @@ impl CounterConfig {
         format!("{}bucket", self.attribute_prefix)
     }
 
-    /// `<prefix>write_token`: the token of the last versioned write.
+    /// `<prefix>write_token`: where versions written before the token slots kept the token of
+    /// the last versioned write (read by nothing now; see [`CounterConfig::write_token_slot`]).
     pub fn write_token_attribute(&self) -> String {
         format!("{}write_token", self.attribute_prefix)
+    }
+
+    /// `<prefix>write_token<version mod 4>`: the slot of the token of the versioned write that
+    /// created `version`; the tokens of the last four versions stay readable.
+    pub fn write_token_slot(&self, version: u64) -> String {
+        format!(
+            "{}write_token{}",
+            self.attribute_prefix,
+            version % WRITE_TOKEN_SLOTS
+        )
     }
 
     /// `<prefix>version`: the version of [`Counter::put_versioned`](super::Counter::put_versioned).

@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
+use super::number::Number;
+
 /// A DynamoDB item as the SDK sees it.
 pub type Item = HashMap<String, AttributeValue>;
 
@@ -51,7 +53,9 @@ pub fn check_attribute_names(value: &Value) -> Result<(), String> {
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 
 /// A JSON object key (`{"PK":"User#1","SK":"Movie#A"}`) that was checked to be usable as an
-/// item key: non-empty, every value a non-empty string or a number.
+/// item key: non-empty, every value a non-empty string or a number DynamoDB accepts. Its
+/// canonical string and its attribute values spell each number one way, so `{"PK":1}` and
+/// `{"PK":1.0}` are one key, as they are one item for DynamoDB.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemKey {
     json: Map<String, Value>,
@@ -183,7 +187,10 @@ impl ItemKey {
                 )))
                 }
                 Value::String(s) if !s.is_empty() => {}
-                Value::Number(_) => {}
+                Value::Number(n) => {
+                    Number::from_json(n)
+                        .map_err(|e| KeyError(format!("key attribute {}: {e}", quoted())))?;
+                }
                 _ => {
                     return Err(KeyError(format!(
                         "key attribute {} must be a non-empty string or a number",
@@ -221,14 +228,27 @@ impl ItemKey {
         &self.canonical
     }
 
-    /// The key as attribute values.
+    /// The key as attribute values (numbers in their canonical spelling).
     pub fn to_item(&self) -> Result<Item, serde_dynamo::Error> {
-        serde_dynamo::to_item(&self.json)
+        self.json
+            .iter()
+            .map(|(name, value)| {
+                let value = match value {
+                    Value::Number(n) => match Number::from_json(n) {
+                        Ok(n) => AttributeValue::N(n.canonical()),
+                        Err(e) => return Err(serde::ser::Error::custom(e)),
+                    },
+                    other => serde_dynamo::to_attribute_value(other)?,
+                };
+                Ok((name.clone(), value))
+            })
+            .collect()
     }
 }
 
-/// JSON with object keys sorted at every level: equal values give equal strings whatever the
-/// order of their fields.
+/// JSON with object keys sorted at every level and numbers in their canonical spelling
+/// ([`Number::canonical`]): equal values give equal strings whatever the order of their fields
+/// and however their numbers are spelled (`1`, `1.0` and `1e0` are one DynamoDB number).
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
     write_canonical(value, &mut out);
@@ -263,6 +283,10 @@ fn write_canonical(value: &Value, out: &mut String) {
             }
             out.push(']');
         }
+        Value::Number(n) => match Number::from_json(n) {
+            Ok(n) => out.push_str(&n.canonical()),
+            Err(_) => out.push_str(&n.to_string()),
+        },
         other => out.push_str(&other.to_string()),
     }
 }
@@ -328,6 +352,19 @@ mod tests {
             canonical_json(&json!({"b":1,"a":{"y":[1,2],"x":"s"}})),
             canonical_json(&json!({"a":{"x":"s","y":[1,2]},"b":1}))
         );
+    }
+
+    #[test]
+    fn numeric_keys_are_canonical_and_within_dynamodb_limits() {
+        let one = ItemKey::from_json(&json!({"PK": 1})).expect("1");
+        for spelling in ["1.0", "1e0", "10e-1"] {
+            let json: Value =
+                serde_json::from_str(&format!(r#"{{"PK":{spelling}}}"#)).expect("json");
+            let key = ItemKey::from_json(&json).expect(spelling);
+            assert_eq!(key.canonical(), one.canonical(), "{spelling}");
+            assert_eq!(key.to_item().expect("item"), one.to_item().expect("item"));
+        }
+        assert!(ItemKey::from_json(&json!({"PK": 1e200})).is_err());
     }
 
     #[test]

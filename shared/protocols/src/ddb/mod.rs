@@ -2,6 +2,8 @@
 //!
 //! * [`retry`]: the one backoff policy (exponential, jittered, bounded).
 //! * [`item`]: the item codec (JSON ↔ attribute values, canonical keys, item sizes).
+//! * [`number`]: numbers as DynamoDB defines them (38 digits, its range, one spelling per
+//!   value), never through `f64`.
 //! * [`read`]: one item by key ([`Read`]: consistent or eventual), decoded to a type.
 //! * [`clock`]: the one clock (epoch milliseconds), injectable in tests.
 //! * [`cost`]: write requests and consumed write units, counted the same way by every protocol.
@@ -19,6 +21,7 @@ pub mod cost;
 pub mod error;
 pub(crate) mod expr;
 pub mod item;
+pub mod number;
 pub mod read;
 pub mod retry;
 
@@ -28,4 +31,5 @@ pub use cost::Cost;
 pub use error::{ErrorClass, StoreError};
 pub(crate) use expr::Placeholders;
 pub use item::{Item, ItemKey, KeyError, KeyValue};
+pub use number::{Number, NumberError};
 pub use read::Read;

@@ -68,14 +68,23 @@ impl DocumentConfig {
         format!("{}version", self.attribute_prefix)
     }
 
-    /// The operation-token slot that the guarded write creating `version` fills.
-    pub fn op_slot(&self, version: u64) -> String {
-        format!("{}op{}", self.attribute_prefix, version % OP_SLOTS)
+    /// Operation-token slot `n mod OP_SLOTS` (slot 0 holds the newest write's token; each
+    /// write shifts the others down one).
+    pub fn op_slot(&self, n: u64) -> String {
+        format!("{}op{}", self.attribute_prefix, n % OP_SLOTS)
     }
 
     /// Every operation-token slot.
     pub fn op_slots(&self) -> impl Iterator<Item = String> + '_ {
         (0..OP_SLOTS).map(|n| self.op_slot(n))
+    }
+
+    /// The most bytes the protocol's attributes add to an item (as DynamoDB counts them): the
+    /// version (a number of up to 20 digits) and every op slot (a 32-character token).
+    pub fn protocol_bytes(&self) -> usize {
+        let version = self.version_attribute().len() + 11;
+        let slots: usize = self.op_slots().map(|slot| slot.len() + 32).sum();
+        version + slots
     }
 
     /// Whether a top-level attribute name belongs to the protocol.

@@ -1,9 +1,9 @@
 //! The read-guarded operations: `list_remove` and `replace`.
 //!
 //! Both read the item, decide against that state and write conditioned on the version they
-//! read; the write creating version `v` also stores a fresh random token in the op slot
-//! `doc_op<v mod 4>`, so that a retried write whose first attempt was applied (a lost
-//! response) recognises its own token in the `ALL_OLD` item instead of acting twice.
+//! read; the write also stores its operation token in the op slots (see `token`), so that a
+//! retried write whose first attempt was applied (a lost response) recognises its own token
+//! in the `ALL_OLD` item instead of acting twice.
 //!
 //! ```text
 //!  remover A:  read v=7, "x" at [2] ──► REMOVE l[2] IF ver = 7 AND l[2] = "x"  ─► applied: ver 8, op0 = tA
@@ -11,6 +11,10 @@
 //!  remover A:                         ──► REMOVE l[2] IF ver = 7 AND …          ─► fails: ALL_OLD has op0 = tA
 //!                                                                                   → applied (once)
 //! ```
+//!
+//! A replace without `expectedVersion` that keeps losing races to other writers past its
+//! retries fails with a transient [`StoreError::Contention`]: the record is delivered again,
+//! never acknowledged unapplied.
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
@@ -21,14 +25,9 @@ use super::write::{contention, Update};
 use super::{Document, DocumentOutcome, CONDITION_NO_VERSION, CONDITION_VERSION_IS};
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, StoreError};
 
-/// `list_remove`'s update (placeholders: `{elem}` the element's path, `#ver`, `:next`,
-/// `#slot`, `:token`); its condition is the version guard `AND {elem} = :v`.
-pub const UPDATE_REMOVE_ELEMENT: &str = "REMOVE {elem} SET #ver = :next, #slot = :token";
-
-/// A fresh operation token (128 random bits, hex).
-fn new_token() -> String {
-    format!("{:032x}", rand::random::<u128>())
-}
+/// `list_remove`'s update (placeholders: `{elem}` the element's path, `#ver`, `:next`;
+/// `{tokens}` the op-slot shift); its condition is the version guard `AND {elem} = :v`.
+pub const UPDATE_REMOVE_ELEMENT: &str = "REMOVE {elem} SET #ver = :next, {tokens}";
 
 impl Document {
     /// Tries of a guarded write (the first and its retries).
@@ -72,9 +71,9 @@ impl Document {
         key: &ItemKey,
         path: &AttrPath,
         value: &AttributeValue,
+        token: &str,
         cost: &Cost,
     ) -> Result<DocumentOutcome, StoreError> {
-        let token = new_token();
         let mut state = self.read(key, Some(path)).await?;
         let mut delays = self.config.backoff.delays();
         // Elements before `from` were found unequal by DynamoDB in this version.
@@ -87,11 +86,11 @@ impl Document {
             let Some(i) = find(path.get(item), value, from) else {
                 return Ok(DocumentOutcome::Absent);
             };
-            let update = self.remove_element(path, i, value, read_version, &token);
+            let update = self.remove_element(path, i, value, read_version, token);
             let Cond::Failed { old } = self.send_update(key, update, cost).await? else {
                 return Ok(DocumentOutcome::Applied);
             };
-            if old.as_ref().is_some_and(|o| self.holds_token(o, &token)) {
+            if old.as_ref().is_some_and(|o| self.holds_token(o, token)) {
                 return Ok(DocumentOutcome::Applied); // our own write, whose response was lost
             }
             let Some(old) = old else {
@@ -123,29 +122,31 @@ impl Document {
         let elem = path.index(i).emit(&mut u.placeholders);
         let guard = version_guard(&mut u.placeholders, read_version);
         u.placeholders
-            .set_name("#slot", self.config.op_slot(read_version + 1))
             .set_value(":next", AttributeValue::N((read_version + 1).to_string()))
-            .set_value(":token", AttributeValue::S(token.to_string()))
             .set_value(":v", value.clone());
-        u.update = UPDATE_REMOVE_ELEMENT.replace("{elem}", &elem);
+        let tokens = self.shift_tokens(&mut u.placeholders, token);
+        u.update = UPDATE_REMOVE_ELEMENT
+            .replace("{elem}", &elem)
+            .replace("{tokens}", &tokens);
         u.condition = Some(format!("({guard}) AND {elem} = :v"));
         u
     }
 
     /// Replace the document over the version read (or `expected`); lost races without
-    /// `expected` are retried on the `ALL_OLD` item (bounded), then `Conflict`.
+    /// `expected` are retried on the `ALL_OLD` item (bounded), then a transient
+    /// [`StoreError::Contention`] (the record is delivered again).
     pub(super) async fn replace(
         &self,
         key: &ItemKey,
         document: &Item,
         expected: Option<u64>,
+        token: &str,
         cost: &Cost,
     ) -> Result<DocumentOutcome, StoreError> {
-        let token = new_token();
         let mut state = self.read(key, None).await?;
         let mut delays = self.config.backoff.delays();
         loop {
-            if state.as_ref().is_some_and(|s| self.holds_token(s, &token)) {
+            if state.as_ref().is_some_and(|s| self.holds_token(s, token)) {
                 return Ok(DocumentOutcome::Applied); // our own write, whose response was lost
             }
             let current = state.as_ref().map_or(0, |s| self.version_of(s));
@@ -158,25 +159,22 @@ impl Document {
                     false => DocumentOutcome::Conflict { current },
                 });
             }
-            let put = self.put_over(document, state.as_ref(), current, &token, cost);
+            let put = self.put_over(document, state.as_ref(), current, token, cost);
             let Cond::Failed { old } = put.await? else {
                 return Ok(DocumentOutcome::Applied);
             };
             state = old;
-            if expected.is_none() && !state.as_ref().is_some_and(|s| self.holds_token(s, &token)) {
+            if expected.is_none() && !state.as_ref().is_some_and(|s| self.holds_token(s, token)) {
                 match delays.next() {
                     Some(delay) => tokio::time::sleep(delay).await,
-                    None => {
-                        let current = state.as_ref().map_or(0, |s| self.version_of(s));
-                        return Ok(DocumentOutcome::Conflict { current });
-                    }
+                    None => return Err(replace_contention(self.tries())),
                 }
             }
         }
     }
 
     /// One `PutItem` of the document (which holds the key) at version `current + 1` (op slots
-    /// carried over, ours filled), conditioned on the stored version being `current`.
+    /// shifted, ours first), conditioned on the stored version being `current`.
     async fn put_over(
         &self,
         document: &Item,
@@ -187,13 +185,8 @@ impl Document {
     ) -> Result<Cond<()>, StoreError> {
         let config = &self.config;
         let mut item = document.clone();
-        for slot in config.op_slots() {
-            if let Some(t) = state.and_then(|s| s.get(&slot)) {
-                item.insert(slot, t.clone());
-            }
-        }
+        item.extend(self.shifted_slots(state, token));
         let next = current + 1;
-        item.insert(config.op_slot(next), AttributeValue::S(token.to_string()));
         item.insert(
             config.version_attribute(),
             AttributeValue::N(next.to_string()),
@@ -235,6 +228,14 @@ impl Document {
             && user
                 .into_iter()
                 .all(|(name, v)| document.get(name) == Some(v))
+    }
+}
+
+/// A blind replace that lost every race: transient, the record is delivered again.
+fn replace_contention(attempts: usize) -> StoreError {
+    StoreError::Contention {
+        what: "replace (without expectedVersion)".into(),
+        attempts,
     }
 }
 

@@ -5,10 +5,10 @@ mod config;
 mod guarded;
 mod path;
 mod record;
+mod token;
 mod values;
 mod write;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use serde_json::{Map, Value};
 
@@ -116,26 +116,35 @@ impl Document {
         cost: &Cost,
     ) -> Result<DocumentOutcome, StoreError> {
         let key = &record.key;
+        // One token for every try of this record: a try whose response was lost is found in
+        // the op slots by the next (see `token`).
+        let token = &token::new_token();
         match &record.op {
             DocumentOp::ListAppend {
                 path,
                 values,
                 unique: false,
-            } => self.list_append(key, path, values, cost).await,
+            } => self.list_append(key, path, values, token, cost).await,
             DocumentOp::ListAppend { path, values, .. } => {
-                self.list_append_unique(key, path, values, cost).await
+                self.list_append_unique(key, path, values, token, cost)
+                    .await
             }
-            DocumentOp::SetAdd { path, values } => self.set_add(key, path, values, cost).await,
+            DocumentOp::SetAdd { path, values } => {
+                self.set_add(key, path, values, token, cost).await
+            }
             DocumentOp::SetRemove { path, values } => {
-                self.set_remove(key, path, values, cost).await
+                self.set_remove(key, path, values, token, cost).await
             }
             DocumentOp::ListRemove { path, value } => {
-                self.list_remove(key, path, value, cost).await
+                self.list_remove(key, path, value, token, cost).await
             }
             DocumentOp::Replace {
                 document,
                 expected_version,
-            } => self.replace(key, document, *expected_version, cost).await,
+            } => {
+                self.replace(key, document, *expected_version, token, cost)
+                    .await
+            }
         }
     }
 
@@ -162,12 +171,5 @@ impl Document {
             .and_then(|v| v.as_n().ok())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0)
-    }
-
-    /// Whether `item` holds `token` in one of its op slots.
-    fn holds_token(&self, item: &Item, token: &str) -> bool {
-        self.config
-            .op_slots()
-            .any(|slot| matches!(item.get(&slot), Some(AttributeValue::S(t)) if t == token))
     }
 }

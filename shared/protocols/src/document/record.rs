@@ -394,11 +394,14 @@ fn document_item(
             format!("the document cannot be marshalled: {e}"),
         )
     })?;
-    let size = item_size(&item);
+    let size = item_size(&item) + config.protocol_bytes();
     if size > MAX_ITEM_BYTES {
         return Err(reject(
             RejectionCode::ItemTooLarge,
-            format!("the stored item would be {size} bytes; DynamoDB's limit is {MAX_ITEM_BYTES}"),
+            format!(
+                "the stored item would be {size} bytes with the protocol's attributes; \
+                 DynamoDB's limit is {MAX_ITEM_BYTES}"
+            ),
         ));
     }
     Ok(item)

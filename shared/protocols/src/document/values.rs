@@ -2,7 +2,9 @@
 //! distinct in DynamoDB's eyes (one spelling per number).
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde_json::{Number, Value};
+use serde_json::Value;
+
+use crate::ddb::number::Number;
 
 use crate::rejection::{Rejection, RejectionCode};
 
@@ -62,7 +64,7 @@ pub(super) fn set_values(values: Option<&Value>) -> Result<SetValues, Rejection>
     for item in items {
         let element = match (item, numbers) {
             (Value::String(s), false) => s.clone(),
-            (Value::Number(n), true) => canonical_number(n),
+            (Value::Number(n), true) => canonical_number(n)?,
             _ => return Err(mixed()),
         };
         if !out.contains(&element) {
@@ -76,19 +78,12 @@ pub(super) fn set_values(values: Option<&Value>) -> Result<SetValues, Rejection>
     })
 }
 
-/// One spelling per number value: integers without a fraction or exponent.
-fn canonical_number(n: &Number) -> String {
-    if n.is_i64() || n.is_u64() {
-        return n.to_string();
-    }
-    match n.as_f64() {
-        Some(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e15 => {
-            #[allow(clippy::cast_possible_truncation)]
-            let i = f as i64;
-            i.to_string()
-        }
-        _ => n.to_string(),
-    }
+/// One spelling per number value ([`Number::canonical`]); a number DynamoDB refuses is
+/// `invalid_number`.
+fn canonical_number(n: &serde_json::Number) -> Result<String, Rejection> {
+    Number::from_json(n)
+        .map(|n| n.canonical())
+        .map_err(|e| reject(RejectionCode::InvalidNumber, e.to_string()))
 }
 
 fn reject(code: RejectionCode, message: impl Into<String>) -> Rejection {

@@ -1,5 +1,7 @@
-//! The unguarded operations: `set_add`, `set_remove` and `list_append`, one `UpdateItem`
-//! each (a unique append retries a lost race), every one bumping the version.
+//! The operations without a read: `set_add`, `set_remove` and `list_append`, one `UpdateItem`
+//! each (a unique append retries a lost race), every one bumping the version and guarded by
+//! its operation token (applied at most once, also when the SDK sends it again: see
+//! `token`).
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
@@ -10,16 +12,19 @@ use super::values::SetValues;
 use super::{Document, DocumentOutcome, CONDITION_ITEM_EXISTS};
 use crate::ddb::{conditional, Cond, Cost, ErrorClass, ItemKey, Placeholders, StoreError};
 
-/// `list_append` (placeholders: `{p}` the list's path, `:empty`, `:vals`, `#ver`, `:one`).
+/// `list_append` (placeholders: `{p}` the list's path, `:empty`, `:vals`, `#ver`, `:one`;
+/// `{tokens}` the op-slot shift).
 pub const UPDATE_LIST_APPEND: &str =
-    "SET {p} = list_append(if_not_exists({p}, :empty), :vals) ADD #ver :one";
+    "SET {p} = list_append(if_not_exists({p}, :empty), :vals), {tokens} ADD #ver :one";
 /// The guard of a unique append: the list holds none of the values (`{absent}`: one
 /// `NOT contains({p}, :uN)` per value, joined by `AND`).
 pub const CONDITION_NONE_PRESENT: &str = "attribute_not_exists({p}) OR ({absent})";
-/// `set_add` (placeholders: `{p}` the set's path, `:set`, `#ver`, `:one`).
-pub const UPDATE_SET_ADD: &str = "ADD {p} :set, #ver :one";
-/// `set_remove` (placeholders: `{p}` the set's path, `:set`, `#ver`, `:one`).
-pub const UPDATE_SET_REMOVE: &str = "DELETE {p} :set ADD #ver :one";
+/// `set_add` (placeholders: `{p}` the set's path, `:set`, `#ver`, `:one`; `{tokens}` the
+/// op-slot shift).
+pub const UPDATE_SET_ADD: &str = "ADD {p} :set, #ver :one SET {tokens}";
+/// `set_remove` (placeholders: `{p}` the set's path, `:set`, `#ver`, `:one`; `{tokens}` the
+/// op-slot shift).
+pub const UPDATE_SET_REMOVE: &str = "DELETE {p} :set ADD #ver :one SET {tokens}";
 
 /// Values of one unique append at most (its condition must fit DynamoDB's 4 KB expressions).
 pub const MAX_UNIQUE_VALUES: usize = 20;
@@ -84,6 +89,7 @@ impl Document {
         key: &ItemKey,
         path: &AttrPath,
         values: &SetValues,
+        token: &str,
         cost: &Cost,
     ) -> Result<DocumentOutcome, StoreError> {
         let Some(set) = values.to_attribute() else {
@@ -94,8 +100,11 @@ impl Document {
         u.placeholders
             .set_value(":set", set)
             .set_value(":one", one());
-        u.update = UPDATE_SET_ADD.replace("{p}", &p);
-        self.unconditional(key, u, cost).await
+        let tokens = self.shift_tokens(&mut u.placeholders, token);
+        u.update = UPDATE_SET_ADD
+            .replace("{p}", &p)
+            .replace("{tokens}", &tokens);
+        self.once(key, u, token, cost).await
     }
 
     /// `DELETE` the elements (idempotent; DynamoDB drops the attribute with its last element);
@@ -105,6 +114,7 @@ impl Document {
         key: &ItemKey,
         path: &AttrPath,
         values: &SetValues,
+        token: &str,
         cost: &Cost,
     ) -> Result<DocumentOutcome, StoreError> {
         let Some(set) = values.to_attribute() else {
@@ -117,27 +127,37 @@ impl Document {
             .set_value(":set", set)
             .set_value(":one", one())
             .set_name("#key", key_attribute);
-        u.update = UPDATE_SET_REMOVE.replace("{p}", &p);
-        u.condition = Some(CONDITION_ITEM_EXISTS.into());
+        let tokens = self.shift_tokens(&mut u.placeholders, token);
+        u.update = UPDATE_SET_REMOVE
+            .replace("{p}", &p)
+            .replace("{tokens}", &tokens);
+        u.condition = Some(format!(
+            "{CONDITION_ITEM_EXISTS} AND {}",
+            self.token_absent()
+        ));
         Ok(match self.send_update(key, u, cost).await? {
             Cond::Done(()) => DocumentOutcome::Applied,
+            Cond::Failed { old: Some(old) } if self.holds_token(&old, token) => {
+                DocumentOutcome::Applied // our own write, whose response was lost
+            }
             Cond::Failed { .. } => DocumentOutcome::Absent,
         })
     }
 
-    /// Append the values (at-least-once); nothing is written without values.
+    /// Append the values, once; nothing is written without values.
     pub(super) async fn list_append(
         &self,
         key: &ItemKey,
         path: &AttrPath,
         values: &[AttributeValue],
+        token: &str,
         cost: &Cost,
     ) -> Result<DocumentOutcome, StoreError> {
         if values.is_empty() {
             return Ok(DocumentOutcome::Unchanged);
         }
-        self.unconditional(key, append(self, path, values), cost)
-            .await
+        let u = self.append(path, values, token);
+        self.once(key, u, token, cost).await
     }
 
     /// Append the values the list does not hold yet; a lost race learns from `ALL_OLD` which
@@ -147,6 +167,7 @@ impl Document {
         key: &ItemKey,
         path: &AttrPath,
         values: &[AttributeValue],
+        token: &str,
         cost: &Cost,
     ) -> Result<DocumentOutcome, StoreError> {
         let mut missing: Vec<AttributeValue> = Vec::with_capacity(values.len());
@@ -165,20 +186,22 @@ impl Document {
             if missing.is_empty() {
                 return Ok(DocumentOutcome::Duplicate);
             }
-            let mut u = append(self, path, &missing);
+            let mut u = self.append(path, &missing, token);
             let p = path.emit(&mut u.placeholders);
             let absent: Vec<String> = missing
                 .iter()
                 .map(|v| format!("NOT contains({p}, {})", u.placeholders.value(v.clone())))
                 .collect();
-            u.condition = Some(
-                CONDITION_NONE_PRESENT
-                    .replace("{p}", &p)
-                    .replace("{absent}", &absent.join(" AND ")),
-            );
+            let none_present = CONDITION_NONE_PRESENT
+                .replace("{p}", &p)
+                .replace("{absent}", &absent.join(" AND "));
+            u.condition = Some(format!("({none_present}) AND {}", self.token_absent()));
             let Cond::Failed { old } = self.send_update(key, u, cost).await? else {
                 return Ok(DocumentOutcome::Applied);
             };
+            if old.as_ref().is_some_and(|o| self.holds_token(o, token)) {
+                return Ok(DocumentOutcome::Applied); // our own write, whose response was lost
+            }
             let present = match old.as_ref().and_then(|o| path.get(o)) {
                 Some(AttributeValue::L(list)) => list.clone(),
                 _ => return Err(invalid(format!("`{path}` is not a list"))),
@@ -198,32 +221,40 @@ impl Document {
         }
     }
 
-    /// An update without a condition: applied or an error.
-    async fn unconditional(
+    /// An update guarded only by its token: applied, or found applied by an earlier try.
+    async fn once(
         &self,
         key: &ItemKey,
-        update: Update,
+        mut update: Update,
+        token: &str,
         cost: &Cost,
     ) -> Result<DocumentOutcome, StoreError> {
+        update.condition = Some(self.token_absent());
         match self.send_update(key, update, cost).await? {
             Cond::Done(()) => Ok(DocumentOutcome::Applied),
+            Cond::Failed { old: Some(old) } if self.holds_token(&old, token) => {
+                Ok(DocumentOutcome::Applied) // our own write, whose response was lost
+            }
             Cond::Failed { .. } => Err(StoreError::Inconsistent(
-                "an update without a condition failed its condition".into(),
+                "a write guarded by its own token failed without the token stored".into(),
             )),
         }
     }
-}
 
-/// The append update of `values` (no condition yet).
-fn append(document: &Document, path: &AttrPath, values: &[AttributeValue]) -> Update {
-    let mut u = Update::new(document);
-    let p = path.emit(&mut u.placeholders);
-    u.placeholders
-        .set_value(":empty", AttributeValue::L(Vec::new()))
-        .set_value(":vals", AttributeValue::L(values.to_vec()))
-        .set_value(":one", one());
-    u.update = UPDATE_LIST_APPEND.replace("{p}", &p);
-    u
+    /// The append update of `values` with the token shift (no condition yet).
+    fn append(&self, path: &AttrPath, values: &[AttributeValue], token: &str) -> Update {
+        let mut u = Update::new(self);
+        let p = path.emit(&mut u.placeholders);
+        u.placeholders
+            .set_value(":empty", AttributeValue::L(Vec::new()))
+            .set_value(":vals", AttributeValue::L(values.to_vec()))
+            .set_value(":one", one());
+        let tokens = self.shift_tokens(&mut u.placeholders, token);
+        u.update = UPDATE_LIST_APPEND
+            .replace("{p}", &p)
+            .replace("{tokens}", &tokens);
+        u
+    }
 }
 
 /// The version increment.

@@ -11,13 +11,22 @@
 //!       #ver = :expected                      (expected: Some(version))
 //! ```
 //!
-//! **Lost responses.** Each call writes a random token (`<prefix>write_token`) with the new
-//! version. When DynamoDB applied a write but its response was lost, the SDK's retry fails the
-//! condition (the version has moved, by that very write); `ALL_OLD` then shows the new version
-//! *with our token*, and the call reports [`VersionOutcome::Written`], not a conflict, so
-//! [`Counter::read_modify_write`] never applies its change twice. (A retry that comes after
-//! another writer has moved the version further cannot see our token any more: it reports a
-//! [`VersionOutcome::Conflict`], and our write stays the older version in the item's history.)
+//! **Lost responses.** Each call writes a random token in the slot of the version it creates
+//! (`<prefix>write_token<version mod 4>`), so the item holds the tokens of its last four
+//! versions. When DynamoDB applied a write but its response was lost, the SDK's retry fails
+//! the condition (the version has moved, by that very write); `ALL_OLD` then shows *our token*
+//! in our version's slot, and the call reports [`VersionOutcome::Written`], not a conflict.
+//! When another writer moved the version before the retry, the retry still sees our token
+//! (in our version's slot) and reports `Written`; and [`Counter::read_modify_write`] checks
+//! the tokens of its earlier tries in every item it reads before applying `change` again. So
+//! a change is applied twice only if four other versions land between our write and the
+//! check, which pushes our token out of its slot.
+//!
+//! ```text
+//!  A: read v=0, change → SET v=1, tok1 = tA IF no v   ─► applied, response lost
+//!  B:                                   SET v=2, tok2 = tB IF v = 1 ─► applied
+//!  A: (SDK retry)                       SET v=1 … IF no v ─► fails: ALL_OLD tok1 = tA → written (v=1), once
+//! ```
 
 use std::time::Duration;
 
@@ -67,12 +76,23 @@ impl Counter {
         expected: Option<u64>,
         attributes: &Map<String, Value>,
     ) -> Result<VersionOutcome, StoreError> {
+        self.put_versioned_with(key, expected, attributes, &new_token())
+            .await
+    }
+
+    /// [`Counter::put_versioned`] with the caller's token.
+    async fn put_versioned_with(
+        &self,
+        key: &ItemKey,
+        expected: Option<u64>,
+        attributes: &Map<String, Value>,
+        token: &str,
+    ) -> Result<VersionOutcome, StoreError> {
         let version = expected.map_or(1, |v| v.saturating_add(1));
         let key_item = key.to_item()?;
-        let token = format!("{:032x}", rand::random::<u128>());
         let mut p = Placeholders::default();
-        p.set_name("#tok", self.config.write_token_attribute())
-            .set_value(":tok", AttributeValue::S(token.clone()));
+        p.set_name("#tok", self.config.write_token_slot(version))
+            .set_value(":tok", AttributeValue::S(token.to_string()));
         let update = self.versioned_update(key, version, attributes, &mut p)?;
         let condition = match expected {
             None => CONDITION_VERSION_ABSENT,
@@ -96,7 +116,7 @@ impl Counter {
             .await;
         Ok(match conditional("UpdateItem", result)? {
             Cond::Done(_) => VersionOutcome::Written { version },
-            Cond::Failed { old: Some(old) } if self.is_our_write(&old, version, &token) => {
+            Cond::Failed { old: Some(old) } if self.is_our_write(&old, version, token) => {
                 VersionOutcome::Written { version }
             }
             Cond::Failed { old } => VersionOutcome::Conflict {
@@ -105,14 +125,26 @@ impl Counter {
         })
     }
 
-    /// Whether `old` is the item as our own write left it: the new version with our token
-    /// (a retry of a write whose response was lost).
+    /// Whether our write of `version` landed in `old`: our token in that version's slot, and
+    /// the item at that version or later (a retry of a write whose response was lost).
     fn is_our_write(&self, old: &Item, version: u64, token: &str) -> bool {
         let ours = old
-            .get(&self.config.write_token_attribute())
+            .get(&self.config.write_token_slot(version))
             .and_then(|t| t.as_s().ok())
             .is_some_and(|t| t == token);
-        ours && self.stored_version(old) == Some(version)
+        ours && self.stored_version(old).is_some_and(|v| v >= version)
+    }
+
+    /// The version of an earlier try whose write landed in `current` (read as JSON).
+    fn landed(&self, current: &Map<String, Value>, tries: &[(u64, String)]) -> Option<u64> {
+        let stored = current
+            .get(&self.config.version_attribute())
+            .and_then(Value::as_u64)?;
+        tries.iter().find_map(|(version, token)| {
+            let slot = current.get(&self.config.write_token_slot(*version));
+            (stored >= *version && slot.and_then(Value::as_str) == Some(token.as_str()))
+                .then_some(*version)
+        })
     }
 
     /// `SET #ver = :ver, #upd = :upd, #a<i> = :a<i>, …`, refusing key and protocol attributes.
@@ -149,7 +181,10 @@ impl Counter {
 
     /// Read the item, let `change` compute the attributes to set from it, and write them with
     /// [`Counter::put_versioned`]; on a conflict wait (the common jittered backoff) and start
-    /// again, at most `max_attempts` times.
+    /// again, at most `max_attempts` times. Before `change` runs again, the item read is
+    /// checked for the tokens of the earlier tries: one that landed after all (a lost
+    /// response) ends the call as `Written` with that try's version, so `change` is applied
+    /// once (see the module docs for the bound).
     pub async fn read_modify_write<F>(
         &self,
         key: &ItemKey,
@@ -165,27 +200,50 @@ impl Counter {
             ..RMW_BACKOFF
         };
         let mut delays = policy.delays();
+        let mut tries: Vec<(u64, String)> = Vec::new();
         for attempt in 1..=max_attempts {
             let current = self.get_json(key).await?;
+            if let Some(version) = current.as_ref().and_then(|c| self.landed(c, &tries)) {
+                return Ok(RmwOutcome::Written {
+                    version,
+                    attempts: attempt - 1,
+                });
+            }
             let expected = current
                 .as_ref()
                 .and_then(|c| c.get(&version_attribute))
                 .and_then(Value::as_u64);
             let attributes = change(current.as_ref());
-            if let VersionOutcome::Written { version } =
-                self.put_versioned(key, expected, &attributes).await?
+            let token = new_token();
+            if let VersionOutcome::Written { version } = self
+                .put_versioned_with(key, expected, &attributes, &token)
+                .await?
             {
                 return Ok(RmwOutcome::Written {
                     version,
                     attempts: attempt,
                 });
             }
+            tries.push((expected.map_or(1, |v| v.saturating_add(1)), token));
             if let Some(delay) = delays.next() {
                 tokio::time::sleep(delay).await;
             }
         }
-        Ok(RmwOutcome::GaveUp {
-            attempts: max_attempts,
+        // The last try may have landed after all (a lost response): say so rather than give up.
+        let current = self.get_json(key).await?;
+        Ok(match current.and_then(|c| self.landed(&c, &tries)) {
+            Some(version) => RmwOutcome::Written {
+                version,
+                attempts: max_attempts,
+            },
+            None => RmwOutcome::GaveUp {
+                attempts: max_attempts,
+            },
         })
     }
+}
+
+/// A fresh write token (128 random bits, hex).
+fn new_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }

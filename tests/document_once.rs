@@ -1,0 +1,316 @@
+//! The document writer applies every record exactly once under the SDK's own retries, on the
+//! item DynamoDB identifies: numeric keys follow DynamoDB's number rules, a plain append whose
+//! response was lost is not appended again, and a blind replace that kept losing races is
+//! delivered again instead of being acknowledged unapplied.
+
+use crate::common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
+use aws_sdk_dynamodb::Client;
+use common::*;
+use dynamo_testing::{client, client_with, At, Fault, FaultInjector, Interleaving};
+use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
+use dynamodb_exactly_once::{
+    Deadline, ErrorClass, ItemKey, Protocol, RecordResult, Rejection, RejectionCode,
+};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use serde_json::{json, Map, Value};
+
+async fn document_table(client: &Client) -> String {
+    dynamo_testing::template_tables(client, &["DocumentTable"]).await["DocumentTable"].clone()
+}
+
+/// A table whose partition key `PK` is a number.
+async fn numeric_key_table(client: &Client) -> String {
+    let table = format!("{}NumericDocs", dynamo_testing::unique_prefix());
+    client
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("PK")
+                .attribute_type(ScalarAttributeType::N)
+                .build()
+                .expect("definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("PK")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("schema"),
+        )
+        .send()
+        .await
+        .expect("create table");
+    table
+}
+
+fn docs(client: Client, table: &str) -> Document {
+    Document::try_new(client, DocumentConfig::new(table)).expect("valid configuration")
+}
+
+fn rec(op: &str, pk: &str, fields: Value) -> Value {
+    let mut body = json!({"op": op, "key": {"PK": pk, "SK": "d"}});
+    if let (Some(b), Value::Object(f)) = (body.as_object_mut(), fields) {
+        b.extend(f);
+    }
+    body
+}
+
+async fn stored(docs: &Document, pk: &str) -> Map<String, Value> {
+    let key = ItemKey::from_json(&json!({"PK": pk, "SK": "d"})).expect("key");
+    docs.get_json(&key).await.expect("get").expect("document")
+}
+
+/// Apply raw bodies as one batch through the protocol.
+async fn apply_bodies(docs: &Document, bodies: &[&str]) -> Vec<RecordResult<DocumentOutcome>> {
+    let mut results: Vec<Option<RecordResult<DocumentOutcome>>> =
+        bodies.iter().map(|_| None).collect();
+    let mut records = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        match docs.parse_record(body.as_bytes()) {
+            Ok(record) => records.push((i, record)),
+            Err(rejection) => results[i] = Some(RecordResult::Rejected(rejection)),
+        }
+    }
+    for (i, result) in docs.apply(records, Deadline::none()).await.results {
+        results[i] = Some(result);
+    }
+    results
+        .into_iter()
+        .map(|r| r.expect("one result per record"))
+        .collect()
+}
+
+// ----------------------------------------------------------------------- numeric keys
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numeric_keys_are_one_item_per_dynamodb_number_and_unrepresentable_numbers_are_kept() {
+    // Given a table keyed by a number, and a writer whose first append to item 1 is slow
+    let setup = client();
+    let table = numeric_key_table(&setup).await;
+    let il = Interleaving::new();
+    il.delay_before(
+        "A",
+        At::op("UpdateItem").containing("\"first\""),
+        Duration::from_millis(300),
+    );
+    let writer = docs(il.client("A", 1), &table);
+
+    // When one batch appends to `1`, `1.0` and `1e0` (one DynamoDB key), and to two numbers
+    // above 2^64 that an f64 cannot tell apart, and to numbers DynamoDB refuses
+    let append = |pk: &str, v: &str| {
+        format!(r#"{{"op":"list_append","key":{{"PK":{pk}}},"path":"l","values":["{v}"]}}"#)
+    };
+    let bodies = [
+        append("1", "first"),
+        append("1.0", "second"),
+        append("1e0", "third"),
+        append("12345678901234567890123", "big-a"),
+        append("12345678901234567890124", "big-b"),
+        append("1e126", "too-large"),
+        append("1234567890123456789012345678901234567890", "too-precise"),
+    ];
+    let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
+    let results = apply_bodies(&writer, &refs).await;
+
+    // Then the three spellings of 1 are one item, appended in record order
+    let key = ItemKey::from_json(&json!({"PK": 1})).expect("key");
+    let item = writer.get_json(&key).await.expect("get").expect("item 1");
+    assert_eq!(item["l"], json!(["first", "second", "third"]));
+    // ... and no number is rounded into another item: those that cannot be written exactly
+    // are rejected (kept as dead letters) with a bounded reason, never applied
+    let labels: Vec<&str> = results.iter().map(RecordResult::label).collect();
+    assert_eq!(
+        labels,
+        ["applied", "applied", "applied", "invalid", "invalid", "invalid", "invalid"]
+    );
+    for result in &results[3..] {
+        let RecordResult::Rejected(r) = result else {
+            panic!("expected a rejection: {result:?}");
+        };
+        assert_eq!(r.code.as_str(), "invalid_number", "{r}");
+        assert!(r.message.len() < 300, "{r}");
+    }
+    let scan = setup.scan().table_name(&table).send().await.expect("scan");
+    assert_eq!(scan.count, 1, "only item 1 exists");
+}
+
+// -------------------------------------------------------------- lost responses (SDK retry)
+
+/// `fault` on the `n`-th UpdateItem (from 0) of a client, nothing on other calls.
+fn nth_update(n: usize, fault: Fault) -> FaultInjector {
+    let updates = Arc::new(AtomicUsize::new(0));
+    FaultInjector::new(move |_, op| {
+        if op == "UpdateItem" && updates.fetch_add(1, Ordering::SeqCst) == n {
+            fault
+        } else {
+            Fault::None
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_lost_response_on_a_plain_append_or_set_op_is_applied_once() {
+    let setup = client();
+    let table = document_table(&setup).await;
+    let plain = docs(setup.clone(), &table);
+    for (n, body) in [
+        rec("list_append", "u", json!({"path": "l", "values": ["a"]})),
+        rec("set_add", "u", json!({"path": "s", "values": ["x"]})),
+        rec("set_remove", "u", json!({"path": "s", "values": ["y"]})),
+    ]
+    .iter()
+    .enumerate()
+    {
+        // Given a writer whose UpdateItem is applied but whose response is lost
+        let faults = nth_update(0, Fault::LoseResponse);
+        let faulty = docs(client_with(Some(faults.clone()), 3), &table);
+        let record = faulty
+            .parse_record(body.to_string().as_bytes())
+            .expect("valid");
+
+        // When the SDK sends it again
+        let outcome = faulty.write(&record).await.expect("write");
+
+        // Then it was applied once, and the writer knows it
+        assert_eq!(faults.injected(), 1);
+        assert_eq!(outcome, DocumentOutcome::Applied, "{body}");
+        let item = stored(&plain, "u").await;
+        assert_eq!(item["l"], json!(["a"]), "after {body}");
+        assert_eq!(item["doc_version"], json!(n + 1), "after {body}");
+    }
+}
+
+// ------------------------------------------------------------------- blind replace
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blind_replace_that_keeps_losing_races_is_delivered_again_not_acknowledged() {
+    // Given a writer that retries a lost race once, and another writer appending to the item
+    let setup = client();
+    let table = document_table(&setup).await;
+    let other = docs(setup.clone(), &table);
+    let il = Interleaving::new();
+    let mut config = DocumentConfig::new(&table);
+    config.backoff.retries = 1;
+    let replacer = Document::try_new(il.client("A", 1), config).expect("valid");
+    let append = other
+        .parse_record(
+            rec("list_append", "u", json!({"path": "l", "values": ["a"]}))
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("valid");
+    other.write(&append).await.expect("append");
+    let replace = replacer
+        .parse_record(
+            rec("replace", "u", json!({"document": {"n": 1}}))
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("valid");
+
+    // When another append lands before each of the replace's two tries
+    il.pause_before("A", At::op("PutItem"));
+    il.pause_before("A", At::op("PutItem"));
+    let task = {
+        let replacer = replacer.clone();
+        let replace = replace.clone();
+        tokio::spawn(async move {
+            replacer
+                .apply(vec![(0, replace)], Deadline::none())
+                .await
+                .results
+        })
+    };
+    for _ in 0..2 {
+        il.wait_paused("A").await.expect("paused before a PutItem");
+        other.write(&append).await.expect("append");
+        il.release("A");
+    }
+    let results = task.await.expect("task");
+
+    // Then the record is reported for redelivery (a transient contention), not acknowledged
+    let [(0, result)] = results.as_slice() else {
+        panic!("one result: {results:?}");
+    };
+    match result {
+        RecordResult::Failed(f) => assert_eq!(f.class(), ErrorClass::Transient, "{f}"),
+        other => panic!("expected a failure to deliver again, got {other:?}"),
+    }
+    // ... and its redelivery applies it
+    let outcome = replacer.write(&replace).await.expect("redelivery");
+    assert_eq!(outcome, DocumentOutcome::Applied);
+    let item = stored(&other, "u").await;
+    assert_eq!(item["n"], json!(1));
+    assert!(!item.contains_key("l"));
+}
+
+#[tokio::test]
+async fn a_dead_letter_whose_replay_ends_in_conflict_is_kept() {
+    // Given a kept replace whose expected version the document does not have
+    let client = client();
+    let tables =
+        dynamo_testing::template_tables(&client, &["DocumentTable", "DeadLetterTable"]).await;
+    let writer = dynamodb_exactly_once_lambda::Writer {
+        function: "document-writer".into(),
+        protocol: docs(client.clone(), &tables["DocumentTable"]),
+        dead_letters: DeadLetters::new(
+            client.clone(),
+            &tables["DeadLetterTable"],
+            "document-writer",
+        ),
+        deadline_margin: Duration::from_secs(1),
+        event_time: None,
+    };
+    let body = rec(
+        "replace",
+        "u",
+        json!({"document": {"n": 1}, "expectedVersion": 3}),
+    );
+    let batch = sqs_batch(&[body], 0);
+    let reason = Rejection::new(RejectionCode::ItemTooLarge, "kept for the test");
+    writer
+        .dead_letters
+        .keep(&batch.records[0], &reason)
+        .await
+        .expect("kept");
+
+    // When it is replayed and ends in `conflict` (not applied)
+    let report = writer
+        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .await
+        .expect("replay");
+
+    // Then the letter stays, to be looked at, instead of being removed as replayed
+    assert!(report.replayed.is_empty(), "{report:?}");
+    assert_eq!(writer.dead_letters.list().await.expect("list").len(), 1);
+}
+
+#[tokio::test]
+async fn a_replace_too_large_with_the_protocol_attributes_is_item_too_large() {
+    // Given a document that fits DynamoDB's 400 KB alone, but not with doc_version and the
+    // op slots the writer stores with it
+    let setup = client();
+    let table = document_table(&setup).await;
+    let writer = docs(setup, &table);
+    let big = "x".repeat(400 * 1024 - 6 - 3 - 50);
+    let body = rec("replace", "u", json!({"document": {"big": big}})).to_string();
+
+    // When it is applied
+    let results = apply_bodies(&writer, &[body.as_str()]).await;
+
+    // Then it is rejected before the write, with the size reason
+    let [RecordResult::Rejected(r)] = results.as_slice() else {
+        panic!("expected a rejection: {results:?}");
+    };
+    assert_eq!(r.code.as_str(), "item_too_large", "{r}");
+}
