@@ -12,6 +12,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use common::*;
 use dynamo_testing::{client, client_for, proxy, template_tables};
+use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
@@ -218,4 +219,87 @@ fn template_names(w: &Writer<Ratchet>, table: &str) -> std::collections::BTreeMa
             w.dead_letters.table().to_string(),
         ),
     ])
+}
+
+/// An idempotent writer at a cut-off: the items written before it keep their results (they
+/// are acknowledged, not reported and re-billed), the ones in flight or never started are
+/// reported (acknowledged only if written: the other tests of this file check that).
+async fn idempotent_cut_off_keeps_finished_items<P: dynamodb_exactly_once::Protocol>(
+    writer: impl Fn(aws_sdk_dynamodb::Client) -> Writer<P>,
+    bodies: [Value; 3],
+) {
+    // Every response takes 1.6 s; one item at a time; the invocation stops starting writes
+    // at 2 s and cuts off at 2.75 s: `a` finishes, `b` is in flight, `c` never starts.
+    let slow = client_for(
+        &proxy::delaying(Duration::from_millis(1600))
+            .await
+            .expect("proxy"),
+        None,
+        1,
+    );
+    let response = writer(slow)
+        .handle(invocation(sqs_event(&bodies)))
+        .await
+        .expect("handled");
+    let failed = response.failed_ids();
+    assert!(
+        !failed.contains(&"m0".to_string()),
+        "the item that finished before the cut-off keeps its result: {failed:?}"
+    );
+    assert!(failed.contains(&"m2".to_string()), "`c` was cut off or never started: {failed:?}");
+}
+
+#[tokio::test]
+async fn a_cut_off_counter_batch_keeps_the_items_that_finished() {
+    let direct = client();
+    let tables = template_tables(&direct, &["CounterTable", "DeadLetterTable"]).await;
+    let add = |pk: &str| json!({"key": {"PK": pk}, "add": {"n": 1}, "idempotencyKey": pk});
+    idempotent_cut_off_keeps_finished_items(
+        |client| {
+            let mut config = CounterConfig::new(&tables["CounterTable"]);
+            config.concurrency = 1;
+            Writer {
+                function: "counter-writer".into(),
+                protocol: Counter::try_new(client, config).expect("valid configuration"),
+                dead_letters: DeadLetters::new(
+                    direct.clone(),
+                    &tables["DeadLetterTable"],
+                    "counter-writer",
+                ),
+                deadline_margin: Duration::from_secs(1),
+                event_time: None,
+            }
+        },
+        [add("a"), add("b"), add("c")],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_cut_off_ratchet_batch_keeps_the_items_that_finished() {
+    let direct = client();
+    let tables = template_tables(&direct, &["RatchetTable", "DeadLetterTable"]).await;
+    idempotent_cut_off_keeps_finished_items(
+        |client| {
+            let mut config = RatchetConfig::new(&tables["RatchetTable"]);
+            config.concurrency = 1;
+            Writer {
+                function: "ratchet-writer".into(),
+                protocol: Ratchet::try_new(client, config).expect("valid configuration"),
+                dead_letters: DeadLetters::new(
+                    direct.clone(),
+                    &tables["DeadLetterTable"],
+                    "ratchet-writer",
+                ),
+                deadline_margin: Duration::from_secs(1),
+                event_time: None,
+            }
+        },
+        [
+            put("a", "s", 1, json!({})),
+            put("b", "s", 1, json!({})),
+            put("c", "s", 1, json!({})),
+        ],
+    )
+    .await;
 }

@@ -223,6 +223,10 @@ pub enum Redelivery {
 /// Time kept to answer the invocation after work in flight is abandoned.
 pub const ANSWER_MARGIN: Duration = Duration::from_millis(250);
 
+/// How much earlier than the batch a part of it (one item's writes) is cut off: the parts end
+/// first, so every part that finished keeps its result when the batch's own bound comes.
+pub const PART_MARGIN: Duration = Duration::from_millis(50);
+
 /// When a batch must stop starting new work, and when work in flight must be abandoned.
 ///
 /// Built from the invocation deadline: new work stops `margin` before it
@@ -296,6 +300,18 @@ impl Deadline {
         match self.cutoff_in() {
             None => Some(work.await),
             Some(left) => tokio::time::timeout(left, work).await.ok(),
+        }
+    }
+
+    /// Like [`Deadline::bound`] for one part of a batch (one item's writes, run beside the
+    /// others), [`PART_MARGIN`] earlier: the protocol reports the cut-off part's records as
+    /// [`RecordFailure::CutOff`] while the parts that finished keep their results.
+    pub async fn bound_part<F: Future>(&self, work: F) -> Option<F::Output> {
+        match self.cutoff_in() {
+            None => Some(work.await),
+            Some(left) => tokio::time::timeout(left.saturating_sub(PART_MARGIN), work)
+                .await
+                .ok(),
         }
     }
 }

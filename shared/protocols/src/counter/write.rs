@@ -14,7 +14,7 @@ use super::settle::{
 };
 use super::update::{chunk_entries, KeyEntry};
 use super::{Counter, CounterRecord};
-use crate::batch::{Applied, Deadline, Protocol};
+use crate::batch::{Applied, Deadline, Protocol, RecordFailure, RecordResult};
 use crate::change::{no_change_mapping, ItemChange};
 use crate::ddb::error::bounded;
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, StoreError};
@@ -319,7 +319,15 @@ impl Protocol for Counter {
                     defer(entries, &mut results);
                     return results;
                 }
-                self.write_item(key, entries, deadline, cost_ref).await
+                let indices: Vec<usize> = entries.iter().flat_map(|e| e.indices.clone()).collect();
+                let writing = self.write_item(key, entries, deadline, cost_ref);
+                match deadline.bound_part(writing).await {
+                    Some(results) => results,
+                    None => indices
+                        .into_iter()
+                        .map(|i| (i, RecordResult::Failed(RecordFailure::CutOff("UpdateItem"))))
+                        .collect(),
+                }
             })
             .buffer_unordered(self.config.concurrency)
             .collect()

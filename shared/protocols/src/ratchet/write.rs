@@ -12,7 +12,7 @@ use futures::StreamExt;
 use super::outcome::RatchetOutcome;
 use super::record::{RatchetOp, RatchetRecord};
 use super::{Ratchet, CONDITION_NEWER, CONDITION_NEWER_BIG};
-use crate::batch::{Applied, Deadline, Protocol, RecordResult};
+use crate::batch::{Applied, Deadline, Protocol, RecordFailure, RecordResult};
 use crate::change::{no_change_mapping, ItemChange};
 use crate::ddb::clock::epoch_seconds;
 use crate::ddb::{conditional, Cond, Cost, ErrorClass, Item, StoreError};
@@ -20,6 +20,14 @@ use crate::rejection::{Rejection, RejectionCode};
 
 /// Results of one key's records.
 type GroupResults = Vec<(usize, RecordResult<RatchetOutcome>)>;
+
+/// The records of a key group whose write was in flight at the cut-off.
+fn cut_off(indices: Vec<usize>, operation: &'static str) -> GroupResults {
+    indices
+        .into_iter()
+        .map(|i| (i, RecordResult::Failed(RecordFailure::CutOff(operation))))
+        .collect()
+}
 
 impl Ratchet {
     /// Write one record (no coalescing): one conditional `PutItem` (in history mode, after
@@ -258,7 +266,16 @@ impl Ratchet {
         }
         let results: Vec<GroupResults> =
             futures::stream::iter(order.into_iter().filter_map(|id| groups.remove(&id)))
-                .map(|group| self.write_group(group, deadline, cost))
+                .map(|group| async move {
+                    let indices: Vec<usize> = group.iter().map(|(i, _)| *i).collect();
+                    match deadline
+                        .bound_part(self.write_group(group, deadline, cost))
+                        .await
+                    {
+                        Some(results) => results,
+                        None => cut_off(indices, "PutItem"),
+                    }
+                })
                 .buffer_unordered(self.config.concurrency)
                 .collect()
                 .await;
