@@ -272,3 +272,64 @@ async fn a_chunk_tested_against_many_buckets_is_written_in_smaller_updates() {
     assert!(labels.iter().all(|l| l == "duplicate"), "{labels:?}");
     assert_eq!(total(&client, &tables).await, 96);
 }
+
+/// One record of key `k` that reached its source at `arrived_ms`, delivered at the writer's
+/// clock: its label.
+async fn deliver_arrived(w: &Writer<Counter>, k: &str, arrived_ms: u64) -> String {
+    let mut batch = sqs_batch(&[record("a", "d", k, json!({"n": 1}))], 0);
+    batch.records[0].position.arrived_at_ms = Some(arrived_ms);
+    let report = w.handle_batch(&batch, Deadline::none()).await;
+    report.results[0].label().to_string()
+}
+
+#[tokio::test]
+async fn a_raised_window_keeps_the_old_age_guard_until_the_old_buckets_are_gone() {
+    let client = client();
+    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let now = dynamodb_exactly_once::ddb::clock::epoch_millis() / 1000;
+    let (then, later) = (
+        Arc::new(AtomicU64::new(now - 125)),
+        Arc::new(AtomicU64::new(now)),
+    );
+    // Key k counted 125 s ago under a 60 s window (its bucket is kept 60 to 120 s).
+    let old = windowed(&client, &tables, 60, 2, &then);
+    let k = old
+        .protocol
+        .parse_record(
+            record("a", "d", "k", json!({"n": 1}))
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("valid record");
+    assert_eq!(
+        old.protocol.add(&k).await.expect("added"),
+        CounterOutcome::Applied
+    );
+    // The window is raised to 600 s, the age guard kept at the old window (the documented
+    // procedure); another key rolls the old bucket out.
+    let raised = writer_on(
+        client.clone(),
+        &tables,
+        |c| {
+            c.window = Duration::from_secs(600);
+            c.max_record_age = Some(Duration::from_secs(60));
+        },
+        Some(later.clone()),
+    );
+    assert_eq!(
+        deliver_arrived(&raised, "other", now * 1000).await,
+        "applied"
+    );
+    assert!(!stored_keys(&item_a(&client, &tables).await).contains(&hash_key("k")));
+    // k redelivered with its first arrival time: kept as too old, not counted twice.
+    assert_eq!(
+        deliver_arrived(&raised, "k", (now - 125) * 1000).await,
+        "invalid"
+    );
+    assert_eq!(total(&client, &tables).await, 2);
+    // A guard longer than the window is refused when the configuration is built.
+    let mut config = CounterConfig::new(&tables["CounterTable"]);
+    config.max_record_age = Some(Duration::from_secs(7200));
+    let refused = config.validate().expect_err("longer than the window");
+    assert_eq!(refused.setting, "max_record_age_seconds");
+}

@@ -63,6 +63,12 @@ pub struct CounterConfig {
     pub other_data_bytes: usize,
     /// How many items are written at once.
     pub concurrency: usize,
+    /// The age guard: a record that reached its source longer ago is kept as a `too_old` dead
+    /// letter instead of being counted (`None`: the window; at most the window). **After
+    /// raising `window`**, keep this at the old window for one new window: buckets written
+    /// before the raise keep their keys only for the old window, so a redelivery older than
+    /// that could count twice.
+    pub max_record_age: Option<Duration>,
     /// Item changes (DynamoDB stream records) aggregated as records (see [`Aggregation`]);
     /// `None`: changes are refused (`no_change_mapping`).
     pub aggregation: Option<Aggregation>,
@@ -82,6 +88,11 @@ pub struct Capacity {
 }
 
 impl CounterConfig {
+    /// The age guard in force: [`CounterConfig::max_record_age`], or the window.
+    pub fn record_age_limit(&self) -> Duration {
+        self.max_record_age.unwrap_or(self.window)
+    }
+
     /// Defaults for `table`.
     pub fn new(table: impl Into<String>) -> Self {
         CounterConfig {
@@ -93,6 +104,7 @@ impl CounterConfig {
             item_budget_bytes: DEFAULT_ITEM_BUDGET_BYTES,
             other_data_bytes: DEFAULT_OTHER_DATA_BYTES,
             concurrency: DEFAULT_CONCURRENCY,
+            max_record_age: None,
             aggregation: None,
         }
     }
@@ -144,6 +156,13 @@ impl CounterConfig {
     /// Check the settings, including the capacity rule
     /// `W × bucket_seconds × KEY_BYTES × max_keys_per_second + other ≤ budget`.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_record_age.is_some_and(|age| age > self.window) {
+            return Err(ConfigError::new(
+                "max_record_age_seconds",
+                "is longer than `window_seconds`: a redelivery older than the window could \
+                 count twice",
+            ));
+        }
         self.check_names()?;
         self.check_figures()?;
         self.check_capacity()

@@ -14,6 +14,7 @@ impl FromSettings for CounterConfig {
         "item_budget_bytes",
         "other_data_bytes",
         "concurrency",
+        "max_record_age_seconds",
         "change_group_by",
         "change_key_attribute",
         "change_sort_key",
@@ -22,7 +23,8 @@ impl FromSettings for CounterConfig {
     ];
 
     /// `table` (required), `attribute_prefix`, `window_seconds`, `window_buckets`,
-    /// `max_keys_per_second`, `item_budget_bytes`, `other_data_bytes`, `concurrency`, and the
+    /// `max_keys_per_second`, `item_budget_bytes`, `other_data_bytes`, `concurrency`,
+    /// `max_record_age_seconds` (the age guard; default the window), and the
     /// aggregation of item changes: `change_group_by` (set: changes aggregated),
     /// `change_key_attribute` (default `PK`), `change_sort_key` (`attribute:value`, a constant
     /// sort key), `change_count` (a counter of live items) and `change_sum`
@@ -36,6 +38,9 @@ impl FromSettings for CounterConfig {
         s.set(&mut c.item_budget_bytes, "item_budget_bytes")?;
         s.set(&mut c.other_data_bytes, "other_data_bytes")?;
         s.set(&mut c.concurrency, "concurrency")?;
+        if let Some(secs) = s.parse::<u64>("max_record_age_seconds")? {
+            c.max_record_age = Some(std::time::Duration::from_secs(secs));
+        }
         c.aggregation = aggregation_from_settings(s)?;
         Ok(c)
     }

@@ -298,7 +298,7 @@ impl Protocol for Counter {
     /// The duplicate window: an older record's key may have left the item, so applying it
     /// could count it twice.
     fn max_record_age(&self) -> Option<std::time::Duration> {
-        Some(self.config.window)
+        Some(self.config.record_age_limit())
     }
 
     fn concurrency(&self) -> usize {

@@ -36,6 +36,12 @@ pub struct RatchetConfig {
     pub tombstone_ttl: Duration,
     /// How many keys are written at once.
     pub concurrency: usize,
+    /// The age guard: a record that reached its source longer ago is kept as a `too_old` dead
+    /// letter instead of being applied (`None`: the tombstone lifetime; at most that).
+    /// **After raising `tombstone_ttl`**, keep this at the old lifetime for one new lifetime:
+    /// tombstones written before the raise expire after the old one, so an older put could
+    /// revive their items.
+    pub max_record_age: Option<Duration>,
     /// History mode: every record also lands in this table at its own `(key, ts, tie-break)`
     /// row (see the module's `# History mode` section); `None`: no history.
     pub history_table: Option<String>,
@@ -45,6 +51,11 @@ pub struct RatchetConfig {
 }
 
 impl RatchetConfig {
+    /// The age guard in force: [`RatchetConfig::max_record_age`], or the tombstone lifetime.
+    pub fn record_age_limit(&self) -> Duration {
+        self.max_record_age.unwrap_or(self.tombstone_ttl)
+    }
+
     /// Defaults for `table`.
     pub fn new(table: impl Into<String>) -> Self {
         RatchetConfig {
@@ -55,6 +66,7 @@ impl RatchetConfig {
             tie_break_attribute: DEFAULT_TIE_BREAK_ATTRIBUTE.into(),
             tombstone_ttl: DEFAULT_TOMBSTONE_TTL,
             concurrency: DEFAULT_CONCURRENCY,
+            max_record_age: None,
             history_table: None,
             replication: None,
         }
@@ -66,6 +78,16 @@ impl RatchetConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.table.is_empty() {
             return Err(ConfigError::new("table", "must not be empty"));
+        }
+        if self
+            .max_record_age
+            .is_some_and(|age| age > self.tombstone_ttl)
+        {
+            return Err(ConfigError::new(
+                "max_record_age_seconds",
+                "is longer than `tombstone_ttl_seconds`: a put older than the tombstone \
+                 lifetime could revive a deleted item",
+            ));
         }
         let names = self.protocol_attributes();
         for (i, n) in names.iter().enumerate() {
@@ -126,12 +148,14 @@ impl FromSettings for RatchetConfig {
         "tie_break_attribute",
         "tombstone_ttl_seconds",
         "concurrency",
+        "max_record_age_seconds",
         "history_table",
         "changes",
         "change_skip_attributes",
     ];
 
     /// `table` (required), the attribute names, `tombstone_ttl_seconds`, `concurrency`,
+    /// `max_record_age_seconds` (the age guard; default the tombstone lifetime),
     /// `history_table` (history mode), `changes` (`replicate`: item changes replicated;
     /// unset or `none`: refused) and `change_skip_attributes` (comma-separated names or
     /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]).
@@ -143,6 +167,9 @@ impl FromSettings for RatchetConfig {
         s.set(&mut c.tie_break_attribute, "tie_break_attribute")?;
         s.set_secs(&mut c.tombstone_ttl, "tombstone_ttl_seconds")?;
         s.set(&mut c.concurrency, "concurrency")?;
+        if let Some(secs) = s.parse::<u64>("max_record_age_seconds")? {
+            c.max_record_age = Some(Duration::from_secs(secs));
+        }
         c.history_table = s.get("history_table");
         c.replication = match s.get("changes").as_deref() {
             None | Some("none") => None,

@@ -95,6 +95,24 @@ impl Ratchet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::Protocol;
+
+    #[test]
+    fn the_age_guard_is_the_tombstone_lifetime_unless_kept_lower_and_never_longer() {
+        let mut config = RatchetConfig::new("t");
+        config.tombstone_ttl = std::time::Duration::from_secs(600);
+        assert_eq!(config.record_age_limit().as_secs(), 600);
+        // Raised from 60 s: the guard stays at the old lifetime for one new lifetime.
+        config.max_record_age = Some(std::time::Duration::from_secs(60));
+        let conf = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .build();
+        let ratchet = Ratchet::try_new(Client::from_conf(conf), config.clone()).expect("valid");
+        assert_eq!(ratchet.max_record_age().map(|d| d.as_secs()), Some(60));
+        config.max_record_age = Some(std::time::Duration::from_secs(601));
+        let refused = config.validate().expect_err("longer than the lifetime");
+        assert_eq!(refused.setting, "max_record_age_seconds");
+    }
 
     fn ratchet() -> Ratchet {
         let conf = aws_sdk_dynamodb::Config::builder()

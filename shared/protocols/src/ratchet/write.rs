@@ -217,7 +217,7 @@ impl Protocol for Ratchet {
 
     /// The tombstone lifetime: an older put may arrive after its item's tombstone expired.
     fn max_record_age(&self) -> Option<std::time::Duration> {
-        Some(self.config.tombstone_ttl)
+        Some(self.config.record_age_limit())
     }
 
     fn concurrency(&self) -> usize {
