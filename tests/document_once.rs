@@ -314,3 +314,43 @@ async fn a_replace_too_large_with_the_protocol_attributes_is_item_too_large() {
     };
     assert_eq!(r.code.as_str(), "item_too_large", "{r}");
 }
+
+#[tokio::test]
+async fn a_delivery_whose_write_landed_unanswered_is_recognised_when_it_comes_again() {
+    // Given a document writer without SDK retries whose first UpdateItem lands but loses its
+    // response (what a write cut off at the deadline, or a response lost on the last SDK
+    // attempt, leaves behind)
+    let direct = client();
+    let tables =
+        dynamo_testing::template_tables(&direct, &["DocumentTable", "DeadLetterTable"]).await;
+    let flaky = client_with(Some(nth_update(0, Fault::LoseResponse)), 1);
+    let writer = dynamodb_exactly_once_lambda::Writer {
+        function: "document-writer".into(),
+        protocol: docs(flaky, &tables["DocumentTable"]),
+        dead_letters: DeadLetters::new(
+            direct.clone(),
+            &tables["DeadLetterTable"],
+            "document-writer",
+        ),
+        deadline_margin: Duration::from_secs(1),
+        event_time: None,
+    };
+    let batch = sqs_batch(
+        &[rec(
+            "list_append",
+            "landed",
+            json!({"path": "l", "values": ["x"]}),
+        )],
+        0,
+    );
+    // When the delivery fails (the write applied) and the source delivers the record again
+    let first = writer.handle_batch(&batch, Deadline::none()).await;
+    assert_eq!(first.response.failed_ids().len(), 1);
+    let again = writer.handle_batch(&batch, Deadline::none()).await;
+    assert!(again.response.failed_ids().is_empty());
+    // Then the value is in the list once: the redelivery carries the same op token (derived
+    // from the delivery's source identity) and finds it in the item's op slots
+    let item = stored(&docs(direct, &tables["DocumentTable"]), "landed").await;
+    assert_eq!(item["l"], json!(["x"]));
+    assert_eq!(again.results[0].label(), "applied");
+}

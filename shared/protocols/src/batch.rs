@@ -155,6 +155,16 @@ pub trait Protocol: Sync {
     /// Parse and validate one record body.
     fn parse(&self, body: &[u8]) -> Result<Self::Record, Rejection>;
 
+    /// Parse one record body delivered under `delivery`, a stable identity of the record in
+    /// its source (the stream, shard and sequence number, or the queue and message id): the
+    /// same on every redelivery of the record. The default ignores it. A protocol that is not
+    /// idempotent under redelivery ([`Protocol::redelivery`]) derives its op tokens from it,
+    /// so that a redelivered record whose write landed unanswered is recognised.
+    fn parse_delivered(&self, body: &[u8], delivery: &str) -> Result<Self::Record, Rejection> {
+        let _ = delivery;
+        self.parse(body)
+    }
+
     /// Map one item change (a DynamoDB stream record) to a record, under the mapping the
     /// protocol's settings chose. The default takes none (`no_change_mapping`).
     fn parse_change(&self, change: &ItemChange) -> Result<Self::Record, Rejection> {

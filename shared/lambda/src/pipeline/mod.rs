@@ -258,7 +258,9 @@ fn parse_all<P: Protocol>(
 fn parse<P: Protocol>(protocol: &P, record: &SourceRecord) -> Result<P::Record, Rejection> {
     match record.position.kind {
         SourceKind::DynamoDb => protocol.parse_change(&decode_change(&record.body)?),
-        SourceKind::Kinesis | SourceKind::Sqs => protocol.parse(&record.body),
+        SourceKind::Kinesis | SourceKind::Sqs => {
+            protocol.parse_delivered(&record.body, &record.position.delivery_id())
+        }
     }
 }
 

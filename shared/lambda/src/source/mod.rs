@@ -79,6 +79,28 @@ pub struct SourcePosition {
     pub arrived_at_ms: Option<u64>,
 }
 
+impl SourcePosition {
+    /// The record's identity in its source, the same on every delivery of it:
+    /// `<kind>|<stream or queue ARN>|<shard>|<sequence number or message id>[:<sub-sequence>]`
+    /// (a protocol that is not idempotent derives its op tokens from it).
+    pub fn delivery_id(&self) -> String {
+        let kind = match self.kind {
+            SourceKind::Kinesis => "kinesis",
+            SourceKind::Sqs => "sqs",
+            SourceKind::DynamoDb => "dynamodb",
+        };
+        let arn = self.source_arn.as_deref().unwrap_or("-");
+        let shard = self.shard_id.as_deref().unwrap_or("-");
+        match &self.sub_record {
+            Some(sub) => format!(
+                "{kind}|{arn}|{shard}|{}:{}",
+                self.id, sub.sub_sequence_number
+            ),
+            None => format!("{kind}|{arn}|{shard}|{}", self.id),
+        }
+    }
+}
+
 /// One record of a batch: its raw body and its position.
 #[derive(Debug, Clone)]
 pub struct SourceRecord {

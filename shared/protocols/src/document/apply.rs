@@ -62,6 +62,10 @@ impl Protocol for Document {
         self.parse_record(body)
     }
 
+    fn parse_delivered(&self, body: &[u8], delivery: &str) -> Result<DocumentRecord, Rejection> {
+        Ok(self.parse_record(body)?.delivered_as(delivery))
+    }
+
     fn concurrency(&self) -> usize {
         self.config.concurrency
     }

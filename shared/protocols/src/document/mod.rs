@@ -116,9 +116,9 @@ impl Document {
         cost: &Cost,
     ) -> Result<DocumentOutcome, StoreError> {
         let key = &record.key;
-        // One token for every try of this record: a try whose response was lost is found in
-        // the op slots by the next (see `token`).
-        let token = &token::new_token();
+        // One token for every try of this record (and every delivery, when it came from a
+        // source): a try whose response was lost is found in the op slots by the next.
+        let token = &record.token.clone().unwrap_or_else(token::new_token);
         match &record.op {
             DocumentOp::ListAppend {
                 path,

@@ -89,6 +89,8 @@ impl DocumentOp {
 pub struct DocumentRecord {
     pub(crate) key: ItemKey,
     pub(crate) op: DocumentOp,
+    /// The op token of every try of this record; `None`: a fresh one per write call.
+    pub(crate) token: Option<String>,
 }
 
 impl DocumentRecord {
@@ -100,6 +102,14 @@ impl DocumentRecord {
     /// What to do.
     pub fn op(&self) -> &DocumentOp {
         &self.op
+    }
+
+    /// The same record, its op token derived from `delivery` (a stable identity of the
+    /// record in its source): every delivery of the record writes the same token, so one
+    /// that finds it in the item's op slots knows its write already landed.
+    pub fn delivered_as(mut self, delivery: &str) -> Self {
+        self.token = Some(super::token::delivery_token(delivery));
+        self
     }
 }
 
@@ -264,7 +274,11 @@ pub(crate) fn validate(
         }
         None => return Err(reject(RejectionCode::UnknownOp, "`op` is missing or not a string")),
     };
-    Ok(DocumentRecord { key, op })
+    Ok(DocumentRecord {
+        key,
+        op,
+        token: None,
+    })
 }
 
 /// The record's path: parsed, and neither a key nor a protocol attribute.

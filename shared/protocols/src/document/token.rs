@@ -15,6 +15,14 @@
 //!
 //! The answer is exact while fewer than [`OP_SLOTS`] other writes of the item land between
 //! the lost response and the retry (the SDK retries within seconds).
+//!
+//! A record that comes through a batch source carries a token derived from its delivery
+//! identity (stream, shard and sequence number, or queue and message id;
+//! [`DocumentRecord::delivered_as`](super::DocumentRecord::delivered_as)), so the same holds
+//! across deliveries: a write that landed while its delivery failed (a response lost on the
+//! last SDK attempt, a write cut off at the deadline) is recognised when the source delivers
+//! the record again, as long as fewer than [`OP_SLOTS`] other writes of the item landed since.
+//! (An SQS message moved back from a redrive queue is a new message: it is not recognised.)
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -25,6 +33,13 @@ use crate::ddb::{Item, Placeholders};
 /// A fresh operation token (128 random bits, hex).
 pub(super) fn new_token() -> String {
     format!("{:032x}", rand::random::<u128>())
+}
+
+/// The operation token of a record delivered as `delivery`: 128 bits of its SHA-256, hex
+/// (the same on every delivery; another record's differs).
+pub(super) fn delivery_token(delivery: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(delivery.as_bytes())[..16])
 }
 
 impl Document {
