@@ -4,6 +4,11 @@
 //! redelivery of the failed records; each item must end as applying each record exactly once
 //! in source order would leave it, with one version per applied write.
 //!
+//! A second property sends the records through the writer's pipeline as Kinesis or SQS
+//! batches, with responses lost on any attempt (the last included), refused calls and
+//! deadline cut-offs, and redelivers as the source would: SQS the reported records, Kinesis
+//! every record from the lowest reported one on.
+//!
 //! `DOC_PROPERTY_SEED=<n>` replays one run (the seed is printed); `DOC_PROPERTY_CASES=<n>`
 //! changes the number of cases (default 50).
 
@@ -12,12 +17,18 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::config::retry::{RetryPartition, TokenBucket};
 use aws_sdk_dynamodb::Client;
+use dynamo_testing::events;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentRecord};
 use dynamodb_exactly_once::{Deadline, ItemKey, Protocol, RecordResult};
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::source::{Batch, SourceKind};
+use dynamodb_exactly_once_lambda::Writer;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Map, Value};
+use std::time::Duration;
 
 const ITEMS: usize = 2;
 const RECORDS: usize = 8;
@@ -137,6 +148,9 @@ struct Faults {
     /// Per request body: attempts seen, and whether it is refused.
     requests: HashMap<String, (u32, bool)>,
     on: bool,
+    /// Lose responses on the last attempt too (the write landed, the record fails: only the
+    /// delivery's op token can recognise it when the record comes again).
+    lose_last: bool,
 }
 
 fn injector(faults: Arc<Mutex<Faults>>) -> FaultInjector {
@@ -153,9 +167,12 @@ fn injector(faults: Arc<Mutex<Faults>>) -> FaultInjector {
         let request = f.requests.entry(body.to_string()).or_insert((0, refuse));
         request.0 += 1;
         let write = op == "UpdateItem" || op == "PutItem";
+        let lose_last = f.lose_last;
         match *request {
             (_, true) => Fault::Refuse,
-            (attempt, false) if write && lose && attempt < ATTEMPTS => Fault::LoseResponse,
+            (attempt, false) if write && lose && (lose_last || attempt < ATTEMPTS) => {
+                Fault::LoseResponse
+            }
             _ => Fault::None,
         }
     })
@@ -167,6 +184,7 @@ async fn one_case(seed: u64, table: &str, case: usize) -> Result<(), String> {
         rng: StdRng::seed_from_u64(seed ^ 0x9e37_79b9),
         requests: HashMap::new(),
         on: true,
+        lose_last: false,
     }));
     // A retry quota of its own, unlimited: the SDK's shared quota runs dry after ~100 retries
     // in a process, and a write whose every response was lost is then redelivered (applied
@@ -195,9 +213,8 @@ async fn one_case(seed: u64, table: &str, case: usize) -> Result<(), String> {
             .map_err(|r| r.to_string())?;
         pending.push((i, record));
     }
-    // SQS style: every delivery carries the records reported failed, in source order.
-    // (Kinesis style, restart from the lowest failed sequence number, needs the edge to stop
-    // at the first failure of a shard, issue 17 finding 2: add that delivery here with it.)
+    // SQS style: every delivery carries the records reported failed, in source order (the
+    // Kinesis restart from the lowest reported record is `through_the_pipeline` below).
     for delivery in 0.. {
         if pending.is_empty() {
             break;
@@ -266,6 +283,125 @@ async fn every_document_record_applies_once_in_source_order_under_lost_responses
     for case in 0..cases {
         let case_seed = seed.wrapping_add(case);
         if let Err(e) = one_case(case_seed, &table, usize::try_from(case).unwrap_or(0)).await {
+            panic!("DOC_PROPERTY_SEED={seed}, case {case} (seed {case_seed}): {e}");
+        }
+    }
+}
+
+/// A faulty client with a retry quota of its own (see `one_case`).
+fn faulty_client(faults: &Arc<Mutex<Faults>>, seed: u64) -> Client {
+    let partition = RetryPartition::custom(format!("document-pipeline-{seed}"))
+        .token_bucket(TokenBucket::unlimited())
+        .build();
+    let faulty = client_with(Some(injector(Arc::clone(faults))), ATTEMPTS);
+    Client::from_conf(
+        faulty
+            .config()
+            .to_builder()
+            .retry_partition(partition)
+            .build(),
+    )
+}
+
+/// One case through the pipeline: the writer on a Kinesis or an SQS batch, redelivered as
+/// the source would until every record is acknowledged.
+async fn pipeline_case(
+    seed: u64,
+    tables: &BTreeMap<String, String>,
+    case: usize,
+) -> Result<(), String> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let faults = Arc::new(Mutex::new(Faults {
+        rng: StdRng::seed_from_u64(seed ^ 0x5bd1_e995),
+        requests: HashMap::new(),
+        on: true,
+        lose_last: true,
+    }));
+    let docs = Document::try_new(
+        faulty_client(&faults, seed),
+        DocumentConfig::new(&tables["DocumentTable"]),
+    )
+    .map_err(|e| e.to_string())?;
+    let writer = Writer {
+        function: "document-writer".into(),
+        protocol: docs,
+        dead_letters: DeadLetters::new(client(), &tables["DeadLetterTable"], "document-writer"),
+        deadline_margin: Duration::from_millis(250),
+        event_time: None,
+    };
+    let kinesis = rng.random_bool(0.5);
+    let pks: Vec<String> = (0..ITEMS).map(|i| format!("p{case}s{seed}i{i}")).collect();
+    let mut models: BTreeMap<String, Model> = BTreeMap::new();
+    let mut bodies = Vec::new();
+    for _ in 0..RECORDS {
+        let pk = &pks[rng.random_range(0..ITEMS)];
+        let (op, body) = random_op(&mut rng, pk);
+        models.entry(pk.clone()).or_default().apply(&op);
+        bodies.push(body);
+    }
+    let kind = if kinesis {
+        SourceKind::Kinesis
+    } else {
+        SourceKind::Sqs
+    };
+    let all = events::batch(kind, &bodies, 0);
+    let mut pending: Vec<usize> = (0..RECORDS).collect();
+    for delivery in 0.. {
+        if pending.is_empty() {
+            break;
+        }
+        if delivery == 6 {
+            faults.lock().map_err(|e| e.to_string())?.on = false;
+        }
+        if delivery > 12 {
+            return Err(format!("{} records still reported", pending.len()));
+        }
+        let batch = Batch {
+            kind,
+            records: pending.iter().map(|i| all.records[*i].clone()).collect(),
+        };
+        // Some deliveries get a budget of a few tens of ms: writes in flight are cut off.
+        let deadline = if rng.random_bool(0.3) {
+            let budget = 250 + rng.random_range(1..40);
+            Deadline::from_epoch_ms(epoch_millis() + budget, Duration::from_millis(250))
+        } else {
+            Deadline::none()
+        };
+        let report = writer.handle_batch(&batch, deadline).await;
+        let failed: BTreeSet<String> = report.response.failed_ids().into_iter().collect();
+        let reported: Vec<usize> = pending
+            .iter()
+            .copied()
+            .filter(|i| failed.contains(&all.records[*i].position.id))
+            .collect();
+        pending = match (kinesis, reported.first()) {
+            // Kinesis: the shard restarts at the lowest reported record.
+            (true, Some(lowest)) => pending.into_iter().filter(|i| i >= lowest).collect(),
+            _ => reported,
+        };
+    }
+    faults.lock().map_err(|e| e.to_string())?.on = false;
+    check(&writer.protocol, &pks, &models).await
+}
+
+#[tokio::test]
+async fn through_the_pipeline_every_record_applies_once_under_kinesis_and_sqs_redelivery() {
+    let seed: u64 = std::env::var("DOC_PROPERTY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    let cases: u64 = std::env::var("DOC_PROPERTY_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    println!("DOC_PROPERTY_SEED={seed}");
+    let setup = client();
+    let tables =
+        dynamo_testing::template_tables(&setup, &["DocumentTable", "DeadLetterTable"]).await;
+    for case in 0..cases {
+        let case_seed = seed.wrapping_add(case);
+        if let Err(e) = pipeline_case(case_seed, &tables, usize::try_from(case).unwrap_or(0)).await
+        {
             panic!("DOC_PROPERTY_SEED={seed}, case {case} (seed {case_seed}): {e}");
         }
     }
