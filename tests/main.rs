@@ -27,5 +27,6 @@ mod txn_check;
 mod txn_conflicts;
 mod txn_interleave;
 mod txn_long;
+mod txn_numbers;
 mod txn_sweep;
 mod versioning;

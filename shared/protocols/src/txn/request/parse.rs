@@ -146,6 +146,10 @@ pub fn parse_message(body: &[u8], allowed: &BTreeSet<String>) -> Result<TxMessag
     if !value.is_object() {
         return Err(not_an_object());
     }
+    // Every number from its text: one DynamoDB refuses, or one the parsed value cannot carry
+    // exactly (it would be rounded through f64 into another amount or another key), is refused.
+    crate::ddb::number::check_json_numbers(body)
+        .map_err(|e| reject(RejectionCode::InvalidNumber, e.to_string()))?;
     let raw = RawMessage::deserialize(value).map_err(|_| not_an_object())?;
     let tx_id = tx_id(raw.tx_id)?;
     let Field::Valid(raw_requests) = raw.requests else {
