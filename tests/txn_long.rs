@@ -235,3 +235,55 @@ async fn plain_writes_next_to_a_rollback_behave_as_documented() {
     assert_eq!(balance(&now, "b"), Some(0));
     assert_clean(&base, &env).await;
 }
+
+/// Issue 18, finding 7: the sweeper reads the index, then drives what it found; a redelivery
+/// that resumed the transaction in between (its heartbeat moved `LastTouched`) must not be
+/// rolled back by that drive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweeper_leaves_a_transaction_a_redelivery_resumed_after_its_query() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    let keys: Vec<String> = (0..6).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        seed(&base, &table, k, 0).await;
+    }
+    let body = add_one_to_each(&table, "resumed", &keys);
+    let il = Interleaving::new();
+    // Given a first delivery that locked two items and ended, stale after 2 s,
+    il.refuse("d1", At::op("TransactWriteItems").nth(3));
+    let d1 = coordinator_with_heartbeats(&env, il.client("d1", 1));
+    assert!(d1
+        .run(&message(&d1, &body), Deadline::none())
+        .await
+        .is_err());
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    // a sweeper that found it stale in the index and is held before it drives it,
+    il.pause_before("S", At::op("GetItem").table(env.tx()));
+    let sweeper = env.sweeper(il.client("S", 1), 2, 3600);
+    let sweep = tokio::spawn(async move { sweeper.sweep(Deadline::none()).await });
+    il.wait_paused("S")
+        .await
+        .expect("the sweeper holds before its drive");
+    // and a redelivery that resumes it meanwhile (a heartbeat, two more locks, then it ends),
+    il.refuse("d2", At::op("TransactWriteItems").nth(3));
+    let d2 = coordinator_with_heartbeats(&env, il.client("d2", 1));
+    assert!(d2
+        .run(&message(&d2, &body), Deadline::none())
+        .await
+        .is_err());
+    // when the sweeper goes on,
+    il.release("S");
+    let summary = sweep.await.expect("joined").expect("sweep");
+    // then it does not roll the resumed transaction back,
+    assert_eq!(summary.rolled_back, 0, "{summary:?}");
+    // and the third delivery commits it in its first attempt.
+    let d3 = coordinator_with_heartbeats(&env, client());
+    let report = d3
+        .run(&message(&d3, &body), Deadline::none())
+        .await
+        .expect("third delivery");
+    assert_eq!(report.outcome, TxOutcome::Committed);
+    assert_eq!(attempt_of(&base, &env, "resumed").await, 1);
+    assert_clean(&base, &env).await;
+}

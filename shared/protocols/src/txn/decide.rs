@@ -76,6 +76,23 @@ impl Coordinator {
         self.roll_back_by(header, why, request, None, cost).await
     }
 
+    /// The sweeper's rollback of a stale pending transaction (`abandoned`): lost to any
+    /// heartbeat written since `header` was read, as to any other transition.
+    pub(super) async fn roll_back_stale(
+        &self,
+        header: &TxHeader,
+        cost: &Cost,
+    ) -> Result<Transition, StoreError> {
+        if header.state != TxState::Pending {
+            return Ok(Transition::Lost(header.clone()));
+        }
+        let set = [
+            (record::ATTR_STATE, s(TxState::RolledBack.as_str())),
+            (record::ATTR_REASON, s(RollbackReason::Abandoned.as_str())),
+        ];
+        self.tx.transition_untouched(header, &set, cost).await
+    }
+
     /// [`Self::roll_back`], naming the run that decides (its own transaction's rollback).
     pub(super) async fn roll_back_by(
         &self,

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::item::{flag, lock_of, s, token_of, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK};
 use super::item::{ATTR_TRANSIENT, ATTR_VERSION_TOKEN};
-use super::record::{parse_owner, RollbackReason, TxHeader, TxState};
+use super::record::{parse_owner, TxHeader, TxState};
 use super::request::recorded_requests;
 use super::resolve::Resolved;
 use super::{Coordinator, Cost, Driven, TxError};
@@ -221,11 +221,14 @@ impl Coordinator {
     }
 
     /// Drive a recorded transaction towards completion (the sweeper's step): roll back if
-    /// pending (`abandoned`), finish if decided. Returns the header after, and what was done;
-    /// `None` when there is no such record.
+    /// pending (`abandoned`) and still silent since `stale_before` (epoch ms: a heartbeat
+    /// after it means a delivery resumed it, which is left alone, [`Driven::Alive`]), finish
+    /// if decided. Returns the header after, and what was done; `None` when there is no such
+    /// record.
     pub async fn drive(
         &self,
         tx_id: &str,
+        stale_before: u64,
         cost: &Cost,
     ) -> Result<Option<(TxHeader, Driven)>, TxError> {
         let Some(mut header) = self.tx.get(tx_id).await? else {
@@ -233,9 +236,10 @@ impl Coordinator {
         };
         let mut driven = Driven::Nothing;
         if header.state == TxState::Pending {
-            let transition = self
-                .roll_back(&header, RollbackReason::Abandoned, None, cost)
-                .await?;
+            if header.last_touched_ms > stale_before {
+                return Ok(Some((header, Driven::Alive)));
+            }
+            let transition = self.roll_back_stale(&header, cost).await?;
             if transition.is_moved() {
                 driven = Driven::RolledBack;
             }

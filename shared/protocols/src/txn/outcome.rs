@@ -107,6 +107,9 @@ pub enum Driven {
     RolledBack,
     /// Completed its commit.
     Finished,
+    /// Pending, with a sign of life since it was found stale (a delivery resumed it): left
+    /// alone.
+    Alive,
 }
 
 #[cfg(test)]

@@ -26,6 +26,9 @@ const CONDITION_NEW: &str = "attribute_not_exists(#txpid)";
 const KEY_CONDITION_REQUEST_PARTS: &str = "#txpid = :txpid AND begins_with(#txppart, :txpprefix)";
 /// Header writes: only from the version the writer read.
 const CONDITION_VERSION: &str = "#txpver = :txpexpect";
+/// A transition that also requires no sign of life since the header was read (a heartbeat
+/// moves only `LastTouched`, not `Version`): the sweeper's rollback of a stale transaction.
+const CONDITION_VERSION_UNTOUCHED: &str = "#txpver = :txpexpect AND #txpts = :txpread";
 /// The heartbeat's update.
 const UPDATE_TOUCH: &str = "SET #txpts = :txpts";
 /// The heartbeat's condition: the attempt is still pending.
@@ -274,14 +277,47 @@ impl TxTable {
         remove: &[&str],
         cost: &Cost,
     ) -> Result<Transition, StoreError> {
-        let update = TransitionExpression::new(from, set, remove);
+        self.transition_if(from, set, remove, false, cost).await
+    }
+
+    /// [`TxTable::transition`], also conditioned on `LastTouched` being what `from` read:
+    /// lost to any heartbeat since (a transaction that showed a sign of life is not stale).
+    pub async fn transition_untouched(
+        &self,
+        from: &TxHeader,
+        set: &[(&str, AttributeValue)],
+        cost: &Cost,
+    ) -> Result<Transition, StoreError> {
+        self.transition_if(from, set, &[], true, cost).await
+    }
+
+    async fn transition_if(
+        &self,
+        from: &TxHeader,
+        set: &[(&str, AttributeValue)],
+        remove: &[&str],
+        untouched: bool,
+        cost: &Cost,
+    ) -> Result<Transition, StoreError> {
+        let mut update = TransitionExpression::new(from, set, remove);
+        let condition = if untouched {
+            update
+                .names
+                .insert("#txpts".into(), ATTR_LAST_TOUCHED.into());
+            update
+                .values
+                .insert(":txpread".into(), n(from.last_touched_ms));
+            CONDITION_VERSION_UNTOUCHED
+        } else {
+            CONDITION_VERSION
+        };
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(header_key(&from.tx_id)))
             .update_expression(update.expression)
-            .condition_expression(CONDITION_VERSION)
+            .condition_expression(condition)
             .set_expression_attribute_names(Some(update.names))
             .set_expression_attribute_values(Some(update.values))
             .return_values(ReturnValue::AllNew)

@@ -98,6 +98,8 @@ pub struct SweepSummary {
     pub finished: usize,
     /// Found already completed by someone else.
     pub already_completed: usize,
+    /// Found stale in the index, but resumed by a delivery before it was driven: left alone.
+    pub alive: usize,
     /// Legacy completed records deleted after the retention.
     pub deleted: usize,
     /// Transactions that failed (left for the next run).
@@ -293,7 +295,9 @@ impl Sweeper {
             if deadline.expired() {
                 return Swept::NotStarted;
             }
-            let driven = self.coordinator.drive(&d.tx_id, cost).await;
+            // Stale at the query is not enough: a delivery may have resumed it since.
+            let stale_before = epoch_millis().saturating_sub(millis(self.config.stale_after));
+            let driven = self.coordinator.drive(&d.tx_id, stale_before, cost).await;
             Swept::Driven(d.tx_id, driven.map(|o| o.map(|(_, driven)| driven)))
         });
         let results: Vec<Swept> = futures::stream::iter(drives)
@@ -308,6 +312,7 @@ impl Sweeper {
                     match driven {
                         Ok(Some(Driven::RolledBack)) => summary.rolled_back += 1,
                         Ok(Some(Driven::Finished)) => summary.finished += 1,
+                        Ok(Some(Driven::Alive)) => summary.alive += 1,
                         Ok(_) => summary.already_completed += 1,
                         Err(err) => {
                             summary.errors += 1;
