@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::txn::TxOutcome;
+use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use txn_env::*;
 
@@ -57,4 +57,52 @@ async fn a_transfer_commits_although_each_plain_write_meets_a_transaction_confli
         (Some(70), Some(30))
     );
     assert_clean(&base, &env).await;
+}
+
+/// Issue 18, finding 5: two TX tables over one items table (blue/green, staging beside prod,
+/// a retained old table). A lock whose transaction record is not in this coordinator's TX
+/// table is another deployment's: it is never undone (that would drop a committed change).
+#[tokio::test]
+async fn a_lock_of_another_tx_table_is_never_undone() {
+    let base = client();
+    let env = Env::new(&base).await.without_heartbeats();
+    let other = Env::new(&base).await.without_heartbeats();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    seed(&base, &table, "bob", 100).await;
+    // Given deployment A commits T (+30 to alice) and dies before finalizing its items,
+    let no_finalize = FaultInjector::by_request(|op, body| {
+        if op == "UpdateItem" && body.contains("REMOVE") {
+            Fault::Refuse
+        } else {
+            Fault::None
+        }
+    });
+    let a = env.coordinator(client_with(Some(no_finalize), 1));
+    let t = transfer(&table, "t-a", "bob", "alice", 30);
+    assert!(a.run(&message(&a, &t), Deadline::none()).await.is_err());
+    // when deployment B, with its own TX table, meets T's lock on alice,
+    let mut config = other.config();
+    config.allowed_tables = [table.clone()].into();
+    let b = Coordinator::try_new(client(), config).expect("valid configuration");
+    let u = transfer(&table, "u-b", "alice", "bob", 10);
+    let met = b.run(&message(&b, &u), Deadline::none()).await;
+    // then it does not undo T's change: its run fails, to be retried,
+    assert!(met.is_err(), "{met:?}");
+    assert_eq!(balance(&items(&base, &table).await, "alice"), Some(130));
+    // and once A's redelivery finished T, B's redelivery commits U on top of it.
+    let a = env.coordinator(client());
+    a.run(&message(&a, &t), Deadline::none())
+        .await
+        .expect("A again");
+    let report = b
+        .run(&message(&b, &u), Deadline::none())
+        .await
+        .expect("B again");
+    assert_eq!(report.outcome, TxOutcome::Committed);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(120), Some(80))
+    );
 }

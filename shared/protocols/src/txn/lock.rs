@@ -212,8 +212,25 @@ impl Coordinator {
             )));
         };
         let Some(other) = self.tx.get(other_id).await? else {
-            // The holder's record is gone: a straggling write after deletion. Undo it.
-            return self.undo_item(r, item, cost).await;
+            // Within one deployment a lock always has its record (it is created first and
+            // outlives every delivery of the message). A lock without one belongs to another
+            // TX table over the same items (blue/green, staging beside production, a retained
+            // old table), or its record was deleted by hand: undoing it could drop a committed
+            // change. Never undo; fail the run (retried later), and say why.
+            tracing::warn!(
+                lock,
+                tx_table = self.config.table.as_str(),
+                "an item is locked by a transaction whose record is not in this TX table"
+            );
+            return Err(StoreError::Contention {
+                what: format!(
+                    "item locked by {lock:?}, whose TX record is not in {}: a transaction of \
+                     another TX table over the same items, or a record deleted by hand; it is \
+                     never undone",
+                    self.config.table
+                ),
+                attempts: 1,
+            });
         };
         if other_attempt < other.attempt || other.state == TxState::Completed {
             return self.undo_item(r, item, cost).await;
