@@ -106,3 +106,24 @@ async fn a_lock_of_another_tx_table_is_never_undone() {
         (Some(120), Some(80))
     );
 }
+
+/// Every protocol's plain writes retry a `TransactionConflictException` (their items may take
+/// part in the application's own transactions): the ratchet as the example.
+#[tokio::test]
+async fn a_ratchet_write_that_meets_a_transaction_conflict_is_sent_again() {
+    let base = client();
+    let tables = dynamo_testing::template_tables(&base, &["RatchetTable"]).await;
+    let ratchet = dynamodb_exactly_once::ratchet::Ratchet::try_new(
+        client_with(Some(conflict_once_per_write()), 3),
+        dynamodb_exactly_once::ratchet::RatchetConfig::new(&tables["RatchetTable"]),
+    )
+    .expect("valid configuration");
+    let record = ratchet
+        .parse_record(br#"{"op":"put","key":{"PK":"a","SK":"b"},"ts":1,"item":{"v":1}}"#)
+        .expect("valid record");
+    let outcome = ratchet.write(&record).await.expect("written");
+    assert_eq!(
+        outcome,
+        dynamodb_exactly_once::ratchet::RatchetOutcome::Applied
+    );
+}

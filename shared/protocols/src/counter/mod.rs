@@ -57,7 +57,7 @@ impl Counter {
     pub fn try_new(client: Client, config: CounterConfig) -> Result<Self, crate::ConfigError> {
         config.validate()?;
         Ok(Counter {
-            client,
+            client: crate::ddb::conflict::retrying_conflicts(client),
             config,
             clock: Clock::system(),
         })

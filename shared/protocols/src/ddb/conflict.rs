@@ -5,7 +5,9 @@
 //! SDK's standard retry does not retry that code (it is neither throttling nor transient to
 //! it), so one collision would fail the write. Since the write was not applied, sending it
 //! again is always safe, whatever its condition: [`retrying_conflicts`] gives a client whose
-//! retry policy (the caller's own: attempts, backoff) also covers this code.
+//! retry policy (the caller's own: attempts, backoff) also covers this code. Every protocol
+//! handle (`try_new`) wraps its client with it: their items may take part in transactions
+//! (this project's, or the application's own `TransactWriteItems`).
 
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;

@@ -92,7 +92,10 @@ impl Document {
     /// The protocol on `config.table`.
     pub fn try_new(client: Client, config: DocumentConfig) -> Result<Self, crate::ConfigError> {
         config.validate()?;
-        Ok(Document { client, config })
+        Ok(Document {
+            client: crate::ddb::conflict::retrying_conflicts(client),
+            config,
+        })
     }
 
     /// The settings.

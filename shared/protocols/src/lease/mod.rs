@@ -197,7 +197,10 @@ impl Lease {
     /// The lock on `config.table`, once the settings are valid ([`LeaseConfig::validate`]).
     pub fn try_new(client: Client, config: LeaseConfig) -> Result<Self, crate::ConfigError> {
         config.validate()?;
-        Ok(Lease { client, config })
+        Ok(Lease {
+            client: crate::ddb::conflict::retrying_conflicts(client),
+            config,
+        })
     }
 
     /// The settings.

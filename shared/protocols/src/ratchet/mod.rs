@@ -69,7 +69,10 @@ impl Ratchet {
     /// The protocol on `config.table`, once `config` is valid ([`RatchetConfig::validate`]).
     pub fn try_new(client: Client, config: RatchetConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        Ok(Ratchet { client, config })
+        Ok(Ratchet {
+            client: crate::ddb::conflict::retrying_conflicts(client),
+            config,
+        })
     }
 
     /// The settings.

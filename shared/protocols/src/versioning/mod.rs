@@ -102,7 +102,10 @@ impl Versioning {
     /// The protocol on `config`'s tables, once they are valid ([`VersioningConfig::validate`]).
     pub fn try_new(client: Client, config: VersioningConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        Ok(Versioning { client, config })
+        Ok(Versioning {
+            client: crate::ddb::conflict::retrying_conflicts(client),
+            config,
+        })
     }
 
     /// The settings.
