@@ -13,8 +13,10 @@ pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 /// Default transactions (and item writes) in flight at once.
 pub const DEFAULT_CONCURRENCY: usize = 8;
-/// Default redelivery horizon: the longest a message can come back (SQS keeps a message at
-/// most 14 days, counted from its first enqueue, redrive included).
+/// Default redelivery horizon: the longest a message can come back by SQS's own redelivery
+/// (SQS keeps a message at most 14 days from its enqueue). A message moved back from a redrive
+/// queue is a *new* message with a new enqueue time: the horizon does not cover it (see the
+/// protocol page, invariant 6).
 pub const DEFAULT_REDELIVERY_HORIZON: Duration = Duration::from_secs(14 * 24 * 3600);
 /// Default idempotency horizon: how long completed TX records are kept (the sweeper's
 /// retention), above the redelivery horizon.

@@ -158,10 +158,19 @@ impl Coordinator {
         header: &TxHeader,
         cost: &Cost,
     ) -> Result<Transition, StoreError> {
+        // Only a decided header completes, and its decision is what is recorded (a completed
+        // header's state is not a decision: recording it would make the transaction look
+        // undecided to a later delivery, which would run it again).
+        let Some(decision) = header.decision() else {
+            return Ok(Transition::Lost(header.clone()));
+        };
+        if header.state == TxState::Completed {
+            return Ok(Transition::Lost(header.clone()));
+        }
         let expires = epoch_seconds().saturating_add(self.config.retain.as_secs());
         let set = [
             (record::ATTR_STATE, s(TxState::Completed.as_str())),
-            (record::ATTR_DECISION, s(header.state.as_str())),
+            (record::ATTR_DECISION, s(decision.as_str())),
             (
                 record::ATTR_EXPIRES_AT,
                 AttributeValue::N(expires.to_string()),

@@ -232,11 +232,14 @@ impl Coordinator {
                 attempts: 1,
             });
         };
-        if other_attempt < other.attempt || other.state == TxState::Completed {
+        if other_attempt < other.attempt {
             return self.undo_item(r, item, cost).await;
         }
-        match other.state {
-            TxState::Committed => {
+        // By the decision, not the state: a completed transaction's lock is finalized when its
+        // commit recorded this token (the change is the committed one), undone otherwise.
+        match (other.state, other.decision()) {
+            (TxState::Pending, _) => self.wait_or_roll_back(&other, wait, cost).await,
+            (_, Some(TxState::Committed)) => {
                 let token = token_of(item).unwrap_or_default();
                 if other.tokens.values().any(|t| t == token) {
                     self.finalize_item(r, item, cost).await
@@ -244,8 +247,7 @@ impl Coordinator {
                     self.undo_item(r, item, cost).await
                 }
             }
-            TxState::RolledBack | TxState::Completed => self.undo_item(r, item, cost).await,
-            TxState::Pending => self.wait_or_roll_back(&other, wait, cost).await,
+            _ => self.undo_item(r, item, cost).await,
         }
     }
 
