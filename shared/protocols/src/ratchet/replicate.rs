@@ -4,13 +4,18 @@
 //! | change | record |
 //! |---|---|
 //! | `INSERT`, `MODIFY` | put of `NewImage`, minus the skipped attributes ([`Replication`]) |
-//! | `MODIFY` whose `NewImage` has `<deleted attribute> = true` (a ratchet source's tombstone) | delete |
+//! | `MODIFY` whose `NewImage` has `<deleted attribute> = true` (a ratchet source's tombstone: it also carries the timestamp and tie-break attributes) | delete |
+//! | a `NewImage` that carries a protocol attribute name but is not a ratchet item | refused (`reserved_attribute`) |
 //! | `REMOVE` (a request or TTL) | delete (a tombstone in the replica) |
 //!
 //! The timestamp is the change's sequence number ([`Ts::from_digits`]: up to 40 digits in
-//! DynamoDB Streams, stored as a fixed-width digit string). Sequence numbers grow with the
-//! changes of one item (a key's changes stay in one shard, in order), so the greatest one is
-//! the source's latest state, and the ratchet keeps it whatever arrived when. Images stay
+//! DynamoDB Streams, stored as a fixed-width digit string). The contract relied on: the
+//! sequence numbers of one item's changes grow with the changes, across a stream's shard
+//! lineage too (AWS documents per-item ordering in DynamoDB Streams, a child shard's records
+//! following its parent's, and sequence numbers that increase over time; it does not state a
+//! numeric comparison across shards in so many words, so this is the one assumption). Under
+//! it the greatest one is the source's latest state, and the ratchet keeps it whatever arrived
+//! when, in whatever order Lambda processes parent and child shards. Images stay
 //! attribute values end to end (sets, binaries and 38-digit numbers are copied exactly); the
 //! put's tie-break token hashes the typed canonical item ([`canonical_item`]).
 //!
@@ -27,6 +32,47 @@ use super::ts::Ts;
 use crate::change::{ChangeKind, ItemChange};
 use crate::ddb::item::{canonical_item, Item, ItemKey};
 use crate::rejection::{quote, Rejection, RejectionCode};
+
+/// Whether `image` was written by a ratchet with this replica's attribute names (it carries
+/// the timestamp and the tie-break): then its protocol attributes are the source's own and
+/// are not copied. An image of any other item that carries one of those names is refused
+/// (`reserved_attribute`): reading its `Deleted: true` as a tombstone, or dropping its
+/// `Timestamp` column, would corrupt the replica.
+fn from_a_ratchet(config: &RatchetConfig, image: &Item) -> Result<bool, Rejection> {
+    let ratchet = image.contains_key(&config.ts_attribute)
+        && image.contains_key(&config.tie_break_attribute);
+    if ratchet {
+        return Ok(true);
+    }
+    let settings = [
+        "ts_attribute",
+        "deleted_attribute",
+        "ttl_attribute",
+        "tie_break_attribute",
+    ];
+    for (name, setting) in config.protocol_attributes().iter().zip(settings) {
+        if image.contains_key(*name) {
+            return Err(Rejection::new(
+                RejectionCode::ReservedAttribute,
+                format!(
+                    "the source item has an attribute {} named like the replica's {setting}: \
+                     set RATCHET_{} to a name the source does not use",
+                    quote(name),
+                    setting.to_uppercase()
+                ),
+            ));
+        }
+    }
+    Ok(false)
+}
+
+/// A ratchet source's tombstone: its deleted flag set.
+fn is_tombstone(config: &RatchetConfig, image: &Item) -> bool {
+    matches!(
+        image.get(&config.deleted_attribute),
+        Some(AttributeValue::Bool(true))
+    )
+}
 
 /// The ratchet record of a change (see the module's table).
 pub(super) fn replicate(
@@ -49,10 +95,7 @@ pub(super) fn replicate(
         return Ok(delete(key, ts));
     }
     let image = change.require_new_image()?;
-    if matches!(
-        image.get(&config.deleted_attribute),
-        Some(AttributeValue::Bool(true))
-    ) {
+    if from_a_ratchet(config, image)? && is_tombstone(config, image) {
         return Ok(delete(key, ts));
     }
     let item: Item = image
