@@ -202,7 +202,7 @@ impl Run<'_> {
             reason_code = reason.code.as_str(),
             reason = %reason.message,
             dead_letters = self.dead_letters.target(),
-            "record rejected; keeping it as a dead letter"
+            "record rejected; giving it to the dead-letter sink"
         );
         let kept = self
             .deadline
