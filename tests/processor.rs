@@ -177,7 +177,9 @@ async fn sqs_reports_only_the_retried_message_and_keeps_the_rejected_ones_as_dea
         ["neg-1", "ok-1", "retry-1"],
         "the bad body never reaches the handler"
     );
-    let kept = letters.list().await.expect("dead letters");
+    // (A standard queue's letters list by rejection time: ordered here by message id.)
+    let mut kept = letters.list().await.expect("dead letters");
+    kept.sort_by(|a, b| a.position.id.cmp(&b.position.id));
     let reasons: Vec<(&str, &str)> = kept
         .iter()
         .map(|l| (l.position.id.as_str(), l.reason.code.as_str()))
