@@ -15,6 +15,7 @@ mod document_once;
 mod document_property;
 mod kpl;
 mod lease;
+mod processor;
 mod ratchet;
 mod ratchet_history;
 mod replay;

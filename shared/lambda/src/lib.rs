@@ -4,13 +4,17 @@
 //!
 //! * [`source`]: Kinesis/SQS/DynamoDB Streams event detection, source positions, partial batch
 //!   responses; [`source::kpl`] expands KPL-aggregated Kinesis records.
-//! * [`pipeline`]: one batch through a protocol (parse → apply → keep what is rejected →
+//! * [`pipeline`]: one batch through a protocol or a record handler (parse → apply → keep what is rejected →
 //!   partial batch response), returning a report; unordered batches in one `apply`, ordered
 //!   ones (SQS FIFO by message group; Kinesis by partition key for a protocol that needs it;
 //!   every batch of a protocol that is not idempotent under redelivery, by shard) a key's
 //!   records in order, none after one reported for retry.
 //! * [`dead_letter`]: the dead-letter table (keep, list in source order, remove) for records
-//!   that can never succeed, per deployment.
+//!   that can never succeed, per deployment; the `DeadLetterSink` trait the pipeline keeps
+//!   them through (the table, or `ReportOnly`: left to the source's own dead-letter queue).
+//! * [`processor`]: your own `async fn(Record<T>) -> Result<(), RecordError>` behind the same
+//!   pipeline (typed bodies, partial batch responses, ordering, deadline, dead letters), a
+//!   `tower::Service` built by `Processor::builder`.
 //! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`.
 //! * [`event_time`]: the producer's event time (from the body) as a record's age.
 //! * [`replay`]: dead letters through a writer again, in source order, one deployment at a
@@ -35,6 +39,7 @@ pub mod event_time;
 pub mod metrics;
 pub mod otel;
 pub mod pipeline;
+pub mod processor;
 pub mod replay;
 pub mod run;
 pub mod settings;
@@ -50,6 +55,7 @@ pub mod ordering {
 }
 
 pub use error::HandlerError;
+pub use processor::{Processor, Record, RecordError};
 pub use replay::{ReplayError, ReplayReport, ReplayScope};
 pub use run::{run_sweeper, run_writer, SweeperFunction};
 pub use source::{Batch, BatchResponse};

@@ -11,7 +11,8 @@ use crate::source::SourceKind;
 pub struct BatchSummary {
     /// Records in the batch.
     pub records: usize,
-    /// Records per result label (`applied`, `stale`, `invalid`, `failed`, …).
+    /// Records per result label (`applied`, `stale`, `invalid`, `failed`, …; a processor's
+    /// `processed` and `rejected_reported`).
     pub outcomes: BTreeMap<&'static str, usize>,
     /// DynamoDB write calls made by the protocol (dead letters not included).
     pub write_calls: usize,
@@ -32,10 +33,12 @@ impl BatchSummary {
             source = ?kind,
             records = self.records,
             applied = self.count("applied"),
+            processed = self.count("processed"),
             stale = self.count("stale"),
             duplicate = self.count("duplicate"),
             superseded = self.count("superseded"),
             invalid = self.count("invalid"),
+            rejected_reported = self.count("rejected_reported"),
             failed = self.count("failed"),
             deferred = self.count("deferred"),
             held_back = self.count("held_back"),

@@ -17,7 +17,9 @@
 //! A [`RecordFailure`] is a [`StoreError`] of the record's own write or of a write it shares
 //! with other records, or a pipeline state: `CutOff` at the invocation deadline, or
 //! `HeldBack` behind an earlier record of its ordering key (see [`Protocol::ordered_by_key`]),
-//! labelled `held_back`.
+//! labelled `held_back`; or, for code outside this library (a record handler, a dead-letter
+//! sink), an `External` error, or a rejection `LeftToSource` (reported instead of kept, for the
+//! source's own dead-letter queue), labelled `rejected_reported`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -57,6 +59,7 @@ impl<O: Outcome> RecordResult<O> {
             RecordResult::Done(o) => o.label(),
             RecordResult::Rejected(_) => "invalid",
             RecordResult::Failed(RecordFailure::HeldBack { .. }) => "held_back",
+            RecordResult::Failed(RecordFailure::LeftToSource(_)) => "rejected_reported",
             RecordResult::Failed(_) => "failed",
             RecordResult::Deferred => "deferred",
         }
@@ -68,7 +71,9 @@ impl<O: Outcome> RecordResult<O> {
 /// Its own DynamoDB write failed (`Store`), or a write it shares with other records of the
 /// batch (`Shared`), or the batch pipeline stopped before it: `CutOff` at the invocation
 /// deadline, `HeldBack` behind an earlier record of its ordering key. The last two are states
-/// of the pipeline, not infrastructure errors: they are never a [`StoreError`].
+/// of the pipeline, not infrastructure errors: they are never a [`StoreError`]. Code outside
+/// the library (a record handler, a dead-letter sink) fails with `External`; a rejected record
+/// that no sink keeps is `LeftToSource`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RecordFailure {
@@ -90,16 +95,29 @@ pub enum RecordFailure {
         /// The source id (sequence number or message id) of the record it waits for.
         after: String,
     },
+    /// Code outside this library failed for this record and asked for it to be delivered
+    /// again: a record handler's transient error, a dead-letter sink that could not keep it.
+    #[error("{0}")]
+    External(Box<dyn std::error::Error + Send + Sync>),
+    /// The record can never succeed, and it is reported instead of kept: the source's own
+    /// dead-letter queue (SQS redrive policy) or on-failure destination (Kinesis, DynamoDB
+    /// Streams) takes it once its retries are exhausted.
+    #[error("rejected, left to the source's dead-letter queue: {0}")]
+    LeftToSource(Rejection),
 }
 
 impl RecordFailure {
     /// How this failure should be handled: the store error's class; `Transient` for a record
-    /// cut off or held back.
+    /// cut off or held back, and for an external error; `InvalidRequest` for a rejection left
+    /// to the source.
     pub fn class(&self) -> ErrorClass {
         match self {
             RecordFailure::Store(err) => err.class(),
             RecordFailure::Shared(err) => err.class(),
-            RecordFailure::CutOff(_) | RecordFailure::HeldBack { .. } => ErrorClass::Transient,
+            RecordFailure::CutOff(_)
+            | RecordFailure::HeldBack { .. }
+            | RecordFailure::External(_) => ErrorClass::Transient,
+            RecordFailure::LeftToSource(_) => ErrorClass::InvalidRequest,
         }
     }
 
@@ -108,12 +126,16 @@ impl RecordFailure {
         self.class() == ErrorClass::Transient
     }
 
-    /// The store error behind this failure (`None`: cut off or held back).
+    /// The store error behind this failure (`None`: cut off, held back, external or left to
+    /// the source).
     pub fn store_error(&self) -> Option<&StoreError> {
         match self {
             RecordFailure::Store(err) => Some(err),
             RecordFailure::Shared(err) => Some(err),
-            RecordFailure::CutOff(_) | RecordFailure::HeldBack { .. } => None,
+            RecordFailure::CutOff(_)
+            | RecordFailure::HeldBack { .. }
+            | RecordFailure::External(_)
+            | RecordFailure::LeftToSource(_) => None,
         }
     }
 

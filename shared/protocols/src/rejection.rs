@@ -96,6 +96,12 @@ pub enum RejectionCode {
     /// A number DynamoDB refuses (more than 38 significant digits, outside its range) or
     /// that the writer cannot carry exactly (it is never rounded into another value or key).
     InvalidNumber,
+    /// A record handler's body does not deserialize into the handler's record type (the Lambda
+    /// edge's batch processor).
+    InvalidBody,
+    /// A record handler rejected the record: it can never succeed (the Lambda edge's batch
+    /// processor).
+    RejectedByHandler,
     /// A code this version does not know (read from an older or newer dead letter). Stays
     /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
@@ -146,6 +152,8 @@ impl RejectionCode {
             RejectionCode::InvalidChange => "invalid_change",
             RejectionCode::BadAggregate => "bad_aggregate",
             RejectionCode::InvalidNumber => "invalid_number",
+            RejectionCode::InvalidBody => "invalid_body",
+            RejectionCode::RejectedByHandler => "rejected_by_handler",
         }
     }
 }

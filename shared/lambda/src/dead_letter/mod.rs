@@ -20,6 +20,9 @@
 //! # Layout
 //!
 //! * this file: the letter, its id, `keep`;
+//! * `sink`: the [`DeadLetterSink`] trait the pipeline keeps rejected records through, with
+//!   this table ([`DeadLetters`]) and [`ReportOnly`] (leave them to the source's own
+//!   dead-letter queue) as implementations;
 //! * `list`: listing in source order (Kinesis and DynamoDB sequence numbers numerically, KPL
 //!   sub-records by sub-sequence number, SQS FIFO by `SequenceNumber`), filters, incomplete
 //!   letters reported apart, removal and the marks a replay or an export leaves.
@@ -36,8 +39,10 @@ use dynamodb_exactly_once::{Item, Rejection, StoreError};
 use crate::source::{SourceKind, SourcePosition, SourceRecord};
 
 mod list;
+mod sink;
 
 pub use list::{source_order, LetterFilter, Listing};
+pub use sink::{DeadLetterSink, Disposal, ReportOnly};
 
 /// Partition key of the dead-letter table.
 pub const ATTR_ID: &str = "Id";

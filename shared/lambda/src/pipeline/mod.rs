@@ -45,14 +45,15 @@ use dynamodb_exactly_once::batch::{RecordFailure, Redelivery};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode};
 
-use crate::dead_letter::DeadLetters;
-use crate::source::dynamodb::decode_change;
+use crate::dead_letter::{DeadLetterSink, Disposal};
 use crate::source::kpl;
 use crate::source::{Batch, BatchResponse, SourceKind, SourcePosition, SourceRecord};
 
 mod ordered;
 mod unordered;
+mod work;
 use crate::summary::BatchSummary;
+pub(crate) use work::{fifo_or, Work};
 
 /// Whether records older than the protocol's [`Protocol::max_record_age`] are kept as dead
 /// letters (`too_old`) instead of applied.
@@ -75,29 +76,41 @@ pub struct BatchReport<O> {
     pub results: Vec<RecordResult<O>>,
 }
 
-/// Run one batch through a protocol.
+/// Run one batch through a protocol, rejected records kept through `dead_letters`.
 pub async fn process_batch<P: Protocol>(
     function: &str,
     batch: &Batch,
     protocol: &P,
-    dead_letters: &DeadLetters,
+    dead_letters: &dyn DeadLetterSink,
     deadline: Deadline,
     ages: AgeCheck,
 ) -> BatchReport<P::Outcome> {
+    process_work(function, batch, protocol, dead_letters, deadline, ages).await
+}
+
+/// Run one batch through any unit of work (a protocol, a record handler).
+pub(crate) async fn process_work<W: Work>(
+    function: &str,
+    batch: &Batch,
+    work: &W,
+    dead_letters: &dyn DeadLetterSink,
+    deadline: Deadline,
+    ages: AgeCheck,
+) -> BatchReport<W::Outcome> {
     let max_age = match ages {
-        AgeCheck::Enforce => protocol.max_record_age(),
+        AgeCheck::Enforce => work.max_record_age(),
         AgeCheck::Skip => None,
     };
-    let (slots, valid) = parse_all(batch, protocol, max_age);
+    let (slots, valid) = parse_all(batch, work, max_age);
     let run = Run {
         function,
         batch,
         dead_letters,
         deadline,
     };
-    let (results, write_calls) = match key_of(batch, protocol) {
-        Some(key) => ordered::apply(&run, protocol, key, slots, valid).await,
-        None => unordered::apply(&run, protocol, slots, valid).await,
+    let (results, write_calls) = match work.order(batch) {
+        Some(key) => ordered::apply(&run, work, key, slots, valid).await,
+        None => unordered::apply(&run, work, slots, valid).await,
     };
     let (response, summary) = answer(function, batch, &results, write_calls);
     BatchReport {
@@ -146,15 +159,14 @@ pub fn is_fifo(batch: &Batch) -> bool {
 
 /// How a batch must be ordered for a protocol (`None`: not at all).
 pub fn key_of<P: Protocol>(batch: &Batch, protocol: &P) -> Option<OrderKey> {
-    if is_fifo(batch) {
-        Some(OrderKey::MessageGroup)
-    } else if protocol.redelivery() != Redelivery::Idempotent {
+    let otherwise = if protocol.redelivery() != Redelivery::Idempotent {
         Some(OrderKey::Shard)
     } else if batch.kind == SourceKind::Kinesis && protocol.ordered_by_key() {
         Some(OrderKey::PartitionKey)
     } else {
         None
-    }
+    };
+    fifo_or(batch, otherwise)
 }
 
 /// How many dead-letter writes run at once.
@@ -171,12 +183,14 @@ type Parsed<R> = Vec<(usize, R)>;
 struct Run<'a> {
     function: &'a str,
     batch: &'a Batch,
-    dead_letters: &'a DeadLetters,
+    dead_letters: &'a dyn DeadLetterSink,
     deadline: Deadline,
 }
 
 impl Run<'_> {
-    /// Keep the rejected record `i` as a dead letter (bounded by the deadline).
+    /// Keep the rejected record `i` through the dead-letter sink (bounded by the deadline):
+    /// `Ok` once kept; `Err` when it must be reported instead (the sink failed, was cut off,
+    /// or leaves it to the source: [`RecordFailure::LeftToSource`]).
     async fn keep(&self, i: usize, reason: &Rejection) -> Result<(), RecordFailure> {
         let record = &self.batch.records[i];
         tracing::warn!(
@@ -187,22 +201,27 @@ impl Run<'_> {
             shard_id = record.position.shard_id.as_deref().unwrap_or(""),
             reason_code = reason.code.as_str(),
             reason = %reason.message,
-            dead_letter_table = self.dead_letters.table(),
-            "record rejected; keeping it as a dead letter"
+            dead_letters = self.dead_letters.target(),
+            "record rejected; giving it to the dead-letter sink"
         );
         let kept = self
             .deadline
             .bound(self.dead_letters.keep(record, reason))
             .await;
-        let kept = match kept {
-            Some(kept) => kept.map_err(RecordFailure::Store),
-            None => Err(RecordFailure::CutOff("dead letter PutItem")),
-        };
-        if let Err(err) = &kept {
-            tracing::error!(function = self.function, record_id = %record.position.id,
-                error = %err, "dead letter could not be written; the record will be delivered again");
+        match kept {
+            Some(Ok(Disposal::Kept)) => Ok(()),
+            Some(Ok(Disposal::LeftToSource)) => {
+                tracing::warn!(function = self.function, record_id = %record.position.id,
+                    "no dead letter kept here; the record is reported for the source's own dead-letter queue");
+                Err(RecordFailure::LeftToSource(reason.clone()))
+            }
+            Some(Err(err)) => Err(unkept(self.function, record, err)),
+            None => Err(unkept(
+                self.function,
+                record,
+                RecordFailure::CutOff("dead letter"),
+            )),
         }
-        kept
     }
 
     /// Keep every rejected record of `slots` (several at once); one whose dead letter cannot
@@ -228,12 +247,19 @@ impl Run<'_> {
     }
 }
 
+/// A dead letter that could not be written: logged, the record reported.
+fn unkept(function: &str, record: &SourceRecord, err: RecordFailure) -> RecordFailure {
+    tracing::error!(function, record_id = %record.position.id, error = %err,
+        "dead letter could not be written; the record will be delivered again");
+    err
+}
+
 /// Parsed records to apply, and a result slot per record (filled for rejected ones).
-fn parse_all<P: Protocol>(
+fn parse_all<W: Work>(
     batch: &Batch,
-    protocol: &P,
+    work: &W,
     max_age: Option<Duration>,
-) -> (Slots<P::Outcome>, Parsed<P::Record>) {
+) -> (Slots<W::Outcome>, Parsed<W::Record>) {
     let mut results = Vec::with_capacity(batch.records.len());
     let mut valid = Vec::new();
     let now = epoch_millis();
@@ -242,7 +268,7 @@ fn parse_all<P: Protocol>(
             results.push(Some(RecordResult::Rejected(reason)));
             continue;
         }
-        match parse(protocol, record) {
+        match work.parse(record) {
             Ok(parsed) => {
                 valid.push((i, parsed));
                 results.push(None);
@@ -251,17 +277,6 @@ fn parse_all<P: Protocol>(
         }
     }
     (results, valid)
-}
-
-/// A record body through the protocol; a DynamoDB stream record as an item change, under the
-/// mapping the protocol's settings chose.
-fn parse<P: Protocol>(protocol: &P, record: &SourceRecord) -> Result<P::Record, Rejection> {
-    match record.position.kind {
-        SourceKind::DynamoDb => protocol.parse_change(&decode_change(&record.body)?),
-        SourceKind::Kinesis | SourceKind::Sqs => {
-            protocol.parse_delivered(&record.body, &record.position.delivery_id())
-        }
-    }
 }
 
 /// A record older than `max_age` since its source received it (unknown arrival: never).

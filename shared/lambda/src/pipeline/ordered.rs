@@ -7,7 +7,9 @@
 //! (a KPL user record's own key); any other batch of a protocol that is not idempotent under
 //! redelivery ([`Protocol::redelivery`], the document writer), ordered by shard: the whole
 //! batch is one sequence. The parent module chooses ([`key_of`](super::key_of)). Other
-//! batches go through the protocol's `apply` whole (`unordered`).
+//! batches go through the protocol's `apply` whole (`unordered`). The batch
+//! [`processor`](crate::processor) uses this route for SQS FIFO batches and for stream
+//! batches under its [`StreamOrder`](crate::processor::StreamOrder) (by shard by default).
 //!
 //! Invariant: within a key, record `n + 1` is started only after record `n` finished, and
 //! only if `n` ended applied, decided (stale, duplicate, rolled back, …) or kept as a dead
@@ -31,16 +33,20 @@
 //! Exception: the user records of one KPL aggregate share its sequence number, so a user
 //! record reported brings back the aggregate's earlier user records too.
 //!
+//! [`Protocol::ordered_by_key`]: dynamodb_exactly_once::Protocol::ordered_by_key
+//! [`Protocol::redelivery`]: dynamodb_exactly_once::Protocol::redelivery
+//! [`Protocol::concurrency`]: dynamodb_exactly_once::Protocol::concurrency
+//!
 //! Cost: keys run concurrently (up to [`Protocol::concurrency`]); each record is one `apply`
 //! of one record, so a protocol's per-batch coalescing does not span records of an ordered
 //! batch. A key with `n` records takes `n` sequential applies.
 
 use dynamodb_exactly_once::batch::RecordFailure;
-use dynamodb_exactly_once::{Protocol, RecordResult};
+use dynamodb_exactly_once::RecordResult;
 use futures::StreamExt;
 use std::collections::HashMap;
 
-use super::{OrderKey, Parsed, Run, Slots};
+use super::{OrderKey, Parsed, Run, Slots, Work};
 use crate::source::Batch;
 
 /// One record of a key: rejected at parse time, or parsed and waiting to be applied.
@@ -65,22 +71,22 @@ enum Stop {
 
 /// Apply an ordered batch; the results in batch order and the write calls made. Rejected
 /// records are kept as dead letters here, each before its key goes on.
-pub(super) async fn apply<P: Protocol>(
+pub(super) async fn apply<W: Work>(
     run: &Run<'_>,
-    protocol: &P,
+    work: &W,
     key: OrderKey,
-    mut slots: Slots<P::Outcome>,
-    valid: Parsed<P::Record>,
-) -> (Vec<RecordResult<P::Outcome>>, usize) {
+    mut slots: Slots<W::Outcome>,
+    valid: Parsed<W::Record>,
+) -> (Vec<RecordResult<W::Outcome>>, usize) {
     // The parse-time rejections first: each is kept before its key reaches it.
     run.keep_rejected(&mut slots).await;
     let groups = group(run.batch, key, slots, valid);
-    let done: Vec<KeyResults<P::Outcome>> = futures::stream::iter(groups)
-        .map(|steps| run_key(run, protocol, steps))
-        .buffer_unordered(protocol.concurrency().max(1))
+    let done: Vec<KeyResults<W::Outcome>> = futures::stream::iter(groups)
+        .map(|steps| run_key(run, work, steps))
+        .buffer_unordered(work.concurrency().max(1))
         .collect()
         .await;
-    let mut results: Slots<P::Outcome> = (0..run.batch.records.len()).map(|_| None).collect();
+    let mut results: Slots<W::Outcome> = (0..run.batch.records.len()).map(|_| None).collect();
     let mut write_calls = 0;
     for (key_results, calls) in done {
         write_calls += calls;
@@ -127,11 +133,11 @@ fn group<R, O>(
 }
 
 /// One key's records in order; the results and the write calls made.
-async fn run_key<P: Protocol>(
+async fn run_key<W: Work>(
     run: &Run<'_>,
-    protocol: &P,
-    steps: Steps<P::Record, P::Outcome>,
-) -> KeyResults<P::Outcome> {
+    work: &W,
+    steps: Steps<W::Record, W::Outcome>,
+) -> KeyResults<W::Outcome> {
     let mut out = Vec::with_capacity(steps.len());
     let mut write_calls = 0;
     let mut stop: Option<Stop> = None;
@@ -145,7 +151,7 @@ async fn run_key<P: Protocol>(
             Step::Decided(result) => result,
             Step::Apply(_) if run.deadline.expired() => RecordResult::Deferred,
             Step::Apply(record) => {
-                let (result, calls) = apply_one(run, protocol, i, record).await;
+                let (result, calls) = apply_one(run, work, i, record).await;
                 write_calls += calls;
                 match result {
                     RecordResult::Rejected(reason) => match run.keep(i, &reason).await {
@@ -180,15 +186,15 @@ fn held_back<O>(stop: &Stop) -> RecordResult<O> {
 }
 
 /// One record through the protocol, bounded by the deadline (cut off: deferred).
-async fn apply_one<P: Protocol>(
+async fn apply_one<W: Work>(
     run: &Run<'_>,
-    protocol: &P,
+    work: &W,
     i: usize,
-    record: P::Record,
-) -> (RecordResult<P::Outcome>, usize) {
+    record: W::Record,
+) -> (RecordResult<W::Outcome>, usize) {
     let applied = run
         .deadline
-        .bound(protocol.apply(vec![(i, record)], run.deadline))
+        .bound(work.apply(vec![(i, record)], run.deadline))
         .await;
     let Some(applied) = applied else {
         return (RecordResult::Deferred, 0);

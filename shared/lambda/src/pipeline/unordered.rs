@@ -6,19 +6,19 @@
 //! time budget: a malformed record is kept however long the writes take (on Kinesis, one left
 //! unkept at the cut-off would pin the shard's checkpoint on every try).
 
-use dynamodb_exactly_once::{Applied, Protocol, RecordResult};
+use dynamodb_exactly_once::{Applied, RecordResult};
 
-use super::{Parsed, Run, Slots};
+use super::{Parsed, Run, Slots, Work};
 
 /// The whole batch in one `apply` (the protocol orders what it needs), beside the parse-time
 /// dead letters; then the dead letters of what the protocol rejected.
-pub(super) async fn apply<P: Protocol>(
+pub(super) async fn apply<W: Work>(
     run: &Run<'_>,
-    protocol: &P,
-    mut slots: Slots<P::Outcome>,
-    valid: Parsed<P::Record>,
-) -> (Vec<RecordResult<P::Outcome>>, usize) {
-    let applying = run.deadline.bound(protocol.apply(valid, run.deadline));
+    work: &W,
+    mut slots: Slots<W::Outcome>,
+    valid: Parsed<W::Record>,
+) -> (Vec<RecordResult<W::Outcome>>, usize) {
+    let applying = run.deadline.bound(work.apply(valid, run.deadline));
     let (applied, ()) = futures::join!(applying, run.keep_rejected(&mut slots));
     let applied = applied.unwrap_or_else(|| {
         tracing::warn!(function = run.function, "cut off at the invocation deadline; the unfinished records are reported for redelivery");
@@ -27,7 +27,7 @@ pub(super) async fn apply<P: Protocol>(
             write_calls: 0,
         }
     });
-    let mut from_apply: Slots<P::Outcome> = slots.iter().map(|_| None).collect();
+    let mut from_apply: Slots<W::Outcome> = slots.iter().map(|_| None).collect();
     for (i, result) in applied.results {
         if let Some(slot) = from_apply.get_mut(i) {
             *slot = Some(result);

@@ -1,0 +1,283 @@
+//! A batch processor for your own code: an `async fn(Record<T>) -> Result<(), RecordError>`
+//! run over Kinesis (KPL aggregates expanded), SQS (standard and FIFO) and DynamoDB Streams
+//! batches with the pipeline the writers use: partial batch responses, ordering, the
+//! deadline, dead letters, the batch summary and metrics.
+//!
+//! ```no_run
+//! use dynamodb_exactly_once_lambda::dead_letter::ReportOnly;
+//! use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Order {
+//!     id: String,
+//!     amount: i64,
+//! }
+//!
+//! async fn handle(record: Record<Order>) -> Result<(), RecordError> {
+//!     if record.body.amount <= 0 {
+//!         return Err(RecordError::reject("amount must be positive"));
+//!     }
+//!     // … call something, keyed by record.delivery_id() if it must happen once …
+//!     Ok(())
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), lambda_runtime::Error> {
+//!     let processor = Processor::builder("orders", handle)
+//!         .dead_letters(ReportOnly)
+//!         .build()?;
+//!     lambda_runtime::run(processor).await
+//! }
+//! ```
+//!
+//! Per record:
+//!
+//! | the handler | the record is | `batchItemFailures` |
+//! |---|---|---|
+//! | returns `Ok(())` | acknowledged (`processed`) | no |
+//! | returns [`RecordError::Retry`] (or panics) | delivered again (`failed`) | yes |
+//! | returns [`RecordError::Reject`], or the body does not deserialize (`invalid_body`) | given to the dead-letter sink: kept and acknowledged ([`DeadLetters`](crate::dead_letter::DeadLetters), `invalid`), or reported for the source's own dead-letter queue ([`ReportOnly`], `rejected_reported`) | only if not kept |
+//! | is not started before the deadline's margin, or still runs at the cut-off | delivered again (`deferred`, `failed`) | yes |
+//!
+//! Order: an SQS FIFO batch by message group, always (a group's records one at a time, none
+//! after one reported); a Kinesis or DynamoDB Streams batch as [`StreamOrder`] says (default:
+//! the whole shard in order, stopping at the first record reported, which is safe for a
+//! handler that is not idempotent); an SQS standard batch concurrently, up to
+//! [`ProcessorBuilder::concurrency`] records at once. `docs/processor.md` states the contract
+//! per source.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use lambda_runtime::LambdaEvent;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tracing::Instrument;
+
+use dynamodb_exactly_once::batch::ANSWER_MARGIN;
+use dynamodb_exactly_once::{ConfigError, Deadline};
+
+use crate::dead_letter::{DeadLetterSink, ReportOnly};
+use crate::error::HandlerError;
+use crate::otel::batch_span;
+use crate::pipeline::{process_work, AgeCheck, BatchReport};
+use crate::source::{Batch, BatchResponse};
+use crate::telemetry::{invocation_span, traced};
+use crate::writer::DEFAULT_DEADLINE_MARGIN;
+
+mod record;
+mod service;
+mod work;
+
+pub use record::{Record, RecordError, MAX_REASON_CHARS};
+pub use work::Handled;
+use work::{Handler, Handling};
+
+/// Default number of records (or ordered keys) run at once.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// How the records of a Kinesis or DynamoDB Streams batch are run. SQS FIFO batches are
+/// always run by message group, SQS standard batches always concurrently.
+///
+/// Lambda restarts a stream shard from the *lowest* reported sequence number: every record
+/// after it is delivered again, also the ones that succeeded. Only [`StreamOrder::Shard`]
+/// runs none of them before that, so it is the one to use for a handler whose effects are not
+/// idempotent.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamOrder {
+    /// The whole batch (one shard) in sequence order, one record at a time, stopping at the
+    /// first record reported: the later ones are held back (reported, not run). Nothing runs
+    /// twice because of the restart rule (a KPL aggregate's user records share its sequence
+    /// number: when one is reported, its earlier ones come back too).
+    #[default]
+    Shard,
+    /// Kinesis: the records of one partition key in order, keys concurrently; after a
+    /// record reported, its key's later records are held back. The other keys' records after
+    /// it run again on the redelivery: the handler must be idempotent for them. A DynamoDB
+    /// Streams batch is run by shard (its records carry no partition key).
+    PartitionKey,
+    /// Concurrently, up to the concurrency limit, no order: every record after the lowest
+    /// reported one runs again on the redelivery (an idempotent handler).
+    Unordered,
+}
+
+/// A record handler behind the batch pipeline; a `tower::Service<LambdaEvent<Value>>`, so
+/// `lambda_runtime::run(processor)` works. Built by [`Processor::builder`].
+pub struct Processor<T> {
+    function: String,
+    work: Handling<T>,
+    dead_letters: Arc<dyn DeadLetterSink>,
+    deadline_margin: Duration,
+}
+
+impl<T> Clone for Processor<T> {
+    fn clone(&self) -> Self {
+        Processor {
+            function: self.function.clone(),
+            work: self.work.clone(),
+            dead_letters: Arc::clone(&self.dead_letters),
+            deadline_margin: self.deadline_margin,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Processor<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Processor")
+            .field("function", &self.function)
+            .field("record", &std::any::type_name::<T>())
+            .field("dead_letters", &self.dead_letters)
+            .field("stream_order", &self.work.stream_order)
+            .field("concurrency", &self.work.concurrency)
+            .field("deadline_margin", &self.deadline_margin)
+            .finish()
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> Processor<T> {
+    /// A processor named `function` (the name its dead letters, logs and metrics carry) running
+    /// `handler` on every record. Defaults: [`ReportOnly`] dead letters, [`StreamOrder::Shard`],
+    /// [`DEFAULT_CONCURRENCY`], a deadline margin of 2 s.
+    pub fn builder<H, F>(function: impl Into<String>, handler: H) -> ProcessorBuilder<T>
+    where
+        H: Fn(Record<T>) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), RecordError>> + Send + 'static,
+    {
+        let handler: Handler<T> = Arc::new(move |record| handler(record).boxed());
+        ProcessorBuilder {
+            function: function.into(),
+            handler,
+            dead_letters: Arc::new(ReportOnly),
+            stream_order: StreamOrder::default(),
+            concurrency: DEFAULT_CONCURRENCY,
+            deadline_margin: DEFAULT_DEADLINE_MARGIN,
+        }
+    }
+
+    /// Handle one invocation: the partial batch response. Every line it logs carries the
+    /// invocation's request id, trace id and function name.
+    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
+        let span = invocation_span(&event.context, &self.function);
+        let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
+        traced(span, deadline, async {
+            let batch = Batch::from_event(event.payload).inspect_err(|err| {
+                tracing::error!(error = %err, "the payload is not a Kinesis, SQS or DynamoDB Streams batch");
+            })?;
+            Ok(self.handle_batch(&batch, deadline).await.response)
+        })
+        .await
+    }
+
+    /// Process an already decoded batch: the report (per-record results in batch order), its
+    /// summary logged and emitted as metrics.
+    pub async fn handle_batch(&self, batch: &Batch, deadline: Deadline) -> BatchReport<Handled> {
+        let span = batch_span(&self.function, batch.kind, batch.records.len());
+        let report = process_work(
+            &self.function,
+            batch,
+            &self.work,
+            self.dead_letters.as_ref(),
+            deadline,
+            AgeCheck::Enforce,
+        )
+        .instrument(span)
+        .await;
+        report.summary.log(&self.function, batch.kind);
+        crate::metrics::emit_batch_metrics(&self.function, &report.summary);
+        report
+    }
+
+    /// The function's name (dead letters, logs, metrics).
+    pub fn function(&self) -> &str {
+        &self.function
+    }
+}
+
+/// Builds a [`Processor`]; see [`Processor::builder`].
+#[must_use]
+pub struct ProcessorBuilder<T> {
+    function: String,
+    handler: Handler<T>,
+    dead_letters: Arc<dyn DeadLetterSink>,
+    stream_order: StreamOrder,
+    concurrency: usize,
+    deadline_margin: Duration,
+}
+
+impl<T> std::fmt::Debug for ProcessorBuilder<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessorBuilder")
+            .field("function", &self.function)
+            .field("dead_letters", &self.dead_letters)
+            .field("stream_order", &self.stream_order)
+            .field("concurrency", &self.concurrency)
+            .field("deadline_margin", &self.deadline_margin)
+            .finish()
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> ProcessorBuilder<T> {
+    /// Where rejected records go: [`DeadLetters`](crate::dead_letter::DeadLetters) (a table:
+    /// kept, then acknowledged), [`ReportOnly`] (the default: reported for the source's own
+    /// dead-letter queue or on-failure destination), or your own [`DeadLetterSink`].
+    pub fn dead_letters(mut self, sink: impl DeadLetterSink + 'static) -> Self {
+        self.dead_letters = Arc::new(sink);
+        self
+    }
+
+    /// How stream batches are ordered (default [`StreamOrder::Shard`]).
+    pub fn stream_order(mut self, order: StreamOrder) -> Self {
+        self.stream_order = order;
+        self
+    }
+
+    /// How many records (unordered) or ordering keys (ordered) run at once (default
+    /// [`DEFAULT_CONCURRENCY`]; at least 1).
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Stop starting records this long before the invocation deadline (default 2 s; at least
+    /// 250 ms, the time kept to answer after work in flight is cut off).
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = margin;
+        self
+    }
+
+    /// The processor, or the setting at fault.
+    pub fn build(self) -> Result<Processor<T>, ConfigError> {
+        if self.concurrency == 0 {
+            return Err(ConfigError::new("concurrency", "must be at least 1"));
+        }
+        if self.deadline_margin < ANSWER_MARGIN {
+            return Err(ConfigError::new(
+                "deadline_margin",
+                format!(
+                    "{} ms is too small: at least {} ms, the time kept to send the answer after \
+                     work in flight is cut off",
+                    self.deadline_margin.as_millis(),
+                    ANSWER_MARGIN.as_millis()
+                ),
+            ));
+        }
+        if self.function.trim().is_empty() {
+            return Err(ConfigError::new("function", "must not be empty"));
+        }
+        Ok(Processor {
+            function: self.function,
+            work: Handling {
+                handler: self.handler,
+                stream_order: self.stream_order,
+                concurrency: self.concurrency,
+                body: PhantomData,
+            },
+            dead_letters: self.dead_letters,
+            deadline_margin: self.deadline_margin,
+        })
+    }
+}
