@@ -39,8 +39,8 @@ use crate::rejection::{quote, Rejection, RejectionCode};
 /// (`reserved_attribute`): reading its `Deleted: true` as a tombstone, or dropping its
 /// `Timestamp` column, would corrupt the replica.
 fn from_a_ratchet(config: &RatchetConfig, image: &Item) -> Result<bool, Rejection> {
-    let ratchet = image.contains_key(&config.ts_attribute)
-        && image.contains_key(&config.tie_break_attribute);
+    let ratchet =
+        image.contains_key(&config.ts_attribute) && image.contains_key(&config.tie_break_attribute);
     if ratchet {
         return Ok(true);
     }
