@@ -18,6 +18,7 @@ mod lease;
 mod processor;
 mod ratchet;
 mod ratchet_history;
+mod ratchet_keys;
 mod replay;
 mod replica_attributes;
 mod sources;
