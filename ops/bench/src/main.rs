@@ -5,6 +5,7 @@
 //! bench ratchet [--records 1000,10000 --keys K --duplicates F --concurrency C --latency-ms L]
 //! bench counter                      counter writer vs one UpdateItem per record
 //! bench txn [--transfers N]          transaction protocol vs TransactWriteItems
+//! bench document                   document writer: source order (now) vs items concurrently (before)
 //! bench lease [--rounds N]           lease lock: acquire / heartbeat / release / takeover latency
 //! bench versioning                   versioned updates/s under contention, write units
 //! bench crash-tx --fail-after K EVENT.json
@@ -17,6 +18,7 @@
 mod common;
 mod counter;
 mod crash;
+mod document;
 mod lease;
 mod ratchet;
 mod txn;
@@ -48,6 +50,8 @@ enum Command {
         #[arg(long, default_value_t = 800)]
         transfers: usize,
     },
+    /// The document writer in source order (now) against items concurrently (before).
+    Document,
     /// The lease lock: acquire, heartbeat, release and takeover latencies.
     Lease(lease::Options),
     /// Versioned updates under contention (1, 8, 32 writers; 1 and 100 items) and their
@@ -78,6 +82,7 @@ async fn main() -> ExitCode {
         Command::Ratchet(options) => ratchet::run(options).await,
         Command::Counter => counter::run().await,
         Command::Txn { transfers } => txn::run(transfers).await,
+        Command::Document => document::run().await,
         Command::Lease(options) => lease::run(options).await,
         Command::Versioning => versioning::run().await,
         Command::CrashTx { fail_after, event } => crash::run(fail_after, &event).await,

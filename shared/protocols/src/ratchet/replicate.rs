@@ -148,7 +148,9 @@ mod tests {
             ("Raw".into(), AttributeValue::B(Blob::new(vec![0, 255]))),
             ("_txLock".into(), s("tx")),
             ("ctr_bucket".into(), s("L")),
+            // A ratchet source's own version: not copied.
             ("Timestamp".into(), AttributeValue::N("5".into())),
+            ("TieBreak".into(), s("t")),
         ]);
         let record = map(&change(ChangeKind::Modify, Some(image))).expect("put");
         assert_eq!(record.ts.to_string(), "4421584500000000017450439000");
@@ -170,6 +172,8 @@ mod tests {
         let tombstone = Item::from([
             ("PK".into(), s("a")),
             ("Deleted".into(), AttributeValue::Bool(true)),
+            ("Timestamp".into(), AttributeValue::N("5".into())),
+            ("TieBreak".into(), s("t")),
         ]);
         assert_eq!(
             map(&change(ChangeKind::Modify, Some(tombstone)))
