@@ -102,3 +102,33 @@ pub async fn write_one(writer: &Writer<Ratchet>, body: Value) -> RatchetOutcome 
         .expect("valid record");
     writer.protocol.write(&record).await.expect("write")
 }
+
+/// A new table whose partition key `key` is a number (named `<unique prefix><name>`).
+pub async fn numeric_key_table(client: &Client, name: &str, key: &str) -> String {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let table = format!("{}{name}", dynamo_testing::unique_prefix());
+    client
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(key)
+                .attribute_type(ScalarAttributeType::N)
+                .build()
+                .expect("definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name(key)
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("schema"),
+        )
+        .send()
+        .await
+        .expect("create table");
+    table
+}

@@ -9,9 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-};
 use aws_sdk_dynamodb::Client;
 use common::*;
 use dynamo_testing::{client, client_with, At, Fault, FaultInjector, Interleaving};
@@ -24,33 +21,6 @@ use serde_json::{json, Map, Value};
 
 async fn document_table(client: &Client) -> String {
     dynamo_testing::template_tables(client, &["DocumentTable"]).await["DocumentTable"].clone()
-}
-
-/// A table whose partition key `PK` is a number.
-async fn numeric_key_table(client: &Client) -> String {
-    let table = format!("{}NumericDocs", dynamo_testing::unique_prefix());
-    client
-        .create_table()
-        .table_name(&table)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("PK")
-                .attribute_type(ScalarAttributeType::N)
-                .build()
-                .expect("definition"),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("PK")
-                .key_type(KeyType::Hash)
-                .build()
-                .expect("schema"),
-        )
-        .send()
-        .await
-        .expect("create table");
-    table
 }
 
 fn docs(client: Client, table: &str) -> Document {
@@ -96,7 +66,7 @@ async fn apply_bodies(docs: &Document, bodies: &[&str]) -> Vec<RecordResult<Docu
 async fn numeric_keys_are_one_item_per_dynamodb_number_and_unrepresentable_numbers_are_kept() {
     // Given a table keyed by a number, and a writer whose first append to item 1 is slow
     let setup = client();
-    let table = numeric_key_table(&setup).await;
+    let table = numeric_key_table(&setup, "NumericDocs", "PK").await;
     let il = Interleaving::new();
     il.delay_before(
         "A",

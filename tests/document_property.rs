@@ -266,8 +266,8 @@ async fn check(
     Ok(())
 }
 
-#[tokio::test]
-async fn every_document_record_applies_once_in_source_order_under_lost_responses_and_redelivery() {
+/// `DOC_PROPERTY_SEED` (random when unset, printed) and `DOC_PROPERTY_CASES` (`default`).
+fn seed_and_cases(default: u64) -> (u64, u64) {
     let seed: u64 = std::env::var("DOC_PROPERTY_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -275,8 +275,14 @@ async fn every_document_record_applies_once_in_source_order_under_lost_responses
     let cases: u64 = std::env::var("DOC_PROPERTY_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
+        .unwrap_or(default);
     println!("DOC_PROPERTY_SEED={seed}");
+    (seed, cases)
+}
+
+#[tokio::test]
+async fn every_document_record_applies_once_in_source_order_under_lost_responses_and_redelivery() {
+    let (seed, cases) = seed_and_cases(50);
     let setup = client();
     let table =
         dynamo_testing::template_tables(&setup, &["DocumentTable"]).await["DocumentTable"].clone();
@@ -386,15 +392,7 @@ async fn pipeline_case(
 
 #[tokio::test]
 async fn through_the_pipeline_every_record_applies_once_under_kinesis_and_sqs_redelivery() {
-    let seed: u64 = std::env::var("DOC_PROPERTY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    let cases: u64 = std::env::var("DOC_PROPERTY_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
-    println!("DOC_PROPERTY_SEED={seed}");
+    let (seed, cases) = seed_and_cases(40);
     let setup = client();
     let tables =
         dynamo_testing::template_tables(&setup, &["DocumentTable", "DeadLetterTable"]).await;

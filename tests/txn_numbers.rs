@@ -4,10 +4,7 @@
 
 use crate::txn_env;
 
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use dynamo_testing::client;
 use dynamodb_exactly_once::txn::{Coordinator, TxError, TxOutcome};
@@ -17,28 +14,7 @@ use txn_env::*;
 
 /// A table whose partition key `id` is a number, with accounts 7 and 8 at 100.
 async fn numeric_accounts(client: &Client) -> String {
-    let table = format!("{}NumericAccounts", dynamo_testing::unique_prefix());
-    client
-        .create_table()
-        .table_name(&table)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("id")
-                .attribute_type(ScalarAttributeType::N)
-                .build()
-                .expect("definition"),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("id")
-                .key_type(KeyType::Hash)
-                .build()
-                .expect("schema"),
-        )
-        .send()
-        .await
-        .expect("create table");
+    let table = crate::common::numeric_key_table(client, "NumericAccounts", "id").await;
     for id in ["7", "8"] {
         client
             .put_item()
