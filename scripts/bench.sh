@@ -22,7 +22,7 @@ if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   done
 fi
 
-for bench in ${BENCHES:-ratchet counter txn lease versioning}; do
+for bench in ${BENCHES:-ratchet counter txn lease versioning document}; do
   echo
   ./target/release/bench "$bench"
 done
