@@ -246,7 +246,10 @@ async fn idempotent_cut_off_keeps_finished_items<P: dynamodb_exactly_once::Proto
         !failed.contains(&"m0".to_string()),
         "the item that finished before the cut-off keeps its result: {failed:?}"
     );
-    assert!(failed.contains(&"m2".to_string()), "`c` was cut off or never started: {failed:?}");
+    assert!(
+        failed.contains(&"m2".to_string()),
+        "`c` was cut off or never started: {failed:?}"
+    );
 }
 
 #[tokio::test]

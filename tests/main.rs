@@ -18,6 +18,7 @@ mod lease;
 mod ratchet;
 mod ratchet_history;
 mod replay;
+mod replica_attributes;
 mod sources;
 mod streams;
 mod telemetry;

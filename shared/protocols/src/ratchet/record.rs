@@ -213,6 +213,13 @@ fn put(
     finish_put(config, key, ts, token, item)
 }
 
+/// Whether `token` has the shape of a put's tie-break token (`"0"` + 64 hex digits).
+pub(super) fn is_put_token(token: &str) -> bool {
+    token.len() == 65
+        && token.starts_with(PUT_TOKEN_PREFIX)
+        && token[1..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// The tie-break token of a put whose stored item has this canonical form.
 pub(super) fn put_token(canonical: &str) -> String {
     let digest = Sha256::digest(canonical.as_bytes());
