@@ -142,10 +142,15 @@ impl RawRecord {
     }
 }
 
-/// The key's attribute names are not the protocol's.
-fn check_key(config: &RatchetConfig, key: &ItemKey) -> Result<(), Rejection> {
+/// The key's attribute names are not the protocol's; in history mode, its canonical form (the
+/// history row's partition key) fits DynamoDB's limit, so no row is ever refused for it.
+pub(super) fn check_key(config: &RatchetConfig, key: &ItemKey) -> Result<(), Rejection> {
     for name in key.json().keys() {
         check_not_reserved(config, name)?;
+    }
+    if config.history_table.is_some() {
+        key.check_canonical_fits_partition_key()
+            .map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
     }
     Ok(())
 }

@@ -27,7 +27,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::config::{RatchetConfig, Replication};
 use super::record::{
-    check_not_reserved, delete, finish_put, is_put_token, put_token, RatchetRecord, DELETE_TOKEN,
+    check_key, delete, finish_put, is_put_token, put_token, RatchetRecord, DELETE_TOKEN,
 };
 use super::ts::Ts;
 use crate::change::{ChangeKind, ItemChange};
@@ -48,9 +48,7 @@ pub(super) fn replicate(
     })?;
     let key = ItemKey::from_item(&change.keys)
         .map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
-    for name in change.keys.keys() {
-        check_not_reserved(config, name)?;
-    }
+    check_key(config, &key)?;
     if change.kind == ChangeKind::Remove {
         return Ok(delete(key, ts));
     }
