@@ -15,6 +15,7 @@ mod document_once;
 mod document_property;
 mod key_limits;
 mod kpl;
+mod layout;
 mod lease;
 mod ratchet;
 mod ratchet_history;

@@ -96,6 +96,9 @@ pub enum RejectionCode {
     /// A number DynamoDB refuses (more than 38 significant digits, outside its range) or
     /// that the writer cannot carry exactly (it is never rounded into another value or key).
     InvalidNumber,
+    /// The stored item was written under other protocol attribute names or another prefix
+    /// (a setting renamed after data exists): refused rather than overwritten or misread.
+    LayoutMismatch,
     /// A code this version does not know (read from an older or newer dead letter). Stays
     /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
@@ -146,6 +149,7 @@ impl RejectionCode {
             RejectionCode::InvalidChange => "invalid_change",
             RejectionCode::BadAggregate => "bad_aggregate",
             RejectionCode::InvalidNumber => "invalid_number",
+            RejectionCode::LayoutMismatch => "layout_mismatch",
         }
     }
 }

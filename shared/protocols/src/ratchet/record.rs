@@ -293,7 +293,7 @@ fn stored_item(
 }
 
 pub(super) fn check_not_reserved(config: &RatchetConfig, name: &str) -> Result<(), Rejection> {
-    if config.protocol_attributes().contains(&name) {
+    if config.protocol_attributes().contains(&name) || name == super::LAYOUT_ATTRIBUTE {
         return Err(Rejection::new(
             RejectionCode::ReservedAttribute,
             format!(

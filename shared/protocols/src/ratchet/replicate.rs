@@ -26,6 +26,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::config::{RatchetConfig, Replication};
+use super::layout::LAYOUT_ATTRIBUTE;
 use super::record::{
     check_key, delete, finish_put, is_put_token, put_token, RatchetRecord, DELETE_TOKEN,
 };
@@ -58,7 +59,7 @@ pub(super) fn replicate(
     }
     let item: Item = image
         .iter()
-        .filter(|(name, _)| !replication.skips(config, name))
+        .filter(|(name, _)| *name != LAYOUT_ATTRIBUTE && !replication.skips(config, name))
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
     for (name, value) in &change.keys {
