@@ -1,83 +1,87 @@
-//! A replica (ratchet-writer, `RATCHET_CHANGES=replicate`) never reinterprets a source
-//! attribute that has the name of one of its protocol attributes: a soft-delete flag
-//! `Deleted: true` on an ordinary item is not a tombstone, a `Timestamp` column is not dropped;
-//! such a change is kept as `reserved_attribute` (rename the replica's attributes). A ratchet
-//! source's own tombstone (flag, timestamp and tie-break together) still replicates as a delete.
+//! A replica's source items whose attribute names are the replica's own protocol attributes
+//! (`Timestamp`, `TieBreak`, `Deleted`, `TTL` by default): refused and kept as dead letters,
+//! never dropped or read as a tombstone; a ratchet-written source still replicates.
 
-use crate::common;
+use std::collections::HashMap;
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use aws_sdk_dynamodb::types::AttributeValue;
+use dynamo_testing::client;
+use dynamo_testing::events::stream_batch;
+use dynamodb_exactly_once::ddb::Item;
+use dynamodb_exactly_once::Deadline;
 
-use aws_sdk_dynamodb::Client;
-use common::*;
-use dynamo_testing::events::{stream_batch, stream_record};
-use dynamo_testing::{client, template_tables};
-use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, Replication};
-use dynamodb_exactly_once::{Deadline, RecordResult, RejectionCode};
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::Writer;
-use serde_json::{json, Value};
-
-fn replica(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
-    let mut config = RatchetConfig::new(&tables["OrdersReplicaTable"]);
-    config.replication = Some(Replication::default());
-    Writer {
-        function: "orders-replica".into(),
-        protocol: Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "orders-replica"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-    }
-}
-
-async fn replicate(
-    w: &Writer<Ratchet>,
-    event: &str,
-    seq: &str,
-    image: &Value,
-) -> Option<RejectionCode> {
-    let keys = json!({"PK": image["PK"], "SK": image["SK"]});
-    let record = stream_record(&format!("e{seq}"), event, seq, &keys, Some(image), None);
-    let report = w
-        .handle_batch(&stream_batch(&[record]), Deadline::none())
-        .await;
-    match &report.results[0] {
-        RecordResult::Rejected(r) => Some(r.code),
-        RecordResult::Done(_) => None,
-        other => panic!("not decided: {other:?}"),
-    }
-}
+use crate::streams::{replica_writer, s, stream_record, typed_scan, TABLES};
 
 #[tokio::test]
-async fn a_source_attribute_named_like_a_protocol_attribute_is_refused_not_reinterpreted() {
-    let c = client();
-    let tables = template_tables(&c, &["OrdersReplicaTable", "DeadLetterTable"]).await;
-    let w = replica(c.clone(), &tables);
-    // An ordinary item with a soft-delete flag is not a tombstone,
-    let flagged = json!({"PK": "c#1", "SK": "o#1", "Deleted": true, "total": 5});
-    assert_eq!(
-        replicate(&w, "INSERT", "100", &flagged).await,
-        Some(RejectionCode::ReservedAttribute)
+async fn source_attributes_named_like_replica_attributes_are_refused_not_reinterpreted() {
+    let client = client();
+    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let writer = replica_writer(client.clone(), &tables);
+    let key = |sk: &str| -> Item { HashMap::from([("PK".into(), s("c")), ("SK".into(), s(sk))]) };
+    let with = |sk: &str, name: &str, value: AttributeValue| -> Item {
+        let mut item = key(sk);
+        item.insert(name.into(), value);
+        item
+    };
+    // Given source items that use the replica's protocol names for their own data: a
+    // soft-delete flag, a business timestamp, an expiry.
+    let soft_deleted = with("o1", "Deleted", AttributeValue::Bool(true));
+    let stamped = with("o2", "Timestamp", AttributeValue::N("5".into()));
+    let expiring = with("o3", "TTL", AttributeValue::N("1900000000".into()));
+    let records = [
+        stream_record(
+            "100000000000000000001",
+            "INSERT",
+            &key("o1"),
+            Some(&soft_deleted),
+            None,
+        ),
+        stream_record(
+            "100000000000000000002",
+            "INSERT",
+            &key("o2"),
+            Some(&stamped),
+            None,
+        ),
+        stream_record(
+            "100000000000000000003",
+            "MODIFY",
+            &key("o3"),
+            Some(&expiring),
+            None,
+        ),
+    ];
+    // When they are replicated
+    let report = writer
+        .handle_batch(&stream_batch(&records), Deadline::none())
+        .await;
+    // Then each is refused as reserved_attribute (kept, naming the attribute and its setting),
+    // and nothing reaches the replica: no tombstone, no silently dropped attribute.
+    assert!(
+        report.response.failed_ids().is_empty(),
+        "{:?}",
+        report.summary
     );
-    // nor is a `Timestamp` column silently dropped.
-    let stamped = json!({"PK": "c#1", "SK": "o#2", "Timestamp": 7, "total": 5});
     assert_eq!(
-        replicate(&w, "INSERT", "101", &stamped).await,
-        Some(RejectionCode::ReservedAttribute)
+        report.summary.outcomes.get("invalid"),
+        Some(&3),
+        "{:?}",
+        report.summary
     );
-    let items = scan(&c, &tables["OrdersReplicaTable"]).await;
-    assert!(items.is_empty(), "{items:?}");
-    // A ratchet source's tombstone (flag, timestamp and tie-break) is still a delete.
-    let live = json!({"PK": "c#2", "SK": "o#1", "total": 5});
-    assert_eq!(replicate(&w, "INSERT", "102", &live).await, None);
-    let tombstone =
-        json!({"PK": "c#2", "SK": "o#1", "Deleted": true, "Timestamp": 9, "TieBreak": "t"});
-    assert_eq!(replicate(&w, "MODIFY", "103", &tombstone).await, None);
-    let items = scan(&c, &tables["OrdersReplicaTable"]).await;
-    assert_eq!(
-        items["c#2|o#1"].get("Deleted"),
-        Some(&json!(true)),
-        "{items:?}"
-    );
+    let kept = writer.dead_letters.list().await.expect("dead letters");
+    assert_eq!(kept.len(), 3);
+    for letter in &kept {
+        assert_eq!(
+            letter.reason.code.as_str(),
+            "reserved_attribute",
+            "{letter:?}"
+        );
+        assert!(
+            letter.reason.message.contains("RATCHET_"),
+            "names the setting: {}",
+            letter.reason.message
+        );
+    }
+    let replica = typed_scan(&client, &tables["OrdersReplicaTable"]).await;
+    assert!(replica.is_empty(), "{replica:?}");
 }

@@ -26,14 +26,14 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-const TABLES: [&str; 4] = [
+pub(crate) const TABLES: [&str; 4] = [
     "OrdersTable",
     "OrdersReplicaTable",
     "OrdersTotalsTable",
     "DeadLetterTable",
 ];
 
-fn replica_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
+pub(crate) fn replica_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
     let config = {
         let mut c = RatchetConfig::new(&tables["OrdersReplicaTable"]);
         c.replication = Some(Replication::default());
@@ -67,7 +67,7 @@ fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Co
 }
 
 /// One change as a stream record, typed images kept as they are.
-fn stream_record(
+pub(crate) fn stream_record(
     seq: &str,
     name: &str,
     key: &Item,
@@ -91,7 +91,7 @@ fn stream_record(
         "eventSourceARN": dynamo_testing::events::STREAM_ARN})
 }
 
-fn s(v: &str) -> AttributeValue {
+pub(crate) fn s(v: &str) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
@@ -233,7 +233,7 @@ async fn deliver<P: dynamodb_exactly_once::Protocol>(
 }
 
 /// Every item of a table, typed, by `PK|SK`, sets sorted (DynamoDB keeps no set order).
-async fn typed_scan(client: &Client, table: &str) -> BTreeMap<String, Item> {
+pub(crate) async fn typed_scan(client: &Client, table: &str) -> BTreeMap<String, Item> {
     let items: Vec<Item> = client
         .scan()
         .table_name(table)

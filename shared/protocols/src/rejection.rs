@@ -102,6 +102,9 @@ pub enum RejectionCode {
     /// A record handler rejected the record: it can never succeed (the Lambda edge's batch
     /// processor).
     RejectedByHandler,
+    /// The stored item was written under other protocol attribute names or another prefix
+    /// (a setting renamed after data exists): refused rather than overwritten or misread.
+    LayoutMismatch,
     /// A code this version does not know (read from an older or newer dead letter). Stays
     /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
@@ -154,6 +157,7 @@ impl RejectionCode {
             RejectionCode::InvalidNumber => "invalid_number",
             RejectionCode::InvalidBody => "invalid_body",
             RejectionCode::RejectedByHandler => "rejected_by_handler",
+            RejectionCode::LayoutMismatch => "layout_mismatch",
         }
     }
 }

@@ -228,6 +228,20 @@ impl ItemKey {
         &self.canonical
     }
 
+    /// The canonical string fits a partition key value ([`MAX_KEY_VALUE_BYTES`]), as a
+    /// history table that keys its rows by it needs. Longer than the key's own values (names,
+    /// quotes, braces), it can exceed the limit while each value is within it.
+    pub fn check_canonical_fits_partition_key(&self) -> Result<(), KeyError> {
+        let len = self.canonical.len();
+        if len > MAX_KEY_VALUE_BYTES {
+            return Err(KeyError(format!(
+                "the key's canonical form (the history table's partition key) would be {len} bytes; \
+                 DynamoDB allows at most {MAX_KEY_VALUE_BYTES}"
+            )));
+        }
+        Ok(())
+    }
+
     /// The key as attribute values (numbers in their canonical spelling).
     pub fn to_item(&self) -> Result<Item, serde_dynamo::Error> {
         self.json

@@ -18,7 +18,7 @@ use super::record::{RatchetOp, RatchetRecord};
 use super::ts::Ts;
 use super::Ratchet;
 use crate::batch::{Deadline, RecordResult};
-use crate::ddb::item::{item_to_json, MAX_KEY_VALUE_BYTES};
+use crate::ddb::item::item_to_json;
 use crate::ddb::retry::Backoff;
 use crate::ddb::{Cost, ErrorClass, Item, ItemKey, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
@@ -91,19 +91,6 @@ fn row_id(row: &Item) -> String {
     )
 }
 
-/// Why a record's history row cannot be written: its canonical key (the history table's
-/// partition key) is over DynamoDB's 2,048 bytes.
-fn history_key_too_long(record: &RatchetRecord) -> Rejection {
-    Rejection::new(
-        RejectionCode::InvalidKey,
-        format!(
-            "in history mode the item's canonical key is the history table's partition key: \
-             {} bytes, over DynamoDB's {MAX_KEY_VALUE_BYTES}",
-            record.key.canonical().len()
-        ),
-    )
-}
-
 /// The history row of a record: key, sort key, `ts`, token, op and (put) the item.
 pub(crate) fn history_row(record: &RatchetRecord) -> Item {
     let mut row = Item::new();
@@ -145,15 +132,6 @@ impl Ratchet {
         Vec<(usize, RatchetRecord)>,
         Vec<(usize, RecordResult<RatchetOutcome>)>,
     ) {
-        // The history table's partition key is the canonical key: refused before the write
-        // when over DynamoDB's limit (in a BatchWriteItem it would fail its chunk-mates too).
-        let (records, mut refused): (Vec<_>, Vec<_>) = records
-            .into_iter()
-            .partition(|(_, r)| r.key.canonical().len() <= MAX_KEY_VALUE_BYTES);
-        let mut failed: Vec<(usize, RecordResult<RatchetOutcome>)> = refused
-            .drain(..)
-            .map(|(i, r)| (i, RecordResult::Rejected(history_key_too_long(&r))))
-            .collect();
         let mut rows: HashMap<String, Item> = HashMap::new();
         let ids: Vec<String> = records
             .iter()
@@ -170,6 +148,7 @@ impl Ratchet {
             .into_iter()
             .collect();
         let mut ready = Vec::with_capacity(records.len());
+        let mut failed = Vec::new();
         for ((i, record), id) in records.into_iter().zip(ids) {
             match written.get(&id) {
                 Some(Ok(())) => ready.push((i, record)),

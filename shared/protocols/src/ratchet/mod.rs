@@ -2,6 +2,7 @@
 
 mod config;
 mod history;
+mod layout;
 mod outcome;
 mod read;
 mod record;
@@ -24,6 +25,7 @@ pub use history::{
     history_sort_key, HISTORY_ITEM_ATTRIBUTE, HISTORY_KEY_ATTRIBUTE, HISTORY_OP_ATTRIBUTE,
     HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
 };
+pub use layout::LAYOUT_ATTRIBUTE;
 pub use outcome::RatchetOutcome;
 use record::RawRecord;
 pub use record::{RatchetOp, RatchetRecord};
@@ -63,15 +65,18 @@ const KEY_CONDITION_PARTITION: &str = "#pk = :pk";
 pub struct Ratchet {
     client: Client,
     config: RatchetConfig,
+    layout: layout::Layout,
 }
 
 impl Ratchet {
     /// The protocol on `config.table`, once `config` is valid ([`RatchetConfig::validate`]).
     pub fn try_new(client: Client, config: RatchetConfig) -> Result<Self, ConfigError> {
         config.validate()?;
+        let layout = layout::Layout::of(&config);
         Ok(Ratchet {
             client: crate::ddb::conflict::retrying_conflicts(client),
             config,
+            layout,
         })
     }
 

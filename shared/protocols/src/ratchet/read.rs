@@ -68,7 +68,18 @@ impl Ratchet {
 
     async fn get_live(&self, key: &ItemKey, read: Read) -> Result<Option<Item>, StoreError> {
         let item = get_item(&self.client, &self.config.table, key, read).await?;
+        if let Some(item) = &item {
+            self.check_layout(item)?;
+        }
         Ok(item.filter(|item| !self.is_tombstone(item)))
+    }
+
+    /// An item written under other attribute names is an error, never read as live or absent.
+    fn check_layout(&self, item: &Item) -> Result<(), StoreError> {
+        match self.layout.foreign(&self.config, item) {
+            Some(refused) => Err(StoreError::Inconsistent(refused.to_string())),
+            None => Ok(()),
+        }
     }
 
     /// Read many items (100 per call, unprocessed keys asked again with backoff); tombstones
@@ -107,12 +118,12 @@ impl Ratchet {
                 .await
                 .map_err(|e| StoreError::from_sdk("BatchGetItem", e))?;
             let items = resp.responses.unwrap_or_default().remove(table);
-            live.extend(
-                items
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|i| !self.is_tombstone(i)),
-            );
+            for item in items.unwrap_or_default() {
+                self.check_layout(&item)?;
+                if !self.is_tombstone(&item) {
+                    live.push(item);
+                }
+            }
             pending = resp.unprocessed_keys.and_then(|mut u| u.remove(table));
             if pending.is_some() {
                 let Some(delay) = delays.next() else {
@@ -152,6 +163,9 @@ impl Ratchet {
             .try_collect()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
+        for item in &items {
+            self.check_layout(item)?;
+        }
         Ok(items
             .into_iter()
             .map(item_to_json)

@@ -142,10 +142,15 @@ impl RawRecord {
     }
 }
 
-/// The key's attribute names are not the protocol's.
-fn check_key(config: &RatchetConfig, key: &ItemKey) -> Result<(), Rejection> {
+/// The key's attribute names are not the protocol's; in history mode, its canonical form (the
+/// history row's partition key) fits DynamoDB's limit, so no row is ever refused for it.
+pub(super) fn check_key(config: &RatchetConfig, key: &ItemKey) -> Result<(), Rejection> {
     for name in key.json().keys() {
         check_not_reserved(config, name)?;
+    }
+    if config.history_table.is_some() {
+        key.check_canonical_fits_partition_key()
+            .map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
     }
     Ok(())
 }
@@ -211,6 +216,13 @@ fn put(
         )
     })?;
     finish_put(config, key, ts, token, item)
+}
+
+/// Whether `token` has the shape of a put's tie-break token (`"0"` + 64 hex digits).
+pub(super) fn is_put_token(token: &str) -> bool {
+    token.len() == 65
+        && token.starts_with(PUT_TOKEN_PREFIX)
+        && token[1..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The tie-break token of a put whose stored item has this canonical form.
@@ -281,7 +293,7 @@ fn stored_item(
 }
 
 pub(super) fn check_not_reserved(config: &RatchetConfig, name: &str) -> Result<(), Rejection> {
-    if config.protocol_attributes().contains(&name) {
+    if config.protocol_attributes().contains(&name) || name == super::LAYOUT_ATTRIBUTE {
         return Err(Rejection::new(
             RejectionCode::ReservedAttribute,
             format!(

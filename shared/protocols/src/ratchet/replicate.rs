@@ -4,75 +4,36 @@
 //! | change | record |
 //! |---|---|
 //! | `INSERT`, `MODIFY` | put of `NewImage`, minus the skipped attributes ([`Replication`]) |
-//! | `MODIFY` whose `NewImage` has `<deleted attribute> = true` (a ratchet source's tombstone: it also carries the timestamp and tie-break attributes) | delete |
-//! | a `NewImage` that carries a protocol attribute name but is not a ratchet item | refused (`reserved_attribute`) |
+//! | `INSERT`, `MODIFY` of a ratchet-written item (a put token, a timestamp, no flag, no TTL) | put, the source's version attributes replaced by the replica's |
+//! | `MODIFY` whose `NewImage` is a ratchet source's tombstone (tie-break `"1"`, flag `true`) | delete |
+//! | `INSERT`, `MODIFY` with any other attribute named like a protocol attribute | refused, `reserved_attribute` (copying it would drop it or make a tombstone) |
 //! | `REMOVE` (a request or TTL) | delete (a tombstone in the replica) |
 //!
 //! The timestamp is the change's sequence number ([`Ts::from_digits`]: up to 40 digits in
-//! DynamoDB Streams, stored as a fixed-width digit string). The contract relied on: the
-//! sequence numbers of one item's changes grow with the changes, across a stream's shard
-//! lineage too (AWS documents per-item ordering in DynamoDB Streams, a child shard's records
-//! following its parent's, and sequence numbers that increase over time; it does not state a
-//! numeric comparison across shards in so many words, so this is the one assumption). Under
-//! it the greatest one is the source's latest state, and the ratchet keeps it whatever arrived
-//! when, in whatever order Lambda processes parent and child shards. Images stay
+//! DynamoDB Streams, stored as a fixed-width digit string). Assumed (see the protocol page's
+//! sequence-number contract): one item's later change has a greater sequence number, across
+//! a parent shard and its children too; the greatest one is then the source's latest state,
+//! and the ratchet keeps it whatever arrived when. Images stay
 //! attribute values end to end (sets, binaries and 38-digit numbers are copied exactly); the
 //! put's tie-break token hashes the typed canonical item ([`canonical_item`]).
 //!
 //! Write cost: the ratchet's (one conditional `PutItem` per key per batch). Failure modes: a
 //! put without `NewImage` (a `KEYS_ONLY` or `OLD_IMAGE` stream), a sequence number that is not
-//! digits, or a key JSON cannot carry exactly (binary) is rejected (`invalid_change`,
-//! `invalid_key`) and kept as a dead letter.
+//! digits, a key JSON cannot carry exactly (binary), or a source attribute named like one of
+//! the replica's protocol attributes is rejected (`invalid_change`, `invalid_key`,
+//! `reserved_attribute`) and kept as a dead letter.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::config::{RatchetConfig, Replication};
-use super::record::{check_not_reserved, delete, finish_put, put_token, RatchetRecord};
+use super::layout::LAYOUT_ATTRIBUTE;
+use super::record::{
+    check_key, delete, finish_put, is_put_token, put_token, RatchetRecord, DELETE_TOKEN,
+};
 use super::ts::Ts;
 use crate::change::{ChangeKind, ItemChange};
 use crate::ddb::item::{canonical_item, Item, ItemKey};
 use crate::rejection::{quote, Rejection, RejectionCode};
-
-/// Whether `image` was written by a ratchet with this replica's attribute names (it carries
-/// the timestamp and the tie-break): then its protocol attributes are the source's own and
-/// are not copied. An image of any other item that carries one of those names is refused
-/// (`reserved_attribute`): reading its `Deleted: true` as a tombstone, or dropping its
-/// `Timestamp` column, would corrupt the replica.
-fn from_a_ratchet(config: &RatchetConfig, image: &Item) -> Result<bool, Rejection> {
-    let ratchet =
-        image.contains_key(&config.ts_attribute) && image.contains_key(&config.tie_break_attribute);
-    if ratchet {
-        return Ok(true);
-    }
-    let settings = [
-        "ts_attribute",
-        "deleted_attribute",
-        "ttl_attribute",
-        "tie_break_attribute",
-    ];
-    for (name, setting) in config.protocol_attributes().iter().zip(settings) {
-        if image.contains_key(*name) {
-            return Err(Rejection::new(
-                RejectionCode::ReservedAttribute,
-                format!(
-                    "the source item has an attribute {} named like the replica's {setting}: \
-                     set RATCHET_{} to a name the source does not use",
-                    quote(name),
-                    setting.to_uppercase()
-                ),
-            ));
-        }
-    }
-    Ok(false)
-}
-
-/// A ratchet source's tombstone: its deleted flag set.
-fn is_tombstone(config: &RatchetConfig, image: &Item) -> bool {
-    matches!(
-        image.get(&config.deleted_attribute),
-        Some(AttributeValue::Bool(true))
-    )
-}
 
 /// The ratchet record of a change (see the module's table).
 pub(super) fn replicate(
@@ -88,19 +49,17 @@ pub(super) fn replicate(
     })?;
     let key = ItemKey::from_item(&change.keys)
         .map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
-    for name in change.keys.keys() {
-        check_not_reserved(config, name)?;
-    }
+    check_key(config, &key)?;
     if change.kind == ChangeKind::Remove {
         return Ok(delete(key, ts));
     }
     let image = change.require_new_image()?;
-    if from_a_ratchet(config, image)? && is_tombstone(config, image) {
+    if source_form(config, image)? == SourceForm::RatchetTombstone {
         return Ok(delete(key, ts));
     }
     let item: Item = image
         .iter()
-        .filter(|(name, _)| !replication.skips(config, name))
+        .filter(|(name, _)| *name != LAYOUT_ATTRIBUTE && !replication.skips(config, name))
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
     for (name, value) in &change.keys {
@@ -114,6 +73,70 @@ pub(super) fn replicate(
     let token = put_token(&canonical_item(&item));
     finish_put(config, key, ts, token, item)
 }
+
+/// What a source image is, judged by the replica's protocol attribute names.
+#[derive(Debug, PartialEq, Eq)]
+enum SourceForm {
+    /// None of the names: the item's own attributes, copied.
+    Plain,
+    /// A ratchet-written live item (a version of the names' shape, no tombstone flag or TTL):
+    /// its version attributes are the source's and give way to the replica's.
+    RatchetItem,
+    /// A ratchet-written tombstone (tie-break `"1"`, flag `true`): a delete.
+    RatchetTombstone,
+}
+
+/// The source image's form; `reserved_attribute` when it uses one of the replica's protocol
+/// names for data of its own (a soft-delete flag, a business timestamp, an expiry): copying it
+/// would drop the attribute or read the item as a tombstone.
+fn source_form(config: &RatchetConfig, image: &Item) -> Result<SourceForm, Rejection> {
+    let present: Vec<usize> = config
+        .protocol_attributes()
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| image.contains_key(**name))
+        .map(|(i, _)| i)
+        .collect();
+    let Some(&first) = present.first() else {
+        return Ok(SourceForm::Plain);
+    };
+    let token = image
+        .get(&config.tie_break_attribute)
+        .and_then(|v| v.as_s().ok());
+    let has = |name: &str| image.contains_key(name);
+    let tombstone_flag = image.get(&config.deleted_attribute) == Some(&AttributeValue::Bool(true));
+    match token {
+        Some(t) if t == DELETE_TOKEN && tombstone_flag => return Ok(SourceForm::RatchetTombstone),
+        Some(t)
+            if is_put_token(t)
+                && has(&config.ts_attribute)
+                && !has(&config.deleted_attribute)
+                && !has(&config.ttl_attribute) =>
+        {
+            return Ok(SourceForm::RatchetItem)
+        }
+        _ => {}
+    }
+    let name = config.protocol_attributes()[first];
+    Err(Rejection::new(
+        RejectionCode::ReservedAttribute,
+        format!(
+            "source attribute {} is the replica's {} and the item is not ratchet-written: \
+             name the replica's attribute otherwise ({})",
+            quote(name),
+            ROLE_SETTINGS[first].0,
+            ROLE_SETTINGS[first].1
+        ),
+    ))
+}
+
+/// Each protocol attribute's role and setting, in [`RatchetConfig::protocol_attributes`] order.
+const ROLE_SETTINGS: [(&str, &str); 4] = [
+    ("timestamp", "RATCHET_TS_ATTRIBUTE"),
+    ("tombstone flag", "RATCHET_DELETED_ATTRIBUTE"),
+    ("tombstone expiry", "RATCHET_TTL_ATTRIBUTE"),
+    ("tie-break", "RATCHET_TIE_BREAK_ATTRIBUTE"),
+];
 
 #[cfg(test)]
 mod tests {
@@ -148,9 +171,6 @@ mod tests {
             ("Raw".into(), AttributeValue::B(Blob::new(vec![0, 255]))),
             ("_txLock".into(), s("tx")),
             ("ctr_bucket".into(), s("L")),
-            // A ratchet source's own version: not copied.
-            ("Timestamp".into(), AttributeValue::N("5".into())),
-            ("TieBreak".into(), s("t")),
         ]);
         let record = map(&change(ChangeKind::Modify, Some(image))).expect("put");
         assert_eq!(record.ts.to_string(), "4421584500000000017450439000");
@@ -171,9 +191,10 @@ mod tests {
         );
         let tombstone = Item::from([
             ("PK".into(), s("a")),
+            ("Timestamp".into(), AttributeValue::N("7".into())),
+            ("TieBreak".into(), s(DELETE_TOKEN)),
             ("Deleted".into(), AttributeValue::Bool(true)),
-            ("Timestamp".into(), AttributeValue::N("5".into())),
-            ("TieBreak".into(), s("t")),
+            ("TTL".into(), AttributeValue::N("1900000000".into())),
         ]);
         assert_eq!(
             map(&change(ChangeKind::Modify, Some(tombstone)))
@@ -181,6 +202,37 @@ mod tests {
                 .op,
             RatchetOp::Delete
         );
+    }
+
+    #[test]
+    fn a_ratchet_source_item_replicates_under_the_replica_version() {
+        let image = Item::from([
+            ("PK".into(), s("a")),
+            ("Timestamp".into(), AttributeValue::N("7".into())),
+            ("TieBreak".into(), s(&format!("0{}", "ab".repeat(32)))),
+            ("Rating".into(), AttributeValue::N("5".into())),
+        ]);
+        let record = map(&change(ChangeKind::Modify, Some(image))).expect("put");
+        let RatchetOp::Put(item) = record.op else {
+            panic!("a put");
+        };
+        assert_eq!(item["Timestamp"], record.ts.to_attribute());
+        assert_eq!(item["TieBreak"], s(&record.token));
+    }
+
+    #[test]
+    fn own_data_under_a_protocol_name_is_refused() {
+        for (name, value) in [
+            ("Deleted", AttributeValue::Bool(true)),
+            ("Timestamp", AttributeValue::N("5".into())),
+            ("TieBreak", s("x")),
+            ("TTL", AttributeValue::N("1900000000".into())),
+        ] {
+            let image = Item::from([("PK".into(), s("a")), (name.into(), value)]);
+            let rejection = map(&change(ChangeKind::Insert, Some(image))).expect_err(name);
+            assert_eq!(rejection.code, RejectionCode::ReservedAttribute);
+            assert!(rejection.message.contains(name), "{}", rejection.message);
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use aws_sdk_dynamodb::types::{
 };
 use futures::StreamExt;
 
+use super::layout::LAYOUT_ATTRIBUTE;
 use super::outcome::RatchetOutcome;
 use super::record::{RatchetOp, RatchetRecord};
 use super::{Ratchet, CONDITION_NEWER, CONDITION_NEWER_BIG};
@@ -55,16 +56,21 @@ impl Ratchet {
                 });
             }
         }
-        self.write_counted(record, &cost).await
+        self.write_counted(record, &cost)
+            .await?
+            .map_err(|refused| StoreError::Inconsistent(refused.to_string()))
     }
 
+    /// One conditional `PutItem`: the outcome, or `layout_mismatch` when the stored item was
+    /// written under other attribute names (see [`super::layout`]).
     async fn write_counted(
         &self,
         record: &RatchetRecord,
         cost: &Cost,
-    ) -> Result<RatchetOutcome, StoreError> {
+    ) -> Result<Result<RatchetOutcome, Rejection>, StoreError> {
         let config = &self.config;
-        let request = self
+        let guard = self.layout.guard();
+        let mut request = self
             .client
             .put_item()
             .table_name(&config.table)
@@ -73,13 +79,21 @@ impl Ratchet {
             .expression_attribute_names("#tb", &config.tie_break_attribute)
             .expression_attribute_values(":ts", record.ts.to_attribute())
             .expression_attribute_values(":tb", AttributeValue::S(record.token.clone()));
-        // Number timestamps send exactly the requests of the earlier version.
-        let request = match record.ts.is_big() {
-            false => request.condition_expression(CONDITION_NEWER),
-            true => request
-                .condition_expression(CONDITION_NEWER_BIG)
-                .expression_attribute_values(":numeric", AttributeValue::S("N".into())),
+        for (placeholder, name) in guard.names {
+            request = request.expression_attribute_names(placeholder, name);
+        }
+        if let Some(marker) = guard.value {
+            request = request.expression_attribute_values(":lay", AttributeValue::S(marker));
+        }
+        let newer = match record.ts.is_big() {
+            false => CONDITION_NEWER,
+            true => {
+                request =
+                    request.expression_attribute_values(":numeric", AttributeValue::S("N".into()));
+                CONDITION_NEWER_BIG
+            }
         };
+        let request = request.condition_expression(format!("({}) AND ({newer})", guard.condition));
         let result = request
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
@@ -90,9 +104,12 @@ impl Ratchet {
             Ok(Cond::Done(out)) => cost.add(out.consumed_capacity()),
             _ => cost.add_failed(),
         }
-        Ok(match outcome? {
+        Ok(Ok(match outcome? {
             Cond::Done(_) => RatchetOutcome::Applied,
             Cond::Failed { old } => {
+                if let Some(refused) = old.as_ref().and_then(|o| self.layout.foreign(config, o)) {
+                    return Ok(Err(refused));
+                }
                 let stored = old.as_ref().and_then(|o| self.stored_version(o));
                 if stored
                     .as_ref()
@@ -103,11 +120,19 @@ impl Ratchet {
                     RatchetOutcome::Stale
                 }
             }
-        })
+        }))
     }
 
     /// The item a record writes: the put's item, or a tombstone (key, version, flag, TTL).
     fn stored_item(&self, record: &RatchetRecord) -> Result<Item, StoreError> {
+        let mut item = self.plain_stored_item(record)?;
+        if let Some(marker) = self.layout.marker() {
+            item.insert(LAYOUT_ATTRIBUTE.into(), AttributeValue::S(marker.into()));
+        }
+        Ok(item)
+    }
+
+    fn plain_stored_item(&self, record: &RatchetRecord) -> Result<Item, StoreError> {
         let RatchetOp::Put(item) = &record.op else {
             let config = &self.config;
             let mut item = record.key.to_item()?;
@@ -156,7 +181,13 @@ impl Ratchet {
             let same: Vec<usize> = candidates.drain(..split).map(|(i, _)| i).collect();
             let rest = || same.iter().skip(1).chain(candidates.iter().map(|(i, _)| i));
             match self.write_counted(&winner, cost).await {
-                Ok(outcome) => {
+                Ok(Err(refused)) => {
+                    results.extend(
+                        same.iter()
+                            .map(|i| (*i, RecordResult::Rejected(refused.clone()))),
+                    );
+                }
+                Ok(Ok(outcome)) => {
                     results.push((winner_index, RecordResult::Done(outcome)));
                     results.extend(same.iter().skip(1).map(|i| (*i, duplicate())));
                     results.extend(candidates.iter().map(|(i, _)| (*i, superseded())));

@@ -259,6 +259,8 @@ fn number(n: u64) -> AttributeValue {
 /// The caller's item plus the key attributes, checked: an object, no protocol attribute, key
 /// attributes that agree with the key, and both stored forms within DynamoDB's item size.
 fn stored_item(key: &ItemKey, item: Value) -> Result<Map<String, Value>, Rejection> {
+    key.check_canonical_fits_partition_key()
+        .map_err(|m| Rejection::new(RejectionCode::InvalidKey, m))?;
     let Value::Object(mut fields) = item else {
         return Err(Rejection::new(
             RejectionCode::InvalidItem,

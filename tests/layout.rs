@@ -1,0 +1,135 @@
+//! Renaming the ratchet's protocol attributes after data exists: an item written under other
+//! names is recognised on first contact and refused (`layout_mismatch`), never overwritten by
+//! an older record nor read as live; items of unchanged settings keep working.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use dynamo_testing::client;
+use dynamodb_exactly_once::ddb::{Item, ItemKey, Read};
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::Writer;
+use serde_json::{json, Value};
+
+use crate::common::{delete, put, raw_item, sqs_batch, write_one};
+
+fn writer(
+    client: &Client,
+    tables: &BTreeMap<String, String>,
+    configure: impl FnOnce(&mut RatchetConfig),
+) -> Writer<Ratchet> {
+    let mut config = RatchetConfig::new(&tables["RatchetTable"]);
+    configure(&mut config);
+    Writer {
+        function: "ratchet-writer".into(),
+        protocol: Ratchet::try_new(client.clone(), config).expect("valid configuration"),
+        dead_letters: DeadLetters::new(
+            client.clone(),
+            &tables["DeadLetterTable"],
+            "ratchet-writer",
+        ),
+        deadline_margin: Duration::from_secs(1),
+        event_time: None,
+    }
+}
+
+fn key(sk: &str) -> Item {
+    Item::from([
+        ("PK".into(), AttributeValue::S("u".into())),
+        ("SK".into(), AttributeValue::S(sk.into())),
+    ])
+}
+
+/// The dead-letter codes after one batch of `bodies` (message ids from `offset`; nothing
+/// reported for redelivery).
+async fn codes_after(writer: &Writer<Ratchet>, bodies: &[Value], offset: usize) -> Vec<String> {
+    let report = writer
+        .handle_batch(&sqs_batch(bodies, offset), Deadline::none())
+        .await;
+    assert!(
+        report.response.failed_ids().is_empty(),
+        "{:?}",
+        report.summary
+    );
+    let kept = writer.dead_letters.list().await.expect("dead letters");
+    kept.iter()
+        .map(|l| l.reason.code.as_str().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn renamed_ratchet_attributes_are_refused_on_first_contact_not_overwritten() {
+    let client = client();
+    let tables =
+        dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+    let table = tables["RatchetTable"].clone();
+    // Given items written under the default names: a put at ts 10, a tombstone at ts 10.
+    let defaults = writer(&client, &tables, |_| {});
+    let v10 = put("u", "a", 10, json!({"v": "ten"}));
+    assert_eq!(write_one(&defaults, v10).await, RatchetOutcome::Applied);
+    assert_eq!(
+        write_one(&defaults, delete("u", "b", 10)).await,
+        RatchetOutcome::Applied
+    );
+
+    // When the timestamp attribute is renamed and an older record arrives
+    let renamed_ts = writer(&client, &tables, |c| c.ts_attribute = "V".into());
+    let older = put("u", "a", 5, json!({"v": "five"}));
+    // Then it is refused, and the newer item is untouched.
+    assert_eq!(
+        codes_after(&renamed_ts, &[older], 0).await,
+        ["layout_mismatch"]
+    );
+    let stored = raw_item(&client, &table, key("a")).await.expect("item");
+    assert_eq!(stored["v"], json!("ten"));
+
+    // When the tombstone flag is renamed, the old tombstone does not read as a live item.
+    let renamed_flag = writer(&client, &tables, |c| c.deleted_attribute = "Gone".into());
+    let b = ItemKey::from_json(&json!({"PK": "u", "SK": "b"})).expect("key");
+    let read = renamed_flag.protocol.get_json(&b, Read::Consistent).await;
+    assert!(read.is_err(), "a tombstone of other names read as {read:?}");
+
+    // Items written under one non-default layout are refused under another.
+    let under_w = writer(&client, &tables, |c| c.ts_attribute = "W".into());
+    assert_eq!(
+        write_one(&under_w, put("u", "c", 10, json!({"v": 1}))).await,
+        RatchetOutcome::Applied
+    );
+    let under_x = writer(&client, &tables, |c| c.ts_attribute = "X".into());
+    let codes = codes_after(&under_x, &[put("u", "c", 5, json!({"v": 2}))], 1).await;
+    assert_eq!(codes, ["layout_mismatch", "layout_mismatch"]);
+    assert_eq!(
+        raw_item(&client, &table, key("c")).await.expect("item")["v"],
+        json!(1)
+    );
+
+    // Unchanged settings keep working on items written before the layout was recorded.
+    let legacy = Item::from([
+        ("PK".into(), AttributeValue::S("u".into())),
+        ("SK".into(), AttributeValue::S("d".into())),
+        ("W".into(), AttributeValue::N("10".into())),
+        (
+            "TieBreak".into(),
+            AttributeValue::S(format!("0{}", "a".repeat(64))),
+        ),
+    ]);
+    client
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(legacy))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(
+        write_one(&under_w, put("u", "d", 11, json!({"v": 3}))).await,
+        RatchetOutcome::Applied
+    );
+    assert_eq!(
+        write_one(&defaults, put("u", "a", 11, json!({"v": "eleven"}))).await,
+        RatchetOutcome::Applied
+    );
+}
