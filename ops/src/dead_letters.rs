@@ -67,13 +67,12 @@ pub struct Scope {
 
 impl Scope {
     fn filter(&self) -> Result<LetterFilter, String> {
-        let kind = match self.kind.as_deref() {
-            None => None,
-            Some("kinesis") => Some(SourceKind::Kinesis),
-            Some("sqs") => Some(SourceKind::Sqs),
-            Some("dynamodb") => Some(SourceKind::DynamoDb),
-            Some(other) => return Err(format!("--kind {other:?}: kinesis, sqs or dynamodb")),
-        };
+        let kind = self
+            .kind
+            .as_deref()
+            .map(str::parse::<SourceKind>)
+            .transpose()
+            .map_err(|e| format!("--kind {e}"))?;
         Ok(LetterFilter::all()
             .kind(kind)
             .source_arn(self.source_arn.clone()))

@@ -335,6 +335,26 @@ impl Deadline {
         }
     }
 
+    /// Like [`Deadline::bound`] for one part of a batch (see [`Deadline::bound_part`]): the
+    /// part's results, or its records reported [`RecordFailure::CutOff`] at `operation`.
+    pub(crate) async fn bound_records<O, F>(
+        &self,
+        indices: Vec<usize>,
+        operation: &'static str,
+        work: F,
+    ) -> Vec<(usize, RecordResult<O>)>
+    where
+        F: Future<Output = Vec<(usize, RecordResult<O>)>>,
+    {
+        match self.bound_part(work).await {
+            Some(results) => results,
+            None => indices
+                .into_iter()
+                .map(|i| (i, RecordResult::Failed(RecordFailure::CutOff(operation))))
+                .collect(),
+        }
+    }
+
     /// Like [`Deadline::bound`] for one part of a batch (one item's writes, run beside the
     /// others), [`PART_MARGIN`] earlier: the protocol reports the cut-off part's records as
     /// [`RecordFailure::CutOff`] while the parts that finished keep their results.

@@ -88,11 +88,7 @@ pub const MAX_REASON_CHARS: usize = 1024;
 /// DynamoDB Streams wirings). Keep that prefix.
 pub fn letter_id(function: &str, deployment: Option<&str>, position: &SourcePosition) -> String {
     let arn = position.source_arn.as_deref().unwrap_or("-");
-    let kind = match position.kind {
-        SourceKind::Kinesis => "kinesis",
-        SourceKind::Sqs => "sqs",
-        SourceKind::DynamoDb => "dynamodb",
-    };
+    let kind = position.kind.as_str();
     let kind = match deployment {
         Some(deployment) => format!("{kind}|{deployment}"),
         None => kind.to_string(),

@@ -42,6 +42,31 @@ pub enum SourceKind {
     DynamoDb,
 }
 
+impl SourceKind {
+    /// Every kind.
+    pub const ALL: [SourceKind; 3] = [SourceKind::Kinesis, SourceKind::Sqs, SourceKind::DynamoDb];
+
+    /// Its name in ids and settings, as serialized: `kinesis`, `sqs`, `dynamodb`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Kinesis => "kinesis",
+            SourceKind::Sqs => "sqs",
+            SourceKind::DynamoDb => "dynamodb",
+        }
+    }
+}
+
+impl std::str::FromStr for SourceKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        SourceKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("{s:?}: kinesis, sqs or dynamodb"))
+    }
+}
+
 /// Where a record came from: enough to find it again and to replay it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourcePosition {
@@ -84,11 +109,7 @@ impl SourcePosition {
     /// `<kind>|<stream or queue ARN>|<shard>|<sequence number or message id>[:<sub-sequence>]`
     /// (a protocol that is not idempotent derives its op tokens from it).
     pub fn delivery_id(&self) -> String {
-        let kind = match self.kind {
-            SourceKind::Kinesis => "kinesis",
-            SourceKind::Sqs => "sqs",
-            SourceKind::DynamoDb => "dynamodb",
-        };
+        let kind = self.kind.as_str();
         let arn = self.source_arn.as_deref().unwrap_or("-");
         let shard = self.shard_id.as_deref().unwrap_or("-");
         match &self.sub_record {

@@ -14,7 +14,7 @@ use super::settle::{
 };
 use super::update::{chunk_entries, KeyEntry};
 use super::{Counter, CounterRecord};
-use crate::batch::{Applied, Deadline, Protocol, RecordFailure, RecordResult};
+use crate::batch::{Applied, Deadline, Protocol};
 use crate::change::{no_change_mapping, ItemChange};
 use crate::ddb::error::bounded;
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, StoreError};
@@ -321,13 +321,7 @@ impl Protocol for Counter {
                 }
                 let indices: Vec<usize> = entries.iter().flat_map(|e| e.indices.clone()).collect();
                 let writing = self.write_item(key, entries, deadline, cost_ref);
-                match deadline.bound_part(writing).await {
-                    Some(results) => results,
-                    None => indices
-                        .into_iter()
-                        .map(|i| (i, RecordResult::Failed(RecordFailure::CutOff("UpdateItem"))))
-                        .collect(),
-                }
+                deadline.bound_records(indices, "UpdateItem", writing).await
             })
             .buffer_unordered(self.config.concurrency)
             .collect()

@@ -13,7 +13,7 @@ use super::layout::LAYOUT_ATTRIBUTE;
 use super::outcome::RatchetOutcome;
 use super::record::{RatchetOp, RatchetRecord};
 use super::{Ratchet, CONDITION_NEWER, CONDITION_NEWER_BIG};
-use crate::batch::{Applied, Deadline, Protocol, RecordFailure, RecordResult};
+use crate::batch::{Applied, Deadline, Protocol, RecordResult};
 use crate::change::{no_change_mapping, ItemChange};
 use crate::ddb::clock::epoch_seconds;
 use crate::ddb::{conditional, Cond, Cost, ErrorClass, Item, StoreError};
@@ -21,14 +21,6 @@ use crate::rejection::{Rejection, RejectionCode};
 
 /// Results of one key's records.
 type GroupResults = Vec<(usize, RecordResult<RatchetOutcome>)>;
-
-/// The records of a key group whose write was in flight at the cut-off.
-fn cut_off(indices: Vec<usize>, operation: &'static str) -> GroupResults {
-    indices
-        .into_iter()
-        .map(|i| (i, RecordResult::Failed(RecordFailure::CutOff(operation))))
-        .collect()
-}
 
 impl Ratchet {
     /// Write one record (no coalescing): one conditional `PutItem` (in history mode, after
@@ -297,15 +289,10 @@ impl Ratchet {
         }
         let results: Vec<GroupResults> =
             futures::stream::iter(order.into_iter().filter_map(|id| groups.remove(&id)))
-                .map(|group| async move {
+                .map(|group| {
                     let indices: Vec<usize> = group.iter().map(|(i, _)| *i).collect();
-                    match deadline
-                        .bound_part(self.write_group(group, deadline, cost))
-                        .await
-                    {
-                        Some(results) => results,
-                        None => cut_off(indices, "PutItem"),
-                    }
+                    let writing = self.write_group(group, deadline, cost);
+                    deadline.bound_records(indices, "PutItem", writing)
                 })
                 .buffer_unordered(self.config.concurrency)
                 .collect()
