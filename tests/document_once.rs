@@ -324,3 +324,55 @@ async fn a_delivery_whose_write_landed_unanswered_is_recognised_when_it_comes_ag
     assert_eq!(item["l"], json!(["x"]));
     assert_eq!(again.results[0].label(), "applied");
 }
+
+#[tokio::test]
+async fn a_remove_whose_write_landed_unanswered_removes_one_element_when_it_comes_again() {
+    // Given a list holding "x" twice, and a writer without SDK retries whose first UpdateItem
+    // lands but loses its response
+    let direct = client();
+    let tables =
+        dynamo_testing::template_tables(&direct, &["DocumentTable", "DeadLetterTable"]).await;
+    let plain = docs(direct.clone(), &tables["DocumentTable"]);
+    let append = rec(
+        "list_append",
+        "twice",
+        json!({"path": "l", "values": ["x", "x"]}),
+    );
+    let record = plain
+        .parse_record(append.to_string().as_bytes())
+        .expect("valid record");
+    assert_eq!(
+        plain.write(&record).await.expect("write"),
+        DocumentOutcome::Applied
+    );
+    let flaky = client_with(Some(nth_update(0, Fault::LoseResponse)), 1);
+    let writer = dynamodb_exactly_once_lambda::Writer {
+        function: "document-writer".into(),
+        protocol: docs(flaky, &tables["DocumentTable"]),
+        dead_letters: DeadLetters::new(
+            direct.clone(),
+            &tables["DeadLetterTable"],
+            "document-writer",
+        ),
+        deadline_margin: Duration::from_secs(1),
+        event_time: None,
+    };
+    let batch = sqs_batch(
+        &[rec(
+            "list_remove",
+            "twice",
+            json!({"path": "l", "value": "x"}),
+        )],
+        0,
+    );
+    // When the delivery fails (the remove applied) and the source delivers the record again
+    let first = writer.handle_batch(&batch, Deadline::none()).await;
+    assert_eq!(first.response.failed_ids().len(), 1);
+    let again = writer.handle_batch(&batch, Deadline::none()).await;
+    assert!(again.response.failed_ids().is_empty());
+    // Then one "x" is left: the redelivery reads its own op token in the item and does not
+    // remove the second occurrence
+    let item = stored(&plain, "twice").await;
+    assert_eq!(item["l"], json!(["x"]), "{item:?}");
+    assert_eq!(again.results[0].label(), "applied");
+}

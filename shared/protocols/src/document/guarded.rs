@@ -35,8 +35,8 @@ impl Document {
         self.config.backoff.retries + 1
     }
 
-    /// A consistent read of the item, projected on the version and on `path` up to its first
-    /// list index when given (a projected list element would come back renumbered).
+    /// A consistent read of the item, projected on the version, the op slots and `path` up to
+    /// its first list index when given (a projected list element would come back renumbered).
     pub(super) async fn read(
         &self,
         key: &ItemKey,
@@ -52,9 +52,14 @@ impl Document {
             let mut p = Placeholders::new("r");
             let list = path.before_first_index().emit(&mut p);
             p.set_name("#ver", self.config.version_attribute());
+            let mut projection = format!("{list}, #ver");
+            for (n, slot) in self.config.op_slots().enumerate() {
+                p.set_name(&format!("#op{n}"), slot);
+                projection.push_str(&format!(", #op{n}"));
+            }
             let (names, _) = p.into_maps();
             request = request
-                .projection_expression(format!("{list}, #ver"))
+                .projection_expression(projection)
                 .set_expression_attribute_names(names);
         }
         let out = request
@@ -82,6 +87,10 @@ impl Document {
             let Some(item) = state.as_ref() else {
                 return Ok(DocumentOutcome::Absent);
             };
+            if self.holds_token(item, token) {
+                // Our own write landed already (a response lost on a delivery that failed).
+                return Ok(DocumentOutcome::Applied);
+            }
             let read_version = self.version_of(item);
             let Some(i) = find(path.get(item), value, from) else {
                 return Ok(DocumentOutcome::Absent);
