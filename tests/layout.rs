@@ -1,6 +1,7 @@
-//! Renaming the ratchet's protocol attributes after data exists: an item written under other
-//! names is recognised on first contact and refused (`layout_mismatch`), never overwritten by
-//! an older record nor read as live; items of unchanged settings keep working.
+//! Renaming the ratchet's protocol attributes or the counter's attribute prefix after data
+//! exists: an item written under other names is recognised on first contact and refused
+//! (`layout_mismatch`), never overwritten by an older record, read as live, or counted twice;
+//! items of unchanged settings keep working.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use dynamo_testing::client;
+use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::{Item, ItemKey, Read};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 use dynamodb_exactly_once::Deadline;
@@ -46,7 +48,11 @@ fn key(sk: &str) -> Item {
 
 /// The dead-letter codes after one batch of `bodies` (message ids from `offset`; nothing
 /// reported for redelivery).
-async fn codes_after(writer: &Writer<Ratchet>, bodies: &[Value], offset: usize) -> Vec<String> {
+async fn codes_after<P: dynamodb_exactly_once::Protocol>(
+    writer: &Writer<P>,
+    bodies: &[Value],
+    offset: usize,
+) -> Vec<String> {
     let report = writer
         .handle_batch(&sqs_batch(bodies, offset), Deadline::none())
         .await;
@@ -132,4 +138,88 @@ async fn renamed_ratchet_attributes_are_refused_on_first_contact_not_overwritten
         write_one(&defaults, put("u", "a", 11, json!({"v": "eleven"}))).await,
         RatchetOutcome::Applied
     );
+}
+
+/// A counter writer of `prefix`, keeping its dead letters under its own `name`.
+fn counter_writer(
+    client: &Client,
+    tables: &BTreeMap<String, String>,
+    prefix: &str,
+    name: &str,
+) -> Writer<Counter> {
+    let mut config = CounterConfig::new(&tables["CounterTable"]);
+    config.attribute_prefix = prefix.into();
+    Writer {
+        function: name.into(),
+        protocol: Counter::try_new(client.clone(), config).expect("valid configuration"),
+        dead_letters: DeadLetters::new(client.clone(), &tables["DeadLetterTable"], name),
+        deadline_margin: Duration::from_secs(1),
+        event_time: None,
+    }
+}
+
+fn count(sk: &str, idempotency_key: &str) -> Value {
+    json!({"key": {"PK": "c", "SK": sk}, "add": {"n": 1}, "idempotencyKey": idempotency_key})
+}
+
+async fn total(client: &Client, table: &str, sk: &str) -> Value {
+    let key = Item::from([
+        ("PK".into(), AttributeValue::S("c".into())),
+        ("SK".into(), AttributeValue::S(sk.into())),
+    ]);
+    raw_item(client, table, key).await.expect("item")["n"].clone()
+}
+
+#[tokio::test]
+async fn a_renamed_counter_prefix_is_refused_on_first_contact_not_counted_twice() {
+    let client = client();
+    let tables =
+        dynamo_testing::template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
+    let table = tables["CounterTable"].clone();
+    // Given an item counted under the default prefix
+    let defaults = counter_writer(&client, &tables, "ctr_", "defaults");
+    assert!(codes_after(&defaults, &[count("a", "k1")], 0)
+        .await
+        .is_empty());
+
+    // When the prefix is renamed and the same record is delivered again
+    let renamed = counter_writer(&client, &tables, "c2_", "renamed");
+    // Then it is refused (its key is in a bucket of the other names), not counted again.
+    assert_eq!(
+        codes_after(&renamed, &[count("a", "k1")], 1).await,
+        ["layout_mismatch"]
+    );
+    assert_eq!(total(&client, &table, "a").await, json!(1));
+
+    // An item counted under a non-default prefix is refused under the defaults and under
+    // another non-default prefix.
+    let renamed_b = counter_writer(&client, &tables, "c2_", "renamed-b");
+    assert!(codes_after(&renamed_b, &[count("b", "k2")], 2)
+        .await
+        .is_empty());
+    assert_eq!(
+        codes_after(&defaults, &[count("b", "k2")], 3).await,
+        ["layout_mismatch"]
+    );
+    let other = counter_writer(&client, &tables, "c3_", "other");
+    assert_eq!(
+        codes_after(&other, &[count("b", "k2")], 4).await,
+        ["layout_mismatch"]
+    );
+    assert_eq!(total(&client, &table, "b").await, json!(1));
+
+    // Unchanged settings keep working: a new key and a redelivery, on both items.
+    let defaults_a = counter_writer(&client, &tables, "ctr_", "defaults-a");
+    assert!(
+        codes_after(&defaults_a, &[count("a", "k3"), count("a", "k1")], 5)
+            .await
+            .is_empty()
+    );
+    assert!(
+        codes_after(&renamed_b, &[count("b", "k4"), count("b", "k2")], 7)
+            .await
+            .is_empty()
+    );
+    assert_eq!(total(&client, &table, "a").await, json!(2));
+    assert_eq!(total(&client, &table, "b").await, json!(2));
 }

@@ -44,6 +44,7 @@ use super::config::{
     CounterConfig, MAX_EXPRESSION_BYTES, MAX_EXPRESSION_OPERATORS, MAX_WINDOW_BUCKETS,
     MAX_WINDOW_SECONDS,
 };
+use super::marker::PrefixMarker;
 use crate::ddb::Item;
 
 /// A writer trusts its clock for removals while it is at most this many of its bucket lengths
@@ -55,10 +56,12 @@ const MAX_LEGACY_KEEP_SECONDS: u64 = 2 * MAX_WINDOW_SECONDS;
 const GUARD_IS: &str = "#bk = :bold";
 /// Guard of a write on an item without protocol state.
 const GUARD_ABSENT: &str = "attribute_not_exists(#bk)";
-/// Operators of a condition besides the guard and the key tests (`AND`, `NOT`, slack).
-const RESERVED_OPERATORS: usize = 4;
-/// Bytes of a condition besides the guard and the key tests.
-const RESERVED_BYTES: usize = 64;
+/// Operators of a condition besides the guard and the key tests (`AND`, `NOT`, the prefix
+/// marker's terms, slack).
+const RESERVED_OPERATORS: usize = 8;
+/// Bytes of a condition besides the guard and the key tests (the prefix marker's terms
+/// included).
+const RESERVED_BYTES: usize = 128;
 /// Bytes of one `contains(#w<b>,:k<k>) OR ` term, indices of up to three digits.
 const TERM_BYTES: usize = 24;
 
@@ -312,21 +315,28 @@ impl Plan {
         }
     }
 
-    /// The guard's condition text and the guard values' placeholders.
-    pub(super) fn guard_condition(&self) -> String {
+    /// The guard's condition text (a guard that allows an item without `#bk` also checks the
+    /// item is of no other prefix: `marker`'s terms).
+    pub(super) fn guard_condition(&self, marker: &PrefixMarker) -> String {
+        let absent = format!("{GUARD_ABSENT}{}", marker.absent_terms());
         match &self.guard {
-            Guard::Absent => GUARD_ABSENT.to_string(),
+            Guard::Absent => absent,
             Guard::Is(_) => GUARD_IS.to_string(),
             Guard::Guess(guesses) => {
                 let equal: Vec<String> =
                     (0..guesses.len()).map(|i| format!("#bk = :g{i}")).collect();
-                format!("({GUARD_ABSENT} OR {})", equal.join(" OR "))
+                format!("(({absent}) OR {})", equal.join(" OR "))
             }
         }
     }
 
+    /// Whether the guard allows an item without `#bk` (and so holds the marker's terms).
+    pub(super) fn allows_absent(&self) -> bool {
+        matches!(self.guard, Guard::Absent | Guard::Guess(_))
+    }
+
     /// How many keys one write of this plan may test within DynamoDB's expression limits.
-    pub(super) fn keys_per_write(&self) -> usize {
+    pub(super) fn keys_per_write(&self, marker: &PrefixMarker) -> usize {
         let guard_operators = match &self.guard {
             Guard::Guess(guesses) => 1 + 2 * guesses.len(),
             Guard::Absent | Guard::Is(_) => 1,
@@ -334,7 +344,7 @@ impl Plan {
         keys_per_write(
             self.checked.len(),
             guard_operators,
-            self.guard_condition().len(),
+            self.guard_condition(marker).len(),
         )
     }
 
@@ -472,6 +482,6 @@ mod tests {
             assert!(keys == 1 || 2 * terms + 5 + RESERVED_OPERATORS <= MAX_EXPRESSION_OPERATORS);
             assert!(keys == 1 || terms * TERM_BYTES + 80 + RESERVED_BYTES <= 4096);
         }
-        assert_eq!(keys_per_write(2, 5, 80), 72);
+        assert_eq!(keys_per_write(2, 5, 80), 71);
     }
 }

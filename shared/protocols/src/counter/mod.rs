@@ -3,6 +3,7 @@
 mod aggregate;
 mod config;
 mod layout;
+mod marker;
 mod naming;
 mod record;
 mod settings;
@@ -24,6 +25,7 @@ pub use config::{
     MAX_EXPRESSION_OPERATORS, MAX_WINDOW_BUCKETS, MAX_WINDOW_SECONDS,
 };
 pub use layout::{Bucket, BucketName, TRUSTED_BUCKETS};
+pub use marker::PREFIX_MARKER_ATTRIBUTE;
 pub use record::{
     hash_key, CounterRecord, MAX_COUNTERS_PER_RECORD, MAX_IDEMPOTENCY_KEY_BYTES,
     MAX_REJECTION_BYTES,

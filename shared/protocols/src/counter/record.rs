@@ -308,8 +308,8 @@ fn check_not_reserved(name: &str, config: &CounterConfig) -> Result<(), Rejectio
         return Err(rejection(
             RejectionCode::ReservedAttribute,
             &format!(
-                "{} starts with `{}`, the prefix of the counter protocol's own \
-                 attributes, and cannot be written by a payload",
+                "{} is one of the counter protocol's own attributes (those starting with \
+                 `{}`, and its layout markers), which a payload cannot write",
                 quoted(name),
                 config.attribute_prefix
             ),

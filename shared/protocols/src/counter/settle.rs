@@ -71,6 +71,8 @@ pub(super) enum ChunkError {
     Invalid(StoreError),
     /// Another error (transient, or the function's configuration).
     Store(StoreError),
+    /// The item was written under another attribute prefix (`layout_mismatch`).
+    Layout(Rejection),
 }
 
 impl From<StoreError> for ChunkError {
@@ -111,6 +113,11 @@ pub(super) fn settle(
         ChunkError::ItemFull(err) => reject_item_full(key, rest, &err, results),
         ChunkError::Invalid(err) => reject_invalid(key, rest, &err, results),
         ChunkError::Store(err) => settle_failed(rest, err, results),
+        ChunkError::Layout(reason) => {
+            tracing::error!(item = %bounded(key.canonical(), 64), reason = %reason,
+                "counter item of another attribute prefix: its records are kept as dead letters");
+            reject(rest, &reason, results);
+        }
     }
 }
 

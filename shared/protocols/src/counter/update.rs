@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! SET   #bk = :layout                         (a guess: #bk = if_not_exists(#bk, :layout))
+//!       [, #lay = :lay]                        (the prefix marker, under a non-default prefix)
 //! ADD   #t :keys, #c0 :d0, #c1 :d1, …         (#t: the writer's bucket)
 //! [REMOVE #r0, #r1, …]                        (buckets whose keys expired)
 //! IF    <guard> AND NOT (contains(#w0,:k0) OR contains(#w1,:k0) OR … OR contains(#w0,:k1) …)
@@ -11,7 +12,8 @@
 //!
 //! `#w<i>` names every bucket of the layout the write was planned on, and the guard pins that
 //! layout (`#bk = :bold`, `attribute_not_exists(#bk)`, or for a first write one of the
-//! layouts the writer's settings give in steady state).
+//! layouts the writer's settings give in steady state); a guard that allows an item without
+//! `#bk` also requires it to be of no other prefix (`marker`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +21,7 @@ use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 
 use super::layout::{encode, Guard, Plan};
+use super::marker::PrefixMarker;
 use super::Counter;
 use crate::ddb::{Item, Placeholders};
 
@@ -74,7 +77,9 @@ impl Counter {
         pending: &[KeyEntry],
         plan: &Plan,
     ) -> UpdateItemFluentBuilder {
+        let marker = PrefixMarker::of(&self.config);
         let mut p = Placeholders::default();
+        marker.emit(&mut p, plan.allows_absent());
         p.set_name("#bk", self.config.bucket_attribute())
             .set_name("#t", self.config.keys_attribute(&plan.target))
             .set_value(":layout", AttributeValue::S(encode(&plan.after)));
@@ -94,8 +99,13 @@ impl Counter {
         for (i, bucket) in plan.checked.iter().enumerate() {
             p.set_name(&format!("#w{i}"), self.config.keys_attribute(bucket));
         }
-        let condition =
-            contains_condition(&plan.guard_condition(), pending, plan.checked.len(), &mut p);
+        let condition = contains_condition(
+            &plan.guard_condition(&marker),
+            pending,
+            plan.checked.len(),
+            &mut p,
+        );
+        let set = format!("{set}{}", marker.set_term().unwrap_or_default());
         let mut update = format!("{set} ADD {}", add_terms(pending, &mut p));
         update.push_str(&self.remove_clause(plan, &mut p));
         let (names, values) = p.into_maps();

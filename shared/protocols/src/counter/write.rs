@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use futures::StreamExt;
 
 use super::layout::{Grid, Knowledge, Layout, Plan};
+use super::marker::PrefixMarker;
 use super::record::rejection;
 use super::settle::{
     defer, reject, settle, ChunkError, ChunkResult, CounterOutcome, Results, Written,
@@ -109,6 +110,7 @@ impl Counter {
             Some((_, ChunkError::Store(e) | ChunkError::Invalid(e) | ChunkError::ItemFull(e))) => {
                 Err(e)
             }
+            Some((_, ChunkError::Layout(reason))) => Err(StoreError::Inconsistent(reason.message)),
             None if result.written.applied.is_empty() => Ok(CounterOutcome::Duplicate),
             None => Ok(CounterOutcome::Applied),
         }
@@ -128,6 +130,7 @@ impl Counter {
         cost: &Cost,
     ) -> ChunkResult {
         let grid = Grid::of(&self.config);
+        let marker = PrefixMarker::of(&self.config);
         let mut pending = chunk;
         let mut written = Written::default();
         let mut knowledge = hint.get();
@@ -138,7 +141,7 @@ impl Counter {
             }
             let now = self.clock.now_secs();
             let plan = Plan::new(&knowledge, &grid, now);
-            let rest = pending.split_off(plan.keys_per_write().min(pending.len()));
+            let rest = pending.split_off(plan.keys_per_write(&marker).min(pending.len()));
             match self.send_update(key_item, &pending, &plan, cost).await {
                 Err(err) => {
                     pending.extend(rest);
@@ -155,6 +158,12 @@ impl Counter {
                 Ok(Some(old)) => {
                     failed_conditions += 1;
                     pending.extend(rest);
+                    if let Some(reason) = marker.foreign(&self.config, &old) {
+                        return ChunkResult {
+                            written,
+                            failure: Some((pending, ChunkError::Layout(reason))),
+                        };
+                    }
                     let (layout, keys) = Layout::read(&self.config, &grid, &old, now);
                     let (present, todo) = pending.into_iter().partition(|e| keys.contains(&e.hash));
                     written.duplicates.extend::<Vec<KeyEntry>>(present);
