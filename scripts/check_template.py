@@ -77,6 +77,8 @@ SAMPLES = {
     "AllowedTableArns": "arn:aws:dynamodb:eu-west-1:123456789012:table/existing-accounts,"
                         "arn:aws:dynamodb:eu-west-1:123456789012:table/existing-orders",
     "ChangeGroupBy": "CustomerId",
+    "RecordMapping": '{"op":"=put","key":{"PK":"/user"},"ts":"/version","item":"$body"}',
+    "EventTimePointer": "/eventTime",
     "ChangeSortKey": "SK:orders-total",
     "ChangeCount": "orders",
     "ChangeSum": "amount:Amount",

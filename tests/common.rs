@@ -28,6 +28,7 @@ pub fn ratchet_writer_on(client: Client, tables: &BTreeMap<String, String>) -> W
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 

@@ -60,6 +60,7 @@ fn writer_on(
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 

@@ -122,6 +122,7 @@ proptest! {
                 dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"),
                 deadline_margin: Duration::from_secs(1),
                 event_time: None,
+                mapping: None,
             };
             assert_kept(&counter, &batch).await;
         });
@@ -213,6 +214,7 @@ async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
         ),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     };
     // Its key may have left the window: applied again, it could count twice.
     let late = serde_json::json!({"key":{"PK":"a","SK":"b"},"add":{"n":1},"idempotencyKey":"k1"});

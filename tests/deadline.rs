@@ -62,6 +62,7 @@ async fn writer(stalled_writes: bool, stalled_letters: bool) -> (Writer<Ratchet>
         ),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     };
     (w, tables["RatchetTable"].clone())
 }
@@ -166,6 +167,7 @@ async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
             ),
             deadline_margin: Duration::from_secs(1),
             event_time: None,
+            mapping: None,
         }
     };
     let append = |pk: &str| json!({"op": "list_append", "key": {"PK": pk, "SK": "d"}, "path": "l", "values": [pk]});
@@ -271,6 +273,7 @@ async fn a_cut_off_counter_batch_keeps_the_items_that_finished() {
                 ),
                 deadline_margin: Duration::from_secs(1),
                 event_time: None,
+                mapping: None,
             }
         },
         [add("a"), add("b"), add("c")],
@@ -296,6 +299,7 @@ async fn a_cut_off_ratchet_batch_keeps_the_items_that_finished() {
                 ),
                 deadline_margin: Duration::from_secs(1),
                 event_time: None,
+                mapping: None,
             }
         },
         [

@@ -38,6 +38,7 @@ fn writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Docume
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "document-writer"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 

@@ -240,6 +240,7 @@ async fn a_dead_letter_whose_replay_ends_in_conflict_is_kept() {
         ),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     };
     let body = rec(
         "replace",
@@ -304,6 +305,7 @@ async fn a_delivery_whose_write_landed_unanswered_is_recognised_when_it_comes_ag
         ),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     };
     let batch = sqs_batch(
         &[rec(
@@ -356,6 +358,7 @@ async fn a_remove_whose_write_landed_unanswered_removes_one_element_when_it_come
         ),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     };
     let batch = sqs_batch(
         &[rec(

@@ -334,6 +334,7 @@ async fn pipeline_case(
         dead_letters: DeadLetters::new(client(), &tables["DeadLetterTable"], "document-writer"),
         deadline_margin: Duration::from_millis(250),
         event_time: None,
+        mapping: None,
     };
     let kinesis = rng.random_bool(0.5);
     let pks: Vec<String> = (0..ITEMS).map(|i| format!("p{case}s{seed}i{i}")).collect();

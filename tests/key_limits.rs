@@ -29,6 +29,7 @@ fn history_writer(
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 

@@ -76,6 +76,7 @@ async fn aggregated_counter_records_count_once_like_unaggregated_ones() {
             ),
             deadline_margin: Duration::from_secs(1),
             event_time: None,
+            mapping: None,
         }
     };
     let agg_tables = dynamo_testing::template_tables(&setup, &names).await;

@@ -36,6 +36,7 @@ fn writer(
         ),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 
@@ -155,6 +156,7 @@ fn counter_writer(
         dead_letters: DeadLetters::new(client.clone(), &tables["DeadLetterTable"], name),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 

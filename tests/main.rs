@@ -17,6 +17,7 @@ mod key_limits;
 mod kpl;
 mod layout;
 mod lease;
+mod mapping;
 mod processor;
 mod ratchet;
 mod ratchet_history;

@@ -50,6 +50,7 @@ fn history_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<R
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 

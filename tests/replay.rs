@@ -51,6 +51,7 @@ fn writer<P: Protocol>(protocol: P, letters: DeadLetters) -> Writer<P> {
         dead_letters: letters,
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 

@@ -56,6 +56,7 @@ fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<C
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "tx-coordinator"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 

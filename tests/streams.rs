@@ -45,6 +45,7 @@ pub(crate) fn replica_writer(client: Client, tables: &BTreeMap<String, String>) 
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "orders-replica"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 
@@ -63,6 +64,7 @@ fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Co
         dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "orders-totals"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }
 

@@ -563,6 +563,7 @@ async fn coordinator_handler_on_the_fixtures() {
         dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     };
     let run = |name: &str| {
         let event = LambdaEvent::new(fixture_for(&env, name), Context::default());
@@ -752,6 +753,7 @@ async fn a_near_deadline_defers_the_message_for_redelivery() {
         dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     };
     let batch = sqs_batch(&[transfer(&table, "late", "a", "b", 10)], 0);
     // Given a deadline already reached, the message is not started and reported for retry;

@@ -257,6 +257,7 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
         dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
         deadline_margin: Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     };
     let arrived = |ago_secs: u64| {
         let now = dynamodb_exactly_once::ddb::clock::epoch_millis();

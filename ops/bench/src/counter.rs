@@ -113,6 +113,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
         ),
         deadline_margin: std::time::Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     };
     let bodies = match scenario.as_str() {
         "hot" => records(10_000, 1, false),

@@ -132,5 +132,6 @@ fn writer<P: Protocol>(protocol: P, dead_letters: DeadLetters) -> Writer<P> {
         dead_letters,
         deadline_margin: std::time::Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     }
 }

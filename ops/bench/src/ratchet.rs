@@ -183,6 +183,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
         ),
         deadline_margin: std::time::Duration::from_secs(1),
         event_time: None,
+        mapping: None,
     };
     let bodies = records(n, keys, dup);
     let batch = dynamo_testing::events::kinesis_batch(&bodies);

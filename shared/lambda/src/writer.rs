@@ -15,8 +15,9 @@ use tracing::Instrument;
 use crate::dead_letter::DeadLetters;
 use crate::error::HandlerError;
 use crate::event_time::EventTime;
+use crate::mapping::{Mapped, RecordMapping};
 use crate::otel::batch_span;
-use crate::pipeline::{process_batch, AgeCheck, BatchReport};
+use crate::pipeline::{process_batch, process_work, AgeCheck, BatchReport};
 use crate::settings::{env_opt, env_parse, env_required, FunctionSpec};
 use crate::source::{Batch, BatchResponse};
 use crate::telemetry::{invocation_span, traced};
@@ -38,6 +39,9 @@ pub struct Writer<P> {
     /// Where record bodies carry their event time, if they do: the age guard then measures
     /// from the earlier of arrival and event time.
     pub event_time: Option<EventTime>,
+    /// How Kinesis and SQS bodies of another shape become the protocol's records
+    /// (`<PREFIX>_RECORD_MAPPING`, see [`crate::mapping`]); `None`: they are in its shape.
+    pub mapping: Option<RecordMapping>,
 }
 
 impl<P: Protocol> Writer<P> {
@@ -76,16 +80,36 @@ impl<P: Protocol> Writer<P> {
         ages: AgeCheck,
     ) -> BatchReport<P::Outcome> {
         let span = batch_span(&self.function, batch.kind, batch.records.len());
-        let report = process_batch(
-            &self.function,
-            batch,
-            &self.protocol,
-            &self.dead_letters,
-            deadline,
-            ages,
-        )
-        .instrument(span)
-        .await;
+        let report = match &self.mapping {
+            None => {
+                process_batch(
+                    &self.function,
+                    batch,
+                    &self.protocol,
+                    &self.dead_letters,
+                    deadline,
+                    ages,
+                )
+                .instrument(span)
+                .await
+            }
+            Some(mapping) => {
+                let work = Mapped {
+                    protocol: &self.protocol,
+                    mapping,
+                };
+                process_work(
+                    &self.function,
+                    batch,
+                    &work,
+                    &self.dead_letters,
+                    deadline,
+                    ages,
+                )
+                .instrument(span)
+                .await
+            }
+        };
         report.summary.log(&self.function, batch.kind);
         crate::metrics::emit_batch_metrics(&self.function, &report.summary);
         report
@@ -97,7 +121,8 @@ impl<P: Protocol> Writer<P> {
 /// `<PREFIX>_DEADLINE_MARGIN_MS` (default [`DEFAULT_DEADLINE_MARGIN`], at least
 /// [`ANSWER_MARGIN`], 250 ms), `<PREFIX>_DEPLOYMENT` (the name its dead letters are kept
 /// under; default the Lambda function's name, `AWS_LAMBDA_FUNCTION_NAME`) and
-/// `<PREFIX>_EVENT_TIME_POINTER` (see [`crate::event_time`]).
+/// `<PREFIX>_EVENT_TIME_POINTER` (see [`crate::event_time`]) and `<PREFIX>_RECORD_MAPPING`
+/// (see [`crate::mapping`]).
 pub fn writer_from_env<P: Protocol + Configured>(
     client: Client,
     spec: FunctionSpec,
@@ -114,12 +139,17 @@ pub fn writer_from_env<P: Protocol + Configured>(
     let event_time = env_opt(&pointer_var)
         .map(|p| EventTime::new(&pointer_var, p.trim()))
         .transpose()?;
+    let mapping_var = spec.var("RECORD_MAPPING");
+    let mapping = env_opt(&mapping_var)
+        .map(|m| RecordMapping::new(&mapping_var, &m))
+        .transpose()?;
     Ok(Writer {
         function: spec.name.into(),
         protocol: spec.from_env(client)?,
         dead_letters,
         deadline_margin: deadline_margin_from_env(&spec)?,
         event_time,
+        mapping,
     })
 }
 

@@ -105,6 +105,9 @@ pub enum RejectionCode {
     /// The stored item was written under other protocol attribute names or another prefix
     /// (a setting renamed after data exists): refused rather than overwritten or misread.
     LayoutMismatch,
+    /// The record's body does not fit the function's record mapping (not JSON, or a field
+    /// the mapping reads is absent or of the wrong type): the Lambda edge's field mappings.
+    MappingFailed,
     /// A code this version does not know (read from an older or newer dead letter). Stays
     /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
@@ -158,6 +161,7 @@ impl RejectionCode {
             RejectionCode::InvalidBody => "invalid_body",
             RejectionCode::RejectedByHandler => "rejected_by_handler",
             RejectionCode::LayoutMismatch => "layout_mismatch",
+            RejectionCode::MappingFailed => "mapping_failed",
         }
     }
 }

@@ -51,7 +51,7 @@ use crate::source::{Batch, BatchResponse, SourceKind, SourcePosition, SourceReco
 
 mod ordered;
 mod unordered;
-mod work;
+pub(crate) mod work;
 use crate::summary::BatchSummary;
 pub(crate) use work::{fifo_or, Work};
 
