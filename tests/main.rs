@@ -20,6 +20,7 @@ mod lease;
 mod mapping;
 mod processor;
 mod ratchet;
+mod ratchet_cache;
 mod ratchet_history;
 mod replay;
 mod replica_attributes;

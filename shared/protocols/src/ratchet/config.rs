@@ -48,6 +48,10 @@ pub struct RatchetConfig {
     /// Item changes (DynamoDB stream records) replicated as records (see [`Replication`]);
     /// `None`: changes are refused (`no_change_mapping`).
     pub replication: Option<Replication>,
+    /// Keys of the warm-redelivery cache: a record at or below a version this process wrote
+    /// or read back for its key is answered without a call (`0`: off). See the module's
+    /// `# Warm redelivery` section.
+    pub cache_keys: usize,
 }
 
 impl RatchetConfig {
@@ -69,6 +73,7 @@ impl RatchetConfig {
             max_record_age: None,
             history_table: None,
             replication: None,
+            cache_keys: super::cache::DEFAULT_CACHE_KEYS,
         }
     }
 
@@ -152,13 +157,15 @@ impl FromSettings for RatchetConfig {
         "history_table",
         "changes",
         "change_skip_attributes",
+        "cache_keys",
     ];
 
     /// `table` (required), the attribute names, `tombstone_ttl_seconds`, `concurrency`,
     /// `max_record_age_seconds` (the age guard; default the tombstone lifetime),
     /// `history_table` (history mode), `changes` (`replicate`: item changes replicated;
     /// unset or `none`: refused) and `change_skip_attributes` (comma-separated names or
-    /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]).
+    /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]) and `cache_keys` (the
+    /// warm-redelivery cache, `0`: off).
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
         let mut c = RatchetConfig::new(s.required("table")?);
         s.set(&mut c.ts_attribute, "ts_attribute")?;
@@ -167,6 +174,7 @@ impl FromSettings for RatchetConfig {
         s.set(&mut c.tie_break_attribute, "tie_break_attribute")?;
         s.set_secs(&mut c.tombstone_ttl, "tombstone_ttl_seconds")?;
         s.set(&mut c.concurrency, "concurrency")?;
+        s.set(&mut c.cache_keys, "cache_keys")?;
         if let Some(secs) = s.parse::<u64>("max_record_age_seconds")? {
             c.max_record_age = Some(Duration::from_secs(secs));
         }

@@ -1,5 +1,6 @@
 #![doc = include_str!("../../docs/ratchet.md")]
 
+mod cache;
 mod config;
 mod history;
 mod layout;
@@ -16,6 +17,7 @@ use crate::config::ConfigError;
 use crate::ddb::Item;
 use crate::rejection::Rejection;
 
+pub use cache::{CACHE_MAX_AGE, DEFAULT_CACHE_KEYS};
 pub use config::{
     RatchetConfig, Replication, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE,
     DEFAULT_SKIP_ATTRIBUTES, DEFAULT_TIE_BREAK_ATTRIBUTE, DEFAULT_TOMBSTONE_TTL,
@@ -66,6 +68,7 @@ pub struct Ratchet {
     client: Client,
     config: RatchetConfig,
     layout: layout::Layout,
+    cache: cache::VersionCache,
 }
 
 impl Ratchet {
@@ -73,10 +76,12 @@ impl Ratchet {
     pub fn try_new(client: Client, config: RatchetConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let layout = layout::Layout::of(&config);
+        let cache = cache::VersionCache::new(config.cache_keys, config.tombstone_ttl);
         Ok(Ratchet {
             client: crate::ddb::conflict::retrying_conflicts(client),
             config,
             layout,
+            cache,
         })
     }
 

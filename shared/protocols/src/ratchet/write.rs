@@ -60,6 +60,10 @@ impl Ratchet {
         record: &RatchetRecord,
         cost: &Cost,
     ) -> Result<Result<RatchetOutcome, Rejection>, StoreError> {
+        let key = record.key.canonical();
+        if let Some(known) = self.cache.answer(key, record.version()) {
+            return Ok(Ok(known)); // a warm redelivery: no call
+        }
         let config = &self.config;
         let guard = self.layout.guard();
         let mut request = self
@@ -97,12 +101,18 @@ impl Ratchet {
             _ => cost.add_failed(),
         }
         Ok(Ok(match outcome? {
-            Cond::Done(_) => RatchetOutcome::Applied,
+            Cond::Done(_) => {
+                self.cache.note(key, record.version());
+                RatchetOutcome::Applied
+            }
             Cond::Failed { old } => {
                 if let Some(refused) = old.as_ref().and_then(|o| self.layout.foreign(config, o)) {
                     return Ok(Err(refused));
                 }
                 let stored = old.as_ref().and_then(|o| self.stored_version(o));
+                if let Some((ts, tb)) = &stored {
+                    self.cache.note(key, (ts, tb));
+                }
                 if stored
                     .as_ref()
                     .is_some_and(|(ts, tb)| (ts, tb.as_str()) == record.version())
