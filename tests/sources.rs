@@ -508,3 +508,74 @@ async fn a_standard_queue_whose_messages_carry_a_group_keeps_coalescing() {
     let items = scan(&client(), &tables["RatchetTable"]).await;
     assert_eq!(items["u|a"]["v"], json!(2));
 }
+
+#[tokio::test]
+async fn fifo_consecutive_messages_on_one_item_are_one_write_and_a_failure_still_stops_the_group() {
+    use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let setup = client();
+    let (_, tables) = ratchet_writer(setup.clone()).await;
+    let puts = Arc::new(AtomicUsize::new(0));
+    let refuse_b = Arc::new(AtomicBool::new(false));
+    let plan = {
+        let (puts, refuse_b) = (Arc::clone(&puts), Arc::clone(&refuse_b));
+        FaultInjector::by_request(move |op, body| {
+            if op != "PutItem" {
+                return Fault::None;
+            }
+            puts.fetch_add(1, Ordering::SeqCst);
+            match refuse_b.load(Ordering::SeqCst) && body.contains("\"runB\"") {
+                true => Fault::Refuse,
+                false => Fault::None,
+            }
+        })
+    };
+    let mut w = ratchet_writer_on(setup.clone(), &tables);
+    let mut config = RatchetConfig::new(&tables["RatchetTable"]);
+    config.cache_keys = 0; // every delivery goes to DynamoDB
+    w.protocol = Ratchet::try_new(client_with(Some(plan), 1), config).expect("config");
+    // Group c1: four messages on item runA, one on runB, two more on runA; group c2: one.
+    let a = |ts: i64| ("c1", put("fifo", "runA", ts, json!({"n": ts})));
+    let messages = vec![
+        a(1),
+        a(2),
+        ("c2", put("fifo", "other", 1, json!({"n": 1}))),
+        a(3),
+        a(4),
+        ("c1", put("fifo", "runB", 1, json!({"n": 1}))),
+        a(5),
+        a(6),
+    ];
+    let batch = Batch::from_event(fifo_event(&messages)).expect("fifo");
+
+    // When nothing fails, each run of one item in a group is one write: 4 instead of 8
+    let report = w.handle_batch(&batch, Deadline::none()).await;
+    assert!(report.response.failed_ids().is_empty());
+    assert_eq!(puts.load(Ordering::SeqCst), 4);
+    let labels: Vec<&str> = report.results.iter().map(|r| r.label()).collect();
+    assert_eq!(
+        labels,
+        [
+            "superseded",
+            "superseded",
+            "applied",
+            "superseded",
+            "applied",
+            "applied",
+            "superseded",
+            "applied"
+        ]
+    );
+
+    // When runB's write fails, the group stops there: the run after it is held back (reported,
+    // to come again as duplicates), the run before it and the other group are acknowledged
+    refuse_b.store(true, Ordering::SeqCst);
+    let report = w.handle_batch(&batch, Deadline::none()).await;
+    assert_eq!(report.response.failed_ids(), ["m5", "m6", "m7"]);
+    assert!(matches!(
+        &report.results[6],
+        RecordResult::Failed(RecordFailure::HeldBack { after }) if after == "m5"
+    ));
+}

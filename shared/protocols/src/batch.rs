@@ -225,6 +225,17 @@ pub trait Protocol: Sync {
         Redelivery::Idempotent
     }
 
+    /// The item a record writes, when consecutive records of one ordering key (an SQS FIFO
+    /// group, a Kinesis partition key) that write the same item may be applied together, in
+    /// one `apply`: the protocol writes such a run in one step per item, its result for an
+    /// earlier record never depends on a later one, and its `apply` keeps finished results at
+    /// a cut-off. The Lambda edge then coalesces them (one write instead of one per record)
+    /// and still reports every record after the first one it reports. `None` (the default):
+    /// one record per `apply` on an ordered route.
+    fn coalesce_key(&self, _record: &Self::Record) -> Option<String> {
+        None
+    }
+
     /// How many independent units (items, transactions, ordered keys) a batch works on at
     /// once. Default: 1.
     fn concurrency(&self) -> usize {

@@ -44,6 +44,10 @@ impl<P: Protocol> Work for Mapped<'_, P> {
         Work::concurrency(self.protocol)
     }
 
+    fn run_key(&self, record: &P::Record) -> Option<String> {
+        Work::run_key(self.protocol, record)
+    }
+
     async fn apply(
         &self,
         records: Vec<(usize, P::Record)>,

@@ -38,8 +38,13 @@
 //! [`Protocol::concurrency`]: dynamodb_exactly_once::Protocol::concurrency
 //!
 //! Cost: keys run concurrently (up to [`Protocol::concurrency`]); each record is one `apply`
-//! of one record, so a protocol's per-batch coalescing does not span records of an ordered
-//! batch. A key with `n` records takes `n` sequential applies.
+//! of one record, except consecutive records of a key that write one item of a protocol that
+//! allows it ([`Protocol::coalesce_key`]: the ratchet without history, the counter): those go
+//! in one `apply`, one write for the run (a FIFO group of one customer's events is one write
+//! per batch, not one per message). A record after a reported one in such a run is reported
+//! too (held back), even though it may have been applied: its redelivery is a duplicate.
+//!
+//! [`Protocol::coalesce_key`]: dynamodb_exactly_once::Protocol::coalesce_key
 
 use dynamodb_exactly_once::batch::RecordFailure;
 use dynamodb_exactly_once::RecordResult;
@@ -132,7 +137,8 @@ fn group<R, O>(
     groups
 }
 
-/// One key's records in order; the results and the write calls made.
+/// One key's records in order; the results and the write calls made. Consecutive records
+/// with one run key ([`Work::run_key`]) go to the work in one `apply`.
 async fn run_key<W: Work>(
     run: &Run<'_>,
     work: &W,
@@ -141,40 +147,60 @@ async fn run_key<W: Work>(
     let mut out = Vec::with_capacity(steps.len());
     let mut write_calls = 0;
     let mut stop: Option<Stop> = None;
-    for (i, step) in steps {
+    let mut steps = steps.into_iter().peekable();
+    while let Some((i, step)) = steps.next() {
         if let Some(stop) = &stop {
             out.push((i, held_back(stop)));
             continue;
         }
-        let result = match step {
+        let results = match step {
             // Decided at parse time; a rejected one is already kept (or failed to be).
-            Step::Decided(result) => result,
-            Step::Apply(_) if run.deadline.expired() => RecordResult::Deferred,
+            Step::Decided(result) => vec![(i, result)],
+            Step::Apply(_) if run.deadline.expired() => vec![(i, RecordResult::Deferred)],
             Step::Apply(record) => {
-                let (result, calls) = apply_one(run, work, i, record).await;
+                let mut records = vec![(i, record)];
+                if let Some(key) = work.run_key(&records[0].1) {
+                    while let Some((_, Step::Apply(next))) = steps.peek() {
+                        if work.run_key(next).as_deref() != Some(key.as_str()) {
+                            break;
+                        }
+                        if let Some((j, Step::Apply(next))) = steps.next() {
+                            records.push((j, next));
+                        }
+                    }
+                }
+                let (results, calls) = apply_run(run, work, records).await;
                 write_calls += calls;
-                match result {
-                    RecordResult::Rejected(reason) => match run.keep(i, &reason).await {
-                        Ok(()) => RecordResult::Rejected(reason),
-                        Err(err) => RecordResult::Failed(err),
-                    },
-                    other => other,
+                results
+            }
+        };
+        for (i, result) in results {
+            match &stop {
+                // Behind a reported record of its own run: applied or not, it comes again
+                // (a duplicate then), so that nothing is acknowledged after a reported one.
+                Some(stop) => out.push((i, held_back(stop))),
+                None => {
+                    stop = stop_at(run, i, &result);
+                    out.push((i, result));
                 }
             }
-        };
-        stop = match &result {
-            RecordResult::Deferred => Some(Stop::Deferred),
-            RecordResult::Failed(_) => {
-                let id = run.batch.records[i].position.id.as_str();
-                tracing::debug!(function = run.function, record_id = %id,
-                    "record not applied; the later records of its ordering key are held back");
-                Some(Stop::After(id.to_string()))
-            }
-            _ => None,
-        };
-        out.push((i, result));
+        }
     }
     (out, write_calls)
+}
+
+/// Why the key stops at record `i` with `result`, if it does.
+fn stop_at<O>(run: &Run<'_>, i: usize, result: &RecordResult<O>) -> Option<Stop> {
+    match result {
+        RecordResult::Deferred => Some(Stop::Deferred),
+        RecordResult::Failed(_) => {
+            let id = run.batch.records[i].position.id.as_str();
+            tracing::debug!(function = run.function, record_id = %id,
+                "record not applied; the later records of its ordering key are held back");
+            Some(Stop::After(id.to_string()))
+        }
+        _ => None,
+    }
 }
 
 /// What a record behind a stopped key is reported as.
@@ -185,26 +211,35 @@ fn held_back<O>(stop: &Stop) -> RecordResult<O> {
     }
 }
 
-/// One record through the protocol, bounded by the deadline (cut off: deferred).
-async fn apply_one<W: Work>(
+/// A run of records (one, or consecutive ones of one run key) through the work, bounded by
+/// the deadline (cut off: deferred); rejected ones kept in order (a failed keep: failed).
+async fn apply_run<W: Work>(
     run: &Run<'_>,
     work: &W,
-    i: usize,
-    record: W::Record,
-) -> (RecordResult<W::Outcome>, usize) {
-    let applied = run
-        .deadline
-        .bound(work.apply(vec![(i, record)], run.deadline))
-        .await;
-    let Some(applied) = applied else {
-        return (RecordResult::Deferred, 0);
+    records: Vec<(usize, W::Record)>,
+) -> (Vec<(usize, RecordResult<W::Outcome>)>, usize) {
+    let indices: Vec<usize> = records.iter().map(|(i, _)| *i).collect();
+    let applied = run.deadline.bound(work.apply(records, run.deadline)).await;
+    let (mut results, calls) = match applied {
+        Some(applied) => (applied.results, applied.write_calls),
+        None => (Vec::new(), 0),
     };
-    let result = applied
-        .results
-        .into_iter()
-        .find(|(j, _)| *j == i)
-        .map_or(RecordResult::Deferred, |(_, r)| r);
-    (result, applied.write_calls)
+    let mut out = Vec::with_capacity(indices.len());
+    for i in indices {
+        let result = results
+            .iter()
+            .position(|(j, _)| *j == i)
+            .map_or(RecordResult::Deferred, |at| results.swap_remove(at).1);
+        let result = match result {
+            RecordResult::Rejected(reason) => match run.keep(i, &reason).await {
+                Ok(()) => RecordResult::Rejected(reason),
+                Err(err) => RecordResult::Failed(err),
+            },
+            other => other,
+        };
+        out.push((i, result));
+    }
+    (out, calls)
 }
 
 #[cfg(test)]

@@ -34,6 +34,12 @@ pub(crate) trait Work: Sync {
     /// How many independent units (records, ordered keys) run at once.
     fn concurrency(&self) -> usize;
 
+    /// Consecutive records of one ordering key with the same run key may be applied in one
+    /// `apply` (see [`Protocol::coalesce_key`]); `None`: one at a time.
+    fn run_key(&self, _record: &Self::Record) -> Option<String> {
+        None
+    }
+
     /// Run parsed records (indices refer to the batch): one result per record.
     fn apply(
         &self,
@@ -67,6 +73,10 @@ impl<P: Protocol> Work for P {
 
     fn concurrency(&self) -> usize {
         Protocol::concurrency(self)
+    }
+
+    fn run_key(&self, record: &P::Record) -> Option<String> {
+        self.coalesce_key(record)
     }
 
     fn apply(

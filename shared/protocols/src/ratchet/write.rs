@@ -257,6 +257,15 @@ impl Protocol for Ratchet {
         self.config.concurrency
     }
 
+    /// Records of one item in a row are one write (the winner); not in history mode, where
+    /// each record's history row is a write of its own that may fail alone.
+    fn coalesce_key(&self, record: &RatchetRecord) -> Option<String> {
+        self.config
+            .history_table
+            .is_none()
+            .then(|| record.key.canonical().to_string())
+    }
+
     /// In history mode, every record's history row first; then, per key, the winner of the
     /// records whose row is written (a record is acknowledged when both are done).
     async fn apply(
