@@ -7,6 +7,8 @@
 //!   answer does not come back in time): tests of the invocation deadline use it.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,20 +30,33 @@ pub async fn start(upstream: SocketAddr, delay: Duration) -> Result<SocketAddr, 
                 let _ = server.set_nodelay(true);
                 let (mut client_read, mut client_write) = client.into_split();
                 let (mut server_read, mut server_write) = server.into_split();
-                let up = tokio::spawn(async move {
-                    let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
-                });
+                // Bytes of requests sent upstream so far: a response starts after its request.
+                let sent = Arc::new(AtomicU64::new(0));
+                let up = {
+                    let sent = Arc::clone(&sent);
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 64 * 1024];
+                        while let Ok(n @ 1..) = client_read.read(&mut buf).await {
+                            if server_write.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                            sent.fetch_add(n as u64, Ordering::SeqCst);
+                        }
+                    })
+                };
                 let mut buf = vec![0u8; 64 * 1024];
-                let mut last = std::time::Instant::now();
+                let mut answered = 0;
                 loop {
                     match server_read.read(&mut buf).await {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
-                            // Delay the start of each response once, not each of its chunks.
-                            if last.elapsed() > Duration::from_millis(1) {
+                            // Delay the start of each response once (the first chunk after a
+                            // request went up), not each of its chunks.
+                            let requested = sent.load(Ordering::SeqCst);
+                            if requested != answered {
+                                answered = requested;
                                 tokio::time::sleep(delay).await;
                             }
-                            last = std::time::Instant::now();
                             if client_write.write_all(&buf[..n]).await.is_err() {
                                 break;
                             }
