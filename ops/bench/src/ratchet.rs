@@ -94,6 +94,13 @@ pub async fn run(options: Options) -> Result<(), String> {
             );
         }
     }
+    // A batch delivered again: a warm function answers it from its cache, a cold one (or one
+    // with the cache off) asks DynamoDB once per distinct key.
+    println!();
+    for mode in ["redelivered-warm", "redelivered-cold"] {
+        let r = worker(mode, 1000, 0)?;
+        print_row(mode, 1000, keys, 0, &r);
+    }
     Ok(())
 }
 
@@ -173,6 +180,10 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
         protocol: Ratchet::try_new(client.clone(), {
             let mut c = RatchetConfig::new(&tables["RatchetTable"]);
             c.concurrency = concurrency;
+            // The baseline and a cold redelivery: no warm-redelivery cache.
+            if mode == "baseline" || mode == "redelivered-cold" {
+                c.cache_keys = 0;
+            }
             c
         })
         .expect("valid configuration"),
@@ -188,6 +199,10 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let bodies = records(n, keys, dup);
     let batch = dynamo_testing::events::kinesis_batch(&bodies);
     crate::common::warm_up(&client, &tables["RatchetTable"], concurrency).await?;
+    if mode.starts_with("redelivered") {
+        // The first delivery, not measured: the measured run is the same batch again.
+        run_mode("coalesced", &writer, &batch).await?;
+    }
     let before = counter.calls_of("PutItem");
     let started = Instant::now();
     run_mode(&mode, &writer, &batch).await?;
@@ -222,7 +237,7 @@ async fn counted_client(counter: &FaultInjector, latency_ms: u64) -> Result<Clie
 /// The measured part: the whole batch coalesced, or one conditional write per record.
 async fn run_mode(mode: &str, writer: &Writer<Ratchet>, batch: &Batch) -> Result<(), String> {
     match mode {
-        "coalesced" => {
+        "coalesced" | "redelivered-warm" | "redelivered-cold" => {
             let report = writer.handle_batch(batch, Deadline::none()).await;
             match report.summary.reported_failures {
                 0 => Ok(()),
