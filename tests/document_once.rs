@@ -286,16 +286,13 @@ async fn a_replace_too_large_with_the_protocol_attributes_is_item_too_large() {
     assert_eq!(r.code.as_str(), "item_too_large", "{r}");
 }
 
-#[tokio::test]
-async fn a_delivery_whose_write_landed_unanswered_is_recognised_when_it_comes_again() {
-    // Given a document writer without SDK retries whose first UpdateItem lands but loses its
-    // response (what a write cut off at the deadline, or a response lost on the last SDK
-    // attempt, leaves behind)
-    let direct = client();
-    let tables =
-        dynamo_testing::template_tables(&direct, &["DocumentTable", "DeadLetterTable"]).await;
+/// A document writer without SDK retries whose first UpdateItem lands but loses its response.
+fn losing_first_response(
+    direct: &Client,
+    tables: &std::collections::BTreeMap<String, String>,
+) -> dynamodb_exactly_once_lambda::Writer<Document> {
     let flaky = client_with(Some(nth_update(0, Fault::LoseResponse)), 1);
-    let writer = dynamodb_exactly_once_lambda::Writer {
+    dynamodb_exactly_once_lambda::Writer {
         function: "document-writer".into(),
         protocol: docs(flaky, &tables["DocumentTable"]),
         dead_letters: DeadLetters::new(
@@ -306,7 +303,18 @@ async fn a_delivery_whose_write_landed_unanswered_is_recognised_when_it_comes_ag
         deadline_margin: Duration::from_secs(1),
         event_time: None,
         mapping: None,
-    };
+    }
+}
+
+#[tokio::test]
+async fn a_delivery_whose_write_landed_unanswered_is_recognised_when_it_comes_again() {
+    // Given a document writer without SDK retries whose first UpdateItem lands but loses its
+    // response (what a write cut off at the deadline, or a response lost on the last SDK
+    // attempt, leaves behind)
+    let direct = client();
+    let tables =
+        dynamo_testing::template_tables(&direct, &["DocumentTable", "DeadLetterTable"]).await;
+    let writer = losing_first_response(&direct, &tables);
     let batch = sqs_batch(
         &[rec(
             "list_append",
@@ -347,19 +355,7 @@ async fn a_remove_whose_write_landed_unanswered_removes_one_element_when_it_come
         plain.write(&record).await.expect("write"),
         DocumentOutcome::Applied
     );
-    let flaky = client_with(Some(nth_update(0, Fault::LoseResponse)), 1);
-    let writer = dynamodb_exactly_once_lambda::Writer {
-        function: "document-writer".into(),
-        protocol: docs(flaky, &tables["DocumentTable"]),
-        dead_letters: DeadLetters::new(
-            direct.clone(),
-            &tables["DeadLetterTable"],
-            "document-writer",
-        ),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    };
+    let writer = losing_first_response(&direct, &tables);
     let batch = sqs_batch(
         &[rec(
             "list_remove",
