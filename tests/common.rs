@@ -21,15 +21,13 @@ pub async fn ratchet_writer(client: Client) -> (Writer<Ratchet>, BTreeMap<String
 
 /// A ratchet writer on existing tables.
 pub fn ratchet_writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
-    Writer {
-        function: "ratchet-writer".into(),
-        protocol: Ratchet::try_new(client.clone(), RatchetConfig::new(&tables["RatchetTable"]))
+    Writer::new(
+        "ratchet-writer",
+        Ratchet::try_new(client.clone(), RatchetConfig::new(&tables["RatchetTable"]))
             .expect("valid configuration"),
-        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+        DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
+    )
+    .with_deadline_margin(Duration::from_secs(1))
 }
 
 #[allow(unused_imports)]

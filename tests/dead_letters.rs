@@ -116,14 +116,8 @@ proptest! {
             let tables = template_tables(&client, &["RatchetTable", "CounterTable", "DeadLetterTable"]).await;
             let ratchet = ratchet_writer_on(client.clone(), &tables);
             assert_kept(&ratchet, &batch).await;
-            let counter = Writer {
-                function: "counter-writer".into(),
-                protocol: Counter::try_new(client.clone(), CounterConfig::new(&tables["CounterTable"])).expect("valid configuration"),
-                dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"),
-                deadline_margin: Duration::from_secs(1),
-                event_time: None,
-                mapping: None,
-            };
+            let counter = Writer::new("counter-writer", Counter::try_new(client.clone(), CounterConfig::new(&tables["CounterTable"])).expect("valid configuration"), DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"))
+.with_deadline_margin(Duration::from_secs(1));
             assert_kept(&counter, &batch).await;
         });
     }
@@ -199,23 +193,17 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
 async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
     let client = client();
     let tables = template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
-    let w = Writer {
-        function: "counter-writer".into(),
-        protocol: Counter::try_new(client.clone(), {
+    let w = Writer::new(
+        "counter-writer",
+        Counter::try_new(client.clone(), {
             let mut c = CounterConfig::new(&tables["CounterTable"]);
             c.window = Duration::from_secs(60);
             c
         })
         .expect("valid configuration"),
-        dead_letters: DeadLetters::new(
-            client.clone(),
-            &tables["DeadLetterTable"],
-            "counter-writer",
-        ),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    };
+        DeadLetters::new(client.clone(), &tables["DeadLetterTable"], "counter-writer"),
+    )
+    .with_deadline_margin(Duration::from_secs(1));
     // Its key may have left the window: applied again, it could count twice.
     let late = serde_json::json!({"key":{"PK":"a","SK":"b"},"add":{"n":1},"idempotencyKey":"k1"});
     let fresh = serde_json::json!({"key":{"PK":"a","SK":"b"},"add":{"n":1},"idempotencyKey":"k2"});

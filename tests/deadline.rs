@@ -48,22 +48,20 @@ async fn writer(stalled_writes: bool, stalled_letters: bool) -> (Writer<Ratchet>
     let tables = template_tables(&direct, &["RatchetTable", "DeadLetterTable"]).await;
     let stalled = client_for(&proxy::delaying(STALL).await.expect("proxy"), None, 1);
     let pick = |s: bool| if s { stalled.clone() } else { direct.clone() };
-    let w = Writer {
-        function: "ratchet-writer".into(),
-        protocol: Ratchet::try_new(
+    let w = Writer::new(
+        "ratchet-writer",
+        Ratchet::try_new(
             pick(stalled_writes),
             RatchetConfig::new(&tables["RatchetTable"]),
         )
         .expect("valid configuration"),
-        dead_letters: DeadLetters::new(
+        DeadLetters::new(
             pick(stalled_letters),
             &tables["DeadLetterTable"],
             "ratchet-writer",
         ),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    };
+    )
+    .with_deadline_margin(Duration::from_secs(1));
     (w, tables["RatchetTable"].clone())
 }
 
@@ -157,18 +155,16 @@ async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
     let document = |client| {
         let mut config = DocumentConfig::new(&tables["DocumentTable"]);
         config.concurrency = 1;
-        Writer {
-            function: "document-writer".into(),
-            protocol: Document::try_new(client, config).expect("valid configuration"),
-            dead_letters: DeadLetters::new(
+        Writer::new(
+            "document-writer",
+            Document::try_new(client, config).expect("valid configuration"),
+            DeadLetters::new(
                 direct.clone(),
                 &tables["DeadLetterTable"],
                 "document-writer",
             ),
-            deadline_margin: Duration::from_secs(1),
-            event_time: None,
-            mapping: None,
-        }
+        )
+        .with_deadline_margin(Duration::from_secs(1))
     };
     let append = |pk: &str| json!({"op": "list_append", "key": {"PK": pk, "SK": "d"}, "path": "l", "values": [pk]});
     let bodies = [append("a"), append("b"), append("c")];
@@ -263,18 +259,12 @@ async fn a_cut_off_counter_batch_keeps_the_items_that_finished() {
         |client| {
             let mut config = CounterConfig::new(&tables["CounterTable"]);
             config.concurrency = 1;
-            Writer {
-                function: "counter-writer".into(),
-                protocol: Counter::try_new(client, config).expect("valid configuration"),
-                dead_letters: DeadLetters::new(
-                    direct.clone(),
-                    &tables["DeadLetterTable"],
-                    "counter-writer",
-                ),
-                deadline_margin: Duration::from_secs(1),
-                event_time: None,
-                mapping: None,
-            }
+            Writer::new(
+                "counter-writer",
+                Counter::try_new(client, config).expect("valid configuration"),
+                DeadLetters::new(direct.clone(), &tables["DeadLetterTable"], "counter-writer"),
+            )
+            .with_deadline_margin(Duration::from_secs(1))
         },
         [add("a"), add("b"), add("c")],
     )
@@ -289,18 +279,12 @@ async fn a_cut_off_ratchet_batch_keeps_the_items_that_finished() {
         |client| {
             let mut config = RatchetConfig::new(&tables["RatchetTable"]);
             config.concurrency = 1;
-            Writer {
-                function: "ratchet-writer".into(),
-                protocol: Ratchet::try_new(client, config).expect("valid configuration"),
-                dead_letters: DeadLetters::new(
-                    direct.clone(),
-                    &tables["DeadLetterTable"],
-                    "ratchet-writer",
-                ),
-                deadline_margin: Duration::from_secs(1),
-                event_time: None,
-                mapping: None,
-            }
+            Writer::new(
+                "ratchet-writer",
+                Ratchet::try_new(client, config).expect("valid configuration"),
+                DeadLetters::new(direct.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
+            )
+            .with_deadline_margin(Duration::from_secs(1))
         },
         [
             put("a", "s", 1, json!({})),

@@ -28,18 +28,16 @@ async fn tables(client: &Client) -> BTreeMap<String, String> {
 }
 
 fn writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Document> {
-    Writer {
-        function: "document-writer".into(),
-        protocol: Document::try_new(
+    Writer::new(
+        "document-writer",
+        Document::try_new(
             client.clone(),
             DocumentConfig::new(&tables["DocumentTable"]),
         )
         .expect("valid configuration"),
-        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "document-writer"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+        DeadLetters::new(client, &tables["DeadLetterTable"], "document-writer"),
+    )
+    .with_deadline_margin(Duration::from_secs(1))
 }
 
 async fn writer(client: &Client) -> (Writer<Document>, BTreeMap<String, String>) {

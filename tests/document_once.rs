@@ -230,18 +230,16 @@ async fn a_dead_letter_whose_replay_ends_in_conflict_is_kept() {
     let client = client();
     let tables =
         dynamo_testing::template_tables(&client, &["DocumentTable", "DeadLetterTable"]).await;
-    let writer = dynamodb_exactly_once_lambda::Writer {
-        function: "document-writer".into(),
-        protocol: docs(client.clone(), &tables["DocumentTable"]),
-        dead_letters: DeadLetters::new(
+    let writer = dynamodb_exactly_once_lambda::Writer::new(
+        "document-writer",
+        docs(client.clone(), &tables["DocumentTable"]),
+        DeadLetters::new(
             client.clone(),
             &tables["DeadLetterTable"],
             "document-writer",
         ),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    };
+    )
+    .with_deadline_margin(Duration::from_secs(1));
     let body = rec(
         "replace",
         "u",
@@ -292,18 +290,16 @@ fn losing_first_response(
     tables: &std::collections::BTreeMap<String, String>,
 ) -> dynamodb_exactly_once_lambda::Writer<Document> {
     let flaky = client_with(Some(nth_update(0, Fault::LoseResponse)), 1);
-    dynamodb_exactly_once_lambda::Writer {
-        function: "document-writer".into(),
-        protocol: docs(flaky, &tables["DocumentTable"]),
-        dead_letters: DeadLetters::new(
+    dynamodb_exactly_once_lambda::Writer::new(
+        "document-writer",
+        docs(flaky, &tables["DocumentTable"]),
+        DeadLetters::new(
             direct.clone(),
             &tables["DeadLetterTable"],
             "document-writer",
         ),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    )
+    .with_deadline_margin(Duration::from_secs(1))
 }
 
 #[tokio::test]

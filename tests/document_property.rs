@@ -328,14 +328,12 @@ async fn pipeline_case(
         DocumentConfig::new(&tables["DocumentTable"]),
     )
     .map_err(|e| e.to_string())?;
-    let writer = Writer {
-        function: "document-writer".into(),
-        protocol: docs,
-        dead_letters: DeadLetters::new(client(), &tables["DeadLetterTable"], "document-writer"),
-        deadline_margin: Duration::from_millis(250),
-        event_time: None,
-        mapping: None,
-    };
+    let writer = Writer::new(
+        "document-writer",
+        docs,
+        DeadLetters::new(client(), &tables["DeadLetterTable"], "document-writer"),
+    )
+    .with_deadline_margin(Duration::from_millis(250));
     let kinesis = rng.random_bool(0.5);
     let pks: Vec<String> = (0..ITEMS).map(|i| format!("p{case}s{seed}i{i}")).collect();
     let mut models: BTreeMap<String, Model> = BTreeMap::new();

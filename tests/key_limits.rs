@@ -23,14 +23,12 @@ fn history_writer(
 ) -> Writer<Ratchet> {
     let mut config = RatchetConfig::new(&tables["RatchetTable"]);
     config.history_table = Some(tables["RatchetHistoryTable"].clone());
-    Writer {
-        function: "ratchet-writer".into(),
-        protocol: Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::new(
+        "ratchet-writer",
+        Ratchet::try_new(client.clone(), config).expect("valid configuration"),
+        DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
+    )
+    .with_deadline_margin(Duration::from_secs(1))
 }
 
 #[tokio::test]

@@ -65,19 +65,13 @@ async fn aggregated_counter_records_count_once_like_unaggregated_ones() {
     let names = ["CounterTable", "DeadLetterTable"];
     let counter = |tables: &BTreeMap<String, String>| {
         let config = dynamodb_exactly_once::counter::CounterConfig::new(&tables["CounterTable"]);
-        Writer {
-            function: "counter-writer".into(),
-            protocol: dynamodb_exactly_once::counter::Counter::try_new(setup.clone(), config)
+        Writer::new(
+            "counter-writer",
+            dynamodb_exactly_once::counter::Counter::try_new(setup.clone(), config)
                 .expect("valid configuration"),
-            dead_letters: DeadLetters::new(
-                setup.clone(),
-                &tables["DeadLetterTable"],
-                "counter-writer",
-            ),
-            deadline_margin: Duration::from_secs(1),
-            event_time: None,
-            mapping: None,
-        }
+            DeadLetters::new(setup.clone(), &tables["DeadLetterTable"], "counter-writer"),
+        )
+        .with_deadline_margin(Duration::from_secs(1))
     };
     let agg_tables = dynamo_testing::template_tables(&setup, &names).await;
     let plain_tables = dynamo_testing::template_tables(&setup, &names).await;

@@ -26,18 +26,12 @@ fn writer(
 ) -> Writer<Ratchet> {
     let mut config = RatchetConfig::new(&tables["RatchetTable"]);
     configure(&mut config);
-    Writer {
-        function: "ratchet-writer".into(),
-        protocol: Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        dead_letters: DeadLetters::new(
-            client.clone(),
-            &tables["DeadLetterTable"],
-            "ratchet-writer",
-        ),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::new(
+        "ratchet-writer",
+        Ratchet::try_new(client.clone(), config).expect("valid configuration"),
+        DeadLetters::new(client.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
+    )
+    .with_deadline_margin(Duration::from_secs(1))
 }
 
 fn key(sk: &str) -> Item {
@@ -150,14 +144,12 @@ fn counter_writer(
 ) -> Writer<Counter> {
     let mut config = CounterConfig::new(&tables["CounterTable"]);
     config.attribute_prefix = prefix.into();
-    Writer {
-        function: name.into(),
-        protocol: Counter::try_new(client.clone(), config).expect("valid configuration"),
-        dead_letters: DeadLetters::new(client.clone(), &tables["DeadLetterTable"], name),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::new(
+        name,
+        Counter::try_new(client.clone(), config).expect("valid configuration"),
+        DeadLetters::new(client.clone(), &tables["DeadLetterTable"], name),
+    )
+    .with_deadline_margin(Duration::from_secs(1))
 }
 
 fn count(sk: &str, idempotency_key: &str) -> Value {

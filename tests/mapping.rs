@@ -28,14 +28,10 @@ fn mapped<P: Protocol>(
     protocol: P,
     template: &str,
 ) -> Writer<P> {
-    Writer {
-        function: name.into(),
-        protocol,
-        dead_letters: DeadLetters::new(client.clone(), &tables["DeadLetterTable"], name),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: Some(RecordMapping::new("X_RECORD_MAPPING", template).expect("template")),
-    }
+    let letters = DeadLetters::new(client.clone(), &tables["DeadLetterTable"], name);
+    Writer::new(name, protocol, letters)
+        .with_deadline_margin(Duration::from_secs(1))
+        .with_mapping(RecordMapping::new("X_RECORD_MAPPING", template).expect("template"))
 }
 
 fn key(pk: &str, sk: &str) -> Item {

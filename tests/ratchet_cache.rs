@@ -32,18 +32,12 @@ async fn a_warm_redelivery_costs_no_call_and_a_newer_record_still_writes() {
         dynamo_testing::template_tables(&direct, &["RatchetTable", "DeadLetterTable"]).await;
     let (counted, calls) = counting();
     let config = RatchetConfig::new(&tables["RatchetTable"]);
-    let writer = Writer {
-        function: "ratchet-writer".into(),
-        protocol: Ratchet::try_new(counted, config.clone()).expect("config"),
-        dead_letters: DeadLetters::new(
-            direct.clone(),
-            &tables["DeadLetterTable"],
-            "ratchet-writer",
-        ),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    };
+    let writer = Writer::new(
+        "ratchet-writer",
+        Ratchet::try_new(counted, config.clone()).expect("config"),
+        DeadLetters::new(direct.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
+    )
+    .with_deadline_margin(Duration::from_secs(1));
     // Given a batch applied once (two keys, one of them twice)
     let batch = sqs_batch(
         &[

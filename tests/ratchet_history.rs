@@ -44,14 +44,12 @@ fn history_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<R
         c.history_table = Some(tables["RatchetHistoryTable"].clone());
         c
     };
-    Writer {
-        function: "ratchet-writer".into(),
-        protocol: Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::new(
+        "ratchet-writer",
+        Ratchet::try_new(client.clone(), config).expect("valid configuration"),
+        DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
+    )
+    .with_deadline_margin(Duration::from_secs(1))
 }
 
 /// Every history row, keyed by `ItemKey|RecordVersion`.

@@ -45,14 +45,7 @@ fn record(position: SourcePosition, body: &Value) -> SourceRecord {
 }
 
 fn writer<P: Protocol>(protocol: P, letters: DeadLetters) -> Writer<P> {
-    Writer {
-        function: "writer".into(),
-        protocol,
-        dead_letters: letters,
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::new("writer", protocol, letters).with_deadline_margin(Duration::from_secs(1))
 }
 
 fn rejection() -> Rejection {
@@ -318,12 +311,9 @@ async fn a_reinjected_record_is_as_old_as_its_event_time() {
     let protocol = Counter::try_new(c.clone(), CounterConfig::new(&tables["CounterTable"]))
         .expect("valid configuration");
     let letters = DeadLetters::new(c.clone(), &tables["DeadLetterTable"], "counter-writer");
-    let w = Writer {
-        event_time: Some(
-            EventTime::new("COUNTER_EVENT_TIME_POINTER", "/eventTime").expect("pointer"),
-        ),
-        ..writer(protocol, letters)
-    };
+    let w = writer(protocol, letters).with_event_time(
+        EventTime::new("COUNTER_EVENT_TIME_POINTER", "/eventTime").expect("pointer"),
+    );
     // A record produced two windows ago, moved back from a redrive queue: SQS gives it a new
     // message id and a new SentTimestamp (now).
     let now = dynamodb_exactly_once::ddb::clock::epoch_millis();

@@ -50,14 +50,12 @@ fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<C
     config.lock_patience = Duration::from_millis(300);
     // Patience must be at least twice the heartbeat interval (TxConfig::validate).
     config.heartbeat_every = Duration::from_millis(150);
-    Writer {
-        function: "tx-coordinator".into(),
-        protocol: Coordinator::try_new(client.clone(), config).expect("valid configuration"),
-        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "tx-coordinator"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::new(
+        "tx-coordinator",
+        Coordinator::try_new(client.clone(), config).expect("valid configuration"),
+        DeadLetters::new(client, &tables["DeadLetterTable"], "tx-coordinator"),
+    )
+    .with_deadline_margin(Duration::from_secs(1))
 }
 
 /// Move `amount` from `from` (only if it has that much) to `to`.

@@ -39,14 +39,12 @@ pub(crate) fn replica_writer(client: Client, tables: &BTreeMap<String, String>) 
         c.replication = Some(Replication::default());
         c
     };
-    Writer {
-        function: "orders-replica".into(),
-        protocol: Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "orders-replica"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::new(
+        "orders-replica",
+        Ratchet::try_new(client.clone(), config).expect("valid configuration"),
+        DeadLetters::new(client, &tables["DeadLetterTable"], "orders-replica"),
+    )
+    .with_deadline_margin(Duration::from_secs(1))
 }
 
 fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Counter> {
@@ -58,14 +56,12 @@ fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Co
         count: Some("orders".into()),
         sums: vec![("amount".into(), "Amount".into())],
     });
-    Writer {
-        function: "orders-totals".into(),
-        protocol: Counter::try_new(client.clone(), config).expect("valid configuration"),
-        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "orders-totals"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::new(
+        "orders-totals",
+        Counter::try_new(client.clone(), config).expect("valid configuration"),
+        DeadLetters::new(client, &tables["DeadLetterTable"], "orders-totals"),
+    )
+    .with_deadline_margin(Duration::from_secs(1))
 }
 
 /// One change as a stream record, typed images kept as they are.

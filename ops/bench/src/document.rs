@@ -126,12 +126,6 @@ async fn one_run(
 }
 
 fn writer<P: Protocol>(protocol: P, dead_letters: DeadLetters) -> Writer<P> {
-    Writer {
-        function: "document-writer".into(),
-        protocol,
-        dead_letters,
-        deadline_margin: std::time::Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::new("document-writer", protocol, dead_letters)
+        .with_deadline_margin(std::time::Duration::from_secs(1))
 }

@@ -175,9 +175,9 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let setup = client_with(None, 3);
     let tables = template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let client = counted_client(&counter, latency_ms).await?;
-    let writer = Writer {
-        function: "ratchet-writer".to_string(),
-        protocol: Ratchet::try_new(client.clone(), {
+    let writer = Writer::new(
+        "ratchet-writer",
+        Ratchet::try_new(client.clone(), {
             let mut c = RatchetConfig::new(&tables["RatchetTable"]);
             c.concurrency = concurrency;
             // The baseline and a cold redelivery: no warm-redelivery cache.
@@ -187,15 +187,9 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
             c
         })
         .expect("valid configuration"),
-        dead_letters: DeadLetters::new(
-            client.clone(),
-            &tables["DeadLetterTable"],
-            "ratchet-writer",
-        ),
-        deadline_margin: std::time::Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    };
+        DeadLetters::new(client.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
+    )
+    .with_deadline_margin(std::time::Duration::from_secs(1));
     let bodies = records(n, keys, dup);
     let batch = dynamo_testing::events::kinesis_batch(&bodies);
     crate::common::warm_up(&client, &tables["RatchetTable"], concurrency).await?;

@@ -23,7 +23,7 @@ const MAPPING: &str = r#"{
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     dynamodb_exactly_once_lambda::telemetry::init();
-    let mut writer = writer_from_env::<Counter>(client_from_env().await?, COUNTER_WRITER)?;
-    writer.mapping = Some(RecordMapping::new("MAPPING", MAPPING)?);
+    let writer = writer_from_env::<Counter>(client_from_env().await?, COUNTER_WRITER)?
+        .with_mapping(RecordMapping::new("MAPPING", MAPPING)?);
     lambda_runtime::run(writer).await
 }

@@ -44,6 +44,40 @@ pub struct Writer<P> {
     pub mapping: Option<RecordMapping>,
 }
 
+impl<P> Writer<P> {
+    /// A writer of `protocol` named `function` (its dead letters, logs and metrics carry the
+    /// name), keeping rejected records in `dead_letters`; the default deadline margin
+    /// ([`DEFAULT_DEADLINE_MARGIN`]), no event time, no record mapping.
+    pub fn new(function: impl Into<String>, protocol: P, dead_letters: DeadLetters) -> Self {
+        Writer {
+            function: function.into(),
+            protocol,
+            dead_letters,
+            deadline_margin: DEFAULT_DEADLINE_MARGIN,
+            event_time: None,
+            mapping: None,
+        }
+    }
+
+    /// Stop starting writes `margin` before the invocation deadline.
+    pub fn with_deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = margin;
+        self
+    }
+
+    /// Date records by the producer's event time where it is earlier than their arrival.
+    pub fn with_event_time(mut self, event_time: EventTime) -> Self {
+        self.event_time = Some(event_time);
+        self
+    }
+
+    /// Read Kinesis and SQS bodies through `mapping`.
+    pub fn with_mapping(mut self, mapping: RecordMapping) -> Self {
+        self.mapping = Some(mapping);
+        self
+    }
+}
+
 impl<P: Protocol> Writer<P> {
     /// Handle one invocation: the partial batch response.
     /// Every line it logs carries the invocation's request id, trace id and function name.
