@@ -13,6 +13,7 @@ mod deadline;
 mod document;
 mod document_once;
 mod document_property;
+mod idempotency;
 mod key_limits;
 mod kpl;
 mod layout;

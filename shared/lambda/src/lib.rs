@@ -36,6 +36,7 @@ pub mod client;
 pub mod dead_letter;
 pub mod error;
 pub mod event_time;
+pub mod idempotency;
 pub mod mapping;
 pub mod metrics;
 pub mod otel;

@@ -1,0 +1,142 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+
+fn layer(cache_keys: usize) -> Idempotency<InMemory> {
+    let config = IdempotencyConfig::builder("fn")
+        .cache_keys(cache_keys)
+        .build()
+        .expect("config");
+    Idempotency::new(InMemory::new(), config)
+}
+
+async fn count(
+    idem: &Idempotency<InMemory>,
+    calls: &AtomicUsize,
+    key: &str,
+    payload: serde_json::Value,
+) -> Result<Run<u32>, IdempotencyError<String>> {
+    idem.run(key, &payload, None, || async {
+        Ok::<u32, String>(calls.fetch_add(1, Ordering::SeqCst) as u32 + 10)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_duplicate_gets_the_first_result_and_the_function_runs_once() {
+    for cache in [0, 8] {
+        let idem = layer(cache);
+        let calls = AtomicUsize::new(0);
+        let first = count(&idem, &calls, "k", json!({"a": 1}))
+            .await
+            .expect("ran");
+        let again = count(&idem, &calls, "k", json!({"a": 1}))
+            .await
+            .expect("replayed");
+        assert_eq!((first, again), (Run::Ran(10), Run::Replayed(10)));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let other = count(&idem, &calls, "k2", json!({"a": 1}))
+            .await
+            .expect("ran");
+        assert_eq!(other, Run::Ran(11));
+    }
+}
+
+#[tokio::test]
+async fn another_payload_under_a_key_is_refused_not_replayed() {
+    for cache in [0, 8] {
+        let idem = layer(cache);
+        let calls = AtomicUsize::new(0);
+        count(&idem, &calls, "k", json!({"a": 1}))
+            .await
+            .expect("ran");
+        let err = count(&idem, &calls, "k", json!({"a": 2}))
+            .await
+            .expect_err("mismatch");
+        assert!(
+            matches!(err, IdempotencyError::PayloadMismatch { .. }),
+            "{err}"
+        );
+        assert_eq!(err.is_retryable(), Some(false));
+    }
+}
+
+#[tokio::test]
+async fn a_failed_run_releases_its_key_and_an_in_progress_one_holds_it() {
+    let idem = layer(0);
+    let failed = idem
+        .run("k", &1, None, || async {
+            Err::<u32, _>("down".to_string())
+        })
+        .await;
+    assert!(matches!(failed, Err(IdempotencyError::Handler(ref e)) if e == "down"));
+    assert!(idem.persistence().get("fn#k").is_none());
+    // A claim held by a run that never finished (its process died) until its deadline.
+    let until = epoch_millis() + 60_000;
+    let claim = ClaimRequest {
+        key: "fn#held".into(),
+        payload_hash: String::new(),
+        token: "other".into(),
+        now_ms: epoch_millis(),
+        in_progress_until_ms: until,
+        expires_at_s: epoch_millis() / 1000 + 3600,
+    };
+    assert_eq!(
+        idem.persistence().claim(&claim).await.ok(),
+        Some(Claim::Claimed)
+    );
+    let calls = AtomicUsize::new(0);
+    let err = count(&idem, &calls, "held", json!(1))
+        .await
+        .expect_err("in progress");
+    assert!(matches!(err, IdempotencyError::InProgress { until_ms } if until_ms == until));
+    assert_eq!(err.is_retryable(), Some(true));
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_claim_past_its_deadline_is_taken_over() {
+    let idem = layer(0);
+    let calls = AtomicUsize::new(0);
+    // A run whose deadline passed while its function hung (the future is dropped).
+    let hung = tokio::time::timeout(
+        Duration::from_millis(20),
+        idem.run("k", &1, Some(epoch_millis() + 50), || async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<u32, String>(0)
+        }),
+    )
+    .await;
+    assert!(hung.is_err(), "cut off");
+    let early = count(&idem, &calls, "k", json!(1)).await;
+    assert!(matches!(early, Err(IdempotencyError::InProgress { .. })));
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let retried = count(&idem, &calls, "k", json!(1)).await.expect("ran");
+    assert_eq!(retried, Run::Ran(10));
+}
+
+#[tokio::test]
+async fn turned_off_the_function_always_runs() {
+    let config = IdempotencyConfig::builder("fn")
+        .enabled(false)
+        .build()
+        .expect("config");
+    let idem = Idempotency::new(InMemory::new(), config);
+    let calls = AtomicUsize::new(0);
+    count(&idem, &calls, "k", json!(1)).await.expect("ran");
+    count(&idem, &calls, "k", json!(1)).await.expect("ran");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn configurations_are_validated_when_built() {
+    assert!(IdempotencyConfig::builder("").build().is_err());
+    let err = IdempotencyConfig::builder("fn")
+        .in_progress_expiry(Duration::from_secs(7200))
+        .build()
+        .expect_err("longer than the record");
+    assert_eq!(err.setting, "in_progress_expiry");
+}
