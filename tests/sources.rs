@@ -577,3 +577,45 @@ async fn fifo_consecutive_messages_on_one_item_are_one_write_and_a_failure_still
         RecordResult::Failed(RecordFailure::HeldBack { after }) if after == "m5"
     ));
 }
+
+#[tokio::test]
+async fn fifo_a_group_of_one_counter_item_is_one_update() {
+    use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let setup = client();
+    let tables =
+        dynamo_testing::template_tables(&setup, &["CounterTable", "DeadLetterTable"]).await;
+    let updates = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&updates);
+    let counting = FaultInjector::new(move |_, op| {
+        if op == "UpdateItem" {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+        Fault::None
+    });
+    let counter = Counter::try_new(
+        client_with(Some(counting), 1),
+        CounterConfig::new(&tables["CounterTable"]),
+    )
+    .expect("config");
+    let w = Writer::new(
+        "counter-writer",
+        counter,
+        DeadLetters::new(setup.clone(), &tables["DeadLetterTable"], "counter-writer"),
+    );
+    // A FIFO group per customer, five events each
+    let event = |c: &str, k: usize| {
+        let body = json!({"key": {"PK": c, "SK": "t"}, "add": {"n": 1}, "idempotencyKey": format!("{c}-{k}")});
+        (if c == "ann" { "ann" } else { "ben" }, body)
+    };
+    let messages: Vec<(&str, Value)> = (0..5)
+        .flat_map(|k| [event("ann", k), event("ben", k)])
+        .collect();
+    let batch = Batch::from_event(fifo_event(&messages)).expect("fifo");
+    let report = w.handle_batch(&batch, Deadline::none()).await;
+    assert!(report.response.failed_ids().is_empty());
+    // One update per customer, not one per message
+    assert_eq!(updates.load(Ordering::SeqCst), 2);
+}

@@ -314,6 +314,11 @@ impl Protocol for Counter {
         self.config.concurrency
     }
 
+    /// Records of one item in a row are one coalesced write (chunks written in arrival order).
+    fn coalesce_key(&self, record: &CounterRecord) -> Option<String> {
+        Some(record.key.canonical().to_string())
+    }
+
     async fn apply(
         &self,
         records: Vec<(usize, CounterRecord)>,
