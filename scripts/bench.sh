@@ -6,6 +6,16 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 bash scripts/tools.sh
 cargo build --quiet --release -p bench
+# The Python peer of `bench idempotency`: Powertools for AWS Lambda in a venv of its own.
+if [ -z "${POWERTOOLS_PYTHON:-}" ]; then
+  if [ ! -x .tools/powertools/bin/python ]; then
+    python3 -m venv .tools/powertools && .tools/powertools/bin/pip install --quiet aws-lambda-powertools boto3 \
+      || echo "bench: Powertools could not be installed; its rows are skipped"
+  fi
+  [ -x .tools/powertools/bin/python ] && export POWERTOOLS_PYTHON=$ROOT/.tools/powertools/bin/python
+fi
+export AWS_DEFAULT_REGION=${AWS_DEFAULT_REGION:-${AWS_REGION:-us-east-1}} AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-local} \
+  AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-local}
 
 if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -22,7 +32,7 @@ if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   done
 fi
 
-for bench in ${BENCHES:-ratchet counter txn lease versioning document}; do
+for bench in ${BENCHES:-ratchet counter txn lease versioning document idempotency}; do
   echo
   ./target/release/bench "$bench"
 done

@@ -19,6 +19,7 @@ mod common;
 mod counter;
 mod crash;
 mod document;
+mod idempotency;
 mod lease;
 mod ratchet;
 mod txn;
@@ -52,6 +53,8 @@ enum Command {
     },
     /// The document writer in source order (now) against items concurrently (before).
     Document,
+    /// The idempotency layer behind the batch processor against Powertools (Python).
+    Idempotency,
     /// The lease lock: acquire, heartbeat, release and takeover latencies.
     Lease(lease::Options),
     /// Versioned updates under contention (1, 8, 32 writers; 1 and 100 items) and their
@@ -83,6 +86,7 @@ async fn main() -> ExitCode {
         Command::Counter => counter::run().await,
         Command::Txn { transfers } => txn::run(transfers).await,
         Command::Document => document::run().await,
+        Command::Idempotency => idempotency::run().await,
         Command::Lease(options) => lease::run(options).await,
         Command::Versioning => versioning::run().await,
         Command::CrashTx { fail_after, event } => crash::run(fail_after, &event).await,

@@ -1,0 +1,192 @@
+//! The idempotency layer behind the batch processor against Powertools for AWS Lambda
+//! (Python) on the same SQS batch: records/s, DynamoDB calls and write units per record, for
+//! the first delivery (every key new) and a redelivery (cold: another process; warm: the same
+//! process, its cache).
+//!
+//! The Python peer (`ops/bench/peers/powertools_idempotency.py`) runs when `POWERTOOLS_PYTHON`
+//! names a Python with `aws-lambda-powertools` and `boto3` installed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use dynamo_testing::{client, client_with, FaultInjector};
+use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once_lambda::idempotency::{
+    DynamoDbPersistence, Idempotency, IdempotencyConfig,
+};
+use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError};
+use serde_json::{json, Value};
+
+const RECORDS: usize = 100;
+
+type Layer = Arc<Idempotency<DynamoDbPersistence>>;
+
+pub async fn run() -> Result<(), String> {
+    println!(
+        "idempotency benchmark against DynamoDB Local ({}): one SQS batch of {RECORDS} orders, \
+         one idempotent call each",
+        dynamo_testing::endpoint()
+    );
+    println!(
+        "write units: every item is under 1 KB, so each write (a failed condition included) \
+         bills 1 WCU as AWS counts it"
+    );
+    let table = create_table().await?;
+    let counter = FaultInjector::counting();
+    let counted = client_with(Some(counter.clone()), 3);
+    let warm = layer(counted.clone(), &table, 1000)?;
+    let bodies: Vec<Value> = (0..RECORDS)
+        .map(|i| json!({"orderId": format!("o-{i}"), "amountCents": 250}))
+        .collect();
+    let batch = dynamo_testing::events::sqs_batch(&bodies, 0);
+    println!();
+    println!(
+        "{:<12} {:<17} {:>10} {:>13} {:>12}",
+        "peer", "delivery", "records/s", "calls/record", "WCU/record"
+    );
+    for (delivery, layer) in [
+        ("new", Arc::clone(&warm)),
+        ("redelivered-cold", self::layer(counted.clone(), &table, 0)?),
+        ("redelivered-warm", warm),
+    ] {
+        let before = counter.calls();
+        let writes_before = writes(&counter);
+        let seconds = deliver(&layer, &batch).await?;
+        let calls = (counter.calls() - before) as f64 / RECORDS as f64;
+        let wcu = (writes(&counter) - writes_before) as f64 / RECORDS as f64;
+        println!(
+            "{:<12} {:<17} {:>10.0} {:>13.2} {:>12.2}",
+            "this crate",
+            delivery,
+            RECORDS as f64 / seconds,
+            calls,
+            wcu
+        );
+    }
+    powertools_peer();
+    Ok(())
+}
+
+fn writes(counter: &FaultInjector) -> usize {
+    ["PutItem", "UpdateItem", "DeleteItem"]
+        .iter()
+        .map(|op| counter.calls_of(op))
+        .sum()
+}
+
+fn layer(client: aws_sdk_dynamodb::Client, table: &str, cache: usize) -> Result<Layer, String> {
+    let config = IdempotencyConfig::builder("payments")
+        .cache_keys(cache)
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(Idempotency::new(
+        DynamoDbPersistence::new(client, table),
+        config,
+    )))
+}
+
+/// One delivery of the batch through the processor; its seconds.
+async fn deliver(
+    layer: &Layer,
+    batch: &dynamodb_exactly_once_lambda::Batch,
+) -> Result<f64, String> {
+    let charged = Arc::new(AtomicUsize::new(0));
+    let processor = {
+        let (layer, charged) = (Arc::clone(layer), Arc::clone(&charged));
+        Processor::builder("payments", move |record: Record<Value>| {
+            let (layer, charged) = (Arc::clone(&layer), Arc::clone(&charged));
+            async move {
+                let key = record.body["orderId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                layer
+                    .run(&key, &record.body, None, || async {
+                        charged.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, String>(json!({"chargeId": format!("ch_{key}")}))
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| RecordError::transient(e.to_string()))
+            }
+        })
+        .concurrency(10)
+        .build()
+        .map_err(|e| e.to_string())?
+    };
+    let started = Instant::now();
+    let report = processor.handle_batch(batch, Deadline::none()).await;
+    let seconds = started.elapsed().as_secs_f64();
+    match report.response.failed_ids().len() {
+        0 => Ok(seconds),
+        n => Err(format!("{n} records failed")),
+    }
+}
+
+async fn create_table() -> Result<String, String> {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let name = format!("{}Idempotency", dynamo_testing::unique_prefix());
+    let definition = AttributeDefinition::builder()
+        .attribute_name("Id")
+        .attribute_type(ScalarAttributeType::S)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let key = KeySchemaElement::builder()
+        .attribute_name("Id")
+        .key_type(KeyType::Hash)
+        .build()
+        .map_err(|e| e.to_string())?;
+    client()
+        .create_table()
+        .table_name(&name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(definition)
+        .key_schema(key)
+        .send()
+        .await
+        .map_err(|e| format!("create table: {e}"))?;
+    Ok(name)
+}
+
+/// The Python peer's rows, when `POWERTOOLS_PYTHON` is set.
+fn powertools_peer() {
+    let Ok(python) = std::env::var("POWERTOOLS_PYTHON") else {
+        println!("(POWERTOOLS_PYTHON unset: the Powertools peer is skipped)");
+        return;
+    };
+    let script = dynamo_testing::workspace_root().join("ops/bench/peers/powertools_idempotency.py");
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .arg(RECORDS.to_string())
+        .output();
+    let Ok(output) = output else {
+        println!("(the Powertools peer could not start)");
+        return;
+    };
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(row) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let num = |k: &str| row[k].as_f64().unwrap_or(0.0);
+        println!(
+            "{:<12} {:<17} {:>10.0} {:>13.2} {:>12.2}",
+            "powertools",
+            row["delivery"].as_str().unwrap_or("?"),
+            num("records_per_s"),
+            num("calls_per_record"),
+            num("wcu_per_record")
+        );
+    }
+    if !output.status.success() {
+        println!(
+            "(the Powertools peer failed: {})",
+            String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+    }
+}
