@@ -1,0 +1,91 @@
+//! Two protocols per record: each order event adds to its customer's totals (the counter,
+//! once per event) and keeps the order's newest state (the ratchet, newest `version` wins).
+//!
+//! **Partial success.** Both steps are idempotent, so the rule is simple: run them in order,
+//! and report the record if any step fails (`RecordError::transient`). The source delivers it
+//! again; the steps that were done answer `duplicate` / `stale` (no second count, no older
+//! state), the failed one runs again. A record one of the protocols refuses (`Rejection`) can
+//! never succeed: it is rejected (kept as a dead letter) whatever the other step did; the
+//! dead letter's replay runs both steps again, each idempotent.
+//!
+//! Settings: `TOTALS_TABLE` (the counter), `ORDERS_TABLE` (the ratchet), optional
+//! `ORDERS_DEAD_LETTER_TABLE`.
+
+use std::sync::Arc;
+
+use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
+use dynamodb_exactly_once::ItemKey;
+use dynamodb_exactly_once_lambda::client::client_from_env;
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError};
+use serde::{Deserialize, Serialize};
+
+const FUNCTION: &str = "orders";
+
+/// What producers send.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OrderEvent {
+    event_id: String,
+    order_id: String,
+    customer: String,
+    version: u64,
+    status: String,
+    amount_cents: i64,
+}
+
+#[derive(Debug)]
+struct Protocols {
+    totals: Counter,
+    orders: Ratchet,
+}
+
+async fn handle(p: Arc<Protocols>, record: Record<OrderEvent>) -> Result<(), RecordError> {
+    let e = &record.body;
+    let reject = |r: dynamodb_exactly_once::Rejection| RecordError::reject(r.to_string());
+    let key =
+        |pk: String| ItemKey::partition("PK", pk).map_err(|k| RecordError::reject(k.to_string()));
+    // 1. The customer's totals, once per event.
+    let count = p
+        .totals
+        .record(
+            key(format!("customer#{}", e.customer))?,
+            [("orders", 1), ("amountCents", e.amount_cents)],
+            e.event_id.as_str(),
+        )
+        .map_err(reject)?;
+    p.totals.add(&count).await.map_err(RecordError::transient)?;
+    // 2. The order's newest state.
+    let state = p
+        .orders
+        .put_record(key(format!("order#{}", e.order_id))?, e.version, e)
+        .map_err(reject)?;
+    p.orders
+        .write(&state)
+        .await
+        .map_err(RecordError::transient)?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    dynamodb_exactly_once_lambda::telemetry::init();
+    let client = client_from_env().await?;
+    let protocols = Arc::new(Protocols {
+        totals: Counter::try_new(
+            client.clone(),
+            CounterConfig::new(std::env::var("TOTALS_TABLE")?),
+        )?,
+        orders: Ratchet::try_new(
+            client.clone(),
+            RatchetConfig::new(std::env::var("ORDERS_TABLE")?),
+        )?,
+    });
+    let builder = Processor::builder(FUNCTION, move |r| handle(Arc::clone(&protocols), r));
+    let builder = match std::env::var("ORDERS_DEAD_LETTER_TABLE") {
+        Ok(table) => builder.dead_letters(DeadLetters::new(client, table, FUNCTION)),
+        Err(_) => builder,
+    };
+    lambda_runtime::run(builder.build()?).await
+}
