@@ -33,6 +33,7 @@ mod txn;
 mod txn_check;
 mod txn_conflicts;
 mod txn_interleave;
+mod txn_locked_read;
 mod txn_long;
 mod txn_numbers;
 mod txn_sweep;

@@ -144,7 +144,11 @@ impl Coordinator {
     }
 
     /// Read several items together under locks: a read-only transaction of `ConditionCheck`
-    /// requests, released (rolled back) once read. The values are a consistent snapshot.
+    /// requests, released (rolled back) once read. The values are a consistent snapshot: each
+    /// is read while the item still carries this read's lock (so it is the item's state at
+    /// the lock, unchanged since); when a contender took a lock over meanwhile (it rolled the
+    /// silent read back after its patience), the read ends in [`TxError::Contention`]
+    /// (retryable) rather than mixing states.
     pub async fn read_locked(
         &self,
         keys: &[(String, Map<String, Value>)],
@@ -166,32 +170,38 @@ impl Coordinator {
             .lock_all(&header, &resolved, &cost, Deadline::none())
             .await?;
         let values = match phase {
-            LockPhase::Locked(_) => self.read_held(&resolved).await?,
-            _ => Vec::new(),
+            LockPhase::Locked(_) => self.read_held(&header.owner(), &resolved).await?,
+            _ => None,
         };
         self.release(&header, &resolved, &cost).await?;
-        if values.len() != resolved.len() {
-            return Err(TxError::Contention {
-                tx_id: header.tx_id,
-                attempts: 1,
-            });
-        }
-        Ok(values)
+        values.ok_or(TxError::Contention {
+            tx_id: header.tx_id,
+            attempts: 1,
+        })
     }
 
-    /// The values of items this read holds (a transient item reads as absent).
+    /// The values of items this read holds under `owner`'s locks (a transient item reads as
+    /// absent); `None` once an item no longer carries the lock (taken over: its value may be
+    /// later than the others').
     async fn read_held(
         &self,
+        owner: &str,
         resolved: &[Resolved],
-    ) -> Result<Vec<Option<Map<String, Value>>>, StoreError> {
+    ) -> Result<Option<Vec<Option<Map<String, Value>>>>, StoreError> {
         let mut values = Vec::with_capacity(resolved.len());
         for r in resolved {
-            values.push(match self.get_item(r).await? {
-                Some(item) if !flag(&item, ATTR_TRANSIENT) => Some(plain_json(item)?),
-                _ => None,
+            let Some(item) = self.get_item(r).await? else {
+                return Ok(None); // a locked item always exists (a transient one if absent)
+            };
+            if lock_of(&item) != Some(owner) {
+                return Ok(None);
+            }
+            values.push(match flag(&item, ATTR_TRANSIENT) {
+                true => None,
+                false => Some(plain_json(item)?),
             });
         }
-        Ok(values)
+        Ok(Some(values))
     }
 
     /// Release a read: it changes nothing, so it ends as a rollback (final reason `read`).

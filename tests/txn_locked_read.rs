@@ -1,0 +1,82 @@
+//! Locked reads are a snapshot or an error: a reader whose locks were taken over while it read
+//! (a contender rolled its read transaction back after the patience) never returns values
+//! mixed from before and after the contender's transfer (review of transactions, finding 2).
+
+use crate::txn_env;
+
+use std::time::Duration;
+
+use dynamo_testing::{client, At, Interleaving};
+use dynamodb_exactly_once::txn::{TxError, TxOutcome};
+use dynamodb_exactly_once::Deadline;
+use serde_json::{json, Map, Value};
+use txn_env::*;
+
+fn key(pk: &str) -> Map<String, Value> {
+    json!({ "PK": pk }).as_object().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_read_rolled_back_under_it_is_refused_never_a_mixed_snapshot() {
+    let base = client();
+    let env = Env::new(&base).await.without_heartbeats();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "a", 100).await;
+    seed(&base, &table, "b", 0).await;
+    // Given a reader whose second read of `b` (after it locked both items) takes 1.5 s
+    let il = Interleaving::new();
+    il.delay_before(
+        "R",
+        At::op("GetItem").table(&table).containing("\"b\"").nth(2),
+        Duration::from_millis(1500),
+    );
+    let reader = env.sequential(il.client("R", 1));
+    let writer = env.coordinator(client());
+    let keys = [(table.clone(), key("a")), (table.clone(), key("b"))];
+    // When a transfer a → b meets the reader's silent locks, rolls it back and commits meanwhile
+    let read = tokio::spawn({
+        let keys = keys.clone();
+        async move { reader.read_locked(&keys).await }
+    });
+    let moved = tokio::spawn({
+        let body = transfer(&table, "t-under-read", "a", "b", 30);
+        async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            writer.run(&message(&writer, &body), Deadline::none()).await
+        }
+    });
+    let (read, moved) = (read.await.expect("reader"), moved.await.expect("writer"));
+    for c in il.calls("R") {
+        eprintln!(
+            "CALL {} {} {}",
+            c.index,
+            c.operation,
+            &c.body.chars().take(160).collect::<String>()
+        );
+    }
+    eprintln!("READ {read:?}");
+    assert_eq!(moved.expect("transfer").outcome, TxOutcome::Committed);
+    // Then the read is refused (retryable), or its values are one consistent state
+    match read {
+        Err(TxError::Contention { .. }) => {}
+        Ok(values) => {
+            let sum: i64 = values
+                .iter()
+                .filter_map(|v| v.as_ref()?.get("balance")?.as_i64())
+                .sum();
+            assert_eq!(sum, 100, "a locked read mixed two states: {values:?}");
+        }
+        Err(other) => panic!("unexpected error {other}"),
+    }
+    // And once nothing runs, a locked read sees the committed transfer
+    let values = env
+        .coordinator(client())
+        .read_locked(&keys)
+        .await
+        .expect("read");
+    let balances: Vec<Option<i64>> = values
+        .iter()
+        .map(|v| v.as_ref().and_then(|i| i.get("balance")?.as_i64()))
+        .collect();
+    assert_eq!(balances, [Some(70), Some(30)]);
+}
