@@ -32,6 +32,7 @@ mod ttl;
 mod txn;
 mod txn_check;
 mod txn_conflicts;
+mod txn_cost;
 mod txn_interleave;
 mod txn_locked_read;
 mod txn_long;

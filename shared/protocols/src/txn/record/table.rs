@@ -189,6 +189,11 @@ impl TxTable {
         if requests_json.len() <= INLINE_REQUEST_BYTES {
             header.insert(ATTR_REQUESTS.into(), s(requests_json));
         } else {
+            // A redelivery finds the record: its parts are not written again (each is up to
+            // 350 KB of write units, kept 90 days).
+            if let Some(existing) = self.get(tx_id).await? {
+                return Ok(Creation::Exists(existing));
+            }
             let parts = self.put_parts(tx_id, &nonce, requests_json, cost).await?;
             header.insert(ATTR_PARTS.into(), n(parts));
         }
