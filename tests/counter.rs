@@ -184,8 +184,17 @@ async fn same_batch_delivered_twice_counts_once() {
     assert_eq!(second.summary.count("applied"), 0);
     assert_eq!(
         injector.calls_of("UpdateItem") - writes_before,
+        0,
+        "a warm process answers a redelivered batch from its cache"
+    );
+    // Another process (its cache cold) pays one failed conditional write per item, no read
+    let cold = writer_on(client.clone(), &tables, |_| {}, None);
+    let third = cold.handle_batch(&batch, Deadline::none()).await;
+    assert_eq!(third.summary.count("duplicate"), 60);
+    assert_eq!(
+        injector.calls_of("UpdateItem") - writes_before,
         3,
-        "a redelivered batch costs one failed conditional write per item"
+        "a cold redelivery costs one failed conditional write per item"
     );
     assert_eq!(injector.calls_of("GetItem"), reads_before, "and no read");
     assert_eq!(

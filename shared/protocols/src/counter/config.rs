@@ -72,6 +72,9 @@ pub struct CounterConfig {
     /// Item changes (DynamoDB stream records) aggregated as records (see [`Aggregation`]);
     /// `None`: changes are refused (`no_change_mapping`).
     pub aggregation: Option<Aggregation>,
+    /// Keys of the warm-redelivery cache: a key this process applied on an item within half
+    /// the window (at most 10 minutes) is answered `duplicate` without a call (`0`: off).
+    pub cache_keys: usize,
 }
 
 /// What the capacity rule computes.
@@ -106,6 +109,7 @@ impl CounterConfig {
             concurrency: DEFAULT_CONCURRENCY,
             max_record_age: None,
             aggregation: None,
+            cache_keys: super::cache::DEFAULT_CACHE_KEYS,
         }
     }
 

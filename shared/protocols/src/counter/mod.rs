@@ -1,6 +1,7 @@
 #![doc = include_str!("../../docs/counter.md")]
 
 mod aggregate;
+mod cache;
 mod config;
 mod layout;
 mod marker;
@@ -18,6 +19,7 @@ use crate::ddb::item::item_to_json;
 use crate::ddb::{Clock, ItemKey, Read, StoreError};
 
 pub use aggregate::{Aggregation, DEFAULT_AGGREGATE_KEY_ATTRIBUTE};
+pub use cache::{CACHE_MAX_AGE, DEFAULT_CACHE_KEYS};
 pub use config::{
     Capacity, CounterConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY,
     DEFAULT_ITEM_BUDGET_BYTES, DEFAULT_MAX_KEYS_PER_SECOND, DEFAULT_OTHER_DATA_BYTES,
@@ -43,6 +45,7 @@ pub struct Counter {
     pub(crate) client: Client,
     pub(crate) config: CounterConfig,
     pub(crate) clock: Clock,
+    pub(crate) cache: cache::KeyCache,
 }
 
 impl std::fmt::Debug for Counter {
@@ -58,10 +61,12 @@ impl Counter {
     /// ([`CounterConfig::validate`]: the capacity rule included).
     pub fn try_new(client: Client, config: CounterConfig) -> Result<Self, crate::ConfigError> {
         config.validate()?;
+        let cache = cache::KeyCache::of(&config);
         Ok(Counter {
             client: crate::ddb::conflict::retrying_conflicts(client),
             config,
             clock: Clock::system(),
+            cache,
         })
     }
 

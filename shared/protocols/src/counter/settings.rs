@@ -20,11 +20,13 @@ impl FromSettings for CounterConfig {
         "change_sort_key",
         "change_count",
         "change_sum",
+        "cache_keys",
     ];
 
     /// `table` (required), `attribute_prefix`, `window_seconds`, `window_buckets`,
     /// `max_keys_per_second`, `item_budget_bytes`, `other_data_bytes`, `concurrency`,
-    /// `max_record_age_seconds` (the age guard; default the window), and the
+    /// `max_record_age_seconds` (the age guard; default the window), `cache_keys` (the
+    /// warm-redelivery cache, `0`: off), and the
     /// aggregation of item changes: `change_group_by` (set: changes aggregated),
     /// `change_key_attribute` (default `PK`), `change_sort_key` (`attribute:value`, a constant
     /// sort key), `change_count` (a counter of live items) and `change_sum`
@@ -38,6 +40,7 @@ impl FromSettings for CounterConfig {
         s.set(&mut c.item_budget_bytes, "item_budget_bytes")?;
         s.set(&mut c.other_data_bytes, "other_data_bytes")?;
         s.set(&mut c.concurrency, "concurrency")?;
+        s.set(&mut c.cache_keys, "cache_keys")?;
         if let Some(secs) = s.parse::<u64>("max_record_age_seconds")? {
             c.max_record_age = Some(std::time::Duration::from_secs(secs));
         }

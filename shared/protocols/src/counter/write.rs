@@ -15,7 +15,7 @@ use super::settle::{
 };
 use super::update::{chunk_entries, KeyEntry};
 use super::{Counter, CounterRecord};
-use crate::batch::{Applied, Deadline, Protocol};
+use crate::batch::{Applied, Deadline, Protocol, RecordResult};
 use crate::change::{no_change_mapping, ItemChange};
 use crate::ddb::error::bounded;
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, StoreError};
@@ -320,6 +320,37 @@ impl Protocol for Counter {
     }
 
     async fn apply(
+        &self,
+        records: Vec<(usize, CounterRecord)>,
+        deadline: Deadline,
+    ) -> Applied<CounterOutcome> {
+        let now = self.clock.now_secs();
+        let mut known = Vec::new();
+        let mut identities = HashMap::new();
+        let mut todo = Vec::with_capacity(records.len());
+        for (i, record) in records {
+            let item = record.key.canonical().to_string();
+            if self.cache.holds(&item, &record.hashed_key, now) {
+                known.push((i, RecordResult::Done(CounterOutcome::Duplicate))); // no call
+                continue;
+            }
+            identities.insert(i, (item, record.hashed_key.clone()));
+            todo.push((i, record));
+        }
+        let mut applied = self.write_items(todo, deadline).await;
+        for (i, result) in &applied.results {
+            if let (RecordResult::Done(_), Some((item, hash))) = (result, identities.get(i)) {
+                self.cache.note(item, hash, now);
+            }
+        }
+        applied.results.extend(known);
+        applied
+    }
+}
+
+impl Counter {
+    /// Write the records' items concurrently (bounded by `concurrency`).
+    async fn write_items(
         &self,
         records: Vec<(usize, CounterRecord)>,
         deadline: Deadline,
