@@ -94,6 +94,23 @@ fn conditional_failed<E: aws_sdk_dynamodb::error::ProvideErrorMetadata, R>(
         .is_some_and(|code| code == "ConditionalCheckFailedException")
 }
 
+/// A write conditioned on the claim's token: done, or refused because another run holds the
+/// key now (nothing to do either way).
+fn token_conditioned<T, E, R>(
+    operation: &'static str,
+    outcome: Result<T, SdkError<E, R>>,
+) -> Result<(), StoreError>
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match outcome {
+        Ok(_) => Ok(()),
+        Err(err) if conditional_failed(&err) => Ok(()),
+        Err(err) => Err(StoreError::from_sdk(operation, err)),
+    }
+}
+
 impl Persistence for DynamoDbPersistence {
     async fn claim(&self, r: &ClaimRequest) -> Result<Claim, StoreError> {
         let item = Item::from([
@@ -168,12 +185,8 @@ impl Persistence for DynamoDbPersistence {
             .expression_attribute_values(":tok", s(token))
             .send()
             .await;
-        match outcome {
-            Ok(_) => Ok(()),
-            // Taken over after the claim expired: the new owner's record stays.
-            Err(err) if conditional_failed(&err) => Ok(()),
-            Err(err) => Err(StoreError::from_sdk("UpdateItem", err)),
-        }
+        // Refused: taken over after the claim expired, the new owner's record stays.
+        token_conditioned("UpdateItem", outcome)
     }
 
     async fn release(&self, key: &str, token: &str) -> Result<(), StoreError> {
@@ -187,10 +200,6 @@ impl Persistence for DynamoDbPersistence {
             .expression_attribute_values(":tok", s(token))
             .send()
             .await;
-        match outcome {
-            Ok(_) => Ok(()),
-            Err(err) if conditional_failed(&err) => Ok(()),
-            Err(err) => Err(StoreError::from_sdk("DeleteItem", err)),
-        }
+        token_conditioned("DeleteItem", outcome)
     }
 }
