@@ -33,6 +33,7 @@ mod txn;
 mod txn_check;
 mod txn_conflicts;
 mod txn_cost;
+mod txn_fast;
 mod txn_interleave;
 mod txn_locked_read;
 mod txn_long;

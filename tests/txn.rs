@@ -78,7 +78,7 @@ fn crash_case(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_step_leaves_all_or_nothing() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
     for n in [1usize, 2, 5] {
         // Given the number of calls of an undisturbed run,
@@ -205,7 +205,7 @@ async fn crash_at_every_step_leaves_all_or_nothing() {
 #[tokio::test]
 async fn lost_responses_never_apply_twice() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 100).await;
     seed(&base, &table, "b", 0).await;
@@ -326,7 +326,7 @@ async fn concurrent_transfers_keep_the_sum_and_never_overdraw() {
 #[tokio::test]
 async fn committed_reads_never_see_uncommitted_changes() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
     let c = env.coordinator(client());
     let key = |pk: &str| json!({"PK":pk}).as_object().cloned().expect("key");
@@ -397,7 +397,7 @@ async fn committed_reads_never_see_uncommitted_changes() {
 #[tokio::test]
 async fn large_transactions_commit() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
     let c = env.coordinator(client());
 
@@ -597,7 +597,7 @@ async fn coordinator_handler_on_the_fixtures() {
 #[tokio::test]
 async fn sweeper_handler_on_the_schedule_fixture() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 10).await;
     let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(3)), 1));
@@ -686,7 +686,7 @@ fn slow_coordinator(env: &Env, slow_call: usize, delay: Duration) -> Coordinator
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn straggling_lock_writes_never_apply_after_the_decision() {
     let base = client();
-    let env = Arc::new(Env::new(&base).await);
+    let env = Arc::new(Env::new(&base).await.lock_path());
     let table = env.accounts().to_string();
     // Calls of the slow coordinator: DescribeTable 0, create 1, reads 2-3, lock a 4, lock b 5.
     const LOCK_B: usize = 5;

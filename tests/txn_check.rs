@@ -1,9 +1,12 @@
 //! The randomized checker of the transaction protocol: seeded schedules of K coordinators
 //! and the sweeper over a few accounts, with random transfers, creates and deletes, random
-//! duplicate deliveries, pauses, delays, lost responses and crashes at a random call, checked
-//! after every schedule against the invariants:
+//! duplicate deliveries, pauses, delays, lost responses, transaction conflicts and crashes at
+//! a random call, coordinators on the fast path and on the lock path side by side, and a
+//! reader at `Committed` and `Locked` isolation, checked after every schedule against the
+//! invariants:
 //!
-//! * the sum of the balances is conserved, and no balance is negative;
+//! * the sum of the balances is conserved, and no balance is negative (also in every locked
+//!   read taken during the schedule);
 //! * each `txId` is applied at most once, and exactly once when any delivery reported it
 //!   committed (every transaction also `ADD`s 1 to its own journal item);
 //! * the raw table equals the committed view (read at `Isolation::Committed`) once every
@@ -172,6 +175,9 @@ fn faults(rng: &mut StdRng, il: &Interleaving, name: &str) -> Option<Release> {
     if rng.random_bool(0.4) {
         il.lose_response(name, At::call(rng.random_range(1..25)));
     }
+    if rng.random_bool(0.2) {
+        il.conflict(name, At::call(rng.random_range(1..25)));
+    }
     if rng.random_bool(0.3) {
         let delay = Duration::from_millis(rng.random_range(1..80));
         il.delay_before(name, At::call(rng.random_range(1..25)), delay);
@@ -230,6 +236,8 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
             pauses.push((name.clone(), release_after));
         }
         let mut config = env.config();
+        // Fast-path and lock-path coordinators side by side (one `txId` may take both).
+        config.fast_path = rng.random_bool(0.5);
         config.lock_patience = Duration::from_millis(40);
         config.heartbeat_every = Duration::from_millis(20);
         config.concurrency = rng.random_range(1..=3);
@@ -238,6 +246,12 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
             Coordinator::try_new(il.client(&name, attempts), config).expect("valid configuration");
         tasks.push(tokio::spawn(deliver(c, messages.clone(), finished.clone())));
     }
+    let reader = tokio::spawn(read_during(
+        env.clone(),
+        plan.accounts.clone(),
+        plan.existing.len(),
+        Duration::from_millis(rng.random_range(0..100)),
+    ));
     let sweeper_at = Duration::from_millis(rng.random_range(0..100));
     let sweeper_env = env.clone();
     let sweeper_il = il.clone();
@@ -282,6 +296,7 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         reports.extend(t.await.map_err(|e| format!("coordinator task: {e}"))?);
     }
     sweeper.await.map_err(|e| format!("sweeper task: {e}"))?;
+    reader.await.map_err(|e| format!("reader task: {e}"))??;
     let t1 = Instant::now();
     // Redelivery: every message until it is final (as SQS would), by a healthy coordinator.
     let healthy = env.coordinator(client());
@@ -321,6 +336,48 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         );
     }
     result
+}
+
+/// Readers during the schedule: every account at `Committed` (never negative), then all of
+/// them at `Locked`, a snapshot: when it succeeds, the balances add up to the money there is.
+async fn read_during(
+    env: Arc<Env>,
+    accounts: Vec<String>,
+    existing: usize,
+    after: Duration,
+) -> Result<(), String> {
+    tokio::time::sleep(after).await;
+    let c = env.coordinator(client());
+    let table = env.accounts().to_string();
+    let keys: Vec<(String, Map<String, Value>)> = accounts
+        .iter()
+        .map(|pk| {
+            (
+                table.clone(),
+                json!({"PK":pk}).as_object().cloned().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let amount = |v: &Option<Map<String, Value>>| {
+        v.as_ref()
+            .and_then(|i| i.get("balance"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
+    for (_, key) in &keys {
+        if let Ok(v) = c.read(&table, key, Isolation::Committed).await {
+            if amount(&v) < 0 {
+                return Err(format!("committed read of {key:?}: {v:?}"));
+            }
+        }
+    }
+    let total = INITIAL * i64::try_from(existing).unwrap_or(0);
+    match c.read_locked(&keys).await {
+        Ok(values) if values.iter().map(amount).sum::<i64>() != total => {
+            Err(format!("locked read {values:?} does not add up to {total}"))
+        }
+        _ => Ok(()),
+    }
 }
 
 async fn seed_account(client: &aws_sdk_dynamodb::Client, table: &str, pk: &str) {

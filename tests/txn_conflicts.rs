@@ -34,7 +34,7 @@ fn conflict_once_per_write() -> FaultInjector {
 #[tokio::test]
 async fn a_transfer_commits_although_each_plain_write_meets_a_transaction_conflict_once() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
     seed(&base, &table, "alice", 100).await;
     seed(&base, &table, "bob", 0).await;
@@ -65,7 +65,7 @@ async fn a_transfer_commits_although_each_plain_write_meets_a_transaction_confli
 #[tokio::test]
 async fn a_lock_of_another_tx_table_is_never_undone() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let other = Env::new(&base).await.without_heartbeats();
     let table = env.accounts().to_string();
     seed(&base, &table, "alice", 100).await;

@@ -15,7 +15,7 @@ use txn_env::*;
 #[tokio::test]
 async fn a_redelivered_large_transaction_writes_no_request_part_again() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
     let parts = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&parts);

@@ -17,11 +17,17 @@ use serde_json::{json, Map, Value};
 use crate::common::scan;
 
 /// Tables of one test: logical id → name.
+#[derive(Clone)]
 pub struct Env {
     pub tables: BTreeMap<String, String>,
     /// `Some(d)`: coordinators heartbeat every `d` (tests that count writes exactly set
     /// an hour: no heartbeat).
     pub heartbeat_every: Option<Duration>,
+    /// Whether coordinators take the fast path (one `TransactWriteItems` per transaction).
+    /// Off by default here: most tests of this suite pin the lock path's schedules (large
+    /// transactions and the fast path's fallback take it); `TX_TEST_FAST_PATH=1` turns it on
+    /// for every test that does not choose (a run of the whole suite through the fast path).
+    pub fast_path: bool,
 }
 
 impl Env {
@@ -34,6 +40,7 @@ impl Env {
         Env {
             tables,
             heartbeat_every: None,
+            fast_path: std::env::var("TX_TEST_FAST_PATH").is_ok_and(|v| v == "1"),
         }
     }
 
@@ -41,6 +48,25 @@ impl Env {
     /// heartbeats are the subject of `tests/txn_long.rs`).
     pub fn without_heartbeats(mut self) -> Env {
         self.heartbeat_every = Some(Duration::ZERO);
+        self
+    }
+
+    /// Coordinators that take the fast path.
+    pub fn fast(mut self) -> Env {
+        self.fast_path = true;
+        self
+    }
+
+    /// The same tables, coordinators taking the fast path or not.
+    pub fn clone_with_fast_path(&self, on: bool) -> Env {
+        let mut env = self.clone();
+        env.fast_path = on;
+        env
+    }
+
+    /// Coordinators that always take the lock path.
+    pub fn lock_path(mut self) -> Env {
+        self.fast_path = false;
         self
     }
 
@@ -59,6 +85,7 @@ impl Env {
         // subject of tests/txn_long.rs): a short patience alone decides contention.
         c.heartbeat_every = self.heartbeat_every.unwrap_or(Duration::ZERO);
         c.lock_patience = Duration::from_millis(300).max(c.heartbeat_every * 2);
+        c.fast_path = self.fast_path;
         c
     }
 

@@ -22,7 +22,7 @@ use txn_env::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_duplicate_cannot_apply_after_the_transaction_completed() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.lock_path();
     let table = env.accounts().to_string();
     seed(&base, &table, "alice", 100).await;
     seed(&base, &table, "bob", 0).await;
@@ -66,7 +66,7 @@ async fn an_sdk_retry_cannot_recreate_an_item_a_later_commit_deleted() {
     let base = client();
     // Heartbeats off: the refusal below names B's second TX-table update, which a heartbeat
     // (written when A's record is older than the interval) would shift.
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
     let create = json!({"txId":"create-x","requests":[{"Put":{"TableName":table,
         "Item":{"PK":"x","balance":5},"ConditionExpression":"attribute_not_exists(PK)"}}]});
@@ -117,7 +117,7 @@ fn blobs(table: &str, tx_id: &str, fill: &str) -> Value {
 #[tokio::test]
 async fn a_different_large_body_with_the_same_tx_id_is_refused() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.lock_path();
     let table = env.accounts().to_string();
     let c = env.coordinator(client());
     // Given a committed transaction whose requests are kept in part items,
@@ -150,7 +150,7 @@ async fn a_different_large_body_with_the_same_tx_id_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_reads_never_go_backwards() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.lock_path();
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 100).await;
     seed(&base, &table, "b", 0).await;
@@ -194,7 +194,7 @@ async fn committed_reads_never_go_backwards() {
 #[tokio::test]
 async fn a_request_condition_cannot_escape_the_lock_guard() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.lock_path();
     let table = env.accounts().to_string();
     seed(&base, &table, "alice", 100).await;
     seed(&base, &table, "bob", 0).await;
@@ -243,7 +243,7 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
     use std::time::Duration;
 
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.lock_path();
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 100).await;
     seed(&base, &table, "b", 0).await;
@@ -325,7 +325,7 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_create_and_commit_responses_still_report_committed() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.lock_path();
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 100).await;
     seed(&base, &table, "b", 0).await;

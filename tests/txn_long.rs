@@ -55,7 +55,7 @@ fn coordinator_with_heartbeats(env: &Env, client: Client) -> Coordinator {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_spanning_three_deliveries_is_not_rolled_back_between_them() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.lock_path();
     let table = env.accounts().to_string();
     let keys: Vec<String> = (0..6).map(|i| format!("k{i}")).collect();
     for k in &keys {
@@ -108,7 +108,7 @@ async fn a_transaction_spanning_three_deliveries_is_not_rolled_back_between_them
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contender_does_not_roll_back_a_holder_that_is_still_locking() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.lock_path();
     let table = env.accounts().to_string();
     let keys: Vec<String> = (0..8).map(|i| format!("k{i}")).collect();
     for k in &keys {
@@ -189,7 +189,7 @@ async fn plain_write(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_writes_next_to_a_rollback_behave_as_documented() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.lock_path();
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 100).await;
     seed(&base, &table, "b", 0).await;
@@ -242,7 +242,7 @@ async fn plain_writes_next_to_a_rollback_behave_as_documented() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweeper_leaves_a_transaction_a_redelivery_resumed_after_its_query() {
     let base = client();
-    let env = Env::new(&base).await;
+    let env = Env::new(&base).await.lock_path();
     let table = env.accounts().to_string();
     let keys: Vec<String> = (0..6).map(|i| format!("k{i}")).collect();
     for k in &keys {

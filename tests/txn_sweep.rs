@@ -19,7 +19,7 @@ use txn_env::*;
 #[tokio::test]
 async fn sweeper_touches_only_stale_transactions() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
     let c = env.coordinator(client());
     for a in 0..8 {
@@ -98,7 +98,7 @@ async fn sweeper_touches_only_stale_transactions() {
 #[tokio::test]
 async fn the_sweeper_still_handles_records_of_the_unsharded_index() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let old = epoch_millis() - 10_000;
     // Given a completed record and a pending one (no locks) written with the old keys,
     for (tx_id, state, key) in [
@@ -139,7 +139,7 @@ async fn the_sweeper_still_handles_records_of_the_unsharded_index() {
 #[tokio::test]
 async fn sweeper_stops_at_its_deadline() {
     let base = client();
-    let env = Env::new(&base).await.without_heartbeats();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 10).await;
     let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(3)), 1));

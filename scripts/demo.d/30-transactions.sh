@@ -7,8 +7,8 @@ ops tx seed AccountsTable alice=100 bob=20 carol=0
 
 echo
 echo "== tx-coordinator: transfer-0001 moves 30 from alice to bob (debit conditional on balance >= 30)"
-echo "   expect no batchItemFailures, outcome committed, 7 write requests (2N+3 for N=2);"
-echo "   alice 70, bob 50"
+echo "   expect no batchItemFailures, outcome committed, 1 write request (the fast path: one"
+echo "   TransactWriteItems with both updates and the completed TX record); alice 70, bob 50"
 invoke tx-coordinator events/tx-transfer.json
 show AccountsTable
 
@@ -31,11 +31,12 @@ invoke tx-coordinator events/tx-malformed.json
 ops dead-letters list --table DeadLetterTable --function tx-coordinator 2>&1 | sed 's/^/   /'
 
 echo
-echo "== a coordinator dies halfway: transfer-0004 (20 from bob to carol) after 6 DynamoDB calls"
-echo "   (describe, create the TX record, read both items, lock+apply bob, lock+apply carol),"
+echo "== a coordinator dies halfway: transfer-0004 (20 from bob to carol) on the lock path"
+echo "   (what transactions over 99 requests take; TX_FAST_PATH=false forces it here) after 6"
+echo "   DynamoDB calls (describe, create the TX record, read both items, lock+apply bob, carol),"
 echo "   i.e. just before its commit. Expect bob and carol locked (_txLock) with their saved"
 echo "   images (_txImage), and the TX record pending"
-"$ROOT/target/debug/bench" crash-tx --fail-after 6 events/tx-abandon.json
+TX_FAST_PATH=false "$ROOT/target/debug/bench" crash-tx --fail-after 6 events/tx-abandon.json
 show AccountsTable
 ops tx status transfer-0004
 

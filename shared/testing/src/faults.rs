@@ -29,7 +29,16 @@ pub enum Fault {
     /// sent with an empty body, which DynamoDB refuses without applying anything; its answer
     /// is then replaced.)
     TransactionConflict,
+    /// Not applied, answered with a 400 `TransactionCanceledException` whose cancellation
+    /// reason is `TransactionConflict`: what DynamoDB answers a `TransactWriteItems` that met
+    /// another transaction (or a plain write) on one of its items.
+    TransactionCanceledByConflict,
 }
+
+/// DynamoDB's answer to a plain write on an item an in-flight transaction holds.
+pub(crate) const TRANSACTION_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"injected: Transaction is ongoing for the item"}"#;
+/// DynamoDB's answer to a `TransactWriteItems` that met another write on one of its items.
+pub(crate) const TRANSACTION_CANCELED_BY_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"injected: Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict]","CancellationReasons":[{"Code":"TransactionConflict","Message":"Transaction is ongoing for the item"}]}"#;
 
 #[derive(Debug, Clone, Copy)]
 struct Decided(Fault);
@@ -144,7 +153,10 @@ impl Intercept for FaultInjector {
             // Port 1 on loopback: nothing listens, the connection is refused at once.
             request.set_uri("http://127.0.0.1:1/")?;
         }
-        if fault == Fault::TransactionConflict {
+        if matches!(
+            fault,
+            Fault::TransactionConflict | Fault::TransactionCanceledByConflict
+        ) {
             *request.body_mut() = SdkBody::from("{}");
             request.headers_mut().insert("content-length", "2");
         }
@@ -169,9 +181,13 @@ impl Intercept for FaultInjector {
         if let Some(Decided(Fault::TransactionConflict)) = cfg.load::<Decided>() {
             let response = context.response_mut();
             *response.status_mut() = StatusCode::try_from(400u16)?;
-            *response.body_mut() = SdkBody::from(
-                r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"injected: Transaction is ongoing for the item"}"#,
-            );
+            *response.body_mut() = SdkBody::from(TRANSACTION_CONFLICT);
+            response.headers_mut().remove("content-length");
+        }
+        if let Some(Decided(Fault::TransactionCanceledByConflict)) = cfg.load::<Decided>() {
+            let response = context.response_mut();
+            *response.status_mut() = StatusCode::try_from(400u16)?;
+            *response.body_mut() = SdkBody::from(TRANSACTION_CANCELED_BY_CONFLICT);
             response.headers_mut().remove("content-length");
         }
         Ok(())

@@ -153,6 +153,7 @@ enum Action {
     LoseResponse,
     Refuse,
     Delay(Duration),
+    Conflict,
 }
 
 #[derive(Debug)]
@@ -215,6 +216,7 @@ struct AfterSend {
     call: Call,
     lose: bool,
     pause: bool,
+    conflict: bool,
 }
 impl Storable for AfterSend {
     type Storer = StoreReplace<Self>;
@@ -275,6 +277,14 @@ impl Interleaving {
     /// Refuse `name`'s call `at` (a connection failure; not applied).
     pub fn refuse(&self, name: &str, at: At) {
         self.add(name, at, Action::Refuse);
+    }
+
+    /// Answer `name`'s call `at` as DynamoDB answers a write that met a transaction in
+    /// flight, without applying it: `TransactionCanceledException` (reason
+    /// `TransactionConflict`) for a `TransactWriteItems`, `TransactionConflictException` for
+    /// a plain write (which DynamoDB Local never raises).
+    pub fn conflict(&self, name: &str, at: At) {
+        self.add(name, at, Action::Conflict);
     }
 
     /// Hold `name`'s call `at` for `delay`, then send it.
@@ -455,6 +465,7 @@ impl Intercept for ActorInterceptor {
             call: call.clone(),
             lose: false,
             pause: false,
+            conflict: false,
         };
         match action {
             None => {}
@@ -472,6 +483,12 @@ impl Intercept for ActorInterceptor {
             Some(Action::Refuse) => request.set_uri("http://127.0.0.1:1/")?,
             Some(Action::LoseResponse) => after.lose = true,
             Some(Action::PauseAfter) => after.pause = true,
+            Some(Action::Conflict) => {
+                // An empty body: refused by DynamoDB unapplied; its answer is replaced.
+                *request.body_mut() = SdkBody::from("{}");
+                request.headers_mut().insert("content-length", "2");
+                after.conflict = true;
+            }
         }
         cfg.interceptor_state().store_put(after);
         Ok(())
@@ -495,6 +512,16 @@ impl Intercept for ActorInterceptor {
             *response.body_mut() = SdkBody::from(
                 r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: the response was lost after the request was applied"}"#,
             );
+            response.headers_mut().remove("content-length");
+        }
+        if after.conflict {
+            let response = context.response_mut();
+            *response.status_mut() = StatusCode::try_from(400u16)?;
+            let body = match after.call.operation.as_str() {
+                "TransactWriteItems" => crate::faults::TRANSACTION_CANCELED_BY_CONFLICT,
+                _ => crate::faults::TRANSACTION_CONFLICT,
+            };
+            *response.body_mut() = SdkBody::from(body);
             response.headers_mut().remove("content-length");
         }
         Ok(())

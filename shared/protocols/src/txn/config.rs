@@ -54,6 +54,10 @@ pub struct TxConfig {
     /// The longest a message can be delivered again (queue retention, redrive); `retain`
     /// must not be shorter.
     pub redelivery_horizon: Duration,
+    /// Run a transaction of at most [`FAST_MAX_REQUESTS`](super::FAST_MAX_REQUESTS) requests
+    /// as one `TransactWriteItems` with its header (the fast path; default on). Off: every
+    /// transaction takes the lock path (item locks, saved images), as large ones always do.
+    pub fast_path: bool,
 }
 
 impl TxConfig {
@@ -72,6 +76,7 @@ impl TxConfig {
             concurrency: DEFAULT_CONCURRENCY,
             retain: DEFAULT_RETAIN,
             redelivery_horizon: DEFAULT_REDELIVERY_HORIZON,
+            fast_path: true,
         }
     }
 
@@ -130,13 +135,14 @@ impl FromSettings for TxConfig {
         "concurrency",
         "retain_seconds",
         "redelivery_horizon_seconds",
+        "fast_path",
     ];
 
     /// `table` and `allowed_tables` (comma-separated table names or table ARNs,
     /// `arn:aws:dynamodb:<region>:<account>:table/<name>` standing for `<name>`, so a
     /// deployment can pass the ARNs it grants its role) required, `lock_patience_ms`,
     /// `heartbeat_ms`, `max_attempts`, `concurrency`, `retain_seconds` and
-    /// `redelivery_horizon_seconds`.
+    /// `redelivery_horizon_seconds`, `fast_path` (`true` | `false`).
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
         let allowed = s
             .list("allowed_tables")
@@ -151,6 +157,7 @@ impl FromSettings for TxConfig {
         s.set(&mut c.concurrency, "concurrency")?;
         s.set_secs(&mut c.retain, "retain_seconds")?;
         s.set_secs(&mut c.redelivery_horizon, "redelivery_horizon_seconds")?;
+        s.set(&mut c.fast_path, "fast_path")?;
         c.max_attempts = c.max_attempts.max(1);
         c.concurrency = c.concurrency.max(1);
         Ok(c)

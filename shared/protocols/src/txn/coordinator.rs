@@ -18,6 +18,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use futures::StreamExt;
 
+use super::fast::{Fast, FastRun};
 use super::lock::LockPhase;
 use super::record::{requests_hash, Creation, RollbackReason, TxHeader, TxState, TxTable};
 use super::request::{self, TxMessage};
@@ -167,7 +168,6 @@ impl Coordinator {
             return Err(TxError::Deferred);
         }
         let resolved = self.resolve(&message.requests).await?;
-        let mut header = self.create_or_resume(message, cost).await?;
         let restarts = Backoff::new(
             RESTART_FIRST,
             RESTART_MAX,
@@ -183,6 +183,7 @@ impl Coordinator {
             invalid: None,
             restarts: Box::new(restarts.delays()),
         };
+        let mut header = self.first_header(message, &mut run).await?;
         loop {
             let state = header.state;
             header = match state {
@@ -198,38 +199,85 @@ impl Coordinator {
         }
     }
 
-    /// Step 1: create the record, or find it recorded with the same requests (compared by
-    /// the hash the header keeps, whatever their size: no read of the parts).
+    /// The transaction's header to start from: completed by the fast path (one call, see
+    /// [`fast`](super::fast)) when the transaction fits it and nothing held it up, else
+    /// created (or found) for the lock path.
+    async fn first_header(
+        &self,
+        message: &TxMessage,
+        run: &mut Run<'_>,
+    ) -> Result<TxHeader, TxError> {
+        let requests_json = message.requests_json();
+        let mut header = None;
+        if self.fits_fast_path(message, &requests_json) {
+            let fast = FastRun {
+                message,
+                requests_json: &requests_json,
+                resolved: &run.resolved,
+                run_id: &run.id,
+                deadline: run.deadline,
+                cost: run.cost,
+            };
+            if let Fast::Header(h) = self.run_fast(&fast, &mut run.invalid).await? {
+                header = Some(*h);
+            }
+        }
+        let header = match header {
+            Some(h) => h,
+            None => {
+                self.create_or_resume(message, &requests_json, run.cost)
+                    .await?
+            }
+        };
+        // Decided by this run: its fast-path call (or a lost answer of it, retried).
+        if header.decider.as_deref() == Some(run.id.as_str()) {
+            run.decided_here = true;
+        }
+        Ok(header)
+    }
+
+    /// Step 1 of the lock path: create the record, or find it recorded with the same requests
+    /// (compared by the hash the header keeps, whatever their size: no read of the parts).
     async fn create_or_resume(
         &self,
         message: &TxMessage,
+        requests_json: &str,
         cost: &Cost,
     ) -> Result<TxHeader, TxError> {
-        let requests_json = message.requests_json();
         let created = self
             .tx
-            .create(&message.tx_id, &requests_json, message.requests.len(), cost)
+            .create(&message.tx_id, requests_json, message.requests.len(), cost)
             .await?;
         match created {
             Creation::Created(header) => Ok(header),
             Creation::Exists(existing) => {
-                let same = match &existing.requests_hash {
-                    Some(hash) => *hash == requests_hash(&requests_json),
-                    // A record written before requests were hashed.
-                    None => self.tx.requests_json(&existing).await? == requests_json,
-                };
-                if !same {
-                    return Err(TxError::Rejected(Rejection::new(
-                        RejectionCode::TxIdReused,
-                        format!(
-                            "txId {} is already recorded with other requests",
-                            message.tx_id
-                        ),
-                    )));
-                }
-                Ok(existing)
+                self.same_requests(message, requests_json, existing).await
             }
         }
+    }
+
+    /// `existing` if it records the same requests as `message`, else `tx_id_reused`.
+    pub(super) async fn same_requests(
+        &self,
+        message: &TxMessage,
+        requests_json: &str,
+        existing: TxHeader,
+    ) -> Result<TxHeader, TxError> {
+        let same = match &existing.requests_hash {
+            Some(hash) => *hash == requests_hash(requests_json),
+            // A record written before requests were hashed.
+            None => self.tx.requests_json(&existing).await? == requests_json,
+        };
+        if !same {
+            return Err(TxError::Rejected(Rejection::new(
+                RejectionCode::TxIdReused,
+                format!(
+                    "txId {} is already recorded with other requests",
+                    message.tx_id
+                ),
+            )));
+        }
+        Ok(existing)
     }
 
     /// Steps 2–3 of a pending attempt: lock every item, then decide (commit, or roll back);

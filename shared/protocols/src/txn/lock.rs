@@ -5,6 +5,8 @@
 
 mod write;
 
+pub(super) use write::total_units;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -78,14 +80,14 @@ struct ItemLocking<'a> {
 }
 
 /// The wait on one item's lock holder.
-struct LockWait {
+pub(super) struct LockWait {
     /// Waited since the holder was met (or last rolled back).
     waited: Duration,
     delays: Box<dyn Iterator<Item = Duration> + Send>,
 }
 
 impl LockWait {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         LockWait {
             waited: Duration::ZERO,
             delays: Box::new(LOCK_WAIT.delays()),
@@ -198,7 +200,7 @@ impl Coordinator {
     }
 
     /// Another transaction's lock is on `item`: decide it (see the module docs).
-    async fn meet_lock(
+    pub(super) async fn meet_lock(
         &self,
         r: &Resolved,
         item: &Item,

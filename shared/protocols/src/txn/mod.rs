@@ -3,6 +3,7 @@
 mod config;
 mod coordinator;
 mod decide;
+mod fast;
 mod finish;
 mod item;
 mod lock;
@@ -20,6 +21,7 @@ pub use config::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN,
 };
 pub use coordinator::Coordinator;
+pub use fast::{CONFLICT_RETRIES, FAST_MAX_REQUESTS, FAST_MAX_REQUEST_BYTES};
 pub use item::{
     plain_json, strip_protocol, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT,
     ATTR_VERSION_TOKEN, ITEM_PROTOCOL_ATTRIBUTES,

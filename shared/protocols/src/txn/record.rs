@@ -26,6 +26,7 @@
 //!   value: [`Creation`] for the header's creation, [`Transition`] for every later header
 //!   write.
 
+mod decided;
 mod table;
 
 use std::collections::BTreeMap;
@@ -36,6 +37,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 
+pub(crate) use decided::Decided;
 pub use table::{Creation, Transition, TxTable};
 
 /// Partition key of the TX table.

@@ -227,7 +227,7 @@ fn item_entry(
 }
 
 /// The capacity a transaction consumed over its tables, as one figure.
-fn total_units(consumed: &[ConsumedCapacity]) -> ConsumedCapacity {
+pub(in crate::txn) fn total_units(consumed: &[ConsumedCapacity]) -> ConsumedCapacity {
     let units = consumed
         .iter()
         .filter_map(|c| c.capacity_units)

@@ -234,8 +234,9 @@ impl TxTable {
         Ok(parts)
     }
 
-    /// The header's conditional creation.
-    async fn put_header(
+    /// The header's conditional creation (`ALL_OLD` on failure; the creator recognises its
+    /// own header by its `Nonce`).
+    pub(super) async fn put_header(
         &self,
         tx_id: &str,
         header: Item,

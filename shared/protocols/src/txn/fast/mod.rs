@@ -1,0 +1,222 @@
+//! The fast path: a transaction of at most [`FAST_MAX_REQUESTS`] requests runs as **one
+//! `TransactWriteItems`** — each request as its own action, its condition `AND`
+//! `attribute_not_exists(_txLock)`, a `Put` or `Update` stamping a fresh `_txVer` — plus the
+//! `Put` of its TX header, created already completed and committed, conditioned on the
+//! `txId` not being recorded ([`Decided`]).
+//!
+//! # Invariant
+//!
+//! DynamoDB applies the call whole or not at all, and serializes it with every other write to
+//! its items, so a reader at any isolation level sees all of the transaction or none of it.
+//! The header `Put` is the same idempotency point as the lock path's creation: of a fast-path
+//! call and a lock-path creation of one `txId`, whichever lands first is the transaction, and
+//! the other finds its header (same requests hash: a duplicate, resumed or reported; another
+//! hash: `tx_id_reused`). A fast-path write never lands on a locked item, so no lock-path
+//! undo can revert it; and it moves `_txVer` (or removes the item), so a lock-path
+//! transaction that read the item before fails its lock write and reads again: every image
+//! the lock path saves is committed state. Nothing is ever locked, so there is nothing for
+//! the sweeper and no heartbeat.
+//!
+//! # Cost
+//!
+//! One round trip and one write request. Write units as AWS bills them: twice the items'
+//! units (transactional) plus 2 for the header (about 250 bytes): a two-item transfer of
+//! small items is 6 (native `TransactWriteItems`: 4; the 2 more are the 14-day idempotency
+//! record). No reads, no index writes.
+//!
+//! # Failure modes
+//!
+//! The cancellation reasons drive the outcome, without a read:
+//!
+//! * the header exists: the recorded transaction (a duplicate, or the lock path's, resumed);
+//! * a request's own condition failed: recorded as rolled back with one `PutItem` of a
+//!   completed header (a failed transaction stays failed on redelivery);
+//! * an item is held by a lock-path transaction: met as the lock path meets it (finalize,
+//!   undo, or wait on a pending holder up to the patience), then the call is sent again;
+//! * `TransactionConflict`: sent again after a short jittered wait, up to
+//!   [`CONFLICT_RETRIES`] times, then the lock path takes the transaction;
+//! * DynamoDB rejects the call as a whole (the 4 MB aggregate): the lock path;
+//! * an answer lost after the call applied: the SDK's retry carries the same
+//!   `ClientRequestToken` (DynamoDB answers it as the first call within 10 minutes), and
+//!   after that the header names this run as its decider.
+
+mod call;
+
+use std::time::Duration;
+
+use call::{fast_outcome, header_entry, request_entry, FastWrite};
+
+use super::item::new_token;
+use super::lock::LockWait;
+use super::record::{Decided, RollbackReason, TxHeader};
+use super::request::TxMessage;
+use super::resolve::Resolved;
+use super::{Coordinator, Cost, TxError};
+use crate::batch::Deadline;
+use crate::ddb::error::StoreError;
+use crate::ddb::retry::Backoff;
+
+use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
+
+/// Most requests on the fast path: `TransactWriteItems` takes 100 actions, the header is one.
+pub const FAST_MAX_REQUESTS: usize = 99;
+/// Largest requests JSON on the fast path (DynamoDB's aggregate limit is 4 MB of items; a
+/// call it refuses as too large goes to the lock path anyway).
+pub const FAST_MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
+/// Fast-path calls sent again after a `TransactionConflict` before the lock path takes over.
+pub const CONFLICT_RETRIES: usize = 12;
+/// Waits before sending again after a conflict: 5 ms doubling up to 100 ms, jittered.
+const CONFLICT_WAIT: Backoff = Backoff::new(
+    Duration::from_millis(5),
+    Duration::from_millis(100),
+    CONFLICT_RETRIES,
+);
+
+/// How the fast path left a transaction.
+#[derive(Debug)]
+pub(super) enum Fast {
+    /// Its header: completed by this run, or recorded by another delivery (same requests).
+    Header(Box<TxHeader>),
+    /// The lock path takes it.
+    LockPath,
+}
+
+impl Fast {
+    fn header(header: TxHeader) -> Fast {
+        Fast::Header(Box::new(header))
+    }
+}
+
+/// What one fast-path run needs.
+pub(super) struct FastRun<'a> {
+    pub message: &'a TxMessage,
+    pub requests_json: &'a str,
+    pub resolved: &'a [Resolved],
+    /// The run's id (`DecidedBy`).
+    pub run_id: &'a str,
+    pub deadline: Deadline,
+    pub cost: &'a Cost,
+}
+
+impl Coordinator {
+    /// Whether `message` may take the fast path.
+    pub(super) fn fits_fast_path(&self, message: &TxMessage, requests_json: &str) -> bool {
+        self.config.fast_path
+            && !message.requests.is_empty()
+            && message.requests.len() <= FAST_MAX_REQUESTS
+            && requests_json.len() <= FAST_MAX_REQUEST_BYTES
+    }
+
+    /// Run the transaction as one call (see the module docs). `invalid` receives DynamoDB's
+    /// message when it rejected a request.
+    pub(super) async fn run_fast(
+        &self,
+        run: &FastRun<'_>,
+        invalid: &mut Option<String>,
+    ) -> Result<Fast, TxError> {
+        let mut conflicts = CONFLICT_WAIT.delays();
+        let mut wait = LockWait::new();
+        loop {
+            if run.deadline.expired() {
+                return Err(TxError::Deferred);
+            }
+            let header = Decided {
+                tx_id: &run.message.tx_id,
+                requests_json: run.requests_json,
+                decider: run.run_id,
+                rolled_back: None,
+                retain: self.config.retain,
+            }
+            .item();
+            let ending = self.fast_call(run, header.clone()).await?;
+            let failed = |i: usize, why| (why, run.resolved[i].index);
+            match ending {
+                FastWrite::Committed => return Ok(Fast::header(TxHeader::try_from(&header)?)),
+                FastWrite::Recorded(old) => {
+                    let found = match old {
+                        Some(item) => Some(TxHeader::try_from(&item)?),
+                        None => self.tx.get(&run.message.tx_id).await?,
+                    };
+                    // None: it expired between the call and the read; send again.
+                    if let Some(existing) = found {
+                        return self.found_recorded(run, existing).await;
+                    }
+                }
+                FastWrite::Locked(i, item) => {
+                    self.meet_lock(&run.resolved[i], &item, &mut wait, run.cost)
+                        .await?;
+                }
+                FastWrite::ConditionFailed(i) => {
+                    let why = failed(i, RollbackReason::ConditionFailed);
+                    return self.record_failed(run, why).await;
+                }
+                FastWrite::Invalid(i, message) => {
+                    *invalid = Some(message);
+                    return self
+                        .record_failed(run, failed(i, RollbackReason::InvalidRequest))
+                        .await;
+                }
+                FastWrite::Conflict => match conflicts.next() {
+                    Some(pause) => tokio::time::sleep(pause).await,
+                    None => return Ok(Fast::LockPath),
+                },
+                FastWrite::RefusedWhole(message) => {
+                    tracing::debug!(tx_id = %run.message.tx_id, message,
+                        "the fast path's call was refused as a whole: the lock path takes it");
+                    return Ok(Fast::LockPath);
+                }
+            }
+        }
+    }
+
+    /// The one call: every request's action, then the header's.
+    async fn fast_call(
+        &self,
+        run: &FastRun<'_>,
+        header: crate::ddb::item::Item,
+    ) -> Result<FastWrite, StoreError> {
+        let token = new_token();
+        let mut entries = Vec::with_capacity(run.resolved.len() + 1);
+        for r in run.resolved {
+            entries.push(request_entry(r, &token)?);
+        }
+        entries.push(header_entry(&self.config.table, header)?);
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(entries))
+            .client_request_token(token)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        fast_outcome(result, run.resolved.len(), run.cost)
+    }
+
+    /// A request failed for a final reason: record the transaction as rolled back (nothing
+    /// was applied), unless another delivery recorded it first.
+    async fn record_failed(
+        &self,
+        run: &FastRun<'_>,
+        (reason, request): (RollbackReason, usize),
+    ) -> Result<Fast, TxError> {
+        let decided = Decided {
+            tx_id: &run.message.tx_id,
+            requests_json: run.requests_json,
+            decider: run.run_id,
+            rolled_back: Some((reason, request)),
+            retain: self.config.retain,
+        };
+        match self.tx.create_decided(&decided, run.cost).await? {
+            super::record::Creation::Created(header) => Ok(Fast::header(header)),
+            super::record::Creation::Exists(existing) => self.found_recorded(run, existing).await,
+        }
+    }
+
+    /// The `txId` was recorded by another delivery: the same requests, or `tx_id_reused`.
+    async fn found_recorded(&self, run: &FastRun<'_>, existing: TxHeader) -> Result<Fast, TxError> {
+        let header = self
+            .same_requests(run.message, run.requests_json, existing)
+            .await?;
+        Ok(Fast::header(header))
+    }
+}

@@ -1,0 +1,108 @@
+//! Headers created already decided and completed: the fast path's record
+//! ([`super::super::fast`]), written in the same `TransactWriteItems` as the transaction's
+//! changes when it commits, or alone when a request's condition failed (a failed transaction
+//! stays failed on redelivery).
+//!
+//! Such a header is never in the sweep index (no `SweepKey`: nothing is locked, nothing is
+//! left to finish) and expires through TTL after the retention, like every completed header.
+//! It keeps no requests, only their hash: a redelivery is told apart from a reused `txId` by
+//! the hash, and nothing ever needs the requests of a transaction that locked nothing.
+
+use std::time::Duration;
+
+use super::{
+    header_key, n, requests_hash, s, RollbackReason, TxState, ATTR_ATTEMPT, ATTR_DECIDER,
+    ATTR_DECISION, ATTR_EXPIRES_AT, ATTR_FAILED_REQUEST, ATTR_LAST_TOUCHED, ATTR_NONCE,
+    ATTR_REASON, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_VERSION,
+};
+use crate::ddb::clock::epoch_millis;
+use crate::ddb::error::StoreError;
+use crate::ddb::item::Item;
+use crate::ddb::Cost;
+
+use super::table::{Creation, TxTable};
+
+/// A header created completed: committed, or rolled back for a final reason.
+#[derive(Debug, Clone)]
+pub(crate) struct Decided<'a> {
+    /// The transaction.
+    pub tx_id: &'a str,
+    /// The canonical requests JSON (only its hash is kept).
+    pub requests_json: &'a str,
+    /// The run deciding it (`DecidedBy`).
+    pub decider: &'a str,
+    /// `None`: committed; else why it rolled back and which request.
+    pub rolled_back: Option<(RollbackReason, usize)>,
+    /// How long the record is kept (`ExpiresAt`).
+    pub retain: Duration,
+}
+
+impl Decided<'_> {
+    /// The header item (about 250 bytes: one write unit, two in a transaction).
+    pub fn item(&self) -> Item {
+        let now_ms = epoch_millis();
+        let expires = (now_ms / 1000).saturating_add(self.retain.as_secs());
+        let nonce = hex::encode(rand::random::<u128>().to_be_bytes());
+        let decision = match self.rolled_back {
+            None => TxState::Committed,
+            Some(_) => TxState::RolledBack,
+        };
+        let mut item = header_key(self.tx_id);
+        item.insert(ATTR_NONCE.into(), s(nonce));
+        item.insert(
+            ATTR_REQUESTS_HASH.into(),
+            s(requests_hash(self.requests_json)),
+        );
+        item.insert(ATTR_STATE.into(), s(TxState::Completed.as_str()));
+        item.insert(ATTR_DECISION.into(), s(decision.as_str()));
+        item.insert(ATTR_VERSION.into(), n(1));
+        item.insert(ATTR_ATTEMPT.into(), n(1));
+        item.insert(ATTR_DECIDER.into(), s(self.decider));
+        item.insert(ATTR_LAST_TOUCHED.into(), n(now_ms));
+        item.insert(ATTR_EXPIRES_AT.into(), n(expires));
+        if let Some((reason, request)) = &self.rolled_back {
+            item.insert(ATTR_REASON.into(), s(reason.as_str()));
+            item.insert(ATTR_FAILED_REQUEST.into(), n(request));
+        }
+        item
+    }
+}
+
+impl TxTable {
+    /// Create `decided`'s header alone (`attribute_not_exists(TxId)`): the record of a
+    /// transaction that failed without changing anything. [`Creation::Exists`] when another
+    /// delivery recorded the `txId` first.
+    pub(crate) async fn create_decided(
+        &self,
+        decided: &Decided<'_>,
+        cost: &Cost,
+    ) -> Result<Creation, StoreError> {
+        self.put_header(decided.tx_id, decided.item(), cost).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::record::TxHeader;
+
+    #[test]
+    fn a_decided_header_is_completed_outside_the_sweep_index() {
+        let d = Decided {
+            tx_id: "t-1",
+            requests_json: "[]",
+            decider: "run",
+            rolled_back: Some((RollbackReason::ConditionFailed, 1)),
+            retain: Duration::from_secs(60),
+        };
+        let item = d.item();
+        assert!(!item.contains_key(super::super::ATTR_SWEEP_KEY));
+        let header = TxHeader::try_from(&item).expect("a header");
+        assert_eq!(header.state, TxState::Completed);
+        assert_eq!(header.decision(), Some(TxState::RolledBack));
+        assert_eq!(header.reason, Some(RollbackReason::ConditionFailed));
+        assert_eq!(header.failed_request, Some(1));
+        assert_eq!(header.decider.as_deref(), Some("run"));
+        assert_eq!(header.requests_hash, Some(requests_hash("[]")));
+    }
+}
