@@ -22,7 +22,8 @@
 //! Behind the [batch processor](crate::processor), a handler is one call: the key taken from
 //! the record by a [`KeySource`] (its id, its sequence number, a JSON pointer into the body,
 //! a closure), the payload the record's body, the key held until the record's deadline
-//! ([`Idempotency::run_record`]; its errors become the right [`RecordError`] with `?`).
+//! ([`Idempotency::run_record`]; its errors become the right [`RecordError`] with `?`). A
+//! `tower::Service` is wrapped by [`IdempotencyLayer`] instead.
 //!
 //! [`RecordError`]: crate::processor::RecordError
 //!
@@ -62,6 +63,7 @@
 mod config;
 mod dynamodb;
 mod key;
+mod layer;
 mod persistence;
 mod records;
 
@@ -71,6 +73,7 @@ pub use config::{
 };
 pub use dynamodb::DynamoDbPersistence;
 pub use key::{KeyError, KeyExpression, KeyFn, KeySource, KEY_SETTING};
+pub use layer::{IdempotencyLayer, IdempotentFuture, IdempotentService, RequestKey};
 pub use persistence::{Claim, ClaimRequest, InMemory, Persistence, Status, StoredRecord};
 
 use std::future::Future;
