@@ -18,8 +18,8 @@ use aws_sdk_dynamodb::Client;
 use dynamo_testing::{client, At, Interleaving};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
-    DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, IdempotencyLayer,
-    KeySource, Run,
+    ClaimRequest, DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError,
+    IdempotencyLayer, KeySource, Persistence, Run,
 };
 use dynamodb_exactly_once_lambda::processor::Record;
 use lambda_runtime::service_fn;
@@ -334,4 +334,36 @@ async fn a_lost_completion_response_still_gives_duplicates_the_result_through_th
         assert_eq!(a.ok().as_deref(), Some(want.as_str()), "{id}");
         assert_eq!(calls.load(Ordering::SeqCst), 1, "{id}");
     }
+}
+
+// A claim delivered late ----------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_attempt_arriving_after_its_run_completed_does_not_undo_the_completion() {
+    // Given a run that completed
+    let table = table(&client()).await;
+    let record = delivery(epoch_millis() + 60_000);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let first = deliver(&layer(client(), &table), &record, &runs).await;
+    assert_eq!(first.ok(), Some(Run::Ran("receipt-1".into())));
+
+    // When its claim's first attempt, delayed in the network past the SDK's retry, reaches
+    // DynamoDB now (the same request: the run's token)
+    let item = stored(&table).await;
+    let late = ClaimRequest {
+        key: "payments#m0".into(),
+        payload_hash: text(&item, "PayloadHash"),
+        token: text(&item, "Token"),
+        now_ms: epoch_millis(),
+        in_progress_until_ms: record.deadline_ms().expect("deadline"),
+        expires_at_s: epoch_millis() / 1000 + 3600,
+    };
+    let persistence = DynamoDbPersistence::new(client(), &table);
+    let _ = persistence.claim(&late).await;
+
+    // Then the completion stands: a duplicate gets the result, nothing runs again
+    assert_eq!(text(&stored(&table).await, "Status"), "COMPLETED");
+    let again = deliver(&layer(client(), &table), &record, &runs).await;
+    assert_eq!(again.ok(), Some(Run::Replayed("receipt-1".into())));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

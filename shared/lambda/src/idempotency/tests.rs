@@ -246,3 +246,37 @@ async fn the_processor_gives_each_record_the_invocations_cutoff_as_its_deadline(
         "{seen:?}"
     );
 }
+
+#[tokio::test]
+async fn a_late_copy_of_a_claim_does_not_reopen_the_completed_key() {
+    let store = InMemory::new();
+    let claim = ClaimRequest {
+        key: "fn#k".into(),
+        payload_hash: String::new(),
+        token: "t".into(),
+        now_ms: epoch_millis(),
+        in_progress_until_ms: epoch_millis() + 60_000,
+        expires_at_s: epoch_millis() / 1000 + 3600,
+    };
+    assert_eq!(store.claim(&claim).await.ok(), Some(Claim::Claimed));
+    assert_eq!(
+        store.claim(&claim).await.ok(),
+        Some(Claim::Claimed),
+        "a retry"
+    );
+    store
+        .complete("fn#k", "t", b"1", claim.expires_at_s)
+        .await
+        .expect("completed");
+    let late = store.claim(&claim).await.expect("answered");
+    assert!(
+        matches!(
+            late,
+            Claim::Existing(StoredRecord {
+                status: Status::Completed { .. },
+                ..
+            })
+        ),
+        "{late:?}"
+    );
+}
