@@ -4,8 +4,8 @@
 //! executions.
 //!
 //! The guarantee (docs/idempotency.md, "What it guarantees"): per key, at most one execution
-//! in progress, and at most one that completes, within the record's expiry; every delivery
-//! after a completion gets its stored result. A run that stops between its claim and its
+//! in progress and one stored result, within the record's expiry; every delivery after the
+//! completion gets that result. A run that stops between its claim and its
 //! completion (a crash, a timeout) holds the key until its deadline: the next delivery after
 //! it runs the function again.
 

@@ -124,7 +124,7 @@ impl<T> KeySource<T> {
     pub fn expression(expression: &str) -> Result<Self, ConfigError> {
         let node = Node::compile(&Value::String(expression.to_string()), "")
             .map_err(|(_, why)| ConfigError::new(KEY_SETTING, why))?;
-        let reads_body = !expression.starts_with('$') || expression == "$body";
+        let reads_body = node.reads_body();
         Ok(KeySource::Expression(KeyExpression {
             text: expression.to_string(),
             node,

@@ -101,8 +101,9 @@ fn a_record_the_pointer_finds_nothing_in_is_a_clear_error() {
         Error::source(&not_json).is_some(),
         "the parser's error is kept"
     );
-    // A source field needs no JSON body.
+    // Source fields need no JSON body.
     assert_eq!(key("$id", "not json").ok().as_deref(), Some("m-1"));
+    assert_eq!(key("=m#{$id}", "not json").ok().as_deref(), Some("m#m-1"));
 }
 
 #[test]

@@ -170,6 +170,22 @@ impl Node {
         })
     }
 
+    /// Whether filling this node reads the body (a pointer, `$body`), not only the record's
+    /// source fields.
+    pub(crate) fn reads_body(&self) -> bool {
+        let reads =
+            |source: &Source| matches!(source, Source::Pointer(_) | Source::Field(Field::Body));
+        match self {
+            Node::Literal(_) => false,
+            Node::Read(source) => reads(source),
+            Node::Text(pieces) => pieces
+                .iter()
+                .any(|p| matches!(p, Piece::Value(source) if reads(source))),
+            Node::Array(items) => items.iter().any(Node::reads_body),
+            Node::Object(fields) => fields.iter().any(|(_, n)| n.reads_body()),
+        }
+    }
+
     /// The value of this node for one record.
     pub(crate) fn fill(&self, body: &Value, position: &SourcePosition) -> Result<Value, String> {
         Ok(match self {
