@@ -58,19 +58,21 @@ pub async fn run(options: Options) -> Result<(), String> {
         (1, 0, "value"),
         (8, 10, "value"),
         (8, 0, "ignored"),
+        (0, 0, "decode"),
     ] {
         let mut args = [records, rounds, concurrency, failing]
             .map(|n| n.to_string())
             .to_vec();
         args.push(body.into());
         let row = ours(&args)?;
-        let body = match body {
-            "value" => "Value body",
-            _ => "body checked only",
+        let setting = match body {
+            "value" => format!("Value body, concurrency {concurrency}"),
+            "ignored" => format!("body checked only, concurrency {concurrency}"),
+            _ => "of which decoding the event".to_string(),
         };
         let case = Case {
             peer: "this crate",
-            setting: format!("{body}, concurrency {concurrency}"),
+            setting,
             failing_percent: failing,
         };
         print_row(&case, &row);
@@ -132,9 +134,9 @@ pub fn sqs_event(records: usize) -> Value {
     json!({ "Records": records })
 }
 
-/// `worker processor <records> <rounds> <concurrency> <failing %> <value|ignored>`: one JSON
-/// line. `value`: each body decoded into a `serde_json::Value`; `ignored`: only checked
-/// (`serde::de::IgnoredAny`).
+/// `worker processor <records> <rounds> <concurrency> <failing %> <value|ignored|decode>`: one
+/// JSON line. `value`: each body decoded into a `serde_json::Value`; `ignored`: only checked
+/// (`serde::de::IgnoredAny`); `decode`: only the event turned into source records.
 pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let mut args = args.into_iter();
     let records: usize = next_arg(&mut args, "records")?;
@@ -146,11 +148,28 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let (seconds, reported) = match body.as_str() {
         "value" => timed::<Value>(&event, rounds, concurrency, failing).await?,
         "ignored" => timed::<IgnoredAny>(&event, rounds, concurrency, failing).await?,
-        other => return Err(format!("worker: body {other:?} is not value or ignored")),
+        "decode" => (decode_only(&event, rounds)?, 0),
+        other => return Err(format!("worker: {other:?} is not value, ignored or decode")),
     };
     let rate = (records * rounds) as f64 / seconds;
     println!("{}", json!({"records_per_s": rate, "reported": reported}));
     Ok(())
+}
+
+/// `rounds` timed decodings of the event into source records (`Batch::from_event`, the first
+/// step of every batch): the seconds.
+fn decode_only(event: &Value, rounds: usize) -> Result<f64, String> {
+    let mut timed = Duration::ZERO;
+    for round in 0..=rounds {
+        let event = event.clone();
+        let started = Instant::now();
+        let batch = Batch::from_event(event).map_err(|e| e.to_string())?;
+        if round > 0 {
+            timed += started.elapsed();
+        }
+        drop(batch);
+    }
+    Ok(timed.as_secs_f64())
 }
 
 /// `rounds` timed runs of the event through a processor of `T` bodies (one untimed first):
