@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 bash scripts/tools.sh
 cargo build --quiet --release -p bench
-# The Python peer of `bench idempotency`: Powertools for AWS Lambda in a venv of its own.
+# The Python peer of `bench idempotency` and `bench processor`: Powertools for AWS Lambda in a venv of its own.
 if [ -z "${POWERTOOLS_PYTHON:-}" ]; then
   if [ ! -x .tools/powertools/bin/python ]; then
     python3 -m venv .tools/powertools && .tools/powertools/bin/pip install --quiet aws-lambda-powertools boto3 \
@@ -32,7 +32,7 @@ if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   done
 fi
 
-for bench in ${BENCHES:-ratchet counter txn lease versioning document idempotency}; do
+for bench in ${BENCHES:-ratchet counter txn lease versioning document idempotency processor}; do
   echo
   ./target/release/bench "$bench"
 done

@@ -21,7 +21,7 @@ use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError};
 use serde_json::{json, Value};
 
 /// A fresh idempotency table (key `Id`).
-async fn table(client: &Client) -> String {
+pub(crate) async fn table(client: &Client) -> String {
     let name = format!("{}Idempotency", dynamo_testing::unique_prefix());
     client
         .create_table()

@@ -14,6 +14,7 @@ mod document;
 mod document_once;
 mod document_property;
 mod idempotency;
+mod idempotency_interleave;
 mod key_limits;
 mod kpl;
 mod layout;

@@ -7,6 +7,7 @@
 //! bench txn [--transfers N]          transaction protocol vs TransactWriteItems
 //! bench document                   document writer: source order (now) vs items concurrently (before)
 //! bench lease [--rounds N]           lease lock: acquire / heartbeat / release / takeover latency
+//! bench processor [--records N]      the batch processor alone vs Powertools' BatchProcessor
 //! bench versioning                   versioned updates/s under contention, write units
 //! bench crash-tx --fail-after K EVENT.json
 //!                                    run a transaction whose coordinator dies after K calls
@@ -21,6 +22,7 @@ mod crash;
 mod document;
 mod idempotency;
 mod lease;
+mod processor;
 mod ratchet;
 mod txn;
 mod txn_sweep;
@@ -57,6 +59,8 @@ enum Command {
     Idempotency,
     /// The lease lock: acquire, heartbeat, release and takeover latencies.
     Lease(lease::Options),
+    /// The batch processor alone (a handler doing nothing) against Powertools' BatchProcessor.
+    Processor(processor::Options),
     /// Versioned updates under contention (1, 8, 32 writers; 1 and 100 items) and their
     /// write units.
     Versioning,
@@ -88,6 +92,7 @@ async fn main() -> ExitCode {
         Command::Document => document::run().await,
         Command::Idempotency => idempotency::run().await,
         Command::Lease(options) => lease::run(options).await,
+        Command::Processor(options) => processor::run(options).await,
         Command::Versioning => versioning::run().await,
         Command::CrashTx { fail_after, event } => crash::run(fail_after, &event).await,
         Command::Worker { bench, args } => match bench.as_str() {
@@ -95,6 +100,7 @@ async fn main() -> ExitCode {
             "counter" => counter::worker(args).await,
             "txn" => txn::worker(args).await,
             "versioning" => versioning::worker(args).await,
+            "processor" => processor::worker(args).await,
             other => Err(format!("worker: unknown benchmark {other:?}")),
         },
     };

@@ -1,12 +1,14 @@
 //! The idempotency layer around an external call: each order from an SQS queue is charged
-//! once, whatever SQS redelivers; a duplicate gets the first charge's receipt. The table is
-//! `IDEMPOTENCY_TABLE` (partition key `Id`, TTL on `ExpiresAt`; see docs/idempotency.md).
+//! once per order id, whatever SQS redelivers and whether the producer sends an order twice;
+//! a duplicate gets the first charge's receipt. The key is the body's `/orderId`, the claim
+//! lasts until the invocation's deadline. The table is `IDEMPOTENCY_TABLE` (partition key
+//! `Id`, TTL on `ExpiresAt`; see docs/idempotency.md).
 
 use std::sync::Arc;
 
 use dynamodb_exactly_once_lambda::client::client_from_env;
 use dynamodb_exactly_once_lambda::idempotency::{
-    DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError,
+    DynamoDbPersistence, Idempotency, IdempotencyConfig, KeySource,
 };
 use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError};
 use serde::{Deserialize, Serialize};
@@ -34,26 +36,25 @@ async fn charge(order: &Order) -> Result<Receipt, std::io::Error> {
     })
 }
 
-type Layer = Arc<Idempotency<DynamoDbPersistence>>;
+/// The layer and where it takes each record's key.
+struct Charges {
+    idempotency: Idempotency<DynamoDbPersistence>,
+    keys: KeySource<Order>,
+}
 
-/// One order, charged once per order id.
-async fn handle(idempotency: Layer, record: Record<Order>) -> Result<(), RecordError> {
-    let order = &record.body;
-    let run = idempotency
-        .run(&order.order_id, order, None, || charge(order))
-        .await;
-    match run {
-        Ok(run) => {
-            let replayed = run.is_replayed();
-            let receipt = run.into_value();
-            tracing::info!(order_id = %order.order_id, charge_id = %receipt.charge_id, replayed, "charged");
-            Ok(())
-        }
-        Err(IdempotencyError::PayloadMismatch { key }) => Err(RecordError::reject(format!(
-            "order {key} was sent again with another amount"
-        ))),
-        Err(e) => Err(RecordError::transient(e.to_string())),
-    }
+/// One order, charged once per order id: one call. In progress elsewhere: delivered again
+/// (then replayed); the order id reused with another amount: rejected (a dead letter).
+async fn handle(charges: Arc<Charges>, record: Record<Order>) -> Result<(), RecordError> {
+    let run = charges
+        .idempotency
+        .run_record(&charges.keys, &record, || async {
+            charge(&record.body).await.map_err(RecordError::transient)
+        })
+        .await?;
+    let replayed = run.is_replayed();
+    let receipt = run.into_value();
+    tracing::info!(order_id = %record.body.order_id, charge_id = %receipt.charge_id, replayed, "charged");
+    Ok(())
 }
 
 #[tokio::main]
@@ -61,11 +62,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     dynamodb_exactly_once_lambda::telemetry::init();
     let table = std::env::var("IDEMPOTENCY_TABLE")?;
     let config = IdempotencyConfig::builder(FUNCTION).build()?;
-    let layer: Layer = Arc::new(Idempotency::new(
-        DynamoDbPersistence::new(client_from_env().await?, table),
-        config,
-    ));
+    let charges = Arc::new(Charges {
+        idempotency: Idempotency::new(
+            DynamoDbPersistence::new(client_from_env().await?, table),
+            config,
+        ),
+        keys: KeySource::pointer("/orderId")?,
+    });
     let processor =
-        Processor::builder(FUNCTION, move |record| handle(Arc::clone(&layer), record)).build()?;
+        Processor::builder(FUNCTION, move |record| handle(Arc::clone(&charges), record)).build()?;
     lambda_runtime::run(processor).await
 }

@@ -334,6 +334,19 @@ impl Deadline {
         })
     }
 
+    /// When work in flight is cut off, epoch milliseconds (`None`: never): the last moment
+    /// work started under this deadline can still be running (the idempotency layer holds a
+    /// record's key in progress until then).
+    pub fn cutoff_epoch_ms(&self) -> Option<u64> {
+        self.cutoff.map(|at| {
+            let ms = at
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis();
+            u64::try_from(ms).unwrap_or(u64::MAX)
+        })
+    }
+
     /// Run `work` until it finishes or the cutoff comes (`None`: cut off, and every result of
     /// `work` is lost). A cut-off DynamoDB call may still land while the records it carried
     /// are reported for redelivery: harmless for an idempotent protocol; a protocol that is not
@@ -394,6 +407,19 @@ mod tests {
         // `cargo lambda watch` sends the timeout, not an epoch time.
         assert!(!Deadline::from_epoch_ms(600_000, Duration::from_secs(1)).expired());
         assert!(Deadline::from_epoch_ms(500, Duration::from_secs(1)).expired());
+    }
+
+    #[test]
+    fn the_cutoff_is_the_answer_margin_before_the_deadline() {
+        let at = 1_900_000_000_000;
+        let deadline = Deadline::from_epoch_ms(at, Duration::from_secs(2));
+        let margin = u64::try_from(ANSWER_MARGIN.as_millis()).unwrap_or(0);
+        assert_eq!(deadline.cutoff_epoch_ms(), Some(at - margin));
+        assert_eq!(Deadline::none().cutoff_epoch_ms(), None);
+        assert_eq!(
+            Deadline::after(Duration::from_secs(1)).cutoff_epoch_ms(),
+            None
+        );
     }
 
     #[test]

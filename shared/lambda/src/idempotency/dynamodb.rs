@@ -1,7 +1,7 @@
 //! Idempotency records in a DynamoDB table: partition key `Id` (S), TTL on `ExpiresAt`.
 //!
 //! * claim: one conditional `PutItem` (the key is absent, expired, in progress past its
-//!   time, or already ours), `ALL_OLD` on a failed condition: a duplicate costs that one
+//!   time, or in progress under our token), `ALL_OLD` on a failed condition: a duplicate costs that one
 //!   failed write (billed by the stored record's size, 1 WCU for a small result), no read.
 //! * complete: one `UpdateItem` conditioned on the claim's token.
 //! * release (the handler failed): one `DeleteItem` conditioned on the token.
@@ -32,9 +32,12 @@ pub const RESULT: &str = "Result";
 const IN_PROGRESS: &str = "IN_PROGRESS";
 const COMPLETED: &str = "COMPLETED";
 
-/// The claim's condition: the key is free, or ours already (a retried claim).
+/// The claim's condition: the key is free, or still claimed by this run (the SDK's retry of
+/// a claim whose response was lost). Only *in progress* under our token: an attempt of the
+/// claim that reaches DynamoDB late, after the run completed, must not turn the stored
+/// result back into a claim (the next duplicate would wait for the deadline, then run again).
 const CLAIM_CONDITION: &str = "attribute_not_exists(#id) OR #exp <= :nows \
-     OR (#st = :inprog AND #until <= :nowms) OR #tok = :tok";
+     OR (#st = :inprog AND (#until <= :nowms OR #tok = :tok))";
 
 /// The [`Persistence`] of a DynamoDB table.
 #[derive(Debug, Clone)]

@@ -19,6 +19,14 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Behind the [batch processor](crate::processor), a handler is one call: the key taken from
+//! the record by a [`KeySource`] (its id, its sequence number, a JSON pointer into the body,
+//! a closure), the payload the record's body, the key held until the record's deadline
+//! ([`Idempotency::run_record`]; its errors become the right [`RecordError`] with `?`). A
+//! `tower::Service` is wrapped by [`IdempotencyLayer`] instead.
+//!
+//! [`RecordError`]: crate::processor::RecordError
+//!
 //! # Invariant
 //! For a key, at most one run is in progress at a time, and once a run completed, every call
 //! with that key until the record expires ([`IdempotencyConfig::expires_after`]) returns the
@@ -54,13 +62,18 @@
 
 mod config;
 mod dynamodb;
+mod key;
+mod layer;
 mod persistence;
+mod records;
 
 pub use config::{
     IdempotencyConfig, IdempotencyConfigBuilder, DEFAULT_CACHE_KEYS, DEFAULT_EXPIRES_AFTER,
     DEFAULT_IN_PROGRESS_EXPIRY, MAX_KEY_BYTES,
 };
 pub use dynamodb::DynamoDbPersistence;
+pub use key::{KeyError, KeyExpression, KeyFn, KeySource, KEY_SETTING};
+pub use layer::{IdempotencyLayer, IdempotentFuture, IdempotentService, RequestKey};
 pub use persistence::{Claim, ClaimRequest, InMemory, Persistence, Status, StoredRecord};
 
 use std::future::Future;
@@ -123,6 +136,9 @@ pub enum IdempotencyError<E> {
     /// A result could not be serialized, or a stored one read back.
     #[error("idempotency result: {0}")]
     Result(#[source] serde_json::Error),
+    /// The record or request gave no usable key ([`KeySource`]); the function did not run.
+    #[error(transparent)]
+    Key(KeyError),
 }
 
 impl<E> IdempotencyError<E> {
@@ -131,7 +147,9 @@ impl<E> IdempotencyError<E> {
     pub fn is_retryable(&self) -> Option<bool> {
         match self {
             IdempotencyError::InProgress { .. } => Some(true),
-            IdempotencyError::PayloadMismatch { .. } | IdempotencyError::Result(_) => Some(false),
+            IdempotencyError::PayloadMismatch { .. }
+            | IdempotencyError::Result(_)
+            | IdempotencyError::Key(_) => Some(false),
             IdempotencyError::Store(e) => Some(e.class() != ErrorClass::InvalidRequest),
             IdempotencyError::Handler(_) => None,
         }

@@ -73,7 +73,8 @@ pub struct ClaimRequest {
 pub trait Persistence: Send + Sync {
     /// Claim the key: `Claimed` if it is free (absent, expired, or in progress past its
     /// time), else the live record. A claim retried after a lost response that finds its own
-    /// token is `Claimed`.
+    /// token *in progress* is `Claimed`; a completed record is never claimed again before it
+    /// expires, even by the token that completed it (a late copy of the claim).
     fn claim(
         &self,
         request: &ClaimRequest,
@@ -132,7 +133,12 @@ impl Persistence for InMemory {
     async fn claim(&self, r: &ClaimRequest) -> Result<Claim, StoreError> {
         let mut records = self.lock();
         match records.get(&r.key) {
-            Some(existing) if existing.token == r.token => Ok(Claim::Claimed),
+            Some(existing)
+                if existing.token == r.token
+                    && matches!(existing.status, Status::InProgress { .. }) =>
+            {
+                Ok(Claim::Claimed)
+            }
             Some(existing) if !is_free(existing, r.now_ms) => Ok(Claim::Existing(existing.clone())),
             _ => {
                 records.insert(

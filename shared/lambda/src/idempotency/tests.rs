@@ -140,3 +140,143 @@ fn configurations_are_validated_when_built() {
         .expect_err("longer than the record");
     assert_eq!(err.setting, "in_progress_expiry");
 }
+
+#[tokio::test]
+async fn a_record_runs_once_per_key_held_until_its_deadline_and_one_without_a_key_never_runs() {
+    use crate::processor::Record;
+    use crate::source::{SourceKind, SourcePosition};
+    let idem = layer(0);
+    let keys = KeySource::pointer("/orderId").expect("valid");
+    let mut position = SourcePosition {
+        kind: SourceKind::Sqs,
+        source_arn: None,
+        id: "m-1".into(),
+        shard_id: None,
+        partition_key: None,
+        message_group_id: None,
+        sqs_sequence_number: None,
+        sub_record: None,
+        event_id: None,
+        arrived_at_ms: None,
+    };
+    let body = json!({"orderId": "o-1", "cents": 5});
+    let deadline = epoch_millis() + 60_000;
+    let record = |position: &SourcePosition, body: &serde_json::Value| {
+        Record::new(
+            body.clone(),
+            position.clone(),
+            body.to_string().into_bytes(),
+        )
+        .with_deadline_ms(Some(deadline))
+    };
+    let calls = AtomicUsize::new(0);
+    let first = idem
+        .run_record(&keys, &record(&position, &body), || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            // While it runs, the key is held until the record's deadline.
+            let held = idem.persistence().get("fn#o-1").map(|r| r.status);
+            Ok::<_, String>(held == Some(Status::InProgress { until_ms: deadline }))
+        })
+        .await;
+    assert_eq!(first.ok(), Some(Run::Ran(true)));
+    // The producer sent the order again: another message, the same key and body.
+    position.id = "m-2".into();
+    let again = idem
+        .run_record(&keys, &record(&position, &body), || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>(false)
+        })
+        .await;
+    assert_eq!(again.ok(), Some(Run::Replayed(true)));
+    let keyless = idem
+        .run_record(&keys, &record(&position, &json!({"id": 1})), || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>(false)
+        })
+        .await;
+    assert!(matches!(keyless, Err(IdempotencyError::Key(_))));
+    assert_eq!(keyless.err().and_then(|e| e.is_retryable()), Some(false));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn the_processor_gives_each_record_the_invocations_cutoff_as_its_deadline() {
+    use crate::processor::{Processor, Record};
+    use crate::source::{Batch, SourceKind, SourcePosition, SourceRecord};
+    use dynamodb_exactly_once::Deadline;
+    let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let into = std::sync::Arc::clone(&seen);
+    let processor = Processor::builder("fn", move |record: Record<serde_json::Value>| {
+        let into = std::sync::Arc::clone(&into);
+        async move {
+            if let Ok(mut seen) = into.lock() {
+                seen.push(record.deadline_ms());
+            }
+            Ok(())
+        }
+    })
+    .build()
+    .expect("processor");
+    let batch = Batch {
+        kind: SourceKind::Sqs,
+        records: vec![SourceRecord {
+            position: SourcePosition {
+                kind: SourceKind::Sqs,
+                source_arn: None,
+                id: "m-1".into(),
+                shard_id: None,
+                partition_key: None,
+                message_group_id: None,
+                sqs_sequence_number: None,
+                sub_record: None,
+                event_id: None,
+                arrived_at_ms: None,
+            },
+            body: b"{}".to_vec(),
+        }],
+    };
+    let at = epoch_millis() + 60_000;
+    let deadline = Deadline::from_epoch_ms(at, Duration::from_secs(2));
+    processor.handle_batch(&batch, deadline).await;
+    processor.handle_batch(&batch, Deadline::none()).await;
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(seen, vec![deadline.cutoff_epoch_ms(), None]);
+    assert!(
+        seen[0].is_some_and(|ms| ms < at && ms + 1000 > at),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_late_copy_of_a_claim_does_not_reopen_the_completed_key() {
+    let store = InMemory::new();
+    let claim = ClaimRequest {
+        key: "fn#k".into(),
+        payload_hash: String::new(),
+        token: "t".into(),
+        now_ms: epoch_millis(),
+        in_progress_until_ms: epoch_millis() + 60_000,
+        expires_at_s: epoch_millis() / 1000 + 3600,
+    };
+    assert_eq!(store.claim(&claim).await.ok(), Some(Claim::Claimed));
+    assert_eq!(
+        store.claim(&claim).await.ok(),
+        Some(Claim::Claimed),
+        "a retry"
+    );
+    store
+        .complete("fn#k", "t", b"1", claim.expires_at_s)
+        .await
+        .expect("completed");
+    let late = store.claim(&claim).await.expect("answered");
+    assert!(
+        matches!(
+            late,
+            Claim::Existing(StoredRecord {
+                status: Status::Completed { .. },
+                ..
+            })
+        ),
+        "{late:?}"
+    );
+}

@@ -54,6 +54,7 @@
 mod template;
 mod work;
 
+pub(crate) use template::{Field, Node};
 pub(crate) use work::Mapped;
 
 use dynamodb_exactly_once::ddb::number::check_json_numbers;
@@ -61,7 +62,6 @@ use dynamodb_exactly_once::{ConfigError, Rejection, RejectionCode};
 use serde_json::Value;
 
 use crate::source::SourceRecord;
-use template::Node;
 
 /// A validated record mapping (see the module documentation).
 #[derive(Debug, Clone, PartialEq)]

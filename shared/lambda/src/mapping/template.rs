@@ -7,7 +7,7 @@ use crate::source::SourcePosition;
 
 /// A value of the record's source position (`$name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Field {
+pub(crate) enum Field {
     Id,
     SequenceNumber,
     MessageId,
@@ -41,7 +41,7 @@ impl Field {
             })
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         Field::ALL
             .iter()
             .find(|(_, f)| *f == self)
@@ -49,7 +49,7 @@ impl Field {
     }
 
     /// The field's value for a record (`None`: the record has none).
-    fn value(self, body: &Value, position: &SourcePosition) -> Option<Value> {
+    pub(crate) fn value(self, body: &Value, position: &SourcePosition) -> Option<Value> {
         use crate::source::SourceKind::{Kinesis, Sqs};
         let id = || match &position.sub_record {
             Some(sub) => format!("{}:{}", position.id, sub.sub_sequence_number),
@@ -79,7 +79,7 @@ impl Field {
 
 /// Where one value comes from.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Source {
+pub(crate) enum Source {
     Pointer(String),
     Field(Field),
 }
@@ -120,14 +120,14 @@ impl Source {
 
 /// One piece of an `=text` string.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Piece {
+pub(crate) enum Piece {
     Text(String),
     Value(Source),
 }
 
 /// A compiled template node.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Node {
+pub(crate) enum Node {
     Literal(Value),
     Read(Source),
     Text(Vec<Piece>),
@@ -137,7 +137,7 @@ pub(super) enum Node {
 
 impl Node {
     /// Compile `value` (at `at` in the template): `Err((place, why))`.
-    pub(super) fn compile(value: &Value, at: &str) -> Result<Node, (String, String)> {
+    pub(crate) fn compile(value: &Value, at: &str) -> Result<Node, (String, String)> {
         let fail = |why: String| (if at.is_empty() { "/".into() } else { at.into() }, why);
         Ok(match value {
             Value::String(s) => match s.strip_prefix('=') {
@@ -170,8 +170,24 @@ impl Node {
         })
     }
 
+    /// Whether filling this node reads the body (a pointer, `$body`), not only the record's
+    /// source fields.
+    pub(crate) fn reads_body(&self) -> bool {
+        let reads =
+            |source: &Source| matches!(source, Source::Pointer(_) | Source::Field(Field::Body));
+        match self {
+            Node::Literal(_) => false,
+            Node::Read(source) => reads(source),
+            Node::Text(pieces) => pieces
+                .iter()
+                .any(|p| matches!(p, Piece::Value(source) if reads(source))),
+            Node::Array(items) => items.iter().any(Node::reads_body),
+            Node::Object(fields) => fields.iter().any(|(_, n)| n.reads_body()),
+        }
+    }
+
     /// The value of this node for one record.
-    pub(super) fn fill(&self, body: &Value, position: &SourcePosition) -> Result<Value, String> {
+    pub(crate) fn fill(&self, body: &Value, position: &SourcePosition) -> Result<Value, String> {
         Ok(match self {
             Node::Literal(v) => v.clone(),
             Node::Read(source) => source.read(body, position)?,

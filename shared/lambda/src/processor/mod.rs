@@ -52,7 +52,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use lambda_runtime::LambdaEvent;
+use lambda_runtime::{LambdaEvent, Service};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
@@ -156,6 +156,28 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
             concurrency: DEFAULT_CONCURRENCY,
             deadline_margin: DEFAULT_DEADLINE_MARGIN,
         }
+    }
+
+    /// A processor whose record handler is a `tower::Service<Record<T>>`: your own, or one
+    /// wrapped in layers (an [`IdempotencyLayer`](crate::idempotency::IdempotencyLayer)
+    /// answers a duplicate with the stored response without calling it). Its response is
+    /// dropped (the record is acknowledged); its error says retry or reject. Each record is
+    /// served by a clone of `service`, made ready first.
+    pub fn service_builder<S>(function: impl Into<String>, service: S) -> ProcessorBuilder<T>
+    where
+        S: Service<Record<T>> + Clone + Send + Sync + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<RecordError>,
+    {
+        Self::builder(function, move |record| {
+            let mut service = service.clone();
+            async move {
+                std::future::poll_fn(|cx| service.poll_ready(cx))
+                    .await
+                    .map_err(Into::into)?;
+                service.call(record).await.map(drop).map_err(Into::into)
+            }
+        })
     }
 
     /// Handle one invocation: the partial batch response. Every line it logs carries the

@@ -26,6 +26,9 @@ pub struct Record<T> {
     pub position: SourcePosition,
     /// The body as delivered (Kinesis data after base64 decoding).
     pub raw: Vec<u8>,
+    /// When the processor abandons this record's handler (epoch ms), if the invocation has a
+    /// deadline.
+    deadline_ms: Option<u64>,
 }
 
 impl<T> Record<T> {
@@ -35,7 +38,23 @@ impl<T> Record<T> {
             body,
             position,
             raw,
+            deadline_ms: None,
         }
+    }
+
+    /// The same record, its handler abandoned at `deadline_ms` (epoch ms; the processor sets
+    /// it from the invocation's deadline).
+    pub fn with_deadline_ms(mut self, deadline_ms: Option<u64>) -> Self {
+        self.deadline_ms = deadline_ms;
+        self
+    }
+
+    /// When the processor abandons this record's handler, epoch milliseconds: the
+    /// invocation's deadline less the time kept to answer (`None`: no deadline). Nothing the
+    /// handler started runs after it, so the [idempotency layer](crate::idempotency) holds the
+    /// record's key in progress until then.
+    pub fn deadline_ms(&self) -> Option<u64> {
+        self.deadline_ms
     }
 
     /// The source's id of the record: the SQS message id, or the Kinesis / DynamoDB Streams

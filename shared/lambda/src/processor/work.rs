@@ -131,6 +131,7 @@ impl<T: Send + 'static> Handling<T> {
         if deadline.expired() {
             return RecordResult::Deferred;
         }
+        let record = record.with_deadline_ms(deadline.cutoff_epoch_ms());
         let handler = Arc::clone(&self.handler);
         // The handler is called inside the caught future: a panic while building its future
         // is caught too.

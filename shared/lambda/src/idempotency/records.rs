@@ -1,0 +1,76 @@
+//! The layer around a processor record: [`Idempotency::run_record`], and the
+//! [`RecordError`] a failed run becomes.
+
+use std::future::Future;
+
+use dynamodb_exactly_once::{Rejection, RejectionCode};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::key::{KeyError, KeySource};
+use super::{Idempotency, IdempotencyError, Persistence, Run};
+use crate::processor::{Record, RecordError};
+
+impl<P: Persistence> Idempotency<P> {
+    /// Run `function` once for `record` (see the module documentation): the key taken by
+    /// `keys`, the payload the record's body as delivered (its JSON, all of it, whatever `T`
+    /// keeps), the key held in progress until the record's deadline
+    /// ([`Record::deadline_ms`]). A record with no usable key is [`IdempotencyError::Key`]
+    /// (the function does not run). With `?`, every error becomes the right [`RecordError`]
+    /// when the function's own error does.
+    pub async fn run_record<T, R, E, F, Fut>(
+        &self,
+        keys: &KeySource<T>,
+        record: &Record<T>,
+        function: F,
+    ) -> Result<Run<R>, IdempotencyError<E>>
+    where
+        R: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<R, E>>,
+    {
+        if !self.config.enabled {
+            return function()
+                .await
+                .map(Run::Ran)
+                .map_err(IdempotencyError::Handler);
+        }
+        let body: Option<Value> = serde_json::from_slice(&record.raw).ok();
+        let key = keys
+            .key_with(record, body.as_ref())
+            .map_err(IdempotencyError::Key)?;
+        let payload = body.unwrap_or_else(|| Value::String(hex::encode(&record.raw)));
+        self.run(&key, &payload, record.deadline_ms(), function)
+            .await
+    }
+}
+
+/// A failed run as the processor's answer: in progress is delivered again (it is replayed
+/// once the first run completed); a store error by its class; the function's own error as it
+/// says; a reused key, a record without a key, or a stored result that cannot be read back
+/// can never succeed and are rejected (dead letters).
+impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
+    fn from(err: IdempotencyError<E>) -> Self {
+        let reject = |code, message: String| RecordError::Reject(Rejection::new(code, message));
+        match err {
+            IdempotencyError::Handler(e) => e.into(),
+            IdempotencyError::Store(e) => RecordError::from(e),
+            IdempotencyError::InProgress { until_ms } => RecordError::retry(format!(
+                "another run of this record's idempotency key is in progress (until {until_ms} ms)"
+            )),
+            IdempotencyError::PayloadMismatch { key } => reject(
+                RejectionCode::InvalidIdempotencyKey,
+                format!("the idempotency key {key:?} was used before with another payload"),
+            ),
+            IdempotencyError::Key(e @ KeyError::Empty { .. }) => {
+                reject(RejectionCode::InvalidIdempotencyKey, e.to_string())
+            }
+            IdempotencyError::Key(e) => reject(RejectionCode::MissingIdempotencyKey, e.to_string()),
+            IdempotencyError::Result(e) => reject(
+                RejectionCode::RejectedByHandler,
+                format!("idempotency result: {e}"),
+            ),
+        }
+    }
+}
