@@ -30,6 +30,8 @@ async fn a_locked_read_rolled_back_under_it_is_refused_never_a_mixed_snapshot() 
         At::op("GetItem").table(&table).containing("\"b\"").nth(2),
         Duration::from_millis(1500),
     );
+    // (its snapshot read cancelled, as by a write in flight: it takes the lock-based read)
+    il.conflict("R", At::op("TransactGetItems"));
     let reader = env.sequential(il.client("R", 1));
     let writer = env.coordinator(client());
     let keys = [(table.clone(), key("a")), (table.clone(), key("b"))];
@@ -79,4 +81,51 @@ async fn a_locked_read_rolled_back_under_it_is_refused_never_a_mixed_snapshot() 
         .map(|v| v.as_ref().and_then(|i| i.get("balance")?.as_i64()))
         .collect();
     assert_eq!(balances, [Some(70), Some(30)]);
+}
+
+/// A locked read of items no transaction holds is one `TransactGetItems` and writes nothing;
+/// with an item locked it takes the lock-based read (and still returns committed values).
+#[tokio::test]
+async fn a_locked_read_of_unlocked_items_is_one_snapshot_call() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "a", 100).await;
+    seed(&base, &table, "b", 0).await;
+    let keys = [
+        (table.clone(), key("a")),
+        (table.clone(), key("b")),
+        (table.clone(), key("none")),
+    ];
+    let counting = dynamo_testing::FaultInjector::counting();
+    let reader = env.coordinator(dynamo_testing::client_with(Some(counting.clone()), 1));
+    let values = reader.read_locked(&keys).await.expect("read");
+    let balances: Vec<Option<i64>> = values
+        .iter()
+        .map(|v| v.as_ref().and_then(|i| i.get("balance")?.as_i64()))
+        .collect();
+    assert_eq!(balances, [Some(100), Some(0), None]);
+    assert_eq!(counting.calls(), 1, "one TransactGetItems, nothing written");
+    assert_eq!(counting.calls_of("TransactGetItems"), 1);
+    // A lock-path transfer that died holding both items: the read meets its locks.
+    let dying = env.coordinator(dynamo_testing::client_with(
+        Some(dynamo_testing::FaultInjector::fail_from(6)),
+        1,
+    ));
+    let body = transfer(&table, "t-held", "a", "b", 30);
+    assert!(dying
+        .run(&message(&dying, &body), Deadline::none())
+        .await
+        .is_err());
+    let values = reader.read_locked(&keys[..2]).await.expect("read");
+    let sum: i64 = values
+        .iter()
+        .filter_map(|v| v.as_ref()?.get("balance")?.as_i64())
+        .sum();
+    assert_eq!(sum, 100, "{values:?}");
+    assert!(
+        counting.calls() > 3,
+        "the lock-based read: {}",
+        counting.calls()
+    );
 }

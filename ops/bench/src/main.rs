@@ -25,6 +25,7 @@ mod lease;
 mod processor;
 mod ratchet;
 mod txn;
+mod txn_batch;
 mod txn_sweep;
 mod versioning;
 

@@ -1,19 +1,22 @@
 //! Transaction benchmark against DynamoDB Local (one child process per scenario):
 //!
-//! * `writes N`: one transaction of N `Update` requests; write requests and consumed write
-//!   capacity per transaction, for N = 1, 2, 10, 100 (the protocol's 2N + 3);
-//! * `transfers spread|contended`: 8 concurrent coordinators run 2-item transfers (debit
+//! * `writes fast|lock N`: one transaction of N `Update` requests on the fast path (one
+//!   `TransactWriteItems`) or the lock path; requests, round trips, write requests and write
+//!   units as AWS bills them, for N = 1, 2, 10, 99, 150;
+//! * `fast|lock spread|contended`: 8 concurrent coordinators run 2-item transfers (debit
 //!   conditional on `balance >= amount`), each on its own accounts (`spread`) or all among 10
 //!   accounts (`contended`);
 //! * `native spread|contended`: the same transfers as one `TransactWriteItems` each
-//!   (conflicts retried with backoff).
+//!   (conflicts retried with backoff);
+//! * `batch fast|lock`: 100 independent transfers in one SQS batch through the
+//!   `tx-coordinator` pipeline (`txn_batch`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client_with, template_tables};
+use dynamo_testing::{client_with, template_tables, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxError};
 use dynamodb_exactly_once::Deadline;
 use rand::{Rng, SeedableRng};
@@ -32,30 +35,59 @@ pub async fn run(transfers: usize) -> Result<(), String> {
     println!("transaction benchmark against DynamoDB Local ({endpoint})");
     println!();
     // Warm the JVM up.
-    for kind in ["transfers", "native"] {
+    for kind in ["fast", "lock", "native"] {
         spawn_worker(&["txn".into(), kind.into(), "spread".into(), "200".into()])?;
     }
-    println!(
-        "{:<28} {:>12} {:>12} {:>12} {:>10} {:>10}",
-        "writes per transaction", "N", "write_calls", "2N+3", "WCU", "index_WCU"
-    );
-    for n in [1usize, 2, 10, 100] {
-        let r = spawn_worker(&["txn".into(), "writes".into(), n.to_string()])?;
-        let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-        println!(
-            "{:<28} {:>12} {:>12.0} {:>12} {:>10.1} {:>10.1}",
-            "",
-            n,
-            num("write_calls"),
-            2 * n + 3,
-            num("write_units"),
-            num("index_write_units")
-        );
-    }
-    println!("(WCU includes index_WCU; a completed record then expires through TTL: no delete by the sweeper.)");
-    println!();
+    print_writes()?;
     crate::txn_sweep::print(&spawn_worker(&["txn".into(), "sweep".into()])?);
     println!();
+    print_transfers(transfers)?;
+    println!();
+    crate::txn_batch::print()?;
+    Ok(())
+}
+
+/// One transaction of N updates on each path: requests, write requests, billed write units.
+fn print_writes() -> Result<(), String> {
+    println!(
+        "{:<24} {:>5} {:>9} {:>12} {:>12} {:>11} {:>10}",
+        "writes per transaction",
+        "N",
+        "requests",
+        "round_trips",
+        "write_calls",
+        "billed_WCU",
+        "index_WCU"
+    );
+    for path in ["fast", "lock"] {
+        for n in [1usize, 2, 10, 99, 150] {
+            let r = spawn_worker(&["txn".into(), "writes".into(), path.into(), n.to_string()])?;
+            let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            println!(
+                "{:<24} {:>5} {:>9.0} {:>12.0} {:>12.0} {:>11.1} {:>10.1}",
+                r.get("path").and_then(Value::as_str).unwrap_or(path),
+                n,
+                num("requests"),
+                num("round_trips"),
+                num("write_calls"),
+                num("billed_write_units"),
+                num("index_write_units")
+            );
+        }
+    }
+    println!("requests: every DynamoDB request (DescribeTable, cached per process, excluded);");
+    println!(
+        "round_trips: requests one after the other (the lock path reads and finalizes its items"
+    );
+    println!(
+        "8 at a time); billed_WCU: as AWS bills, TransactWriteItems twice (DynamoDB Local reports"
+    );
+    println!("them once), failed conditions excluded; N = 150 > 99 takes the lock path on either setting.");
+    println!();
+    Ok(())
+}
+
+fn print_transfers(transfers: usize) -> Result<(), String> {
     println!(
         "{:<26} {:>9} {:>10} {:>11} {:>13} {:>14} {:>12}",
         "2-item transfers",
@@ -63,44 +95,38 @@ pub async fn run(transfers: usize) -> Result<(), String> {
         "committed",
         "transfers/s",
         "writes/xfer",
-        "WCU/transfer",
+        "billed_WCU/x",
         "peak_RSS_MiB"
     );
-    for (kind, mode) in [
-        ("transfers", "spread"),
-        ("native", "spread"),
-        ("transfers", "contended"),
-        ("native", "contended"),
-    ] {
-        let r = spawn_worker(&[
-            "txn".into(),
-            kind.into(),
-            mode.into(),
-            transfers.to_string(),
-        ])?;
-        let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-        let label = format!(
-            "{} {mode}",
-            if kind == "native" {
-                "TransactWriteItems"
-            } else {
-                "TX protocol"
-            }
-        );
-        println!(
-            "{:<26} {:>9.0} {:>10.0} {:>11.1} {:>13.2} {:>14.2} {:>12.1}",
-            label,
-            num("transfers"),
-            num("committed"),
-            num("per_second"),
-            num("write_calls") / num("transfers").max(1.0),
-            num("write_units") / num("transfers").max(1.0),
-            num("peak_rss_kib") / 1024.0
-        );
+    for mode in ["spread", "contended"] {
+        for kind in ["fast", "native", "lock"] {
+            let r = spawn_worker(&[
+                "txn".into(),
+                kind.into(),
+                mode.into(),
+                transfers.to_string(),
+            ])?;
+            let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            let label = match kind {
+                "native" => "TransactWriteItems",
+                "fast" => "TX fast path",
+                _ => "TX lock path",
+            };
+            println!(
+                "{:<26} {:>9.0} {:>10.0} {:>11.1} {:>13.2} {:>14.2} {:>12.1}",
+                format!("{label} {mode}"),
+                num("transfers"),
+                num("committed"),
+                num("per_second"),
+                num("write_calls") / num("transfers").max(1.0),
+                num("billed_write_units") / num("transfers").max(1.0),
+                num("peak_rss_kib") / 1024.0
+            );
+        }
     }
-    println!();
     println!("spread: each of the {COORDINATORS} coordinators on its own 2 accounts; contended: all among {CONTENDED_ACCOUNTS} accounts.");
-    println!("writes/xfer counts write requests (failed conditional ones included); WCU as reported by DynamoDB Local.");
+    println!("writes/xfer counts write requests (cancelled and failed conditional ones included);");
+    println!("billed_WCU/x: transactional writes twice, as AWS bills them (failed ones excluded).");
     Ok(())
 }
 
@@ -109,13 +135,18 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let kind: String = next_arg(&mut args, "scenario")?;
     let result = match kind.as_str() {
         "writes" => {
+            let path: String = next_arg(&mut args, "fast|lock")?;
             let n: usize = next_arg(&mut args, "writes N")?;
-            writes(n).await?
+            writes(path == "fast", n).await?
         }
-        "transfers" | "native" => {
+        "fast" | "lock" | "native" => {
             let mode: String = next_arg(&mut args, "spread|contended")?;
             let count: usize = next_arg(&mut args, "transfer count")?;
-            transfers(kind == "native", mode == "contended", count).await?
+            transfers(&kind, mode == "contended", count).await?
+        }
+        "batch" => {
+            let path: String = next_arg(&mut args, "fast|lock")?;
+            crate::txn_batch::batch(path == "fast").await?
         }
         "sweep" => crate::txn_sweep::run().await?,
         other => return Err(format!("unknown txn scenario {other:?}")),
@@ -164,12 +195,14 @@ fn update(table: &str, pk: &str, delta: i64, guarded: bool) -> Value {
     json!({ "Update": u })
 }
 
-async fn writes(n: usize) -> Result<Value, String> {
-    let client = client_with(None, 3);
+async fn writes(fast_path: bool, n: usize) -> Result<Value, String> {
+    let counting = FaultInjector::counting();
+    let client = client_with(Some(counting.clone()), 3);
     let t = tables(&client).await;
     seed(&client, &t.accounts, n).await?;
-    let c = Coordinator::try_new(client, TxConfig::new(&t.tx, [&t.accounts]))
-        .expect("valid configuration");
+    let mut config = TxConfig::new(&t.tx, [&t.accounts]);
+    config.fast_path = fast_path;
+    let c = Coordinator::try_new(client, config).expect("valid configuration");
     let requests: Vec<Value> = (0..n)
         .map(|a| update(&t.accounts, &format!("acc{a}"), 1, false))
         .collect();
@@ -177,22 +210,38 @@ async fn writes(n: usize) -> Result<Value, String> {
     let message = c
         .parse_message(body.to_string().as_bytes())
         .map_err(|e| e.to_string())?;
+    let before = counting.calls() - counting.calls_of("DescribeTable");
     let started = Instant::now();
     let report = c
         .run(&message, Deadline::none())
         .await
         .map_err(|e| e.to_string())?;
+    let requests = counting.calls() - counting.calls_of("DescribeTable") - before;
+    let took_fast = fast_path && n <= dynamodb_exactly_once::txn::FAST_MAX_REQUESTS;
+    // The lock path: create, reads (8 at a time), N lock writes, commit, finalize (8 at a
+    // time), complete; the fast path: its one call.
+    let round_trips = if took_fast {
+        requests
+    } else {
+        requests - 2 * n + 2 * n.div_ceil(8)
+    };
     Ok(json!({
         "n": n,
+        "path": if took_fast { "TX fast path" } else { "TX lock path" },
         "outcome": format!("{:?}", report.outcome),
+        "requests": requests,
+        "round_trips": round_trips,
         "write_calls": report.write_calls,
         "write_units": report.write_units,
+        "billed_write_units": report.billed_write_units,
         "index_write_units": report.index_write_units,
         "millis": started.elapsed().as_millis() as u64,
     }))
 }
 
-async fn transfers(native: bool, contended: bool, count: usize) -> Result<Value, String> {
+async fn transfers(kind: &str, contended: bool, count: usize) -> Result<Value, String> {
+    let native = kind == "native";
+    let fast_path = kind == "fast";
     let client = client_with(None, 3);
     let t = Arc::new(tables(&client).await);
     let accounts = if contended {
@@ -209,9 +258,11 @@ async fn transfers(native: bool, contended: bool, count: usize) -> Result<Value,
             let client = client_with(None, 3);
             let mut config = TxConfig::new(&t.tx, [&t.accounts]);
             config.max_attempts = 100;
+            config.fast_path = fast_path;
             let c = Coordinator::try_new(client.clone(), config).expect("valid configuration");
             let mut rng = rand::rngs::StdRng::seed_from_u64(w as u64);
             let (mut committed, mut calls, mut units) = (0u64, 0u64, 0f64);
+            let mut billed = 0f64;
             for i in (w..count).step_by(COORDINATORS) {
                 let (from, to) = if contended {
                     let from = rng.random_range(0..CONTENDED_ACCOUNTS);
@@ -232,6 +283,7 @@ async fn transfers(native: bool, contended: bool, count: usize) -> Result<Value,
                     committed += u64::from(ok);
                     calls += c_calls;
                     units += c_units;
+                    billed += 2.0 * c_units;
                 } else {
                     let body = json!({"txId":format!("x{i}"),"requests":[
                         update(&t.accounts, &from, -amount, true),
@@ -245,6 +297,7 @@ async fn transfers(native: bool, contended: bool, count: usize) -> Result<Value,
                                 committed += u64::from(r.outcome.is_committed());
                                 calls += r.write_calls;
                                 units += r.write_units;
+                                billed += r.billed_write_units;
                                 break;
                             }
                             Err(TxError::Contention { .. }) => continue,
@@ -253,15 +306,16 @@ async fn transfers(native: bool, contended: bool, count: usize) -> Result<Value,
                     }
                 }
             }
-            Ok::<_, String>((committed, calls, units))
+            Ok::<_, String>((committed, calls, units, billed))
         }));
     }
-    let (mut committed, mut calls, mut units) = (0u64, 0u64, 0f64);
+    let (mut committed, mut calls, mut units, mut billed) = (0u64, 0u64, 0f64, 0f64);
     for task in tasks {
-        let (c, k, u) = task.await.map_err(|e| e.to_string())??;
+        let (c, k, u, b) = task.await.map_err(|e| e.to_string())??;
         committed += c;
         calls += k;
         units += u;
+        billed += b;
     }
     let secs = started.elapsed().as_secs_f64();
     Ok(json!({
@@ -269,6 +323,7 @@ async fn transfers(native: bool, contended: bool, count: usize) -> Result<Value,
         "committed": committed,
         "write_calls": calls,
         "write_units": units,
+        "billed_write_units": billed,
         "seconds": secs,
         "per_second": count as f64 / secs,
     }))

@@ -281,7 +281,8 @@ impl Interleaving {
 
     /// Answer `name`'s call `at` as DynamoDB answers a write that met a transaction in
     /// flight, without applying it: `TransactionCanceledException` (reason
-    /// `TransactionConflict`) for a `TransactWriteItems`, `TransactionConflictException` for
+    /// `TransactionConflict`) for a `TransactWriteItems` or `TransactGetItems`,
+    /// `TransactionConflictException` for
     /// a plain write (which DynamoDB Local never raises).
     pub fn conflict(&self, name: &str, at: At) {
         self.add(name, at, Action::Conflict);
@@ -518,7 +519,9 @@ impl Intercept for ActorInterceptor {
             let response = context.response_mut();
             *response.status_mut() = StatusCode::try_from(400u16)?;
             let body = match after.call.operation.as_str() {
-                "TransactWriteItems" => crate::faults::TRANSACTION_CANCELED_BY_CONFLICT,
+                "TransactWriteItems" | "TransactGetItems" => {
+                    crate::faults::TRANSACTION_CANCELED_BY_CONFLICT
+                }
                 _ => crate::faults::TRANSACTION_CONFLICT,
             };
             *response.body_mut() = SdkBody::from(body);

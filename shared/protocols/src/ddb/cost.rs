@@ -11,6 +11,8 @@ pub struct Cost {
     calls: AtomicU64,
     milli_units: AtomicU64,
     index_milli_units: AtomicU64,
+    /// Of `milli_units`, those of `TransactWriteItems` calls (AWS bills them twice).
+    transactional_milli_units: AtomicU64,
 }
 
 /// Capacity units in thousandths (units are multiples of 0.5: exact).
@@ -38,6 +40,16 @@ impl Cost {
             .fetch_add(milli(index_units), Ordering::Relaxed);
     }
 
+    /// Count one `TransactWriteItems` and the capacity it consumed: DynamoDB reports (and
+    /// DynamoDB Local counts) each action once, AWS bills it twice (prepare and commit), which
+    /// [`Self::billed_write_units`] adds.
+    pub fn add_transactional(&self, consumed: Option<&ConsumedCapacity>) {
+        self.add(consumed);
+        let units = consumed.and_then(|c| c.capacity_units).unwrap_or(0.0);
+        self.transactional_milli_units
+            .fetch_add(milli(units), Ordering::Relaxed);
+    }
+
     /// Count a write request without reported capacity (a failed condition, an error).
     pub fn add_failed(&self) {
         self.calls.fetch_add(1, Ordering::Relaxed);
@@ -59,6 +71,15 @@ impl Cost {
         #[allow(clippy::cast_precision_loss)]
         let milli = self.index_milli_units.load(Ordering::Relaxed) as f64;
         milli / 1000.0
+    }
+
+    /// Write units as AWS bills them: [`Self::write_units`] with transactional writes
+    /// counted twice (failed conditional writes, which AWS bills by the existing item, are
+    /// not counted: DynamoDB Local reports nothing for them).
+    pub fn billed_write_units(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let milli = self.transactional_milli_units.load(Ordering::Relaxed) as f64;
+        self.write_units() + milli / 1000.0
     }
 
     /// Consumed write capacity units so far (as reported by DynamoDB; failed conditional

@@ -155,6 +155,7 @@ impl Coordinator {
             write_calls: cost.write_calls(),
             write_units: cost.write_units(),
             index_write_units: cost.index_write_units(),
+            billed_write_units: cost.billed_write_units(),
         })
     }
 

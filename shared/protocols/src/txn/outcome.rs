@@ -43,6 +43,7 @@ impl Outcome for TxOutcome {
 }
 
 /// A transaction's outcome and cost.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TxReport {
     /// The outcome.
@@ -53,6 +54,9 @@ pub struct TxReport {
     pub write_units: f64,
     /// Of `write_units`, those of the TX table's sweep index.
     pub index_write_units: f64,
+    /// Write units as AWS bills them: `write_units` with every `TransactWriteItems` counted
+    /// twice.
+    pub billed_write_units: f64,
 }
 
 /// A transaction could not be decided now.

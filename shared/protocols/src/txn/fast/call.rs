@@ -214,7 +214,7 @@ pub(super) fn fast_outcome<R: std::fmt::Debug>(
 ) -> Result<FastWrite, StoreError> {
     let err = match result {
         Ok(out) => {
-            cost.add(Some(&total_units(out.consumed_capacity())));
+            cost.add_transactional(Some(&total_units(out.consumed_capacity())));
             return Ok(FastWrite::Committed);
         }
         Err(err) => err,
