@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client, At, Interleaving};
+use dynamo_testing::{client, client_with, At, FaultInjector, Interleaving};
 use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};
@@ -286,4 +286,46 @@ async fn the_sweeper_leaves_a_transaction_a_redelivery_resumed_after_its_query()
     assert_eq!(report.outcome, TxOutcome::Committed);
     assert_eq!(attempt_of(&base, &env, "resumed").await, 1);
     assert_clean(&base, &env).await;
+}
+
+/// Review finding 10: silence was `now − LastTouched` across hosts. A holder whose clock runs
+/// ahead (its `LastTouched` in this host's future) never looked silent, so a contender waited
+/// on its locks until the contender's deadline, every delivery, until the sweeper came. Silence
+/// is now `LastTouched` unchanged for the patience on the contender's own monotonic clock.
+#[tokio::test]
+async fn a_dead_holder_with_a_clock_ahead_is_rolled_back_after_the_patience() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    seed(&base, &table, "bob", 0).await;
+    // Given a holder that died holding both items, its clock an hour ahead of ours,
+    let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(6)), 1));
+    let held = transfer(&table, "t-ahead", "alice", "bob", 30);
+    assert!(dying
+        .run(&message(&dying, &held), Deadline::none())
+        .await
+        .is_err());
+    let ahead = dynamodb_exactly_once::ddb::clock::epoch_millis() + 3_600_000;
+    base.update_item()
+        .table_name(env.tx())
+        .key("TxId", AttributeValue::S("t-ahead".into()))
+        .key("Part", AttributeValue::S("#".into()))
+        .update_expression("SET LastTouched = :t")
+        .expression_attribute_values(":t", AttributeValue::N(ahead.to_string()))
+        .send()
+        .await
+        .expect("skew the holder's clock");
+    // when a contender needs the items, within a deadline of 10 patiences,
+    let contender = env.coordinator(client());
+    let body = transfer(&table, "t-behind", "alice", "bob", 5);
+    let deadline = Deadline::after(env.config().lock_patience * 10);
+    let report = contender.run(&message(&contender, &body), deadline).await;
+    // then it rolls the silent holder back and commits (it used to wait to its deadline).
+    assert_eq!(report.expect("contender").outcome, TxOutcome::Committed);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(95), Some(5))
+    );
 }

@@ -8,7 +8,7 @@ mod write;
 pub(super) use write::total_units;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
@@ -17,7 +17,6 @@ use super::record::{parse_owner, RollbackReason, TxHeader, TxState};
 use super::resolve::Resolved;
 use super::{Coordinator, Cost};
 use crate::batch::Deadline;
-use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::ddb::retry::Backoff;
@@ -84,6 +83,9 @@ pub(super) struct LockWait {
     /// Waited since the holder was met (or last rolled back).
     waited: Duration,
     delays: Box<dyn Iterator<Item = Duration> + Send>,
+    /// The holder's sign of life as last read (owner, `LastTouched`) and when this
+    /// coordinator first read that value, on its own monotonic clock.
+    seen: Option<(String, u64, Instant)>,
 }
 
 impl LockWait {
@@ -91,6 +93,23 @@ impl LockWait {
         LockWait {
             waited: Duration::ZERO,
             delays: Box::new(LOCK_WAIT.delays()),
+            seen: None,
+        }
+    }
+
+    /// How long `holder`'s `LastTouched` has been seen unchanged, on this host's monotonic
+    /// clock: silence is never measured across hosts' clocks (a holder whose clock runs ahead
+    /// would never look silent; one whose clock runs behind would look silent too soon).
+    fn silent_for(&mut self, holder: &TxHeader) -> Duration {
+        let owner = holder.owner();
+        match &self.seen {
+            Some((o, touched, since)) if *o == owner && *touched == holder.last_touched_ms => {
+                since.elapsed()
+            }
+            _ => {
+                self.seen = Some((owner, holder.last_touched_ms, Instant::now()));
+                Duration::ZERO
+            }
         }
     }
 }
@@ -180,6 +199,12 @@ impl Coordinator {
                 LockWrite::Done => return Ok(ItemLock::Held(token)),
                 LockWrite::Decided => return Ok(ItemLock::Stopped(LockPhase::Decided)),
                 LockWrite::ConditionFailed(now) => {
+                    // No item in the reason: absent, or DynamoDB left `ALL_OLD` out. A read
+                    // tells them apart (the absent guard is final only on an absent item).
+                    let now = match now {
+                        Some(item) => Some(item),
+                        None => self.get_item(r).await?,
+                    };
                     let locked = now.as_ref().and_then(lock_of).is_some();
                     if !locked && now == current {
                         return Ok(ItemLock::Stopped(LockPhase::ConditionFailed(r.index)));
@@ -254,8 +279,9 @@ impl Coordinator {
     }
 
     /// A pending holder: wait (jittered backoff), or roll it back (`conflict`) once the wait
-    /// reached the patience *and* the holder showed no sign of life (heartbeat) for as long
-    /// (a live coordinator that is still locking is not rolled back).
+    /// reached the patience *and* the holder showed no sign of life (heartbeat) for as long,
+    /// as seen from here ([`LockWait::silent_for`]; a live coordinator that is still locking
+    /// is not rolled back).
     async fn wait_or_roll_back(
         &self,
         other: &TxHeader,
@@ -263,9 +289,8 @@ impl Coordinator {
         cost: &Cost,
     ) -> Result<(), StoreError> {
         let patience = self.config.lock_patience;
-        let silent = epoch_millis().saturating_sub(other.last_touched_ms);
-        let silent_long = u128::from(silent) >= patience.as_millis();
-        if wait.waited >= patience && silent_long {
+        let silent = wait.silent_for(other);
+        if wait.waited >= patience && silent >= patience {
             tracing::debug!(
                 tx_id = other.tx_id.as_str(),
                 "rolling back a transaction holding a lock"

@@ -43,6 +43,9 @@ pub(super) enum FastWrite {
     Locked(usize, Item),
     /// Request `.0`'s own condition failed on an unlocked item: final.
     ConditionFailed(usize),
+    /// Request `.0`'s condition failed and the reason carries no item: absent, or DynamoDB
+    /// left `ALL_OLD` out; a read tells.
+    FailedUnread(usize),
     /// DynamoDB rejected request `.0` as invalid (its message): final.
     Invalid(usize, String),
     /// Another transaction was writing one of the items (or the same token's call is still in
@@ -189,8 +192,8 @@ fn cancelled(reasons: &[CancellationReason], requests: usize) -> Option<FastWrit
     for i in failed {
         match reasons.get(i).and_then(|r| r.item()) {
             Some(item) if lock_of(item).is_some() => locked = locked.or(Some((i, item.clone()))),
-            // No lock (or no item: an absent item holds no lock): the request's own condition.
-            _ => return Some(FastWrite::ConditionFailed(i)),
+            Some(_) => return Some(FastWrite::ConditionFailed(i)),
+            None => return Some(FastWrite::FailedUnread(i)),
         }
     }
     if let Some((i, item)) = locked {
@@ -347,7 +350,7 @@ mod tests {
         let r = [reason("ConditionalCheckFailed", None), reason("None", None)];
         assert!(matches!(
             cancelled(&r, 1),
-            Some(FastWrite::ConditionFailed(0))
+            Some(FastWrite::FailedUnread(0))
         ));
         let r = [reason("None", None), reason("TransactionConflict", None)];
         assert!(matches!(cancelled(&r, 1), Some(FastWrite::Conflict)));

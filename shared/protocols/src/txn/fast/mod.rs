@@ -30,7 +30,8 @@
 //!
 //! * the header exists: the recorded transaction (a duplicate, or the lock path's, resumed);
 //! * a request's own condition failed: recorded as rolled back with one `PutItem` of a
-//!   completed header (a failed transaction stays failed on redelivery);
+//!   completed header (a failed transaction stays failed on redelivery); when the reason
+//!   carries no item, a consistent read first tells an absent item from a missing `ALL_OLD`;
 //! * an item is held by a lock-path transaction: met as the lock path meets it (finalize,
 //!   undo, or wait on a pending holder up to the patience), then the call is sent again;
 //! * `TransactionConflict`: sent again after a short jittered wait, up to
@@ -46,7 +47,7 @@ use std::time::Duration;
 
 use call::{fast_outcome, header_entry, request_entry, FastWrite};
 
-use super::item::new_token;
+use super::item::{lock_of, new_token};
 use super::lock::LockWait;
 use super::record::{Decided, RollbackReason, TxHeader};
 use super::request::TxMessage;
@@ -87,6 +88,28 @@ impl Fast {
     }
 }
 
+/// What a fast-path run keeps between its calls.
+struct SendAgain {
+    /// Waits before sending again (a conflict, an item that is there after all).
+    conflicts: Box<dyn Iterator<Item = Duration> + Send>,
+    /// The wait on a lock-path holder met.
+    wait: LockWait,
+}
+
+impl SendAgain {
+    /// Wait before the next call: `None` (send again), or the lock path once the budget is
+    /// spent.
+    async fn pause(&mut self) -> Option<Fast> {
+        match self.conflicts.next() {
+            Some(pause) => {
+                tokio::time::sleep(pause).await;
+                None
+            }
+            None => Some(Fast::LockPath),
+        }
+    }
+}
+
 /// What one fast-path run needs.
 pub(super) struct FastRun<'a> {
     pub message: &'a TxMessage,
@@ -114,8 +137,10 @@ impl Coordinator {
         run: &FastRun<'_>,
         invalid: &mut Option<String>,
     ) -> Result<Fast, TxError> {
-        let mut conflicts = CONFLICT_WAIT.delays();
-        let mut wait = LockWait::new();
+        let mut again = SendAgain {
+            conflicts: Box::new(CONFLICT_WAIT.delays()),
+            wait: LockWait::new(),
+        };
         loop {
             if run.deadline.expired() {
                 return Err(TxError::Deferred);
@@ -128,44 +153,68 @@ impl Coordinator {
                 retain: self.config.retain,
             }
             .item();
-            let ending = self.fast_call(run, header.clone()).await?;
-            let failed = |i: usize, why| (why, run.resolved[i].index);
-            match ending {
+            let ending = match self.fast_call(run, header.clone()).await? {
                 FastWrite::Committed => return Ok(Fast::header(TxHeader::try_from(&header)?)),
-                FastWrite::Recorded(old) => {
-                    let found = match old {
-                        Some(item) => Some(TxHeader::try_from(&item)?),
-                        None => self.tx.get(&run.message.tx_id).await?,
-                    };
-                    // None: it expired between the call and the read; send again.
-                    if let Some(existing) = found {
-                        return self.found_recorded(run, existing).await;
-                    }
-                }
-                FastWrite::Locked(i, item) => {
-                    self.meet_lock(&run.resolved[i], &item, &mut wait, run.cost)
-                        .await?;
-                }
-                FastWrite::ConditionFailed(i) => {
-                    let why = failed(i, RollbackReason::ConditionFailed);
-                    return self.record_failed(run, why).await;
-                }
                 FastWrite::Invalid(i, message) => {
                     *invalid = Some(message);
-                    return self
-                        .record_failed(run, failed(i, RollbackReason::InvalidRequest))
-                        .await;
+                    let why = (RollbackReason::InvalidRequest, run.resolved[i].index);
+                    return self.record_failed(run, why).await;
                 }
-                FastWrite::Conflict => match conflicts.next() {
-                    Some(pause) => tokio::time::sleep(pause).await,
-                    None => return Ok(Fast::LockPath),
-                },
-                FastWrite::RefusedWhole(message) => {
-                    tracing::debug!(tx_id = %run.message.tx_id, message,
-                        "the fast path's call was refused as a whole: the lock path takes it");
-                    return Ok(Fast::LockPath);
+                other => other,
+            };
+            if let Some(fast) = self.settle(run, ending, &mut again).await? {
+                return Ok(fast);
+            }
+        }
+    }
+
+    /// What a call that did not apply leads to: `Some`, the end of the fast path; `None`,
+    /// send the call again (after meeting a lock, or a short wait).
+    async fn settle(
+        &self,
+        run: &FastRun<'_>,
+        ending: FastWrite,
+        again: &mut SendAgain,
+    ) -> Result<Option<Fast>, TxError> {
+        let failed = |i: usize| (RollbackReason::ConditionFailed, run.resolved[i].index);
+        match ending {
+            FastWrite::Recorded(old) => {
+                let found = match old {
+                    Some(item) => Some(TxHeader::try_from(&item)?),
+                    None => self.tx.get(&run.message.tx_id).await?,
+                };
+                // None: it expired between the call and the read; send again.
+                match found {
+                    Some(existing) => Ok(Some(self.found_recorded(run, existing).await?)),
+                    None => Ok(None),
                 }
             }
+            FastWrite::Locked(i, item) => {
+                let r = &run.resolved[i];
+                self.meet_lock(r, &item, &mut again.wait, run.cost).await?;
+                Ok(None)
+            }
+            FastWrite::ConditionFailed(i) => Ok(Some(self.record_failed(run, failed(i)).await?)),
+            FastWrite::FailedUnread(i) => match self.get_item(&run.resolved[i]).await? {
+                // Absent: the request's own condition failed on the absent item.
+                None => Ok(Some(self.record_failed(run, failed(i)).await?)),
+                Some(item) if lock_of(&item).is_some() => {
+                    let r = &run.resolved[i];
+                    self.meet_lock(r, &item, &mut again.wait, run.cost).await?;
+                    Ok(None)
+                }
+                // There after all (`ALL_OLD` left out): send again, within the budget.
+                Some(_) => Ok(again.pause().await),
+            },
+            FastWrite::Conflict => Ok(again.pause().await),
+            FastWrite::RefusedWhole(message) => {
+                tracing::debug!(tx_id = %run.message.tx_id, message,
+                    "the fast path's call was refused as a whole: the lock path takes it");
+                Ok(Some(Fast::LockPath))
+            }
+            FastWrite::Committed | FastWrite::Invalid(..) => Err(TxError::Store(
+                StoreError::Inconsistent("fast path: an ending settled twice".into()),
+            )),
         }
     }
 
