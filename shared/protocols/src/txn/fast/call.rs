@@ -348,10 +348,7 @@ mod tests {
         ];
         assert!(matches!(cancelled(&r, 2), Some(FastWrite::Locked(1, _))));
         let r = [reason("ConditionalCheckFailed", None), reason("None", None)];
-        assert!(matches!(
-            cancelled(&r, 1),
-            Some(FastWrite::FailedUnread(0))
-        ));
+        assert!(matches!(cancelled(&r, 1), Some(FastWrite::FailedUnread(0))));
         let r = [reason("None", None), reason("TransactionConflict", None)];
         assert!(matches!(cancelled(&r, 1), Some(FastWrite::Conflict)));
         assert!(cancelled(&[reason("ThrottlingError", None)], 1).is_none());

@@ -170,7 +170,7 @@ pub fn parse_message(body: &[u8], allowed: &BTreeSet<String>) -> Result<TxMessag
             ),
         ));
     }
-    let requests = parse_requests(&raw_requests, allowed)?;
+    let requests = parse_with(&raw_requests, allowed, Rules::New)?;
     Ok(TxMessage {
         tx_id,
         requests,
@@ -199,15 +199,27 @@ fn tx_id(field: Field<String>) -> Result<String, Rejection> {
     Ok(tx_id)
 }
 
-/// Parse and validate the request list (also used when resuming from a TX record).
-pub fn parse_requests(
+/// Which checks a request list gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rules {
+    /// A new message: every check.
+    New,
+    /// Requests already recorded in a TX record (accepted when it was created, maybe by an
+    /// older version): their shape only. A check tightened since (as the expression parser
+    /// was) must not make a recorded transaction impossible to finish or undo.
+    Recorded,
+}
+
+/// Parse and validate a request list under `rules`.
+fn parse_with(
     raw: &[Value],
     allowed: &BTreeSet<String>,
+    rules: Rules,
 ) -> Result<Vec<TxRequest>, Rejection> {
     raw.iter()
         .enumerate()
         .map(|(i, r)| {
-            parse_request(r, allowed).map_err(|mut e| {
+            parse_request(r, allowed, rules).map_err(|mut e| {
                 e.message = format!("request {i}: {}", e.message);
                 e
             })
@@ -216,17 +228,21 @@ pub fn parse_requests(
 }
 
 /// The requests of a TX record, allowing the tables they name (they were allowed when the
-/// record was created).
+/// record was created) and checking their shape only ([`Rules::Recorded`]).
 pub(crate) fn recorded_requests(raw: &[Value]) -> Result<Vec<TxRequest>, Rejection> {
     let tables: BTreeSet<String> = raw
         .iter()
         .filter_map(|r| r.as_object()?.values().next()?.get("TableName")?.as_str())
         .map(String::from)
         .collect();
-    parse_requests(raw, &tables)
+    parse_with(raw, &tables, Rules::Recorded)
 }
 
-fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest, Rejection> {
+fn parse_request(
+    value: &Value,
+    allowed: &BTreeSet<String>,
+    rules: Rules,
+) -> Result<TxRequest, Rejection> {
     let (kind, body) = RawRequest::deserialize(value)
         .map_err(|e| {
             invalid(format!(
@@ -236,11 +252,16 @@ fn parse_request(value: &Value, allowed: &BTreeSet<String>) -> Result<TxRequest,
         })?
         .into_parts();
     let body = RawBody::deserialize(Value::Object(body)).map_err(|e| invalid(e.to_string()))?;
-    validate(kind, body, allowed)
+    validate(kind, body, allowed, rules)
 }
 
 /// Validate a request's fields (check 4 of [`parse_message`], after the envelope).
-fn validate(kind: Kind, body: RawBody, allowed: &BTreeSet<String>) -> Result<TxRequest, Rejection> {
+fn validate(
+    kind: Kind,
+    body: RawBody,
+    allowed: &BTreeSet<String>,
+    rules: Rules,
+) -> Result<TxRequest, Rejection> {
     let table = body
         .table_name
         .text("TableName")?
@@ -268,8 +289,10 @@ fn validate(kind: Kind, body: RawBody, allowed: &BTreeSet<String>) -> Result<TxR
         names,
         values,
     };
-    check_reserved(&request)?;
-    check_well_formed(&request)?;
+    if rules == Rules::New {
+        check_reserved(&request)?;
+        check_well_formed(&request)?;
+    }
     Ok(request)
 }
 

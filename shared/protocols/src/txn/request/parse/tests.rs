@@ -319,3 +319,24 @@ fn requests_json_is_canonical() {
         r#"[{"Update":{"ExpressionAttributeValues":{":v":{"a":null,"y":[1,2.5,"x"]}},"Key":{"PK":"a","SK":2},"TableName":"Accounts","UpdateExpression":"SET b = :v"}}]"#
     );
 }
+
+/// Review finding 10: the sweeper re-parsed recorded requests with the current rules, so a
+/// rule tightened by an upgrade (the expression parser) left older records undrivable forever.
+#[test]
+fn recorded_requests_are_checked_for_their_shape_only() {
+    // An expression today's parser refuses, recorded by a version that accepted it.
+    let raw = vec![json!({"Update":{"TableName":"Accounts","Key":{"PK":"a"},
+        "UpdateExpression":"SET #b = #b + :d) OR (1 = 1","ExpressionAttributeNames":{"#b":"b"},
+        "ExpressionAttributeValues":{":d":1}}})];
+    let body = json!({"txId":"t","requests":raw.clone()});
+    assert_eq!(
+        code(body),
+        "malformed_expression",
+        "a new message is refused"
+    );
+    let recorded = super::recorded_requests(&raw).expect("a recorded request still parses");
+    assert_eq!(recorded[0].table, "Accounts");
+    // Its shape is still required.
+    let shapeless = vec![json!({"Update":{"TableName":"Accounts","Key":{"PK":"a"}}})];
+    assert!(super::recorded_requests(&shapeless).is_err());
+}
