@@ -1,7 +1,8 @@
 //! The randomized checker of the transaction protocol: seeded schedules of K coordinators
 //! and the sweeper over a few accounts, with random transfers, creates and deletes, random
 //! duplicate deliveries, pauses, delays, lost responses, transaction conflicts and crashes at
-//! a random call, coordinators on the fast path and on the lock path side by side, and a
+//! a random call, coordinators on the fast path and on the lock path side by side (each
+//! running its messages one by one or as one batch, which group-commits them), and a
 //! reader at `Committed` and `Locked` isolation, checked after every schedule against the
 //! invariants:
 //!
@@ -26,9 +27,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dynamo_testing::{client, At, Interleaving};
+use dynamodb_exactly_once::batch::{Protocol, RecordResult};
 use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::TxState;
-use dynamodb_exactly_once::txn::{strip_protocol, Coordinator, TxError, TxOutcome};
+use dynamodb_exactly_once::txn::{strip_protocol, Coordinator, TxError, TxMessage, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use futures::StreamExt;
 use rand::rngs::StdRng;
@@ -201,17 +203,39 @@ fn faults(rng: &mut StdRng, il: &Interleaving, name: &str) -> Option<Release> {
 
 type Reports = Vec<(String, Result<TxOutcome, String>)>;
 
-async fn deliver(c: Coordinator, messages: Vec<Msg>, finished: Arc<AtomicUsize>) -> Reports {
+async fn deliver(
+    c: Coordinator,
+    messages: Vec<Msg>,
+    as_batch: bool,
+    finished: Arc<AtomicUsize>,
+) -> Reports {
     let mut out = Vec::new();
-    for m in messages {
-        let Ok(parsed) = c.parse_message(m.body.to_string().as_bytes()) else {
-            continue;
-        };
-        let result = c.run(&parsed, Deadline::none()).await;
-        out.push((
-            m.tx_id,
-            result.map(|r| r.outcome).map_err(|e| e.to_string()),
-        ));
+    if as_batch {
+        // One batch through `apply`: a fast-path coordinator commits its members in groups.
+        let parsed: Vec<(usize, TxMessage)> = messages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| Some((i, c.parse_message(m.body.to_string().as_bytes()).ok()?)))
+            .collect();
+        let applied = c.apply(parsed, Deadline::none()).await;
+        for (i, result) in applied.results {
+            let result = match result {
+                RecordResult::Done(o) => Ok(o),
+                other => Err(other.label().to_string()),
+            };
+            out.push((messages[i].tx_id.clone(), result));
+        }
+    } else {
+        for m in messages {
+            let Ok(parsed) = c.parse_message(m.body.to_string().as_bytes()) else {
+                continue;
+            };
+            let result = c.run(&parsed, Deadline::none()).await;
+            out.push((
+                m.tx_id,
+                result.map(|r| r.outcome).map_err(|e| e.to_string()),
+            ));
+        }
     }
     finished.fetch_add(1, Ordering::SeqCst);
     out
@@ -244,7 +268,13 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         let attempts = rng.random_range(1..=2);
         let c =
             Coordinator::try_new(il.client(&name, attempts), config).expect("valid configuration");
-        tasks.push(tokio::spawn(deliver(c, messages.clone(), finished.clone())));
+        let as_batch = rng.random_bool(0.5);
+        tasks.push(tokio::spawn(deliver(
+            c,
+            messages.clone(),
+            as_batch,
+            finished.clone(),
+        )));
     }
     let reader = tokio::spawn(read_during(
         env.clone(),

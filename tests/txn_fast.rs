@@ -8,7 +8,8 @@ use crate::txn_env;
 use std::time::Duration;
 
 use dynamo_testing::{client, client_with, At, Fault, FaultInjector, Interleaving};
-use dynamodb_exactly_once::txn::{TxError, TxOutcome};
+use dynamodb_exactly_once::batch::{Applied, Protocol};
+use dynamodb_exactly_once::txn::{Coordinator, TxError, TxMessage, TxOutcome};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
 use serde_json::{json, Value};
 use txn_env::*;
@@ -345,4 +346,149 @@ async fn the_fast_path_waits_out_a_slow_lock_holder_within_the_deadline() {
         header(&base, &env, "t-short").await.is_none(),
         "nothing recorded"
     );
+}
+
+/// The transactions of one batch as the pipeline hands them to `apply` (independent).
+fn batch(c: &Coordinator, bodies: &[Value]) -> Vec<(usize, TxMessage)> {
+    bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (i, message(c, b)))
+        .collect()
+}
+
+fn outcomes(applied: Applied<TxOutcome>) -> Vec<String> {
+    let mut results = applied.results;
+    results.sort_by_key(|(i, _)| *i);
+    results
+        .into_iter()
+        .map(|(_, r)| r.label().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn independent_transfers_of_a_batch_commit_in_one_call() {
+    let base = client();
+    let env = Env::new(&base).await.fast();
+    let table = env.accounts().to_string();
+    for a in 0..20 {
+        seed(&base, &table, &format!("a{a}"), 100).await;
+    }
+    let counting = FaultInjector::counting();
+    let c = env.coordinator(client_with(Some(counting.clone()), 3));
+    let bodies: Vec<Value> = (0..10)
+        .map(|t| {
+            transfer(
+                &table,
+                &format!("g{t}"),
+                &format!("a{}", 2 * t),
+                &format!("a{}", 2 * t + 1),
+                10,
+            )
+        })
+        .collect();
+    let applied = c.apply(batch(&c, &bodies), Deadline::none()).await;
+    assert_eq!(outcomes(applied), vec!["committed"; 10]);
+    // 10 × (2 requests + 1 header) = 30 actions: one call.
+    assert_eq!(counting.calls_of("TransactWriteItems"), 1);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "a0"), balance(&now, "a1")),
+        (Some(90), Some(110))
+    );
+    assert_clean(&base, &env).await;
+    // Delivered again: every member is a duplicate.
+    let applied = c.apply(batch(&c, &bodies), Deadline::none()).await;
+    assert_eq!(outcomes(applied), vec!["duplicate"; 10]);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "a18"), balance(&now, "a19")),
+        (Some(90), Some(110))
+    );
+}
+
+#[tokio::test]
+async fn a_member_whose_condition_fails_leaves_its_group_and_the_rest_commit() {
+    let base = client();
+    let env = Env::new(&base).await.fast();
+    let table = env.accounts().to_string();
+    for a in 0..8 {
+        seed(&base, &table, &format!("a{a}"), 100).await;
+    }
+    let counting = FaultInjector::counting();
+    let c = env.coordinator(client_with(Some(counting.clone()), 3));
+    let mut bodies: Vec<Value> = (0..4)
+        .map(|t| {
+            transfer(
+                &table,
+                &format!("m{t}"),
+                &format!("a{}", 2 * t),
+                &format!("a{}", 2 * t + 1),
+                10,
+            )
+        })
+        .collect();
+    // The third one overdraws.
+    bodies[2] = transfer(&table, "m2", "a4", "a5", 1000);
+    let applied = c.apply(batch(&c, &bodies), Deadline::none()).await;
+    assert_eq!(
+        outcomes(applied),
+        ["committed", "committed", "rolled_back", "committed"]
+    );
+    // The group cancelled once, the three sent again, the fourth alone (cancelled, recorded).
+    assert_eq!(counting.calls_of("TransactWriteItems"), 3);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "a4"), balance(&now, "a5")),
+        (Some(100), Some(100))
+    );
+    assert_eq!(
+        (balance(&now, "a6"), balance(&now, "a7")),
+        (Some(90), Some(110))
+    );
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn one_tx_id_twice_in_a_batch_and_a_lost_group_answer_apply_once() {
+    let base = client();
+    let env = Env::new(&base).await.fast();
+    let table = env.accounts().to_string();
+    for a in 0..6 {
+        seed(&base, &table, &format!("a{a}"), 100).await;
+    }
+    // The first group call applies, its answer is lost, the SDK sends it again.
+    let lossy = FaultInjector::new(|i, op| match (i, op) {
+        (1, "TransactWriteItems") => Fault::LoseResponse,
+        _ => Fault::None,
+    });
+    let c = env.coordinator(client_with(Some(lossy.clone()), 3));
+    let body = |t: usize| {
+        transfer(
+            &table,
+            &format!("d{t}"),
+            &format!("a{}", 2 * t),
+            &format!("a{}", 2 * t + 1),
+            10,
+        )
+    };
+    let bodies = vec![body(0), body(1), body(0), body(2)];
+    let applied = c.apply(batch(&c, &bodies), Deadline::none()).await;
+    let got = outcomes(applied);
+    assert_eq!(lossy.injected(), 1);
+    assert_eq!(got[1], "committed");
+    assert_eq!(got[3], "committed");
+    let mut d0 = vec![got[0].clone(), got[2].clone()];
+    d0.sort();
+    assert_eq!(d0, ["committed", "duplicate"], "{got:?}");
+    let now = items(&base, &table).await;
+    for t in 0..3 {
+        let (from, to) = (format!("a{}", 2 * t), format!("a{}", 2 * t + 1));
+        assert_eq!(
+            (balance(&now, &from), balance(&now, &to)),
+            (Some(90), Some(110)),
+            "{now:?}"
+        );
+    }
+    assert_clean(&base, &env).await;
 }

@@ -50,6 +50,21 @@ impl Cost {
             .fetch_add(milli(units), Ordering::Relaxed);
     }
 
+    /// Add another count (a part of the work counted on its own) to this one.
+    pub fn absorb(&self, other: &Cost) {
+        for (mine, theirs) in [
+            (&self.calls, &other.calls),
+            (&self.milli_units, &other.milli_units),
+            (&self.index_milli_units, &other.index_milli_units),
+            (
+                &self.transactional_milli_units,
+                &other.transactional_milli_units,
+            ),
+        ] {
+            mine.fetch_add(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+
     /// Count a write request without reported capacity (a failed condition, an error).
     pub fn add_failed(&self) {
         self.calls.fetch_add(1, Ordering::Relaxed);

@@ -58,6 +58,9 @@ pub struct TxConfig {
     /// as one `TransactWriteItems` with its header (the fast path; default on). Off: every
     /// transaction takes the lock path (item locks, saved images), as large ones always do.
     pub fast_path: bool,
+    /// Commit the fast-path transactions of one batch together, up to 100 actions per
+    /// `TransactWriteItems` (group commit; default on, needs `fast_path`).
+    pub group_commit: bool,
 }
 
 impl TxConfig {
@@ -77,6 +80,7 @@ impl TxConfig {
             retain: DEFAULT_RETAIN,
             redelivery_horizon: DEFAULT_REDELIVERY_HORIZON,
             fast_path: true,
+            group_commit: true,
         }
     }
 
@@ -136,13 +140,14 @@ impl FromSettings for TxConfig {
         "retain_seconds",
         "redelivery_horizon_seconds",
         "fast_path",
+        "group_commit",
     ];
 
     /// `table` and `allowed_tables` (comma-separated table names or table ARNs,
     /// `arn:aws:dynamodb:<region>:<account>:table/<name>` standing for `<name>`, so a
     /// deployment can pass the ARNs it grants its role) required, `lock_patience_ms`,
     /// `heartbeat_ms`, `max_attempts`, `concurrency`, `retain_seconds` and
-    /// `redelivery_horizon_seconds`, `fast_path` (`true` | `false`).
+    /// `redelivery_horizon_seconds`, `fast_path` and `group_commit` (`true` | `false`).
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
         let allowed = s
             .list("allowed_tables")
@@ -158,6 +163,7 @@ impl FromSettings for TxConfig {
         s.set_secs(&mut c.retain, "retain_seconds")?;
         s.set_secs(&mut c.redelivery_horizon, "redelivery_horizon_seconds")?;
         s.set(&mut c.fast_path, "fast_path")?;
+        s.set(&mut c.group_commit, "group_commit")?;
         c.max_attempts = c.max_attempts.max(1);
         c.concurrency = c.concurrency.max(1);
         Ok(c)

@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 
-use super::fast::{Fast, FastRun};
+use super::fast::{pack, Fast, FastRun, Group, MemberResult};
 use super::lock::LockPhase;
 use super::record::{requests_hash, Creation, RollbackReason, TxHeader, TxState, TxTable};
 use super::request::{self, TxMessage};
@@ -165,6 +166,20 @@ impl Coordinator {
         deadline: Deadline,
         cost: &Cost,
     ) -> Result<TxOutcome, TxError> {
+        self.run_as(message, deadline, cost, super::item::new_token())
+            .await
+    }
+
+    /// [`Self::run_with`] as the run `id` (`DecidedBy`): a group-commit member run alone
+    /// after its group's call keeps its id, so that it knows a header the call wrote as its
+    /// own.
+    pub(super) async fn run_as(
+        &self,
+        message: &TxMessage,
+        deadline: Deadline,
+        cost: &Cost,
+        id: String,
+    ) -> Result<TxOutcome, TxError> {
         if deadline.expired() {
             return Err(TxError::Deferred);
         }
@@ -180,7 +195,7 @@ impl Coordinator {
             cost,
             attempts: 1,
             decided_here: false,
-            id: super::item::new_token(),
+            id,
             invalid: None,
             restarts: Box::new(restarts.delays()),
         };
@@ -391,17 +406,38 @@ impl Protocol for Coordinator {
     ) -> Applied<TxOutcome> {
         let calls = AtomicU64::new(0);
         let calls_ref = &calls;
-        let work: Vec<_> = records
+        let group_cost = Cost::default();
+        let mut alone = Vec::new();
+        let mut groups = Vec::new();
+        if self.config.group_commit && self.config.fast_path && records.len() > 1 {
+            let mut members = Vec::new();
+            for (i, message) in records {
+                match self.member(i, message).await {
+                    Ok(m) => members.push(m),
+                    Err(message) => alone.push((i, message)),
+                }
+            }
+            groups = pack(members);
+        } else {
+            alone = records;
+        }
+        let group_cost = &group_cost;
+        let work: Vec<BoxFuture<'_, Vec<MemberResult>>> = groups
             .into_iter()
-            .map(|(i, message)| self.apply_one(i, message, deadline, calls_ref))
+            .map(|g: Group| self.commit_group(g, deadline, group_cost).boxed())
+            .chain(alone.into_iter().map(|(i, message)| {
+                async move { vec![self.apply_one(i, message, deadline, calls_ref).await] }.boxed()
+            }))
             .collect();
         let results: Vec<(usize, RecordResult<TxOutcome>)> = futures::stream::iter(work)
             .buffer_unordered(self.config.concurrency)
+            .flat_map(futures::stream::iter)
             .collect()
             .await;
+        let calls = calls.into_inner() + group_cost.write_calls();
         Applied {
             results,
-            write_calls: usize::try_from(calls.into_inner()).unwrap_or(usize::MAX),
+            write_calls: usize::try_from(calls).unwrap_or(usize::MAX),
         }
     }
 }

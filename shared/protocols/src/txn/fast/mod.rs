@@ -42,6 +42,9 @@
 //!   after that the header names this run as its decider.
 
 mod call;
+mod group;
+
+pub(super) use group::{pack, Group, MemberResult};
 
 use std::time::Duration;
 

@@ -1,0 +1,289 @@
+//! Group commit: the fast-path transactions of one batch share `TransactWriteItems` calls.
+//!
+//! The pipeline hands [`Coordinator::apply`](crate::batch::Protocol::apply) records it runs
+//! concurrently (independent: at most one per partition key or FIFO group at a time), so they
+//! may as well commit together: members are packed greedily into calls of up to 100 actions
+//! (each member's requests and its header `Put`, exactly as it would send them alone) and
+//! [`FAST_MAX_REQUEST_BYTES`], no two actions on one item (a member's items and its header
+//! key are disjoint from every other member's, which also keeps two deliveries of one `txId`
+//! apart). A call applies every member or none.
+//!
+//! # Invariant
+//!
+//! A member commits through a group call exactly as through its own call: the same actions,
+//! conditions and header, so everything the fast path guarantees holds per member; the group
+//! only adds atomicity across members. A cancelled call applied nothing: every member whose
+//! actions the cancellation reasons name (a failed condition, a lock, a recorded header, a
+//! conflict) leaves the group and runs alone ([`Coordinator::run_as`], under the same run id),
+//! and the rest are sent again. A call that failed otherwise (an error after the SDK's
+//! retries, whatever it applied) sends every member alone: each finds its header if the call
+//! applied, and knows it as its own by the run id.
+//!
+//! # Cost
+//!
+//! The same write units as one call per member (DynamoDB bills actions, not calls); one
+//! request and one round trip per group instead of one per transaction: 100 two-item
+//! transfers take 4 calls (33 transfers of 3 actions per call). A member that conflicts costs
+//! the group one cancelled call.
+
+use std::collections::BTreeSet;
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, TransactWriteItem};
+
+use super::call::{header_entry, request_entry};
+use super::FAST_MAX_REQUEST_BYTES;
+use crate::batch::{Deadline, RecordResult};
+use crate::ddb::error::StoreError;
+use crate::ddb::item::Item;
+use crate::txn::item::new_token;
+use crate::txn::lock::total_units;
+use crate::txn::record::Decided;
+use crate::txn::request::TxMessage;
+use crate::txn::resolve::Resolved;
+use crate::txn::{Coordinator, Cost, TxOutcome};
+
+/// Most actions in one `TransactWriteItems`.
+const MAX_ACTIONS: usize = 100;
+
+/// A transaction of the batch, ready for the fast path.
+pub(crate) struct Member {
+    /// The record's index in the batch.
+    pub index: usize,
+    pub message: TxMessage,
+    resolved: Vec<Resolved>,
+    requests_json: String,
+    /// The run id its header names (`DecidedBy`), kept if it runs alone.
+    run_id: String,
+    /// The items it writes and its header, as (table, canonical key).
+    keys: BTreeSet<(String, String)>,
+}
+
+impl Member {
+    fn actions(&self) -> usize {
+        self.resolved.len() + 1
+    }
+
+    fn header(&self, coordinator: &Coordinator) -> Item {
+        Decided {
+            tx_id: &self.message.tx_id,
+            requests_json: &self.requests_json,
+            decider: &self.run_id,
+            rolled_back: None,
+            retain: coordinator.config.retain,
+        }
+        .item()
+    }
+}
+
+/// The members of one call.
+#[derive(Default)]
+pub(crate) struct Group {
+    pub members: Vec<Member>,
+    actions: usize,
+    bytes: usize,
+    keys: BTreeSet<(String, String)>,
+}
+
+impl Group {
+    fn fits(&self, m: &Member) -> bool {
+        self.actions + m.actions() <= MAX_ACTIONS
+            && self.bytes + m.requests_json.len() <= FAST_MAX_REQUEST_BYTES
+            && self.keys.is_disjoint(&m.keys)
+    }
+
+    fn push(&mut self, m: Member) {
+        self.actions += m.actions();
+        self.bytes += m.requests_json.len();
+        self.keys.extend(m.keys.iter().cloned());
+        self.members.push(m);
+    }
+}
+
+/// Pack members into groups, first fit in batch order.
+pub(crate) fn pack(members: Vec<Member>) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    for m in members {
+        match groups.iter_mut().find(|g| g.fits(&m)) {
+            Some(g) => g.push(m),
+            None => {
+                let mut g = Group::default();
+                g.push(m);
+                groups.push(g);
+            }
+        }
+    }
+    groups
+}
+
+/// One member's result.
+pub(crate) type MemberResult = (usize, RecordResult<TxOutcome>);
+
+impl Coordinator {
+    /// `message` as a group member, or `None` when it does not fit the fast path (or its
+    /// requests do not resolve: it runs alone and reports why).
+    pub(crate) async fn member(
+        &self,
+        index: usize,
+        message: TxMessage,
+    ) -> Result<Member, TxMessage> {
+        let requests_json = message.requests_json();
+        if !self.fits_fast_path(&message, &requests_json) {
+            return Err(message);
+        }
+        let Ok(resolved) = self.resolve(&message.requests).await else {
+            return Err(message);
+        };
+        let mut keys: BTreeSet<(String, String)> =
+            resolved.iter().map(|r| r.order.clone()).collect();
+        keys.insert((self.config.table.clone(), message.tx_id.clone()));
+        Ok(Member {
+            index,
+            message,
+            resolved,
+            requests_json,
+            run_id: new_token(),
+            keys,
+        })
+    }
+
+    /// Commit a group (see the module docs): every member's result.
+    pub(crate) async fn commit_group(
+        &self,
+        group: Group,
+        deadline: Deadline,
+        cost: &Cost,
+    ) -> Vec<MemberResult> {
+        let mut members = group.members;
+        let mut results = Vec::with_capacity(members.len());
+        let mut alone = Vec::new();
+        while members.len() > 1 {
+            if deadline.expired() {
+                results.extend(members.drain(..).map(|m| (m.index, RecordResult::Deferred)));
+                break;
+            }
+            match self.group_call(&members, cost).await {
+                Ok(None) => {
+                    let done = members.drain(..).map(|m| m.index);
+                    results.extend(done.map(|i| (i, RecordResult::Done(TxOutcome::Committed))));
+                }
+                Ok(Some(named)) if !named.is_empty() => {
+                    let (out, stay): (Vec<_>, Vec<_>) = members
+                        .into_iter()
+                        .enumerate()
+                        .partition(|(k, _)| named.contains(k));
+                    alone.extend(out.into_iter().map(|(_, m)| m));
+                    members = stay.into_iter().map(|(_, m)| m).collect();
+                }
+                // Cancelled for no member's action, or failed: each member alone.
+                Ok(Some(_)) | Err(_) => alone.append(&mut members),
+            }
+        }
+        alone.append(&mut members);
+        let runs = alone.into_iter().map(|m| async move {
+            let own = Cost::default();
+            let result = self
+                .run_as(&m.message, deadline, &own, m.run_id.clone())
+                .await;
+            let result = match result {
+                Ok(outcome) => RecordResult::Done(outcome),
+                Err(e) => e.into_record_result(),
+            };
+            (m.index, result, own)
+        });
+        for (index, result, own) in futures::future::join_all(runs).await {
+            cost.absorb(&own);
+            results.push((index, result));
+        }
+        results
+    }
+
+    /// One call for `members`: `Ok(None)` applied; `Ok(Some(k))` cancelled, `k` the members
+    /// whose actions the reasons name; `Err` failed otherwise.
+    async fn group_call(
+        &self,
+        members: &[Member],
+        cost: &Cost,
+    ) -> Result<Option<BTreeSet<usize>>, StoreError> {
+        let token = new_token();
+        let mut entries: Vec<TransactWriteItem> = Vec::new();
+        let mut owner = Vec::new();
+        for (k, m) in members.iter().enumerate() {
+            for r in &m.resolved {
+                entries.push(request_entry(r, &token)?);
+            }
+            entries.push(header_entry(&self.config.table, m.header(self))?);
+            owner.extend(std::iter::repeat_n(k, m.actions()));
+        }
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(entries))
+            .client_request_token(token)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        let err = match result {
+            Ok(out) => {
+                cost.add_transactional(Some(&total_units(out.consumed_capacity())));
+                return Ok(None);
+            }
+            Err(err) => err,
+        };
+        cost.add_failed();
+        if let SdkError::ServiceError(e) = &err {
+            if let TransactWriteItemsError::TransactionCanceledException(c) = e.err() {
+                let named = c
+                    .cancellation_reasons()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.code().is_some_and(|code| code != "None"))
+                    .filter_map(|(i, _)| owner.get(i).copied())
+                    .collect();
+                return Ok(Some(named));
+            }
+        }
+        Err(StoreError::from_sdk("TransactWriteItems", err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(index: usize, items: &[&str], tx_id: &str) -> Member {
+        let mut keys: BTreeSet<(String, String)> = items
+            .iter()
+            .map(|k| ("Accounts".to_string(), (*k).to_string()))
+            .collect();
+        keys.insert(("Tx".to_string(), tx_id.to_string()));
+        Member {
+            index,
+            message: TxMessage {
+                tx_id: tx_id.into(),
+                requests: Vec::new(),
+                raw_requests: Vec::new(),
+            },
+            resolved: Vec::new(),
+            requests_json: "[]".into(),
+            run_id: "r".into(),
+            keys,
+        }
+    }
+
+    #[test]
+    fn members_sharing_an_item_or_a_tx_id_go_to_different_calls() {
+        let groups = pack(vec![
+            member(0, &["a", "b"], "t0"),
+            member(1, &["c", "d"], "t1"),
+            member(2, &["b", "e"], "t2"),
+            member(3, &["f"], "t1"),
+        ]);
+        let indices: Vec<Vec<usize>> = groups
+            .iter()
+            .map(|g| g.members.iter().map(|m| m.index).collect())
+            .collect();
+        assert_eq!(indices, [vec![0, 1], vec![2, 3]]);
+    }
+}
