@@ -12,7 +12,7 @@ tools:
 
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 template-check:
 	bash scripts/check-template.sh

@@ -13,12 +13,14 @@ bash scripts/check-template.sh >target/template-check.log 2>&1 &
 template_pid=$!
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+# --all-features: the optional parts too (the Lambda crate's `sqs` dead-letter sink and its
+# example), in every build below, so that each reuses the same compiled crates.
 echo "== cargo clippy -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== dependencies"
 bash scripts/check-deps.sh
 echo "== docs (rustdoc warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet
 echo "== template"
 template_ok=0
 wait "$template_pid" || template_ok=$?
@@ -60,11 +62,11 @@ export TXN_CONTENTION_TRANSFERS="${TXN_CONTENTION_TRANSFERS:-300}"
 # Unit and integration tests: cargo-nextest runs every test in its own process, several at a
 # time across test binaries; doctests (which nextest does not run) after.
 if command -v cargo-nextest >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-tests=pass --test-threads "${TEST_THREADS:-4}" \
+  cargo nextest run --workspace --all-features --no-tests=pass --test-threads "${TEST_THREADS:-4}" \
     --failure-output final --no-fail-fast 2>&1 | tee target/test-output.log
-  cargo test --workspace --doc 2>&1 | tee -a target/test-output.log
+  cargo test --workspace --all-features --doc 2>&1 | tee -a target/test-output.log
 else
-  cargo test --workspace 2>&1 | tee target/test-output.log
+  cargo test --workspace --all-features 2>&1 | tee target/test-output.log
 fi
 # One closing line for the whole suite.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed/) p += $(i-1); if ($(i) ~ /^failed/) f += $(i-1) } }

@@ -5,10 +5,12 @@
 //! `traces.rs` stays a binary of its own: it installs the process-wide tracer.
 
 mod common;
+mod sqs_support;
 mod txn_env;
 
 mod counter;
 mod dead_letters;
+mod dead_letters_sqs;
 mod deadline;
 mod document;
 mod document_once;

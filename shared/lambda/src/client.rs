@@ -10,6 +10,9 @@
 //!
 //! These are ceilings; the invocation deadline is enforced on top of them by
 //! [`dynamodb_exactly_once::Deadline::bound`] in the pipeline.
+//!
+//! With the feature `sqs`, `sqs_client_from_env` builds the SQS client of the SQS dead-letter
+//! sink the same way (the same timeouts; `AWS_ENDPOINT_URL_SQS` for a local endpoint).
 
 use std::time::Duration;
 
@@ -52,4 +55,16 @@ pub async fn client_from_env() -> Result<Client, ConfigError> {
         .load()
         .await;
     Ok(Client::new(&config))
+}
+
+/// An SQS client from the environment (feature `sqs`, for
+/// [`SqsDeadLetters`](crate::dead_letter::SqsDeadLetters)), with the SDK's standard retry
+/// policy and the timeouts of [`timeouts_from_env`].
+#[cfg(feature = "sqs")]
+pub async fn sqs_client_from_env() -> Result<aws_sdk_sqs::Client, ConfigError> {
+    let config = aws_config::defaults(BehaviorVersion::latest())
+        .timeout_config(timeouts_from_env()?)
+        .load()
+        .await;
+    Ok(aws_sdk_sqs::Client::new(&config))
 }

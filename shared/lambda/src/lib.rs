@@ -11,7 +11,8 @@
 //!   records in order, none after one reported for retry.
 //! * [`dead_letter`]: the dead-letter table (keep, list in source order, remove) for records
 //!   that can never succeed, per deployment; the `DeadLetterSink` trait the pipeline keeps
-//!   them through (the table, or `ReportOnly`: left to the source's own dead-letter queue).
+//!   them through (the table, `ReportOnly`: left to the source's own dead-letter queue, or,
+//!   with the cargo feature `sqs`, `SqsDeadLetters`: a message per letter on an SQS queue).
 //! * [`processor`]: your own `async fn(Record<T>) -> Result<(), RecordError>` behind the same
 //!   pipeline (typed bodies, partial batch responses, ordering, deadline, dead letters), a
 //!   `tower::Service` built by `Processor::builder`.

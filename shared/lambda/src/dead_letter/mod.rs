@@ -23,6 +23,8 @@
 //! * `sink`: the [`DeadLetterSink`] trait the pipeline keeps rejected records through, with
 //!   this table ([`DeadLetters`]) and [`ReportOnly`] (leave them to the source's own
 //!   dead-letter queue) as implementations;
+//! * `sqs` (feature `sqs`): `SqsDeadLetters`, a sink that sends each letter to an SQS queue as
+//!   JSON (`SqsLetter`: the fields of this table's letters, the body cut to the message size);
 //! * `list`: listing in source order (Kinesis and DynamoDB sequence numbers numerically, KPL
 //!   sub-records by sub-sequence number, SQS FIFO by `SequenceNumber`), filters, incomplete
 //!   letters reported apart, removal and the marks a replay or an export leaves.
@@ -40,9 +42,16 @@ use crate::source::{SourceKind, SourcePosition, SourceRecord};
 
 mod list;
 mod sink;
+#[cfg(feature = "sqs")]
+mod sqs;
 
 pub use list::{source_order, LetterFilter, Listing};
 pub use sink::{DeadLetterSink, Disposal, ReportOnly};
+#[cfg(feature = "sqs")]
+pub use sqs::{
+    fifo_deduplication_id, fifo_group_id, SqsDeadLetterError, SqsDeadLetters, SqsLetter,
+    DEFAULT_GROUP_ID, DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES,
+};
 
 /// Partition key of the dead-letter table.
 pub const ATTR_ID: &str = "Id";

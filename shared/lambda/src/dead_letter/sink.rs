@@ -1,4 +1,6 @@
-//! Where rejected records go: the [`DeadLetterSink`] trait, with two implementations.
+//! Where rejected records go: the [`DeadLetterSink`] trait, with two implementations here and
+//! a third behind the cargo feature `sqs` (`SqsDeadLetters`: one message per letter on an SQS
+//! queue, acknowledged once SQS accepted it; see `dead_letter::sqs`).
 //!
 //! * [`DeadLetters`]: the dead-letter **table**. The record is kept (payload, reason,
 //!   position), then acknowledged: the shard or group goes on, and the letter can be listed
@@ -37,7 +39,7 @@ pub enum Disposal {
 
 /// Takes the records that can never succeed (see the module documentation).
 ///
-/// Implement it for another destination (an SQS queue, S3): `keep` returns
+/// Implement it for another destination (S3, an event bus): `keep` returns
 /// [`Disposal::Kept`] only once the record is durably stored, and an error
 /// ([`RecordFailure::External`] for a failure of another service) when it could not be: the
 /// record is then delivered again. `keep` is called within the invocation's deadline and may be

@@ -244,7 +244,8 @@ impl<T> std::fmt::Debug for ProcessorBuilder<T> {
 
 impl<T: DeserializeOwned + Send + 'static> ProcessorBuilder<T> {
     /// Where rejected records go: [`DeadLetters`](crate::dead_letter::DeadLetters) (a table:
-    /// kept, then acknowledged), [`ReportOnly`] (the default: reported for the source's own
+    /// kept, then acknowledged), `SqsDeadLetters` (feature `sqs`: a message on an SQS queue,
+    /// then acknowledged), [`ReportOnly`] (the default: reported for the source's own
     /// dead-letter queue or on-failure destination), or your own [`DeadLetterSink`].
     pub fn dead_letters(mut self, sink: impl DeadLetterSink + 'static) -> Self {
         self.dead_letters = Arc::new(sink);

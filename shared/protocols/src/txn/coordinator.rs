@@ -404,6 +404,20 @@ impl Protocol for Coordinator {
         records: Vec<(usize, TxMessage)>,
         deadline: Deadline,
     ) -> Applied<TxOutcome> {
+        // Boxed: the state machine of a batch of runs is deep enough to overflow the
+        // compiler's layout depth inside the Lambda handler's.
+        Box::pin(self.apply_batch(records, deadline)).await
+    }
+}
+
+impl Coordinator {
+    /// [`Protocol::apply`]: group commit for the members that fit it, one run per other
+    /// message.
+    async fn apply_batch(
+        &self,
+        records: Vec<(usize, TxMessage)>,
+        deadline: Deadline,
+    ) -> Applied<TxOutcome> {
         let calls = AtomicU64::new(0);
         let calls_ref = &calls;
         let group_cost = Cost::default();

@@ -183,9 +183,9 @@ impl Coordinator {
         alone.append(&mut members);
         let runs = alone.into_iter().map(|m| async move {
             let own = Cost::default();
-            let result = self
-                .run_as(&m.message, deadline, &own, m.run_id.clone())
-                .await;
+            // Boxed: the run's state machine is deep, and this one sits inside the batch's.
+            let run = Box::pin(self.run_as(&m.message, deadline, &own, m.run_id.clone()));
+            let result = run.await;
             let result = match result {
                 Ok(outcome) => RecordResult::Done(outcome),
                 Err(e) => e.into_record_result(),
