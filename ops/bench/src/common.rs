@@ -66,3 +66,15 @@ pub fn next_arg<T: FromStr>(
     text.parse()
         .map_err(|_| format!("worker: {what}: cannot parse {text:?}"))
 }
+
+/// CPU time (user + system) this process used so far, ms (from `/proc/self/stat`, at the
+/// usual 100 clock ticks per second); `None` where it cannot be read.
+pub fn cpu_ms() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) * 10)
+}

@@ -8,7 +8,7 @@
 //!   accounts (`contended`);
 //! * `native spread|contended`: the same transfers as one `TransactWriteItems` each
 //!   (conflicts retried with backoff);
-//! * `batch fast|lock`: 100 independent transfers in one SQS batch through the
+//! * `batch group|fast|lock`: 100 independent transfers in one SQS batch through the
 //!   `tx-coordinator` pipeline (`txn_batch`).
 
 use std::sync::Arc;
@@ -59,8 +59,11 @@ fn print_writes() -> Result<(), String> {
         "billed_WCU",
         "index_WCU"
     );
-    for path in ["fast", "lock"] {
-        for n in [1usize, 2, 10, 99, 150] {
+    for (path, sizes) in [
+        ("fast", &[1usize, 2, 10, 99][..]),
+        ("lock", &[1, 2, 10, 99, 150]),
+    ] {
+        for &n in sizes {
             let r = spawn_worker(&["txn".into(), "writes".into(), path.into(), n.to_string()])?;
             let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
             println!(
@@ -89,17 +92,17 @@ fn print_writes() -> Result<(), String> {
 
 fn print_transfers(transfers: usize) -> Result<(), String> {
     println!(
-        "{:<26} {:>9} {:>10} {:>11} {:>13} {:>14} {:>12}",
+        "{:<30} {:>9} {:>10} {:>11} {:>12} {:>13} {:>12}",
         "2-item transfers",
         "transfers",
         "committed",
         "transfers/s",
         "writes/xfer",
         "billed_WCU/x",
-        "peak_RSS_MiB"
+        "cpu_us/xfer"
     );
     for mode in ["spread", "contended"] {
-        for kind in ["fast", "native", "lock"] {
+        for kind in ["fast", "native", "native-record", "lock"] {
             let r = spawn_worker(&[
                 "txn".into(),
                 kind.into(),
@@ -109,24 +112,27 @@ fn print_transfers(transfers: usize) -> Result<(), String> {
             let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
             let label = match kind {
                 "native" => "TransactWriteItems",
+                "native-record" => "TWI + idempotency put",
                 "fast" => "TX fast path",
                 _ => "TX lock path",
             };
             println!(
-                "{:<26} {:>9.0} {:>10.0} {:>11.1} {:>13.2} {:>14.2} {:>12.1}",
+                "{:<30} {:>9.0} {:>10.0} {:>11.1} {:>12.2} {:>13.2} {:>12.0}",
                 format!("{label} {mode}"),
                 num("transfers"),
                 num("committed"),
                 num("per_second"),
                 num("write_calls") / num("transfers").max(1.0),
                 num("billed_write_units") / num("transfers").max(1.0),
-                num("peak_rss_kib") / 1024.0
+                num("cpu_ms") * 1000.0 / num("transfers").max(1.0)
             );
         }
     }
     println!("spread: each of the {COORDINATORS} coordinators on its own 2 accounts; contended: all among {CONTENDED_ACCOUNTS} accounts.");
     println!("writes/xfer counts write requests (cancelled and failed conditional ones included);");
-    println!("billed_WCU/x: transactional writes twice, as AWS bills them (failed ones excluded).");
+    println!("billed_WCU/x: as AWS bills small items, 2 per transactional action (failed ones excluded);");
+    println!("cpu_us/xfer: the client process's CPU (user + system) per transfer, setup included;");
+    println!("it shares the 2 cores with DynamoDB Local.");
     Ok(())
 }
 
@@ -139,20 +145,21 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
             let n: usize = next_arg(&mut args, "writes N")?;
             writes(path == "fast", n).await?
         }
-        "fast" | "lock" | "native" => {
+        "fast" | "lock" | "native" | "native-record" => {
             let mode: String = next_arg(&mut args, "spread|contended")?;
             let count: usize = next_arg(&mut args, "transfer count")?;
             transfers(&kind, mode == "contended", count).await?
         }
         "batch" => {
-            let path: String = next_arg(&mut args, "fast|lock")?;
-            crate::txn_batch::batch(path == "fast").await?
+            let path: String = next_arg(&mut args, "group|fast|lock")?;
+            crate::txn_batch::batch(&path).await?
         }
         "sweep" => crate::txn_sweep::run().await?,
         other => return Err(format!("unknown txn scenario {other:?}")),
     };
     let mut result = result;
     result["peak_rss_kib"] = json!(peak_rss_kib());
+    result["cpu_ms"] = json!(crate::common::cpu_ms());
     println!("{result}");
     Ok(())
 }
@@ -240,7 +247,8 @@ async fn writes(fast_path: bool, n: usize) -> Result<Value, String> {
 }
 
 async fn transfers(kind: &str, contended: bool, count: usize) -> Result<Value, String> {
-    let native = kind == "native";
+    let native = kind.starts_with("native");
+    let with_record = kind == "native-record";
     let fast_path = kind == "fast";
     let client = client_with(None, 3);
     let t = Arc::new(tables(&client).await);
@@ -259,6 +267,8 @@ async fn transfers(kind: &str, contended: bool, count: usize) -> Result<Value, S
             let mut config = TxConfig::new(&t.tx, [&t.accounts]);
             config.max_attempts = 100;
             config.fast_path = fast_path;
+            // One transfer at a time per coordinator: no batch to group.
+            config.group_commit = false;
             let c = Coordinator::try_new(client.clone(), config).expect("valid configuration");
             let mut rng = rand::rngs::StdRng::seed_from_u64(w as u64);
             let (mut committed, mut calls, mut units) = (0u64, 0u64, 0f64);
@@ -278,12 +288,15 @@ async fn transfers(kind: &str, contended: bool, count: usize) -> Result<Value, S
                 let amount = rng.random_range(1..=100i64);
                 let (from, to) = (format!("acc{from}"), format!("acc{to}"));
                 if native {
+                    let record = with_record.then(|| (t.tx.as_str(), format!("x{i}")));
                     let (ok, c_calls, c_units) =
-                        native_transfer(&client, &t.accounts, &from, &to, amount).await?;
+                        native_transfer(&client, &t.accounts, &from, &to, amount, record).await?;
                     committed += u64::from(ok);
                     calls += c_calls;
                     units += c_units;
-                    billed += 2.0 * c_units;
+                    // Two actions, twice each (DynamoDB Local's report is not the bill).
+                    let actions = if with_record { 3.0 } else { 2.0 };
+                    billed += 2.0 * actions * f64::from(u8::from(ok));
                 } else {
                     let body = json!({"txId":format!("x{i}"),"requests":[
                         update(&t.accounts, &from, -amount, true),
@@ -331,12 +344,13 @@ async fn transfers(kind: &str, contended: bool, count: usize) -> Result<Value, S
 
 /// One transfer through `TransactWriteItems`: `(committed, write calls, WCU)`; transaction
 /// conflicts are retried with backoff.
-async fn native_transfer(
+pub(crate) async fn native_transfer(
     client: &Client,
     table: &str,
     from: &str,
     to: &str,
     amount: i64,
+    record: Option<(&str, String)>,
 ) -> Result<(bool, u64, f64), String> {
     let item = |pk: &str, expr: &str, condition: bool| -> Result<TransactWriteItem, String> {
         let mut u = Update::builder()
@@ -354,14 +368,31 @@ async fn native_transfer(
     };
     let debit = item(from, "SET #b = #b - :a", true)?;
     let credit = item(to, "SET #b = #b + :a", false)?;
+    // The peer a careful user writes for idempotency beyond the token's 10 minutes: a record
+    // of the transfer put in the same call, only if new.
+    let record = match record {
+        Some((tx_table, tx_id)) => {
+            let put = aws_sdk_dynamodb::types::Put::builder()
+                .table_name(tx_table)
+                .item("TxId", AttributeValue::S(tx_id))
+                .item("Part", AttributeValue::S("#".into()))
+                .item("State", AttributeValue::S("completed".into()))
+                .condition_expression("attribute_not_exists(TxId)")
+                .build()
+                .map_err(|e| e.to_string())?;
+            Some(TransactWriteItem::builder().put(put).build())
+        }
+        None => None,
+    };
     let mut calls = 0u64;
     let mut backoff = Duration::from_millis(2);
     loop {
         calls += 1;
+        let mut entries = vec![debit.clone(), credit.clone()];
+        entries.extend(record.clone());
         let result = client
             .transact_write_items()
-            .transact_items(debit.clone())
-            .transact_items(credit.clone())
+            .set_transact_items(Some(entries))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;

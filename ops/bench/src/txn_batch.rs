@@ -28,14 +28,22 @@ pub fn print() -> Result<(), String> {
         "wall_ms",
         "failures"
     );
-    for path in ["fast", "lock"] {
+    for path in ["group", "fast", "native", "lock"] {
         let r = spawn_worker(&["txn".into(), "batch".into(), path.into()])?;
-        for delivery in ["first", "again"] {
+        let deliveries: &[&str] = if path == "native" {
+            &["first"]
+        } else {
+            &["first", "again"]
+        };
+        for &delivery in deliveries {
             let d = &r[delivery];
             let num = |k: &str| d.get(k).and_then(Value::as_f64).unwrap_or(0.0);
             let label = match (path, delivery) {
-                ("fast", "first") => "TX fast path",
+                ("group", "first") => "TX fast path, group commit",
+                ("group", _) => "TX group commit, redelivered",
+                ("fast", "first") => "TX fast path, one call each",
                 ("fast", _) => "TX fast path, redelivered",
+                ("native", _) => "TransactWriteItems, one each",
                 (_, "first") => "TX lock path",
                 _ => "TX lock path, redelivered",
             };
@@ -71,7 +79,7 @@ fn transfer(table: &str, i: usize) -> Value {
         update(format!("acc{}", 2 * i + 1), 10, false)]})
 }
 
-pub async fn batch(fast_path: bool) -> Result<Value, String> {
+pub async fn batch(path: &str) -> Result<Value, String> {
     let counting = FaultInjector::counting();
     let client = client_with(Some(counting.clone()), 3);
     let t = template_tables(&client, &["TxTable", "AccountsTable", "DeadLetterTable"]).await;
@@ -92,8 +100,12 @@ pub async fn batch(fast_path: bool) -> Result<Value, String> {
             .await
             .map_err(|e| format!("seed: {e}"))?;
     }
+    if path == "native" {
+        return native_batch(&client, accounts, &counting).await;
+    }
     let mut config = TxConfig::new(&t["TxTable"], [accounts]);
-    config.fast_path = fast_path;
+    config.fast_path = path != "lock";
+    config.group_commit = path == "group";
     let coordinator = Coordinator::try_new(client.clone(), config).expect("valid configuration");
     let writer = Writer::new(
         "tx-coordinator",
@@ -115,4 +127,34 @@ pub async fn batch(fast_path: bool) -> Result<Value, String> {
         });
     }
     Ok(out)
+}
+
+/// The same 100 transfers as one `TransactWriteItems` each, 8 at a time.
+async fn native_batch(
+    client: &aws_sdk_dynamodb::Client,
+    accounts: &str,
+    counting: &FaultInjector,
+) -> Result<Value, String> {
+    use futures::StreamExt;
+    let before = counting.calls();
+    let started = Instant::now();
+    let runs = (0..TRANSFERS).map(|i| {
+        let (from, to) = (format!("acc{}", 2 * i), format!("acc{}", 2 * i + 1));
+        async move { crate::txn::native_transfer(client, accounts, &from, &to, 10, None).await }
+    });
+    let results: Vec<Result<(bool, u64, f64), String>> = futures::stream::iter(runs)
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    let failures = results
+        .iter()
+        .filter(|r| !matches!(r, Ok((true, _, _))))
+        .count();
+    let requests = counting.calls() - before;
+    Ok(json!({"first": {
+        "requests": requests,
+        "write_calls": requests,
+        "millis": started.elapsed().as_secs_f64() * 1000.0,
+        "failures": failures,
+    }}))
 }

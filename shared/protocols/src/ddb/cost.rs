@@ -11,8 +11,10 @@ pub struct Cost {
     calls: AtomicU64,
     milli_units: AtomicU64,
     index_milli_units: AtomicU64,
-    /// Of `milli_units`, those of `TransactWriteItems` calls (AWS bills them twice).
+    /// Of `milli_units`, those of `TransactWriteItems` calls.
     transactional_milli_units: AtomicU64,
+    /// As billed at least: two units per action of those calls, in thousandths.
+    transactional_floor_milli_units: AtomicU64,
 }
 
 /// Capacity units in thousandths (units are multiples of 0.5: exact).
@@ -40,14 +42,21 @@ impl Cost {
             .fetch_add(milli(index_units), Ordering::Relaxed);
     }
 
-    /// Count one `TransactWriteItems` and the capacity it consumed: DynamoDB reports (and
-    /// DynamoDB Local counts) each action once, AWS bills it twice (prepare and commit), which
-    /// [`Self::billed_write_units`] adds.
-    pub fn add_transactional(&self, consumed: Option<&ConsumedCapacity>) {
+    /// Count one `TransactWriteItems` of `actions` actions and the capacity it reported.
+    /// AWS bills each action twice (prepare and commit) by its item's size, at least 1 unit:
+    /// at least `2 × actions`. (DynamoDB Local's report for a transaction is not the sum over
+    /// its items: ten 100-byte puts report 2 units; AWS bills 20.)
+    pub fn add_transactional(&self, consumed: Option<&ConsumedCapacity>, actions: usize) {
         self.add(consumed);
         let units = consumed.and_then(|c| c.capacity_units).unwrap_or(0.0);
         self.transactional_milli_units
             .fetch_add(milli(units), Ordering::Relaxed);
+        let floor = u64::try_from(actions)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(2000);
+        let floor = floor.max(milli(units));
+        self.transactional_floor_milli_units
+            .fetch_add(floor, Ordering::Relaxed);
     }
 
     /// Add another count (a part of the work counted on its own) to this one.
@@ -59,6 +68,10 @@ impl Cost {
             (
                 &self.transactional_milli_units,
                 &other.transactional_milli_units,
+            ),
+            (
+                &self.transactional_floor_milli_units,
+                &other.transactional_floor_milli_units,
             ),
         ] {
             mine.fetch_add(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -88,13 +101,17 @@ impl Cost {
         milli / 1000.0
     }
 
-    /// Write units as AWS bills them: [`Self::write_units`] with transactional writes
-    /// counted twice (failed conditional writes, which AWS bills by the existing item, are
-    /// not counted: DynamoDB Local reports nothing for them).
+    /// Write units as AWS bills them, for items up to 1 KB: the units reported for plain
+    /// writes, and for each transactional call the larger of its report and two units per
+    /// action (exact on AWS, whose report is the bill; on DynamoDB Local exact for items up to
+    /// 1 KB, a floor for larger ones). Failed conditional writes, which AWS bills by the
+    /// existing item, are not counted (DynamoDB Local reports nothing for them).
     pub fn billed_write_units(&self) -> f64 {
+        let reported = self.transactional_milli_units.load(Ordering::Relaxed);
+        let floor = self.transactional_floor_milli_units.load(Ordering::Relaxed);
         #[allow(clippy::cast_precision_loss)]
-        let milli = self.transactional_milli_units.load(Ordering::Relaxed) as f64;
-        self.write_units() + milli / 1000.0
+        let extra = floor.saturating_sub(reported) as f64;
+        self.write_units() + extra / 1000.0
     }
 
     /// Consumed write capacity units so far (as reported by DynamoDB; failed conditional

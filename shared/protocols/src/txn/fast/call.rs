@@ -217,7 +217,7 @@ pub(super) fn fast_outcome<R: std::fmt::Debug>(
 ) -> Result<FastWrite, StoreError> {
     let err = match result {
         Ok(out) => {
-            cost.add_transactional(Some(&total_units(out.consumed_capacity())));
+            cost.add_transactional(Some(&total_units(out.consumed_capacity())), requests + 1);
             return Ok(FastWrite::Committed);
         }
         Err(err) => err,

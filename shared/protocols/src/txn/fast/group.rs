@@ -226,7 +226,7 @@ impl Coordinator {
             .await;
         let err = match result {
             Ok(out) => {
-                cost.add_transactional(Some(&total_units(out.consumed_capacity())));
+                cost.add_transactional(Some(&total_units(out.consumed_capacity())), owner.len());
                 return Ok(None);
             }
             Err(err) => err,

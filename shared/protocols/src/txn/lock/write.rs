@@ -243,7 +243,7 @@ fn lock_outcome<R: std::fmt::Debug>(
 ) -> Result<LockWrite, StoreError> {
     let err = match result {
         Ok(out) => {
-            cost.add_transactional(Some(&total_units(out.consumed_capacity())));
+            cost.add_transactional(Some(&total_units(out.consumed_capacity())), 2);
             return Ok(LockWrite::Done);
         }
         Err(err) => err,
