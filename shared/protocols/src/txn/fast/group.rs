@@ -26,11 +26,11 @@
 //! transfers take 4 calls (33 transfers of 3 actions per call). A member that conflicts costs
 //! the group one cancelled call.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, TransactWriteItem};
+use aws_sdk_dynamodb::types::{CancellationReason, ReturnConsumedCapacity, TransactWriteItem};
 
 use super::call::{header_entry, request_entry};
 use super::FAST_MAX_REQUEST_BYTES;
@@ -39,7 +39,7 @@ use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::txn::item::new_token;
 use crate::txn::lock::total_units;
-use crate::txn::record::Decided;
+use crate::txn::record::{requests_hash, Decided, RollbackReason, TxHeader, TxState};
 use crate::txn::request::TxMessage;
 use crate::txn::resolve::Resolved;
 use crate::txn::{Coordinator, Cost, TxOutcome};
@@ -117,6 +117,66 @@ pub(crate) fn pack(members: Vec<Member>) -> Vec<Group> {
     groups
 }
 
+/// What a cancelled group call's reasons say.
+struct Cancelled {
+    /// The members one of whose actions failed.
+    named: BTreeSet<usize>,
+    /// Of those, the members whose header alone failed, with the header found (`ALL_OLD`): a
+    /// redelivery, settled without a call of its own.
+    recorded: BTreeMap<usize, TxHeader>,
+}
+
+impl Cancelled {
+    fn read(members: &[Member], owner: &[usize], reasons: &[CancellationReason]) -> Cancelled {
+        let failed = |i: usize| {
+            reasons
+                .get(i)
+                .and_then(|r| r.code())
+                .is_some_and(|c| c != "None")
+        };
+        let named: BTreeSet<usize> = (0..owner.len())
+            .filter(|&i| failed(i))
+            .filter_map(|i| owner.get(i).copied())
+            .collect();
+        let mut recorded = BTreeMap::new();
+        let mut start = 0;
+        for (k, m) in members.iter().enumerate() {
+            let header = start + m.actions() - 1;
+            let only_header = (start..header).all(|i| !failed(i)) && failed(header);
+            let found = reasons.get(header).and_then(|r| r.item());
+            if let (true, Some(item)) = (only_header, found) {
+                if let Ok(h) = TxHeader::try_from(item) {
+                    recorded.insert(k, h);
+                }
+            }
+            start += m.actions();
+        }
+        Cancelled { named, recorded }
+    }
+
+    /// Member `k`'s outcome from its recorded header, when that header settles it: the same
+    /// requests, completed, committed or rolled back on a failed condition. Anything else
+    /// (another hash, still open, aborted) runs alone, which reports or resumes it.
+    fn recorded_outcome(&self, k: usize, m: &Member) -> Option<TxOutcome> {
+        let h = self.recorded.get(&k)?;
+        let same = h.requests_hash.as_deref() == Some(requests_hash(&m.requests_json).as_str());
+        if !same || h.state != TxState::Completed {
+            return None;
+        }
+        let ours = h.decider.as_deref() == Some(m.run_id.as_str());
+        match (h.decision(), &h.reason) {
+            (Some(TxState::Committed), _) if ours => Some(TxOutcome::Committed),
+            (Some(TxState::Committed), _) => Some(TxOutcome::AlreadyCommitted),
+            (Some(TxState::RolledBack), Some(RollbackReason::ConditionFailed)) => {
+                Some(TxOutcome::AlreadyRolledBack {
+                    request: h.failed_request.unwrap_or(0),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// One member's result.
 pub(crate) type MemberResult = (usize, RecordResult<TxOutcome>);
 
@@ -168,13 +228,18 @@ impl Coordinator {
                     let done = members.drain(..).map(|m| m.index);
                     results.extend(done.map(|i| (i, RecordResult::Done(TxOutcome::Committed))));
                 }
-                Ok(Some(named)) if !named.is_empty() => {
-                    let (out, stay): (Vec<_>, Vec<_>) = members
-                        .into_iter()
-                        .enumerate()
-                        .partition(|(k, _)| named.contains(k));
-                    alone.extend(out.into_iter().map(|(_, m)| m));
-                    members = stay.into_iter().map(|(_, m)| m).collect();
+                Ok(Some(cancelled)) if !cancelled.named.is_empty() => {
+                    let mut stay = Vec::new();
+                    for (k, m) in members.into_iter().enumerate() {
+                        if !cancelled.named.contains(&k) {
+                            stay.push(m);
+                        } else if let Some(outcome) = cancelled.recorded_outcome(k, &m) {
+                            results.push((m.index, RecordResult::Done(outcome)));
+                        } else {
+                            alone.push(m);
+                        }
+                    }
+                    members = stay;
                 }
                 // Cancelled for no member's action, or failed: each member alone.
                 Ok(Some(_)) | Err(_) => alone.append(&mut members),
@@ -199,13 +264,13 @@ impl Coordinator {
         results
     }
 
-    /// One call for `members`: `Ok(None)` applied; `Ok(Some(k))` cancelled, `k` the members
-    /// whose actions the reasons name; `Err` failed otherwise.
+    /// One call for `members`: `Ok(None)` applied; `Ok(Some(c))` cancelled, naming members;
+    /// `Err` failed otherwise.
     async fn group_call(
         &self,
         members: &[Member],
         cost: &Cost,
-    ) -> Result<Option<BTreeSet<usize>>, StoreError> {
+    ) -> Result<Option<Cancelled>, StoreError> {
         let token = new_token();
         let mut entries: Vec<TransactWriteItem> = Vec::new();
         let mut owner = Vec::new();
@@ -234,14 +299,11 @@ impl Coordinator {
         cost.add_failed();
         if let SdkError::ServiceError(e) = &err {
             if let TransactWriteItemsError::TransactionCanceledException(c) = e.err() {
-                let named = c
-                    .cancellation_reasons()
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, r)| r.code().is_some_and(|code| code != "None"))
-                    .filter_map(|(i, _)| owner.get(i).copied())
-                    .collect();
-                return Ok(Some(named));
+                return Ok(Some(Cancelled::read(
+                    members,
+                    &owner,
+                    c.cancellation_reasons(),
+                )));
             }
         }
         Err(StoreError::from_sdk("TransactWriteItems", err))
