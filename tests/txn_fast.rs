@@ -401,7 +401,11 @@ async fn independent_transfers_of_a_batch_commit_in_one_call() {
     let before = counting.calls();
     let applied = c.apply(batch(&c, &bodies), Deadline::none()).await;
     assert_eq!(outcomes(applied), vec!["duplicate"; 10]);
-    assert_eq!(counting.calls() - before, 1, "one cancelled call settles the batch");
+    assert_eq!(
+        counting.calls() - before,
+        1,
+        "one cancelled call settles the batch"
+    );
     let now = items(&base, &table).await;
     assert_eq!(
         (balance(&now, "a18"), balance(&now, "a19")),

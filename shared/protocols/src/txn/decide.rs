@@ -35,7 +35,7 @@ impl Coordinator {
 
     /// Whether this attempt is still pending (a consistent read of the header).
     pub(super) async fn still_pending(&self, header: &TxHeader) -> Result<bool, StoreError> {
-        Ok(self.tx.get(&header.tx_id).await?.is_some_and(|h| {
+        Ok(self.tx.get_state(&header.tx_id).await?.is_some_and(|h| {
             h.state == TxState::Pending
                 && h.attempt == header.attempt
                 && h.version == header.version

@@ -238,7 +238,9 @@ impl Coordinator {
                 "unreadable lock {lock:?}"
             )));
         };
-        let Some(other) = self.tx.get(other_id).await? else {
+        // Its state only: a pending holder is read again at every wait step, and a large
+        // transaction's commit tokens make its header up to 350 KB.
+        let Some(other) = self.tx.get_state(other_id).await? else {
             // Within one deployment a lock always has its record (it is created first and
             // outlives every delivery of the message). A lock without one belongs to another
             // TX table over the same items (blue/green, staging beside production, a retained
@@ -267,8 +269,13 @@ impl Coordinator {
         match (other.state, other.decision()) {
             (TxState::Pending, _) => self.wait_or_roll_back(&other, wait, cost).await,
             (_, Some(TxState::Committed)) => {
+                // The tokens, once: read the whole header.
+                let tokens = match self.tx.get(other_id).await? {
+                    Some(full) => full.tokens,
+                    None => other.tokens.clone(),
+                };
                 let token = token_of(item).unwrap_or_default();
-                if other.tokens.values().any(|t| t == token) {
+                if tokens.values().any(|t| t == token) {
                     self.finalize_item(r, item, cost).await
                 } else {
                     self.undo_item(r, item, cost).await

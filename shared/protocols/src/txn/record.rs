@@ -27,6 +27,7 @@
 //!   write.
 
 mod decided;
+mod state;
 mod table;
 
 use std::collections::BTreeMap;

@@ -90,8 +90,8 @@ impl Transition {
 /// Access to the TX table.
 #[derive(Debug, Clone)]
 pub struct TxTable {
-    client: Client,
-    table: String,
+    pub(super) client: Client,
+    pub(super) table: String,
 }
 
 impl TxTable {
