@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use common::*;
 use dynamo_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
+use dynamodb_exactly_once::txn::sweep::{SweepConfig, Sweeper};
 use dynamodb_exactly_once::txn::{RollbackReason, TxState};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};
@@ -154,4 +155,72 @@ async fn sweeper_stops_at_its_deadline() {
     assert!(summary.stopped_early);
     assert_eq!(summary.stale, 0);
     assert_eq!(sweep_all(&env, client()).await.rolled_back, 1);
+}
+
+/// Review finding 10: stale entries were read oldest first, at most 1,000 per shard, so a
+/// backlog of records that fail to drive (here, naming a table that does not exist) starved
+/// every transaction that went stale after them. Half of each shard's budget now goes to the
+/// newest.
+#[tokio::test]
+async fn a_backlog_of_undrivable_records_does_not_starve_newer_stale_ones() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    seed(&base, &table, "bob", 0).await;
+    // Given a transfer abandoned holding both items (stale at once for this sweeper),
+    let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(6)), 1));
+    let held = transfer(&table, "t-starved", "alice", "bob", 30);
+    assert!(dying
+        .run(&message(&dying, &held), Deadline::none())
+        .await
+        .is_err());
+    // in a shard whose oldest entries are six records that can never be driven,
+    let shard = "open#00";
+    move_to_shard(&base, &env, "t-starved", shard).await;
+    for i in 0..6 {
+        let requests = json!([{"Delete":{"TableName":"NoSuchTable","Key":{"PK":"x"}}}]);
+        base.put_item()
+            .table_name(env.tx())
+            .item("TxId", AttributeValue::S(format!("poison-{i}")))
+            .item("Part", AttributeValue::S("#".into()))
+            .item("State", AttributeValue::S("pending".into()))
+            .item("Version", AttributeValue::N("1".into()))
+            .item("Attempt", AttributeValue::N("1".into()))
+            .item("Requests", AttributeValue::S(requests.to_string()))
+            .item("SweepKey", AttributeValue::S(shard.into()))
+            .item("LastTouched", AttributeValue::N((1_000 + i).to_string()))
+            .send()
+            .await
+            .expect("a poison record");
+    }
+    // when a sweeper that reads 4 entries per shard runs,
+    let mut config = SweepConfig::new(env.tx());
+    config.stale_after = Duration::ZERO;
+    config.retain = Duration::from_secs(3600);
+    config.redelivery_gap = Duration::ZERO;
+    config.redelivery_horizon = Duration::ZERO;
+    config.max_due_per_shard = 4;
+    let sweeper = Sweeper::try_new(client(), config).expect("valid configuration");
+    let _ = sweeper.sweep(Deadline::none()).await;
+    // then the abandoned transfer is rolled back and its items restored.
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(100), Some(0))
+    );
+    assert!(!now["alice"].contains_key("_txLock"), "{now:?}");
+}
+
+/// Put a TX record's sweep entry in `shard`.
+async fn move_to_shard(base: &aws_sdk_dynamodb::Client, env: &Env, tx_id: &str, shard: &str) {
+    base.update_item()
+        .table_name(env.tx())
+        .key("TxId", AttributeValue::S(tx_id.into()))
+        .key("Part", AttributeValue::S("#".into()))
+        .update_expression("SET SweepKey = :s")
+        .expression_attribute_values(":s", AttributeValue::S(shard.into()))
+        .send()
+        .await
+        .expect("move the sweep entry");
 }

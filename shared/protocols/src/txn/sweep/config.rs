@@ -37,6 +37,9 @@ pub struct SweepConfig {
     pub redelivery_gap: Duration,
     /// How long a message may be delivered again (checked against `retain`).
     pub redelivery_horizon: Duration,
+    /// Most stale transactions read from one shard per sweep, half the oldest and half the
+    /// newest (the rest wait for the next run).
+    pub max_due_per_shard: usize,
 }
 
 impl SweepConfig {
@@ -50,6 +53,7 @@ impl SweepConfig {
             concurrency: DEFAULT_SWEEP_CONCURRENCY,
             redelivery_gap: DEFAULT_REDELIVERY_GAP,
             redelivery_horizon: crate::txn::DEFAULT_REDELIVERY_HORIZON,
+            max_due_per_shard: super::MAX_DUE_PER_KEY,
         }
     }
 

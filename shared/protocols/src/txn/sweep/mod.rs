@@ -81,8 +81,8 @@ pub use config::{
 
 /// Index page size.
 const PAGE_SIZE: i32 = 100;
-/// Most stale transactions read from one shard per sweep (the rest wait for the next run).
-const MAX_DUE_PER_KEY: usize = 1000;
+/// Default of [`SweepConfig::max_due_per_shard`].
+pub const MAX_DUE_PER_KEY: usize = 1000;
 /// Key condition on the sweep index.
 const KEY_CONDITION_DUE: &str = "#txpsk = :txpsk AND #txplt <= :txpcut";
 
@@ -171,6 +171,7 @@ impl Sweeper {
         key: &str,
         cutoff_ms: u64,
         start: Option<Item>,
+        oldest_first: bool,
     ) -> Result<(Vec<Due>, Option<Item>), StoreError> {
         let page = self
             .coordinator
@@ -184,6 +185,7 @@ impl Sweeper {
             .expression_attribute_values(":txpsk", AttributeValue::S(key.into()))
             .expression_attribute_values(":txpcut", AttributeValue::N(cutoff_ms.to_string()))
             .limit(PAGE_SIZE)
+            .scan_index_forward(oldest_first)
             .set_exclusive_start_key(start)
             .send()
             .await
@@ -204,17 +206,42 @@ impl Sweeper {
         Ok((due, page.last_evaluated_key))
     }
 
-    /// Every entry of `key` due at `cutoff_ms` (at most [`MAX_DUE_PER_KEY`]) and the number
-    /// of queries made.
+    /// The entries of `key` due at `cutoff_ms`, at most `max_due_per_shard` of them, and the
+    /// number of queries made. When more are due, half are the oldest and half the newest:
+    /// a backlog of entries that fail to drive (at the front, oldest first) cannot starve the
+    /// transactions that went stale after them.
     async fn due(&self, key: &str, cutoff_ms: u64) -> Result<(Vec<Due>, u64), StoreError> {
+        let max = self.config.max_due_per_shard.max(1);
+        let (mut oldest, queries, more) =
+            self.due_from(key, cutoff_ms, true, max.div_ceil(2)).await?;
+        if !more || max < 2 {
+            return Ok((oldest, queries));
+        }
+        let (newest, more_queries, _) = self.due_from(key, cutoff_ms, false, max / 2).await?;
+        let seen: std::collections::BTreeSet<String> =
+            oldest.iter().map(|d| d.tx_id.clone()).collect();
+        oldest.extend(newest.into_iter().filter(|d| !seen.contains(&d.tx_id)));
+        Ok((oldest, queries + more_queries))
+    }
+
+    /// Up to `max` due entries of `key` from one end; whether more remain.
+    async fn due_from(
+        &self,
+        key: &str,
+        cutoff_ms: u64,
+        oldest_first: bool,
+        max: usize,
+    ) -> Result<(Vec<Due>, u64, bool), StoreError> {
         let (mut all, mut queries, mut start) = (Vec::new(), 0, None);
         loop {
-            let (page, next) = self.due_page(key, cutoff_ms, start).await?;
+            let (page, next) = self.due_page(key, cutoff_ms, start, oldest_first).await?;
             queries += 1;
             all.extend(page);
             start = next;
-            if start.is_none() || all.len() >= MAX_DUE_PER_KEY {
-                return Ok((all, queries));
+            if start.is_none() || all.len() >= max {
+                let more = start.is_some() || all.len() > max;
+                all.truncate(max);
+                return Ok((all, queries, more));
             }
         }
     }
