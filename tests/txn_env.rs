@@ -187,3 +187,40 @@ pub async fn sweep_all(env: &Env, client: Client) -> SweepSummary {
         .await
         .expect("sweep")
 }
+
+/// Run `body` on the lock path by a coordinator that dies after 6 DynamoDB calls (describe,
+/// create, two reads, two lock writes): a two-item transaction left holding both items,
+/// pending.
+pub async fn abandon(env: &Env, body: &Value) {
+    let dying = env
+        .clone_with_fast_path(false)
+        .coordinator(dynamo_testing::client_with(
+            Some(dynamo_testing::FaultInjector::fail_from(6)),
+            1,
+        ));
+    assert!(dying
+        .run(&message(&dying, body), Deadline::none())
+        .await
+        .is_err());
+}
+
+/// Set one attribute of a TX header directly (what another host or version would have written).
+pub async fn set_header(
+    client: &Client,
+    env: &Env,
+    tx_id: &str,
+    name: &str,
+    value: AttributeValue,
+) {
+    client
+        .update_item()
+        .table_name(env.tx())
+        .key("TxId", AttributeValue::S(tx_id.into()))
+        .key("Part", AttributeValue::S("#".into()))
+        .update_expression("SET #a = :v")
+        .expression_attribute_names("#a", name)
+        .expression_attribute_values(":v", value)
+        .send()
+        .await
+        .expect("set a header attribute");
+}

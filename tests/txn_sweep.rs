@@ -169,15 +169,17 @@ async fn a_backlog_of_undrivable_records_does_not_starve_newer_stale_ones() {
     seed(&base, &table, "alice", 100).await;
     seed(&base, &table, "bob", 0).await;
     // Given a transfer abandoned holding both items (stale at once for this sweeper),
-    let dying = env.coordinator(client_with(Some(FaultInjector::fail_from(6)), 1));
-    let held = transfer(&table, "t-starved", "alice", "bob", 30);
-    assert!(dying
-        .run(&message(&dying, &held), Deadline::none())
-        .await
-        .is_err());
+    abandon(&env, &transfer(&table, "t-starved", "alice", "bob", 30)).await;
     // in a shard whose oldest entries are six records that can never be driven,
     let shard = "open#00";
-    move_to_shard(&base, &env, "t-starved", shard).await;
+    set_header(
+        &base,
+        &env,
+        "t-starved",
+        "SweepKey",
+        AttributeValue::S(shard.into()),
+    )
+    .await;
     for i in 0..6 {
         let requests = json!([{"Delete":{"TableName":"NoSuchTable","Key":{"PK":"x"}}}]);
         base.put_item()
@@ -210,17 +212,4 @@ async fn a_backlog_of_undrivable_records_does_not_starve_newer_stale_ones() {
         (Some(100), Some(0))
     );
     assert!(!now["alice"].contains_key("_txLock"), "{now:?}");
-}
-
-/// Put a TX record's sweep entry in `shard`.
-async fn move_to_shard(base: &aws_sdk_dynamodb::Client, env: &Env, tx_id: &str, shard: &str) {
-    base.update_item()
-        .table_name(env.tx())
-        .key("TxId", AttributeValue::S(tx_id.into()))
-        .key("Part", AttributeValue::S("#".into()))
-        .update_expression("SET SweepKey = :s")
-        .expression_attribute_values(":s", AttributeValue::S(shard.into()))
-        .send()
-        .await
-        .expect("move the sweep entry");
 }

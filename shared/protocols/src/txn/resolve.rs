@@ -108,3 +108,22 @@ impl Coordinator {
         Ok(out.item)
     }
 }
+
+/// A resolved request on table `Accounts`, item `{"PK":"a"}`, for unit tests of the writes.
+#[cfg(test)]
+pub(crate) fn resolved_for_test(request: Value) -> Resolved {
+    use crate::txn::request::parse_message;
+    let body = serde_json::json!({"txId":"t","requests":[request]});
+    let allowed = BTreeSet::from(["Accounts".to_string()]);
+    let mut message = parse_message(body.to_string().as_bytes(), &allowed).expect("valid");
+    Resolved {
+        index: 0,
+        request: message.requests.remove(0),
+        key: Item::from([(
+            "PK".to_string(),
+            aws_sdk_dynamodb::types::AttributeValue::S("a".into()),
+        )]),
+        key_attribute: "PK".into(),
+        order: ("Accounts".into(), "{\"PK\":\"a\"}".into()),
+    }
+}

@@ -257,24 +257,12 @@ pub(super) fn fast_outcome<R: std::fmt::Debug>(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::txn::request::parse_message;
 
     fn resolved(request: Value) -> Resolved {
-        let body = json!({"txId":"t","requests":[request]});
-        let allowed = BTreeSet::from(["Accounts".to_string()]);
-        let mut message = parse_message(body.to_string().as_bytes(), &allowed).expect("valid");
-        Resolved {
-            index: 0,
-            request: message.requests.remove(0),
-            key: Item::from([("PK".to_string(), s("a"))]),
-            key_attribute: "PK".into(),
-            order: ("Accounts".into(), "{\"PK\":\"a\"}".into()),
-        }
+        crate::txn::resolve::resolved_for_test(request)
     }
 
     #[test]

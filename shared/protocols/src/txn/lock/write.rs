@@ -332,24 +332,12 @@ impl Coordinator {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use serde_json::json;
 
     use super::*;
-    use crate::txn::request::parse_message;
 
     fn resolved(request: Value) -> Resolved {
-        let body = json!({"txId":"t","requests":[request]});
-        let allowed = BTreeSet::from(["Accounts".to_string()]);
-        let mut message = parse_message(body.to_string().as_bytes(), &allowed).expect("valid");
-        Resolved {
-            index: 0,
-            request: message.requests.remove(0),
-            key: Item::from([("PK".to_string(), s("a"))]),
-            key_attribute: "PK".into(),
-            order: ("Accounts".into(), "{\"PK\":\"a\"}".into()),
-        }
+        crate::txn::resolve::resolved_for_test(request)
     }
 
     fn item(token: Option<&str>) -> Item {
