@@ -34,6 +34,7 @@ mod telemetry;
 mod ttl;
 mod txn;
 mod txn_check;
+mod txn_chunks;
 mod txn_conflicts;
 mod txn_cost;
 mod txn_fast;

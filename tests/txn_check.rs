@@ -262,6 +262,9 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         let mut config = env.config();
         // Fast-path and lock-path coordinators side by side (one `txId` may take both).
         config.fast_path = rng.random_bool(0.5);
+        // The lock path item by item or in chunks of 2 or 3 (a schedule's transactions lock
+        // up to 3 items).
+        config.lock_chunk = rng.random_range(1..=3);
         config.lock_patience = Duration::from_millis(40);
         config.heartbeat_every = Duration::from_millis(20);
         config.concurrency = rng.random_range(1..=3);

@@ -86,6 +86,12 @@ impl Env {
         c.heartbeat_every = self.heartbeat_every.unwrap_or(Duration::ZERO);
         c.lock_patience = Duration::from_millis(300).max(c.heartbeat_every * 2);
         c.fast_path = self.fast_path;
+        // Item by item unless a test asks for chunks: the schedules of this suite name the
+        // lock path's calls one item at a time (`TX_TEST_LOCK_CHUNK` runs them chunked).
+        c.lock_chunk = std::env::var("TX_TEST_LOCK_CHUNK")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
         c
     }
 
@@ -192,12 +198,11 @@ pub async fn sweep_all(env: &Env, client: Client) -> SweepSummary {
 /// create, two reads, two lock writes): a two-item transaction left holding both items,
 /// pending.
 pub async fn abandon(env: &Env, body: &Value) {
-    let dying = env
-        .clone_with_fast_path(false)
-        .coordinator(dynamo_testing::client_with(
-            Some(dynamo_testing::FaultInjector::fail_from(6)),
-            1,
-        ));
+    let mut config = env.config();
+    config.fast_path = false;
+    config.lock_chunk = 1; // the 6 calls above: one lock write per item
+    let client = dynamo_testing::client_with(Some(dynamo_testing::FaultInjector::fail_from(6)), 1);
+    let dying = Coordinator::try_new(client, config).expect("valid configuration");
     assert!(dying
         .run(&message(&dying, body), Deadline::none())
         .await

@@ -11,6 +11,8 @@ pub const DEFAULT_LOCK_PATIENCE: Duration = Duration::from_millis(1000);
 pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
 /// Default restarts of an aborted attempt within one invocation.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+/// Default items per lock-path `TransactWriteItems`.
+pub const DEFAULT_LOCK_CHUNK: usize = 99;
 /// Default transactions (and item writes) in flight at once.
 pub const DEFAULT_CONCURRENCY: usize = 8;
 /// Default redelivery horizon: the longest a message can come back by SQS's own redelivery
@@ -61,6 +63,9 @@ pub struct TxConfig {
     /// Commit the fast-path transactions of one batch together, up to 100 actions per
     /// `TransactWriteItems` (group commit; default on, needs `fast_path`).
     pub group_commit: bool,
+    /// Items locked by one `TransactWriteItems` on the lock path (1 to 99; default 99): one
+    /// round trip and one header check per chunk. 1 locks item by item.
+    pub lock_chunk: usize,
 }
 
 impl TxConfig {
@@ -81,6 +86,7 @@ impl TxConfig {
             redelivery_horizon: DEFAULT_REDELIVERY_HORIZON,
             fast_path: true,
             group_commit: true,
+            lock_chunk: DEFAULT_LOCK_CHUNK,
         }
     }
 
@@ -141,13 +147,14 @@ impl FromSettings for TxConfig {
         "redelivery_horizon_seconds",
         "fast_path",
         "group_commit",
+        "lock_chunk",
     ];
 
     /// `table` and `allowed_tables` (comma-separated table names or table ARNs,
     /// `arn:aws:dynamodb:<region>:<account>:table/<name>` standing for `<name>`, so a
     /// deployment can pass the ARNs it grants its role) required, `lock_patience_ms`,
     /// `heartbeat_ms`, `max_attempts`, `concurrency`, `retain_seconds` and
-    /// `redelivery_horizon_seconds`, `fast_path` and `group_commit` (`true` | `false`).
+    /// `redelivery_horizon_seconds`, `fast_path` and `group_commit` (`true` | `false`), `lock_chunk` (1–99).
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
         let allowed = s
             .list("allowed_tables")
@@ -164,8 +171,10 @@ impl FromSettings for TxConfig {
         s.set_secs(&mut c.redelivery_horizon, "redelivery_horizon_seconds")?;
         s.set(&mut c.fast_path, "fast_path")?;
         s.set(&mut c.group_commit, "group_commit")?;
+        s.set(&mut c.lock_chunk, "lock_chunk")?;
         c.max_attempts = c.max_attempts.max(1);
         c.concurrency = c.concurrency.max(1);
+        c.lock_chunk = c.lock_chunk.clamp(1, super::FAST_MAX_REQUESTS);
         Ok(c)
     }
 }

@@ -3,8 +3,10 @@
 //! and what a coordinator does when it meets another transaction's lock (module docs,
 //! "Contention").
 
+mod chunk;
 mod write;
 
+use chunk::ChunkLock;
 pub(super) use write::total_units;
 
 use std::collections::BTreeMap;
@@ -140,7 +142,7 @@ impl Coordinator {
             .buffered(self.config.concurrency)
             .collect()
             .await;
-        let mut tokens = BTreeMap::new();
+        let mut current = reads.into_iter().collect::<Result<Vec<_>, _>>()?;
         let mut lock = ItemLocking {
             header,
             owner: &owner,
@@ -148,12 +150,26 @@ impl Coordinator {
             deadline,
             touched_ms: header.last_touched_ms,
         };
-        for (r, read) in order.into_iter().zip(reads) {
-            match self.lock_item(&mut lock, r, read?).await? {
-                ItemLock::Held(token) => {
-                    tokens.insert(r.index, token);
+        let mut tokens = BTreeMap::new();
+        let size = self.config.lock_chunk.clamp(1, super::FAST_MAX_REQUESTS);
+        for (chunk, current) in order.chunks(size).zip(current.chunks_mut(size)) {
+            if size > 1 {
+                match self.lock_chunk(&mut lock, chunk, current).await? {
+                    ChunkLock::Held(held) => {
+                        tokens.extend(held);
+                        continue;
+                    }
+                    ChunkLock::Stopped(phase) => return Ok(phase),
+                    ChunkLock::OneByOne => {}
                 }
-                ItemLock::Stopped(phase) => return Ok(phase),
+            }
+            for (r, read) in chunk.iter().zip(current.iter_mut()) {
+                match self.lock_item(&mut lock, r, read.take()).await? {
+                    ItemLock::Held(token) => {
+                        tokens.insert(r.index, token);
+                    }
+                    ItemLock::Stopped(phase) => return Ok(phase),
+                }
             }
         }
         Ok(LockPhase::Locked(tokens))

@@ -177,7 +177,10 @@ enum ItemWrite {
 }
 
 /// The header `ConditionCheck` of a lock write.
-fn pending_check(tx_table: &str, header: &TxHeader) -> Result<TransactWriteItem, StoreError> {
+pub(super) fn pending_check(
+    tx_table: &str,
+    header: &TxHeader,
+) -> Result<TransactWriteItem, StoreError> {
     let check = ConditionCheck::builder()
         .table_name(tx_table)
         .set_key(Some(header_key(&header.tx_id)))
@@ -295,39 +298,48 @@ impl Coordinator {
         token: &str,
         cost: &Cost,
     ) -> Result<LockWrite, StoreError> {
-        let owner = header.owner();
-        let mut expr = LockExpression::new(r, current)?;
-        let image = current.map(|i| AttributeValue::M(i.clone()));
-        let write = match &r.request.op {
-            Operation::Put { item } => {
-                let item = locked_item(item, &owner, token, image)?;
-                if current.is_none() {
-                    // The absent guard uses neither `#txpl` nor `#txpv`.
-                    expr.names.remove("#txpl");
-                    expr.names.remove("#txpv");
-                }
-                ItemWrite::Put(item)
-            }
-            op => ItemWrite::Update(locked_update(
-                op,
-                current.is_none(),
-                image,
-                &owner,
-                token,
-                &mut expr,
-            )),
-        };
         let result = self
             .client
             .transact_write_items()
             .transact_items(pending_check(&self.config.table, header)?)
-            .transact_items(item_entry(r, write, expr)?)
+            .transact_items(lock_entry(&header.owner(), r, current, token)?)
             .client_request_token(token)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
         lock_outcome(result, cost)
     }
+}
+
+/// The item entry of a lock write of `r` by `owner`, the item read as `current`.
+pub(super) fn lock_entry(
+    owner: &str,
+    r: &Resolved,
+    current: Option<&Item>,
+    token: &str,
+) -> Result<TransactWriteItem, StoreError> {
+    let mut expr = LockExpression::new(r, current)?;
+    let image = current.map(|i| AttributeValue::M(i.clone()));
+    let write = match &r.request.op {
+        Operation::Put { item } => {
+            let item = locked_item(item, owner, token, image)?;
+            if current.is_none() {
+                // The absent guard uses neither `#txpl` nor `#txpv`.
+                expr.names.remove("#txpl");
+                expr.names.remove("#txpv");
+            }
+            ItemWrite::Put(item)
+        }
+        op => ItemWrite::Update(locked_update(
+            op,
+            current.is_none(),
+            image,
+            owner,
+            token,
+            &mut expr,
+        )),
+    };
+    item_entry(r, write, expr)
 }
 
 #[cfg(test)]

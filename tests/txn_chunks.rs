@@ -1,0 +1,99 @@
+//! Chunked lock writes (issue 18, the lock path for large transactions): up to
+//! `TxConfig::lock_chunk` items locked by one `TransactWriteItems` with the header check,
+//! against DynamoDB Local; a chunk that meets a foreign lock or a failed condition.
+
+use crate::txn_env;
+
+use dynamo_testing::{client, client_with, FaultInjector};
+use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
+use dynamodb_exactly_once::Deadline;
+use serde_json::{json, Value};
+use txn_env::*;
+
+fn chunked(env: &Env, client: aws_sdk_dynamodb::Client, chunk: usize) -> Coordinator {
+    let mut config = env.config();
+    config.fast_path = false;
+    config.lock_chunk = chunk;
+    Coordinator::try_new(client, config).expect("valid configuration")
+}
+
+#[tokio::test]
+async fn a_transaction_of_150_items_locks_them_in_two_calls() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    let requests: Vec<Value> = (0..150)
+        .map(|i| update(&table, &format!("k{i:03}"), 1))
+        .collect();
+    for i in 0..150 {
+        seed(&base, &table, &format!("k{i:03}"), 0).await;
+    }
+    let counting = FaultInjector::counting();
+    let c = chunked(&env, client_with(Some(counting.clone()), 3), 99);
+    let body = json!({"txId":"t-150","requests":requests});
+    let report = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("run");
+    assert_eq!(report.outcome, TxOutcome::Committed);
+    assert_eq!(counting.calls_of("TransactWriteItems"), 2, "99 + 51 items");
+    let now = items(&base, &table).await;
+    assert!((0..150).all(|i| balance(&now, &format!("k{i:03}")) == Some(1)));
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn a_chunk_meets_a_foreign_lock_then_commits() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    for pk in ["alice", "bob", "carol"] {
+        seed(&base, &table, pk, 100).await;
+    }
+    // Given a lock-path transfer that died holding alice and bob,
+    abandon(&env, &transfer(&table, "t-dead", "alice", "bob", 30)).await;
+    // when a chunked transaction over the three items runs,
+    let c = chunked(&env, client(), 3);
+    let body = json!({"txId":"t-chunk","requests":[
+        update(&table, "alice", 1), update(&table, "bob", 1), update(&table, "carol", 1)]});
+    let report = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("run");
+    // then it rolls the silent holder back and commits on the restored values.
+    assert_eq!(report.outcome, TxOutcome::Committed);
+    let now = items(&base, &table).await;
+    let got: Vec<Option<i64>> = ["alice", "bob", "carol"]
+        .iter()
+        .map(|p| balance(&now, p))
+        .collect();
+    assert_eq!(got, [Some(101), Some(101), Some(101)]);
+    // (The dead transfer's record, rolled back by the contender, is completed by a sweep.)
+    sweep_all(&env, client()).await;
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn a_failed_condition_in_a_chunk_rolls_back_with_nothing_applied() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    for pk in ["alice", "bob", "carol"] {
+        seed(&base, &table, pk, 10).await;
+    }
+    let c = chunked(&env, client(), 3);
+    let body = json!({"txId":"t-over","requests":[
+        update(&table, "alice", 1), debit(&table, "bob", 50), update(&table, "carol", 1)]});
+    let report = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("run");
+    assert_eq!(report.outcome, TxOutcome::RolledBack { request: 1 });
+    let now = items(&base, &table).await;
+    let got: Vec<Option<i64>> = ["alice", "bob", "carol"]
+        .iter()
+        .map(|p| balance(&now, p))
+        .collect();
+    assert_eq!(got, [Some(10), Some(10), Some(10)]);
+    assert_clean(&base, &env).await;
+}
