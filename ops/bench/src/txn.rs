@@ -225,12 +225,12 @@ async fn writes(fast_path: bool, n: usize) -> Result<Value, String> {
         .map_err(|e| e.to_string())?;
     let requests = counting.calls() - counting.calls_of("DescribeTable") - before;
     let took_fast = fast_path && n <= dynamodb_exactly_once::txn::FAST_MAX_REQUESTS;
-    // The lock path: create, reads (8 at a time), N lock writes, commit, finalize (8 at a
-    // time), complete; the fast path: its one call.
+    // The lock path: create, reads (8 at a time), lock chunks, commit, finalize (a read and
+    // a write per item, 8 at a time), complete; the fast path: its one call.
     let round_trips = if took_fast {
         requests
     } else {
-        requests - 2 * n + 2 * n.div_ceil(8)
+        (requests + 3 * n.div_ceil(8)).saturating_sub(3 * n)
     };
     Ok(json!({
         "n": n,
