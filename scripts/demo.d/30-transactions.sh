@@ -32,11 +32,11 @@ ops dead-letters list --table DeadLetterTable --function tx-coordinator 2>&1 | s
 
 echo
 echo "== a coordinator dies halfway: transfer-0004 (20 from bob to carol) on the lock path"
-echo "   (what transactions over 99 requests take; TX_FAST_PATH=false forces it here) after 6"
-echo "   DynamoDB calls (describe, create the TX record, read both items, lock+apply bob, carol),"
-echo "   i.e. just before its commit. Expect bob and carol locked (_txLock) with their saved"
-echo "   images (_txImage), and the TX record pending"
-TX_FAST_PATH=false "$ROOT/target/debug/bench" crash-tx --fail-after 6 events/tx-abandon.json
+echo "   (what transactions over 99 requests take; TX_FAST_PATH=false forces it here) after 5"
+echo "   DynamoDB calls (describe, create the TX record, read both items, one TransactWriteItems"
+echo "   locking and applying bob and carol), i.e. just before its commit. Expect bob and carol"
+echo "   locked (_txLock) with their saved images (_txImage), and the TX record pending"
+TX_FAST_PATH=false "$ROOT/target/debug/bench" crash-tx --fail-after 5 events/tx-abandon.json
 show AccountsTable
 ops tx status transfer-0004
 
