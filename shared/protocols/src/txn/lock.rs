@@ -6,7 +6,7 @@
 mod chunk;
 mod write;
 
-use chunk::ChunkLock;
+use chunk::{ChunkLock, ItemFailure};
 pub(super) use write::total_units;
 
 use std::collections::BTreeMap;
@@ -215,18 +215,12 @@ impl Coordinator {
                 LockWrite::Done => return Ok(ItemLock::Held(token)),
                 LockWrite::Decided => return Ok(ItemLock::Stopped(LockPhase::Decided)),
                 LockWrite::ConditionFailed(now) => {
-                    // No item in the reason: absent, or DynamoDB left `ALL_OLD` out. A read
-                    // tells them apart (the absent guard is final only on an absent item).
-                    let now = match now {
-                        Some(item) => Some(item),
-                        None => self.get_item(r).await?,
-                    };
-                    let locked = now.as_ref().and_then(lock_of).is_some();
-                    if !locked && now == current {
-                        return Ok(ItemLock::Stopped(LockPhase::ConditionFailed(r.index)));
+                    // Final only on an unchanged, unlocked item; else the item as it is now
+                    // (writing again is safe: the next write checks the header too).
+                    let failure = ItemFailure::ConditionFailed(now);
+                    if let Some(stop) = self.after_failed_entry(r, &mut current, failure).await? {
+                        return Ok(ItemLock::Stopped(stop));
                     }
-                    // Writing again is safe: the next write checks the header too.
-                    current = now;
                 }
                 LockWrite::Conflict => {
                     let pause = wait.delays.next().unwrap_or(LOCK_WAIT.max);

@@ -253,10 +253,10 @@ impl Coordinator {
         Ok(None)
     }
 
-    /// One failed entry of a chunk: `Some` ends the lock phase (the request's own condition
+    /// One failed lock write (alone or in a chunk): `Some` ends the lock phase (the request's own condition
     /// failed on an unchanged, unlocked item, or the request is invalid); else the item as it
     /// is now, for the next send.
-    async fn after_failed_entry(
+    pub(super) async fn after_failed_entry(
         &self,
         r: &Resolved,
         current: &mut Option<Item>,
