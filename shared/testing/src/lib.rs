@@ -35,6 +35,6 @@ pub mod proxy;
 pub use faults::{Fault, FaultInjector};
 pub use interleave::{At, Interleaving};
 pub use local::{
-    client, client_for, client_intercepted, client_with, endpoint, private_endpoint, template_path,
-    template_tables, unique_prefix, workspace_root,
+    client, client_for, client_intercepted, client_with, endpoint, private_endpoint,
+    streams_client, template_path, template_tables, unique_prefix, workspace_root,
 };

@@ -139,6 +139,20 @@ pub fn client_with(interceptor: Option<FaultInjector>, max_attempts: u32) -> Cli
     client_for(&endpoint(), interceptor, max_attempts)
 }
 
+/// A DynamoDB Streams client for the test endpoint (the counter journal's roll-up reads the
+/// journal's stream through it).
+pub fn streams_client() -> aws_sdk_dynamodbstreams::Client {
+    let config = aws_sdk_dynamodbstreams::Config::builder()
+        .behavior_version(aws_sdk_dynamodbstreams::config::BehaviorVersion::latest())
+        .region(aws_sdk_dynamodbstreams::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodbstreams::config::Credentials::new(
+            "local", "local", None, None, "tests",
+        ))
+        .endpoint_url(endpoint())
+        .build();
+    aws_sdk_dynamodbstreams::Client::from_conf(config)
+}
+
 /// Like [`client_with`], for another endpoint (e.g. a proxy in front of DynamoDB Local).
 pub fn client_for(endpoint: &str, interceptor: Option<FaultInjector>, max_attempts: u32) -> Client {
     let builder = config_builder(endpoint, max_attempts);

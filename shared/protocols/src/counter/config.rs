@@ -41,12 +41,38 @@ const NAME_BYTES_PER_BUCKET: usize = 46 + 43;
 /// Bytes of `<prefix>bucket`'s name without the prefix.
 const LAYOUT_NAME_BYTES: usize = 6;
 
+/// Where an exactly-once increment is made durable.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CounterMode {
+    /// The idempotency keys live in the counter item (one conditional `UpdateItem` per item
+    /// and batch, exact at once). Each write is billed by the item's size, which grows with
+    /// `window × rate`: cheapest for cold counters and short windows.
+    Inline,
+    /// One small journal item per idempotency key in `table` (an unconditional put under a
+    /// TTL of the window), summed into the counter items by the roll-up
+    /// ([`super::journal::Rollup`]) from the journal's DynamoDB stream. About one write unit
+    /// per event whatever the window or the rate; counters lag the journal by the roll-up's
+    /// delay (see [`super::journal`]).
+    Journal {
+        /// The journal table (hash key [`super::journal::JOURNAL_KEY_ATTRIBUTE`], a stream
+        /// with new images, TTL on [`super::journal::TTL_ATTRIBUTE`]).
+        table: String,
+    },
+}
+
+/// Default window of the journal mode: 14 days (SQS keeps and redrives a message that long).
+pub const DEFAULT_JOURNAL_WINDOW: Duration = Duration::from_secs(14 * 86_400);
+
 /// Settings of the counter protocol.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterConfig {
     /// The table written.
     pub table: String,
+    /// Inline keys (the default of [`CounterConfig::new`]) or a journal
+    /// ([`CounterConfig::journal`]).
+    pub mode: CounterMode,
     /// Prefix of the protocol attributes (`<prefix>bucket`, `<prefix>keys_<start>_<until>`,
     /// `<prefix>version`, `<prefix>updated`, `<prefix>write_token<n>`).
     pub attribute_prefix: String,
@@ -100,6 +126,7 @@ impl CounterConfig {
     pub fn new(table: impl Into<String>) -> Self {
         CounterConfig {
             table: table.into(),
+            mode: CounterMode::Inline,
             attribute_prefix: DEFAULT_ATTRIBUTE_PREFIX.into(),
             window: DEFAULT_WINDOW,
             window_buckets: DEFAULT_WINDOW_BUCKETS,
@@ -110,6 +137,26 @@ impl CounterConfig {
             max_record_age: None,
             aggregation: None,
             cache_keys: super::cache::DEFAULT_CACHE_KEYS,
+        }
+    }
+
+    /// Journal mode for `table`, journal in `journal_table`, window [`DEFAULT_JOURNAL_WINDOW`]
+    /// (14 days): the mode whose cost does not grow with the window or the rate.
+    pub fn journal(table: impl Into<String>, journal_table: impl Into<String>) -> Self {
+        CounterConfig {
+            mode: CounterMode::Journal {
+                table: journal_table.into(),
+            },
+            window: DEFAULT_JOURNAL_WINDOW,
+            ..CounterConfig::new(table)
+        }
+    }
+
+    /// The journal table, in journal mode.
+    pub fn journal_table(&self) -> Option<&str> {
+        match &self.mode {
+            CounterMode::Journal { table } => Some(table),
+            CounterMode::Inline => None,
         }
     }
 
@@ -169,7 +216,17 @@ impl CounterConfig {
         }
         self.check_names()?;
         self.check_figures()?;
-        self.check_capacity()
+        match &self.mode {
+            CounterMode::Inline => self.check_capacity(),
+            // The keys are journal items: no item holds them, no capacity rule.
+            CounterMode::Journal { table } if table.len() < 3 || table == &self.table => {
+                Err(ConfigError::new(
+                    "journal_table",
+                    "must name a table of at least 3 characters other than `table`",
+                ))
+            }
+            CounterMode::Journal { .. } => Ok(()),
+        }
     }
 
     /// The table name and the attribute prefix.

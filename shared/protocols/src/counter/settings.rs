@@ -7,6 +7,8 @@ use crate::config::{colon_pair, ConfigError, Configured, FromSettings, Settings}
 impl FromSettings for CounterConfig {
     const NAMES: &'static [&'static str] = &[
         "table",
+        "mode",
+        "journal_table",
         "attribute_prefix",
         "window_seconds",
         "window_buckets",
@@ -23,7 +25,8 @@ impl FromSettings for CounterConfig {
         "cache_keys",
     ];
 
-    /// `table` (required), `attribute_prefix`, `window_seconds`, `window_buckets`,
+    /// `table` (required), `mode` (`journal` or `inline`; default `journal` when
+    /// `journal_table` is set, else `inline`), `journal_table`, `attribute_prefix`, `window_seconds`, `window_buckets`,
     /// `max_keys_per_second`, `item_budget_bytes`, `other_data_bytes`, `concurrency`,
     /// `max_record_age_seconds` (the age guard; default the window), `cache_keys` (the
     /// warm-redelivery cache, `0`: off), and the
@@ -32,7 +35,10 @@ impl FromSettings for CounterConfig {
     /// sort key), `change_count` (a counter of live items) and `change_sum`
     /// (`counter:attribute,…`); at least one counter.
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
-        let mut c = CounterConfig::new(s.required("table")?);
+        let mut c = match mode_from_settings(s)? {
+            Some(journal) => CounterConfig::journal(s.required("table")?, journal),
+            None => CounterConfig::new(s.required("table")?),
+        };
         s.set(&mut c.attribute_prefix, "attribute_prefix")?;
         s.set_secs(&mut c.window, "window_seconds")?;
         s.set(&mut c.window_buckets, "window_buckets")?;
@@ -46,6 +52,20 @@ impl FromSettings for CounterConfig {
         }
         c.aggregation = aggregation_from_settings(s)?;
         Ok(c)
+    }
+}
+
+/// `Some(journal table)` in journal mode.
+fn mode_from_settings(s: &Settings<'_>) -> Result<Option<String>, ConfigError> {
+    let journal = s.get("journal_table");
+    match (s.get("mode").as_deref(), journal) {
+        (None | Some("journal"), Some(table)) => Ok(Some(table)),
+        (None | Some("inline"), _) => Ok(None),
+        (Some("journal"), None) => Err(ConfigError::new(
+            "journal_table",
+            "is required with `mode` journal (the table of the journal items)",
+        )),
+        (Some(_), _) => Err(ConfigError::new("mode", "must be `journal` or `inline`")),
     }
 }
 

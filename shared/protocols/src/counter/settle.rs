@@ -28,6 +28,9 @@ pub enum CounterOutcome {
     /// logged with the key's hash. Across deliveries this cannot be told from a
     /// [`CounterOutcome::Duplicate`]: the item keeps only the key's hash.
     ConflictingDuplicate,
+    /// Journaled ([`super::CounterMode::Journal`]): the key's journal item is in the table,
+    /// and the roll-up counts it once (or finds it a duplicate of an earlier delivery).
+    Journaled,
 }
 
 impl Outcome for CounterOutcome {
@@ -36,6 +39,7 @@ impl Outcome for CounterOutcome {
             CounterOutcome::Applied => "applied",
             CounterOutcome::Duplicate => "duplicate",
             CounterOutcome::ConflictingDuplicate => "conflicting_duplicate",
+            CounterOutcome::Journaled => "journaled",
         }
     }
 }

@@ -98,7 +98,20 @@ impl ItemHint {
 
 impl Counter {
     /// Add one record's deltas exactly once (no coalescing): the outcome, or the error.
+    /// In journal mode: `Journaled` once its journal item is put (counted by the roll-up).
     pub async fn add(&self, record: &CounterRecord) -> Result<CounterOutcome, StoreError> {
+        if let Some(table) = self.config.journal_table() {
+            let applied = self
+                .write_journal(table, vec![(0, record.clone())], Deadline::none())
+                .await;
+            return match applied.results.into_iter().next() {
+                Some((_, RecordResult::Done(outcome))) => Ok(outcome),
+                Some((_, RecordResult::Failed(failure))) => Err(failure
+                    .into_store_error()
+                    .unwrap_or_else(|f| StoreError::Inconsistent(f.to_string()))),
+                _ => Err(StoreError::Inconsistent("journal put not attempted".into())),
+            };
+        }
         let entry = KeyEntry::new(record.hashed_key.clone(), record.add.clone(), 0);
         let key_item = record.key.to_item()?;
         let cost = Cost::default();
@@ -337,7 +350,10 @@ impl Protocol for Counter {
             identities.insert(i, (item, record.hashed_key.clone()));
             todo.push((i, record));
         }
-        let mut applied = self.write_items(todo, deadline).await;
+        let mut applied = match self.config.journal_table() {
+            Some(table) => self.write_journal(table, todo, deadline).await,
+            None => self.write_items(todo, deadline).await,
+        };
         for (i, result) in &applied.results {
             if let (RecordResult::Done(_), Some((item, hash))) = (result, identities.get(i)) {
                 self.cache.note(item, hash, now);

@@ -14,6 +14,7 @@
 //! (placeholders for attribute names and values, so that a name from input never becomes part
 //! of an expression's text).
 
+pub(crate) mod batch;
 pub mod clock;
 pub(crate) mod cond;
 pub(crate) mod conflict;

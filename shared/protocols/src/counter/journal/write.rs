@@ -1,0 +1,143 @@
+//! Journaling a batch: one unconditional put per distinct key, in `BatchWriteItem`s of 25.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+
+use super::entry::{journal_item, journal_key, MAX_JOURNAL_BATCH};
+use crate::batch::{Applied, Deadline, RecordFailure, RecordResult};
+use crate::counter::{Counter, CounterOutcome, CounterRecord};
+use crate::ddb::batch::put_items;
+use crate::ddb::{Cost, StoreError};
+
+/// A distinct key of the batch: its record, and the later records of the same key.
+struct Put {
+    first: (usize, CounterRecord),
+    /// Later records of the key, and whether their deltas equal the first's.
+    same: Vec<(usize, bool)>,
+}
+
+impl Counter {
+    /// Journal `records` into `table`: `Journaled` once the put landed (counted by the
+    /// roll-up if it is the key's first), a later record of a key in the batch `Duplicate`
+    /// (`ConflictingDuplicate` with other deltas), `Failed` when the put failed.
+    pub(in crate::counter) async fn write_journal(
+        &self,
+        table: &str,
+        records: Vec<(usize, CounterRecord)>,
+        deadline: Deadline,
+    ) -> Applied<CounterOutcome> {
+        let puts = distinct(records);
+        let cost = Cost::default();
+        let now_ms = self.clock.now_ms();
+        let ttl = now_ms / 1000 + self.config.window.as_secs();
+        let chunks: Vec<Vec<Put>> = chunked(puts);
+        let results: Vec<_> = futures::stream::iter(chunks)
+            .map(|chunk| self.put_chunk(table, chunk, ttl, now_ms, deadline, &cost))
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        Applied {
+            results: results.into_iter().flatten().collect(),
+            write_calls: cost.write_calls_usize(),
+        }
+    }
+
+    async fn put_chunk(
+        &self,
+        table: &str,
+        chunk: Vec<Put>,
+        ttl: u64,
+        now_ms: u64,
+        deadline: Deadline,
+        cost: &Cost,
+    ) -> Vec<(usize, RecordResult<CounterOutcome>)> {
+        if deadline.expired() {
+            return settle(chunk, |_| RecordResult::Deferred);
+        }
+        let items: Result<Vec<_>, StoreError> = chunk
+            .iter()
+            .map(|put| journal_item(&put.first.1, ttl, now_ms))
+            .collect();
+        let items = match items {
+            Ok(items) => items,
+            Err(err) => {
+                let err = Arc::new(err);
+                return settle(chunk, |_| {
+                    RecordResult::Failed(RecordFailure::Shared(Arc::clone(&err)))
+                });
+            }
+        };
+        match put_items(&self.client, table, items, cost).await {
+            Ok(()) => settle(chunk, |_| RecordResult::Done(CounterOutcome::Journaled)),
+            Err((pending, err)) => {
+                let err = Arc::new(err);
+                settle(chunk, |at| match pending.contains(&at) {
+                    true => RecordResult::Failed(RecordFailure::Shared(Arc::clone(&err))),
+                    false => RecordResult::Done(CounterOutcome::Journaled),
+                })
+            }
+        }
+    }
+}
+
+/// Records grouped by journal key, in arrival order of each key's first record.
+fn distinct(records: Vec<(usize, CounterRecord)>) -> Vec<Put> {
+    let mut puts: Vec<Put> = Vec::new();
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    for (i, record) in records {
+        let key = journal_key(&record);
+        match by_key.get(&key) {
+            Some(&at) => {
+                let same = puts[at].first.1.add == record.add;
+                puts[at].same.push((i, same));
+            }
+            None => {
+                by_key.insert(key, puts.len());
+                puts.push(Put {
+                    first: (i, record),
+                    same: Vec::new(),
+                });
+            }
+        }
+    }
+    puts
+}
+
+fn chunked(puts: Vec<Put>) -> Vec<Vec<Put>> {
+    let mut chunks = Vec::new();
+    let mut chunk = Vec::with_capacity(MAX_JOURNAL_BATCH);
+    for put in puts {
+        chunk.push(put);
+        if chunk.len() == MAX_JOURNAL_BATCH {
+            chunks.push(std::mem::take(&mut chunk));
+        }
+    }
+    if !chunk.is_empty() {
+        chunks.push(chunk);
+    }
+    chunks
+}
+
+/// Each put's result (by its position in the chunk) for its first record; its later records
+/// are duplicates of it once it is journaled, and share its result otherwise.
+fn settle(
+    chunk: Vec<Put>,
+    result: impl Fn(usize) -> RecordResult<CounterOutcome>,
+) -> Vec<(usize, RecordResult<CounterOutcome>)> {
+    let mut out = Vec::new();
+    for (at, put) in chunk.into_iter().enumerate() {
+        let first = result(at);
+        for (i, same) in put.same {
+            let later = match &first {
+                RecordResult::Done(_) if same => RecordResult::Done(CounterOutcome::Duplicate),
+                RecordResult::Done(_) => RecordResult::Done(CounterOutcome::ConflictingDuplicate),
+                _ => result(at),
+            };
+            out.push((i, later));
+        }
+        out.push((put.first.0, first));
+    }
+    out
+}
