@@ -9,6 +9,7 @@ mod sqs_support;
 mod txn_env;
 
 mod counter;
+mod counter_journal;
 mod dead_letters;
 mod dead_letters_sqs;
 mod deadline;

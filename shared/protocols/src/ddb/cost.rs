@@ -83,6 +83,17 @@ impl Cost {
         self.calls.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Count a write request whose condition failed, billed as AWS bills it: by the size of
+    /// the item it was evaluated on (`ALL_OLD`), at least 1 unit (DynamoDB Local reports
+    /// nothing for it).
+    pub fn add_failed_condition(&self, old: Option<&super::Item>) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let bytes = old.map_or(0, super::item::item_size);
+        let units = u64::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u64::MAX);
+        self.milli_units
+            .fetch_add(units.saturating_mul(1000), Ordering::Relaxed);
+    }
+
     /// Write requests so far.
     pub fn write_calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)

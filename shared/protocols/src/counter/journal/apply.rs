@@ -220,14 +220,20 @@ impl Rollup {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
-        match &result {
-            Ok(out) => cost.add(out.consumed_capacity()),
-            Err(_) => cost.add_failed(),
+        if let Ok(out) = &result {
+            cost.add(out.consumed_capacity());
         }
-        Ok(match conditional("UpdateItem", result)? {
-            Cond::Done(out) => Cond::Done(out.attributes),
-            Cond::Failed { old } => Cond::Failed { old },
-        })
+        match conditional("UpdateItem", result) {
+            Ok(Cond::Done(out)) => Ok(Cond::Done(out.attributes)),
+            Ok(Cond::Failed { old }) => {
+                cost.add_failed_condition(old.as_ref());
+                Ok(Cond::Failed { old })
+            }
+            Err(err) => {
+                cost.add_failed();
+                Err(err)
+            }
+        }
     }
 
     /// Remove watermarks that have not moved for [`WATERMARK_KEEP_SECONDS`] (shards whose

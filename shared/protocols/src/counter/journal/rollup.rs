@@ -208,10 +208,12 @@ impl Rollup {
             let mut last = None;
             let mut pages = 0;
             let mut records = 0;
+            let mut journal_records = 0;
             while let Some(at) = iterator.take() {
                 let page = self.page(at).await?;
                 pages += 1;
                 records += page.records;
+                journal_records += page.journal_records;
                 events.extend(page.events);
                 last = page.last_seq.or(last);
                 iterator = page.next;
@@ -230,14 +232,14 @@ impl Rollup {
             if last.is_some() || closed {
                 checkpoint.seq = last.or(checkpoint.seq);
                 checkpoint.done = closed;
-                if records > 0 || closed {
+                if journal_records > 0 || closed {
                     self.save_checkpoint(&shard.id, &checkpoint, cost).await?;
                 }
             }
             if closed {
                 return Ok(true);
             }
-            if records == 0 || Instant::now() >= stop_at {
+            if journal_records == 0 || Instant::now() >= stop_at {
                 return Ok(false);
             }
         }

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_dynamodbstreams::types::{OperationType, ShardIteratorType};
+use aws_sdk_dynamodbstreams::types::{
+    AttributeValue as StreamValue, OperationType, ShardIteratorType,
+};
 
 use super::entry::{
     event, padded_seq, Event, CHECKPOINT_PREFIX, DONE_ATTRIBUTE, JOURNAL_KEY_ATTRIBUTE,
@@ -36,6 +38,9 @@ pub(super) struct Page {
     pub(super) events: Vec<Event>,
     /// Records in the page (any kind).
     pub(super) records: usize,
+    /// Records of journal items (not of the roll-up's own checkpoints): only these move a
+    /// checkpoint, so that saving a checkpoint does not make work for the next read.
+    pub(super) journal_records: usize,
     /// The last sequence number of the page.
     pub(super) last_seq: Option<String>,
     /// Where to read next (`None`: the shard is closed and read to its end).
@@ -204,6 +209,14 @@ impl Rollup {
                 continue;
             };
             page.last_seq = Some(seq.to_string());
+            let checkpoint = match change.keys().and_then(|k| k.get(JOURNAL_KEY_ATTRIBUTE)) {
+                Some(StreamValue::S(pk)) => pk.starts_with(CHECKPOINT_PREFIX),
+                _ => false,
+            };
+            if checkpoint {
+                continue;
+            }
+            page.journal_records += 1;
             if record.event_name() != Some(&OperationType::Insert) {
                 continue; // a key put again (MODIFY), a TTL deletion (REMOVE)
             }

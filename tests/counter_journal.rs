@@ -1,0 +1,291 @@
+//! The counter's journal mode against DynamoDB Local: keys journaled once however often they
+//! are put, counted once by the roll-up however often it runs, stops or races another run; a
+//! lost response of either step; items of the inline layout read as they are.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
+    ScalarAttributeType, StreamSpecification, StreamViewType,
+};
+use aws_sdk_dynamodb::Client;
+use dynamo_testing::{client, client_with, streams_client, unique_prefix, Fault, FaultInjector};
+use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig, RollupReport};
+use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome, CounterRecord};
+use dynamodb_exactly_once::ddb::ItemKey;
+use dynamodb_exactly_once::{Deadline, Protocol, RecordResult};
+use serde_json::Value;
+
+/// A counter table (PK, SK) and a journal table with its stream, fresh.
+pub(crate) async fn tables(client: &Client) -> (String, String) {
+    let prefix = unique_prefix();
+    let counters = format!("{prefix}counters");
+    let journal = format!("{prefix}journal");
+    let attr = |name: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .expect("attribute")
+    };
+    let key = |name: &str, kind: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .expect("key")
+    };
+    client
+        .create_table()
+        .table_name(&counters)
+        .attribute_definitions(attr("PK"))
+        .attribute_definitions(attr("SK"))
+        .key_schema(key("PK", KeyType::Hash))
+        .key_schema(key("SK", KeyType::Range))
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .expect("counter table");
+    let stream = StreamSpecification::builder()
+        .stream_enabled(true)
+        .stream_view_type(StreamViewType::NewImage)
+        .build()
+        .expect("stream");
+    client
+        .create_table()
+        .table_name(&journal)
+        .attribute_definitions(attr("pk"))
+        .key_schema(key("pk", KeyType::Hash))
+        .billing_mode(BillingMode::PayPerRequest)
+        .stream_specification(stream)
+        .send()
+        .await
+        .expect("journal table");
+    (counters, journal)
+}
+
+pub(crate) fn counter(client: Client, counters: &str, journal: &str) -> Counter {
+    Counter::try_new(client, CounterConfig::journal(counters, journal)).expect("config")
+}
+
+pub(crate) fn rollup(client: Client, counters: &str, journal: &str) -> Rollup {
+    let config = RollupConfig::of(CounterConfig::journal(counters, journal)).expect("config");
+    Rollup::new(client, streams_client(), config)
+}
+
+pub(crate) fn key(pk: &str) -> ItemKey {
+    ItemKey::partition("PK", pk)
+        .and_then(|k| k.with_sort("SK", "day"))
+        .expect("key")
+}
+
+pub(crate) fn record(counter: &Counter, pk: &str, delta: i64, idem: &str) -> CounterRecord {
+    counter
+        .record(key(pk), [("n", delta)], idem)
+        .expect("record")
+}
+
+pub(crate) async fn total(counter: &Counter, pk: &str) -> i64 {
+    let item: Option<Value> = counter.get(&key(pk)).await.expect("get");
+    item.and_then(|i| i.get("n").and_then(Value::as_i64))
+        .unwrap_or(0)
+}
+
+pub(crate) async fn apply(counter: &Counter, records: &[CounterRecord]) -> Vec<&'static str> {
+    let indexed = records.iter().cloned().enumerate().collect();
+    let mut applied = counter.apply(indexed, Deadline::none()).await;
+    applied.results.sort_by_key(|(i, _)| *i);
+    applied.results.iter().map(|(_, r)| r.label()).collect()
+}
+
+pub(crate) async fn run(rollup: &Rollup) -> RollupReport {
+    let started = std::time::Instant::now();
+    let report = rollup.run(Duration::from_secs(30)).await.expect("roll-up");
+    eprintln!("roll-up {:?}: {report:?}", started.elapsed());
+    report
+}
+
+#[tokio::test]
+async fn a_key_counts_once_however_often_it_is_journaled_or_rolled_up() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let counter = counter(c.clone(), &counters, &journal);
+    let roll = rollup(c.clone(), &counters, &journal);
+    let batch = [
+        record(&counter, "a", 5, "k1"),
+        record(&counter, "a", 7, "k2"),
+        record(&counter, "a", 5, "k1"), // same key, same deltas
+        record(&counter, "a", 9, "k2"), // same key, other deltas
+        record(&counter, "b", 1, "k1"), // the same key on another item counts there
+    ];
+    let labels = apply(&counter, &batch).await;
+    assert_eq!(
+        labels,
+        [
+            "journaled",
+            "journaled",
+            "duplicate",
+            "conflicting_duplicate",
+            "journaled"
+        ]
+    );
+    let first = run(&roll).await;
+    assert_eq!(
+        (first.keys, first.applied, first.duplicates),
+        (3, 3, 0),
+        "{first:?}"
+    );
+    assert_eq!(
+        (total(&counter, "a").await, total(&counter, "b").await),
+        (12, 1)
+    );
+
+    // Redelivered to a cold process (no warm cache): put again, no INSERT, nothing counted.
+    let cold = counter_cold(c.clone(), &counters, &journal);
+    assert_eq!(apply(&cold, &batch[..2]).await, ["journaled", "journaled"]);
+    let second = run(&roll).await;
+    assert_eq!(second.applied, 0, "{second:?}");
+    assert_eq!(total(&counter, "a").await, 12);
+
+    // Redelivered to the warm process: no call at all.
+    assert_eq!(
+        apply(&counter, &batch[..2]).await,
+        ["duplicate", "duplicate"]
+    );
+
+    // A run that starts over from no checkpoint (a lost checkpoint, a second roll-up) reads
+    // everything again: every key is below its item's watermark.
+    forget_checkpoints(&c, &journal).await;
+    let again = run(&roll).await;
+    assert_eq!((again.applied, again.duplicates), (0, 3), "{again:?}");
+    assert_eq!(
+        (total(&counter, "a").await, total(&counter, "b").await),
+        (12, 1)
+    );
+}
+
+fn counter_cold(client: Client, counters: &str, journal: &str) -> Counter {
+    let mut config = CounterConfig::journal(counters, journal);
+    config.cache_keys = 0;
+    Counter::try_new(client, config).expect("config")
+}
+
+pub(crate) async fn forget_checkpoints(client: &Client, journal: &str) {
+    let items = client
+        .scan()
+        .table_name(journal)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default();
+    for item in items {
+        let Some(AttributeValue::S(pk)) = item.get("pk") else {
+            continue;
+        };
+        if pk.starts_with("~rollup#") {
+            client
+                .delete_item()
+                .table_name(journal)
+                .key("pk", AttributeValue::S(pk.clone()))
+                .send()
+                .await
+                .expect("delete checkpoint");
+        }
+    }
+}
+
+/// `fault` on the first call of `operation`, nothing else.
+pub(crate) fn first_of(operation: &'static str, fault: Fault) -> FaultInjector {
+    let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    FaultInjector::new(move |_, op| {
+        let first = op == operation && !seen.swap(true, std::sync::atomic::Ordering::SeqCst);
+        if first {
+            fault
+        } else {
+            Fault::None
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_lost_response_of_a_roll_up_update_is_not_counted_twice() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let counter = counter(c.clone(), &counters, &journal);
+    let records: Vec<_> = (0..4)
+        .map(|i| record(&counter, "a", 1 << i, &format!("k{i}")))
+        .collect();
+    apply(&counter, &records).await;
+    // The first UpdateItem lands but its answer is lost; the SDK sends it again.
+    let faults = first_of("UpdateItem", Fault::LoseResponse);
+    let roll = rollup(client_with(Some(faults), 3), &counters, &journal);
+    let report = run(&roll).await;
+    assert_eq!(total(&counter, "a").await, 15, "{report:?}");
+    assert_eq!(report.applied + report.duplicates, 4, "{report:?}");
+}
+
+#[tokio::test]
+async fn a_lost_response_of_a_journal_put_is_not_counted_twice() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let faults = first_of("BatchWriteItem", Fault::LoseResponse);
+    let counter = counter(client_with(Some(faults), 3), &counters, &journal);
+    let records: Vec<_> = (0..3)
+        .map(|i| record(&counter, "a", 1, &format!("k{i}")))
+        .collect();
+    assert_eq!(apply(&counter, &records).await, ["journaled"; 3]);
+    let report = run(&rollup(c.clone(), &counters, &journal)).await;
+    assert_eq!(total(&counter, "a").await, 3, "{report:?}");
+}
+
+#[tokio::test]
+async fn concurrent_writers_and_concurrent_roll_ups_count_each_key_once() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let writers: Vec<_> = (0..3)
+        .map(|_| Arc::new(counter_cold(c.clone(), &counters, &journal)))
+        .collect();
+    let records: Vec<_> = (0..60)
+        .map(|i| record(&writers[0], &format!("i{}", i % 4), 1, &format!("k{i}")))
+        .collect();
+    let mut tasks = Vec::new();
+    for w in &writers {
+        let (w, records) = (Arc::clone(w), records.clone());
+        tasks.push(tokio::spawn(async move { apply(&w, &records).await.len() }));
+    }
+    for t in tasks {
+        t.await.expect("writer");
+    }
+    let rolls: Vec<_> = (0..3)
+        .map(|_| rollup(c.clone(), &counters, &journal))
+        .collect();
+    let reports = futures::future::join_all(rolls.iter().map(run)).await;
+    let applied: usize = reports.iter().map(|r| r.applied).sum();
+    assert_eq!(applied, 60, "{reports:?}");
+    for i in 0..4 {
+        assert_eq!(total(&writers[0], &format!("i{i}")).await, 15);
+    }
+}
+
+#[tokio::test]
+async fn a_record_result_of_the_journal_is_final_or_delivered_again() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let faults = first_of("BatchWriteItem", Fault::Refuse);
+    let counter = counter(client_with(Some(faults), 1), &counters, &journal);
+    let records: Vec<_> = (0..2)
+        .map(|i| record(&counter, "a", 1, &format!("k{i}")))
+        .collect();
+    let indexed = records.iter().cloned().enumerate().collect();
+    let applied = counter.apply(indexed, Deadline::none()).await;
+    assert!(applied
+        .results
+        .iter()
+        .all(|(_, r)| matches!(r, RecordResult::Failed(_))));
+    assert_eq!(
+        counter.add(&records[0]).await.expect("add"),
+        CounterOutcome::Journaled
+    );
+}
