@@ -289,3 +289,103 @@ async fn a_record_result_of_the_journal_is_final_or_delivered_again() {
         CounterOutcome::Journaled
     );
 }
+
+#[tokio::test]
+async fn keys_of_an_inline_item_stay_duplicates_and_its_buckets_go_once_expired() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let now = Arc::new(std::sync::atomic::AtomicU64::new(1_800_000_000_000));
+    let clock = {
+        let now = Arc::clone(&now);
+        dynamodb_exactly_once::ddb::Clock::from_fn(move || {
+            now.load(std::sync::atomic::Ordering::SeqCst)
+        })
+    };
+    let inline = Counter::try_new(c.clone(), CounterConfig::new(&counters))
+        .expect("config")
+        .with_clock(clock.clone());
+    let old = [record(&inline, "a", 1, "k1"), record(&inline, "a", 2, "k2")];
+    assert_eq!(apply(&inline, &old).await, ["applied", "applied"]);
+
+    let counter = counter(c.clone(), &counters, &journal).with_clock(clock.clone());
+    let roll = rollup(c.clone(), &counters, &journal).with_clock(clock.clone());
+    let new = [
+        record(&counter, "a", 1, "k1"),
+        record(&counter, "a", 4, "k3"),
+    ];
+    apply(&counter, &new).await;
+    let report = run(&roll).await;
+    assert_eq!((report.applied, report.duplicates), (1, 1), "{report:?}");
+    assert_eq!(total(&counter, "a").await, 7);
+    let item: Value = counter
+        .get_json(&key("a"))
+        .await
+        .expect("get")
+        .expect("item")
+        .into();
+    assert!(
+        item.get("ctr_bucket").is_some(),
+        "buckets kept within their window: {item}"
+    );
+
+    // Past the inline window (1 h, kept 2 h): the next update removes the buckets.
+    now.fetch_add(3 * 3600 * 1000, std::sync::atomic::Ordering::SeqCst);
+    apply(&counter, &[record(&counter, "a", 8, "k4")]).await;
+    let report = run(&roll).await;
+    assert_eq!(report.applied, 1, "{report:?}");
+    assert_eq!(total(&counter, "a").await, 15);
+    let item: Value = counter
+        .get_json(&key("a"))
+        .await
+        .expect("get")
+        .expect("item")
+        .into();
+    let left: Vec<&String> = item
+        .as_object()
+        .map(|o| {
+            o.keys()
+                .filter(|k| k.starts_with("ctr_") && !k.starts_with("ctr_w_"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "inline state left: {left:?} in {item}");
+}
+
+#[tokio::test]
+async fn a_roll_up_that_stops_at_any_call_leaves_the_next_run_exact() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let counter = counter(c.clone(), &counters, &journal);
+    let mut expected = [0i64; 3];
+    for round in 0..6 {
+        let records: Vec<_> = (0..9)
+            .map(|i| {
+                record(
+                    &counter,
+                    &format!("i{}", i % 3),
+                    1 + i,
+                    &format!("r{round}k{i}"),
+                )
+            })
+            .collect();
+        for (i, r) in records.iter().enumerate() {
+            expected[i % 3] += r.deltas()["n"];
+        }
+        apply(&counter, &records).await;
+        // This round's roll-up dies at its `round`-th call (0: at once).
+        let dying = rollup(
+            client_with(Some(FaultInjector::fail_from(round)), 1),
+            &counters,
+            &journal,
+        );
+        let _ = dying.run(Duration::from_secs(10)).await;
+    }
+    let report = run(&rollup(c.clone(), &counters, &journal)).await;
+    for (i, want) in expected.iter().enumerate() {
+        assert_eq!(
+            total(&counter, &format!("i{i}")).await,
+            *want,
+            "item i{i}: {report:?}"
+        );
+    }
+}

@@ -10,6 +10,7 @@ mod txn_env;
 
 mod counter;
 mod counter_journal;
+mod counter_journal_check;
 mod dead_letters;
 mod dead_letters_sqs;
 mod deadline;

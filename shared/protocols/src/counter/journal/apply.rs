@@ -15,14 +15,19 @@ use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, StoreErro
 
 /// Conditional rounds for one item before the roll-up gives up on it for this run.
 const MAX_ROUNDS: usize = 8;
+/// A parent shard's watermark is removed this long after it last moved: longer than a
+/// roll-up run may last ([`super::rollup::MAX_RUN`]), so that no run still applying the
+/// parent's records can find it gone.
+pub(super) const PARENT_KEEP_SECONDS: u64 = 20 * 60;
 
 /// The shard an item's keys come from, as watermark attribute names.
 #[derive(Debug, Clone)]
 pub(super) struct Source {
     /// `<prefix>w_<tag>` of the shard.
     pub(super) watermark: String,
-    /// The parent shard's watermark attribute: removed (all its records are applied before
-    /// the child's are read).
+    /// The parent shard's watermark attribute: removed once it has not moved for
+    /// [`PARENT_KEEP_SECONDS`] (its records are all applied before the child's are read; the
+    /// delay covers a run of the parent that is still in flight).
     pub(super) parent: Option<String>,
 }
 
@@ -168,9 +173,6 @@ impl Rollup {
             })
             .collect();
         let mut remove: Vec<String> = Vec::new();
-        if let Some(parent) = source.parent.as_ref().filter(|p| **p != source.watermark) {
-            remove.push(p.name(parent.clone()));
-        }
         let mut condition = format!("(attribute_not_exists({w}) OR {w} < {below})");
         let lay = p.name(self.counter.bucket_attribute());
         match inline {
@@ -237,8 +239,9 @@ impl Rollup {
     }
 
     /// Remove watermarks that have not moved for [`WATERMARK_KEEP_SECONDS`] (shards whose
-    /// records have all left the stream), each only if it is still the value seen. Best
-    /// effort: a failure leaves them for a later run.
+    /// records have all left the stream), and the parent's after [`PARENT_KEEP_SECONDS`],
+    /// each only if it is still the value seen. Best effort: a failure leaves them for a later
+    /// run. The item then holds about one watermark per shard writing it.
     async fn prune_watermarks(
         &self,
         key: &ItemKey,
@@ -249,16 +252,22 @@ impl Rollup {
         let Some(item) = item else { return };
         let prefix = format!("{}w_", self.counter.attribute_prefix);
         let now = self.clock.now_secs();
-        let stale: Vec<(String, AttributeValue)> = item
-            .into_iter()
-            .filter(|(name, _)| name.starts_with(&prefix) && *name != source.watermark)
-            .filter(|(_, value)| match value {
-                AttributeValue::S(mark) => parse_watermark(mark)
-                    .is_some_and(|(_, at)| at.saturating_add(WATERMARK_KEEP_SECONDS) < now),
-                _ => false,
-            })
-            .take(50)
-            .collect();
+        let stale: Vec<(String, AttributeValue)> =
+            item.into_iter()
+                .filter(|(name, _)| name.starts_with(&prefix) && *name != source.watermark)
+                .filter(|(name, value)| {
+                    let keep = match source.parent.as_ref() == Some(name) {
+                        true => PARENT_KEEP_SECONDS,
+                        false => WATERMARK_KEEP_SECONDS,
+                    };
+                    match value {
+                        AttributeValue::S(mark) => parse_watermark(mark)
+                            .is_some_and(|(_, at)| at.saturating_add(keep) < now),
+                        _ => false,
+                    }
+                })
+                .take(50)
+                .collect();
         if stale.is_empty() {
             return;
         }

@@ -191,8 +191,8 @@ mod tests {
 
     #[test]
     fn sequence_numbers_compare_as_padded_strings() {
-        let a = padded_seq("999").unwrap();
-        let b = padded_seq("1000").unwrap();
+        let a = padded_seq("999").expect("digits");
+        let b = padded_seq("1000").expect("digits");
         assert!(a < b);
         assert_eq!(a.len(), SEQ_DIGITS);
         assert!(padded_seq("12a").is_none() && padded_seq("").is_none());
@@ -200,7 +200,7 @@ mod tests {
         // A watermark at `b` is not below `b` (applied), and is below anything later.
         let wm = watermark_value(&b, 1_700_000_000);
         assert!(wm.as_str() >= b.as_str());
-        assert!(wm.as_str() < padded_seq("1001").unwrap().as_str());
+        assert!(wm.as_str() < padded_seq("1001").expect("digits").as_str());
         assert!(wm.as_str() > a.as_str());
         assert_eq!(parse_watermark(&wm), Some((b.as_str(), 1_700_000_000)));
     }
@@ -211,7 +211,7 @@ mod tests {
             JOURNAL_KEY_ATTRIBUTE.to_string(),
             StreamValue::S(format!("{CHECKPOINT_PREFIX}shardId-1")),
         )]);
-        assert_eq!(event("1", &checkpoint).unwrap(), None);
+        assert_eq!(event("1", &checkpoint).expect("checkpoint"), None);
         let foreign = HashMap::from([(
             JOURNAL_KEY_ATTRIBUTE.to_string(),
             StreamValue::S("abc".into()),

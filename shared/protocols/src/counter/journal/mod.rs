@@ -33,7 +33,8 @@
 //!   warm-redelivery cache). No condition, no read.
 //! * Roll-up: per run, one `UpdateItem` per counter item and shard that had new keys, billed
 //!   by the counter item's size (its counters and one ~70-byte watermark per stream shard
-//!   that wrote it within two days; the parent shard's is removed when a child's arrive).
+//!   writing it: a closed parent's is removed 20 minutes after its last move, any other
+//!   after two days without one).
 //!   With a roll-up every `R` seconds and `r` new keys per second on an item, that is about
 //!   `shards / (r × R)` write units per event on top of the journal's 1. Stream reads are free
 //!   for Lambda triggers and cost a `GetRecords` request unit when polled (one call per shard

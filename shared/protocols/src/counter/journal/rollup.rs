@@ -20,6 +20,8 @@ const RECORDS_PER_CALL: i32 = 1000;
 const PAGES_PER_APPLY: usize = 10;
 /// Counter items updated at once.
 const DEFAULT_ROLLUP_CONCURRENCY: usize = 16;
+/// The longest budget of one run (a Lambda invocation lasts at most 15 minutes).
+pub(super) const MAX_RUN: Duration = Duration::from_secs(14 * 60);
 
 /// Settings of a [`Rollup`].
 #[non_exhaustive]
@@ -52,6 +54,32 @@ impl RollupConfig {
     }
 }
 
+/// `shards` ordered so that a parent comes before its children (DynamoDB lists them so in
+/// practice; this does not rely on it).
+pub(super) fn parents_first(shards: &[Shard]) -> Vec<&Shard> {
+    let by_id: BTreeMap<&str, &Shard> = shards.iter().map(|s| (s.id.as_str(), s)).collect();
+    let mut placed: HashSet<&str> = HashSet::new();
+    let mut order = Vec::with_capacity(shards.len());
+    for shard in shards {
+        // The chain of unplaced ancestors, oldest first.
+        let mut chain = vec![shard];
+        let mut at = shard;
+        while let Some(parent) = at.parent.as_deref().and_then(|p| by_id.get(p)) {
+            if placed.contains(parent.id.as_str()) || chain.len() > shards.len() {
+                break;
+            }
+            chain.push(parent);
+            at = parent;
+        }
+        for s in chain.into_iter().rev() {
+            if placed.insert(s.id.as_str()) {
+                order.push(s);
+            }
+        }
+    }
+    order
+}
+
 /// What one [`Rollup::run`] did.
 #[non_exhaustive]
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -81,8 +109,10 @@ pub struct RollupReport {
 }
 
 /// The roll-up of one journal (see the [module documentation](super)). Run it on a schedule,
-/// one run at a time (the function `counter-rollup` has a reserved concurrency of 1); two runs
-/// at once stay exact (the watermarks), they only repeat each other's reads.
+/// one run at a time (the function `counter-rollup` has a reserved concurrency of 1). Two runs
+/// at once stay exact (the watermarks) and only repeat each other's reads, provided neither
+/// stalls for more than 20 minutes in the middle of a run (a parent shard's watermark is
+/// removed 20 minutes after it last moved).
 #[derive(Clone)]
 pub struct Rollup {
     pub(super) ddb: Client,
@@ -123,10 +153,10 @@ impl Rollup {
     }
 
     /// Read every shard from its checkpoint and apply what it holds, for at most `budget`
-    /// (work in flight finishes). An error stops the run; what it applied stays applied, and
+    /// (capped at 14 minutes; work in flight finishes). An error stops the run; what it applied stays applied, and
     /// the next run starts from the last checkpoint saved.
     pub async fn run(&self, budget: Duration) -> Result<RollupReport, StoreError> {
-        let stop_at = Instant::now() + budget;
+        let stop_at = Instant::now() + budget.min(MAX_RUN);
         let arn = self.stream_arn().await?;
         let shards = self.shards(&arn).await?;
         let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
@@ -134,42 +164,32 @@ impl Rollup {
         let mut report = RollupReport::default();
         let cost = Cost::default();
         let mut caught_up = true;
-        // Parents before children: a shard waits until its parent (if still listed) is done.
-        let mut pending: Vec<&Shard> = shards.iter().collect();
-        while !pending.is_empty() {
-            let before = pending.len();
-            let mut waiting = Vec::new();
-            for shard in pending {
-                let parent_open = shard
-                    .parent
-                    .as_deref()
-                    .is_some_and(|p| listed.contains(p) && !done.contains(p));
-                if parent_open {
-                    waiting.push(shard);
-                    continue;
-                }
-                let checkpoint = self.checkpoint(&shard.id).await?;
-                if checkpoint.done {
-                    done.insert(shard.id.clone());
-                    continue;
-                }
-                if Instant::now() >= stop_at {
-                    caught_up = false;
-                    continue;
-                }
-                report.shards += 1;
-                let finished = self
-                    .read_shard(&arn, shard, checkpoint, stop_at, &mut report, &cost)
-                    .await?;
-                if finished {
-                    done.insert(shard.id.clone());
-                }
+        for shard in parents_first(&shards) {
+            // A child waits until its parent (if still listed) is read to its end.
+            let parent_open = shard
+                .parent
+                .as_deref()
+                .is_some_and(|p| listed.contains(p) && !done.contains(p));
+            if parent_open {
+                caught_up = false;
+                continue;
             }
-            if waiting.len() == before {
-                caught_up = false; // parents not done: read again next run
-                break;
+            let checkpoint = self.checkpoint(&shard.id).await?;
+            if checkpoint.done {
+                done.insert(shard.id.clone());
+                continue;
             }
-            pending = waiting;
+            if Instant::now() >= stop_at {
+                caught_up = false;
+                continue;
+            }
+            report.shards += 1;
+            let finished = self
+                .read_shard(&arn, shard, checkpoint, stop_at, &mut report, &cost)
+                .await?;
+            if finished {
+                done.insert(shard.id.clone());
+            }
         }
         report.caught_up = caught_up && report.failed_items == 0;
         report.write_calls = cost.write_calls();
@@ -283,5 +303,39 @@ impl Rollup {
             }
         }
         failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(id: &str, parent: Option<&str>) -> Shard {
+        Shard {
+            id: id.into(),
+            parent: parent.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn parents_come_before_their_children_whatever_the_listing_order() {
+        let shards = [
+            shard("c1", Some("b")),
+            shard("c2", Some("b")),
+            shard("b", Some("a")),
+            shard("x", Some("gone")),
+            shard("a", None),
+        ];
+        let order: Vec<&str> = parents_first(&shards)
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect();
+        assert_eq!(order, ["a", "b", "c1", "c2", "x"]);
+        let at = |id: &str| order.iter().position(|s| *s == id);
+        for s in &shards {
+            if let Some(parent) = s.parent.as_deref().and_then(&at) {
+                assert!(parent < at(&s.id).unwrap_or(0), "{order:?}");
+            }
+        }
     }
 }
