@@ -16,6 +16,9 @@ use crate::ddb::{Item, ItemKey, StoreError};
 pub const JOURNAL_KEY_ATTRIBUTE: &str = "pk";
 /// The journal items' TTL attribute (N, epoch seconds): the table's TTL must be on it.
 pub const TTL_ATTRIBUTE: &str = "ttl";
+/// A journal item is kept this much longer than the window: a writer whose clock is up to an
+/// hour behind still keeps its keys for the whole window.
+pub const TTL_SLACK_SECONDS: u64 = 3600;
 /// Records per `BatchWriteItem` (DynamoDB's limit).
 pub const MAX_JOURNAL_BATCH: usize = crate::ddb::batch::BATCH_WRITE_ITEMS;
 /// A shard's watermark is removed from a counter item this long after it last moved: the

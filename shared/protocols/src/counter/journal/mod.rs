@@ -11,7 +11,7 @@
 //! 1. **Journal** ([`super::Counter`] in [`CounterMode::Journal`](super::CounterMode)): each
 //!    record is an *unconditional* `PutItem` (in `BatchWriteItem`s of 25) of the item
 //!    `pk = H(counter item key, key hash)`, holding the counter item's key, the deltas, the
-//!    key's hash and a TTL of `now + window`. The first put of a key creates the item: the
+//!    key's hash and a TTL of `now + window + 1 h` (the hour covers a writer's clock behind). The first put of a key creates the item: the
 //!    stream gets one `INSERT`. Every later put of the same key (a redelivery, an SDK retry, a
 //!    hedged or concurrent writer) finds the item and is a `MODIFY` (or no stream record at
 //!    all when nothing changed). Only `INSERT`s count, so a key counts once whatever the
