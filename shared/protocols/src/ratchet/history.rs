@@ -7,9 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ConsumedCapacity, PutRequest, ReturnConsumedCapacity, WriteRequest,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
@@ -19,7 +17,6 @@ use super::ts::Ts;
 use super::Ratchet;
 use crate::batch::{Deadline, RecordResult};
 use crate::ddb::item::item_to_json;
-use crate::ddb::retry::Backoff;
 use crate::ddb::{Cost, ErrorClass, Item, ItemKey, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
 
@@ -36,13 +33,7 @@ pub const HISTORY_OP_ATTRIBUTE: &str = "Op";
 /// History row: the put's item as the latest table stores it (M); absent for a delete.
 pub const HISTORY_ITEM_ATTRIBUTE: &str = "Item";
 /// Rows per `BatchWriteItem` (DynamoDB's limit).
-const BATCH_WRITE_ROWS: usize = 25;
-/// Waits before writing unprocessed rows again.
-const UNPROCESSED_BACKOFF: Backoff = Backoff::new(
-    std::time::Duration::from_millis(50),
-    std::time::Duration::from_millis(1600),
-    8,
-);
+const BATCH_WRITE_ROWS: usize = crate::ddb::batch::BATCH_WRITE_ITEMS;
 /// Key condition of [`Ratchet::history`].
 const KEY_CONDITION_ITEM: &str = "#hk = :hk";
 
@@ -224,78 +215,10 @@ impl Ratchet {
         rows: Vec<Item>,
         cost: &Cost,
     ) -> Result<(), (Vec<String>, StoreError)> {
-        let mut pending: Vec<WriteRequest> = rows
-            .into_iter()
-            .map(|row| {
-                let put = PutRequest::builder().set_item(Some(row)).build();
-                put.map(|p| WriteRequest::builder().put_request(p).build())
-            })
-            .collect::<Result<_, _>>()
-            .map_err(|e| {
-                (
-                    Vec::new(),
-                    StoreError::Inconsistent(format!("put request: {e}")),
-                )
-            })?;
-        let pending_ids = |pending: &[WriteRequest]| -> Vec<String> {
-            pending
-                .iter()
-                .filter_map(|w| w.put_request().map(|p| row_id(p.item())))
-                .collect()
-        };
-        let mut delays = UNPROCESSED_BACKOFF.delays();
-        let mut attempts = 0;
-        while !pending.is_empty() {
-            attempts += 1;
-            pending = match self.send_batch(table, &pending, cost).await {
-                Ok(unprocessed) => unprocessed,
-                Err(err) => return Err((pending_ids(&pending), err)),
-            };
-            if pending.is_empty() {
-                break;
-            }
-            let Some(delay) = delays.next() else {
-                let err = StoreError::Unprocessed {
-                    operation: "BatchWriteItem",
-                    attempts,
-                };
-                return Err((pending_ids(&pending), err));
-            };
-            tokio::time::sleep(delay).await;
-        }
-        Ok(())
-    }
-
-    /// One `BatchWriteItem`: the unprocessed requests.
-    async fn send_batch(
-        &self,
-        table: &str,
-        requests: &[WriteRequest],
-        cost: &Cost,
-    ) -> Result<Vec<WriteRequest>, StoreError> {
-        let result = self
-            .client
-            .batch_write_item()
-            .request_items(table, requests.to_vec())
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
-        let out = result.map_err(|e| {
-            cost.add_failed();
-            StoreError::from_sdk("BatchWriteItem", e)
-        })?;
-        let units: f64 = out
-            .consumed_capacity()
-            .iter()
-            .filter_map(|c| c.capacity_units)
-            .sum();
-        cost.add(Some(
-            &ConsumedCapacity::builder().capacity_units(units).build(),
-        ));
-        Ok(out
-            .unprocessed_items
-            .and_then(|mut u| u.remove(table))
-            .unwrap_or_default())
+        let ids: Vec<String> = rows.iter().map(row_id).collect();
+        crate::ddb::batch::put_items(&self.client, table, rows, cost)
+            .await
+            .map_err(|(pending, err)| (pending.iter().map(|at| ids[*at].clone()).collect(), err))
     }
 
     /// Every history row of `key`, oldest first (empty when history mode is off).
