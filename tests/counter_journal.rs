@@ -389,3 +389,46 @@ async fn a_roll_up_that_stops_at_any_call_leaves_the_next_run_exact() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_writer_clock_behind_or_other_settings_neither_shortens_the_window_nor_counts_twice() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let real_now = dynamodb_exactly_once::ddb::clock::epoch_seconds();
+    let behind = dynamodb_exactly_once::ddb::Clock::from_fn(move || (real_now - 1800) * 1000);
+    let slow = counter(c.clone(), &counters, &journal).with_clock(behind);
+    apply(&slow, &[record(&slow, "a", 3, "k1")]).await;
+    let mut short = CounterConfig::journal(&counters, &journal);
+    short.window = Duration::from_secs(86_400);
+    short.cache_keys = 0;
+    let other = Counter::try_new(c.clone(), short).expect("config");
+    apply(
+        &other,
+        &[record(&other, "a", 3, "k1"), record(&other, "a", 4, "k2")],
+    )
+    .await;
+    run(&rollup(c.clone(), &counters, &journal)).await;
+    assert_eq!(total(&slow, "a").await, 7);
+    let items = c
+        .scan()
+        .table_name(&journal)
+        .send()
+        .await
+        .expect("scan")
+        .items
+        .unwrap_or_default();
+    let window = CounterConfig::journal("x", "y").window.as_secs();
+    for item in items.iter().filter(|i| i.contains_key("h")) {
+        let Some(AttributeValue::N(ttl)) = item.get("ttl") else {
+            panic!("no ttl: {item:?}")
+        };
+        let ttl: u64 = ttl.parse().expect("ttl");
+        // The last put of a key sets its TTL: k1's, put last by the 1-day writer, still
+        // covers the 14-day window of the others (also from the slow writer's real time).
+        assert!(
+            ttl >= real_now + window,
+            "ttl {ttl}, now {real_now}: {item:?}"
+        );
+    }
+    assert!(window >= 14 * 86_400);
+}

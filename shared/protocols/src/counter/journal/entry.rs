@@ -16,6 +16,10 @@ use crate::ddb::{Item, ItemKey, StoreError};
 pub const JOURNAL_KEY_ATTRIBUTE: &str = "pk";
 /// The journal items' TTL attribute (N, epoch seconds): the table's TTL must be on it.
 pub const TTL_ATTRIBUTE: &str = "ttl";
+/// A journal item is kept at least this long after its last put, whatever the window: a
+/// writer with a shorter window putting a key again does not shorten the key's life below
+/// the default window of the others (the TTL is the last put's).
+pub const MIN_RETENTION: std::time::Duration = crate::counter::config::DEFAULT_JOURNAL_WINDOW;
 /// A journal item is kept this much longer than the window: a writer whose clock is up to an
 /// hour behind still keeps its keys for the whole window.
 pub const TTL_SLACK_SECONDS: u64 = 3600;

@@ -11,7 +11,8 @@
 //! 1. **Journal** ([`super::Counter`] in [`CounterMode::Journal`](super::CounterMode)): each
 //!    record is an *unconditional* `PutItem` (in `BatchWriteItem`s of 25) of the item
 //!    `pk = H(counter item key, key hash)`, holding the counter item's key, the deltas, the
-//!    key's hash and a TTL of `now + window + 1 h` (the hour covers a writer's clock behind). The first put of a key creates the item: the
+//!    key's hash and a TTL of `now + max(window, 14 days) + 1 h` (the hour covers a writer's
+//!    clock behind; the floor, a writer with a shorter window putting the key again). The first put of a key creates the item: the
 //!    stream gets one `INSERT`. Every later put of the same key (a redelivery, an SDK retry, a
 //!    hedged or concurrent writer) finds the item and is a `MODIFY` (or no stream record at
 //!    all when nothing changed). Only `INSERT`s count, so a key counts once whatever the
@@ -44,6 +45,9 @@
 //!
 //! # Failure modes
 //!
+//! * Writers of one journal with windows **above** 14 days must use the same window: a key's
+//!   TTL is its last put's, so a writer with a shorter window (but at least 14 days) putting
+//!   it again shortens its life to that window.
 //! * A journal put whose response is lost: the SDK or Lambda retries it, the same item is put
 //!   again: no `INSERT`, counted once.
 //! * A roll-up that stops at any call: the next run re-reads from the last checkpoint; the

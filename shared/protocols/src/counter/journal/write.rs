@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 
-use super::entry::{journal_item, journal_key, MAX_JOURNAL_BATCH, TTL_SLACK_SECONDS};
+use super::entry::{
+    journal_item, journal_key, MAX_JOURNAL_BATCH, MIN_RETENTION, TTL_SLACK_SECONDS,
+};
 use crate::batch::{Applied, Deadline, RecordFailure, RecordResult};
 use crate::counter::{Counter, CounterOutcome, CounterRecord};
 use crate::ddb::batch::put_items;
@@ -31,7 +33,10 @@ impl Counter {
         let puts = distinct(records);
         let cost = Cost::default();
         let now_ms = self.clock.now_ms();
-        let ttl = now_ms / 1000 + self.config.window.as_secs() + TTL_SLACK_SECONDS;
+        // The last put of a key sets its TTL: never less than the default window, so that a
+        // writer with a shorter window putting a key again does not shorten its life.
+        let keep = self.config.window.max(MIN_RETENTION).as_secs();
+        let ttl = now_ms / 1000 + keep + TTL_SLACK_SECONDS;
         let chunks: Vec<Vec<Put>> = chunked(puts);
         let results: Vec<_> = futures::stream::iter(chunks)
             .map(|chunk| self.put_chunk(table, chunk, ttl, now_ms, deadline, &cost))
