@@ -13,15 +13,20 @@
 //!
 //! With the feature `sqs`, `sqs_client_from_env` builds the SQS client of the SQS dead-letter
 //! sink the same way (the same timeouts; `AWS_ENDPOINT_URL_SQS` for a local endpoint).
+//!
+//! [`streams_client`] builds the DynamoDB Streams client of the counter's journal roll-up from
+//! the same configuration: `AWS_ENDPOINT_URL_DYNAMODB_STREAMS` when set, else the DynamoDB
+//! endpoint `AWS_ENDPOINT_URL_DYNAMODB` when that is set (DynamoDB Local serves both APIs on
+//! one port), else AWS's own endpoint.
 
 use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
-use aws_config::BehaviorVersion;
+use aws_config::{BehaviorVersion, SdkConfig};
 use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::ConfigError;
 
-use crate::settings::env_parse;
+use crate::settings::{env_opt, env_parse};
 
 /// Default connect timeout.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -47,14 +52,41 @@ pub fn timeouts_from_env() -> Result<TimeoutConfig, ConfigError> {
         .build())
 }
 
+/// The SDK configuration from the environment, with the SDK's standard retry policy and the
+/// timeouts of [`timeouts_from_env`]: what every client of this module is built from.
+pub async fn sdk_config_from_env() -> Result<SdkConfig, ConfigError> {
+    Ok(aws_config::defaults(BehaviorVersion::latest())
+        .timeout_config(timeouts_from_env()?)
+        .load()
+        .await)
+}
+
 /// A client from the environment, with the SDK's standard retry policy and the timeouts of
 /// [`timeouts_from_env`].
 pub async fn client_from_env() -> Result<Client, ConfigError> {
-    let config = aws_config::defaults(BehaviorVersion::latest())
-        .timeout_config(timeouts_from_env()?)
-        .load()
-        .await;
-    Ok(Client::new(&config))
+    Ok(Client::new(&sdk_config_from_env().await?))
+}
+
+/// The DynamoDB Streams client of `config` (see the [module documentation](self) for its
+/// endpoint).
+pub fn streams_client(config: &SdkConfig) -> aws_sdk_dynamodbstreams::Client {
+    let mut builder = aws_sdk_dynamodbstreams::config::Builder::from(config);
+    if let Some(url) = streams_endpoint(
+        env_opt("AWS_ENDPOINT_URL_DYNAMODB_STREAMS"),
+        env_opt("AWS_ENDPOINT_URL_DYNAMODB"),
+    ) {
+        builder = builder.endpoint_url(url);
+    }
+    aws_sdk_dynamodbstreams::Client::from_conf(builder.build())
+}
+
+/// The endpoint the streams client is given explicitly: DynamoDB's when only that one is set
+/// (a streams endpoint of its own is applied by the SDK's configuration already).
+fn streams_endpoint(streams: Option<String>, dynamodb: Option<String>) -> Option<String> {
+    match streams {
+        Some(_) => None,
+        None => dynamodb,
+    }
 }
 
 /// An SQS client from the environment (feature `sqs`, for
@@ -67,4 +99,21 @@ pub async fn sqs_client_from_env() -> Result<aws_sdk_sqs::Client, ConfigError> {
         .load()
         .await;
     Ok(aws_sdk_sqs::Client::new(&config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_follow_the_dynamodb_endpoint_unless_given_their_own() {
+        let local = Some("http://127.0.0.1:8000".to_string());
+        assert_eq!(streams_endpoint(None, local.clone()), local);
+        assert_eq!(
+            streams_endpoint(Some("http://127.0.0.1:9000".into()), local),
+            None,
+            "the SDK applies AWS_ENDPOINT_URL_DYNAMODB_STREAMS itself"
+        );
+        assert_eq!(streams_endpoint(None, None), None);
+    }
 }

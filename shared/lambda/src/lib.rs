@@ -22,13 +22,13 @@
 //!   time, never applied twice.
 //! * [`settings`]: a protocol's settings from `<PREFIX>_<SETTING>` environment variables (no
 //!   protocol known here), the ready functions' names and prefixes.
-//! * [`run`]: writers and the sweeper as `tower::Service`s; `run_writer` / `run_sweeper`, the
-//!   whole `main` of a ready function.
+//! * [`run`]: writers, the sweeper and the counter journal's roll-up as `tower::Service`s;
+//!   `run_writer` / `run_sweeper` / `run_rollup`, the whole `main` of a ready function.
 //! * [`summary`]: the counts of one batch and its INFO summary line.
 //! * [`metrics`]: CloudWatch metrics per batch in the Embedded Metric Format.
 //! * [`telemetry`]: JSON logs through `tracing`.
 //! * [`otel`]: trace spans (invocation, batch, DynamoDB calls) over OTLP, when configured.
-//! * [`client`]: the DynamoDB client from the standard AWS environment.
+//! * [`client`]: the DynamoDB (and DynamoDB Streams) client from the standard AWS environment.
 //! * [`error`]: invocation errors and their `Diagnostic`.
 
 #![warn(missing_docs)]
@@ -60,6 +60,6 @@ pub mod ordering {
 pub use error::HandlerError;
 pub use processor::{Processor, Record, RecordError};
 pub use replay::{ReplayError, ReplayReport, ReplayScope};
-pub use run::{run_sweeper, run_writer, SweeperFunction};
+pub use run::{run_rollup, run_sweeper, run_writer, RollupFunction, SweeperFunction};
 pub use source::{Batch, BatchResponse};
 pub use writer::{writer_from_env, Writer};

@@ -10,13 +10,18 @@
 //!   record kept as a dead letter, `too_old` ones included: the reason is in the dead letter,
 //!   not in the metric); the sweeper's `Stale`, `RolledBack`,
 //!   `Finished`, `AlreadyCompleted`, `Deleted`, `Errors`, `StoppedEarly`, `WriteCalls` and
-//!   `OldestStaleSeconds` (its lag: the oldest stale transaction's time without a heartbeat).
+//!   `OldestStaleSeconds` (its lag: the oldest stale transaction's time without a heartbeat);
+//!   the counter journal's roll-up (`counter-rollup`): `Shards`, `Records`, `Keys`, `Applied`,
+//!   `Duplicates`, `ItemUpdates`, `WriteCalls`, `WriteUnits`, `Trimmed` (shards whose records
+//!   left the stream unread: keys lost to the counters), `FailedItems` and `CaughtUp` (1 when
+//!   every shard was read to its end).
 //! * **They survive any application log level**: with Lambda's advanced logging controls a
 //!   JSON line without a `level` counts as INFO and is dropped under `ApplicationLogLevel: WARN`;
 //!   EMF lines carry the configured level itself (`AWS_LAMBDA_LOG_LEVEL`), so they always pass.
 
 use serde_json::{json, Map, Value};
 
+use dynamodb_exactly_once::counter::journal::RollupReport;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::txn::sweep::SweepSummary;
 
@@ -97,6 +102,27 @@ pub fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
     ]
 }
 
+/// The counts of one journal roll-up.
+pub fn rollup_values(report: &RollupReport) -> Vec<(String, f64)> {
+    #[allow(clippy::cast_precision_loss)]
+    let count = |n: usize| n as f64;
+    #[allow(clippy::cast_precision_loss)]
+    let calls = report.write_calls as f64;
+    vec![
+        ("Shards".into(), count(report.shards)),
+        ("Records".into(), count(report.records)),
+        ("Keys".into(), count(report.keys)),
+        ("Applied".into(), count(report.applied)),
+        ("Duplicates".into(), count(report.duplicates)),
+        ("ItemUpdates".into(), count(report.item_updates)),
+        ("WriteCalls".into(), calls),
+        ("WriteUnits".into(), report.write_units),
+        ("Trimmed".into(), count(report.trimmed)),
+        ("FailedItems".into(), count(report.failed_items)),
+        ("CaughtUp".into(), f64::from(u8::from(report.caught_up))),
+    ]
+}
+
 /// Print one EMF line for `protocol` unless metrics are disabled.
 pub fn emit(protocol: &str, values: &[(String, f64)]) {
     let namespace = std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| DEFAULT_NAMESPACE.into());
@@ -120,6 +146,11 @@ pub fn emit_batch_metrics(protocol: &str, summary: &BatchSummary) {
 /// Print the sweep's EMF line unless metrics are disabled.
 pub fn emit_sweep_metrics(summary: &SweepSummary) {
     emit("tx-sweeper", &sweep_values(summary));
+}
+
+/// Print the roll-up's EMF line unless metrics are disabled.
+pub fn emit_rollup_metrics(report: &RollupReport) {
+    emit("counter-rollup", &rollup_values(report));
 }
 
 fn camel(label: &str) -> String {
@@ -193,5 +224,24 @@ mod tests {
         assert_eq!(doc["OldestStaleSeconds"], 1.5);
         assert_eq!(doc["RolledBack"], 1.0);
         assert!(doc.get("level").is_none());
+    }
+
+    #[test]
+    fn rollup_metrics_count_what_the_run_did() {
+        let mut report = RollupReport::default();
+        report.keys = 3;
+        report.applied = 2;
+        report.duplicates = 1;
+        report.trimmed = 1;
+        report.write_units = 2.5;
+        report.caught_up = true;
+        let doc = emf_document("Ns", "f", "counter-rollup", &rollup_values(&report), None);
+        assert_eq!(doc["Keys"], 3.0);
+        assert_eq!(doc["Applied"], 2.0);
+        assert_eq!(doc["Duplicates"], 1.0);
+        assert_eq!(doc["Trimmed"], 1.0);
+        assert_eq!(doc["WriteUnits"], 2.5);
+        assert_eq!(doc["CaughtUp"], 1.0);
+        assert_eq!(doc["FailedItems"], 0.0);
     }
 }

@@ -92,6 +92,12 @@ pub mod functions {
         name: "tx-coordinator",
         env_prefix: "TX",
     };
+    /// `counter-rollup`: `COUNTER_*` (counter-writer's settings, journal mode), and
+    /// `COUNTER_ROLLUP_SECONDS`.
+    pub const COUNTER_ROLLUP: FunctionSpec = FunctionSpec {
+        name: "counter-rollup",
+        env_prefix: "COUNTER",
+    };
     /// `tx-sweeper`: `TX_*` (the coordinator's table settings).
     pub const TX_SWEEPER: FunctionSpec = FunctionSpec {
         name: "tx-sweeper",
