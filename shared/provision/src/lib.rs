@@ -7,7 +7,8 @@
 //! a table a stack creates only when no existing one is given is still one the tests need.
 //!
 //! Supported table properties: `KeySchema`, `AttributeDefinitions`, `GlobalSecondaryIndexes`
-//! (with `Projection`), `BillingMode` and `TimeToLiveSpecification`. Intrinsic functions are
+//! (with `Projection`), `BillingMode`, `StreamSpecification` and `TimeToLiveSpecification`.
+//! Intrinsic functions are
 //! not evaluated: a table's properties must not depend on them (the table names come from the
 //! logical id, with an optional prefix).
 
@@ -18,7 +19,8 @@ use std::path::Path;
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
+    TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client;
 use serde::Deserialize;
@@ -160,6 +162,8 @@ pub struct TableSpec {
     pub global_secondary_indexes: Vec<IndexSpec>,
     /// `TimeToLiveSpecification`.
     pub time_to_live_specification: Option<TtlSpec>,
+    /// `StreamSpecification`.
+    pub stream_specification: Option<StreamSpec>,
 }
 
 /// One `KeySchema` entry.
@@ -215,6 +219,14 @@ pub struct TtlSpec {
     pub enabled: bool,
 }
 
+/// `StreamSpecification`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct StreamSpec {
+    /// `StreamViewType`: `NEW_IMAGE`, `OLD_IMAGE`, `NEW_AND_OLD_IMAGES` or `KEYS_ONLY`.
+    pub stream_view_type: String,
+}
+
 fn built<T>(result: Result<T, aws_sdk_dynamodb::error::BuildError>) -> Result<T, StoreError> {
     result.map_err(|e| StoreError::Inconsistent(e.to_string()))
 }
@@ -255,7 +267,7 @@ fn index(gsi: &IndexSpec) -> Result<GlobalSecondaryIndex, StoreError> {
     )
 }
 
-/// Create the template's table as `name` (indexes and TTL included).
+/// Create the template's table as `name` (indexes, stream and TTL included).
 pub async fn create_table(client: &Client, name: &str, spec: &TableSpec) -> Result<(), StoreError> {
     let billing = spec.billing_mode.as_deref().unwrap_or("PAY_PER_REQUEST");
     let mut req = client
@@ -273,6 +285,14 @@ pub async fn create_table(client: &Client, name: &str, spec: &TableSpec) -> Resu
     }
     for gsi in &spec.global_secondary_indexes {
         req = req.global_secondary_indexes(index(gsi)?);
+    }
+    if let Some(stream) = &spec.stream_specification {
+        req = req.stream_specification(built(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::from(stream.stream_view_type.as_str()))
+                .build(),
+        )?);
     }
     req.send()
         .await
@@ -337,6 +357,7 @@ mod tests {
             ids,
             [
                 "AccountsTable",
+                "CounterJournalTable",
                 "CounterTable",
                 "DeadLetterTable",
                 "DocumentTable",
@@ -369,6 +390,33 @@ mod tests {
     Properties:
       KeySchema: [{AttributeName: Id, KeyType: HASH}]
 ";
+
+    /// The journal table is created with its stream and TTL, as the roll-up reads it.
+    #[test]
+    fn the_counter_journal_has_a_stream_and_a_ttl() {
+        let tables = template_tables(&workspace_template()).expect("template.yaml");
+        let journal = &tables["CounterJournalTable"];
+        assert_eq!(
+            journal.stream_specification,
+            Some(StreamSpec {
+                stream_view_type: "NEW_IMAGE".into()
+            })
+        );
+        assert_eq!(
+            journal.time_to_live_specification,
+            Some(TtlSpec {
+                attribute_name: "ttl".into(),
+                enabled: true
+            })
+        );
+        assert_eq!(
+            tables["OrdersTable"]
+                .stream_specification
+                .as_ref()
+                .map(|s| s.stream_view_type.as_str()),
+            Some("NEW_AND_OLD_IMAGES")
+        );
+    }
 
     /// A nested stack's tables count (conditional or not); a logical id declared twice must
     /// agree.
