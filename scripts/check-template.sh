@@ -158,6 +158,16 @@ must_fail "a redelivery gap shorter than visibility + timeout" template "shorter
   stacks/transactions.yaml 's/"360": {Seconds: 420}/"360": {Seconds: 300}/'
 must_fail "a sweeper lag alarm below its stale threshold" template "is not above TX_STALE_AFTER_SECONDS" \
   stacks/transactions.yaml '/^  SweeperLagAlarmSeconds:/,/Default:/s/Default: 1800/Default: 600/'
+must_fail "a roll-up without its lost-records alarm" template "Trimmed for CounterRollupFunction" \
+  stacks/counter.yaml 's/MetricName: Trimmed$/MetricName: Trimmings/'
+must_fail "a journal table without its stream" template "journal table CounterJournalTable has no stream" \
+  stacks/counter.yaml '/^  CounterJournalTable:/,/^  [A-Z]/{/StreamSpecification:/,+1d}'
+must_fail "a journal table without its TTL" template "has no TimeToLiveSpecification on ttl" \
+  stacks/counter.yaml '/^  CounterJournalTable:/,/^  [A-Z]/s/AttributeName: ttl/AttributeName: expires/'
+must_fail "a roll-up reading other counter settings" template "differ in COUNTER_ATTRIBUTE_PREFIX" \
+  stacks/counter.yaml '/^  CounterRollupFunction:/,/Events:/s/COUNTER_ATTRIBUTE_PREFIX: !Ref AttributePrefix/COUNTER_ATTRIBUTE_PREFIX: other_/'
+must_fail "a journal no roll-up reads" template "no counter-rollup reads it" \
+  stacks/counter.yaml '/^  CounterRollupFunction:/,/Events:/s/COUNTER_JOURNAL_TABLE: !Ref CounterJournalTable/COUNTER_JOURNAL_TABLE: other-journal/'
 
 # the docs (README.md and docs/*.md: every file that holds the text)
 must_fail_docs "docs naming a missing alarm" "name NoSuchAlarm" "# dynamo-stream-writes" \

@@ -27,13 +27,17 @@ Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator r
   * each failure path has an alarm: function errors, stream (Kinesis, DynamoDB) iterator age,
     dead letters kept (EMF metric `Invalid`), source queue age, redrive queues (a created
     queue's RedrivePolicy target; an existing queue given by parameter XArn has its redrive
-    queue in parameter XRedriveArn) and stream failure destinations, the sweeper's errors, lag
-    and heartbeat; alarm actions only when AlarmTopicArn is set;
+    queue in parameter XRedriveArn) and stream failure destinations, each scheduled function's
+    heartbeat (the sweeper's errors and lag, the counter roll-up's lost records and falling
+    behind); alarm actions only when AlarmTopicArn is set;
   * created Kinesis streams encrypted, created queues with SQS SSE explicit and a visibility
     timeout >= 6x the function timeout (for every allowed value of a parameter that sets it),
     every queue and stream source with partial batch responses (ReportBatchItemFailures),
     MaximumConcurrency on queue sources, an on-failure destination on stream sources, the
     sweeper alone and never retried;
+  * the counter journal: a created journal table has a stream with new images and a TTL on
+    `ttl`, a counter-rollup reads every journal a counter-writer writes, with the same
+    COUNTER_* table, mode, window and layout settings;
   * the transaction protocol's horizons: TX_RETAIN_SECONDS >= TX_REDELIVERY_HORIZON_SECONDS >=
     the created TX queues' retention (redrive included), TX_STALE_AFTER_SECONDS >
     TX_REDELIVERY_GAP_SECONDS >= the created TX queue's visibility timeout + the coordinator's
@@ -84,6 +88,16 @@ SAMPLES = {
     "ChangeSum": "amount:Amount",
     "ChangeSkipAttributes": "_tx*,internal",
     "SweeperScheduleName": "existing-tx-sweeper",
+    "WindowSeconds": "3600",
+    "CounterWindowSeconds": "3600",
+}
+# The alarms a scheduled function needs besides its errors and its schedule not running, by
+# binary: (what, EMF metric).
+SCHEDULED_ALARMS = {
+    "tx-sweeper": [("sweep errors", "Errors"),
+                   ("the oldest open transaction's lag", "OldestStaleSeconds")],
+    "counter-rollup": [("journal records lost to the stream's retention", "Trimmed"),
+                       ("the roll-up not reading its stream to the end", "CaughtUp")],
 }
 NOVALUE = object()
 
@@ -652,8 +666,9 @@ def check_alarms(config, view, where, errors):
             elif not queues[queue]["Properties"].get("RedrivePolicy"):
                 errors.append(f"{where}: queue {queue} of {fn} has no RedrivePolicy")
         elif kind in ("ScheduleV2", "Schedule"):
-            need("sweep errors", emf, "Errors", "Function", fn)
-            need("the oldest open transaction's lag", emf, "OldestStaleSeconds", "Function", fn)
+            binary = view.get(fn, {}).get("Metadata", {}).get("BuildProperties", {}).get("Binary")
+            for what, metric in SCHEDULED_ALARMS.get(binary, []):
+                need(what, emf, metric, "Function", fn)
             need("the schedule not running", "AWS/Lambda", "Invocations", "FunctionName", fn)
         else:
             errors.append(f"{where}: {fn}: an event source of unknown kind ({ev['Source']})")
@@ -745,6 +760,50 @@ def check_horizons(view, where, errors):
                               f"TX_STALE_AFTER_SECONDS {stale} (it would fire on every stale transaction)")
 
 
+# Settings counter-rollup must read as counter-writer does: the same tables, mode, window and
+# item layout (the roll-up writes the writer's counter items and reads its journal).
+ROLLUP_SHARED = ("COUNTER_TABLE", "COUNTER_MODE", "COUNTER_JOURNAL_TABLE", "COUNTER_WINDOW_SECONDS",
+                 "COUNTER_WINDOW_BUCKETS", "COUNTER_MAX_KEYS_PER_SECOND", "COUNTER_ITEM_BUDGET_BYTES",
+                 "COUNTER_OTHER_DATA_BYTES", "COUNTER_ATTRIBUTE_PREFIX")
+
+
+def check_rollup(view, where, errors):
+    """The counter journal: counter-writer's journal table has the stream and TTL the roll-up
+    reads, a roll-up runs wherever a writer journals, and both read the same settings."""
+    tables = of_type(view, "AWS::DynamoDB::Table")
+    writers = list(functions_of(view, "counter-writer"))
+    rollups = list(functions_of(view, "counter-rollup"))
+    journaled = {ident(env["COUNTER_JOURNAL_TABLE"]) for _, _, env in writers + rollups
+                 if env.get("COUNTER_MODE", "journal") == "journal" and env.get("COUNTER_JOURNAL_TABLE")}
+    for table in sorted(journaled, key=str):
+        props = tables.get(table, {}).get("Properties")
+        if props is None:
+            continue  # an existing table: its settings are not in the template
+        view_type = props.get("StreamSpecification", {}).get("StreamViewType")
+        if view_type not in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES"):
+            errors.append(f"{where}: journal table {table} has no stream with new images "
+                          f"(StreamViewType {view_type}): the roll-up reads its INSERTs")
+        ttl = props.get("TimeToLiveSpecification", {})
+        if ttl.get("AttributeName") != "ttl" or ttl.get("Enabled") is not True:
+            errors.append(f"{where}: journal table {table} has no TimeToLiveSpecification on ttl "
+                          "(journal items would never expire)")
+    for name, _, env in writers:
+        journal = env.get("COUNTER_JOURNAL_TABLE")
+        if not journal or env.get("COUNTER_MODE", "journal") != "journal":
+            continue
+        if not any(r_env.get("COUNTER_JOURNAL_TABLE") == journal for _, _, r_env in rollups):
+            errors.append(f"{where}: {name} journals into {ident(journal)} but no counter-rollup "
+                          "reads it (its keys would never reach the counters)")
+    for name, _, env in rollups:
+        peers = [(w, w_env) for w, _, w_env in writers
+                 if w_env.get("COUNTER_JOURNAL_TABLE") == env.get("COUNTER_JOURNAL_TABLE")]
+        for writer, w_env in peers:
+            for key in ROLLUP_SHARED:
+                if env.get(key) != w_env.get(key):
+                    errors.append(f"{where}: {name} and {writer} differ in {key} "
+                                  f"({env.get(key)!r} vs {w_env.get(key)!r})")
+
+
 # ------------------------------------------------------------------ docs
 
 def check_docs(templates, docs, errors):
@@ -834,6 +893,7 @@ def main():
             check_alarms(config, view, where, errors)
             check_sources(view, where, errors)
             check_horizons(view, where, errors)
+            check_rollup(view, where, errors)
     for binary, package in binaries.items():
         if binary not in deployed:
             errors.append(f"workspace binary {binary} (functions/{package}) is deployed by none of "
