@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# Where cargo builds (CARGO_TARGET_DIR when set): the demo runs the ops, bench and example
+# binaries from there.
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 
 bash scripts/tools.sh
 mkdir -p .demo
@@ -39,7 +42,7 @@ export RUST_LOG=info
 # shellcheck source=demo.env
 source scripts/demo.env
 
-ops() { "$ROOT/target/debug/ops" "$@"; }
+ops() { "$TARGET/debug/ops" "$@"; }
 for _ in $(seq 1 100); do
   if ops scan NoSuchTable 2>&1 | grep -q ResourceNotFound; then break; fi
   sleep 0.3

@@ -1,15 +1,29 @@
-# Demo step for counter-writer (sourced by the demo script, which provides `invoke` and `show`).
-# Idempotent counters: each idempotency key is counted once, however often it is delivered.
+# Demo step for counter-writer and counter-rollup (sourced by the demo script, which provides
+# `invoke` and `show`). Idempotent counters in journal mode (COUNTER_MODE=journal, the counter
+# stack's default): the writer puts one journal item per idempotency key into
+# CounterJournalTable (a key put again changes nothing that counts); counter-rollup reads the
+# journal's stream and adds each key seen for the first time to its counter item in
+# CounterTable, once. Counters move when the roll-up runs (deployed: every minute).
+
+# rollup: one scheduled run of counter-rollup (the schedule's payload is not used).
+rollup() { invoke counter-rollup events/counter-rollup-schedule.json; }
 
 echo
 echo "== counter-writer: a batch with a producer duplicate (acct#42's key 15.dfc31777 sent twice)"
-echo "   expect no batchItemFailures; acct#42 2024-11-22: logins 4, authz 14; acct#7: logins 2, authz 5"
+echo "   expect no batchItemFailures; every key journaled, the second copy in the batch a duplicate"
 invoke counter-writer events/counter-sqs-batch.json
+echo
+echo "== counter-rollup: the journal's new keys into CounterTable"
+echo "   expect acct#42 2024-11-22: logins 4, authz 14; acct#7: logins 2, authz 5"
+rollup
+show CounterTable
 
 echo
-echo "== counter-writer: the SAME batch delivered again (a Lambda retry): every record is a duplicate"
-echo "   expect no batchItemFailures and no change to any counter"
+echo "== counter-writer: the SAME batch delivered again (a Lambda retry), then the roll-up"
+echo "   expect no batchItemFailures; the journal items are put again, which adds no new key:"
+echo "   the roll-up applies nothing (applied absent from its summary) and no counter changes"
 invoke counter-writer events/counter-sqs-batch.json
+rollup
 
 echo
 echo "== counter-writer: the same records from Kinesis, plus a batch repeating one key across batches"
@@ -17,15 +31,19 @@ echo "   expect acct#7 logins 3 and a new item acct#42 2024-11-23 (logins 1, aut
 invoke counter-writer events/counter-kinesis-batch.json
 invoke counter-writer events/counter-kinesis-more.json
 invoke counter-writer events/counter-sqs-more.json
+rollup
 
 echo
 echo "== counter-writer: malformed records are dead-lettered (reason kept), the valid one counts"
-echo "   expect no batchItemFailures; acct#9 logins 1; five dead letters of counter-writer"
+echo "   expect no batchItemFailures; acct#9 logins 1 after the roll-up; five dead letters of counter-writer"
 invoke counter-writer events/counter-sqs-malformed.json
+rollup
 echo "   the kept records (replay with: ops dead-letters replay --table DeadLetterTable --function counter-writer):"
 ops dead-letters list --table DeadLetterTable --function counter-writer 2>&1 | sed 's/^/   /'
 
 echo
-echo "== CounterTable: counters plus the protocol's own attributes"
-echo "   (ctr_bucket = the item's bucket layout, ctr_keys_<start>_<until> = hashed idempotency keys per time bucket)"
+echo "== CounterTable: counters plus the roll-up's watermarks"
+echo "   (ctr_w_<shard> = per journal stream shard, the last sequence number applied: a roll-up"
+echo "   run again, or two at once, skips what is applied already)"
 show CounterTable
+echo "   CounterJournalTable: $(ops scan CounterJournalTable 2>/dev/null | wc -l) items (one per key, expiring after the 14-day window, and the roll-up's checkpoints)"

@@ -36,7 +36,7 @@ echo "   (what transactions over 99 requests take; TX_FAST_PATH=false forces it 
 echo "   DynamoDB calls (describe, create the TX record, read both items, one TransactWriteItems"
 echo "   locking and applying bob and carol), i.e. just before its commit. Expect bob and carol"
 echo "   locked (_txLock) with their saved images (_txImage), and the TX record pending"
-TX_FAST_PATH=false "$ROOT/target/debug/bench" crash-tx --fail-after 5 events/tx-abandon.json
+TX_FAST_PATH=false "$TARGET/debug/bench" crash-tx --fail-after 5 events/tx-abandon.json
 show AccountsTable
 ops tx status transfer-0004
 

@@ -8,7 +8,7 @@ echo "(current 2, nothing written); version 3; the delete = version 4 (a tombsto
 echo "version 2 = version 5 with version 2's content, and the same restore again still version 5;"
 echo "the history 5..1 newest first, two per page; 4 write units per written version."
 cargo build --quiet -p dynamodb-exactly-once --example versioning
-"$ROOT/target/debug/examples/versioning" VersionedTable VersionedHistoryTable
+"$TARGET/debug/examples/versioning" VersionedTable VersionedHistoryTable
 show VersionedTable
 show VersionedHistoryTable
 

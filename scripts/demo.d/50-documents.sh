@@ -42,4 +42,4 @@ echo "the lock's record version stay unchanged for a full lease on its own clock
 echo "(token n+1) and writes; worker-a's late write is Stale in the ratchet (ts = its token) and"
 echo "refused by a plain fenced UpdateItem; worker-a's heartbeat reports Lost."
 cargo build --quiet -p dynamodb-exactly-once --example lease
-"$ROOT/target/debug/examples/lease"
+"$TARGET/debug/examples/lease"

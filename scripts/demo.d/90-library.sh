@@ -2,4 +2,4 @@
 say "the library from a plain binary: shared/protocols/examples/plain.rs"
 echo "Expect: newer Applied, older Stale, newer again Duplicate; the counter's redelivered e1 is a"
 echo "Duplicate, logins = 3, one write request for the three records."
-"$ROOT/target/debug/examples/plain"
+"$TARGET/debug/examples/plain"
