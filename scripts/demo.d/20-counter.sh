@@ -20,8 +20,9 @@ show CounterTable
 
 echo
 echo "== counter-writer: the SAME batch delivered again (a Lambda retry), then the roll-up"
-echo "   expect no batchItemFailures; the journal items are put again, which adds no new key:"
-echo "   the roll-up applies nothing (applied absent from its summary) and no counter changes"
+echo "   expect no batchItemFailures; every record a duplicate (this warm writer remembers its keys;"
+echo "   a cold one would put the same journal items again, which adds no new key); the roll-up"
+echo "   applies nothing (keys=0) and no counter changes"
 invoke counter-writer events/counter-sqs-batch.json
 rollup
 
@@ -46,4 +47,4 @@ echo "== CounterTable: counters plus the roll-up's watermarks"
 echo "   (ctr_w_<shard> = per journal stream shard, the last sequence number applied: a roll-up"
 echo "   run again, or two at once, skips what is applied already)"
 show CounterTable
-echo "   CounterJournalTable: $(ops scan CounterJournalTable 2>/dev/null | wc -l) items (one per key, expiring after the 14-day window, and the roll-up's checkpoints)"
+echo "   CounterJournalTable: $(ops scan CounterJournalTable 2>/dev/null | wc -l) items (one per key, expiring after the window by TTL, and the roll-up's checkpoint per stream shard)"
