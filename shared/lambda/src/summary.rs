@@ -33,6 +33,7 @@ impl BatchSummary {
             source = ?kind,
             records = self.records,
             applied = self.count("applied"),
+            journaled = self.count("journaled"),
             processed = self.count("processed"),
             stale = self.count("stale"),
             duplicate = self.count("duplicate"),
