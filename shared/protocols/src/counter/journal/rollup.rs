@@ -18,6 +18,9 @@ use crate::ddb::{Clock, Cost, ItemKey, StoreError};
 const RECORDS_PER_CALL: i32 = 1000;
 /// Pages of one shard read before their keys are applied (up to 10,000 records).
 const PAGES_PER_APPLY: usize = 10;
+/// Empty pages in a row taken as an open shard's current end (DynamoDB Streams may answer an
+/// empty page from a part of a shard with no records before later records).
+const EMPTY_PAGES_AT_END: usize = 3;
 /// Counter items updated at once.
 const DEFAULT_ROLLUP_CONCURRENCY: usize = 16;
 /// The longest budget of one run (a Lambda invocation lasts at most 15 minutes).
@@ -229,15 +232,20 @@ impl Rollup {
             let mut pages = 0;
             let mut records = 0;
             let mut journal_records = 0;
+            let mut empty = 0;
             while let Some(at) = iterator.take() {
                 let page = self.page(at).await?;
                 pages += 1;
+                empty = if page.records == 0 { empty + 1 } else { 0 };
                 records += page.records;
                 journal_records += page.journal_records;
                 events.extend(page.events);
                 last = page.last_seq.or(last);
                 iterator = page.next;
-                if page.records == 0 || pages == PAGES_PER_APPLY || Instant::now() >= stop_at {
+                if empty == EMPTY_PAGES_AT_END
+                    || pages == PAGES_PER_APPLY
+                    || Instant::now() >= stop_at
+                {
                     break;
                 }
             }
@@ -259,7 +267,8 @@ impl Rollup {
             if closed {
                 return Ok(true);
             }
-            if journal_records == 0 || Instant::now() >= stop_at {
+            let at_end = empty == EMPTY_PAGES_AT_END;
+            if at_end || journal_records == 0 || Instant::now() >= stop_at {
                 return Ok(false);
             }
         }
