@@ -4,6 +4,8 @@
 //! ```text
 //! bench ratchet [--records 1000,10000 --keys K --duplicates F --concurrency C --latency-ms L]
 //! bench counter                      counter writer vs one UpdateItem per record
+//! bench counter-steady [--rate R --rollup-interval S --hot-rate N --hot-seconds S]
+//!                                    counter in steady state: journal, inline, Powertools-equivalent
 //! bench txn [--transfers N]          transaction protocol vs TransactWriteItems
 //! bench document                   document writer: source order (now) vs items concurrently (before)
 //! bench lease [--rounds N]           lease lock: acquire / heartbeat / release / takeover latency
@@ -18,6 +20,7 @@
 
 mod common;
 mod counter;
+mod counter_steady;
 mod crash;
 mod document;
 mod idempotency;
@@ -48,6 +51,9 @@ enum Command {
     Ratchet(ratchet::Options),
     /// The counter writer against one UpdateItem per record.
     Counter,
+    /// The counter in steady state (issue 19): journal vs inline vs a Powertools-equivalent,
+    /// billed write units per event in five regimes, and a hot counter.
+    CounterSteady(counter_steady::Options),
     /// The transaction protocol against native TransactWriteItems.
     Txn {
         /// Transfers per throughput run.
@@ -89,6 +95,7 @@ async fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Ratchet(options) => ratchet::run(options).await,
         Command::Counter => counter::run().await,
+        Command::CounterSteady(options) => counter_steady::run(options).await,
         Command::Txn { transfers } => txn::run(transfers).await,
         Command::Document => document::run().await,
         Command::Idempotency => idempotency::run().await,
