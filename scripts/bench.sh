@@ -32,7 +32,7 @@ if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   done
 fi
 
-for bench in ${BENCHES:-ratchet counter txn lease versioning document idempotency processor}; do
+for bench in ${BENCHES:-ratchet counter counter-steady txn lease versioning document idempotency processor}; do
   echo
   ./target/release/bench "$bench"
 done

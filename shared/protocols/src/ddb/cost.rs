@@ -116,7 +116,8 @@ impl Cost {
     /// writes, and for each transactional call the larger of its report and two units per
     /// action (exact on AWS, whose report is the bill; on DynamoDB Local exact for items up to
     /// 1 KB, a floor for larger ones). Failed conditional writes, which AWS bills by the
-    /// existing item, are not counted (DynamoDB Local reports nothing for them).
+    /// existing item, are counted only when recorded by [`Cost::add_failed_condition`]
+    /// (DynamoDB Local reports nothing for them).
     pub fn billed_write_units(&self) -> f64 {
         let reported = self.transactional_milli_units.load(Ordering::Relaxed);
         let floor = self.transactional_floor_milli_units.load(Ordering::Relaxed);
