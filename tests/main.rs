@@ -44,5 +44,6 @@ mod txn_interleave;
 mod txn_locked_read;
 mod txn_long;
 mod txn_numbers;
+mod txn_read_ahead;
 mod txn_sweep;
 mod versioning;

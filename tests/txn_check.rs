@@ -265,6 +265,9 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         // The lock path item by item or in chunks of 2 or 3 (a schedule's transactions lock
         // up to 3 items).
         config.lock_chunk = rng.random_range(1..=3);
+        // Items read one by one, or batched while the record is created (and a commit
+        // finalized without reads).
+        config.read_ahead = rng.random_bool(0.5);
         config.lock_patience = Duration::from_millis(40);
         config.heartbeat_every = Duration::from_millis(20);
         config.concurrency = rng.random_range(1..=3);

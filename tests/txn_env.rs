@@ -92,6 +92,10 @@ impl Env {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(1);
+        // Reads one item at a time after the record, and finalize after a read, unless a test
+        // asks otherwise: the schedules name those calls (`TX_TEST_READ_AHEAD=1` runs them
+        // with the reads ahead).
+        c.read_ahead = std::env::var("TX_TEST_READ_AHEAD").is_ok_and(|v| v == "1");
         c
     }
 
@@ -201,6 +205,7 @@ pub async fn abandon(env: &Env, body: &Value) {
     let mut config = env.config();
     config.fast_path = false;
     config.lock_chunk = 1; // the 6 calls above: one lock write per item
+    config.read_ahead = false;
     let client = dynamo_testing::client_with(Some(dynamo_testing::FaultInjector::fail_from(6)), 1);
     let dying = Coordinator::try_new(client, config).expect("valid configuration");
     assert!(dying

@@ -92,3 +92,100 @@ async fn send(
         .and_then(|mut u| u.remove(table))
         .unwrap_or_default())
 }
+
+/// Keys per `BatchGetItem` (DynamoDB's limit).
+pub(crate) const BATCH_GET_KEYS: usize = 100;
+
+/// Read `keys` (table, key) with strongly consistent reads, in `BatchGetItem`s of up to 100
+/// keys sent at once: the items in the order of `keys` (`None`: absent).
+pub(crate) async fn get_items(
+    client: &Client,
+    keys: &[(&str, &Item)],
+) -> Result<Vec<Option<Item>>, StoreError> {
+    let chunks: Vec<_> = keys
+        .chunks(BATCH_GET_KEYS)
+        .enumerate()
+        .map(|(n, chunk)| get_chunk(client, n * BATCH_GET_KEYS, chunk))
+        .collect();
+    let mut out = vec![None; keys.len()];
+    for found in futures::future::join_all(chunks).await {
+        for (at, item) in found? {
+            out[at] = Some(item);
+        }
+    }
+    Ok(out)
+}
+
+/// An item's identity: its table and the values of `key`'s attributes in it.
+fn identity(table: &str, key_names: &[&String], item: &Item) -> String {
+    let mut id = table.to_string();
+    for name in key_names {
+        id.push('\u{0}');
+        id.push_str(&format!("{:?}", item.get(*name)));
+    }
+    id
+}
+
+/// One chunk (positions from `first`) until nothing is unprocessed: (position, item) found.
+async fn get_chunk(
+    client: &Client,
+    first: usize,
+    chunk: &[(&str, &Item)],
+) -> Result<Vec<(usize, Item)>, StoreError> {
+    use aws_sdk_dynamodb::types::KeysAndAttributes;
+    use std::collections::HashMap;
+    let mut requests: HashMap<String, Vec<Item>> = HashMap::new();
+    let mut wanted: HashMap<String, usize> = HashMap::new();
+    let mut names: HashMap<String, Vec<&String>> = HashMap::new();
+    for (at, (table, key)) in chunk.iter().enumerate() {
+        let mut key_names: Vec<&String> = key.keys().collect();
+        key_names.sort();
+        wanted.insert(identity(table, &key_names, key), first + at);
+        names.insert((*table).to_string(), key_names);
+        requests
+            .entry((*table).to_string())
+            .or_default()
+            .push((*key).clone());
+    }
+    let mut pending: HashMap<String, KeysAndAttributes> = HashMap::new();
+    for (table, keys) in requests {
+        let request = KeysAndAttributes::builder()
+            .set_keys(Some(keys))
+            .consistent_read(true)
+            .build()
+            .map_err(|e| StoreError::Inconsistent(format!("batch get request: {e}")))?;
+        pending.insert(table, request);
+    }
+    let mut found = Vec::new();
+    let mut delays = UNPROCESSED_BACKOFF.delays();
+    let mut attempts = 0;
+    while !pending.is_empty() {
+        attempts += 1;
+        let out = client
+            .batch_get_item()
+            .set_request_items(Some(std::mem::take(&mut pending)))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("BatchGetItem", e))?;
+        for (table, items) in out.responses.unwrap_or_default() {
+            let key_names = names.get(&table).cloned().unwrap_or_default();
+            for item in items {
+                if let Some(at) = wanted.get(&identity(&table, &key_names, &item)) {
+                    found.push((*at, item));
+                }
+            }
+        }
+        pending = out.unprocessed_keys.unwrap_or_default();
+        if pending.is_empty() {
+            break;
+        }
+        let Some(delay) = delays.next() else {
+            return Err(StoreError::Unprocessed {
+                operation: "BatchGetItem",
+                attempts,
+            });
+        };
+        tokio::time::sleep(delay).await;
+    }
+    Ok(found)
+}

@@ -66,6 +66,11 @@ pub struct TxConfig {
     /// Items locked by one `TransactWriteItems` on the lock path (1 to 99; default 99): one
     /// round trip and one header check per chunk. 1 locks item by item.
     pub lock_chunk: usize,
+    /// The lock path reads its items with strongly consistent `BatchGetItem`s (100 keys each,
+    /// sent at once) while it creates the record, and finalizes a commit it made without
+    /// reading the items again (default on). Off: one `GetItem` per item after the record,
+    /// and a read before each finalize.
+    pub read_ahead: bool,
 }
 
 impl TxConfig {
@@ -87,6 +92,7 @@ impl TxConfig {
             fast_path: true,
             group_commit: true,
             lock_chunk: DEFAULT_LOCK_CHUNK,
+            read_ahead: true,
         }
     }
 
@@ -148,13 +154,14 @@ impl FromSettings for TxConfig {
         "fast_path",
         "group_commit",
         "lock_chunk",
+        "read_ahead",
     ];
 
     /// `table` and `allowed_tables` (comma-separated table names or table ARNs,
     /// `arn:aws:dynamodb:<region>:<account>:table/<name>` standing for `<name>`, so a
     /// deployment can pass the ARNs it grants its role) required, `lock_patience_ms`,
     /// `heartbeat_ms`, `max_attempts`, `concurrency`, `retain_seconds` and
-    /// `redelivery_horizon_seconds`, `fast_path` and `group_commit` (`true` | `false`), `lock_chunk` (1–99).
+    /// `redelivery_horizon_seconds`, `fast_path`, `group_commit` and `read_ahead` (`true` | `false`), `lock_chunk` (1–99).
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
         let allowed = s
             .list("allowed_tables")
@@ -172,6 +179,7 @@ impl FromSettings for TxConfig {
         s.set(&mut c.fast_path, "fast_path")?;
         s.set(&mut c.group_commit, "group_commit")?;
         s.set(&mut c.lock_chunk, "lock_chunk")?;
+        s.set(&mut c.read_ahead, "read_ahead")?;
         c.max_attempts = c.max_attempts.max(1);
         c.concurrency = c.concurrency.max(1);
         c.lock_chunk = c.lock_chunk.clamp(1, super::FAST_MAX_REQUESTS);

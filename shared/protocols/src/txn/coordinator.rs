@@ -63,6 +63,9 @@ struct Run<'a> {
     invalid: Option<String>,
     /// The waits before restarts.
     restarts: Box<dyn Iterator<Item = Duration> + Send>,
+    /// The items read (in lock order) while the record was created: the first attempt's
+    /// starting point.
+    prefetched: Option<Vec<Option<crate::ddb::Item>>>,
 }
 
 /// How a completed transaction ended for its run.
@@ -198,12 +201,17 @@ impl Coordinator {
             id,
             invalid: None,
             restarts: Box::new(restarts.delays()),
+            prefetched: None,
         };
         let mut header = self.first_header(message, &mut run).await?;
         loop {
             let state = header.state;
             header = match state {
                 TxState::Pending => self.attempt(&mut run, &header).await?,
+                TxState::Committed if run.decided_here && self.config.read_ahead => {
+                    self.complete_committed(&header, &run.resolved, cost)
+                        .await?
+                }
                 TxState::Committed | TxState::RolledBack => {
                     self.complete(&header, &run.resolved, cost).await?
                 }
@@ -240,6 +248,15 @@ impl Coordinator {
         }
         let header = match header {
             Some(h) => h,
+            None if self.config.read_ahead => {
+                // The items are read while the record is created: one round trip for both.
+                let (created, read) = futures::join!(
+                    self.create_or_resume(message, &requests_json, run.cost),
+                    self.read_in_lock_order(&run.resolved)
+                );
+                run.prefetched = read.ok();
+                created?
+            }
             None => {
                 self.create_or_resume(message, &requests_json, run.cost)
                     .await?
@@ -304,7 +321,13 @@ impl Coordinator {
         }
         let cost = run.cost;
         let phase = self
-            .lock_all(header, &run.resolved, cost, run.deadline)
+            .lock_all(
+                header,
+                &run.resolved,
+                run.prefetched.take(),
+                cost,
+                run.deadline,
+            )
             .await?;
         let transition = match phase {
             LockPhase::Deferred => return Err(TxError::Deferred),

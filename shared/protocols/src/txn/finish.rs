@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::item::{flag, lock_of, s, token_of, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK};
 use super::item::{ATTR_TRANSIENT, ATTR_VERSION_TOKEN};
 use super::record::{parse_owner, TxHeader, TxState};
-use super::request::recorded_requests;
+use super::request::{recorded_requests, Operation};
 use super::resolve::Resolved;
 use super::{Coordinator, Cost, Driven, TxError};
 use crate::ddb::cond::{conditional, Cond};
@@ -35,6 +35,12 @@ fn held_by_placeholders(owner: String, token: String) -> Placeholders {
 }
 /// Finalize of a kept item.
 const UPDATE_UNLOCK: &str = "REMOVE #txpl, #txpi, #txpd, #txptr";
+/// [`CONDITION_HELD_BY`] on an item the transaction keeps (no delete marker): the guard of a
+/// finalize written without reading the item first.
+const CONDITION_HELD_AND_KEPT: &str =
+    "#txpl = :txpo AND #txpv = :txpt AND attribute_not_exists(#txpd)";
+/// Finalize writes in flight at once when this run committed and knows every lock it holds.
+const FINALIZE_AT_ONCE: usize = 64;
 
 /// Count a finalize/undo write; one whose guard failed was done by someone else: fine.
 fn guarded(
@@ -86,6 +92,69 @@ impl Coordinator {
         }
         let transition = self.mark_completed(header, cost).await?;
         self.header_after(transition, &header.tx_id).await
+    }
+
+    /// Steps 4–5 of a transaction this run has just committed: every item finalized with no
+    /// read first (this run holds each lock as `header.owner()` with the token the commit
+    /// recorded, and knows from its request whether the item goes), up to
+    /// [`FINALIZE_AT_ONCE`] writes at once, then marked completed. A write whose guard fails
+    /// (the item was finalized by someone else, or is not as expected) is completed the
+    /// read-based way ([`Coordinator::complete`]'s step for one item).
+    pub(super) async fn complete_committed(
+        &self,
+        header: &TxHeader,
+        resolved: &[Resolved],
+        cost: &Cost,
+    ) -> Result<TxHeader, StoreError> {
+        let work: Vec<_> = resolved
+            .iter()
+            .map(|r| self.finalize_blind(header, r, cost))
+            .collect();
+        let results: Vec<Result<(), StoreError>> = futures::stream::iter(work)
+            .buffer_unordered(self.config.concurrency.max(FINALIZE_AT_ONCE))
+            .collect()
+            .await;
+        for r in results {
+            r?;
+        }
+        let transition = self.mark_completed(header, cost).await?;
+        self.header_after(transition, &header.tx_id).await
+    }
+
+    /// Finalize one item of a transaction this run committed, without reading it.
+    async fn finalize_blind(
+        &self,
+        header: &TxHeader,
+        r: &Resolved,
+        cost: &Cost,
+    ) -> Result<(), StoreError> {
+        let Some(token) = header.tokens.get(&r.index).cloned() else {
+            return self.complete_item(header, r, cost).await;
+        };
+        let owner = header.owner();
+        let result = match r.request.op {
+            Operation::Delete { .. } => self.delete_held(r, owner, token).await,
+            // A ConditionCheck of an absent item carries the delete marker: its guard fails
+            // and it is completed the read-based way.
+            _ => {
+                self.unlock_with(r, owner, token, CONDITION_HELD_AND_KEPT)
+                    .await
+            }
+        };
+        match result {
+            Ok(Cond::Done(consumed)) => {
+                cost.add(consumed.as_ref());
+                Ok(())
+            }
+            Ok(Cond::Failed { .. }) => {
+                cost.add_failed();
+                self.complete_item(header, r, cost).await
+            }
+            Err(e) => {
+                cost.add_failed();
+                Err(e)
+            }
+        }
     }
 
     async fn complete_item(
@@ -152,6 +221,18 @@ impl Coordinator {
         owner: String,
         token: String,
     ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
+        self.unlock_with(r, owner, token, CONDITION_HELD_BY).await
+    }
+
+    /// [`Coordinator::unlock`] under `condition` (placeholders of [`CONDITION_HELD_BY`] and
+    /// `#txpd`).
+    async fn unlock_with(
+        &self,
+        r: &Resolved,
+        owner: String,
+        token: String,
+        condition: &'static str,
+    ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
         let mut held = held_by_placeholders(owner, token);
         held.set_name("#txpi", ATTR_IMAGE)
             .set_name("#txpd", ATTR_DELETE)
@@ -163,7 +244,7 @@ impl Coordinator {
             .table_name(&r.request.table)
             .set_key(Some(r.key.clone()))
             .update_expression(UPDATE_UNLOCK)
-            .condition_expression(CONDITION_HELD_BY)
+            .condition_expression(condition)
             .set_expression_attribute_names(names)
             .set_expression_attribute_values(values)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)

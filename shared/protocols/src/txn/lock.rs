@@ -116,6 +116,13 @@ impl LockWait {
     }
 }
 
+/// The requests in the global lock order (table, canonical key).
+fn lock_order(resolved: &[Resolved]) -> Vec<&Resolved> {
+    let mut order: Vec<&Resolved> = resolved.iter().collect();
+    order.sort_by(|a, b| a.order.cmp(&b.order));
+    order
+}
+
 /// Whether `item` is locked by a later attempt of `header`'s own transaction (then this
 /// attempt was decided and restarted: a stale coordinator must not wait on, or roll back, its
 /// own transaction's newer attempt).
@@ -126,23 +133,47 @@ fn newer_attempt_of(header: &TxHeader, item: &Item) -> bool {
 }
 
 impl Coordinator {
-    /// Step 2 for every item, in the global lock order.
+    /// Every item as it is now, in the global lock order: strongly consistent
+    /// `BatchGetItem`s of 100 keys, all sent at once (one round trip), or with
+    /// [`TxConfig::read_ahead`](super::TxConfig::read_ahead) off one `GetItem` per item.
+    pub(super) async fn read_in_lock_order(
+        &self,
+        resolved: &[Resolved],
+    ) -> Result<Vec<Option<Item>>, StoreError> {
+        let order = lock_order(resolved);
+        if !self.config.read_ahead {
+            let reads: Vec<_> = order.iter().map(|r| self.get_item(r)).collect();
+            let reads: Vec<Result<Option<Item>, StoreError>> = futures::stream::iter(reads)
+                .buffered(self.config.concurrency)
+                .collect()
+                .await;
+            return reads.into_iter().collect();
+        }
+        let keys: Vec<(&str, &Item)> = order
+            .iter()
+            .map(|r| (r.request.table.as_str(), &r.key))
+            .collect();
+        crate::ddb::batch::get_items(&self.client, &keys).await
+    }
+
+    /// Step 2 for every item, in the global lock order, starting from `prefetched` (the
+    /// items as [`Coordinator::read_in_lock_order`] read them, possibly before the record was
+    /// created: every lock write is conditioned on the item as read, so a stale read only
+    /// costs a retry) or from a read now.
     pub(super) async fn lock_all(
         &self,
         header: &TxHeader,
         resolved: &[Resolved],
+        prefetched: Option<Vec<Option<Item>>>,
         cost: &Cost,
         deadline: Deadline,
     ) -> Result<LockPhase, StoreError> {
         let owner = header.owner();
-        let mut order: Vec<&Resolved> = resolved.iter().collect();
-        order.sort_by(|a, b| a.order.cmp(&b.order));
-        let reads: Vec<_> = order.iter().map(|r| self.get_item(r)).collect();
-        let reads: Vec<Result<Option<Item>, StoreError>> = futures::stream::iter(reads)
-            .buffered(self.config.concurrency)
-            .collect()
-            .await;
-        let mut current = reads.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let order = lock_order(resolved);
+        let mut current = match prefetched {
+            Some(read) if read.len() == order.len() => read,
+            _ => self.read_in_lock_order(resolved).await?,
+        };
         let mut lock = ItemLocking {
             header,
             owner: &owner,

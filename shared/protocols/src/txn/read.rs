@@ -173,7 +173,7 @@ impl Coordinator {
             .await?
             .into_header();
         let phase = self
-            .lock_all(&header, &resolved, &cost, Deadline::none())
+            .lock_all(&header, &resolved, None, &cost, Deadline::none())
             .await?;
         let values = match phase {
             LockPhase::Locked(_) => self.read_held(&header.owner(), &resolved).await?,
