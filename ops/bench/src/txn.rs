@@ -62,6 +62,7 @@ fn print_writes() -> Result<(), String> {
     for (path, sizes) in [
         ("fast", &[1usize, 2, 10, 99][..]),
         ("lock", &[1, 2, 10, 99, 150]),
+        ("lock-one-by-one", &[2, 150]),
     ] {
         for &n in sizes {
             let r = spawn_worker(&["txn".into(), "writes".into(), path.into(), n.to_string()])?;
@@ -80,11 +81,15 @@ fn print_writes() -> Result<(), String> {
     }
     println!("requests: every DynamoDB request (DescribeTable, cached per process, excluded);");
     println!(
-        "round_trips: requests one after the other (the lock path reads and finalizes its items"
+        "round_trips: requests one after the other (the lock path reads its items by BatchGetItems"
     );
     println!(
-        "8 at a time); billed_WCU: as AWS bills, TransactWriteItems twice (DynamoDB Local reports"
+        "sent with the record's creation and finalizes 64 at a time; one-by-one: reads and a read"
     );
+    println!(
+        "before each finalize, 8 at a time); billed_WCU: as AWS bills, TransactWriteItems twice"
+    );
+    println!("(DynamoDB Local reports them once),");
     println!("them once), failed conditions excluded; N = 150 > 99 takes the lock path on either setting.");
     println!();
     Ok(())
@@ -141,9 +146,9 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let kind: String = next_arg(&mut args, "scenario")?;
     let result = match kind.as_str() {
         "writes" => {
-            let path: String = next_arg(&mut args, "fast|lock")?;
+            let path: String = next_arg(&mut args, "fast|lock|lock-one-by-one")?;
             let n: usize = next_arg(&mut args, "writes N")?;
-            writes(path == "fast", n).await?
+            writes(path == "fast", path != "lock-one-by-one", n).await?
         }
         "fast" | "lock" | "native" | "native-record" => {
             let mode: String = next_arg(&mut args, "spread|contended")?;
@@ -202,13 +207,14 @@ fn update(table: &str, pk: &str, delta: i64, guarded: bool) -> Value {
     json!({ "Update": u })
 }
 
-async fn writes(fast_path: bool, n: usize) -> Result<Value, String> {
+async fn writes(fast_path: bool, read_ahead: bool, n: usize) -> Result<Value, String> {
     let counting = FaultInjector::counting();
     let client = client_with(Some(counting.clone()), 3);
     let t = tables(&client).await;
     seed(&client, &t.accounts, n).await?;
     let mut config = TxConfig::new(&t.tx, [&t.accounts]);
     config.fast_path = fast_path;
+    config.read_ahead = read_ahead;
     let c = Coordinator::try_new(client, config).expect("valid configuration");
     let requests: Vec<Value> = (0..n)
         .map(|a| update(&t.accounts, &format!("acc{a}"), 1, false))
@@ -225,16 +231,24 @@ async fn writes(fast_path: bool, n: usize) -> Result<Value, String> {
         .map_err(|e| e.to_string())?;
     let requests = counting.calls() - counting.calls_of("DescribeTable") - before;
     let took_fast = fast_path && n <= dynamodb_exactly_once::txn::FAST_MAX_REQUESTS;
-    // The lock path: create, reads (8 at a time), lock chunks, commit, finalize (a read and
-    // a write per item, 8 at a time), complete; the fast path: its one call.
+    // The fast path: its one call. The lock path with read-ahead: create with the item reads
+    // (BatchGetItems of 100, at once), lock chunks, commit, finalize (a write per item, 64 at
+    // a time), complete; one by one: create, reads (8 at a time), lock chunks, commit,
+    // finalize (a read and a write per item, 8 at a time), complete.
     let round_trips = if took_fast {
         requests
+    } else if read_ahead {
+        (requests + n.div_ceil(64)).saturating_sub(n + n.div_ceil(100))
     } else {
         (requests + 3 * n.div_ceil(8)).saturating_sub(3 * n)
     };
     Ok(json!({
         "n": n,
-        "path": if took_fast { "TX fast path" } else { "TX lock path" },
+        "path": match (took_fast, read_ahead) {
+            (true, _) => "TX fast path",
+            (false, true) => "TX lock path",
+            (false, false) => "TX lock, one by one",
+        },
         "outcome": format!("{:?}", report.outcome),
         "requests": requests,
         "round_trips": round_trips,
