@@ -43,6 +43,7 @@ mod txn_fast;
 mod txn_interleave;
 mod txn_locked_read;
 mod txn_long;
+mod txn_missing_old;
 mod txn_numbers;
 mod txn_read_ahead;
 mod txn_sweep;

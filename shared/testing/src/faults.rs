@@ -33,6 +33,10 @@ pub enum Fault {
     /// reason is `TransactionConflict`: what DynamoDB answers a `TransactWriteItems` that met
     /// another transaction (or a plain write) on one of its items.
     TransactionCanceledByConflict,
+    /// Sent without `ReturnValuesOnConditionCheckFailure` (the request is rewritten): DynamoDB
+    /// answers a failed condition without the item, as it may leave `ALL_OLD` out of a
+    /// cancellation reason. Applied or not as DynamoDB decides.
+    WithoutOldItems,
 }
 
 /// DynamoDB's answer to a plain write on an item an in-flight transaction holds.
@@ -143,7 +147,7 @@ impl Intercept for FaultInjector {
         let body = request
             .body()
             .bytes()
-            .map(String::from_utf8_lossy)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default();
         let fault = (self.plan)(index, &operation, &body);
         if fault != Fault::None {
@@ -152,6 +156,14 @@ impl Intercept for FaultInjector {
         if fault == Fault::Refuse {
             // Port 1 on loopback: nothing listens, the connection is refused at once.
             request.set_uri("http://127.0.0.1:1/")?;
+        }
+        if fault == Fault::WithoutOldItems {
+            let stripped = body
+                .replace(r#","ReturnValuesOnConditionCheckFailure":"ALL_OLD""#, "")
+                .replace(r#""ReturnValuesOnConditionCheckFailure":"ALL_OLD","#, "");
+            let length = stripped.len().to_string();
+            *request.body_mut() = SdkBody::from(stripped);
+            request.headers_mut().insert("content-length", length);
         }
         if matches!(
             fault,

@@ -1,0 +1,72 @@
+//! A failed condition whose cancellation reason carries no item (DynamoDB may leave `ALL_OLD`
+//! out; the fault interceptor sends the request without asking for it): neither path may take
+//! it for a final failed condition before reading the item (review finding 10).
+
+use crate::txn_env;
+
+use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once::txn::TxOutcome;
+use dynamodb_exactly_once::Deadline;
+use txn_env::*;
+
+fn without_old_items() -> FaultInjector {
+    FaultInjector::new(|_, op| match op {
+        "TransactWriteItems" => Fault::WithoutOldItems,
+        _ => Fault::None,
+    })
+}
+
+#[tokio::test]
+async fn a_fast_path_call_meeting_a_lock_without_its_item_reads_it_and_commits() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    seed(&base, &table, "bob", 0).await;
+    // Given a lock-path transfer whose coordinator died holding both items,
+    abandon(&env, &transfer(&table, "t-held", "alice", "bob", 30)).await;
+    // when a fast-path transfer on the same items meets the locks and DynamoDB's cancellation
+    // reasons carry no item,
+    let faults = without_old_items();
+    let fast = env
+        .clone_with_fast_path(true)
+        .coordinator(client_with(Some(faults.clone()), 3));
+    let body = transfer(&table, "t-after", "alice", "bob", 5);
+    let report = fast.run(&message(&fast, &body), Deadline::none()).await;
+    // then it reads the item, meets the lock (rolls the silent holder back) and commits,
+    // instead of recording a failed condition it never had.
+    assert!(faults.injected() >= 1);
+    assert_eq!(report.expect("run").outcome, TxOutcome::Committed);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(95), Some(5))
+    );
+}
+
+#[tokio::test]
+async fn a_lock_chunk_meeting_a_lock_without_its_item_reads_it_and_commits() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    seed(&base, &table, "bob", 0).await;
+    abandon(&env, &transfer(&table, "t-held", "alice", "bob", 30)).await;
+    let faults = without_old_items();
+    let mut config = env.config();
+    config.lock_chunk = 2;
+    let c = dynamodb_exactly_once::txn::Coordinator::try_new(
+        client_with(Some(faults.clone()), 3),
+        config,
+    )
+    .expect("valid configuration");
+    let body = transfer(&table, "t-after", "alice", "bob", 5);
+    let report = c.run(&message(&c, &body), Deadline::none()).await;
+    assert!(faults.injected() >= 1);
+    assert_eq!(report.expect("run").outcome, TxOutcome::Committed);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(95), Some(5))
+    );
+}
