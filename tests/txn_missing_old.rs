@@ -16,15 +16,29 @@ fn without_old_items() -> FaultInjector {
     })
 }
 
+/// alice (100) and bob (0), both held by a lock-path transfer whose coordinator died.
+async fn held_pair(env: &Env, base: &aws_sdk_dynamodb::Client) -> String {
+    let table = env.accounts().to_string();
+    seed(base, &table, "alice", 100).await;
+    seed(base, &table, "bob", 0).await;
+    abandon(env, &transfer(&table, "t-held", "alice", "bob", 30)).await;
+    table
+}
+
+async fn assert_transferred(base: &aws_sdk_dynamodb::Client, table: &str) {
+    let now = items(base, table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(95), Some(5))
+    );
+}
+
 #[tokio::test]
 async fn a_fast_path_call_meeting_a_lock_without_its_item_reads_it_and_commits() {
     let base = client();
     let env = Env::new(&base).await.lock_path();
-    let table = env.accounts().to_string();
-    seed(&base, &table, "alice", 100).await;
-    seed(&base, &table, "bob", 0).await;
     // Given a lock-path transfer whose coordinator died holding both items,
-    abandon(&env, &transfer(&table, "t-held", "alice", "bob", 30)).await;
+    let table = held_pair(&env, &base).await;
     // when a fast-path transfer on the same items meets the locks and DynamoDB's cancellation
     // reasons carry no item,
     let faults = without_old_items();
@@ -37,21 +51,14 @@ async fn a_fast_path_call_meeting_a_lock_without_its_item_reads_it_and_commits()
     // instead of recording a failed condition it never had.
     assert!(faults.injected() >= 1);
     assert_eq!(report.expect("run").outcome, TxOutcome::Committed);
-    let now = items(&base, &table).await;
-    assert_eq!(
-        (balance(&now, "alice"), balance(&now, "bob")),
-        (Some(95), Some(5))
-    );
+    assert_transferred(&base, &table).await;
 }
 
 #[tokio::test]
 async fn a_lock_chunk_meeting_a_lock_without_its_item_reads_it_and_commits() {
     let base = client();
     let env = Env::new(&base).await.lock_path();
-    let table = env.accounts().to_string();
-    seed(&base, &table, "alice", 100).await;
-    seed(&base, &table, "bob", 0).await;
-    abandon(&env, &transfer(&table, "t-held", "alice", "bob", 30)).await;
+    let table = held_pair(&env, &base).await;
     let faults = without_old_items();
     let mut config = env.config();
     config.lock_chunk = 2;
@@ -64,9 +71,5 @@ async fn a_lock_chunk_meeting_a_lock_without_its_item_reads_it_and_commits() {
     let report = c.run(&message(&c, &body), Deadline::none()).await;
     assert!(faults.injected() >= 1);
     assert_eq!(report.expect("run").outcome, TxOutcome::Committed);
-    let now = items(&base, &table).await;
-    assert_eq!(
-        (balance(&now, "alice"), balance(&now, "bob")),
-        (Some(95), Some(5))
-    );
+    assert_transferred(&base, &table).await;
 }

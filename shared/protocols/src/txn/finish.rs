@@ -83,8 +83,23 @@ impl Coordinator {
             .iter()
             .map(|r| self.complete_item(header, r, cost))
             .collect();
+        self.complete_after(header, work, self.config.concurrency, cost)
+            .await
+    }
+
+    /// Run every item's step (`at_once` at a time), then mark the transaction completed.
+    async fn complete_after<F>(
+        &self,
+        header: &TxHeader,
+        work: Vec<F>,
+        at_once: usize,
+        cost: &Cost,
+    ) -> Result<TxHeader, StoreError>
+    where
+        F: std::future::Future<Output = Result<(), StoreError>>,
+    {
         let results: Vec<Result<(), StoreError>> = futures::stream::iter(work)
-            .buffer_unordered(self.config.concurrency)
+            .buffer_unordered(at_once.max(1))
             .collect()
             .await;
         for r in results {
@@ -110,15 +125,8 @@ impl Coordinator {
             .iter()
             .map(|r| self.finalize_blind(header, r, cost))
             .collect();
-        let results: Vec<Result<(), StoreError>> = futures::stream::iter(work)
-            .buffer_unordered(self.config.concurrency.max(FINALIZE_AT_ONCE))
-            .collect()
-            .await;
-        for r in results {
-            r?;
-        }
-        let transition = self.mark_completed(header, cost).await?;
-        self.header_after(transition, &header.tx_id).await
+        let at_once = self.config.concurrency.max(FINALIZE_AT_ONCE);
+        self.complete_after(header, work, at_once, cost).await
     }
 
     /// Finalize one item of a transaction this run committed, without reading it.
