@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check tx-check package
+.PHONY: demo test tools lint bench template-check tx-check counter-check package
 
 demo:
 	bash scripts/demo.sh
@@ -20,12 +20,19 @@ template-check:
 bench:
 	bash scripts/bench.sh
 
-# The randomized transaction checker at length (10,000 schedules; `make test` runs 300).
+# The randomized transaction checker at length (10,000 schedules; `make test` runs 80).
 # TX_CHECK_SEED=<seed> TX_CHECK_SCHEDULES=1 make tx-check replays one schedule.
 TX_CHECK_SCHEDULES ?= 10000
 tx-check:
 	TX_CHECK_SCHEDULES=$(TX_CHECK_SCHEDULES) TX_CHECK_PARALLEL=$${TX_CHECK_PARALLEL:-8} \
 		cargo test -p integration-tests --test integration txn_check:: -- --nocapture
+
+# The counter journal's randomized checker at length (1,000 schedules; `make test` runs 40).
+# COUNTER_CHECK_SEED=<seed> COUNTER_CHECK_SCHEDULES=1 make counter-check replays one schedule.
+COUNTER_CHECK_SCHEDULES ?= 1000
+counter-check:
+	COUNTER_CHECK_SCHEDULES=$(COUNTER_CHECK_SCHEDULES) \
+		cargo test -p integration-tests --test integration counter_journal_check:: -- --nocapture
 
 # arm64 artifacts of every function (cargo lambda + zig), with their sizes.
 package:

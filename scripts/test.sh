@@ -58,6 +58,7 @@ fi
 # The long randomized and load tests at the share of the budget CI gives them (the full runs:
 # `make tx-check`, 10,000 schedules; TXN_CONTENTION_TRANSFERS=1000 for the contention test).
 export TX_CHECK_SCHEDULES="${TX_CHECK_SCHEDULES:-80}"
+export COUNTER_CHECK_SCHEDULES="${COUNTER_CHECK_SCHEDULES:-40}"
 export TXN_CONTENTION_TRANSFERS="${TXN_CONTENTION_TRANSFERS:-300}"
 # Unit and integration tests: cargo-nextest runs every test in its own process, several at a
 # time across test binaries; doctests (which nextest does not run) after.
