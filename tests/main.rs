@@ -46,5 +46,6 @@ mod txn_long;
 mod txn_missing_old;
 mod txn_numbers;
 mod txn_read_ahead;
+mod txn_redrive;
 mod txn_sweep;
 mod versioning;
