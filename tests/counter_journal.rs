@@ -136,6 +136,7 @@ async fn a_key_counts_once_however_often_it_is_journaled_or_rolled_up() {
         (3, 3, 0),
         "{first:?}"
     );
+    assert!(first.iterator_age_ms < 60_000, "caught up: {first:?}");
     assert_eq!(
         (total(&counter, "a").await, total(&counter, "b").await),
         (12, 1)

@@ -13,8 +13,9 @@
 //!   `OldestStaleSeconds` (its lag: the oldest stale transaction's time without a heartbeat);
 //!   the counter journal's roll-up (`counter-rollup`): `Shards`, `Records`, `Keys`, `Applied`,
 //!   `Duplicates`, `ItemUpdates`, `WriteCalls`, `WriteUnits`, `Trimmed` (shards whose records
-//!   left the stream unread: keys lost to the counters), `FailedItems` and `CaughtUp` (1 when
-//!   every shard was read to its end).
+//!   left the stream unread: keys lost to the counters), `FailedItems`, `CaughtUp` (1 when
+//!   every shard was read to its end) and `IteratorAgeMilliseconds` (how far behind its reading
+//!   is: the age of the last record read).
 //! * **They survive any application log level**: with Lambda's advanced logging controls a
 //!   JSON line without a `level` counts as INFO and is dropped under `ApplicationLogLevel: WARN`;
 //!   EMF lines carry the configured level itself (`AWS_LAMBDA_LOG_LEVEL`), so they always pass.
@@ -120,6 +121,11 @@ pub fn rollup_values(report: &RollupReport) -> Vec<(String, f64)> {
         ("Trimmed".into(), count(report.trimmed)),
         ("FailedItems".into(), count(report.failed_items)),
         ("CaughtUp".into(), f64::from(u8::from(report.caught_up))),
+        #[allow(clippy::cast_precision_loss)]
+        (
+            "IteratorAgeMilliseconds".into(),
+            report.iterator_age_ms as f64,
+        ),
     ]
 }
 

@@ -90,6 +90,8 @@ impl Counter {
 
     /// Read one counter item (strongly consistent) as `T`; `None` when absent. The protocol's
     /// own attributes (`<prefix>*`) are in the item too: `T` ignores them unless it names them.
+    /// In [`CounterMode::Journal`] the item holds what the roll-up has applied: it lags the
+    /// journal by the roll-up's delay (its period plus one run while it keeps up).
     pub async fn get<T: serde::de::DeserializeOwned>(
         &self,
         key: &ItemKey,

@@ -109,6 +109,11 @@ pub struct RollupReport {
     pub failed_items: usize,
     /// Every shard was read to its current end.
     pub caught_up: bool,
+    /// How far behind the roll-up's reading is, like Lambda's `IteratorAge`: at the end of
+    /// the run, the greatest age (milliseconds, this process's clock against DynamoDB's
+    /// approximate creation time) of the last record read from a shard; 0 when nothing was
+    /// read.
+    pub iterator_age_ms: u64,
 }
 
 /// The roll-up of one journal (see the [module documentation](super)). Run it on a schedule,
@@ -226,7 +231,8 @@ impl Rollup {
             &shard.id,
             shard.parent.as_deref(),
         );
-        loop {
+        let mut shard_age_ms = 0;
+        let outcome = loop {
             let mut events = Vec::new();
             let mut last = None;
             let mut pages = 0;
@@ -241,6 +247,11 @@ impl Rollup {
                 journal_records += page.journal_records;
                 events.extend(page.events);
                 last = page.last_seq.or(last);
+                if let Some(created) = page.last_created_secs {
+                    // The shard's last record read so far: its age is where the shard stands.
+                    let created_ms = u64::try_from(created).unwrap_or(0).saturating_mul(1000);
+                    shard_age_ms = self.clock.now_ms().saturating_sub(created_ms);
+                }
                 iterator = page.next;
                 if empty == EMPTY_PAGES_AT_END
                     || pages == PAGES_PER_APPLY
@@ -254,7 +265,7 @@ impl Rollup {
             let failed = self.apply_events(events, &source, report, cost).await;
             if failed > 0 {
                 report.failed_items += failed;
-                return Ok(false); // read again from the last checkpoint next run
+                break Ok(false); // read again from the last checkpoint next run
             }
             let closed = iterator.is_none();
             if last.is_some() || closed {
@@ -265,13 +276,15 @@ impl Rollup {
                 }
             }
             if closed {
-                return Ok(true);
+                break Ok(true);
             }
             let at_end = empty == EMPTY_PAGES_AT_END;
             if at_end || journal_records == 0 || Instant::now() >= stop_at {
-                return Ok(false);
+                break Ok(false);
             }
-        }
+        };
+        report.iterator_age_ms = report.iterator_age_ms.max(shard_age_ms);
+        outcome
     }
 
     /// Apply `events` per counter item; the number of items that failed.

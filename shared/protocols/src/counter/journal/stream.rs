@@ -43,6 +43,8 @@ pub(super) struct Page {
     pub(super) journal_records: usize,
     /// The last sequence number of the page.
     pub(super) last_seq: Option<String>,
+    /// When the page's last record was written (epoch seconds, DynamoDB's approximation).
+    pub(super) last_created_secs: Option<i64>,
     /// Where to read next (`None`: the shard is closed and read to its end).
     pub(super) next: Option<String>,
 }
@@ -209,6 +211,9 @@ impl Rollup {
                 continue;
             };
             page.last_seq = Some(seq.to_string());
+            if let Some(created) = change.approximate_creation_date_time() {
+                page.last_created_secs = Some(created.secs());
+            }
             let checkpoint = match change.keys().and_then(|k| k.get(JOURNAL_KEY_ATTRIBUTE)) {
                 Some(StreamValue::S(pk)) => pk.starts_with(CHECKPOINT_PREFIX),
                 _ => false,
