@@ -32,7 +32,7 @@ fn faults(rng: &mut StdRng) -> (FaultInjector, u32) {
         let i = n.fetch_add(1, Ordering::SeqCst) as u64;
         let roll = (seed
             .wrapping_mul(6364136223846793005)
-            .wrapping_add(i * 1442695040888963407)
+            .wrapping_add(i.wrapping_mul(1442695040888963407))
             >> 33)
             % 100;
         match roll as u32 {
