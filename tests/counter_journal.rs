@@ -86,6 +86,13 @@ pub(crate) fn record(counter: &Counter, pk: &str, delta: i64, idem: &str) -> Cou
         .expect("record")
 }
 
+/// `n` records of one key each (`k0`, `k1`, …) adding 1 to item `pk`.
+fn ones(counter: &Counter, pk: &str, n: usize) -> Vec<CounterRecord> {
+    (0..n)
+        .map(|i| record(counter, pk, 1, &format!("k{i}")))
+        .collect()
+}
+
 pub(crate) async fn total(counter: &Counter, pk: &str) -> i64 {
     let item: Option<Value> = counter.get(&key(pk)).await.expect("get");
     item.and_then(|i| i.get("n").and_then(Value::as_i64))
@@ -233,9 +240,7 @@ async fn a_lost_response_of_a_journal_put_is_not_counted_twice() {
     let (counters, journal) = tables(&c).await;
     let faults = first_of("BatchWriteItem", Fault::LoseResponse);
     let counter = counter(client_with(Some(faults), 3), &counters, &journal);
-    let records: Vec<_> = (0..3)
-        .map(|i| record(&counter, "a", 1, &format!("k{i}")))
-        .collect();
+    let records = ones(&counter, "a", 3);
     assert_eq!(apply(&counter, &records).await, ["journaled"; 3]);
     let report = run(&rollup(c.clone(), &counters, &journal)).await;
     assert_eq!(total(&counter, "a").await, 3, "{report:?}");
@@ -276,9 +281,7 @@ async fn a_record_result_of_the_journal_is_final_or_delivered_again() {
     let (counters, journal) = tables(&c).await;
     let faults = first_of("BatchWriteItem", Fault::Refuse);
     let counter = counter(client_with(Some(faults), 1), &counters, &journal);
-    let records: Vec<_> = (0..2)
-        .map(|i| record(&counter, "a", 1, &format!("k{i}")))
-        .collect();
+    let records = ones(&counter, "a", 2);
     let indexed = records.iter().cloned().enumerate().collect();
     let applied = counter.apply(indexed, Deadline::none()).await;
     assert!(applied

@@ -11,10 +11,7 @@ use serde_json::{json, Value};
 use txn_env::*;
 
 fn chunked(env: &Env, client: aws_sdk_dynamodb::Client, chunk: usize) -> Coordinator {
-    let mut config = env.config();
-    config.fast_path = false;
-    config.lock_chunk = chunk;
-    Coordinator::try_new(client, config).expect("valid configuration")
+    lock_path_coordinator(env, client, chunk, env.config().read_ahead)
 }
 
 #[tokio::test]

@@ -198,6 +198,20 @@ pub async fn sweep_all(env: &Env, client: Client) -> SweepSummary {
         .expect("sweep")
 }
 
+/// A lock-path coordinator of `env` locking `chunk` items per call, reading ahead or not.
+pub fn lock_path_coordinator(
+    env: &Env,
+    client: Client,
+    chunk: usize,
+    read_ahead: bool,
+) -> Coordinator {
+    let mut config = env.config();
+    config.fast_path = false;
+    config.lock_chunk = chunk;
+    config.read_ahead = read_ahead;
+    Coordinator::try_new(client, config).expect("valid configuration")
+}
+
 /// Run `body` on the lock path by a coordinator that dies after 6 DynamoDB calls (describe,
 /// create, two reads, two lock writes): a two-item transaction left holding both items,
 /// pending.

@@ -60,13 +60,12 @@ async fn a_lock_chunk_meeting_a_lock_without_its_item_reads_it_and_commits() {
     let env = Env::new(&base).await.lock_path();
     let table = held_pair(&env, &base).await;
     let faults = without_old_items();
-    let mut config = env.config();
-    config.lock_chunk = 2;
-    let c = dynamodb_exactly_once::txn::Coordinator::try_new(
+    let c = lock_path_coordinator(
+        &env,
         client_with(Some(faults.clone()), 3),
-        config,
-    )
-    .expect("valid configuration");
+        2,
+        env.config().read_ahead,
+    );
     let body = transfer(&table, "t-after", "alice", "bob", 5);
     let report = c.run(&message(&c, &body), Deadline::none()).await;
     assert!(faults.injected() >= 1);

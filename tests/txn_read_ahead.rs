@@ -15,11 +15,7 @@ use serde_json::{json, Value};
 use txn_env::*;
 
 fn ahead(env: &Env, client: aws_sdk_dynamodb::Client) -> Coordinator {
-    let mut config = env.config();
-    config.fast_path = false;
-    config.lock_chunk = 99;
-    config.read_ahead = true;
-    Coordinator::try_new(client, config).expect("valid configuration")
+    lock_path_coordinator(env, client, 99, true)
 }
 
 #[tokio::test]

@@ -47,14 +47,22 @@ fn guarded(
     result: Result<Cond<Option<ConsumedCapacity>>, StoreError>,
     cost: &Cost,
 ) -> Result<(), StoreError> {
+    held(result, cost).map(|_| ())
+}
+
+/// Count a finalize/undo write: `true` when its guard held and it was applied.
+fn held(
+    result: Result<Cond<Option<ConsumedCapacity>>, StoreError>,
+    cost: &Cost,
+) -> Result<bool, StoreError> {
     match result {
         Ok(Cond::Done(consumed)) => {
             cost.add(consumed.as_ref());
-            Ok(())
+            Ok(true)
         }
         Ok(Cond::Failed { .. }) => {
             cost.add_failed();
-            Ok(())
+            Ok(false)
         }
         Err(e) => {
             cost.add_failed();
@@ -149,19 +157,9 @@ impl Coordinator {
                     .await
             }
         };
-        match result {
-            Ok(Cond::Done(consumed)) => {
-                cost.add(consumed.as_ref());
-                Ok(())
-            }
-            Ok(Cond::Failed { .. }) => {
-                cost.add_failed();
-                self.complete_item(header, r, cost).await
-            }
-            Err(e) => {
-                cost.add_failed();
-                Err(e)
-            }
+        match held(result, cost)? {
+            true => Ok(()),
+            false => self.complete_item(header, r, cost).await,
         }
     }
 

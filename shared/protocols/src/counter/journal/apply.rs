@@ -108,7 +108,7 @@ impl Rollup {
                 events.retain(|e| e.seq.as_str() > seq);
             }
         }
-        let config = &self.counter;
+        let config = &self.config.counter;
         let guard = old.get(&config.bucket_attribute())?.clone();
         let now = self.clock.now_secs();
         let (layout, keys) = Layout::read(config, &Grid::of(config), old, now);
@@ -174,7 +174,7 @@ impl Rollup {
             .collect();
         let mut remove: Vec<String> = Vec::new();
         let mut condition = format!("(attribute_not_exists({w}) OR {w} < {below})");
-        let lay = p.name(self.counter.bucket_attribute());
+        let lay = p.name(self.config.counter.bucket_attribute());
         match inline {
             None => condition.push_str(&format!(" AND attribute_not_exists({lay})")),
             Some(inline) => {
@@ -211,7 +211,7 @@ impl Rollup {
         let result = self
             .ddb
             .update_item()
-            .table_name(&self.counter.table)
+            .table_name(&self.config.counter.table)
             .set_key(Some(key.to_item()?))
             .update_expression(expression)
             .condition_expression(condition)
@@ -250,7 +250,7 @@ impl Rollup {
         cost: &Cost,
     ) {
         let Some(item) = item else { return };
-        let prefix = format!("{}w_", self.counter.attribute_prefix);
+        let prefix = format!("{}w_", self.config.counter.attribute_prefix);
         let now = self.clock.now_secs();
         let stale: Vec<(String, AttributeValue)> =
             item.into_iter()
@@ -284,7 +284,7 @@ impl Rollup {
         let result = self
             .ddb
             .update_item()
-            .table_name(&self.counter.table)
+            .table_name(&self.config.counter.table)
             .set_key(Some(key))
             .update_expression(format!("REMOVE {}", names.join(", ")))
             .condition_expression(conditions.join(" AND "))

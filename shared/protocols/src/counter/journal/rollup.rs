@@ -126,7 +126,6 @@ pub struct Rollup {
     pub(super) ddb: Client,
     pub(super) streams: aws_sdk_dynamodbstreams::Client,
     pub(super) config: RollupConfig,
-    pub(super) counter: CounterConfig,
     pub(super) clock: Clock,
 }
 
@@ -148,7 +147,6 @@ impl Rollup {
         Rollup {
             ddb: crate::ddb::conflict::retrying_conflicts(ddb),
             streams,
-            counter: config.counter.clone(),
             config,
             clock: Clock::system(),
         }
@@ -227,7 +225,7 @@ impl Rollup {
             );
         }
         let source = Source::new(
-            &self.counter.attribute_prefix,
+            &self.config.counter.attribute_prefix,
             &shard.id,
             shard.parent.as_deref(),
         );
