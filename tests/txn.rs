@@ -14,7 +14,7 @@ use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::item::item_to_json;
 use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::{Coordinator, TxError, TxOutcome};
-use dynamodb_exactly_once::txn::{TxState, INLINE_REQUEST_BYTES};
+use dynamodb_exactly_once::txn::{TxState, CREATE_AT_ONCE_BYTES};
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Writer;
@@ -96,11 +96,13 @@ async fn crash_at_every_step_leaves_all_or_nothing() {
             .await
             .expect("undisturbed run");
         assert_eq!(report.outcome, TxOutcome::Committed);
-        // 2N + 3, + 1 part item when the requests do not fit the (small) inline budget.
-        let parts = u64::from(message(&c, &body).requests_json().len() > INLINE_REQUEST_BYTES);
+        // 2N + 3: requests that do not fit the (small) inline budget go to a part item, created
+        // with the header in one call.
+        let json = message(&c, &body).requests_json();
+        assert!(json.len() <= CREATE_AT_ONCE_BYTES);
         assert_eq!(
             report.write_calls,
-            2 * n as u64 + 3 + parts,
+            2 * n as u64 + 3,
             "write count for N={n}"
         );
         let total = counter.calls();
@@ -413,9 +415,10 @@ async fn large_transactions_commit() {
         .await
         .expect("150 items");
     assert_eq!(report.outcome, TxOutcome::Committed);
-    // 2N + 3 + one part item: the requests (13 KB) are kept out of the header, which every
-    // lock write checks (a check is billed by the checked item's size).
-    assert_eq!(report.write_calls, 2 * 150 + 3 + 1);
+    // 2N + 3: the requests (13 KB) are kept out of the header, which every lock write checks
+    // (a check is billed by the checked item's size), in a part item created with the header
+    // in one call.
+    assert_eq!(report.write_calls, 2 * 150 + 3);
     assert!(report.write_units >= 303.0);
     let now = items(&base, &table).await;
     assert_eq!(now.len(), 150);

@@ -33,7 +33,11 @@ async fn a_transaction_of_150_items_locks_them_in_two_calls() {
         .await
         .expect("run");
     assert_eq!(report.outcome, TxOutcome::Committed);
-    assert_eq!(counting.calls_of("TransactWriteItems"), 2, "99 + 51 items");
+    assert_eq!(
+        counting.calls_of("TransactWriteItems"),
+        3,
+        "the record with its part, then 99 + 51 items"
+    );
     let now = items(&base, &table).await;
     assert!((0..150).all(|i| balance(&now, &format!("k{i:03}")) == Some(1)));
     assert_clean(&base, &env).await;

@@ -1,24 +1,42 @@
 //! What transactions cost on redelivery (review of transactions, finding 8): a transaction
-//! whose requests live in part items does not write them again when it comes back.
+//! whose requests live in part items does not write them again when it comes back, whether
+//! its parts went with its header in one call or before it.
 
 use crate::txn_env;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::txn::TxOutcome;
+use dynamodb_exactly_once::txn::{TxOutcome, CREATE_AT_ONCE_BYTES};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};
 use txn_env::*;
 
-#[tokio::test]
-async fn a_redelivered_large_transaction_writes_no_request_part_again() {
+/// Part items (`Part = p#<nonce>#…`) the TX table holds for `tx_id`.
+async fn part_items(client: &aws_sdk_dynamodb::Client, env: &Env, tx_id: &str) -> usize {
+    let out = client
+        .query()
+        .table_name(env.tx())
+        .key_condition_expression("TxId = :t AND begins_with(Part, :p)")
+        .expression_attribute_values(":t", AttributeValue::S(tx_id.into()))
+        .expression_attribute_values(":p", AttributeValue::S("p#".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("query parts");
+    out.items().len()
+}
+
+/// A transaction whose requests need part items, run and then delivered twice again: the
+/// parts of one creation only, `puts` part writes sent in all (`PutItem`s of a chunk).
+async fn delivered_three_times(tx_id: &str, padding: usize) -> (usize, usize) {
     let base = client();
     let env = Env::new(&base).await.lock_path().without_heartbeats();
     let table = env.accounts().to_string();
-    let parts = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&parts);
+    let puts = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&puts);
     let counting = FaultInjector::by_request(move |op, body| {
         if op == "PutItem" && body.contains("\"Chunk\"") {
             seen.fetch_add(1, Ordering::SeqCst);
@@ -26,18 +44,18 @@ async fn a_redelivered_large_transaction_writes_no_request_part_again() {
         Fault::None
     });
     let c = env.coordinator(client_with(Some(counting), 3));
-    // 60 items: the requests (~5 KB) go to one part item
+    let pad = "x".repeat(padding);
     let requests: Vec<Value> = (0..60)
-        .map(|i| json!({"Put":{"TableName":table,"Item":{"PK":format!("p{i:02}"),"n":i}}}))
+        .map(
+            |i| json!({"Put":{"TableName":table,"Item":{"PK":format!("p{i:02}"),"n":i,"pad":pad}}}),
+        )
         .collect();
-    let body = json!({"txId": "parted", "requests": requests});
+    let body = json!({"txId": tx_id, "requests": requests});
     let first = c
         .run(&message(&c, &body), Deadline::none())
         .await
         .expect("run");
     assert_eq!(first.outcome, TxOutcome::Committed);
-    assert_eq!(parts.load(Ordering::SeqCst), 1);
-    // Delivered again twice: the record exists, its parts are not written again
     for _ in 0..2 {
         let again = c
             .run(&message(&c, &body), Deadline::none())
@@ -45,9 +63,21 @@ async fn a_redelivered_large_transaction_writes_no_request_part_again() {
             .expect("again");
         assert_eq!(again.outcome, TxOutcome::AlreadyCommitted);
     }
-    assert_eq!(
-        parts.load(Ordering::SeqCst),
-        1,
-        "parts rewritten on redelivery"
-    );
+    (
+        part_items(&base, &env, tx_id).await,
+        puts.load(Ordering::SeqCst),
+    )
+}
+
+#[tokio::test]
+async fn a_redelivered_large_transaction_writes_no_request_part_again() {
+    // 60 items, ~5 KB of requests: one part, created with the header in one call (no
+    // `PutItem`); a redelivery's call is refused on the header and writes nothing.
+    let (parts, puts) = delivered_three_times("parted", 0).await;
+    assert_eq!((parts, puts), (1, 0), "parts rewritten on redelivery");
+    // ~120 KB of requests (over `CREATE_AT_ONCE_BYTES`): the header is read first, the part
+    // written once, never again.
+    const { assert!(60 * 2000 > CREATE_AT_ONCE_BYTES) };
+    let (parts, puts) = delivered_three_times("parted-big", 2000).await;
+    assert_eq!((parts, puts), (1, 1), "parts rewritten on redelivery");
 }

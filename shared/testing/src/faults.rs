@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::config::interceptors::{
-    BeforeDeserializationInterceptorContextMut, BeforeTransmitInterceptorContextMut,
+    BeforeDeserializationInterceptorContextMut, BeforeSerializationInterceptorContextRef,
+    BeforeTransmitInterceptorContextMut,
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
@@ -50,6 +51,13 @@ impl Storable for Decided {
     type Storer = StoreReplace<Self>;
 }
 
+/// The round trip an attempt is on (see [`FaultInjector::round_trips`]).
+#[derive(Debug, Clone, Copy)]
+struct Depth(usize);
+impl Storable for Depth {
+    type Storer = StoreReplace<Self>;
+}
+
 /// Decides one attempt from its index, its operation and its JSON request body.
 type Plan = dyn Fn(usize, &str, &str) -> Fault + Send + Sync;
 
@@ -60,12 +68,19 @@ pub struct FaultInjector {
     calls: Arc<AtomicUsize>,
     by_operation: Arc<Mutex<BTreeMap<String, usize>>>,
     injected: Arc<AtomicUsize>,
+    /// The deepest round trip answered so far.
+    answered_depth: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for FaultInjector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FaultInjector")
             .field("calls", &self.calls())
+            .field(
+                "by_operation",
+                &self.by_operation.lock().map(|m| m.clone()).ok(),
+            )
+            .field("round_trips", &self.round_trips())
             .finish()
     }
 }
@@ -90,6 +105,7 @@ impl FaultInjector {
             calls: Arc::default(),
             by_operation: Arc::default(),
             injected: Arc::default(),
+            answered_depth: Arc::default(),
         }
     }
 
@@ -116,6 +132,25 @@ impl FaultInjector {
             .unwrap_or(0)
     }
 
+    /// Round trips so far: the longest chain of operations each started after the previous one
+    /// was answered. An operation started while the deepest answered one is on round trip `d`
+    /// is on `d + 1`, so concurrent operations share a round trip and a window of `k` in
+    /// flight that refills as answers come counts as the waves it takes. (What the wall time
+    /// is at least, in round-trip latencies, whatever DynamoDB's speed; an SDK retry stays in
+    /// its operation's round trip.)
+    pub fn round_trips(&self) -> usize {
+        self.answered_depth.load(Ordering::SeqCst)
+    }
+
+    /// Start counting calls by operation and round trips again (e.g. after a warm-up).
+    /// [`FaultInjector::calls`] goes on: it is the index plans decide by.
+    pub fn reset_counts(&self) {
+        if let Ok(mut m) = self.by_operation.lock() {
+            m.clear();
+        }
+        self.answered_depth.store(0, Ordering::SeqCst);
+    }
+
     /// Faults injected so far.
     pub fn injected(&self) -> usize {
         self.injected.load(Ordering::SeqCst)
@@ -125,6 +160,18 @@ impl FaultInjector {
 impl Intercept for FaultInjector {
     fn name(&self) -> &'static str {
         "FaultInjector"
+    }
+
+    fn read_before_execution(
+        &self,
+        _context: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        // Dated when the operation starts (before serialization and signing, which take CPU
+        // time per request): the answers of a burst's first requests do not date its last.
+        let depth = self.answered_depth.load(Ordering::SeqCst) + 1;
+        cfg.interceptor_state().store_put(Depth(depth));
+        Ok(())
     }
 
     fn modify_before_transmit(
@@ -182,6 +229,9 @@ impl Intercept for FaultInjector {
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        if let Some(Depth(depth)) = cfg.load::<Depth>() {
+            self.answered_depth.fetch_max(*depth, Ordering::SeqCst);
+        }
         if let Some(Decided(Fault::LoseResponse)) = cfg.load::<Decided>() {
             let response = context.response_mut();
             *response.status_mut() = StatusCode::try_from(500u16)?;

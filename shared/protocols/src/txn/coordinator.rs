@@ -277,10 +277,7 @@ impl Coordinator {
         requests_json: &str,
         cost: &Cost,
     ) -> Result<TxHeader, TxError> {
-        let created = self
-            .tx
-            .create(&message.tx_id, requests_json, message.requests.len(), cost)
-            .await?;
+        let created = self.tx.create(&message.tx_id, requests_json, cost).await?;
         match created {
             Creation::Created(header) => Ok(header),
             Creation::Exists(existing) => {

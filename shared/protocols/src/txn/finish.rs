@@ -39,8 +39,9 @@ const UPDATE_UNLOCK: &str = "REMOVE #txpl, #txpi, #txpd, #txptr";
 /// finalize written without reading the item first.
 const CONDITION_HELD_AND_KEPT: &str =
     "#txpl = :txpo AND #txpv = :txpt AND attribute_not_exists(#txpd)";
-/// Finalize writes in flight at once when this run committed and knows every lock it holds.
-const FINALIZE_AT_ONCE: usize = 64;
+/// Finalize writes in flight at once when this run committed and knows every lock it holds:
+/// a transaction of up to this many items is finalized in one round trip.
+const FINALIZE_AT_ONCE: usize = 256;
 
 /// Count a finalize/undo write; one whose guard failed was done by someone else: fine.
 fn guarded(

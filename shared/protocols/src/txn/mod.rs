@@ -27,6 +27,6 @@ pub use item::{
     ATTR_VERSION_TOKEN, ITEM_PROTOCOL_ATTRIBUTES,
 };
 pub use outcome::{Driven, TxError, TxOutcome, TxReport};
-pub use record::INLINE_REQUEST_BYTES;
+pub use record::{CREATE_AT_ONCE_BYTES, INLINE_REQUEST_BYTES};
 pub use request::TxMessage;
 pub use status::{RollbackReason, TxState, TxStatus};

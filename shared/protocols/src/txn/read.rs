@@ -164,12 +164,7 @@ impl Coordinator {
         let resolved = self.resolve(&message.requests).await?;
         let header = self
             .tx
-            .create(
-                &message.tx_id,
-                &message.requests_json(),
-                message.requests.len(),
-                &cost,
-            )
+            .create(&message.tx_id, &message.requests_json(), &cost)
             .await?
             .into_header();
         let phase = self

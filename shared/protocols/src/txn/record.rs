@@ -10,7 +10,8 @@
 //! TxId=t-1  Part=p#<nonce>#00002 Chunk (…)
 //! ```
 //!
-//! Parts are written before the header, so a header that exists always has all its parts; the
+//! Parts are written before the header or in the same `TransactWriteItems`
+//! ([`CREATE_AT_ONCE_BYTES`]), so a header that exists always has all its parts; the
 //! header is created with `attribute_not_exists(TxId)` (the `txId` idempotency point). Every
 //! creation draws a fresh `Nonce` and writes its parts under it: a second creation of the
 //! same `txId` (a duplicate delivery, or a different body reusing the id) writes parts that
@@ -26,6 +27,7 @@
 //!   value: [`Creation`] for the header's creation, [`Transition`] for every later header
 //!   write.
 
+mod create;
 mod decided;
 mod state;
 mod table;
@@ -38,6 +40,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 
+pub use create::CREATE_AT_ONCE_BYTES;
 pub(crate) use decided::Decided;
 pub use table::{Creation, Transition, TxTable};
 

@@ -9,19 +9,16 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 
 use super::{
-    get_s, header_key, n, part_sort_key, parts_prefix, requests_hash, s, TxHeader, TxState,
-    ATTR_ATTEMPT, ATTR_CHUNK, ATTR_EXPIRES_AT, ATTR_LAST_TOUCHED, ATTR_NONCE, ATTR_PART,
-    ATTR_PARTS, ATTR_REQUESTS, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_SWEEP_KEY, ATTR_TX_ID,
-    ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS,
+    get_s, header_key, n, part_sort_key, parts_prefix, s, TxHeader, TxState, ATTR_ATTEMPT,
+    ATTR_CHUNK, ATTR_LAST_TOUCHED, ATTR_PART, ATTR_STATE, ATTR_TX_ID, ATTR_VERSION,
 };
-use crate::ddb::clock::{epoch_millis, epoch_seconds};
+use crate::ddb::clock::epoch_millis;
 use crate::ddb::cond::{conditional, Cond};
 use crate::ddb::error::StoreError;
-use crate::ddb::item::Item;
 use crate::ddb::Cost;
 
 /// Header creation: the `txId` idempotency point.
-const CONDITION_NEW: &str = "attribute_not_exists(#txpid)";
+pub(super) const CONDITION_NEW: &str = "attribute_not_exists(#txpid)";
 /// Key condition selecting a TX record's request parts.
 const KEY_CONDITION_REQUEST_PARTS: &str = "#txpid = :txpid AND begins_with(#txppart, :txpprefix)";
 /// Header writes: only from the version the writer read.
@@ -161,116 +158,6 @@ impl TxTable {
             )));
         }
         Ok(json)
-    }
-
-    /// Create the record: parts first (when the requests do not fit inline) under a fresh
-    /// nonce, then the header with `attribute_not_exists`. [`Creation::Exists`] when the id is
-    /// taken by another creation.
-    pub async fn create(
-        &self,
-        tx_id: &str,
-        requests_json: &str,
-        requests: usize,
-        cost: &Cost,
-    ) -> Result<Creation, StoreError> {
-        let nonce = hex::encode(rand::random::<u128>().to_be_bytes());
-        let mut header = header_key(tx_id);
-        header.insert(ATTR_NONCE.into(), s(&nonce));
-        header.insert(ATTR_REQUESTS_HASH.into(), s(requests_hash(requests_json)));
-        header.insert(ATTR_STATE.into(), s(TxState::Pending.as_str()));
-        header.insert(ATTR_VERSION.into(), n(1));
-        header.insert(ATTR_ATTEMPT.into(), n(1));
-        header.insert(ATTR_SWEEP_KEY.into(), s(super::sweep_key(tx_id)));
-        header.insert(ATTR_LAST_TOUCHED.into(), n(epoch_millis()));
-        // The header stays under 1 KB while the items are locked: every lock write's
-        // `ConditionCheck` of it is billed by its size (twice, transactional). (`requests`,
-        // the count, no longer decides: commit tokens are added after the lock phase.)
-        let _ = requests;
-        if requests_json.len() <= INLINE_REQUEST_BYTES {
-            header.insert(ATTR_REQUESTS.into(), s(requests_json));
-        } else {
-            // A redelivery finds the record: its parts are not written again (each is up to
-            // 350 KB of write units, kept 90 days).
-            if let Some(existing) = self.get(tx_id).await? {
-                return Ok(Creation::Exists(existing));
-            }
-            let parts = self.put_parts(tx_id, &nonce, requests_json, cost).await?;
-            header.insert(ATTR_PARTS.into(), n(parts));
-        }
-        self.put_header(tx_id, header, cost).await
-    }
-
-    /// Write the requests JSON as part items; returns how many.
-    async fn put_parts(
-        &self,
-        tx_id: &str,
-        nonce: &str,
-        requests_json: &str,
-        cost: &Cost,
-    ) -> Result<u64, StoreError> {
-        let expires = epoch_seconds() + PART_TTL_SECONDS;
-        let mut parts = 0u64;
-        for chunk in chunks(requests_json, PART_BYTES) {
-            parts += 1;
-            let mut item = Item::from([
-                (ATTR_TX_ID.to_string(), s(tx_id)),
-                (ATTR_PART.to_string(), s(part_sort_key(Some(nonce), parts))),
-                (ATTR_CHUNK.to_string(), s(chunk)),
-                (ATTR_EXPIRES_AT.to_string(), n(expires)),
-            ]);
-            item.shrink_to_fit();
-            // Unconditional: the key names this creation (its nonce), which no other uses.
-            let out = self
-                .client
-                .put_item()
-                .table_name(&self.table)
-                .set_item(Some(item))
-                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-                .send()
-                .await
-                .map_err(|e| StoreError::from_sdk("PutItem", e))?;
-            cost.add(out.consumed_capacity.as_ref());
-        }
-        Ok(parts)
-    }
-
-    /// The header's conditional creation (`ALL_OLD` on failure; the creator recognises its
-    /// own header by its `Nonce`).
-    pub(super) async fn put_header(
-        &self,
-        tx_id: &str,
-        header: Item,
-        cost: &Cost,
-    ) -> Result<Creation, StoreError> {
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(header.clone()))
-            .condition_expression(CONDITION_NEW)
-            .expression_attribute_names("#txpid", ATTR_TX_ID)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
-        let result = conditional("PutItem", result);
-        count(cost, &result, |out| out.consumed_capacity.as_ref());
-        let ours = |h: &TxHeader| h.nonce.is_some() && h.nonce == get_s(&header, ATTR_NONCE);
-        let existing = match result? {
-            Cond::Done(_) => return Ok(Creation::Created(TxHeader::try_from(&header)?)),
-            Cond::Failed { old: Some(item) } => TxHeader::try_from(&item)?,
-            Cond::Failed { old: None } => self.get(tx_id).await?.ok_or_else(|| {
-                StoreError::Inconsistent(format!(
-                    "TX {tx_id}: creation refused but no header found"
-                ))
-            })?,
-        };
-        // Our own creation, applied, answered with an error and retried: still the creator.
-        Ok(if ours(&existing) {
-            Creation::Created(existing)
-        } else {
-            Creation::Exists(existing)
-        })
     }
 
     /// One conditional header transition: `SET`/`REMOVE` on top of `Version + 1`,
@@ -461,7 +348,7 @@ impl TransitionExpression {
 
 /// Count a conditional write: the capacity it consumed when applied, a request otherwise (a
 /// refused condition or an error reports none).
-fn count<T>(
+pub(super) fn count<T>(
     cost: &Cost,
     result: &Result<Cond<T>, StoreError>,
     capacity: impl Fn(&T) -> Option<&ConsumedCapacity>,
@@ -469,34 +356,5 @@ fn count<T>(
     match result {
         Ok(Cond::Done(out)) => cost.add(capacity(out)),
         Ok(Cond::Failed { .. }) | Err(_) => cost.add_failed(),
-    }
-}
-
-/// Split a string into chunks of at most `max` bytes on character boundaries.
-fn chunks(text: &str, max: usize) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let mut end = rest.len().min(max);
-        while !rest.is_char_boundary(end) {
-            end -= 1;
-        }
-        let (head, tail) = rest.split_at(end);
-        out.push(head);
-        rest = tail;
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunks_respect_char_boundaries() {
-        let text = "aé".repeat(10);
-        let parts = chunks(&text, 4);
-        assert_eq!(parts.concat(), text);
-        assert!(parts.iter().all(|p| p.len() <= 4));
     }
 }
