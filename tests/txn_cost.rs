@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::txn::{TxOutcome, CREATE_AT_ONCE_BYTES};
+use dynamodb_exactly_once::txn::{Coordinator, TxOutcome, CREATE_AT_ONCE_BYTES};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};
 use txn_env::*;
@@ -80,4 +80,92 @@ async fn a_redelivered_large_transaction_writes_no_request_part_again() {
     const { assert!(60 * 2000 > CREATE_AT_ONCE_BYTES) };
     let (parts, puts) = delivered_three_times("parted-big", 2000).await;
     assert_eq!((parts, puts), (1, 1), "parts rewritten on redelivery");
+}
+
+/// The lock path's coordinator whose calls go through `faults`, and 60 puts (~5 KB of
+/// requests: one part, created with the header in one call).
+async fn sixty_puts(faults: FaultInjector) -> (Env, Coordinator, Value) {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    let c = env.coordinator(client_with(Some(faults), 3));
+    let requests: Vec<Value> = (0..60)
+        .map(|i| json!({"Put":{"TableName":table,"Item":{"PK":format!("p{i:02}"),"n":i}}}))
+        .collect();
+    (env, c, json!({"txId": "sixty", "requests": requests}))
+}
+
+/// Whether a request is the one-call creation of a record with its part.
+fn creation(op: &str, body: &str) -> bool {
+    op == "TransactWriteItems" && body.contains("\"Chunk\"")
+}
+
+#[tokio::test]
+async fn a_creation_whose_answer_was_lost_is_still_the_creator() {
+    // The creation lands, its answer is lost; the SDK sends it again.
+    let lost = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&lost);
+    let faults = FaultInjector::by_request(move |op, body| {
+        if creation(op, body) && seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            Fault::LoseResponse
+        } else {
+            Fault::None
+        }
+    });
+    let (env, c, body) = sixty_puts(faults).await;
+    let report = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("run");
+    assert!(
+        lost.load(Ordering::SeqCst) >= 2,
+        "the creation was sent again"
+    );
+    // Committed by this run (not found as another delivery's record), its one part kept.
+    assert_eq!(report.outcome, TxOutcome::Committed);
+    let base = client();
+    assert_eq!(part_items(&base, &env, "sixty").await, 1);
+    assert_eq!(items(&base, env.accounts()).await.len(), 60);
+    assert_clean(&base, &env).await;
+}
+
+#[tokio::test]
+async fn a_creation_meeting_conflicts_is_sent_again_then_takes_the_read_first_way() {
+    for conflicts in [2usize, 100] {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&seen);
+        let puts = Arc::new(AtomicUsize::new(0));
+        let parts = Arc::clone(&puts);
+        let faults = FaultInjector::by_request(move |op, body| {
+            if op == "PutItem" && body.contains("\"Chunk\"") {
+                parts.fetch_add(1, Ordering::SeqCst);
+            }
+            if creation(op, body) && counted.fetch_add(1, Ordering::SeqCst) < conflicts {
+                Fault::TransactionCanceledByConflict
+            } else {
+                Fault::None
+            }
+        });
+        let (env, c, body) = sixty_puts(faults).await;
+        let report = c
+            .run(&message(&c, &body), Deadline::none())
+            .await
+            .expect("run");
+        assert_eq!(
+            report.outcome,
+            TxOutcome::Committed,
+            "{conflicts} conflicts"
+        );
+        let base = client();
+        assert_eq!(part_items(&base, &env, "sixty").await, 1);
+        // Two conflicts are waited out; endless ones hand the creation to the read-first
+        // way after 7 calls (the part then goes by `PutItem`).
+        let expected = if conflicts == 2 { (3, 0) } else { (7, 1) };
+        assert_eq!(
+            (seen.load(Ordering::SeqCst), puts.load(Ordering::SeqCst)),
+            expected,
+            "{conflicts} conflicts"
+        );
+        assert_clean(&base, &env).await;
+    }
 }

@@ -79,9 +79,15 @@ fn print_writes() -> Result<(), String> {
             );
         }
     }
-    println!("requests: every DynamoDB request after a warm-up transaction (the key-schema lookup,");
-    println!("once per process, excluded); round_trips: measured by the interceptor, the longest chain");
-    println!("of requests each sent after the previous one was answered; billed_WCU: as AWS bills,");
+    println!(
+        "requests: every DynamoDB request after a warm-up transaction (the key-schema lookup,"
+    );
+    println!(
+        "once per process, excluded); round_trips: measured by the interceptor, the longest chain"
+    );
+    println!(
+        "of requests each sent after the previous one was answered; billed_WCU: as AWS bills,"
+    );
     println!("TransactWriteItems twice (DynamoDB Local reports them once),");
     println!("them once), failed conditions excluded; N = 150 > 99 takes the lock path on either setting.");
     println!();
@@ -217,7 +223,8 @@ async fn writes(fast_path: bool, read_ahead: bool, n: usize) -> Result<Value, St
         .parse_message(body.to_string().as_bytes())
         .map_err(|e| e.to_string())?;
     // Warm: the coordinator looks up the table's key schema once per process.
-    let warm = json!({"txId":format!("warm-{n}"),"requests":[update(&t.accounts, "acc0", 0, false)]});
+    let warm =
+        json!({"txId":format!("warm-{n}"),"requests":[update(&t.accounts, "acc0", 0, false)]});
     let warm = c
         .parse_message(warm.to_string().as_bytes())
         .map_err(|e| e.to_string())?;
