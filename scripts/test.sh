@@ -28,6 +28,8 @@ cat target/template-check.log
 [ "$template_ok" -eq 0 ] || { echo "template checks failed"; exit 1; }
 echo "== docs book"
 python3 scripts/check-docs.py
+echo "== import cycles"
+python3 scripts/check-cycles.py shared/*/src functions/*/src ops/src ops/bench/src
 echo "== tests"
 # One DynamoDB Local for every test process (tests create their tables under unique prefixes),
 # instead of one per test binary.
@@ -57,7 +59,7 @@ PY
 fi
 # The long randomized and load tests at the share of the budget CI gives them (the full runs:
 # `make tx-check`, 10,000 schedules; TXN_CONTENTION_TRANSFERS=1000 for the contention test).
-export TX_CHECK_SCHEDULES="${TX_CHECK_SCHEDULES:-80}"
+export TX_CHECK_SCHEDULES="${TX_CHECK_SCHEDULES:-300}"
 export COUNTER_CHECK_SCHEDULES="${COUNTER_CHECK_SCHEDULES:-40}"
 export TXN_CONTENTION_TRANSFERS="${TXN_CONTENTION_TRANSFERS:-300}"
 # Unit and integration tests: cargo-nextest runs every test in its own process, several at a

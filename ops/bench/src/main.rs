@@ -29,6 +29,7 @@ mod processor;
 mod ratchet;
 mod txn;
 mod txn_batch;
+mod txn_native;
 mod txn_sweep;
 mod versioning;
 

@@ -14,9 +14,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client_with, template_tables, FaultInjector};
+use dynamo_testing::{client_for, client_with, template_tables, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxError};
 use dynamodb_exactly_once::Deadline;
 use rand::{Rng, SeedableRng};
@@ -26,6 +26,9 @@ use crate::common::{next_arg, peak_rss_kib, spawn_worker};
 
 const COORDINATORS: usize = 8;
 const CONTENDED_ACCOUNTS: usize = 10;
+/// The simulated round trip of the transfer rows "+N ms" (an in-region `TransactWriteItems`
+/// takes about this long on DynamoDB).
+const LATENCY_MS: u64 = 10;
 const INITIAL_BALANCE: i64 = 1_000_000;
 
 pub async fn run(transfers: usize) -> Result<(), String> {
@@ -132,7 +135,38 @@ fn print_transfers(transfers: usize) -> Result<(), String> {
             );
         }
     }
+    // The same with a simulated network round trip in front of DynamoDB Local (each
+    // coordinator's calls through a loopback proxy that delays each answer), closer to a
+    // regional endpoint, where a call's latency hardly depends on its number of actions.
+    for mode in ["spread", "contended"] {
+        for kind in ["fast", "native", "native-record"] {
+            let r = spawn_worker(&[
+                "txn".into(),
+                kind.into(),
+                mode.into(),
+                (transfers / 4).to_string(),
+                LATENCY_MS.to_string(),
+            ])?;
+            let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            let label = match kind {
+                "native" => "TransactWriteItems",
+                "native-record" => "TWI + idempotency put",
+                _ => "TX fast path",
+            };
+            println!(
+                "{:<30} {:>9.0} {:>10.0} {:>11.1} {:>12.2} {:>13.2} {:>12.0}",
+                format!("{label} {mode} +{LATENCY_MS}ms"),
+                num("transfers"),
+                num("committed"),
+                num("per_second"),
+                num("write_calls") / num("transfers").max(1.0),
+                num("billed_write_units") / num("transfers").max(1.0),
+                num("cpu_ms") * 1000.0 / num("transfers").max(1.0)
+            );
+        }
+    }
     println!("spread: each of the {COORDINATORS} coordinators on its own 2 accounts; contended: all among {CONTENDED_ACCOUNTS} accounts.");
+    println!("+{LATENCY_MS}ms: each answer delayed {LATENCY_MS} ms by a loopback proxy (a simulated round trip).");
     println!("writes/xfer counts write requests (cancelled and failed conditional ones included);");
     println!("billed_WCU/x: as AWS bills small items, 2 per transactional action (failed ones excluded);");
     println!("cpu_us/xfer: the client process's CPU (user + system) per transfer, setup included;");
@@ -152,7 +186,14 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
         "fast" | "lock" | "native" | "native-record" => {
             let mode: String = next_arg(&mut args, "spread|contended")?;
             let count: usize = next_arg(&mut args, "transfer count")?;
-            transfers(&kind, mode == "contended", count).await?
+            // Optional: a simulated network round trip (ms) in front of DynamoDB Local.
+            let latency_ms: u64 = match args.next() {
+                None => 0,
+                Some(ms) => ms
+                    .parse()
+                    .map_err(|_| format!("worker: latency ms: cannot parse {ms:?}"))?,
+            };
+            transfers(&kind, mode == "contended", count, latency_ms).await?
         }
         "batch" => {
             let path: String = next_arg(&mut args, "group|fast|lock")?;
@@ -261,7 +302,21 @@ async fn writes(fast_path: bool, read_ahead: bool, n: usize) -> Result<Value, St
     }))
 }
 
-async fn transfers(kind: &str, contended: bool, count: usize) -> Result<Value, String> {
+/// A client for one coordinator, through its own latency proxy when `latency_ms > 0`.
+async fn transfer_client(latency_ms: u64) -> Result<Client, String> {
+    if latency_ms == 0 {
+        return Ok(client_with(None, 3));
+    }
+    let proxy = dynamo_testing::proxy::delaying(Duration::from_millis(latency_ms)).await?;
+    Ok(client_for(&proxy, None, 3))
+}
+
+async fn transfers(
+    kind: &str,
+    contended: bool,
+    count: usize,
+    latency_ms: u64,
+) -> Result<Value, String> {
     let native = kind.starts_with("native");
     let with_record = kind == "native-record";
     let fast_path = kind == "fast";
@@ -277,8 +332,8 @@ async fn transfers(kind: &str, contended: bool, count: usize) -> Result<Value, S
     let mut tasks = Vec::new();
     for w in 0..COORDINATORS {
         let t = t.clone();
+        let client = transfer_client(latency_ms).await?;
         tasks.push(tokio::spawn(async move {
-            let client = client_with(None, 3);
             let mut config = TxConfig::new(&t.tx, [&t.accounts]);
             config.max_attempts = 100;
             config.fast_path = fast_path;
@@ -304,8 +359,15 @@ async fn transfers(kind: &str, contended: bool, count: usize) -> Result<Value, S
                 let (from, to) = (format!("acc{from}"), format!("acc{to}"));
                 if native {
                     let record = with_record.then(|| (t.tx.as_str(), format!("x{i}")));
-                    let (ok, c_calls, c_units) =
-                        native_transfer(&client, &t.accounts, &from, &to, amount, record).await?;
+                    let (ok, c_calls, c_units) = crate::txn_native::transfer(
+                        &client,
+                        &t.accounts,
+                        &from,
+                        &to,
+                        amount,
+                        record,
+                    )
+                    .await?;
                     committed += u64::from(ok);
                     calls += c_calls;
                     units += c_units;
@@ -355,100 +417,4 @@ async fn transfers(kind: &str, contended: bool, count: usize) -> Result<Value, S
         "seconds": secs,
         "per_second": count as f64 / secs,
     }))
-}
-
-/// One transfer through `TransactWriteItems`: `(committed, write calls, WCU)`; transaction
-/// conflicts are retried with backoff.
-pub(crate) async fn native_transfer(
-    client: &Client,
-    table: &str,
-    from: &str,
-    to: &str,
-    amount: i64,
-    record: Option<(&str, String)>,
-) -> Result<(bool, u64, f64), String> {
-    let item = |pk: &str, expr: &str, condition: bool| -> Result<TransactWriteItem, String> {
-        let mut u = Update::builder()
-            .table_name(table)
-            .key("PK", AttributeValue::S(pk.into()))
-            .update_expression(expr)
-            .expression_attribute_names("#b", "balance")
-            .expression_attribute_values(":a", AttributeValue::N(amount.to_string()));
-        if condition {
-            u = u.condition_expression("#b >= :a");
-        }
-        Ok(TransactWriteItem::builder()
-            .update(u.build().map_err(|e| e.to_string())?)
-            .build())
-    };
-    let debit = item(from, "SET #b = #b - :a", true)?;
-    let credit = item(to, "SET #b = #b + :a", false)?;
-    // The peer a careful user writes for idempotency beyond the token's 10 minutes: a record
-    // of the transfer put in the same call, only if new.
-    let record = match record {
-        Some((tx_table, tx_id)) => {
-            let put = aws_sdk_dynamodb::types::Put::builder()
-                .table_name(tx_table)
-                .item("TxId", AttributeValue::S(tx_id))
-                .item("Part", AttributeValue::S("#".into()))
-                .item("State", AttributeValue::S("completed".into()))
-                .condition_expression("attribute_not_exists(TxId)")
-                .build()
-                .map_err(|e| e.to_string())?;
-            Some(TransactWriteItem::builder().put(put).build())
-        }
-        None => None,
-    };
-    let mut calls = 0u64;
-    let mut backoff = Duration::from_millis(2);
-    loop {
-        calls += 1;
-        let mut entries = vec![debit.clone(), credit.clone()];
-        entries.extend(record.clone());
-        let result = client
-            .transact_write_items()
-            .set_transact_items(Some(entries))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                let units = out
-                    .consumed_capacity
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|c| c.capacity_units)
-                    .sum();
-                return Ok((true, calls, units));
-            }
-            Err(err) => {
-                let reasons: Vec<String> = err
-                    .as_service_error()
-                    .and_then(|e| match e {
-                        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => Some(c),
-                        _ => None,
-                    })
-                    .map(|e| {
-                        e.cancellation_reasons()
-                            .iter()
-                            .filter_map(|r| r.code().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if reasons.iter().any(|c| c == "ConditionalCheckFailed") {
-                    return Ok((false, calls, 0.0));
-                }
-                let retryable = reasons.iter().any(|c| c == "TransactionConflict")
-                    || err
-                        .as_service_error()
-                        .is_some_and(|e| e.is_transaction_in_progress_exception());
-                if !retryable || calls > 200 {
-                    return Err(format!("TransactWriteItems: {err:?}"));
-                }
-                tokio::time::sleep(backoff + Duration::from_micros(rand::random_range(0..2000)))
-                    .await;
-                backoff = (backoff * 2).min(Duration::from_millis(50));
-            }
-        }
-    }
 }

@@ -140,7 +140,7 @@ async fn native_batch(
     let started = Instant::now();
     let runs = (0..TRANSFERS).map(|i| {
         let (from, to) = (format!("acc{}", 2 * i), format!("acc{}", 2 * i + 1));
-        async move { crate::txn::native_transfer(client, accounts, &from, &to, 10, None).await }
+        async move { crate::txn_native::transfer(client, accounts, &from, &to, 10, None).await }
     });
     let results: Vec<Result<(bool, u64, f64), String>> = futures::stream::iter(runs)
         .buffer_unordered(8)

@@ -11,7 +11,8 @@ use dynamodb_exactly_once::counter::CounterConfig;
 use serde_json::Value;
 
 use super::journal::{apply, Journal};
-use super::setup::{item_key, Env, SimClock};
+use super::setup::{item_key, Env};
+use super::sim::SimClock;
 
 /// Records per invocation (a Kinesis batch).
 const BATCH: usize = 500;

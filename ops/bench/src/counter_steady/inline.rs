@@ -12,7 +12,8 @@ use dynamodb_exactly_once::Item;
 use serde_json::Value;
 
 use super::journal::apply;
-use super::setup::{count_labels, item_key, Env, Regime, Row, SimClock, RANDOM_ITEMS};
+use super::setup::{count_labels, item_key, Env, Regime, Row, RANDOM_ITEMS};
+use super::sim::SimClock;
 
 /// Keys put into the template item per write while filling it (one write per this many
 /// simulated seconds at 1 key/s).

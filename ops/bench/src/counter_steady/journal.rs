@@ -12,7 +12,8 @@ use dynamodb_exactly_once::{Deadline, Protocol};
 use serde_json::Value;
 
 use super::meter::Tally;
-use super::setup::{count_labels, item_key, Env, Event, Regime, RollupShare, Row, SimClock};
+use super::setup::{count_labels, item_key, Env, Event, Regime, RollupShare, Row};
+use super::sim::SimClock;
 
 /// Operations of DynamoDB Streams (free for a Lambda trigger; a request unit when polled).
 pub const STREAM_OPS: [&str; 4] = [

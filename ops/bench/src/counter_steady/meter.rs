@@ -31,7 +31,7 @@ use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dynamodb_exactly_once::ddb::item::item_size;
 use dynamodb_exactly_once::Item;
 
-use super::setup::SimClock;
+use super::sim::SimClock;
 
 /// One write attempt on one item.
 #[derive(Debug, Clone)]

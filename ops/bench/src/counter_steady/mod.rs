@@ -17,6 +17,7 @@ mod meter;
 mod powertools;
 mod report;
 mod setup;
+mod sim;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dynamodb_exactly_once::ddb::clock::epoch_seconds;
