@@ -21,11 +21,12 @@ use futures::{FutureExt, StreamExt};
 
 use super::fast::{pack, Fast, FastRun, Group, MemberResult};
 use super::lock::LockPhase;
-use super::record::{requests_hash, Creation, RollbackReason, TxHeader, TxState, TxTable};
+use super::record::{Creation, RollbackReason, TxHeader, TxState, TxTable};
 use super::request::{self, TxMessage};
 use super::resolve::Resolved;
 use super::{Cost, TxConfig, TxError, TxOutcome, TxReport};
 use crate::batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
+use crate::ddb::clock::epoch_millis;
 use crate::ddb::retry::Backoff;
 use crate::rejection::{Rejection, RejectionCode};
 
@@ -186,6 +187,9 @@ impl Coordinator {
         if deadline.expired() {
             return Err(TxError::Deferred);
         }
+        if let Some(too_old) = self.too_old(message) {
+            return Err(too_old);
+        }
         let resolved = self.resolve(&message.requests).await?;
         let restarts = Backoff::new(
             RESTART_FIRST,
@@ -221,6 +225,25 @@ impl Coordinator {
                 },
             };
         }
+    }
+
+    /// A message issued (`issuedAt`) longer ago than completed records are kept may find its
+    /// record deleted and apply again: refused `too_old`, whatever its envelope's age (a
+    /// redrive gives a message a new one).
+    pub(super) fn too_old(&self, message: &TxMessage) -> Option<TxError> {
+        let issued = message.issued_at_ms?;
+        let age = Duration::from_millis(epoch_millis().saturating_sub(issued));
+        (age > self.config.retain).then(|| {
+            TxError::Rejected(Rejection::new(
+                RejectionCode::TooOld,
+                format!(
+                    "txId {} was issued {} s ago; its record is kept {} s",
+                    message.tx_id,
+                    age.as_secs(),
+                    self.config.retain.as_secs()
+                ),
+            ))
+        })
     }
 
     /// The transaction's header to start from: completed by the fast path (one call, see
@@ -277,7 +300,10 @@ impl Coordinator {
         requests_json: &str,
         cost: &Cost,
     ) -> Result<TxHeader, TxError> {
-        let created = self.tx.create(&message.tx_id, requests_json, cost).await?;
+        let created = self
+            .tx
+            .create(&message.tx_id, requests_json, message.issued_at_ms, cost)
+            .await?;
         match created {
             Creation::Created(header) => Ok(header),
             Creation::Exists(existing) => {
@@ -294,7 +320,7 @@ impl Coordinator {
         existing: TxHeader,
     ) -> Result<TxHeader, TxError> {
         let same = match &existing.requests_hash {
-            Some(hash) => *hash == requests_hash(requests_json),
+            Some(hash) => *hash == message.transaction_hash(requests_json),
             // A record written before requests were hashed.
             None => self.tx.requests_json(&existing).await? == requests_json,
         };

@@ -72,6 +72,7 @@ fn read_message(keys: &[(String, Map<String, Value>)]) -> TxMessage {
         tx_id: format!("read-{}", new_token()),
         requests,
         raw_requests: raw,
+        issued_at_ms: None,
     }
 }
 
@@ -164,7 +165,7 @@ impl Coordinator {
         let resolved = self.resolve(&message.requests).await?;
         let header = self
             .tx
-            .create(&message.tx_id, &message.requests_json(), &cost)
+            .create(&message.tx_id, &message.requests_json(), None, &cost)
             .await?
             .into_header();
         let phase = self

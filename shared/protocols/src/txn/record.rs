@@ -381,6 +381,17 @@ pub fn requests_hash(requests_json: &str) -> String {
     hex::encode(Sha256::digest(requests_json.as_bytes()))
 }
 
+/// What `RequestsHash` keeps of a transaction: the hash of its requests JSON, with its
+/// message's `issuedAt` when it has one (a transaction is its requests and its issue time;
+/// without one the hash is the requests' alone, as records written before `issuedAt`). The
+/// canonical JSON holds no raw newline, so no requests JSON hashes like a timed one.
+pub fn transaction_hash(requests_json: &str, issued_at_ms: Option<u64>) -> String {
+    match issued_at_ms {
+        None => requests_hash(requests_json),
+        Some(at) => requests_hash(&format!("{requests_json}\nissuedAt={at}")),
+    }
+}
+
 fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }

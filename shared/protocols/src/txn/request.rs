@@ -168,12 +168,20 @@ pub struct TxMessage {
     pub requests: Vec<TxRequest>,
     /// The requests as received (stored in the TX record).
     pub raw_requests: Vec<Value>,
+    /// When the producer issued the transaction (`issuedAt`, epoch ms), if the message says:
+    /// part of the transaction (its hash), and what its age is measured from.
+    pub issued_at_ms: Option<u64>,
 }
 
 impl TxMessage {
     /// The requests as the canonical JSON stored in the TX record.
     pub fn requests_json(&self) -> String {
         canonical_json(&Value::Array(self.raw_requests.clone()))
+    }
+
+    /// The hash its TX record keeps (`RequestsHash`) of `requests_json` (this message's).
+    pub fn transaction_hash(&self, requests_json: &str) -> String {
+        super::record::transaction_hash(requests_json, self.issued_at_ms)
     }
 }
 

@@ -39,7 +39,7 @@ use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::txn::item::new_token;
 use crate::txn::lock::total_units;
-use crate::txn::record::{requests_hash, Decided, RollbackReason, TxHeader, TxState};
+use crate::txn::record::{Decided, RollbackReason, TxHeader, TxState};
 use crate::txn::request::TxMessage;
 use crate::txn::resolve::Resolved;
 use crate::txn::{Coordinator, Cost, TxOutcome};
@@ -69,6 +69,7 @@ impl Member {
         Decided {
             tx_id: &self.message.tx_id,
             requests_json: &self.requests_json,
+            issued_at_ms: self.message.issued_at_ms,
             decider: &self.run_id,
             rolled_back: None,
             retain: coordinator.config.retain,
@@ -159,7 +160,8 @@ impl Cancelled {
     /// (another hash, still open, aborted) runs alone, which reports or resumes it.
     fn recorded_outcome(&self, k: usize, m: &Member) -> Option<TxOutcome> {
         let h = self.recorded.get(&k)?;
-        let same = h.requests_hash.as_deref() == Some(requests_hash(&m.requests_json).as_str());
+        let hash = m.message.transaction_hash(&m.requests_json);
+        let same = h.requests_hash.as_deref() == Some(hash.as_str());
         if !same || h.state != TxState::Completed {
             return None;
         }
@@ -189,7 +191,8 @@ impl Coordinator {
         message: TxMessage,
     ) -> Result<Member, TxMessage> {
         let requests_json = message.requests_json();
-        if !self.fits_fast_path(&message, &requests_json) {
+        // Too old: runs alone, which refuses it.
+        if !self.fits_fast_path(&message, &requests_json) || self.too_old(&message).is_some() {
             return Err(message);
         }
         let Ok(resolved) = self.resolve(&message.requests).await else {
@@ -326,6 +329,7 @@ mod tests {
                 tx_id: tx_id.into(),
                 requests: Vec::new(),
                 raw_requests: Vec::new(),
+                issued_at_ms: None,
             },
             resolved: Vec::new(),
             requests_json: "[]".into(),

@@ -151,6 +151,7 @@ impl Coordinator {
             let header = Decided {
                 tx_id: &run.message.tx_id,
                 requests_json: run.requests_json,
+                issued_at_ms: run.message.issued_at_ms,
                 decider: run.run_id,
                 rolled_back: None,
                 retain: self.config.retain,
@@ -254,6 +255,7 @@ impl Coordinator {
         let decided = Decided {
             tx_id: &run.message.tx_id,
             requests_json: run.requests_json,
+            issued_at_ms: run.message.issued_at_ms,
             decider: run.run_id,
             rolled_back: Some((reason, request)),
             retain: self.config.retain,

@@ -26,7 +26,7 @@ use aws_sdk_dynamodb::types::{
 
 use super::table::{count, TxTable, CONDITION_NEW};
 use super::{
-    get_s, header_key, n, part_sort_key, requests_hash, s, Creation, TxHeader, TxState,
+    get_s, header_key, n, part_sort_key, s, transaction_hash, Creation, TxHeader, TxState,
     ATTR_ATTEMPT, ATTR_CHUNK, ATTR_EXPIRES_AT, ATTR_LAST_TOUCHED, ATTR_NONCE, ATTR_PART,
     ATTR_PARTS, ATTR_REQUESTS, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_SWEEP_KEY, ATTR_TX_ID,
     ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS,
@@ -100,12 +100,16 @@ impl TxTable {
         &self,
         tx_id: &str,
         requests_json: &str,
+        issued_at_ms: Option<u64>,
         cost: &Cost,
     ) -> Result<Creation, StoreError> {
         let nonce = hex::encode(rand::random::<u128>().to_be_bytes());
         let mut header = header_key(tx_id);
         header.insert(ATTR_NONCE.into(), s(&nonce));
-        header.insert(ATTR_REQUESTS_HASH.into(), s(requests_hash(requests_json)));
+        header.insert(
+            ATTR_REQUESTS_HASH.into(),
+            s(transaction_hash(requests_json, issued_at_ms)),
+        );
         header.insert(ATTR_STATE.into(), s(TxState::Pending.as_str()));
         header.insert(ATTR_VERSION.into(), n(1));
         header.insert(ATTR_ATTEMPT.into(), n(1));

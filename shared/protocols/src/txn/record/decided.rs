@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use super::{
-    header_key, n, requests_hash, s, RollbackReason, TxState, ATTR_ATTEMPT, ATTR_DECIDER,
+    header_key, n, s, transaction_hash, RollbackReason, TxState, ATTR_ATTEMPT, ATTR_DECIDER,
     ATTR_DECISION, ATTR_EXPIRES_AT, ATTR_FAILED_REQUEST, ATTR_LAST_TOUCHED, ATTR_NONCE,
     ATTR_REASON, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_VERSION,
 };
@@ -29,6 +29,8 @@ pub(crate) struct Decided<'a> {
     pub tx_id: &'a str,
     /// The canonical requests JSON (only its hash is kept).
     pub requests_json: &'a str,
+    /// The message's `issuedAt` (hashed with the requests).
+    pub issued_at_ms: Option<u64>,
     /// The run deciding it (`DecidedBy`).
     pub decider: &'a str,
     /// `None`: committed; else why it rolled back and which request.
@@ -51,7 +53,7 @@ impl Decided<'_> {
         item.insert(ATTR_NONCE.into(), s(nonce));
         item.insert(
             ATTR_REQUESTS_HASH.into(),
-            s(requests_hash(self.requests_json)),
+            s(transaction_hash(self.requests_json, self.issued_at_ms)),
         );
         item.insert(ATTR_STATE.into(), s(TxState::Completed.as_str()));
         item.insert(ATTR_DECISION.into(), s(decision.as_str()));
@@ -91,6 +93,7 @@ mod tests {
         let d = Decided {
             tx_id: "t-1",
             requests_json: "[]",
+            issued_at_ms: None,
             decider: "run",
             rolled_back: Some((RollbackReason::ConditionFailed, 1)),
             retain: Duration::from_secs(60),
@@ -103,6 +106,9 @@ mod tests {
         assert_eq!(header.reason, Some(RollbackReason::ConditionFailed));
         assert_eq!(header.failed_request, Some(1));
         assert_eq!(header.decider.as_deref(), Some("run"));
-        assert_eq!(header.requests_hash, Some(requests_hash("[]")));
+        assert_eq!(
+            header.requests_hash,
+            Some(super::super::requests_hash("[]"))
+        );
     }
 }

@@ -69,6 +69,8 @@ struct RawMessage {
     tx_id: Field<String>,
     #[serde(default)]
     requests: Field<Vec<Value>>,
+    #[serde(rename = "issuedAt", default)]
+    issued_at: Field<u64>,
 }
 
 /// One request as received: exactly one kind, whose body is an object. (The body is read as
@@ -170,8 +172,19 @@ pub fn parse_message(body: &[u8], allowed: &BTreeSet<String>) -> Result<TxMessag
             ),
         ));
     }
+    let issued_at_ms = match raw.issued_at {
+        Field::Absent => None,
+        Field::Valid(at) => Some(at),
+        Field::Invalid => {
+            return Err(reject(
+                RejectionCode::InvalidTimestamp,
+                "`issuedAt` must be epoch milliseconds (a non-negative integer)",
+            ))
+        }
+    };
     let requests = parse_with(&raw_requests, allowed, Rules::New)?;
     Ok(TxMessage {
+        issued_at_ms,
         tx_id,
         requests,
         raw_requests,
