@@ -138,7 +138,11 @@ fn plan(seed: u64, table: &str) -> Plan {
         if rng.random_bool(0.5) {
             requests.reverse();
         }
-        let body = json!({"txId":tx_id,"requests":requests});
+        let mut body = json!({"txId":tx_id,"requests":requests});
+        // Half the transactions carry the producer's issue time (hashed with the requests).
+        if rng.random_bool(0.5) {
+            body["issuedAt"] = json!(dynamodb_exactly_once::ddb::clock::epoch_millis());
+        }
         messages.push(Msg { tx_id, body });
     }
     let mut deliveries = vec![Vec::new(); COORDINATORS];
