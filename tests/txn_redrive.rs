@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::*;
 use dynamo_testing::client;
 use dynamodb_exactly_once::rejection::RejectionCode;
-use dynamodb_exactly_once::txn::{TxError, TxOutcome};
+use dynamodb_exactly_once::txn::{Coordinator, TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::event_time::EventTime;
@@ -121,18 +121,24 @@ fn now_ms() -> u64 {
     dynamodb_exactly_once::ddb::clock::epoch_millis()
 }
 
+/// Alice with 100 and Bob with 20, and a coordinator on the fast path or the lock path.
+async fn alice_and_bob(base: &aws_sdk_dynamodb::Client, fast: bool) -> (Env, Coordinator) {
+    let env = Env::new(base)
+        .await
+        .without_heartbeats()
+        .clone_with_fast_path(fast);
+    seed(base, env.accounts(), "alice", 100).await;
+    seed(base, env.accounts(), "bob", 20).await;
+    let c = env.coordinator(client());
+    (env, c)
+}
+
 #[tokio::test]
 async fn a_transaction_issued_longer_ago_than_the_retention_is_too_old_on_any_path() {
     let base = client();
     for fast in [true, false] {
-        let env = Env::new(&base)
-            .await
-            .without_heartbeats()
-            .clone_with_fast_path(fast);
+        let (env, c) = alice_and_bob(&base, fast).await;
         let table = env.accounts().to_string();
-        seed(&base, &table, "alice", 100).await;
-        seed(&base, &table, "bob", 20).await;
-        let c = env.coordinator(client());
         let retain = u64::try_from(env.config().retain.as_millis()).unwrap_or(u64::MAX);
         // The library, no Lambda edge: a copy whose record may have expired is refused.
         let old = transfer_issued(&env, "t-old", Some(now_ms() - retain - 3_600_000));
@@ -160,14 +166,8 @@ async fn a_transaction_issued_longer_ago_than_the_retention_is_too_old_on_any_pa
 async fn the_issue_time_is_part_of_the_transaction() {
     let base = client();
     for fast in [true, false] {
-        let env = Env::new(&base)
-            .await
-            .without_heartbeats()
-            .clone_with_fast_path(fast);
+        let (env, c) = alice_and_bob(&base, fast).await;
         let table = env.accounts().to_string();
-        seed(&base, &table, "alice", 100).await;
-        seed(&base, &table, "bob", 20).await;
-        let c = env.coordinator(client());
         let issued = now_ms() - 60_000;
         let body = transfer_issued(&env, "t-1", Some(issued));
         let first = c

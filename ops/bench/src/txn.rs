@@ -117,23 +117,13 @@ fn print_transfers(transfers: usize) -> Result<(), String> {
                 mode.into(),
                 transfers.to_string(),
             ])?;
-            let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
             let label = match kind {
                 "native" => "TransactWriteItems",
                 "native-record" => "TWI + idempotency put",
                 "fast" => "TX fast path",
                 _ => "TX lock path",
             };
-            println!(
-                "{:<30} {:>9.0} {:>10.0} {:>11.1} {:>12.2} {:>13.2} {:>12.0}",
-                format!("{label} {mode}"),
-                num("transfers"),
-                num("committed"),
-                num("per_second"),
-                num("write_calls") / num("transfers").max(1.0),
-                num("billed_write_units") / num("transfers").max(1.0),
-                num("cpu_ms") * 1000.0 / num("transfers").max(1.0)
-            );
+            print_transfer_row(&format!("{label} {mode}"), &r);
         }
     }
     // The same with a simulated network round trip in front of DynamoDB Local (each
@@ -151,22 +141,12 @@ fn print_transfers(transfers: usize) -> Result<(), String> {
                 (transfers / 2).to_string(),
                 latency.to_string(),
             ])?;
-            let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
             let label = match kind {
                 "native" => "TransactWriteItems",
                 "native-record" => "TWI + idempotency put",
                 _ => "TX fast path",
             };
-            println!(
-                "{:<30} {:>9.0} {:>10.0} {:>11.1} {:>12.2} {:>13.2} {:>12.0}",
-                format!("{label} {mode} +{latency}ms"),
-                num("transfers"),
-                num("committed"),
-                num("per_second"),
-                num("write_calls") / num("transfers").max(1.0),
-                num("billed_write_units") / num("transfers").max(1.0),
-                num("cpu_ms") * 1000.0 / num("transfers").max(1.0)
-            );
+            print_transfer_row(&format!("{label} {mode} +{latency}ms"), &r);
         }
     }
     println!("spread: each of the {COORDINATORS} coordinators on its own 2 accounts; contended: all among {CONTENDED_ACCOUNTS} accounts.");
@@ -182,6 +162,22 @@ fn print_transfers(transfers: usize) -> Result<(), String> {
     println!("cpu_us/xfer: the client process's CPU (user + system) per transfer, setup included;");
     println!("it shares the 2 cores with DynamoDB Local.");
     Ok(())
+}
+
+/// One row of the transfers table from a worker's result.
+fn print_transfer_row(label: &str, r: &Value) {
+    let num = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let per = |k: &str| num(k) / num("transfers").max(1.0);
+    println!(
+        "{:<30} {:>9.0} {:>10.0} {:>11.1} {:>12.2} {:>13.2} {:>12.0}",
+        label,
+        num("transfers"),
+        num("committed"),
+        num("per_second"),
+        per("write_calls"),
+        per("billed_write_units"),
+        per("cpu_ms") * 1000.0
+    );
 }
 
 pub async fn worker(args: Vec<String>) -> Result<(), String> {
