@@ -1,0 +1,149 @@
+//! The ratchet writer's dead letters: each malformed kind kept with its reason, replayed
+//! after a fix and removed, oversized items and schema mismatches kept.
+
+use super::*;
+
+#[tokio::test]
+async fn each_malformed_kind_is_rejected_with_its_reason_and_kept() {
+    let client = client();
+    for source in ["sqs", "kinesis"] {
+        let (w, tables) = ratchet_writer(client.clone()).await;
+        let event = fixture(&format!("ratchet-{source}-malformed.json"));
+        let batch = Batch::from_event(event.clone()).expect("fixture decodes");
+
+        let response = w
+            .handle(LambdaEvent::new(event, Context::default()))
+            .await
+            .expect("handler");
+
+        assert!(
+            response.failed_ids().is_empty(),
+            "malformed records never block the source"
+        );
+        let letters = w.dead_letters.list().await.expect("list dead letters");
+        let mut codes: Vec<&str> = letters.iter().map(|l| l.reason.code.as_str()).collect();
+        codes.sort();
+        assert_eq!(
+            codes,
+            [
+                "bad_json",
+                "invalid_timestamp",
+                "key_mismatch",
+                "missing_timestamp",
+                "reserved_attribute",
+                "unknown_op"
+            ],
+            "{source}"
+        );
+        for letter in &letters {
+            let record = batch
+                .records
+                .iter()
+                .find(|r| r.position.id == letter.position.id)
+                .expect("the dead letter names its source record");
+            assert_eq!(letter.payload, record.body, "payload kept byte for byte");
+            assert_eq!(letter.position, record.position);
+            assert!(!letter.reason.message.is_empty());
+        }
+        let items = scan(&client, &tables["RatchetTable"]).await;
+        assert_eq!(
+            items.keys().collect::<Vec<_>>(),
+            ["User#4|Movie#D"],
+            "the valid record was applied"
+        );
+
+        // Redelivery overwrites the same dead letters instead of piling up copies.
+        w.handle_batch(&batch, Deadline::none()).await;
+        assert_eq!(
+            w.dead_letters.list().await.expect("list").len(),
+            letters.len()
+        );
+    }
+}
+
+#[tokio::test]
+async fn dead_letters_are_replayed_after_a_fix_and_removed() {
+    // Given a writer configured with `Version` as its timestamp attribute: a payload setting
+    // `Version` is rejected as reserved, and garbage is rejected as bad JSON.
+    let client = client();
+    let tables =
+        dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+    let mut misconfigured = ratchet_writer_on(client.clone(), &tables);
+    misconfigured.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), {
+        let mut c = dynamodb_exactly_once::ratchet::RatchetConfig::new(&tables["RatchetTable"]);
+        c.ts_attribute = "Version".into();
+        c
+    })
+    .expect("valid configuration");
+    let batch = sqs_batch(
+        &[put("u", "a", 1, json!({"Version": 3})), json!("garbage")],
+        0,
+    );
+    misconfigured.handle_batch(&batch, Deadline::none()).await;
+    assert_eq!(
+        misconfigured.dead_letters.list().await.expect("list").len(),
+        2
+    );
+
+    // When the configuration is fixed and the dead letters are replayed
+    let fixed = ratchet_writer_on(client.clone(), &tables);
+    let report = fixed
+        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .await
+        .expect("replay");
+
+    // Then the fixed record is applied and its dead letter removed; the garbage stays.
+    assert_eq!(
+        report.replayed,
+        ["ratchet-writer|sqs|arn:aws:sqs:us-east-1:1:q|m0"]
+    );
+    assert_eq!(report.still_rejected.len(), 1);
+    assert_eq!(report.still_rejected[0].1.code, "not_an_object");
+    let left = fixed.dead_letters.list().await.expect("list");
+    assert_eq!(
+        left.iter()
+            .map(|l| l.position.id.as_str())
+            .collect::<Vec<_>>(),
+        ["m1"]
+    );
+    let item = fixed
+        .protocol
+        .get_json(&key("u", "a"), dynamodb_exactly_once::Read::Consistent)
+        .await
+        .expect("get")
+        .expect("applied");
+    assert_eq!(item["Version"], json!(3));
+}
+
+#[tokio::test]
+async fn oversized_item_and_schema_mismatch_are_dead_lettered() {
+    let client = client();
+    let (w, _) = ratchet_writer(client.clone()).await;
+    let big = put("u", "big", 1, json!({"blob": "x".repeat(410 * 1024)}));
+    let big_body = big.clone();
+    // The table's key is PK+SK: DynamoDB rejects this key with a ValidationException.
+    let wrong_schema = json!({"op":"put","key":{"PK":"u"},"ts":1,"item":{"v":1}});
+    let fine = put("u", "ok", 1, json!({"v":1}));
+
+    let report = w
+        .handle_batch(&sqs_batch(&[big, wrong_schema, fine], 0), Deadline::none())
+        .await;
+
+    assert!(report.response.failed_ids().is_empty());
+    let labels: Vec<&str> = report.results.iter().map(|r| r.label()).collect();
+    assert_eq!(labels, ["invalid", "invalid", "applied"]);
+    let letters = w.dead_letters.list().await.expect("list");
+    let mut codes: Vec<&str> = letters.iter().map(|l| l.reason.code.as_str()).collect();
+    codes.sort();
+    assert_eq!(codes, ["item_too_large", "rejected_by_dynamodb"]);
+    let kept = letters
+        .iter()
+        .find(|l| l.reason.code == "item_too_large")
+        .expect("kept");
+    assert_eq!(
+        kept.payload,
+        report_body(&big_body),
+        "a payload over one item is kept whole, in parts"
+    );
+    assert!(kept.parts > 1);
+}
