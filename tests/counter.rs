@@ -26,12 +26,12 @@ use serde_json::{json, Map, Value};
 
 #[path = "counter/faults.rs"]
 mod faults;
-#[path = "counter/window.rs"]
-mod window;
-#[path = "counter/optimistic.rs"]
-mod optimistic;
 #[path = "counter/handler.rs"]
 mod handler;
+#[path = "counter/optimistic.rs"]
+mod optimistic;
+#[path = "counter/window.rs"]
+mod window;
 
 const TABLES: [&str; 2] = ["CounterTable", "DeadLetterTable"];
 
