@@ -42,13 +42,16 @@ impl Cost {
             .fetch_add(milli(index_units), Ordering::Relaxed);
     }
 
-    /// Count one `TransactWriteItems` of `actions` actions and the capacity it reported.
-    /// AWS bills each action twice (prepare and commit) by its item's size, at least 1 unit:
-    /// at least `2 × actions`. (DynamoDB Local's report for a transaction is not the sum over
-    /// its items: ten 100-byte puts report 2 units; AWS bills 20.)
-    pub fn add_transactional(&self, consumed: Option<&ConsumedCapacity>, actions: usize) {
-        self.add(consumed);
-        let units = consumed.and_then(|c| c.capacity_units).unwrap_or(0.0);
+    /// Count one `TransactWriteItems` of `actions` actions and the capacity it reported (one
+    /// entry per table, summed). AWS bills each action twice (prepare and commit) by its
+    /// item's size, at least 1 unit: at least `2 × actions`. (DynamoDB Local's report for a
+    /// transaction is not the sum over its items: ten 100-byte puts report 2 units; AWS bills
+    /// 20.)
+    pub fn add_transactional(&self, consumed: &[ConsumedCapacity], actions: usize) {
+        let units: f64 = consumed.iter().filter_map(|c| c.capacity_units).sum();
+        self.add(Some(
+            &ConsumedCapacity::builder().capacity_units(units).build(),
+        ));
         self.transactional_milli_units
             .fetch_add(milli(units), Ordering::Relaxed);
         let floor = u64::try_from(actions)

@@ -7,7 +7,6 @@ mod chunk;
 mod write;
 
 use chunk::{ChunkLock, ItemFailure};
-pub(super) use write::total_units;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

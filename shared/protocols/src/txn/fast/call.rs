@@ -16,7 +16,6 @@ use aws_sdk_dynamodb::types::{
 use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::Item;
 use crate::txn::item::{lock_of, s, ATTR_LOCK, ATTR_VERSION_TOKEN};
-use crate::txn::lock::total_units;
 use crate::txn::record::ATTR_TX_ID;
 use crate::txn::request::{merge_set_clause, Operation};
 use crate::txn::resolve::Resolved;
@@ -217,7 +216,7 @@ pub(super) fn fast_outcome<R: std::fmt::Debug>(
 ) -> Result<FastWrite, StoreError> {
     let err = match result {
         Ok(out) => {
-            cost.add_transactional(Some(&total_units(out.consumed_capacity())), requests + 1);
+            cost.add_transactional(out.consumed_capacity(), requests + 1);
             return Ok(FastWrite::Committed);
         }
         Err(err) => err,

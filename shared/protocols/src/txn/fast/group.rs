@@ -38,7 +38,6 @@ use crate::batch::{Deadline, RecordResult};
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::txn::item::new_token;
-use crate::txn::lock::total_units;
 use crate::txn::record::{Decided, RollbackReason, TxHeader, TxState};
 use crate::txn::request::TxMessage;
 use crate::txn::resolve::Resolved;
@@ -294,7 +293,7 @@ impl Coordinator {
             .await;
         let err = match result {
             Ok(out) => {
-                cost.add_transactional(Some(&total_units(out.consumed_capacity())), owner.len());
+                cost.add_transactional(out.consumed_capacity(), owner.len());
                 return Ok(None);
             }
             Err(err) => err,

@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 
-use super::write::{lock_entry, pending_check, total_units};
+use super::write::{lock_entry, pending_check};
 use super::{newer_attempt_of, ItemLocking, LockPhase, LockWait, LOCK_WAIT};
 use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::Item;
@@ -127,8 +127,7 @@ impl Coordinator {
             .await;
         match result {
             Ok(out) => {
-                let units = total_units(out.consumed_capacity());
-                cost.add_transactional(Some(&units), items.len() + 1);
+                cost.add_transactional(out.consumed_capacity(), items.len() + 1);
                 Ok(ChunkWrite::Done)
             }
             Err(err) => {

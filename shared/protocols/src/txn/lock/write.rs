@@ -31,7 +31,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::{
     TransactWriteItemsError, TransactWriteItemsOutput,
 };
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, ConsumedCapacity, Put, ReturnConsumedCapacity,
+    AttributeValue, ConditionCheck, Put, ReturnConsumedCapacity,
     ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use serde_json::{Map, Value};
@@ -229,15 +229,6 @@ fn item_entry(
     built.map_err(|e| StoreError::Inconsistent(format!("lock write: {e}")))
 }
 
-/// The capacity a transaction consumed over its tables, as one figure.
-pub(in crate::txn) fn total_units(consumed: &[ConsumedCapacity]) -> ConsumedCapacity {
-    let units = consumed
-        .iter()
-        .filter_map(|c| c.capacity_units)
-        .sum::<f64>();
-    ConsumedCapacity::builder().capacity_units(units).build()
-}
-
 /// Count the write and tell its endings apart (an invalid request is an ending, not an
 /// error: the transaction rolls back).
 fn lock_outcome<R: std::fmt::Debug>(
@@ -246,7 +237,7 @@ fn lock_outcome<R: std::fmt::Debug>(
 ) -> Result<LockWrite, StoreError> {
     let err = match result {
         Ok(out) => {
-            cost.add_transactional(Some(&total_units(out.consumed_capacity())), 2);
+            cost.add_transactional(out.consumed_capacity(), 2);
             return Ok(LockWrite::Done);
         }
         Err(err) => err,

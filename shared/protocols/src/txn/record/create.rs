@@ -20,8 +20,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    ConsumedCapacity, Put, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem,
+    Put, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 
 use super::table::{count, TxTable, CONDITION_NEW};
@@ -37,6 +36,7 @@ use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::ddb::retry::Backoff;
 use crate::ddb::Cost;
+use crate::txn::item::new_token;
 
 /// Largest requests JSON created with its header in one call. Bounded because a redelivery
 /// that finds the record pays a refused call (AWS may bill its part write too, twice) where
@@ -103,7 +103,7 @@ impl TxTable {
         issued_at_ms: Option<u64>,
         cost: &Cost,
     ) -> Result<Creation, StoreError> {
-        let nonce = hex::encode(rand::random::<u128>().to_be_bytes());
+        let nonce = new_token();
         let mut header = header_key(tx_id);
         header.insert(ATTR_NONCE.into(), s(&nonce));
         header.insert(
@@ -167,19 +167,13 @@ impl TxTable {
                 .transact_write_items()
                 .transact_items(TransactWriteItem::builder().put(header_put.clone()).build())
                 .transact_items(TransactWriteItem::builder().put(part_put.clone()).build())
-                .client_request_token(hex::encode(rand::random::<u128>().to_be_bytes()))
+                .client_request_token(new_token())
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await;
             let err = match result {
                 Ok(out) => {
-                    let units: f64 = out
-                        .consumed_capacity()
-                        .iter()
-                        .filter_map(|c| c.capacity_units)
-                        .sum();
-                    let units = ConsumedCapacity::builder().capacity_units(units).build();
-                    cost.add_transactional(Some(&units), 2);
+                    cost.add_transactional(out.consumed_capacity(), 2);
                     return Ok(Some(Creation::Created(TxHeader::try_from(&header)?)));
                 }
                 Err(err) => err,
