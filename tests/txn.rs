@@ -16,8 +16,6 @@ use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::{Coordinator, TxError, TxOutcome};
 use dynamodb_exactly_once::txn::{TxState, CREATE_AT_ONCE_BYTES};
 use dynamodb_exactly_once::Deadline;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::Writer;
 use lambda_runtime::{Context, LambdaEvent};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -560,14 +558,7 @@ async fn a_near_deadline_defers_the_message_for_redelivery() {
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 100).await;
     seed(&base, &table, "b", 0).await;
-    let writer = Writer {
-        function: "tx-coordinator".into(),
-        protocol: env.coordinator(client()),
-        dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    };
+    let writer = coordinator_writer(&env, env.coordinator(client()));
     let batch = sqs_batch(&[transfer(&table, "late", "a", "b", 10)], 0);
     // Given a deadline already reached, the message is not started and reported for retry;
     let report = writer

@@ -15,6 +15,9 @@ use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Map, Value};
 
 use crate::common::scan;
+use dynamo_testing::client;
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::Writer;
 
 /// Tables of one test: logical id → name.
 #[derive(Clone)]
@@ -247,4 +250,16 @@ pub async fn set_header(
         .send()
         .await
         .expect("set a header attribute");
+}
+
+/// The `tx-coordinator` function over `protocol`, its dead letters in the test's table.
+pub fn coordinator_writer(env: &Env, protocol: Coordinator) -> Writer<Coordinator> {
+    Writer {
+        function: "tx-coordinator".into(),
+        protocol,
+        dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
+        deadline_margin: Duration::from_secs(1),
+        event_time: None,
+        mapping: None,
+    }
 }

@@ -238,7 +238,6 @@ async fn a_request_condition_cannot_escape_the_lock_guard() {
 /// a late redrive) must be refused as too old, not applied a second time.
 #[tokio::test]
 async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twice() {
-    use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
     use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourcePosition, SourceRecord};
     use std::time::Duration;
 
@@ -250,15 +249,11 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
     let mut config = env.config();
     config.retain = Duration::from_secs(60);
     config.redelivery_horizon = Duration::from_secs(30);
-    let writer = dynamodb_exactly_once_lambda::Writer {
-        function: "tx-coordinator".into(),
-        protocol: dynamodb_exactly_once::txn::Coordinator::try_new(client(), config)
+    let writer = coordinator_writer(
+        &env,
+        dynamodb_exactly_once::txn::Coordinator::try_new(client(), config)
             .expect("valid configuration"),
-        dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    };
+    );
     let arrived = |ago_secs: u64| {
         let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
         Batch {

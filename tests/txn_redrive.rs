@@ -14,7 +14,6 @@ use dynamo_testing::client;
 use dynamodb_exactly_once::rejection::RejectionCode;
 use dynamodb_exactly_once::txn::{Coordinator, TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::event_time::EventTime;
 use dynamodb_exactly_once_lambda::Writer;
 use lambda_runtime::{Context, LambdaEvent};
@@ -43,12 +42,8 @@ fn writer(
     event_time: Option<EventTime>,
 ) -> Writer<dynamodb_exactly_once::txn::Coordinator> {
     Writer {
-        function: "tx-coordinator".into(),
-        protocol: env.coordinator(client()),
-        dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
-        deadline_margin: Duration::from_secs(1),
         event_time,
-        mapping: None,
+        ..coordinator_writer(env, env.coordinator(client()))
     }
 }
 

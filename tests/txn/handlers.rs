@@ -14,14 +14,7 @@ async fn coordinator_handler_on_the_fixtures() {
     let table = env.accounts().to_string();
     seed(&base, &table, "alice", 100).await;
     seed(&base, &table, "bob", 20).await;
-    let writer = Writer {
-        function: "tx-coordinator".into(),
-        protocol: env.coordinator(client()),
-        dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    };
+    let writer = coordinator_writer(&env, env.coordinator(client()));
     let run = |name: &str| {
         let event = LambdaEvent::new(fixture_for(&env, name), Context::default());
         let writer = &writer;
