@@ -38,7 +38,7 @@ async fn delivered_three_times(tx_id: &str, padding: usize) -> (usize, usize) {
     let puts = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&puts);
     let counting = FaultInjector::by_request(move |op, body| {
-        if op == "PutItem" && body.contains("\"Chunk\"") {
+        if part_put(op, body) {
             seen.fetch_add(1, Ordering::SeqCst);
         }
         Fault::None
@@ -95,6 +95,11 @@ async fn sixty_puts(faults: FaultInjector) -> (Env, Coordinator, Value) {
     (env, c, json!({"txId": "sixty", "requests": requests}))
 }
 
+/// Whether a request is a part's own `PutItem` (the read-first creation).
+fn part_put(op: &str, body: &str) -> bool {
+    op == "PutItem" && body.contains("\"Chunk\"")
+}
+
 /// Whether a request is the one-call creation of a record with its part.
 fn creation(op: &str, body: &str) -> bool {
     op == "TransactWriteItems" && body.contains("\"Chunk\"")
@@ -137,7 +142,7 @@ async fn a_creation_meeting_conflicts_is_sent_again_then_takes_the_read_first_wa
         let puts = Arc::new(AtomicUsize::new(0));
         let parts = Arc::clone(&puts);
         let faults = FaultInjector::by_request(move |op, body| {
-            if op == "PutItem" && body.contains("\"Chunk\"") {
+            if part_put(op, body) {
                 parts.fetch_add(1, Ordering::SeqCst);
             }
             if creation(op, body) && counted.fetch_add(1, Ordering::SeqCst) < conflicts {
