@@ -78,3 +78,17 @@ pub fn cpu_ms() -> Option<u64> {
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) * 10)
 }
+
+/// A client (with `interceptor`, if any), through a loopback proxy that delays each answer
+/// `latency_ms` when it is above 0: a simulated network round trip.
+pub async fn client_with_latency(
+    interceptor: Option<dynamo_testing::FaultInjector>,
+    latency_ms: u64,
+) -> Result<aws_sdk_dynamodb::Client, String> {
+    if latency_ms == 0 {
+        return Ok(dynamo_testing::client_with(interceptor, 3));
+    }
+    let delay = std::time::Duration::from_millis(latency_ms);
+    let proxy = dynamo_testing::proxy::delaying(delay).await?;
+    Ok(dynamo_testing::client_for(&proxy, interceptor, 3))
+}

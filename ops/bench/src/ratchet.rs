@@ -4,8 +4,7 @@
 
 use std::time::Instant;
 
-use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client_for, client_with, template_tables, FaultInjector};
+use dynamo_testing::{client_with, template_tables, FaultInjector};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
@@ -174,7 +173,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let counter = FaultInjector::counting();
     let setup = client_with(None, 3);
     let tables = template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
-    let client = counted_client(&counter, latency_ms).await?;
+    let client = crate::common::client_with_latency(Some(counter.clone()), latency_ms).await?;
     let writer = Writer::new(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), {
@@ -216,16 +215,6 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
         })
     );
     Ok(())
-}
-
-/// A client whose calls `counter` counts, through a latency proxy when `latency_ms > 0`.
-async fn counted_client(counter: &FaultInjector, latency_ms: u64) -> Result<Client, String> {
-    if latency_ms == 0 {
-        return Ok(client_with(Some(counter.clone()), 3));
-    }
-    let proxy =
-        dynamo_testing::proxy::delaying(std::time::Duration::from_millis(latency_ms)).await?;
-    Ok(client_for(&proxy, Some(counter.clone()), 3))
 }
 
 /// The measured part: the whole batch coalesced, or one conditional write per record.

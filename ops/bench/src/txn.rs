@@ -12,11 +12,11 @@
 //!   `tx-coordinator` pipeline (`txn_batch`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client_for, client_with, template_tables, FaultInjector};
+use dynamo_testing::{client_with, template_tables, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxError};
 use dynamodb_exactly_once::Deadline;
 use rand::{Rng, SeedableRng};
@@ -308,15 +308,6 @@ async fn writes(fast_path: bool, read_ahead: bool, n: usize) -> Result<Value, St
     }))
 }
 
-/// A client for one coordinator, through its own latency proxy when `latency_ms > 0`.
-async fn transfer_client(latency_ms: u64) -> Result<Client, String> {
-    if latency_ms == 0 {
-        return Ok(client_with(None, 3));
-    }
-    let proxy = dynamo_testing::proxy::delaying(Duration::from_millis(latency_ms)).await?;
-    Ok(client_for(&proxy, None, 3))
-}
-
 async fn transfers(
     kind: &str,
     contended: bool,
@@ -338,7 +329,7 @@ async fn transfers(
     let mut tasks = Vec::new();
     for w in 0..COORDINATORS {
         let t = t.clone();
-        let client = transfer_client(latency_ms).await?;
+        let client = crate::common::client_with_latency(None, latency_ms).await?;
         tasks.push(tokio::spawn(async move {
             let mut config = TxConfig::new(&t.tx, [&t.accounts]);
             config.max_attempts = 100;
