@@ -54,6 +54,7 @@ enum AtOnceFailure {
     Exists(Option<Item>),
     /// A transaction conflict: nothing was written, send again.
     Conflict,
+    /// Anything else, as the store reports it.
     Error(StoreError),
 }
 
@@ -62,7 +63,7 @@ fn at_once_failure(err: SdkError<TransactWriteItemsError, impl std::fmt::Debug>)
         let reasons = e.cancellation_reasons();
         let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
         if code(0) == "ConditionalCheckFailed" {
-            return AtOnceFailure::Exists(reasons[0].item().cloned());
+            return AtOnceFailure::Exists(reasons.first().and_then(|r| r.item().cloned()));
         }
         if code(0) == "TransactionConflict" || code(1) == "TransactionConflict" {
             return AtOnceFailure::Conflict;
