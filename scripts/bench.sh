@@ -14,8 +14,6 @@ if [ -z "${POWERTOOLS_PYTHON:-}" ]; then
   fi
   [ -x .tools/powertools/bin/python ] && export POWERTOOLS_PYTHON=$ROOT/.tools/powertools/bin/python
 fi
-export AWS_DEFAULT_REGION=${AWS_DEFAULT_REGION:-${AWS_REGION:-us-east-1}} AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-local} \
-  AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-local}
 
 if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -24,6 +22,8 @@ if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   (cd .demo && exec java -Djava.library.path="$ROOT/$dir/DynamoDBLocal_lib" -jar "$ROOT/$dir/DynamoDBLocal.jar" \
     -inMemory -sharedDb -disableTelemetry -port "$port" >dynamodb-bench.log 2>&1) &
   ddb=$!
+  # The emulator's CPU per transfer, printed beside the client's by `bench txn`.
+  export BENCH_DYNAMODB_PID=$ddb
   trap 'kill $ddb 2>/dev/null || true' EXIT
   export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$port"
   for _ in $(seq 1 100); do
@@ -31,6 +31,14 @@ if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
     sleep 0.3
   done
 fi
+# Dummy credentials for a local endpoint; a region's endpoint (`BENCHES=txn` against
+# DynamoDB) signs with the environment's or the profile's.
+case "$AWS_ENDPOINT_URL_DYNAMODB" in
+  http://127.*|http://localhost*)
+    export AWS_DEFAULT_REGION=${AWS_DEFAULT_REGION:-${AWS_REGION:-us-east-1}} \
+      AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-local} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-local}
+    ;;
+esac
 
 for bench in ${BENCHES:-ratchet counter counter-steady txn lease versioning document idempotency processor}; do
   echo

@@ -70,7 +70,18 @@ pub fn next_arg<T: FromStr>(
 /// CPU time (user + system) this process used so far, ms (from `/proc/self/stat`, at the
 /// usual 100 clock ticks per second); `None` where it cannot be read.
 pub fn cpu_ms() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    process_cpu_ms("self")
+}
+
+/// CPU time DynamoDB Local used so far, ms, when `BENCH_DYNAMODB_PID` names its process
+/// (`scripts/bench.sh` sets it for the emulator it starts).
+pub fn server_cpu_ms() -> Option<u64> {
+    let pid = std::env::var("BENCH_DYNAMODB_PID").ok()?;
+    process_cpu_ms(pid.trim())
+}
+
+fn process_cpu_ms(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command (which may hold spaces) start after the last ')'.
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();

@@ -113,6 +113,12 @@ async fn main() -> ExitCode {
             other => Err(format!("worker: unknown benchmark {other:?}")),
         },
     };
+    // Tables made on DynamoDB itself (`AWS_ENDPOINT_URL_DYNAMODB` a region's) are deleted.
+    if !dynamo_testing::is_local(&dynamo_testing::endpoint()) {
+        for failed in dynamo_testing::delete_remote_tables(&dynamo_testing::client()).await {
+            eprintln!("bench: could not delete table {failed}");
+        }
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType, TableStatus,
     TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client;
@@ -267,7 +267,8 @@ fn index(gsi: &IndexSpec) -> Result<GlobalSecondaryIndex, StoreError> {
     )
 }
 
-/// Create the template's table as `name` (indexes, stream and TTL included).
+/// Create the template's table as `name` (indexes, stream and TTL included), and wait until
+/// it is ACTIVE.
 pub async fn create_table(client: &Client, name: &str, spec: &TableSpec) -> Result<(), StoreError> {
     let billing = spec.billing_mode.as_deref().unwrap_or("PAY_PER_REQUEST");
     let mut req = client
@@ -294,13 +295,43 @@ pub async fn create_table(client: &Client, name: &str, spec: &TableSpec) -> Resu
                 .build(),
         )?);
     }
-    req.send()
+    let created = req
+        .send()
         .await
         .map_err(|e| StoreError::from_sdk("CreateTable", e))?;
+    // DynamoDB Local answers ACTIVE; DynamoDB answers CREATING, and refuses TTL and writes
+    // until the table is ACTIVE.
+    let status = created.table_description().and_then(|d| d.table_status());
+    if status != Some(&TableStatus::Active) {
+        wait_active(client, name).await?;
+    }
     match &spec.time_to_live_specification {
         Some(ttl) if ttl.enabled => enable_ttl(client, name, &ttl.attribute_name).await,
         _ => Ok(()),
     }
+}
+
+/// Poll `DescribeTable` once a second until `name` is ACTIVE (at most 10 minutes).
+async fn wait_active(client: &Client, name: &str) -> Result<(), StoreError> {
+    for _ in 0..600 {
+        let described = client
+            .describe_table()
+            .table_name(name)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("DescribeTable", e))?;
+        if described.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    Err(StoreError::Sdk {
+        operation: "DescribeTable",
+        class: dynamodb_exactly_once::ErrorClass::Transient,
+        code: "TableNotActive".into(),
+        message: format!("table {name} is not ACTIVE after 10 minutes"),
+        source: None,
+    })
 }
 
 async fn enable_ttl(client: &Client, table: &str, attribute: &str) -> Result<(), StoreError> {

