@@ -19,6 +19,7 @@ mod document_once;
 mod document_property;
 mod idempotency;
 mod idempotency_interleave;
+mod interleave;
 mod key_limits;
 mod kpl;
 mod layout;

@@ -181,6 +181,9 @@ struct ActorState {
     crash_from: Option<usize>,
     parked: Option<Parked>,
     releases: u64,
+    /// `release_all`s so far: a pause decided before one (its rule fired when the call was
+    /// sent) is dropped, not held, when the call reaches it.
+    release_alls: u64,
     log: Vec<Call>,
 }
 
@@ -214,6 +217,8 @@ impl Storable for Operation {
 #[derive(Debug, Clone)]
 struct AfterSend {
     call: Call,
+    /// The actor's `release_alls` when the call was sent.
+    release_alls: u64,
     lose: bool,
     pause: bool,
     conflict: bool,
@@ -309,14 +314,16 @@ impl Interleaving {
         self.shared.changed.notify_all();
     }
 
-    /// Release `name` if it is held, and drop its pauses not reached yet (so that a release
-    /// that comes before the pause cannot leave the actor held later).
+    /// Release `name` if it is held, and drop its pauses not reached yet, a `pause_after`
+    /// whose call is in flight included (so that a release that comes before the pause cannot
+    /// leave the actor held later).
     pub fn release_all(&self, name: &str) {
         if let Some(actor) = self.lock().get_mut(name) {
             actor
                 .rules
                 .retain(|r| !matches!(r.action, Action::PauseBefore | Action::PauseAfter));
             actor.releases += 1;
+            actor.release_alls += 1;
             actor.parked = None;
         }
         self.shared.changed.notify_all();
@@ -356,8 +363,14 @@ impl ActorInterceptor {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Record the attempt and take the action of the first rule that fires on it.
-    fn decide(&self, operation: Operation, name: String, body: String) -> (Call, Option<Action>) {
+    /// Record the attempt and take the action of the first rule that fires on it; also the
+    /// actor's `release_alls` now.
+    fn decide(
+        &self,
+        operation: Operation,
+        name: String,
+        body: String,
+    ) -> (Call, Option<Action>, u64) {
         let mut actors = self.lock();
         let actor = actors.entry(self.name.clone()).or_default();
         let call = Call {
@@ -369,8 +382,9 @@ impl ActorInterceptor {
         };
         actor.attempts += 1;
         actor.log.push(call.clone());
+        let release_alls = actor.release_alls;
         if actor.crash_from.is_some_and(|k| call.index >= k) {
-            return (call, Some(Action::Refuse));
+            return (call, Some(Action::Refuse), release_alls);
         }
         let mut fired = None;
         for (i, rule) in actor.rules.iter_mut().enumerate() {
@@ -383,23 +397,27 @@ impl ActorInterceptor {
             }
         }
         let action = fired.map(|i| actor.rules.remove(i).action);
-        (call, action)
+        (call, action, release_alls)
     }
 
-    /// Hold this thread until the actor is released (see the module docs).
-    fn park(&self, call: Call, after: bool) -> Result<(), BoxError> {
+    /// Hold this thread until the actor is released (see the module docs), unless a
+    /// `release_all` came after the pause was decided (`release_alls` then).
+    fn park(&self, call: Call, after: bool, release_alls: u64) -> Result<(), BoxError> {
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         if !multi_thread {
             return Err("interleave: pausing a call needs a multi-thread tokio runtime".into());
         }
-        tokio::task::block_in_place(|| self.wait_for_release(call, after))
+        tokio::task::block_in_place(|| self.wait_for_release(call, after, release_alls))
     }
 
-    fn wait_for_release(&self, call: Call, after: bool) -> Result<(), BoxError> {
+    fn wait_for_release(&self, call: Call, after: bool, release_alls: u64) -> Result<(), BoxError> {
         let started = Instant::now();
         let mut actors = self.lock();
         let actor = actors.entry(self.name.clone()).or_default();
+        if actor.release_alls != release_alls {
+            return Ok(());
+        }
         let releases = actor.releases;
         actor.parked = Some(Parked { call, after });
         loop {
@@ -461,16 +479,17 @@ impl Intercept for ActorInterceptor {
             .bytes()
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default();
-        let (call, action) = self.decide(Operation(op, attempt + 1), operation, body);
+        let (call, action, release_alls) = self.decide(Operation(op, attempt + 1), operation, body);
         let mut after = AfterSend {
             call: call.clone(),
+            release_alls,
             lose: false,
             pause: false,
             conflict: false,
         };
         match action {
             None => {}
-            Some(Action::PauseBefore) => self.park(call, false)?,
+            Some(Action::PauseBefore) => self.park(call, false, release_alls)?,
             Some(Action::Delay(d)) => {
                 let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| {
                     h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
@@ -505,7 +524,7 @@ impl Intercept for ActorInterceptor {
             return Ok(());
         };
         if after.pause {
-            self.park(after.call.clone(), true)?;
+            self.park(after.call.clone(), true, after.release_alls)?;
         }
         if after.lose {
             let response = context.response_mut();

@@ -180,7 +180,12 @@ pub fn client_intercepted(
 fn config_builder(endpoint: &str, max_attempts: u32) -> aws_sdk_dynamodb::config::Builder {
     let builder = aws_sdk_dynamodb::Config::builder().behavior_version(BehaviorVersion::latest());
     let builder = if is_local(endpoint) {
+        // Plain HTTP: a client with the default HTTPS connector parses the ~150 root
+        // certificates on its first call (the transaction checker, where every actor of every
+        // schedule has its own client, spent 6 % of its CPU there). `build_http` is
+        // `#[doc(hidden)]` in aws-smithy-http-client; the lock file pins it.
         builder
+            .http_client(aws_smithy_http_client::Builder::new().build_http())
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
     } else {
