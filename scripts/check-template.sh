@@ -160,6 +160,8 @@ must_fail "a sweeper lag alarm below its stale threshold" template "is not above
   stacks/transactions.yaml '/^  SweeperLagAlarmSeconds:/,/Default:/s/Default: 1800/Default: 600/'
 must_fail "a roll-up without its lost-records alarm" template "Trimmed for CounterRollupFunction" \
   stacks/counter.yaml 's/MetricName: Trimmed$/MetricName: Trimmings/'
+must_fail "a roll-up without its lag alarm" template "IteratorAgeMilliseconds for CounterRollupFunction" \
+  stacks/counter.yaml 's/MetricName: IteratorAgeMilliseconds$/MetricName: IteratorAgeMillis/'
 must_fail "a journal table without its stream" template "journal table CounterJournalTable has no stream" \
   stacks/counter.yaml '/^  CounterJournalTable:/,/^  [A-Z]/{/StreamSpecification:/,+1d}'
 must_fail "a journal table without its TTL" template "has no TimeToLiveSpecification on ttl" \
