@@ -26,6 +26,7 @@
 //! * [`interleave`]: the interleaving harness (pauses and releases per actor).
 //! * [`events`]: event and batch builders.
 //! * [`proxy`]: a loopback proxy that delays (or stalls) DynamoDB's responses.
+//! * [`remote`]: DynamoDB itself as the endpoint (credentials, region, table clean-up).
 
 #![warn(missing_docs)]
 
@@ -34,11 +35,12 @@ pub mod faults;
 pub mod interleave;
 pub mod local;
 pub mod proxy;
+pub mod remote;
 
 pub use faults::{Fault, FaultInjector};
 pub use interleave::{At, Interleaving};
 pub use local::{
-    client, client_for, client_intercepted, client_with, delete_remote_tables, endpoint, is_local,
-    private_endpoint, streams_client, template_path, template_tables, unique_prefix,
-    workspace_root,
+    client, client_for, client_intercepted, client_with, endpoint, private_endpoint,
+    streams_client, template_path, template_tables, unique_prefix, workspace_root,
 };
+pub use remote::{delete_remote_tables, is_local};
