@@ -114,7 +114,11 @@ async fn main() -> ExitCode {
         },
     };
     // Tables made on DynamoDB itself (`AWS_ENDPOINT_URL_DYNAMODB` a region's) are deleted.
-    if !dynamo_testing::is_local(&dynamo_testing::endpoint()) {
+    // Read from the environment: `endpoint()` would start a DynamoDB Local for a benchmark
+    // that never used one.
+    let remote = std::env::var("AWS_ENDPOINT_URL_DYNAMODB")
+        .is_ok_and(|e| !e.is_empty() && !dynamo_testing::is_local(&e));
+    if remote {
         for failed in dynamo_testing::delete_remote_tables(&dynamo_testing::client()).await {
             eprintln!("bench: could not delete table {failed}");
         }

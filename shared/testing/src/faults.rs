@@ -12,6 +12,7 @@ use aws_sdk_dynamodb::config::interceptors::{
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
@@ -44,6 +45,44 @@ pub enum Fault {
 pub(crate) const TRANSACTION_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"injected: Transaction is ongoing for the item"}"#;
 /// DynamoDB's answer to a `TransactWriteItems` that met another write on one of its items.
 pub(crate) const TRANSACTION_CANCELED_BY_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"injected: Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict]","CancellationReasons":[{"Code":"TransactionConflict","Message":"Transaction is ongoing for the item"}]}"#;
+
+/// DynamoDB's answer as the SDK sees it when the response to an applied request was lost.
+pub(crate) const LOST_RESPONSE: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: the response was lost after the request was applied"}"#;
+
+/// The operation (from `X-Amz-Target`, e.g. `PutItem`) and the JSON body of a request.
+pub(crate) fn operation_and_body(request: &HttpRequest) -> (String, String) {
+    let operation = request
+        .headers()
+        .get("x-amz-target")
+        .and_then(|t| t.rsplit('.').next())
+        .unwrap_or("Unknown")
+        .to_string();
+    let body = request
+        .body()
+        .bytes()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default();
+    (operation, body)
+}
+
+/// Empty the request's body: DynamoDB refuses it without applying anything (its answer is
+/// then replaced).
+pub(crate) fn send_unapplied(request: &mut HttpRequest) {
+    *request.body_mut() = SdkBody::from("{}");
+    request.headers_mut().insert("content-length", "2");
+}
+
+/// Replace the response with `status` and `body`.
+pub(crate) fn answer(
+    response: &mut HttpResponse,
+    status: u16,
+    body: &'static str,
+) -> Result<(), BoxError> {
+    *response.status_mut() = StatusCode::try_from(status)?;
+    *response.body_mut() = SdkBody::from(body);
+    response.headers_mut().remove("content-length");
+    Ok(())
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Decided(Fault);
@@ -181,21 +220,11 @@ impl Intercept for FaultInjector {
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let request = context.request_mut();
-        let operation = request
-            .headers()
-            .get("x-amz-target")
-            .and_then(|t| t.rsplit('.').next())
-            .unwrap_or("Unknown")
-            .to_string();
+        let (operation, body) = operation_and_body(request);
         let index = self.calls.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut m) = self.by_operation.lock() {
             *m.entry(operation.clone()).or_default() += 1;
         }
-        let body = request
-            .body()
-            .bytes()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default();
         let fault = (self.plan)(index, &operation, &body);
         if fault != Fault::None {
             self.injected.fetch_add(1, Ordering::SeqCst);
@@ -216,8 +245,7 @@ impl Intercept for FaultInjector {
             fault,
             Fault::TransactionConflict | Fault::TransactionCanceledByConflict
         ) {
-            *request.body_mut() = SdkBody::from("{}");
-            request.headers_mut().insert("content-length", "2");
+            send_unapplied(request);
         }
         cfg.interceptor_state().store_put(Decided(fault));
         Ok(())
@@ -232,26 +260,19 @@ impl Intercept for FaultInjector {
         if let Some(Depth(depth)) = cfg.load::<Depth>() {
             self.answered_depth.fetch_max(*depth, Ordering::SeqCst);
         }
-        if let Some(Decided(Fault::LoseResponse)) = cfg.load::<Decided>() {
-            let response = context.response_mut();
-            *response.status_mut() = StatusCode::try_from(500u16)?;
-            *response.body_mut() = SdkBody::from(
-                r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: the response was lost after the request was applied"}"#,
-            );
-            response.headers_mut().remove("content-length");
+        match cfg.load::<Decided>() {
+            Some(Decided(Fault::LoseResponse)) => {
+                answer(context.response_mut(), 500, LOST_RESPONSE)
+            }
+            Some(Decided(Fault::TransactionConflict)) => {
+                answer(context.response_mut(), 400, TRANSACTION_CONFLICT)
+            }
+            Some(Decided(Fault::TransactionCanceledByConflict)) => answer(
+                context.response_mut(),
+                400,
+                TRANSACTION_CANCELED_BY_CONFLICT,
+            ),
+            _ => Ok(()),
         }
-        if let Some(Decided(Fault::TransactionConflict)) = cfg.load::<Decided>() {
-            let response = context.response_mut();
-            *response.status_mut() = StatusCode::try_from(400u16)?;
-            *response.body_mut() = SdkBody::from(TRANSACTION_CONFLICT);
-            response.headers_mut().remove("content-length");
-        }
-        if let Some(Decided(Fault::TransactionCanceledByConflict)) = cfg.load::<Decided>() {
-            let response = context.response_mut();
-            *response.status_mut() = StatusCode::try_from(400u16)?;
-            *response.body_mut() = SdkBody::from(TRANSACTION_CANCELED_BY_CONFLICT);
-            response.headers_mut().remove("content-length");
-        }
-        Ok(())
     }
 }

@@ -11,9 +11,9 @@ use aws_sdk_dynamodb::config::interceptors::{
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::http::StatusCode;
-use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
+
+use crate::faults;
 
 use super::{Action, ActorInterceptor, ActorState, Call, Parked, MAX_PAUSE};
 
@@ -151,17 +151,7 @@ impl Intercept for ActorInterceptor {
         cfg.interceptor_state()
             .store_put(Operation(op, attempt + 1));
         let request = context.request_mut();
-        let operation = request
-            .headers()
-            .get("x-amz-target")
-            .and_then(|t| t.rsplit('.').next())
-            .unwrap_or("Unknown")
-            .to_string();
-        let body = request
-            .body()
-            .bytes()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default();
+        let (operation, body) = faults::operation_and_body(request);
         let (call, action, release_alls) = self.decide(Operation(op, attempt + 1), operation, body);
         let mut after = AfterSend {
             call: call.clone(),
@@ -187,9 +177,7 @@ impl Intercept for ActorInterceptor {
             Some(Action::LoseResponse) => after.lose = true,
             Some(Action::PauseAfter) => after.pause = true,
             Some(Action::Conflict) => {
-                // An empty body: refused by DynamoDB unapplied; its answer is replaced.
-                *request.body_mut() = SdkBody::from("{}");
-                request.headers_mut().insert("content-length", "2");
+                faults::send_unapplied(request);
                 after.conflict = true;
             }
         }
@@ -210,24 +198,16 @@ impl Intercept for ActorInterceptor {
             self.park(after.call.clone(), true, after.release_alls)?;
         }
         if after.lose {
-            let response = context.response_mut();
-            *response.status_mut() = StatusCode::try_from(500u16)?;
-            *response.body_mut() = SdkBody::from(
-                r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: the response was lost after the request was applied"}"#,
-            );
-            response.headers_mut().remove("content-length");
+            faults::answer(context.response_mut(), 500, faults::LOST_RESPONSE)?;
         }
         if after.conflict {
-            let response = context.response_mut();
-            *response.status_mut() = StatusCode::try_from(400u16)?;
             let body = match after.call.operation.as_str() {
                 "TransactWriteItems" | "TransactGetItems" => {
-                    crate::faults::TRANSACTION_CANCELED_BY_CONFLICT
+                    faults::TRANSACTION_CANCELED_BY_CONFLICT
                 }
-                _ => crate::faults::TRANSACTION_CONFLICT,
+                _ => faults::TRANSACTION_CONFLICT,
             };
-            *response.body_mut() = SdkBody::from(body);
-            response.headers_mut().remove("content-length");
+            faults::answer(context.response_mut(), 400, body)?;
         }
         Ok(())
     }
