@@ -131,3 +131,46 @@ pub async fn numeric_key_table(client: &Client, name: &str, key: &str) -> String
         .expect("create table");
     table
 }
+
+/// The seeds of a randomized checker: `<PREFIX>_SEED` is the first (from the clock when
+/// unset) and `<PREFIX>_SCHEDULES` how many (`default` when unset). They are printed, and a
+/// failure names the line that replays its schedule.
+#[derive(Debug, Clone, Copy)]
+pub struct Seeds {
+    prefix: &'static str,
+    pub first: u64,
+    pub count: u64,
+}
+
+impl Seeds {
+    pub fn from_env(prefix: &'static str, default: u64) -> Seeds {
+        let number = |suffix: &str| {
+            std::env::var(format!("{prefix}_{suffix}"))
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let clock = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs() % 1_000_000 * 1_000);
+        let seeds = Seeds {
+            prefix,
+            first: number("SEED").unwrap_or(clock),
+            count: number("SCHEDULES").unwrap_or(default),
+        };
+        println!(
+            "{prefix}: {} schedules from seed {} ({prefix}_SEED={} {prefix}_SCHEDULES={})",
+            seeds.count, seeds.first, seeds.first, seeds.count
+        );
+        seeds
+    }
+
+    pub fn iter(&self) -> std::ops::Range<u64> {
+        self.first..self.first + self.count
+    }
+
+    /// The environment that replays `seed`'s schedule alone.
+    pub fn replay(&self, seed: u64) -> String {
+        let prefix = self.prefix;
+        format!("replay: {prefix}_SEED={seed} {prefix}_SCHEDULES=1")
+    }
+}

@@ -33,7 +33,7 @@ mod optimistic;
 #[path = "counter/window.rs"]
 mod window;
 
-const TABLES: [&str; 2] = ["CounterTable", "DeadLetterTable"];
+pub(crate) const TABLES: [&str; 2] = ["CounterTable", "DeadLetterTable"];
 
 fn record(pk: &str, sk: &str, key: &str, add: Value) -> Value {
     json!({"key":{"PK":pk,"SK":sk},"add":add,"idempotencyKey":key})
@@ -45,7 +45,7 @@ fn item_key(pk: &str, sk: &str) -> ItemKey {
 
 /// A counter writer on existing tables, with a protocol built from `config` and `clock`
 /// (whole epoch seconds that the test moves).
-fn writer_on(
+pub(crate) fn writer_on(
     client: Client,
     tables: &BTreeMap<String, String>,
     tweak: impl FnOnce(&mut CounterConfig),
@@ -74,7 +74,10 @@ async fn counter_writer(client: Client) -> (Writer<Counter>, BTreeMap<String, St
 }
 
 /// The counters of every item (protocol attributes left out), keyed by `PK|SK`.
-async fn counters(client: &Client, table: &str) -> BTreeMap<String, BTreeMap<String, i64>> {
+pub(crate) async fn counters(
+    client: &Client,
+    table: &str,
+) -> BTreeMap<String, BTreeMap<String, i64>> {
     scan(client, table)
         .await
         .into_iter()

@@ -9,6 +9,7 @@ mod sqs_support;
 mod txn_env;
 
 mod counter;
+mod counter_check;
 mod counter_journal;
 mod counter_journal_check;
 mod dead_letters;
@@ -50,3 +51,4 @@ mod txn_read_ahead;
 mod txn_redrive;
 mod txn_sweep;
 mod versioning;
+mod versioning_check;
