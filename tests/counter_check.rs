@@ -19,20 +19,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
+use dynamo_testing::client;
 use dynamo_testing::events::batch;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::Deadline;
-use dynamodb_exactly_once_lambda::source::{Batch, SourceKind};
 use dynamodb_exactly_once_lambda::Writer;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-use crate::common::Seeds;
+use crate::checker::{
+    add_counts, deliver, faulty_client, random_cutoff, random_source, Counts, Seeds,
+};
 use crate::counter::{counters, writer_on, TABLES};
 
 const ITEMS: u64 = 3;
@@ -49,8 +48,6 @@ const MAX_WAVE_SECONDS: u64 = 600;
 const MAX_SKEW_SECONDS: i64 = 30;
 /// The schedules' epoch: 2026-01-01 (a day is added per seed).
 const START_SECONDS: u64 = 1_767_225_600;
-/// Deliveries of one batch before the schedule fails as stuck.
-const DELIVERIES: usize = 40;
 
 /// Key `k`'s record: its item and deltas depend on `k` only.
 fn key_record(seed: u64, k: u64) -> Value {
@@ -72,21 +69,9 @@ struct Process {
 
 impl Process {
     fn new(rng: &mut StdRng, tables: &BTreeMap<String, String>) -> Process {
-        let (refuse, lose) = (rng.random_range(0.0..0.2), rng.random_range(0.0..0.25));
-        let faults = Mutex::new(StdRng::seed_from_u64(rng.random()));
-        let injector = FaultInjector::new(move |_, _| {
-            let Ok(mut rng) = faults.lock() else {
-                return Fault::None;
-            };
-            match rng.random_range(0.0..1.0) {
-                r if r < refuse => Fault::Refuse,
-                r if r < refuse + lose => Fault::LoseResponse,
-                _ => Fault::None,
-            }
-        });
+        let client = faulty_client(rng);
         let (concurrency, cache) = (rng.random_range(1..=4), rng.random_bool(0.5));
         let buckets = rng.random_range(2..=4);
-        let client = client_with(Some(injector), rng.random_range(1..=3));
         let clock = Arc::new(AtomicU64::new(0));
         let tweak = |c: &mut CounterConfig| {
             c.concurrency = concurrency;
@@ -111,46 +96,6 @@ impl Process {
     }
 }
 
-/// Records by outcome label over every delivery, and the deliveries.
-type Counts = BTreeMap<&'static str, usize>;
-
-async fn deliver(
-    w: &Writer<Counter>,
-    mut batch: Batch,
-    cutoff: Option<Duration>,
-    counts: &mut Counts,
-) -> Result<(), String> {
-    for round in 0..DELIVERIES {
-        let deadline = match cutoff {
-            Some(after) if round == 0 => Deadline::after(after),
-            _ => Deadline::none(),
-        };
-        let report = w.handle_batch(&batch, deadline).await;
-        *counts.entry("deliveries").or_default() += 1;
-        for (label, n) in &report.summary.outcomes {
-            *counts.entry(label).or_default() += n;
-        }
-        if report.summary.count("invalid") > 0 {
-            return Err(format!("records dead-lettered: {:?}", report.summary));
-        }
-        let failed: BTreeSet<String> = report.response.failed_ids().into_iter().collect();
-        if failed.is_empty() {
-            return Ok(());
-        }
-        let first = batch
-            .records
-            .iter()
-            .position(|r| failed.contains(&r.position.id));
-        match batch.kind {
-            SourceKind::Kinesis => drop(batch.records.drain(..first.unwrap_or(0))),
-            _ => batch.records.retain(|r| failed.contains(&r.position.id)),
-        }
-    }
-    Err(format!(
-        "records still failing after {DELIVERIES} deliveries"
-    ))
-}
-
 /// One invocation in process `w`: a random batch of keys (some repeated), delivered until
 /// done.
 async fn invocation(
@@ -163,14 +108,7 @@ async fn invocation(
         .map(|_| rng.random_range(0..KEYS))
         .collect();
     let bodies: Vec<Value> = keys.iter().map(|k| key_record(seed, *k)).collect();
-    let kind = if rng.random_bool(0.5) {
-        SourceKind::Sqs
-    } else {
-        SourceKind::Kinesis
-    };
-    let cutoff = rng
-        .random_bool(0.25)
-        .then(|| Duration::from_millis(rng.random_range(0..20)));
+    let (kind, cutoff) = (random_source(&mut rng), random_cutoff(&mut rng));
     let mut counts = Counts::new();
     deliver(&w, batch(kind, &bodies, offset), cutoff, &mut counts).await?;
     Ok((keys, counts))
@@ -203,8 +141,7 @@ async fn schedule(
         for task in invocations {
             let (keys, seen) = task.await.map_err(|e| e.to_string())??;
             delivered.extend(keys);
-            seen.into_iter()
-                .for_each(|(label, n)| *counts.entry(label).or_default() += n);
+            add_counts(counts, seen);
         }
     }
     let mut want: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();

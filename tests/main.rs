@@ -4,6 +4,7 @@
 //!
 //! `traces.rs` stays a binary of its own: it installs the process-wide tracer.
 
+mod checker;
 mod common;
 mod sqs_support;
 mod txn_env;
@@ -29,6 +30,7 @@ mod mapping;
 mod processor;
 mod ratchet;
 mod ratchet_cache;
+mod ratchet_check;
 mod ratchet_history;
 mod replay;
 mod replica_attributes;

@@ -17,10 +17,9 @@
 //! its schedule (its faults are the seed's; thread timing is not).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dynamo_testing::client;
 use dynamodb_exactly_once::ddb::ItemKey;
 use dynamodb_exactly_once::versioning::{
     HistoryEntry, HistoryOp, Latest, Revision, VersionOutcome, Versioning, VersioningConfig,
@@ -29,7 +28,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use crate::common::Seeds;
+use crate::checker::{faulty_client, Seeds};
 
 const WRITERS: u64 = 3;
 const ITEMS: usize = 2;
@@ -114,20 +113,7 @@ fn item_key(seed: u64, item: usize) -> Result<ItemKey, String> {
 
 /// A store whose client refuses attempts or loses their responses at a random rate.
 fn faulty(config: &VersioningConfig, rng: &mut StdRng) -> Result<Versioning, String> {
-    let (refuse, lose) = (rng.random_range(0.0..0.2), rng.random_range(0.0..0.25));
-    let faults = Mutex::new(StdRng::seed_from_u64(rng.random()));
-    let injector = FaultInjector::new(move |_, _| {
-        let Ok(mut rng) = faults.lock() else {
-            return Fault::None;
-        };
-        match rng.random_range(0.0..1.0) {
-            r if r < refuse => Fault::Refuse,
-            r if r < refuse + lose => Fault::LoseResponse,
-            _ => Fault::None,
-        }
-    });
-    let client = client_with(Some(injector), rng.random_range(1..=3));
-    Versioning::try_new(client, config.clone()).map_err(|e| e.to_string())
+    Versioning::try_new(faulty_client(rng), config.clone()).map_err(|e| e.to_string())
 }
 
 /// One writer's changes; what it was told of each, by write id.
