@@ -133,6 +133,41 @@ async fn lost_responses_on_the_claim_and_on_the_completion_run_the_function_once
     assert_eq!(charges.load(Ordering::SeqCst), 2);
 }
 
+#[tokio::test]
+async fn a_completion_refused_on_every_sdk_attempt_is_sent_again_and_a_duplicate_replays() {
+    // Given a client whose first completion call is refused three times (every SDK attempt)
+    let t = table(&client()).await;
+    let refused = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&refused);
+    let injector = FaultInjector::new(move |_, op| {
+        if op == "UpdateItem" && counted.fetch_add(1, Ordering::SeqCst) < 3 {
+            Fault::Refuse
+        } else {
+            Fault::None
+        }
+    });
+    let idem = layer(client_with(Some(injector), 3), &t, 0);
+    let charges = AtomicUsize::new(0);
+
+    // When the function runs
+    let run = charge(&idem, &charges, "refused-completion").await;
+
+    // then its result is stored all the same: a duplicate from another process replays it
+    // instead of finding the key in progress (and running the function again once the
+    // claim expired).
+    assert_eq!(
+        run.expect("ran"),
+        Run::Ran("receipt-refused-completion".into())
+    );
+    assert!(
+        refused.load(Ordering::SeqCst) > 3,
+        "the completion was sent again"
+    );
+    let again = charge(&layer(client(), &t, 0), &charges, "refused-completion").await;
+    assert!(again.expect("replayed").is_replayed());
+    assert_eq!(charges.load(Ordering::SeqCst), 1);
+}
+
 /// One run of a slow function on key `same`.
 async fn slow(
     idem: &Idempotency<DynamoDbPersistence>,

@@ -20,6 +20,7 @@ mod document;
 mod document_once;
 mod document_property;
 mod idempotency;
+mod idempotency_check;
 mod idempotency_interleave;
 mod interleave;
 mod key_limits;

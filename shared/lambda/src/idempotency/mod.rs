@@ -57,8 +57,10 @@
 //!   the function did not run.
 //! * The result cannot be serialized or a stored one read back:
 //!   [`IdempotencyError::Result`].
-//! * The completion write fails after the function ran: logged, and the value returned; the
-//!   key stays in progress until its claim expires (a later duplicate may then run again).
+//! * The completion write fails after the function ran: sent again, with backoff, while the
+//!   claim holds the key (up to 8 more times); if it still fails, logged and the value
+//!   returned, and the key stays in progress until its claim expires (a later duplicate may
+//!   then run again).
 
 mod config;
 mod dynamodb;
@@ -81,6 +83,7 @@ use std::num::NonZeroUsize;
 use std::sync::Mutex;
 
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::ddb::retry::Backoff;
 use dynamodb_exactly_once::{ErrorClass, StoreError};
 use lru::LruCache;
 use serde::de::DeserializeOwned;
@@ -155,6 +158,13 @@ impl<E> IdempotencyError<E> {
         }
     }
 }
+
+/// Waits before sending a failed completion again (while the claim holds the key).
+const COMPLETION_RETRY: Backoff = Backoff::new(
+    std::time::Duration::from_millis(10),
+    std::time::Duration::from_millis(500),
+    8,
+);
 
 /// A completed result kept in memory.
 #[derive(Debug, Clone)]
@@ -263,16 +273,36 @@ impl<P: Persistence> Idempotency<P> {
             }
         };
         let result = serde_json::to_vec(&value).map_err(IdempotencyError::Result)?;
-        let done = self
-            .persistence
-            .complete(&claim.key, &claim.token, &result, claim.expires_at_s)
-            .await;
-        match done {
+        match self.store_result(claim, &result).await {
             Ok(()) => self.remember(&claim.key, &claim.payload_hash, result, claim.expires_at_s),
             Err(err) => tracing::error!(key = %claim.key, error = %err,
                 "the function ran but its result could not be stored; the key stays in progress until its claim expires"),
         }
         Ok(Run::Ran(value))
+    }
+
+    /// Store the run's result: the completion, sent again after a retryable failure while
+    /// the claim holds the key (it is conditioned on the claim's token, so sending it again
+    /// is safe; once the claim expired another run may own the key).
+    async fn store_result(&self, claim: &ClaimRequest, result: &[u8]) -> Result<(), StoreError> {
+        let mut waits = COMPLETION_RETRY.delays();
+        loop {
+            let done = self
+                .persistence
+                .complete(&claim.key, &claim.token, result, claim.expires_at_s)
+                .await;
+            let err = match done {
+                Err(err) if err.is_retryable() => err,
+                done => return done,
+            };
+            let left = claim.in_progress_until_ms.saturating_sub(epoch_millis());
+            let wait = match waits.next() {
+                Some(wait) if wait.as_millis() < u128::from(left) => wait,
+                _ => return Err(err),
+            };
+            tracing::warn!(key = %claim.key, error = %err, "storing the result failed; sending it again");
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// A stored result returned to a duplicate (after the payload check).
