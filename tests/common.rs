@@ -21,10 +21,20 @@ pub async fn ratchet_writer(client: Client) -> (Writer<Ratchet>, BTreeMap<String
 
 /// A ratchet writer on existing tables.
 pub fn ratchet_writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
+    ratchet_writer_with(client, tables, |_| {})
+}
+
+/// A ratchet writer on existing tables, its configuration changed by `tweak`.
+pub fn ratchet_writer_with(
+    client: Client,
+    tables: &BTreeMap<String, String>,
+    tweak: impl FnOnce(&mut RatchetConfig),
+) -> Writer<Ratchet> {
+    let mut config = RatchetConfig::new(&tables["RatchetTable"]);
+    tweak(&mut config);
     Writer::new(
         "ratchet-writer",
-        Ratchet::try_new(client.clone(), RatchetConfig::new(&tables["RatchetTable"]))
-            .expect("valid configuration"),
+        Ratchet::try_new(client.clone(), config).expect("valid configuration"),
         DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
     )
     .with_deadline_margin(Duration::from_secs(1))

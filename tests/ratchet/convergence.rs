@@ -1,5 +1,5 @@
 //! Convergence, by property: whatever the order, duplication and batching of deliveries,
-//! every item ends as its newest record says.
+//! every item ends as its newest record says (every other case without the version cache).
 
 use super::*;
 
@@ -60,7 +60,13 @@ proptest! {
             let case = CASE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let client = client();
             let tables = table_for_property(&client).await;
-            let w = ratchet_writer_on(client.clone(), &tables);
+            // Every other case without the version cache: DynamoDB's condition alone then
+            // decides (a warm cache would turn most stale records away before any write).
+            let w = ratchet_writer_with(client.clone(), &tables, |c| {
+                if case % 2 == 1 {
+                    c.cache_keys = 0;
+                }
+            });
 
             // Delivery: every record at least once, some more often, shuffled, split in batches.
             let mut delivered: Vec<usize> = (0..records.len()).collect();
