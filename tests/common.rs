@@ -141,3 +141,41 @@ pub async fn numeric_key_table(client: &Client, name: &str, key: &str) -> String
         .expect("create table");
     table
 }
+
+/// Run `w`'s handler on fixture `name`, whose malformed records sit among valid ones:
+/// nothing is reported for retry, and every dead letter names its source record and keeps its
+/// payload byte for byte. Returns the letters' reason codes, sorted, and the fixture's batch.
+pub async fn dead_letter_codes_of_fixture<P: dynamodb_exactly_once::Protocol>(
+    w: &Writer<P>,
+    name: &str,
+) -> (Vec<String>, dynamodb_exactly_once_lambda::Batch) {
+    let event = fixture(name);
+    let batch = dynamodb_exactly_once_lambda::Batch::from_event(event.clone()).expect("decodes");
+    let context = lambda_runtime::Context::default();
+    let response = w
+        .handle(lambda_runtime::LambdaEvent::new(event, context))
+        .await
+        .expect("handler");
+    assert!(
+        response.failed_ids().is_empty(),
+        "{name}: malformed records never block"
+    );
+    let letters = w.dead_letters.list().await.expect("list dead letters");
+    for letter in &letters {
+        let record = batch
+            .records
+            .iter()
+            .find(|r| r.position.id == letter.position.id)
+            .expect("the dead letter names its source record");
+        assert_eq!(
+            letter.payload, record.body,
+            "{name}: payload kept byte for byte"
+        );
+        assert_eq!(letter.position, record.position, "{name}");
+        assert_eq!(letter.function, w.function, "{name}");
+        assert!(!letter.reason.message.is_empty(), "{name}");
+    }
+    let mut codes: Vec<String> = letters.iter().map(|l| l.reason.code.as_str().to_string()).collect();
+    codes.sort();
+    (codes, batch)
+}

@@ -38,21 +38,9 @@ async fn malformed_records_are_dead_lettered_with_their_reason() {
     let client = client();
     for source in ["sqs", "kinesis"] {
         let (w, tables) = counter_writer(client.clone()).await;
-        let event = fixture(&format!("counter-{source}-malformed.json"));
-        let batch = Batch::from_event(event.clone()).expect("decodes");
+        let name = format!("counter-{source}-malformed.json");
+        let (codes, _) = dead_letter_codes_of_fixture(&w, &name).await;
 
-        let response = w
-            .handle(LambdaEvent::new(event, Context::default()))
-            .await
-            .expect("handler");
-
-        assert!(
-            response.failed_ids().is_empty(),
-            "malformed records never block"
-        );
-        let letters = w.dead_letters.list().await.expect("list");
-        let mut codes: Vec<&str> = letters.iter().map(|l| l.reason.code.as_str()).collect();
-        codes.sort();
         assert_eq!(
             codes,
             [
@@ -64,15 +52,6 @@ async fn malformed_records_are_dead_lettered_with_their_reason() {
             ],
             "{source}"
         );
-        for letter in &letters {
-            let source_record = batch
-                .records
-                .iter()
-                .find(|r| r.position.id == letter.position.id)
-                .expect("the dead letter names its record");
-            assert_eq!(letter.payload, source_record.body);
-            assert_eq!(letter.function, "counter-writer");
-        }
         let got = counters(&client, &tables["CounterTable"]).await;
         assert_eq!(got.len(), 1);
         assert_eq!(got["acct#9|2024-11-22"]["logins"], 1);

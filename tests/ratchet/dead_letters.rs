@@ -8,21 +8,9 @@ async fn each_malformed_kind_is_rejected_with_its_reason_and_kept() {
     let client = client();
     for source in ["sqs", "kinesis"] {
         let (w, tables) = ratchet_writer(client.clone()).await;
-        let event = fixture(&format!("ratchet-{source}-malformed.json"));
-        let batch = Batch::from_event(event.clone()).expect("fixture decodes");
+        let name = format!("ratchet-{source}-malformed.json");
+        let (codes, batch) = dead_letter_codes_of_fixture(&w, &name).await;
 
-        let response = w
-            .handle(LambdaEvent::new(event, Context::default()))
-            .await
-            .expect("handler");
-
-        assert!(
-            response.failed_ids().is_empty(),
-            "malformed records never block the source"
-        );
-        let letters = w.dead_letters.list().await.expect("list dead letters");
-        let mut codes: Vec<&str> = letters.iter().map(|l| l.reason.code.as_str()).collect();
-        codes.sort();
         assert_eq!(
             codes,
             [
@@ -35,16 +23,6 @@ async fn each_malformed_kind_is_rejected_with_its_reason_and_kept() {
             ],
             "{source}"
         );
-        for letter in &letters {
-            let record = batch
-                .records
-                .iter()
-                .find(|r| r.position.id == letter.position.id)
-                .expect("the dead letter names its source record");
-            assert_eq!(letter.payload, record.body, "payload kept byte for byte");
-            assert_eq!(letter.position, record.position);
-            assert!(!letter.reason.message.is_empty());
-        }
         let items = scan(&client, &tables["RatchetTable"]).await;
         assert_eq!(
             items.keys().collect::<Vec<_>>(),
@@ -56,7 +34,7 @@ async fn each_malformed_kind_is_rejected_with_its_reason_and_kept() {
         w.handle_batch(&batch, Deadline::none()).await;
         assert_eq!(
             w.dead_letters.list().await.expect("list").len(),
-            letters.len()
+            codes.len()
         );
     }
 }
