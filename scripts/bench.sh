@@ -31,10 +31,11 @@ if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
     sleep 0.3
   done
 fi
-# Dummy credentials for a local endpoint; a region's endpoint (`BENCHES=txn` against
-# DynamoDB) signs with the environment's or the profile's.
+# Dummy credentials for a loopback endpoint (the hosts `dynamo_testing::is_local` accepts);
+# a region's endpoint (`BENCHES=txn` against DynamoDB) signs with the environment's or the
+# profile's.
 case "$AWS_ENDPOINT_URL_DYNAMODB" in
-  http://127.*|http://localhost*)
+  http://127.*|http://localhost|http://localhost[:/]*|http://\[::1\]*)
     export AWS_DEFAULT_REGION=${AWS_DEFAULT_REGION:-${AWS_REGION:-us-east-1}} \
       AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-local} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-local}
     ;;
