@@ -175,7 +175,10 @@ pub async fn dead_letter_codes_of_fixture<P: dynamodb_exactly_once::Protocol>(
         assert_eq!(letter.function, w.function, "{name}");
         assert!(!letter.reason.message.is_empty(), "{name}");
     }
-    let mut codes: Vec<String> = letters.iter().map(|l| l.reason.code.as_str().to_string()).collect();
+    let mut codes: Vec<String> = letters
+        .iter()
+        .map(|l| l.reason.code.as_str().to_string())
+        .collect();
     codes.sort();
     (codes, batch)
 }

@@ -3,7 +3,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::outcome::TxError;
+use super::request::TxMessage;
 use crate::config::{ConfigError, Configured, FromSettings, Settings};
+use crate::ddb::clock::epoch_millis;
+use crate::rejection::{Rejection, RejectionCode};
 
 /// Default wait on a pending transaction's lock before rolling it back.
 pub const DEFAULT_LOCK_PATIENCE: Duration = Duration::from_millis(1000);
@@ -139,6 +143,31 @@ pub fn check_horizons(retain: Duration, redelivery_horizon: Duration) -> Result<
         ));
     }
     Ok(())
+}
+
+impl TxConfig {
+    /// A message issued (`issuedAt`) longer ago than completed records are kept may find its
+    /// record deleted and apply again: refused `too_old`, whatever its envelope's age (a
+    /// redrive gives a message a new one).
+    pub(crate) fn too_old(&self, message: &TxMessage) -> Option<TxError> {
+        let age = self.age_past_retention(message)?;
+        Some(TxError::Rejected(Rejection::new(
+            RejectionCode::TooOld,
+            format!(
+                "txId {} was issued {} s ago; its record is kept {} s",
+                message.tx_id,
+                age.as_secs(),
+                self.retain.as_secs()
+            ),
+        )))
+    }
+
+    /// The message's age (since `issuedAt`) when it exceeds the records' retention.
+    pub(crate) fn age_past_retention(&self, message: &TxMessage) -> Option<Duration> {
+        let issued = message.issued_at_ms?;
+        let age = Duration::from_millis(epoch_millis().saturating_sub(issued));
+        (age > self.retain).then_some(age)
+    }
 }
 
 impl FromSettings for TxConfig {

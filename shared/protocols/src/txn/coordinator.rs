@@ -26,7 +26,6 @@ use super::request::{self, TxMessage};
 use super::resolve::Resolved;
 use super::{Cost, TxConfig, TxError, TxOutcome, TxReport};
 use crate::batch::{Applied, Deadline, Outcome, Protocol, RecordResult};
-use crate::ddb::clock::epoch_millis;
 use crate::ddb::retry::Backoff;
 use crate::rejection::{Rejection, RejectionCode};
 
@@ -187,7 +186,7 @@ impl Coordinator {
         if deadline.expired() {
             return Err(TxError::Deferred);
         }
-        if let Some(too_old) = self.too_old(message) {
+        if let Some(too_old) = self.config.too_old(message) {
             return Err(too_old);
         }
         let resolved = self.resolve(&message.requests).await?;
@@ -225,25 +224,6 @@ impl Coordinator {
                 },
             };
         }
-    }
-
-    /// A message issued (`issuedAt`) longer ago than completed records are kept may find its
-    /// record deleted and apply again: refused `too_old`, whatever its envelope's age (a
-    /// redrive gives a message a new one).
-    pub(super) fn too_old(&self, message: &TxMessage) -> Option<TxError> {
-        let issued = message.issued_at_ms?;
-        let age = Duration::from_millis(epoch_millis().saturating_sub(issued));
-        (age > self.config.retain).then(|| {
-            TxError::Rejected(Rejection::new(
-                RejectionCode::TooOld,
-                format!(
-                    "txId {} was issued {} s ago; its record is kept {} s",
-                    message.tx_id,
-                    age.as_secs(),
-                    self.config.retain.as_secs()
-                ),
-            ))
-        })
     }
 
     /// The transaction's header to start from: completed by the fast path (one call, see

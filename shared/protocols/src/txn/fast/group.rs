@@ -191,7 +191,8 @@ impl Coordinator {
     ) -> Result<Member, TxMessage> {
         let requests_json = message.requests_json();
         // Too old: runs alone, which refuses it.
-        if !self.fits_fast_path(&message, &requests_json) || self.too_old(&message).is_some() {
+        let too_old = self.config.age_past_retention(&message).is_some();
+        if too_old || !self.fits_fast_path(&message, &requests_json) {
             return Err(message);
         }
         let Ok(resolved) = self.resolve(&message.requests).await else {
