@@ -29,6 +29,7 @@ mod layout;
 mod lease;
 mod mapping;
 mod processor;
+mod processor_check;
 mod ratchet;
 mod ratchet_cache;
 mod ratchet_check;
