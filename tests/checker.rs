@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use dynamo_testing::{client_with, Fault, FaultInjector};
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{Deadline, Protocol};
 use dynamodb_exactly_once_lambda::source::{Batch, SourceKind};
 use dynamodb_exactly_once_lambda::Writer;
@@ -83,8 +84,10 @@ pub fn random_source(rng: &mut StdRng) -> SourceKind {
     }
 }
 
-/// A deadline that cuts a first delivery off within 20 ms, one time in four.
-pub fn random_cutoff(rng: &mut StdRng) -> Option<Duration> {
+/// One time in four, how far ahead the invocation deadline of a first delivery is (0–20 ms):
+/// records not started by then are deferred, and calls still in flight are cut off
+/// (reported, though they may still land while the records are delivered again).
+pub fn random_deadline(rng: &mut StdRng) -> Option<Duration> {
     rng.random_bool(0.25)
         .then(|| Duration::from_millis(rng.random_range(0..20)))
 }
@@ -96,21 +99,25 @@ pub type Counts = BTreeMap<&'static str, usize>;
 const DELIVERIES: usize = 40;
 
 /// Deliver `batch` as its source would until no record fails (SQS: the reported messages
-/// again; Kinesis: every record from the first reported one on); the first delivery is cut
-/// off after `cutoff` when one is given. A dead-lettered (`invalid`) record fails the
+/// again; Kinesis: every record from the first reported one on); the first delivery's
+/// invocation deadline is `deadline` from now when one is given (no margin: records stop
+/// being started and calls in flight are cut off at once). A dead-lettered (`invalid`) record fails the
 /// schedule: every record of a checker is valid.
 pub async fn deliver<P: Protocol>(
     w: &Writer<P>,
     mut batch: Batch,
-    cutoff: Option<Duration>,
+    deadline: Option<Duration>,
     counts: &mut Counts,
 ) -> Result<(), String> {
     for round in 0..DELIVERIES {
-        let deadline = match cutoff {
-            Some(after) if round == 0 => Deadline::after(after),
+        let bound = match deadline {
+            Some(after) if round == 0 => {
+                let at = epoch_millis().saturating_add(after.as_millis().try_into().unwrap_or(0));
+                Deadline::from_epoch_ms(at, Duration::ZERO)
+            }
             _ => Deadline::none(),
         };
-        let report = w.handle_batch(&batch, deadline).await;
+        let report = w.handle_batch(&batch, bound).await;
         *counts.entry("deliveries").or_default() += 1;
         for (label, n) in &report.summary.outcomes {
             *counts.entry(label).or_default() += n;

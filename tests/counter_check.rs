@@ -1,21 +1,21 @@
-//! The randomized checker of the inline counter (`CounterConfig::new`): seeded schedules of
-//! waves of concurrent invocations over a few counter items, each invocation a random batch of
-//! idempotency keys (duplicates within and across batches, keys delivered again in later
-//! waves), from SQS or Kinesis, through a writer of its own: a client that refuses attempts
-//! or loses their responses at a random rate with 1–3 SDK attempts, a random concurrency,
-//! with or without its key cache, 2 to 4 buckets, a clock of its own (skewed by up to 30 s,
-//! moved up to 600 s before each wave: keys land in several buckets, all inside the
-//! window), and sometimes a deadline that cuts the first delivery off. Processes stay warm
-//! across waves (their key caches and layout knowledge with them) or start cold.
-//! Each batch is delivered again as its source would until nothing fails (SQS: the reported
-//! messages; Kinesis: every record from the first reported one on). After each schedule every
-//! item must hold exactly the sum of the deltas of its distinct keys (a key's delta depends
-//! on the key only, so every delivery of it is the same record), and no record may have been
-//! dead-lettered.
+//! The randomized checker of the inline counter (`CounterConfig::new`): seeded schedules of waves
+//! of concurrent invocations over a few counter items, each invocation a random batch of
+//! idempotency keys (duplicates within and across batches, keys delivered again in later waves),
+//! from SQS or Kinesis, through a writer of its own: a client that refuses attempts or loses their
+//! responses at a random rate with 1–3 SDK attempts, a random concurrency, with or without its key
+//! cache, 2 to 4 buckets, a clock of its own (skewed by up to 30 s, moved up to 600 s before each
+//! wave: keys land in several buckets, all inside the window), and sometimes an invocation deadline
+//! 0–20 ms ahead for the first delivery (records not started are deferred, calls in flight cut off
+//! and reported though they may still land). Processes stay warm across waves (their key caches and
+//! layout knowledge with them) or start cold. Each batch is delivered again as its source would
+//! until nothing fails (SQS: the reported messages; Kinesis: every record from the first reported
+//! one on). After each schedule every item must hold exactly the sum of the deltas of its distinct
+//! keys (a key's delta depends on the key only, so every delivery of it is the same record), and no
+//! record may have been dead-lettered.
 //!
 //! `COUNTER_INLINE_CHECK_SEED` sets the first seed (default: from the clock, printed),
-//! `COUNTER_INLINE_CHECK_SCHEDULES` how many (default 40); a failure prints the line that
-//! replays its schedule (its faults are the seed's; thread timing is not).
+//! `COUNTER_INLINE_CHECK_SCHEDULES` how many (default 40); a failure prints the line that replays
+//! its schedule (its faults are the seed's; thread timing is not).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +30,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::checker::{
-    add_counts, deliver, faulty_client, random_cutoff, random_source, Counts, Seeds,
+    add_counts, deliver, faulty_client, random_deadline, random_source, Counts, Seeds,
 };
 use crate::counter::{counters, writer_on, TABLES};
 
@@ -108,9 +108,9 @@ async fn invocation(
         .map(|_| rng.random_range(0..KEYS))
         .collect();
     let bodies: Vec<Value> = keys.iter().map(|k| key_record(seed, *k)).collect();
-    let (kind, cutoff) = (random_source(&mut rng), random_cutoff(&mut rng));
+    let (kind, deadline) = (random_source(&mut rng), random_deadline(&mut rng));
     let mut counts = Counts::new();
-    deliver(&w, batch(kind, &bodies, offset), cutoff, &mut counts).await?;
+    deliver(&w, batch(kind, &bodies, offset), deadline, &mut counts).await?;
     Ok((keys, counts))
 }
 

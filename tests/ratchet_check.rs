@@ -1,14 +1,14 @@
 //! The randomized checker of the timestamp ratchet: seeded schedules of waves of concurrent
-//! invocations, each a random batch drawn from a pool of puts and deletes over a few keys
-//! (many equal timestamps, equal and different contents, every record delivered any number
-//! of times), from SQS or Kinesis, through processes that stay warm across waves (their
-//! version caches with them) or start cold: each with a client that refuses attempts or
-//! loses their responses at a random rate with 1–3 SDK attempts, a random concurrency, with
-//! or without its version cache, and sometimes a deadline that cuts the first delivery off.
-//! Each batch is delivered again as its source would until nothing fails. After each schedule
-//! every key must hold the newest of the records delivered for it (greatest timestamp; at
-//! equal timestamps a delete, then the greater content hash): its item exactly, or a tombstone
-//! with its timestamp and token.
+//! invocations, each a random batch drawn from a pool of puts and deletes over a few keys (many
+//! equal timestamps, equal and different contents, every record delivered any number of times),
+//! from SQS or Kinesis, through processes that stay warm across waves (their version caches with
+//! them) or start cold: each with a client that refuses attempts or loses their responses at a
+//! random rate with 1–3 SDK attempts, a random concurrency, with or without its version cache, and
+//! sometimes an invocation deadline 0–20 ms ahead for the first delivery (records not started are
+//! deferred, calls in flight cut off and reported though they may still land). Each batch is
+//! delivered again as its source would until nothing fails. After each schedule every key must hold
+//! the newest of the records delivered for it (greatest timestamp; at equal timestamps a delete,
+//! then the greater content hash): its item exactly, or a tombstone with its timestamp and token.
 //!
 //! `RATCHET_CHECK_SEED` sets the first seed (default: from the clock, printed),
 //! `RATCHET_CHECK_SCHEDULES` how many (default 40); a failure prints the line that replays its
@@ -29,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::checker::{
-    add_counts, deliver, faulty_client, random_cutoff, random_source, Counts, Seeds,
+    add_counts, deliver, faulty_client, random_deadline, random_source, Counts, Seeds,
 };
 use crate::common::{delete, put, scan};
 
@@ -90,9 +90,9 @@ async fn invocation(
         .map(|_| rng.random_range(0..pool.len()))
         .collect();
     let bodies: Vec<Value> = picked.iter().map(|i| pool[*i].clone()).collect();
-    let (kind, cutoff) = (random_source(&mut rng), random_cutoff(&mut rng));
+    let (kind, deadline) = (random_source(&mut rng), random_deadline(&mut rng));
     let mut counts = Counts::new();
-    deliver(&w, batch(kind, &bodies, offset), cutoff, &mut counts).await?;
+    deliver(&w, batch(kind, &bodies, offset), deadline, &mut counts).await?;
     Ok((picked, counts))
 }
 
