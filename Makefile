@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check tx-check counter-check package
+.PHONY: demo test tools lint bench template-check tx-check counter-check checks package
 
 demo:
 	bash scripts/demo.sh
@@ -37,3 +37,14 @@ counter-check:
 # arm64 artifacts of every function (cargo lambda + zig), with their sizes.
 package:
 	bash scripts/package.sh
+
+# The other protocols' randomized checkers at length (`make test` runs 15 to 200 schedules of
+# each); each prints its first seed, and a failure the variables that replay its schedule.
+checks:
+	RATCHET_CHECK_SCHEDULES=$${RATCHET_CHECK_SCHEDULES:-1000} \
+	COUNTER_INLINE_CHECK_SCHEDULES=$${COUNTER_INLINE_CHECK_SCHEDULES:-1000} \
+	VERSIONING_CHECK_SCHEDULES=$${VERSIONING_CHECK_SCHEDULES:-1000} \
+	IDEMPOTENCY_CHECK_SCHEDULES=$${IDEMPOTENCY_CHECK_SCHEDULES:-300} \
+	PROCESSOR_CHECK_SCHEDULES=$${PROCESSOR_CHECK_SCHEDULES:-5000} \
+		cargo nextest run -p integration-tests --test integration --no-fail-fast \
+		--success-output final -E 'test(/^(ratchet|counter|versioning|idempotency|processor)_check::/)'
