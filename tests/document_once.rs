@@ -160,6 +160,42 @@ async fn a_lost_response_on_a_plain_append_or_set_op_is_applied_once() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_append_retried_after_other_writes_landed_is_not_appended_again() {
+    // Given writer A's append, applied with its response lost, and the SDK's retry held
+    // until two other appends have landed on the item (A's token is then in slot 2)
+    let setup = client();
+    let table = document_table(&setup).await;
+    let other = docs(setup.clone(), &table);
+    let il = Interleaving::new();
+    il.lose_response("A", At::op("UpdateItem").attempt(1));
+    il.pause_before("A", At::op("UpdateItem").attempt(2));
+    let a = docs(il.client("A", 3), &table);
+    let append = |v: &str| rec("list_append", "u", json!({"path": "l", "values": [v]}));
+    let record = a
+        .parse_record(append("a").to_string().as_bytes())
+        .expect("valid");
+    let task = tokio::spawn(async move { a.write(&record).await });
+    il.wait_paused("A").await.expect("A's retry is held");
+    for v in ["b", "c"] {
+        let r = other
+            .parse_record(append(v).to_string().as_bytes())
+            .expect("valid");
+        assert_eq!(
+            other.write(&r).await.expect("append"),
+            DocumentOutcome::Applied
+        );
+    }
+
+    // When the retry goes out
+    il.release("A");
+    let outcome = task.await.expect("task").expect("write");
+
+    // Then A's append was applied once, and A knows it
+    assert_eq!(outcome, DocumentOutcome::Applied);
+    assert_eq!(stored(&other, "u").await["l"], json!(["a", "b", "c"]));
+}
+
 // ------------------------------------------------------------------- blind replace
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
