@@ -1,7 +1,8 @@
 //! The randomized checker of the batch processor's delivery guarantees (no DynamoDB: the
 //! handler's effects and the dead-letter sink are in memory). Seeded schedules of one batch
 //! of records over three keys, from SQS standard, SQS FIFO (a key is a message group),
-//! Kinesis in shard order or Kinesis by partition key, delivered until nothing is reported: SQS again with the reported
+//! Kinesis in shard order (also with the records packed into KPL aggregates of 1 to 4) or
+//! Kinesis by partition key, delivered until nothing is reported: SQS again with the reported
 //! messages, Kinesis from the lowest reported sequence number on. Each attempt of a record's
 //! handler succeeds after 0–2 ms, asks for a retry, or panics, at random; some records are
 //! always rejected, and the sink keeps a rejected record, leaves it to the source, or fails,
@@ -11,7 +12,8 @@
 //!
 //! * every record was handled exactly once: its handler's effect (an `Ok`) once, or, for a
 //!   rejected record, kept once and never applied (Kinesis by partition key: at least once,
-//!   the restart rule runs the other keys' later records again);
+//!   the restart rule runs the other keys' later records again; KPL: at least once for a
+//!   record that shares its aggregate, which comes back whole);
 //! * SQS FIFO and Kinesis by partition key: each key's records were first handled in batch
 //!   order; Kinesis in shard order: the whole batch was.
 //!
@@ -27,7 +29,7 @@ use dynamodb_exactly_once::batch::RecordFailure;
 use dynamodb_exactly_once::{Deadline, Rejection};
 use dynamodb_exactly_once_lambda::dead_letter::{DeadLetterSink, Disposal};
 use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError, StreamOrder};
-use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourceRecord};
+use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourceRecord, SubRecord};
 use futures::future::BoxFuture;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -45,14 +47,24 @@ enum Source {
     SqsStandard,
     SqsFifo,
     KinesisShard,
+    /// In shard order, the records packed into KPL aggregates of 1 to 4 user records.
+    KinesisShardKpl,
     KinesisPartitionKey,
 }
 
 impl Source {
     /// Whether a record that ran can run again: Kinesis by partition key restarts the shard
-    /// from the lowest reported record, and the other keys' later records ran.
+    /// from the lowest reported record, and the other keys' later records ran; a KPL
+    /// aggregate comes back whole, its user records before the reported one too.
     fn runs_again(self) -> bool {
-        self == Source::KinesisPartitionKey
+        matches!(self, Source::KinesisPartitionKey | Source::KinesisShardKpl)
+    }
+
+    fn is_kinesis(self) -> bool {
+        matches!(
+            self,
+            Source::KinesisShard | Source::KinesisShardKpl | Source::KinesisPartitionKey
+        )
     }
 }
 
@@ -135,17 +147,33 @@ async fn handle(world: Arc<World>, record: Record<Value>) -> Result<(), RecordEr
     Ok(())
 }
 
-/// The batch as `source` delivers it: record `i` of key `i % KEYS`.
-fn batch(source: Source) -> Batch {
+/// The batch as `source` delivers it: record `i` of key `i % KEYS` (KPL: consecutive records
+/// share an aggregate's sequence number, 1 to 4 at a time).
+fn batch(source: Source, rng: &mut StdRng) -> Batch {
     let bodies: Vec<Value> = (0..RECORDS)
         .map(|seq| json!({ "seq": seq, "key": format!("k{}", seq % KEYS) }))
         .collect();
-    let kind = match source {
-        Source::KinesisShard | Source::KinesisPartitionKey => SourceKind::Kinesis,
-        _ => SourceKind::Sqs,
+    let kind = if source.is_kinesis() {
+        SourceKind::Kinesis
+    } else {
+        SourceKind::Sqs
     };
     let mut batch = dynamo_testing::events::batch(kind, &bodies, 0);
+    let (mut aggregate, mut size, mut left) = (String::new(), 0, 0);
     for (seq, r) in (0..).zip(batch.records.iter_mut()) {
+        if source == Source::KinesisShardKpl {
+            if left == 0 {
+                size = rng.random_range(1..=4u64);
+                (aggregate, left) = (r.position.id.clone(), size);
+            }
+            let sub_sequence_number = size - left;
+            r.position.id = aggregate.clone();
+            r.position.sub_record = Some(SubRecord {
+                sub_sequence_number,
+                explicit_hash_key: None,
+            });
+            left -= 1;
+        }
         let key = format!("k{}", seq % KEYS);
         match source {
             Source::SqsFifo => {
@@ -153,7 +181,7 @@ fn batch(source: Source) -> Batch {
                 r.position.message_group_id = Some(key);
                 r.position.sqs_sequence_number = Some(format!("{seq:020}"));
             }
-            Source::KinesisShard | Source::KinesisPartitionKey => {
+            Source::KinesisShard | Source::KinesisShardKpl | Source::KinesisPartitionKey => {
                 r.position.source_arn = Some("arn:aws:kinesis:us-east-1:1:stream/s".into());
                 r.position.shard_id = Some("shardId-000000000000".into());
                 r.position.partition_key = Some(key);
@@ -165,7 +193,8 @@ fn batch(source: Source) -> Batch {
 }
 
 /// Every record handled once; in order where the source promises it.
-fn check(source: Source, world: &World) -> Result<(), String> {
+/// `shared`: the records that share their sequence number with others (a KPL aggregate's).
+fn check(source: Source, world: &World, shared: &BTreeSet<u64>) -> Result<(), String> {
     let journal = world.journal.lock().map_err(|e| e.to_string())?;
     let mut times: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
     for (seq, how) in &journal.handled {
@@ -180,7 +209,11 @@ fn check(source: Source, world: &World) -> Result<(), String> {
         let seen = times.get(&seq).map(Vec::as_slice).unwrap_or_default();
         let once = seen == [want];
         let again = !seen.is_empty() && seen.iter().all(|how| *how == want);
-        if !(once || source.runs_again() && again) {
+        let may_run_again = match source {
+            Source::KinesisShardKpl => shared.contains(&seq),
+            _ => source.runs_again(),
+        };
+        if !(once || may_run_again && again) {
             return Err(format!(
                 "record {seq}: {:?}, expected [{want}]",
                 times.get(&seq)
@@ -206,7 +239,7 @@ fn check(source: Source, world: &World) -> Result<(), String> {
     let ordered = match source {
         Source::SqsStandard => true,
         Source::SqsFifo | Source::KinesisPartitionKey => (0..KEYS).all(|k| in_order(Some(k))),
-        Source::KinesisShard => in_order(None),
+        Source::KinesisShard | Source::KinesisShardKpl => in_order(None),
     };
     if ordered {
         Ok(())
@@ -221,6 +254,7 @@ async fn schedule(seed: u64) -> Result<Source, String> {
         Source::SqsStandard,
         Source::SqsFifo,
         Source::KinesisShard,
+        Source::KinesisShardKpl,
         Source::KinesisPartitionKey,
     ];
     let source = sources[rng.random_range(0..sources.len())];
@@ -241,7 +275,19 @@ async fn schedule(seed: u64) -> Result<Source, String> {
     .concurrency(rng.random_range(1..=8))
     .build()
     .map_err(|e| e.to_string())?;
-    let mut pending = batch(source);
+    let mut pending = batch(source, &mut rng);
+    let mut ids: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for r in &pending.records {
+        ids.entry(r.position.id.as_str())
+            .or_default()
+            .push(seq_of(&r.body));
+    }
+    let shared: BTreeSet<u64> = ids
+        .values()
+        .filter(|s| s.len() > 1)
+        .flatten()
+        .copied()
+        .collect();
     for _ in 0..DELIVERIES {
         // Sometimes the invocation stops starting records within 3 ms (deferred, reported).
         let deadline = if rng.random_bool(0.3) {
@@ -252,7 +298,7 @@ async fn schedule(seed: u64) -> Result<Source, String> {
         let report = processor.handle_batch(&pending, deadline).await;
         let failed: BTreeSet<String> = report.response.failed_ids().into_iter().collect();
         if failed.is_empty() {
-            check(source, &world)?;
+            check(source, &world, &shared)?;
             return Ok(source);
         }
         let first = pending
@@ -260,9 +306,7 @@ async fn schedule(seed: u64) -> Result<Source, String> {
             .iter()
             .position(|r| failed.contains(&r.position.id));
         match source {
-            Source::KinesisShard | Source::KinesisPartitionKey => {
-                drop(pending.records.drain(..first.unwrap_or(0)))
-            }
+            s if s.is_kinesis() => drop(pending.records.drain(..first.unwrap_or(0))),
             _ => pending.records.retain(|r| failed.contains(&r.position.id)),
         }
     }
