@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::Client;
 use dynamo_testing::{client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{Deadline, Protocol};
-use dynamodb_exactly_once_lambda::source::{Batch, SourceKind};
+use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourceRecord};
 use dynamodb_exactly_once_lambda::Writer;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -125,22 +125,32 @@ pub async fn deliver<P: Protocol>(
         if report.summary.count("invalid") > 0 {
             return Err(format!("records dead-lettered: {:?}", report.summary));
         }
-        let failed: BTreeSet<String> = report.response.failed_ids().into_iter().collect();
-        if failed.is_empty() {
+        if !redeliver(&mut batch, &report.response.failed_ids()) {
             return Ok(());
-        }
-        let first = batch
-            .records
-            .iter()
-            .position(|r| failed.contains(&r.position.id));
-        match batch.kind {
-            SourceKind::Kinesis => drop(batch.records.drain(..first.unwrap_or(0))),
-            _ => batch.records.retain(|r| failed.contains(&r.position.id)),
         }
     }
     Err(format!(
         "records still failing after {DELIVERIES} deliveries"
     ))
+}
+
+/// Turn `batch` into what its source delivers again after `failed` were reported (SQS: the
+/// reported messages; Kinesis: every record from the first reported one on, a KPL
+/// aggregate's earlier user records with it); `false` when nothing was reported.
+pub fn redeliver(batch: &mut Batch, failed: &[String]) -> bool {
+    if failed.is_empty() {
+        return false;
+    }
+    let failed: BTreeSet<&str> = failed.iter().map(String::as_str).collect();
+    let reported = |r: &SourceRecord| failed.contains(r.position.id.as_str());
+    match batch.kind {
+        SourceKind::Kinesis => {
+            let first = batch.records.iter().position(reported).unwrap_or(0);
+            batch.records.drain(..first);
+        }
+        _ => batch.records.retain(reported),
+    }
+    true
 }
 
 /// Add `more` into `counts`.

@@ -17,6 +17,7 @@ use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterRecord};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::checker::Seeds;
 use crate::counter_journal::{apply, record, rollup, tables, total};
 
 const ITEMS: usize = 3;
@@ -128,25 +129,10 @@ async fn schedule(seed: u64) -> Result<(), String> {
 
 #[tokio::test]
 async fn seeded_schedules_count_every_key_exactly_once() {
-    let first: u64 = std::env::var("COUNTER_CHECK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_secs())
-        });
-    let schedules: u64 = std::env::var("COUNTER_CHECK_SCHEDULES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(12);
-    println!(
-        "counter journal checker: seeds {first}..{}",
-        first + schedules
-    );
-    for seed in first..first + schedules {
+    let seeds = Seeds::from_env("COUNTER_CHECK", 12);
+    for seed in seeds.iter() {
         if let Err(failure) = schedule(seed).await {
-            panic!("schedule {seed}: {failure}\nreplay: COUNTER_CHECK_SEED={seed} COUNTER_CHECK_SCHEDULES=1");
+            panic!("schedule {seed}: {failure}\n{}", seeds.replay(seed));
         }
     }
 }

@@ -35,7 +35,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
-use crate::checker::Seeds;
+use crate::checker::{redeliver, Seeds};
 
 const RECORDS: u64 = 16;
 const KEYS: u64 = 3;
@@ -296,18 +296,9 @@ async fn schedule(seed: u64) -> Result<Source, String> {
             Deadline::none()
         };
         let report = processor.handle_batch(&pending, deadline).await;
-        let failed: BTreeSet<String> = report.response.failed_ids().into_iter().collect();
-        if failed.is_empty() {
+        if !redeliver(&mut pending, &report.response.failed_ids()) {
             check(source, &world, &shared)?;
             return Ok(source);
-        }
-        let first = pending
-            .records
-            .iter()
-            .position(|r| failed.contains(&r.position.id));
-        match source {
-            s if s.is_kinesis() => drop(pending.records.drain(..first.unwrap_or(0))),
-            _ => pending.records.retain(|r| failed.contains(&r.position.id)),
         }
     }
     Err(format!(
