@@ -56,7 +56,9 @@ pub(crate) async fn tables(client: &Client) -> (String, String) {
         .create_table()
         .table_name(&journal)
         .attribute_definitions(attr("pk"))
+        .attribute_definitions(attr("sk"))
         .key_schema(key("pk", KeyType::Hash))
+        .key_schema(key("sk", KeyType::Range))
         .billing_mode(BillingMode::PayPerRequest)
         .stream_specification(stream)
         .send()
@@ -192,11 +194,12 @@ pub(crate) async fn forget_checkpoints(client: &Client, journal: &str) {
         let Some(AttributeValue::S(pk)) = item.get("pk") else {
             continue;
         };
-        if pk.starts_with("~rollup#") {
+        if pk == "~rollup" {
             client
                 .delete_item()
                 .table_name(journal)
                 .key("pk", AttributeValue::S(pk.clone()))
+                .key("sk", item.get("sk").cloned().expect("sort key"))
                 .send()
                 .await
                 .expect("delete checkpoint");
@@ -422,7 +425,7 @@ async fn a_writer_clock_behind_or_other_settings_neither_shortens_the_window_nor
         .items
         .unwrap_or_default();
     let window = CounterConfig::journal("x", "y").window.as_secs();
-    for item in items.iter().filter(|i| i.contains_key("h")) {
+    for item in items.iter().filter(|i| i.contains_key("k")) {
         let Some(AttributeValue::N(ttl)) = item.get("ttl") else {
             panic!("no ttl: {item:?}")
         };

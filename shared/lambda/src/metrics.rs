@@ -11,11 +11,13 @@
 //!   not in the metric); the sweeper's `Stale`, `RolledBack`,
 //!   `Finished`, `AlreadyCompleted`, `Deleted`, `Errors`, `StoppedEarly`, `WriteCalls` and
 //!   `OldestStaleSeconds` (its lag: the oldest stale transaction's time without a heartbeat);
-//!   the counter journal's roll-up (`counter-rollup`): `Shards`, `Records`, `Keys`, `Applied`,
-//!   `Duplicates`, `ItemUpdates`, `WriteCalls`, `WriteUnits`, `Trimmed` (shards whose records
-//!   left the stream unread: keys lost to the counters), `FailedItems`, `CaughtUp` (1 when
-//!   every shard was read to its end) and `IteratorAgeMilliseconds` (how far behind its reading
-//!   is: the age of the last record read).
+//!   the counter journal's roll-up (`counter-rollup`): `ShardsListed`, `Shards` (read),
+//!   `Passes`, `Records`, `Keys`, `Applied`, `Duplicates`, `ItemUpdates`, `WriteCalls`,
+//!   `WriteUnits`, `Trimmed` (gaps: records that left the stream unread, keys missing from the
+//!   counters), `FailedItems`, `FailedShards`, `DeadLetters` (journal records not counted, kept
+//!   with their reason), `CaughtUp` (1 when every shard was read as far as the run's start and
+//!   every key applied) and `IteratorAgeMilliseconds` (over the shards not caught up, the age of
+//!   the last record each was read to; 0 when all are).
 //! * **They survive any application log level**: with Lambda's advanced logging controls a
 //!   JSON line without a `level` counts as INFO and is dropped under `ApplicationLogLevel: WARN`;
 //!   EMF lines carry the configured level itself (`AWS_LAMBDA_LOG_LEVEL`), so they always pass.
@@ -110,7 +112,9 @@ pub fn rollup_values(report: &RollupReport) -> Vec<(String, f64)> {
     #[allow(clippy::cast_precision_loss)]
     let calls = report.write_calls as f64;
     vec![
+        ("ShardsListed".into(), count(report.shards_listed)),
         ("Shards".into(), count(report.shards)),
+        ("Passes".into(), count(report.passes)),
         ("Records".into(), count(report.records)),
         ("Keys".into(), count(report.keys)),
         ("Applied".into(), count(report.applied)),
@@ -120,6 +124,8 @@ pub fn rollup_values(report: &RollupReport) -> Vec<(String, f64)> {
         ("WriteUnits".into(), report.write_units),
         ("Trimmed".into(), count(report.trimmed)),
         ("FailedItems".into(), count(report.failed_items)),
+        ("FailedShards".into(), count(report.failed_shards)),
+        ("DeadLetters".into(), count(report.dead_letters)),
         ("CaughtUp".into(), f64::from(u8::from(report.caught_up))),
         #[allow(clippy::cast_precision_loss)]
         (

@@ -166,15 +166,18 @@ fn log_rollup(function: &str, budget: Duration, report: &RollupReport) {
                 write_units = report.write_units,
                 trimmed = report.trimmed,
                 failed_items = report.failed_items,
+                failed_shards = report.failed_shards,
+                dead_letters = report.dead_letters,
                 caught_up = report.caught_up,
+                iterator_age_ms = report.iterator_age_ms,
                 summary = %serde_json::to_string(report).unwrap_or_default(),
                 "roll-up summary"
             )
         };
     }
-    if report.trimmed > 0 {
+    if report.trimmed > 0 || report.dead_letters > 0 {
         summary!(error);
-    } else if report.failed_items > 0 {
+    } else if report.failed_items > 0 || report.failed_shards > 0 {
         summary!(warn);
     } else {
         summary!(info);

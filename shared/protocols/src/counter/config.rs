@@ -101,6 +101,12 @@ pub struct CounterConfig {
     /// Keys of the warm-redelivery cache: a key this process applied on an item within half
     /// the window (at most 10 minutes) is answered `duplicate` without a call (`0`: off).
     pub cache_keys: usize,
+    /// Journal mode: the partitions one counter item's journal keys spread over (1 to 256;
+    /// default 1). Each DynamoDB partition takes about 1,000 writes a second, so a counter
+    /// item journaled faster needs more; every partition adds a watermark (about 35 bytes)
+    /// to the item. **Fixed for a journal's life**: a key journaled again under another
+    /// spread is a new journal item, and would count twice.
+    pub journal_spread: u32,
 }
 
 /// What the capacity rule computes.
@@ -137,6 +143,7 @@ impl CounterConfig {
             max_record_age: None,
             aggregation: None,
             cache_keys: super::cache::DEFAULT_CACHE_KEYS,
+            journal_spread: 1,
         }
     }
 
@@ -216,6 +223,9 @@ impl CounterConfig {
         }
         self.check_names()?;
         self.check_figures()?;
+        if !(1..=256).contains(&self.journal_spread) {
+            return Err(ConfigError::new("journal_spread", "must be 1 to 256"));
+        }
         match &self.mode {
             CounterMode::Inline => self.check_capacity(),
             // The keys are journal items: no item holds them, no capacity rule.

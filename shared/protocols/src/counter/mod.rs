@@ -47,6 +47,8 @@ pub struct Counter {
     pub(crate) config: CounterConfig,
     pub(crate) clock: Clock,
     pub(crate) cache: cache::KeyCache,
+    /// The counter table's key schema (journal mode checks keys against it before journaling).
+    pub(crate) schema: std::sync::Arc<crate::ddb::schema::SchemaCache>,
 }
 
 impl std::fmt::Debug for Counter {
@@ -68,6 +70,7 @@ impl Counter {
             config,
             clock: Clock::system(),
             cache,
+            schema: std::sync::Arc::default(),
         })
     }
 
@@ -89,7 +92,8 @@ impl Counter {
     }
 
     /// Read one counter item (strongly consistent) as `T`; `None` when absent. The protocol's
-    /// own attributes (`<prefix>*`) are in the item too: `T` ignores them unless it names them.
+    /// own attributes (`<prefix>*`) are in the item too, but for the journal roll-up's binary
+    /// watermarks: `T` ignores them unless it names them.
     /// In [`CounterMode::Journal`] the item holds what the roll-up has applied: it lags the
     /// journal by the roll-up's delay (its period plus one run while it keeps up).
     pub async fn get<T: serde::de::DeserializeOwned>(
@@ -99,14 +103,37 @@ impl Counter {
         let item =
             crate::ddb::read::get_item(&self.client, &self.config.table, key, Read::Consistent)
                 .await?;
-        item.map(crate::ddb::read::decode).transpose()
+        let watermarks = format!("{}w_", self.config.attribute_prefix);
+        item.map(|mut item| {
+            item.retain(|name, _| !name.starts_with(&watermarks));
+            crate::ddb::read::decode(item)
+        })
+        .transpose()
     }
 
-    /// Read one counter item (strongly consistent) as JSON, protocol attributes included.
+    /// Read one counter item (strongly consistent) as JSON, protocol attributes included (the
+    /// journal roll-up's binary watermarks as base64 strings).
     pub async fn get_json(&self, key: &ItemKey) -> Result<Option<Map<String, Value>>, StoreError> {
         let item =
             crate::ddb::read::get_item(&self.client, &self.config.table, key, Read::Consistent)
                 .await?;
-        Ok(item.map(item_to_json).transpose()?)
+        let watermarks = format!("{}w_", self.config.attribute_prefix);
+        let text = |item: crate::ddb::Item| {
+            item.into_iter()
+                .map(|(name, value)| match value {
+                    aws_sdk_dynamodb::types::AttributeValue::B(b)
+                        if name.starts_with(&watermarks) =>
+                    {
+                        let text = base64::Engine::encode(
+                            &base64::engine::general_purpose::STANDARD,
+                            b.as_ref(),
+                        );
+                        (name, aws_sdk_dynamodb::types::AttributeValue::S(text))
+                    }
+                    other => (name, other),
+                })
+                .collect()
+        };
+        Ok(item.map(|i| item_to_json(text(i))).transpose()?)
     }
 }

@@ -23,13 +23,14 @@ impl FromSettings for CounterConfig {
         "change_count",
         "change_sum",
         "cache_keys",
+        "journal_spread",
     ];
 
     /// `table` (required), `mode` (`journal` or `inline`; default `journal` when
     /// `journal_table` is set, else `inline`), `journal_table`, `attribute_prefix`, `window_seconds`, `window_buckets`,
     /// `max_keys_per_second`, `item_budget_bytes`, `other_data_bytes`, `concurrency`,
     /// `max_record_age_seconds` (the age guard; default the window), `cache_keys` (the
-    /// warm-redelivery cache, `0`: off), and the
+    /// warm-redelivery cache, `0`: off), `journal_spread` (journal mode), and the
     /// aggregation of item changes: `change_group_by` (set: changes aggregated),
     /// `change_key_attribute` (default `PK`), `change_sort_key` (`attribute:value`, a constant
     /// sort key), `change_count` (a counter of live items) and `change_sum`
@@ -47,6 +48,7 @@ impl FromSettings for CounterConfig {
         s.set(&mut c.other_data_bytes, "other_data_bytes")?;
         s.set(&mut c.concurrency, "concurrency")?;
         s.set(&mut c.cache_keys, "cache_keys")?;
+        s.set(&mut c.journal_spread, "journal_spread")?;
         if let Some(secs) = s.parse::<u64>("max_record_age_seconds")? {
             c.max_record_age = Some(std::time::Duration::from_secs(secs));
         }

@@ -25,6 +25,7 @@ pub mod item;
 pub mod number;
 pub mod read;
 pub mod retry;
+pub(crate) mod schema;
 
 pub use clock::Clock;
 pub(crate) use cond::{conditional, Cond};

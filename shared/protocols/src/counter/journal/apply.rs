@@ -1,6 +1,8 @@
-//! Applying one counter item's journaled keys from one shard: one `UpdateItem` that adds their
-//! sum and moves the shard's watermark, conditioned on the watermark being below them (and,
-//! on an item of the inline layout, on its key buckets being as read).
+//! Applying one counter item's journaled keys of a pass, from every shard they came from:
+//! one `UpdateItem` that adds their sum and moves each shard's watermark, conditioned on each
+//! watermark being below that shard's first key (and, on an item of the inline layout, on its
+//! key buckets being as read). The same update removes the watermarks of shards that can
+//! never be read again.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,45 +10,23 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
 };
 
-use super::entry::{parse_watermark, shard_tag, watermark_value, Event, WATERMARK_KEEP_SECONDS};
+use super::entry::{parse_watermark, seq_value, watermark_value, Event, Seq};
 use super::Rollup;
 use crate::counter::layout::{encode, Bucket, Grid, Layout};
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, StoreError};
 
-/// Conditional rounds for one item before the roll-up gives up on it for this run.
+/// Conditional rounds for one item before the roll-up gives up on it for this pass.
 const MAX_ROUNDS: usize = 8;
-/// A parent shard's watermark is removed this long after it last moved: longer than a
-/// roll-up run may last ([`super::rollup::MAX_RUN`]), so that no run still applying the
-/// parent's records can find it gone.
-pub(super) const PARENT_KEEP_SECONDS: u64 = 20 * 60;
 
-/// The shard an item's keys come from, as watermark attribute names.
-#[derive(Debug, Clone)]
-pub(super) struct Source {
-    /// `<prefix>w_<tag>` of the shard.
-    pub(super) watermark: String,
-    /// The parent shard's watermark attribute: removed once it has not moved for
-    /// [`PARENT_KEEP_SECONDS`] (its records are all applied before the child's are read; the
-    /// delay covers a run of the parent that is still in flight).
-    pub(super) parent: Option<String>,
-}
-
-impl Source {
-    pub(super) fn new(prefix: &str, shard: &str, parent: Option<&str>) -> Self {
-        Source {
-            watermark: format!("{prefix}w_{}", shard_tag(shard)),
-            parent: parent.map(|p| format!("{prefix}w_{}", shard_tag(p))),
-        }
-    }
-}
-
-/// What applying one item did.
+/// What applying one item's events did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ItemApplied {
-    /// Keys added by this run.
+    /// Keys added by this pass.
     pub(super) applied: usize,
     /// Keys found applied already (below the watermark, or in an inline key bucket).
     pub(super) duplicates: usize,
+    /// Updates made.
+    pub(super) updates: usize,
 }
 
 /// An item of the inline layout as the last `ALL_OLD` showed it: the update is conditioned on
@@ -60,12 +40,12 @@ struct Inline {
 }
 
 impl Rollup {
-    /// Add `events` (one item's, one shard's, ascending) once each.
-    pub(super) async fn apply_item(
+    /// Add `events` (one item's, sorted by shard then sequence number) once each.
+    pub(super) async fn apply_events(
         &self,
         key: &ItemKey,
         mut events: Vec<Event>,
-        source: &Source,
+        names: &[String],
         cost: &Cost,
     ) -> Result<ItemApplied, StoreError> {
         let total = events.len();
@@ -73,24 +53,26 @@ impl Rollup {
         for _ in 0..MAX_ROUNDS {
             if events.is_empty() {
                 return Ok(ItemApplied {
-                    applied: 0,
                     duplicates: total,
+                    ..ItemApplied::default()
                 });
             }
             match self
-                .update(key, &events, source, inline.as_ref(), cost)
+                .update(key, &events, names, inline.as_ref(), cost)
                 .await?
             {
                 Cond::Done(new) => {
-                    self.prune_watermarks(key, new, source, cost).await;
+                    self.learn_watermarks(key, new.as_ref());
+                    let counted = events.iter().filter(|e| !e.add.is_empty()).count();
                     return Ok(ItemApplied {
-                        applied: events.len(),
+                        applied: counted,
                         duplicates: total - events.len(),
+                        updates: 1,
                     });
                 }
                 Cond::Failed { old: None } => inline = None, // deleted meanwhile
                 Cond::Failed { old: Some(old) } => {
-                    inline = self.reread(&old, &mut events, source);
+                    inline = self.reread(&old, &mut events, names);
                 }
             }
         }
@@ -100,14 +82,16 @@ impl Rollup {
         })
     }
 
-    /// After a failed condition: drop the events at or below the watermark and those whose
-    /// key an inline bucket holds; the inline layout to pin, if any.
-    fn reread(&self, old: &Item, events: &mut Vec<Event>, source: &Source) -> Option<Inline> {
-        if let Some(AttributeValue::S(mark)) = old.get(&source.watermark) {
-            if let Some((seq, _)) = parse_watermark(mark) {
-                events.retain(|e| e.seq.as_str() > seq);
-            }
-        }
+    /// After a failed condition: drop the events at or below their shard's watermark and those
+    /// whose key an inline bucket holds; the inline layout to pin, if any.
+    fn reread(&self, old: &Item, events: &mut Vec<Event>, names: &[String]) -> Option<Inline> {
+        events.retain(|e| {
+            let mark = names
+                .get(e.shard)
+                .and_then(|n| old.get(n))
+                .and_then(parse_watermark);
+            mark.is_none_or(|(seq, _)| e.seq > seq)
+        });
         let config = &self.config.counter;
         let guard = old.get(&config.bucket_attribute())?.clone();
         let now = self.clock.now_secs();
@@ -143,28 +127,38 @@ impl Rollup {
         &self,
         key: &ItemKey,
         events: &[Event],
-        source: &Source,
+        names: &[String],
         inline: Option<&Inline>,
         cost: &Cost,
     ) -> Result<Cond<Option<Item>>, StoreError> {
         let mut p = Placeholders::new("j");
         let mut sums: BTreeMap<&str, i128> = BTreeMap::new();
+        // Per shard: the first and last sequence numbers of its events.
+        let mut spans: BTreeMap<usize, (Seq, Seq)> = BTreeMap::new();
         for event in events {
             for (name, delta) in &event.add {
                 *sums.entry(name.as_str()).or_default() += i128::from(*delta);
             }
+            spans
+                .entry(event.shard)
+                .and_modify(|(_, last)| *last = event.seq)
+                .or_insert((event.seq, event.seq));
         }
-        let (first, last) = match (events.first(), events.last()) {
-            (Some(first), Some(last)) => (first.seq.clone(), last.seq.clone()),
-            _ => return Ok(Cond::Done(None)),
-        };
-        let w = p.name(source.watermark.clone());
-        let mark = p.value(AttributeValue::S(watermark_value(
-            &last,
-            self.clock.now_secs(),
-        )));
-        let below = p.value(AttributeValue::S(first));
-        let mut set = vec![format!("{w} = {mark}")];
+        let now = self.clock.now_secs();
+        let mut set = Vec::new();
+        let mut conditions = Vec::new();
+        let mut moved = BTreeSet::new();
+        for (shard, (first, last)) in &spans {
+            let Some(name) = names.get(*shard) else {
+                return Err(StoreError::Inconsistent(format!("no shard {shard}")));
+            };
+            moved.insert(name.clone());
+            let w = p.name(name.clone());
+            let mark = p.value(watermark_value(last, now));
+            let below = p.value(seq_value(first));
+            set.push(format!("{w} = {mark}"));
+            conditions.push(format!("(attribute_not_exists({w}) OR {w} < {below})"));
+        }
         let add: Vec<String> = sums
             .into_iter()
             .map(|(name, sum)| {
@@ -172,34 +166,13 @@ impl Rollup {
                 format!("{n} {}", p.value(AttributeValue::N(sum.to_string())))
             })
             .collect();
-        let mut remove: Vec<String> = Vec::new();
-        let mut condition = format!("(attribute_not_exists({w}) OR {w} < {below})");
-        let lay = p.name(self.config.counter.bucket_attribute());
-        match inline {
-            None => condition.push_str(&format!(" AND attribute_not_exists({lay})")),
-            Some(inline) => {
-                let seen = p.value(inline.guard.clone());
-                condition.push_str(&format!(" AND {lay} = {seen}"));
-                for (name, size) in &inline.sizes {
-                    let b = p.name(name.clone());
-                    match size {
-                        0 => condition.push_str(&format!(" AND attribute_not_exists({b})")),
-                        n => {
-                            let v = p.value(AttributeValue::N(n.to_string()));
-                            condition.push_str(&format!(" AND size({b}) = {v}"));
-                        }
-                    }
-                }
-                remove.extend(inline.expired.iter().map(|name| p.name(name.clone())));
-                match inline.kept.is_empty() {
-                    true => remove.push(lay.clone()),
-                    false => {
-                        let layout = p.value(AttributeValue::S(encode(&inline.kept)));
-                        set.push(format!("{lay} = {layout}"));
-                    }
-                }
-            }
-        }
+        let mut remove: Vec<String> = self
+            .prunable(key)
+            .into_iter()
+            .filter(|name| !moved.contains(name))
+            .map(|name| p.name(name))
+            .collect();
+        self.pin_inline(&mut p, inline, &mut set, &mut conditions, &mut remove);
         let mut expression = format!("SET {}", set.join(", "));
         if !add.is_empty() {
             expression.push_str(&format!(" ADD {}", add.join(", ")));
@@ -207,15 +180,15 @@ impl Rollup {
         if !remove.is_empty() {
             expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
-        let (names, values) = p.into_maps();
+        let (attribute_names, values) = p.into_maps();
         let result = self
             .ddb
             .update_item()
             .table_name(&self.config.counter.table)
             .set_key(Some(key.to_item()?))
             .update_expression(expression)
-            .condition_expression(condition)
-            .set_expression_attribute_names(names)
+            .condition_expression(conditions.join(" AND "))
+            .set_expression_attribute_names(attribute_names)
             .set_expression_attribute_values(values)
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -238,64 +211,40 @@ impl Rollup {
         }
     }
 
-    /// Remove watermarks that have not moved for [`WATERMARK_KEEP_SECONDS`] (shards whose
-    /// records have all left the stream), and the parent's after [`PARENT_KEEP_SECONDS`],
-    /// each only if it is still the value seen. Best effort: a failure leaves them for a later
-    /// run. The item then holds about one watermark per shard writing it.
-    async fn prune_watermarks(
+    /// The update's part for an item of the inline layout: its layout and bucket sizes as
+    /// read, the expired buckets removed.
+    fn pin_inline(
         &self,
-        key: &ItemKey,
-        item: Option<Item>,
-        source: &Source,
-        cost: &Cost,
+        p: &mut Placeholders,
+        inline: Option<&Inline>,
+        set: &mut Vec<String>,
+        conditions: &mut Vec<String>,
+        remove: &mut Vec<String>,
     ) {
-        let Some(item) = item else { return };
-        let prefix = format!("{}w_", self.config.counter.attribute_prefix);
-        let now = self.clock.now_secs();
-        let stale: Vec<(String, AttributeValue)> =
-            item.into_iter()
-                .filter(|(name, _)| name.starts_with(&prefix) && *name != source.watermark)
-                .filter(|(name, value)| {
-                    let keep = match source.parent.as_ref() == Some(name) {
-                        true => PARENT_KEEP_SECONDS,
-                        false => WATERMARK_KEEP_SECONDS,
-                    };
-                    match value {
-                        AttributeValue::S(mark) => parse_watermark(mark)
-                            .is_some_and(|(_, at)| at.saturating_add(keep) < now),
-                        _ => false,
-                    }
-                })
-                .take(50)
-                .collect();
-        if stale.is_empty() {
+        let lay = p.name(self.config.counter.bucket_attribute());
+        let Some(inline) = inline else {
+            conditions.push(format!("attribute_not_exists({lay})"));
             return;
+        };
+        let seen = p.value(inline.guard.clone());
+        conditions.push(format!("{lay} = {seen}"));
+        for (name, size) in &inline.sizes {
+            let b = p.name(name.clone());
+            match size {
+                0 => conditions.push(format!("attribute_not_exists({b})")),
+                n => {
+                    let v = p.value(AttributeValue::N(n.to_string()));
+                    conditions.push(format!("size({b}) = {v}"));
+                }
+            }
         }
-        let mut p = Placeholders::new("s");
-        let mut names = Vec::new();
-        let mut conditions = Vec::new();
-        for (name, value) in stale {
-            let n = p.name(name);
-            conditions.push(format!("{n} = {}", p.value(value)));
-            names.push(n);
-        }
-        let (attribute_names, values) = p.into_maps();
-        let Ok(key) = key.to_item() else { return };
-        let result = self
-            .ddb
-            .update_item()
-            .table_name(&self.config.counter.table)
-            .set_key(Some(key))
-            .update_expression(format!("REMOVE {}", names.join(", ")))
-            .condition_expression(conditions.join(" AND "))
-            .set_expression_attribute_names(attribute_names)
-            .set_expression_attribute_values(values)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
-        match result {
-            Ok(out) => cost.add(out.consumed_capacity()),
-            Err(_) => cost.add_failed(),
+        remove.extend(inline.expired.iter().map(|name| p.name(name.clone())));
+        match inline.kept.is_empty() {
+            true => remove.push(lay),
+            false => {
+                let layout = p.value(AttributeValue::S(encode(&inline.kept)));
+                set.push(format!("{lay} = {layout}"));
+            }
         }
     }
 }

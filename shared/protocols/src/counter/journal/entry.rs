@@ -1,5 +1,6 @@
-//! The journal's items (one per idempotency key, and the roll-up's checkpoints) and the
-//! watermark attribute of a counter item: names, encoding, and decoding from stream images.
+//! The journal table's items (one per idempotency key; the roll-up's checkpoints and dead
+//! letters) and the watermark attributes of a counter item: names, encoding, and decoding
+//! from stream images.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -12,8 +13,12 @@ use sha2::{Digest, Sha256};
 use crate::counter::CounterRecord;
 use crate::ddb::{Item, ItemKey, StoreError};
 
-/// The journal table's hash key (S).
+/// The journal table's partition key (S): the counter item's tag (all keys of one counter
+/// item share it, so they land in one stream shard lineage), or a reserved `~` name.
 pub const JOURNAL_KEY_ATTRIBUTE: &str = "pk";
+/// The journal table's sort key (S): the idempotency key's hash, or a shard id for a
+/// checkpoint.
+pub const JOURNAL_SORT_ATTRIBUTE: &str = "sk";
 /// The journal items' TTL attribute (N, epoch seconds): the table's TTL must be on it.
 pub const TTL_ATTRIBUTE: &str = "ttl";
 /// A journal item is kept at least this long after its last put, whatever the window: a
@@ -25,63 +30,75 @@ pub const MIN_RETENTION: std::time::Duration = crate::counter::config::DEFAULT_J
 pub const TTL_SLACK_SECONDS: u64 = 3600;
 /// Records per `BatchWriteItem` (DynamoDB's limit).
 pub const MAX_JOURNAL_BATCH: usize = crate::ddb::batch::BATCH_WRITE_ITEMS;
-/// A shard's watermark is removed from a counter item this long after it last moved: the
-/// stream keeps a record 24 hours, so no record at or below it can be read again.
+/// The watermark of a shard the roll-up knows nothing of (no checkpoint, not listed) is
+/// removed from a counter item this long after it last moved: the stream keeps a record 24
+/// hours, so no record at or below it can be read again.
 pub const WATERMARK_KEEP_SECONDS: u64 = 2 * 86_400;
 
 /// The counter item's key (M).
 pub(super) const ITEM_ATTRIBUTE: &str = "k";
 /// Counter name → delta (M of N).
 pub(super) const ADD_ATTRIBUTE: &str = "add";
-/// The idempotency key's hash (S), as [`crate::counter::hash_key`] gives it.
-pub(super) const HASH_ATTRIBUTE: &str = "h";
-/// Epoch milliseconds of the put (N).
+/// Epoch milliseconds of the put (N): in an `INSERT`'s image, the key's first put.
 pub(super) const AT_ATTRIBUTE: &str = "at";
-/// Checkpoint items' keys start with this (never a journal key: those are base64url).
-pub(super) const CHECKPOINT_PREFIX: &str = "~rollup#";
-/// A checkpoint's last sequence number read (S).
-pub(super) const SEQ_ATTRIBUTE: &str = "seq";
-/// A checkpoint's shard is closed and read to its end (BOOL).
-pub(super) const DONE_ATTRIBUTE: &str = "done";
-/// Digits a sequence number is padded to (DynamoDB Streams: 21 to 40), so that sequence
-/// numbers compare as strings.
+/// Partition keys starting with this are the roll-up's own items, never journal keys (those
+/// are base64url).
+pub(super) const RESERVED_PREFIX: &str = "~";
+/// The partition of the roll-up's checkpoints (sort key: the shard id) and of its pass
+/// record (sort key [`PASS_SORT`]): one `Query` reads them all.
+pub(super) const ROLLUP_PARTITION: &str = "~rollup";
+/// The sort key of the record of the roll-up's last complete pass.
+pub(super) const PASS_SORT: &str = "~pass";
+/// The partition of the roll-up's dead letters (sort key: `<shard>#<sequence number>`).
+pub(super) const DEAD_PARTITION: &str = "~dead";
+/// Digits a sequence number may have (DynamoDB Streams: 21 to 40).
 pub(super) const SEQ_DIGITS: usize = 40;
+/// Bytes of a sequence number as a watermark holds it (big-endian; 10^40 < 256^17).
+const SEQ_BYTES: usize = 17;
 
-/// The journal key of `record`: 128 bits of SHA-256 over the counter item's canonical key and
-/// the idempotency key's hash, base64url (22 characters).
-pub(super) fn journal_key(record: &CounterRecord) -> String {
-    let mut digest = Sha256::new();
-    digest.update(record.key.canonical().as_bytes());
-    digest.update(b"\n");
-    digest.update(record.hashed_key.as_bytes());
-    URL_SAFE_NO_PAD.encode(&digest.finalize()[..16])
+/// The partition key of `item`'s journal items: 96 bits of SHA-256 over its canonical key,
+/// base64url (16 characters), and with `spread` above 1, `#` and the key's sub-partition
+/// (0 to spread - 1, from the key's hash): a hot counter's keys spread over that many
+/// partitions.
+pub(super) fn journal_partition(item: &ItemKey, hash: &str, spread: u32) -> String {
+    let tag = URL_SAFE_NO_PAD.encode(&Sha256::digest(item.canonical().as_bytes())[..12]);
+    if spread <= 1 {
+        return tag;
+    }
+    let digest = Sha256::digest(hash.as_bytes());
+    let n = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+    format!("{tag}#{}", n % spread)
+}
+
+/// The journal key (partition, sort) of `record`.
+pub(super) fn journal_key(record: &CounterRecord, spread: u32) -> (String, String) {
+    (
+        journal_partition(&record.key, &record.hashed_key, spread),
+        record.hashed_key.clone(),
+    )
 }
 
 /// The journal item of `record`, kept until `ttl` (epoch seconds).
 pub(super) fn journal_item(
     record: &CounterRecord,
+    spread: u32,
     ttl: u64,
     now_ms: u64,
 ) -> Result<Item, StoreError> {
+    let (pk, sk) = journal_key(record, spread);
     let add = record
         .add
         .iter()
         .map(|(name, delta)| (name.clone(), AttributeValue::N(delta.to_string())))
         .collect();
     Ok(HashMap::from([
-        (
-            JOURNAL_KEY_ATTRIBUTE.to_string(),
-            AttributeValue::S(journal_key(record)),
-        ),
+        (JOURNAL_KEY_ATTRIBUTE.to_string(), AttributeValue::S(pk)),
+        (JOURNAL_SORT_ATTRIBUTE.to_string(), AttributeValue::S(sk)),
         (
             ITEM_ATTRIBUTE.to_string(),
             AttributeValue::M(record.key.to_item()?),
         ),
         (ADD_ATTRIBUTE.to_string(), AttributeValue::M(add)),
-        (
-            HASH_ATTRIBUTE.to_string(),
-            AttributeValue::S(record.hashed_key.clone()),
-        ),
         (
             TTL_ATTRIBUTE.to_string(),
             AttributeValue::N(ttl.to_string()),
@@ -93,54 +110,112 @@ pub(super) fn journal_item(
     ]))
 }
 
+/// A stream sequence number, as a fixed-width big-endian integer: ordered as the numbers are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) struct Seq([u8; SEQ_BYTES]);
+
+impl Seq {
+    /// The sequence number spelled `digits` (`None`: not 1 to 40 decimal digits).
+    pub(super) fn parse(digits: &str) -> Option<Seq> {
+        if digits.is_empty() || digits.len() > SEQ_DIGITS {
+            return None;
+        }
+        let mut bytes = [0u8; SEQ_BYTES];
+        for d in digits.bytes() {
+            if !d.is_ascii_digit() {
+                return None;
+            }
+            let mut carry = u16::from(d - b'0');
+            for byte in bytes.iter_mut().rev() {
+                let v = u16::from(*byte) * 10 + carry;
+                *byte = (v & 0xff) as u8;
+                carry = v >> 8;
+            }
+        }
+        Some(Seq(bytes))
+    }
+
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// One journaled key as the roll-up reads it from an `INSERT`'s new image.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Event {
-    /// The stream record's sequence number, padded to [`SEQ_DIGITS`].
-    pub(super) seq: String,
+    /// The shard read (its index in the run's shard list).
+    pub(super) shard: usize,
+    /// The stream record's sequence number.
+    pub(super) seq: Seq,
+    /// The sequence number as the stream spells it (dead letters name it).
+    pub(super) seq_text: String,
     /// The counter item.
     pub(super) item: ItemKey,
     /// Counter name → delta.
     pub(super) add: BTreeMap<String, i64>,
-    /// The idempotency key's hash.
+    /// The idempotency key's hash (the journal item's sort key).
     pub(super) hash: String,
+    /// The journal item's partition key.
+    pub(super) pk: String,
+    /// The key's first put (epoch ms), when the image has it.
+    pub(super) at_ms: Option<u64>,
 }
 
-/// A sequence number padded to [`SEQ_DIGITS`] (`None`: not a sequence number).
-pub(super) fn padded_seq(seq: &str) -> Option<String> {
-    let digits =
-        seq.len() <= SEQ_DIGITS && !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit());
-    digits.then(|| format!("{seq:0>SEQ_DIGITS$}"))
+/// What one stream record of the journal is to the roll-up.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Decoded {
+    /// A journaled key.
+    Event(Box<Event>),
+    /// Nothing to count: the roll-up's own items, a key put again, a TTL deletion.
+    Skip,
+    /// An image the journal's writer did not write (a stray item, a stream without new
+    /// images): kept as a dead letter with this reason, never counted, never a run error.
+    Invalid(String),
 }
 
-/// The event of a journal item's new image (`None`: a checkpoint). An image the journal did
-/// not write is an error: the roll-up must not skip a key silently.
-pub(super) fn event(
+/// Decode one stream record of the journal (`insert`: an `INSERT`).
+pub(super) fn decode(
+    shard: usize,
     seq: &str,
-    image: &HashMap<String, StreamValue>,
-) -> Result<Option<Event>, StoreError> {
-    let bad = |what: &str| StoreError::Inconsistent(format!("journal record {seq}: {what}"));
-    let Some(StreamValue::S(pk)) = image.get(JOURNAL_KEY_ATTRIBUTE) else {
-        return Err(bad("no journal key"));
+    insert: bool,
+    keys: Option<&HashMap<String, StreamValue>>,
+    image: Option<&HashMap<String, StreamValue>>,
+) -> Decoded {
+    let reserved = |m: Option<&HashMap<String, StreamValue>>| {
+        matches!(m.and_then(|m| m.get(JOURNAL_KEY_ATTRIBUTE)),
+            Some(StreamValue::S(pk)) if pk.starts_with(RESERVED_PREFIX))
     };
-    if pk.starts_with(CHECKPOINT_PREFIX) {
-        return Ok(None);
+    if reserved(keys) || reserved(image) || !insert {
+        return Decoded::Skip;
     }
+    let Some(image) = image else {
+        return Decoded::Invalid(
+            "an INSERT without a new image (the stream needs NEW_IMAGE)".into(),
+        );
+    };
+    match event(shard, seq, image) {
+        Ok(event) => Decoded::Event(Box::new(event)),
+        Err(reason) => Decoded::Invalid(reason),
+    }
+}
+
+fn event(shard: usize, seq: &str, image: &HashMap<String, StreamValue>) -> Result<Event, String> {
+    let Some(StreamValue::S(pk)) = image.get(JOURNAL_KEY_ATTRIBUTE) else {
+        return Err("no journal partition key".into());
+    };
+    let Some(StreamValue::S(hash)) = image.get(JOURNAL_SORT_ATTRIBUTE) else {
+        return Err("no key hash (sort key)".into());
+    };
     let Some(StreamValue::M(key)) = image.get(ITEM_ATTRIBUTE) else {
-        return Err(bad("no counter item key"));
+        return Err("no counter item key".into());
     };
     let key: Item = key
         .iter()
-        .map(|(name, value)| {
-            Ok((
-                name.clone(),
-                key_value(value).ok_or_else(|| bad("key type"))?,
-            ))
-        })
-        .collect::<Result<_, StoreError>>()?;
-    let item = ItemKey::from_item(&key).map_err(|e| bad(&e.to_string()))?;
+        .map(|(name, value)| Ok((name.clone(), key_value(value).ok_or("key type")?)))
+        .collect::<Result<_, &str>>()?;
+    let item = ItemKey::from_item(&key).map_err(|e| format!("counter item key: {e}"))?;
     let Some(StreamValue::M(add)) = image.get(ADD_ATTRIBUTE) else {
-        return Err(bad("no deltas"));
+        return Err("no deltas".into());
     };
     let add = add
         .iter()
@@ -148,20 +223,24 @@ pub(super) fn event(
             StreamValue::N(n) => n
                 .parse::<i64>()
                 .map(|d| (name.clone(), d))
-                .map_err(|_| bad("delta")),
-            _ => Err(bad("delta type")),
+                .map_err(|_| format!("delta of {}", crate::text::quote(name))),
+            _ => Err("delta type".into()),
         })
-        .collect::<Result<_, _>>()?;
-    let Some(StreamValue::S(hash)) = image.get(HASH_ATTRIBUTE) else {
-        return Err(bad("no key hash"));
+        .collect::<Result<_, String>>()?;
+    let at_ms = match image.get(AT_ATTRIBUTE) {
+        Some(StreamValue::N(n)) => n.parse().ok(),
+        _ => None,
     };
-    let seq = padded_seq(seq).ok_or_else(|| bad("sequence number"))?;
-    Ok(Some(Event {
-        seq,
+    Ok(Event {
+        shard,
+        seq: Seq::parse(seq).ok_or("sequence number")?,
+        seq_text: seq.to_string(),
         item,
         add,
         hash: hash.clone(),
-    }))
+        pk: pk.clone(),
+        at_ms,
+    })
 }
 
 /// A key attribute's value (S, N or B) in the DynamoDB client's type.
@@ -174,55 +253,123 @@ fn key_value(value: &StreamValue) -> Option<AttributeValue> {
     }
 }
 
-/// A shard's short tag in a counter item's watermark name: 66 bits of SHA-256, base64url.
+/// A shard's tag in a counter item's watermark name: 48 bits of SHA-256, base64url.
 pub(super) fn shard_tag(shard_id: &str) -> String {
-    URL_SAFE_NO_PAD.encode(&Sha256::digest(shard_id.as_bytes())[..9])
+    URL_SAFE_NO_PAD.encode(&Sha256::digest(shard_id.as_bytes())[..6])
 }
 
-/// A watermark's value: the padded sequence number, `@`, the epoch seconds it was written.
-/// Compared as a string with a padded sequence number `s`, it is `< s` exactly when its
-/// sequence number is.
-pub(super) fn watermark_value(seq: &str, now: u64) -> String {
-    format!("{seq}@{now}")
+/// The watermark attribute of `shard` on a counter item: `<prefix>w_<tag>`.
+pub(super) fn watermark_name(prefix: &str, shard_id: &str) -> String {
+    format!("{prefix}w_{}", shard_tag(shard_id))
 }
 
-/// A watermark's sequence number and time.
-pub(super) fn parse_watermark(value: &str) -> Option<(&str, u64)> {
-    let (seq, at) = value.split_once('@')?;
-    Some((seq, at.parse().ok()?))
+/// A watermark's value (B, 21 bytes): the sequence number's 17 bytes, then the epoch seconds
+/// it was written (4 bytes). Compared with a sequence number's 17 bytes `s` (unsigned, byte
+/// by byte, as DynamoDB compares binary values), it is `< s` exactly when its sequence
+/// number is: an equal prefix makes it the longer, so the greater.
+pub(super) fn watermark_value(seq: &Seq, now_secs: u64) -> AttributeValue {
+    let mut bytes = seq.bytes().to_vec();
+    let secs = u32::try_from(now_secs).unwrap_or(u32::MAX);
+    bytes.extend_from_slice(&secs.to_be_bytes());
+    AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(bytes))
+}
+
+/// A watermark's sequence number and time (`None`: not a watermark value).
+pub(super) fn parse_watermark(value: &AttributeValue) -> Option<(Seq, u64)> {
+    let AttributeValue::B(blob) = value else {
+        return None;
+    };
+    let bytes = blob.as_ref();
+    if bytes.len() != SEQ_BYTES + 4 {
+        return None;
+    }
+    let mut seq = [0u8; SEQ_BYTES];
+    seq.copy_from_slice(&bytes[..SEQ_BYTES]);
+    let mut secs = [0u8; 4];
+    secs.copy_from_slice(&bytes[SEQ_BYTES..]);
+    Some((Seq(seq), u64::from(u32::from_be_bytes(secs))))
+}
+
+/// A sequence number as a condition's value (B, 17 bytes).
+pub(super) fn seq_value(seq: &Seq) -> AttributeValue {
+    AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
+        seq.bytes().to_vec(),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn sequence_numbers_compare_as_padded_strings() {
-        let a = padded_seq("999").expect("digits");
-        let b = padded_seq("1000").expect("digits");
-        assert!(a < b);
-        assert_eq!(a.len(), SEQ_DIGITS);
-        assert!(padded_seq("12a").is_none() && padded_seq("").is_none());
-        assert!(padded_seq(&"1".repeat(41)).is_none());
-        // A watermark at `b` is not below `b` (applied), and is below anything later.
-        let wm = watermark_value(&b, 1_700_000_000);
-        assert!(wm.as_str() >= b.as_str());
-        assert!(wm.as_str() < padded_seq("1001").expect("digits").as_str());
-        assert!(wm.as_str() > a.as_str());
-        assert_eq!(parse_watermark(&wm), Some((b.as_str(), 1_700_000_000)));
+    fn seq(s: &str) -> Seq {
+        Seq::parse(s).expect("digits")
     }
 
     #[test]
-    fn a_checkpoint_image_is_no_event_and_a_foreign_image_is_an_error() {
-        let checkpoint = HashMap::from([(
+    fn sequence_numbers_order_as_numbers_whatever_their_length() {
+        assert!(seq("999") < seq("1000"));
+        assert!(seq("000000000000000000000000000000000000999") == seq("999"));
+        assert!(seq(&"9".repeat(40)) > seq(&"9".repeat(39)));
+        assert!(Seq::parse("12a").is_none() && Seq::parse("").is_none());
+        assert!(Seq::parse(&"1".repeat(41)).is_none());
+    }
+
+    #[test]
+    fn a_watermark_is_below_a_sequence_number_exactly_when_its_own_is() {
+        let compare = |mark: &AttributeValue, s: &Seq| match mark {
+            AttributeValue::B(b) => b.as_ref().cmp(s.bytes()),
+            _ => panic!("binary"),
+        };
+        let at = seq("44215845000000000174504");
+        let mark = watermark_value(&at, 1_800_000_000);
+        assert_eq!(compare(&mark, &at), std::cmp::Ordering::Greater); // applied
+        assert_eq!(
+            compare(&mark, &seq("44215845000000000174505")),
+            std::cmp::Ordering::Less
+        );
+        assert_eq!(
+            compare(&mark, &seq("44215845000000000174503")),
+            std::cmp::Ordering::Greater
+        );
+        assert_eq!(parse_watermark(&mark), Some((at, 1_800_000_000)));
+        assert_eq!(
+            watermark_name("ctr_", "shardId-1").len(),
+            "ctr_w_".len() + 8
+        );
+    }
+
+    #[test]
+    fn the_roll_ups_own_items_are_skipped_and_a_foreign_image_is_invalid() {
+        let own = HashMap::from([(
             JOURNAL_KEY_ATTRIBUTE.to_string(),
-            StreamValue::S(format!("{CHECKPOINT_PREFIX}shardId-1")),
+            StreamValue::S(ROLLUP_PARTITION.to_string()),
         )]);
-        assert_eq!(event("1", &checkpoint).expect("checkpoint"), None);
+        assert_eq!(decode(0, "1", true, Some(&own), Some(&own)), Decoded::Skip);
         let foreign = HashMap::from([(
             JOURNAL_KEY_ATTRIBUTE.to_string(),
             StreamValue::S("abc".into()),
         )]);
-        assert!(event("2", &foreign).is_err());
+        assert!(matches!(
+            decode(0, "2", true, Some(&foreign), Some(&foreign)),
+            Decoded::Invalid(_)
+        ));
+        assert!(matches!(
+            decode(0, "3", true, Some(&foreign), None),
+            Decoded::Invalid(_)
+        ));
+        assert_eq!(decode(0, "4", false, Some(&foreign), None), Decoded::Skip);
+    }
+
+    #[test]
+    fn one_items_keys_share_a_partition_unless_spread() {
+        let item = ItemKey::partition("PK", "a").expect("key");
+        let p1 = journal_partition(&item, "h1", 1);
+        assert_eq!(p1, journal_partition(&item, "h2", 1));
+        assert_eq!(p1.len(), 16);
+        let spread: std::collections::BTreeSet<String> = (0..64)
+            .map(|i| journal_partition(&item, &format!("h{i}"), 4))
+            .collect();
+        assert_eq!(spread.len(), 4, "{spread:?}");
+        assert!(spread.iter().all(|p| p.starts_with(&format!("{p1}#"))));
     }
 }

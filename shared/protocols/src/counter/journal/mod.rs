@@ -3,72 +3,108 @@
 //!
 //! # Invariant
 //!
-//! For every counter item and counter name, once the roll-up has read the journal's stream up
-//! to a point, the stored value is the sum of the deltas of the distinct idempotency keys of
-//! that item journaled before that point, provided every redelivery of a key arrives within
+//! For every counter item and counter name, once the roll-up has read every shard of the
+//! journal's stream up to a point, the stored value is the sum of the deltas of the distinct
+//! idempotency keys of that item journaled before that point, minus the keys kept as dead
+//! letters (each listed with its reason), provided every redelivery of a key arrives within
 //! the window (the journal item's TTL) of its first journaling. Two steps make it hold:
 //!
 //! 1. **Journal** ([`super::Counter`] in [`CounterMode::Journal`](super::CounterMode)): each
 //!    record is an *unconditional* `PutItem` (in `BatchWriteItem`s of 25) of the item
-//!    `pk = H(counter item key, key hash)`, holding the counter item's key, the deltas, the
-//!    key's hash and a TTL of `now + max(window, 14 days) + 1 h` (the hour covers a writer's
-//!    clock behind; the floor, a writer with a shorter window putting the key again). The first put of a key creates the item: the
-//!    stream gets one `INSERT`. Every later put of the same key (a redelivery, an SDK retry, a
-//!    hedged or concurrent writer) finds the item and is a `MODIFY` (or no stream record at
-//!    all when nothing changed). Only `INSERT`s count, so a key counts once whatever the
-//!    number of puts, with no condition and no read. A key delivered again with other deltas
-//!    still counts its first deltas.
-//! 2. **Roll-up** ([`Rollup`]): reads each stream shard in order (parents before children,
-//!    checkpoints in the journal table), sums the `INSERT`s per counter item, and applies each
-//!    item's sum with one `UpdateItem` that also records the shard's **watermark**
-//!    (`<prefix>w_<shard tag>` = the highest sequence number applied from that shard), on the
-//!    condition that the watermark is below the first sequence number applied. A roll-up that
-//!    dies after some updates and runs again, two roll-ups at once, or a lost response whose
-//!    retry arrives later all fail the condition; `ALL_OLD` shows the watermark and only the
-//!    records after it are applied. Sequence numbers are compared within their shard only.
+//!    `(pk, sk) = (tag of the counter item [# sub-partition], hash of the idempotency key)`,
+//!    holding the counter item's key, the deltas and a TTL of
+//!    `now + max(window, 14 days) + 1 h` (the hour covers a writer's clock behind; the floor, a
+//!    writer with a shorter window putting the key again). The first put of a key creates the
+//!    item: the stream gets one `INSERT`. Every later put of the same key (a redelivery, an
+//!    SDK retry, a hedged or concurrent writer) finds the item and is a `MODIFY` (or no stream
+//!    record at all when nothing changed). Only `INSERT`s count, so a key counts once whatever
+//!    the number of puts, with no condition and no read. A key delivered again with other
+//!    deltas still counts its first deltas. All keys of one counter item share a partition
+//!    key, so they reach the stream through one shard lineage (or `journal_spread` of them).
+//! 2. **Roll-up** ([`Rollup`]): each run lists the shards, reads every unfinished shard in
+//!    parallel from its checkpoint up to the run's start (a record created after it ends the
+//!    shard's read for this run), sums the `INSERT`s per counter item over every shard, and
+//!    applies each item's sum with **one** `UpdateItem` that also records each shard's
+//!    **watermark** (`<prefix>w_<shard tag>` = the highest sequence number applied from that
+//!    shard), on the condition that each watermark is below the first sequence number
+//!    applied from its shard. A roll-up that dies after some updates and runs again, two
+//!    roll-ups at once, or a lost response whose retry arrives later all fail the condition;
+//!    `ALL_OLD` shows the watermarks and only the records after them are applied. Sequence
+//!    numbers are compared within their shard only, so the order in which shards (parents,
+//!    children) are read does not matter: sums commute.
+//!
+//! A record that cannot be counted never stops anything: an item update DynamoDB refuses as
+//! invalid is split in halves, in order, down to the single refused record, which becomes a
+//! dead letter (its watermark moves past it); an image the journal's writer did not write is
+//! a dead letter too. A failing item or shard holds only its own shards' checkpoints.
 //!
 //! # Cost (as AWS bills it)
 //!
-//! * Journal: 1 write unit per record (the item is ~150 bytes), in `BatchWriteItem` calls of
+//! * Journal: 1 write unit per record (the item is ~120 bytes), in `BatchWriteItem` calls of
 //!   up to 25; a redelivered record costs the same 1 unit (0 calls on a warm process: the
 //!   warm-redelivery cache). No condition, no read.
-//! * Roll-up: per run, one `UpdateItem` per counter item and shard that had new keys, billed
-//!   by the counter item's size (its counters and one ~70-byte watermark per stream shard
-//!   writing it: a closed parent's is removed 20 minutes after its last move, any other
-//!   after two days without one).
-//!   With a roll-up every `R` seconds and `r` new keys per second on an item, that is about
-//!   `shards / (r × R)` write units per event on top of the journal's 1. Stream reads are free
-//!   for Lambda triggers and cost a `GetRecords` request unit when polled (one call per shard
-//!   and run, 1,000 records each).
-//! * Storage: one ~150-byte journal item per key for the window (14 days at 1,000 keys/s is
-//!   1.2 billion items, ~180 GB).
+//! * Roll-up: per run, one `UpdateItem` per counter item that had new keys, billed by the
+//!   item's size: its counters and one 35-byte watermark per shard that may still deliver
+//!   its keys (one per sub-partition: the open shard, and for 20 minutes after a rollover its
+//!   done parent). With a roll-up every `R` seconds and `r` new keys per second on an item
+//!   that stays under 1 KB, that is `1 / max(1, r × R)` write units per event on top of the
+//!   journal's 1: 1.02 at one key a second, 2 at one key a minute or fewer. Per run, a
+//!   checkpoint put per shard that moved (batched by 25) and one `Query` of the checkpoints.
+//!   Stream reads cost a `GetRecords` request unit when polled (up to 10 empty calls per idle
+//!   open shard and run).
+//! * Storage: one ~120-byte journal item (plus DynamoDB's 100 bytes of overhead) per key for
+//!   the window: 14 days at 1,000 keys/s is 1.2 billion items, ~270 GB before TTL's lag.
 //!
 //! # Failure modes
 //!
-//! * Writers of one journal with windows **above** 14 days must use the same window: a key's
-//!   TTL is its last put's, so a writer with a shorter window (but at least 14 days) putting
-//!   it again shortens its life to that window.
+//! * Writers of one journal must use one `journal_spread` and, above 14 days, one window: a
+//!   key journaled under another spread is a new item (counted again); a key's TTL is its
+//!   last put's.
 //! * A journal put whose response is lost: the SDK or Lambda retries it, the same item is put
 //!   again: no `INSERT`, counted once.
 //! * A roll-up that stops at any call: the next run re-reads from the last checkpoint; the
 //!   watermarks make the updates already applied fail their condition (`Duplicate`s in the
 //!   report), the rest are applied.
-//! * A counter item written by [`CounterMode::Inline`](super::CounterMode) (today's layout):
-//!   while it still holds key buckets, the roll-up treats a key found in them as a duplicate,
-//!   pins the buckets it saw (layout and sizes, so an inline writer still running cannot add
-//!   a key unseen), and removes the buckets whose `until` has passed; the item ends with
-//!   counters and watermarks only.
-//! * The roll-up stopped for longer than the stream's 24-hour retention: records are lost
-//!   to it (the report's `trimmed` and an ERROR log say so; the journal items are still in
-//!   the table for the window).
+//! * A counter item written by [`CounterMode::Inline`](super::CounterMode): while it still
+//!   holds key buckets, the roll-up treats a key found in them as a duplicate, pins the
+//!   buckets it saw (layout and sizes, so an inline writer still running cannot add a key
+//!   unseen), and removes the buckets whose `until` has passed.
+//! * Records the roll-up could not read (stopped for longer than the stream's 24 hours, a
+//!   shard that left the stream unfinished): the report's `trimmed` and `gaps` and an ERROR
+//!   log name the shard and the times; the journal items are still in the table for the
+//!   window.
+//! * Checkpoints must never be deleted or rolled back: a shard read again from its start
+//!   after its watermarks were removed (20 minutes after it was done) counts its keys again.
 //! * Reads: [`super::Counter::get`] returns the counter item, which lags the journal by the
-//!   roll-up's delay (at most its schedule period plus one run when it keeps up).
+//!   roll-up's delay (its schedule period plus one run while it keeps up).
+//!
+//! # Layout
+//!
+//! * `entry`: journal, checkpoint and dead-letter items; watermark encoding; decoding images.
+//! * `write`: journaling a batch.
+//! * `stream`: the stream, its shards, iterators and pages.
+//! * `checkpoint`: the checkpoints and the complete-pass record.
+//! * `read`: reading one shard for one pass.
+//! * `apply`: one item's update across shards.
+//! * `prune`: which watermarks an item no longer needs.
+//! * `dead`: isolating refused records; dead letters.
+//! * `pass`: one run (passes, gaps, the report).
+//! * `rollup`: settings, report and the handle.
 
 mod apply;
+mod checkpoint;
+mod dead;
 mod entry;
+mod pass;
+mod prune;
+mod read;
 mod rollup;
 mod stream;
 mod write;
 
-pub use entry::{JOURNAL_KEY_ATTRIBUTE, MAX_JOURNAL_BATCH, TTL_ATTRIBUTE, WATERMARK_KEEP_SECONDS};
-pub use rollup::{Rollup, RollupConfig, RollupReport};
+pub use dead::RollupDeadLetter;
+pub use entry::{
+    JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, MAX_JOURNAL_BATCH, TTL_ATTRIBUTE,
+    WATERMARK_KEEP_SECONDS,
+};
+pub use rollup::{Rollup, RollupConfig, RollupGap, RollupReport};

@@ -1,56 +1,47 @@
-//! The journal's stream as the roll-up reads it: its shards (and their parents), each shard's
-//! checkpoint (an item of the journal table), and pages of records after a checkpoint.
+//! The journal's stream as the roll-up reads it: the table's stream (checked once per run),
+//! its shards with their lineage, iterators after a checkpoint, and pages of records.
 
-use std::collections::HashMap;
+use aws_sdk_dynamodb::types::StreamViewType;
+use aws_sdk_dynamodbstreams::types::{OperationType, ShardIteratorType};
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_dynamodbstreams::types::{
-    AttributeValue as StreamValue, OperationType, ShardIteratorType,
-};
-
-use super::entry::{
-    event, padded_seq, Event, CHECKPOINT_PREFIX, DONE_ATTRIBUTE, JOURNAL_KEY_ATTRIBUTE,
-    SEQ_ATTRIBUTE,
-};
+use super::entry::{decode, Decoded};
 use super::Rollup;
-use crate::ddb::{Cost, Read, StoreError};
+use crate::ddb::StoreError;
 
 /// One shard of the stream.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Shard {
     pub(super) id: String,
     pub(super) parent: Option<String>,
+    /// The shard has an ending sequence number: it is closed and will get no more records.
+    pub(super) closed: bool,
 }
 
-/// Where a shard was read to.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct Checkpoint {
-    /// The last sequence number read (as the stream spells it).
-    pub(super) seq: Option<String>,
-    /// The shard is closed and read to its end.
-    pub(super) done: bool,
-}
-
-/// One page of a shard.
+/// One page of a shard, decoded.
 #[derive(Debug, Default)]
 pub(super) struct Page {
-    /// The `INSERT`s of journal items.
-    pub(super) events: Vec<Event>,
-    /// Records in the page (any kind).
-    pub(super) records: usize,
-    /// Records of journal items (not of the roll-up's own checkpoints): only these move a
-    /// checkpoint, so that saving a checkpoint does not make work for the next read.
-    pub(super) journal_records: usize,
-    /// The last sequence number of the page.
-    pub(super) last_seq: Option<String>,
-    /// When the page's last record was written (epoch seconds, DynamoDB's approximation).
-    pub(super) last_created_secs: Option<i64>,
+    /// Records in the page, in order: sequence number, creation time (epoch seconds),
+    /// and what the record is to the roll-up.
+    pub(super) records: Vec<(String, Option<i64>, Decoded)>,
     /// Where to read next (`None`: the shard is closed and read to its end).
     pub(super) next: Option<String>,
 }
 
+/// How a shard iterator was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Start {
+    /// After the checkpoint's sequence number.
+    AfterCheckpoint,
+    /// At the oldest record kept: the shard had no checkpoint.
+    TrimHorizon,
+    /// At the oldest record kept because the records after the checkpoint have left the
+    /// stream: what lay between is lost to the roll-up.
+    Trimmed,
+}
+
 impl Rollup {
-    /// The journal table's current stream.
+    /// The journal table's current stream, refused unless it carries new images and the
+    /// table is no global table.
     pub(super) async fn stream_arn(&self) -> Result<String, StoreError> {
         let out = self
             .ddb
@@ -59,15 +50,37 @@ impl Rollup {
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("DescribeTable", e))?;
-        out.table()
-            .and_then(|t| t.latest_stream_arn())
-            .map(str::to_string)
-            .ok_or_else(|| {
-                StoreError::Inconsistent(format!(
-                    "journal table {} has no stream (it needs StreamViewType NEW_IMAGE)",
-                    self.config.journal_table
+        let table = &self.config.journal_table;
+        let refuse = |why: String| {
+            Err(StoreError::Inconsistent(format!(
+                "journal table {table}: {why}"
+            )))
+        };
+        let Some(description) = out.table() else {
+            return refuse("no description".into());
+        };
+        let view = description
+            .stream_specification()
+            .and_then(|s| s.stream_view_type());
+        match view {
+            Some(StreamViewType::NewImage | StreamViewType::NewAndOldImages) => {}
+            other => {
+                return refuse(format!(
+                    "its stream must carry new images (StreamViewType NEW_IMAGE), not {other:?}"
                 ))
-            })
+            }
+        }
+        if !description.replicas().is_empty() {
+            return refuse(
+                "a global table's stream carries every replica's writes: one roll-up per \
+                 region would count each key once per region; use a single-region journal"
+                    .into(),
+            );
+        }
+        match description.latest_stream_arn() {
+            Some(arn) => Ok(arn.to_string()),
+            None => refuse("no stream (it needs StreamViewType NEW_IMAGE)".into()),
+        }
     }
 
     /// Every shard of the stream, in the order DynamoDB lists them.
@@ -91,6 +104,10 @@ impl Rollup {
                     shards.push(Shard {
                         id: id.to_string(),
                         parent: shard.parent_shard_id().map(str::to_string),
+                        closed: shard
+                            .sequence_number_range()
+                            .and_then(|r| r.ending_sequence_number())
+                            .is_some(),
                     });
                 }
             }
@@ -102,62 +119,13 @@ impl Rollup {
         Ok(shards)
     }
 
-    /// A shard's checkpoint (default: never read).
-    pub(super) async fn checkpoint(&self, shard: &str) -> Result<Checkpoint, StoreError> {
-        let key = checkpoint_key(shard)?;
-        let item = crate::ddb::read::get_item(
-            &self.ddb,
-            &self.config.journal_table,
-            &key,
-            Read::Consistent,
-        )
-        .await?;
-        let Some(item) = item else {
-            return Ok(Checkpoint::default());
-        };
-        Ok(Checkpoint {
-            seq: match item.get(SEQ_ATTRIBUTE) {
-                Some(AttributeValue::S(seq)) => Some(seq.clone()),
-                _ => None,
-            },
-            done: matches!(item.get(DONE_ATTRIBUTE), Some(AttributeValue::Bool(true))),
-        })
-    }
-
-    /// Record that `shard` was read to `checkpoint` (unconditional: a checkpoint only says
-    /// where to start reading; the watermarks keep the counts exact).
-    pub(super) async fn save_checkpoint(
-        &self,
-        shard: &str,
-        checkpoint: &Checkpoint,
-        cost: &Cost,
-    ) -> Result<(), StoreError> {
-        let mut item = checkpoint_key(shard)?.to_item()?;
-        if let Some(seq) = &checkpoint.seq {
-            item.insert(SEQ_ATTRIBUTE.into(), AttributeValue::S(seq.clone()));
-        }
-        item.insert(DONE_ATTRIBUTE.into(), AttributeValue::Bool(checkpoint.done));
-        let out = self
-            .ddb
-            .put_item()
-            .table_name(&self.config.journal_table)
-            .set_item(Some(item))
-            .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("PutItem", e))?;
-        cost.add(out.consumed_capacity());
-        Ok(())
-    }
-
-    /// An iterator after `checkpoint` (or at the oldest record kept). `trimmed` is `true` when
-    /// the records after the checkpoint are no longer in the stream (read from the oldest).
+    /// An iterator after `seq` (or at the oldest record kept).
     pub(super) async fn iterator(
         &self,
         arn: &str,
         shard: &str,
-        checkpoint: &Checkpoint,
-    ) -> Result<(Option<String>, bool), StoreError> {
+        seq: Option<&str>,
+    ) -> Result<(Option<String>, Start), StoreError> {
         let request = |kind: ShardIteratorType, seq: Option<String>| {
             self.streams
                 .get_shard_iterator()
@@ -167,9 +135,14 @@ impl Rollup {
                 .set_sequence_number(seq)
                 .send()
         };
-        if let Some(seq) = &checkpoint.seq {
-            match request(ShardIteratorType::AfterSequenceNumber, Some(seq.clone())).await {
-                Ok(out) => return Ok((out.shard_iterator, false)),
+        if let Some(seq) = seq {
+            match request(
+                ShardIteratorType::AfterSequenceNumber,
+                Some(seq.to_string()),
+            )
+            .await
+            {
+                Ok(out) => return Ok((out.shard_iterator, Start::AfterCheckpoint)),
                 Err(e)
                     if e.as_service_error()
                         .is_some_and(|e| e.is_trimmed_data_access_exception()) =>
@@ -177,7 +150,7 @@ impl Rollup {
                     let out = request(ShardIteratorType::TrimHorizon, None)
                         .await
                         .map_err(|e| StoreError::from_sdk("GetShardIterator", e))?;
-                    return Ok((out.shard_iterator, true));
+                    return Ok((out.shard_iterator, Start::Trimmed));
                 }
                 Err(e) => return Err(StoreError::from_sdk("GetShardIterator", e)),
             }
@@ -185,11 +158,16 @@ impl Rollup {
         let out = request(ShardIteratorType::TrimHorizon, None)
             .await
             .map_err(|e| StoreError::from_sdk("GetShardIterator", e))?;
-        Ok((out.shard_iterator, false))
+        Ok((out.shard_iterator, Start::TrimHorizon))
     }
 
-    /// One page of records from `iterator`.
-    pub(super) async fn page(&self, iterator: String) -> Result<Page, StoreError> {
+    /// One page of records from `iterator`; `Err(None)` when the iterator has expired (get
+    /// another one), `Err(Some(_))` for any other failure.
+    pub(super) async fn page(
+        &self,
+        shard: usize,
+        iterator: String,
+    ) -> Result<Page, Option<StoreError>> {
         let out = self
             .streams
             .get_records()
@@ -197,51 +175,31 @@ impl Rollup {
             .limit(self.config.records_per_call)
             .send()
             .await
-            .map_err(|e| StoreError::from_sdk("GetRecords", e))?;
+            .map_err(|e| {
+                match e
+                    .as_service_error()
+                    .is_some_and(|e| e.is_expired_iterator_exception())
+                {
+                    true => None,
+                    false => Some(StoreError::from_sdk("GetRecords", e)),
+                }
+            })?;
         let mut page = Page {
             next: out.next_shard_iterator.clone(),
             ..Page::default()
         };
         for record in out.records() {
-            page.records += 1;
             let Some(change) = record.dynamodb() else {
                 continue;
             };
             let Some(seq) = change.sequence_number() else {
                 continue;
             };
-            page.last_seq = Some(seq.to_string());
-            if let Some(created) = change.approximate_creation_date_time() {
-                page.last_created_secs = Some(created.secs());
-            }
-            let checkpoint = match change.keys().and_then(|k| k.get(JOURNAL_KEY_ATTRIBUTE)) {
-                Some(StreamValue::S(pk)) => pk.starts_with(CHECKPOINT_PREFIX),
-                _ => false,
-            };
-            if checkpoint {
-                continue;
-            }
-            page.journal_records += 1;
-            if record.event_name() != Some(&OperationType::Insert) {
-                continue; // a key put again (MODIFY), a TTL deletion (REMOVE)
-            }
-            let image = change.new_image().cloned().unwrap_or_else(HashMap::new);
-            if let Some(event) = event(seq, &image)? {
-                page.events.push(event);
-            }
-        }
-        if page.last_seq.as_deref().and_then(padded_seq).is_none() && page.records > 0 {
-            return Err(StoreError::Inconsistent(
-                "stream records without sequence numbers".into(),
-            ));
+            let created = change.approximate_creation_date_time().map(|t| t.secs());
+            let insert = record.event_name() == Some(&OperationType::Insert);
+            let decoded = decode(shard, seq, insert, change.keys(), change.new_image());
+            page.records.push((seq.to_string(), created, decoded));
         }
         Ok(page)
     }
-}
-
-/// The key of a shard's checkpoint item.
-fn checkpoint_key(shard: &str) -> Result<crate::ddb::ItemKey, StoreError> {
-    let id = format!("{CHECKPOINT_PREFIX}{shard}");
-    crate::ddb::ItemKey::partition(JOURNAL_KEY_ATTRIBUTE, id.as_str())
-        .map_err(|e| StoreError::Inconsistent(format!("checkpoint key of shard {shard}: {e}")))
 }

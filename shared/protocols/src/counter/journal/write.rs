@@ -12,6 +12,7 @@ use crate::batch::{Applied, Deadline, RecordFailure, RecordResult};
 use crate::counter::{Counter, CounterOutcome, CounterRecord};
 use crate::ddb::batch::put_items;
 use crate::ddb::{Cost, StoreError};
+use crate::rejection::RejectionCode;
 
 /// A distinct key of the batch: its record, and the later records of the same key.
 struct Put {
@@ -30,7 +31,18 @@ impl Counter {
         records: Vec<(usize, CounterRecord)>,
         deadline: Deadline,
     ) -> Applied<CounterOutcome> {
-        let puts = distinct(records);
+        // Keys the counter table would refuse are dead letters now: the roll-up could never
+        // apply them.
+        let (records, mut refused) = match self.fitting_keys(records).await {
+            Ok(split) => split,
+            Err(failed) => {
+                return Applied {
+                    results: failed,
+                    write_calls: 0,
+                }
+            }
+        };
+        let puts = distinct(records, self.config.journal_spread);
         let cost = Cost::default();
         let now_ms = self.clock.now_ms();
         // The last put of a key sets its TTL: never less than the default window, so that a
@@ -43,10 +55,54 @@ impl Counter {
             .buffer_unordered(self.config.concurrency.max(1))
             .collect()
             .await;
+        refused.extend(results.into_iter().flatten());
         Applied {
-            results: results.into_iter().flatten().collect(),
+            results: refused,
             write_calls: cost.write_calls_usize(),
         }
+    }
+
+    /// `records` split into those whose key fits the counter table and the others' rejections
+    /// (`invalid_key`); every record failed when the table cannot be described.
+    async fn fitting_keys(
+        &self,
+        records: Vec<(usize, CounterRecord)>,
+    ) -> Result<
+        (
+            Vec<(usize, CounterRecord)>,
+            Vec<(usize, RecordResult<CounterOutcome>)>,
+        ),
+        Vec<(usize, RecordResult<CounterOutcome>)>,
+    > {
+        if records.is_empty() {
+            return Ok((records, Vec::new()));
+        }
+        let schema = match self.schema.get(&self.client, &self.config.table).await {
+            Ok(schema) => schema,
+            Err(err) => {
+                let err = Arc::new(err);
+                return Err(records
+                    .into_iter()
+                    .map(|(i, _)| {
+                        let failure = RecordFailure::Shared(Arc::clone(&err));
+                        (i, RecordResult::Failed(failure))
+                    })
+                    .collect());
+            }
+        };
+        let mut fitting = Vec::with_capacity(records.len());
+        let mut refused = Vec::new();
+        for (i, record) in records {
+            match schema.check(&record.key) {
+                Ok(()) => fitting.push((i, record)),
+                Err(reason) => {
+                    let rejection =
+                        crate::counter::record::rejection(RejectionCode::InvalidKey, &reason);
+                    refused.push((i, RecordResult::Rejected(rejection)));
+                }
+            }
+        }
+        Ok((fitting, refused))
     }
 
     async fn put_chunk(
@@ -63,7 +119,7 @@ impl Counter {
         }
         let items: Result<Vec<_>, StoreError> = chunk
             .iter()
-            .map(|put| journal_item(&put.first.1, ttl, now_ms))
+            .map(|put| journal_item(&put.first.1, self.config.journal_spread, ttl, now_ms))
             .collect();
         let items = match items {
             Ok(items) => items,
@@ -88,11 +144,11 @@ impl Counter {
 }
 
 /// Records grouped by journal key, in arrival order of each key's first record.
-fn distinct(records: Vec<(usize, CounterRecord)>) -> Vec<Put> {
+fn distinct(records: Vec<(usize, CounterRecord)>, spread: u32) -> Vec<Put> {
     let mut puts: Vec<Put> = Vec::new();
-    let mut by_key: HashMap<String, usize> = HashMap::new();
+    let mut by_key: HashMap<(String, String), usize> = HashMap::new();
     for (i, record) in records {
-        let key = journal_key(&record);
+        let key = journal_key(&record, spread);
         match by_key.get(&key) {
             Some(&at) => {
                 let same = puts[at].first.1.add == record.add;

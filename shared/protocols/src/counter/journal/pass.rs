@@ -1,0 +1,468 @@
+//! One run of the roll-up: list the shards, read every unfinished one in parallel up to the
+//! run's start, apply each counter item's keys of every shard with one update, keep what
+//! could not be counted as dead letters, save the checkpoints; again while a pass was cut
+//! short by memory and time is left.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::AtomicUsize;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+
+use super::checkpoint::{Checkpoint, Checkpoints};
+use super::dead::RollupDeadLetter;
+use super::entry::{watermark_name, Event};
+use super::prune::{states, ShardState};
+use super::read::{End, Pass, ShardRead};
+use super::rollup::{RollupGap, MAX_LISTED, MAX_RUN};
+use super::stream::{Shard, Start};
+use super::{Rollup, RollupReport};
+use crate::ddb::error::ErrorClass;
+use crate::ddb::{Cost, ItemKey, StoreError};
+
+/// The stream keeps records this long (DynamoDB Streams: 24 hours).
+const RETENTION_SECS: u64 = 24 * 3600;
+/// A stream without a complete pass for longer than this may have lost records unread.
+const PASS_ALARM_SECS: u64 = RETENTION_SECS - 3600;
+/// A done shard's checkpoint is deleted by the journal's TTL this long after it was done
+/// (its shard has left the stream by then).
+const DONE_CHECKPOINT_TTL_SECS: u64 = 3 * 86_400;
+
+/// What the passes of a run learned of each shard.
+#[derive(Debug, Default)]
+struct Progress {
+    ends: HashMap<usize, End>,
+    /// Shards that must not move on: a key of theirs failed, or their read did.
+    blocked: HashSet<usize>,
+    /// Creation time (epoch seconds) of the last record each shard was read to.
+    reached: HashMap<usize, u64>,
+}
+
+impl Rollup {
+    /// Read every shard from its checkpoint and apply what it holds, for at most `budget`
+    /// (capped at 14 minutes; work in flight finishes). A failing item or shard never stops
+    /// the others: its keys are read again next run. Only a failure to list the stream or
+    /// read the checkpoints is an error.
+    pub async fn run(&self, budget: Duration) -> Result<RollupReport, StoreError> {
+        let stop_at = Instant::now() + budget.min(MAX_RUN);
+        let started_ms = self.clock.now_ms();
+        let arn = self.stream_arn().await?;
+        let shards = self.shards(&arn).await?;
+        let mut checkpoints = self.checkpoints().await?;
+        let mut report = RollupReport {
+            shards_listed: shards.len(),
+            ..RollupReport::default()
+        };
+        let cost = Cost::default();
+        let mut saves = self.find_gaps(&shards, &mut checkpoints, started_ms, &mut report);
+        self.note_states(&shards, &checkpoints);
+        let prefix = &self.config.counter.attribute_prefix;
+        let names: Vec<String> = shards
+            .iter()
+            .map(|s| watermark_name(prefix, &s.id))
+            .collect();
+        let mut todo: Vec<usize> = (0..shards.len())
+            .filter(|i| {
+                !checkpoints
+                    .shards
+                    .get(&shards[*i].id)
+                    .is_some_and(|c| c.done)
+            })
+            .collect();
+        report.shards = todo.len();
+        let mut progress = Progress::default();
+        loop {
+            report.passes += 1;
+            let left = stop_at.saturating_duration_since(Instant::now());
+            let pass = Pass {
+                snapshot_secs: i64::try_from(started_ms / 1000).unwrap_or(i64::MAX),
+                stop_at: Instant::now() + left.mul_f64(0.6),
+                room: AtomicUsize::new(self.config.max_events_per_pass.max(1)),
+            };
+            let reads: Vec<ShardRead> = futures::stream::iter(todo.iter().copied())
+                .map(|at| {
+                    let checkpoint = checkpoints
+                        .shards
+                        .get(&shards[at].id)
+                        .cloned()
+                        .unwrap_or_default();
+                    let (arn, shard, pass) = (&arn, &shards[at], &pass);
+                    async move { self.read_shard(arn, at, shard, &checkpoint, pass).await }
+                })
+                .buffer_unordered(self.config.read_concurrency.max(1))
+                .collect()
+                .await;
+            let read_shards: Vec<usize> = reads.iter().map(|r| r.shard).collect();
+            let moved = self
+                .apply_pass(
+                    reads,
+                    &shards,
+                    &names,
+                    &checkpoints,
+                    &mut progress,
+                    &mut report,
+                    &cost,
+                )
+                .await;
+            for (at, checkpoint) in moved {
+                checkpoints
+                    .shards
+                    .insert(shards[at].id.clone(), checkpoint.clone());
+                saves.push((shards[at].id.clone(), checkpoint));
+            }
+            todo = read_shards
+                .into_iter()
+                .filter(|at| {
+                    progress.ends.get(at) == Some(&End::Budget) && !progress.blocked.contains(at)
+                })
+                .collect();
+            let complete = self.complete(&shards, &checkpoints, &progress);
+            let pass_ms = (complete && todo.is_empty()).then_some(started_ms);
+            if let Err(e) = self
+                .save_checkpoints(std::mem::take(&mut saves), pass_ms, &cost)
+                .await
+            {
+                tracing::warn!(error = %e, "journal roll-up: checkpoints not saved (the next run reads again)");
+            }
+            if todo.is_empty() || Instant::now() >= stop_at {
+                break;
+            }
+        }
+        self.close_report(
+            &shards,
+            &checkpoints,
+            &progress,
+            started_ms,
+            &mut report,
+            &cost,
+        );
+        Ok(report)
+    }
+
+    /// Apply one pass's reads; the checkpoints that may move.
+    #[allow(clippy::too_many_arguments)]
+    async fn apply_pass(
+        &self,
+        reads: Vec<ShardRead>,
+        shards: &[Shard],
+        names: &[String],
+        checkpoints: &Checkpoints,
+        progress: &mut Progress,
+        report: &mut RollupReport,
+        cost: &Cost,
+    ) -> Vec<(usize, Checkpoint)> {
+        let ids: Vec<String> = shards.iter().map(|s| s.id.clone()).collect();
+        let mut by_item: BTreeMap<String, (ItemKey, Vec<Event>)> = BTreeMap::new();
+        let mut dead: Vec<RollupDeadLetter> = Vec::new();
+        let mut reads = reads;
+        for read in &mut reads {
+            report.records += read.records;
+            report.keys += read.events.len();
+            progress.ends.insert(read.shard, read.end);
+            if let Some(created) = read.last_created {
+                progress.reached.insert(read.shard, created);
+            }
+            if let Some(e) = read.error.take() {
+                tracing::warn!(shard = %ids[read.shard], error = %e, "journal roll-up: a shard's read failed");
+                progress.blocked.insert(read.shard);
+                report.failed_shards += 1;
+            }
+            if read.start == Start::Trimmed {
+                let from = checkpoints
+                    .shards
+                    .get(&ids[read.shard])
+                    .and_then(|c| c.created_secs);
+                self.gap(
+                    report,
+                    Some(&ids[read.shard]),
+                    from,
+                    read.first_created,
+                    "the records after the checkpoint had left the stream",
+                );
+            }
+            for (seq, reason) in read.invalid.drain(..) {
+                dead.push(RollupDeadLetter::of_record(
+                    &ids[read.shard],
+                    &seq,
+                    &format!("not a journal record: {reason}"),
+                ));
+            }
+            for event in read.events.drain(..) {
+                by_item
+                    .entry(event.item.canonical().to_string())
+                    .or_insert_with(|| (event.item.clone(), Vec::new()))
+                    .1
+                    .push(event);
+            }
+        }
+        let results: Vec<(BTreeSet<usize>, super::dead::Isolated)> =
+            futures::stream::iter(by_item.into_values())
+                .map(|(key, mut events)| {
+                    events.sort_by_key(|e| (e.shard, e.seq));
+                    let touched: BTreeSet<usize> = events.iter().map(|e| e.shard).collect();
+                    let ids = &ids;
+                    async move {
+                        (
+                            touched,
+                            self.apply_item(&key, events, ids, names, cost).await,
+                        )
+                    }
+                })
+                .buffer_unordered(self.config.concurrency.max(1))
+                .collect()
+                .await;
+        for (touched, item) in results {
+            report.applied += item.applied.applied;
+            report.duplicates += item.applied.duplicates;
+            report.item_updates += item.applied.updates;
+            dead.extend(item.dead);
+            if let Some(e) = item.failed {
+                tracing::warn!(error = %e, "journal roll-up: a counter item was not updated");
+                report.failed_items += 1;
+                progress.blocked.extend(touched);
+            }
+        }
+        self.settle_dead(dead, &ids, progress, report, cost).await;
+        self.moved_checkpoints(&reads, &ids, checkpoints, progress)
+    }
+
+    /// Apply one item's events; on a refusal as invalid, isolate the events at fault.
+    async fn apply_item(
+        &self,
+        key: &ItemKey,
+        events: Vec<Event>,
+        ids: &[String],
+        names: &[String],
+        cost: &Cost,
+    ) -> super::dead::Isolated {
+        match self.apply_events(key, events.clone(), names, cost).await {
+            Ok(applied) => super::dead::Isolated {
+                applied,
+                ..Default::default()
+            },
+            Err(e) if e.class() == ErrorClass::InvalidRequest => {
+                self.isolate(key, events, ids, names, cost).await
+            }
+            Err(e) => super::dead::Isolated {
+                failed: Some(e),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Keep the pass's dead letters; a shard whose letters could not be kept does not move.
+    async fn settle_dead(
+        &self,
+        dead: Vec<RollupDeadLetter>,
+        ids: &[String],
+        progress: &mut Progress,
+        report: &mut RollupReport,
+        cost: &Cost,
+    ) {
+        if dead.is_empty() {
+            return;
+        }
+        match self.keep_dead_letters(&dead, cost).await {
+            Ok(()) => {
+                for letter in &dead {
+                    tracing::error!(shard = %letter.shard, seq = %letter.seq, item = ?letter.item, reason = %letter.reason,
+                        "journal roll-up: a journal record was not counted (kept as a dead letter)");
+                }
+                report.dead_letters += dead.len();
+                let room = MAX_LISTED.saturating_sub(report.letters.len());
+                report.letters.extend(dead.into_iter().take(room));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "journal roll-up: dead letters not kept (read again next run)");
+                for letter in &dead {
+                    if let Some(at) = ids.iter().position(|id| *id == letter.shard) {
+                        progress.blocked.insert(at);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The checkpoints of the shards read that may move (none held back).
+    fn moved_checkpoints(
+        &self,
+        reads: &[ShardRead],
+        ids: &[String],
+        checkpoints: &Checkpoints,
+        progress: &Progress,
+    ) -> Vec<(usize, Checkpoint)> {
+        let now = self.clock.now_secs();
+        let mut moved = Vec::new();
+        for read in reads {
+            if progress.blocked.contains(&read.shard) {
+                continue;
+            }
+            let old = checkpoints
+                .shards
+                .get(&ids[read.shard])
+                .cloned()
+                .unwrap_or_default();
+            let done = read.end == End::Finished;
+            if read.last_seq.is_none() && !done && old.saved_secs > 0 {
+                continue; // nothing read: nothing to save
+            }
+            moved.push((
+                read.shard,
+                Checkpoint {
+                    seq: read.last_seq.clone().or(old.seq),
+                    done,
+                    created_secs: read.last_created.or(old.created_secs),
+                    saved_secs: now,
+                    lost: false,
+                    ttl_secs: done.then_some(now + DONE_CHECKPOINT_TTL_SECS),
+                },
+            ));
+        }
+        moved
+    }
+
+    /// Every listed shard done or read as far as the run's start in this run.
+    fn complete(&self, shards: &[Shard], checkpoints: &Checkpoints, progress: &Progress) -> bool {
+        shards.iter().enumerate().all(|(at, s)| {
+            let done = checkpoints.shards.get(&s.id).is_some_and(|c| c.done);
+            done || (progress.ends.get(&at).is_some_and(|e| e.caught_up())
+                && !progress.blocked.contains(&at))
+        })
+    }
+
+    /// Gaps the listing and the checkpoints show before anything is read; the checkpoints to
+    /// mark lost (reported once).
+    fn find_gaps(
+        &self,
+        shards: &[Shard],
+        checkpoints: &mut Checkpoints,
+        started_ms: u64,
+        report: &mut RollupReport,
+    ) -> Vec<(String, Checkpoint)> {
+        let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+        let mut lost = Vec::new();
+        for (id, c) in checkpoints.shards.iter_mut() {
+            if !c.done && !c.lost && !listed.contains(id.as_str()) {
+                self.gap(
+                    report,
+                    Some(id),
+                    c.created_secs,
+                    None,
+                    "the shard left the stream before it was read to its end",
+                );
+                c.lost = true;
+                lost.push((id.clone(), c.clone()));
+            }
+        }
+        if let Some(complete) = checkpoints.complete_ms {
+            for shard in shards {
+                let Some(parent) = shard.parent.as_deref() else {
+                    continue;
+                };
+                let unknown = !listed.contains(parent) && !checkpoints.shards.contains_key(parent);
+                if unknown && !checkpoints.shards.contains_key(&shard.id) {
+                    self.gap(
+                        report,
+                        Some(parent),
+                        Some(complete / 1000),
+                        None,
+                        "a parent shard left the stream unread",
+                    );
+                }
+            }
+            let since = started_ms.saturating_sub(complete) / 1000;
+            if since > PASS_ALARM_SECS {
+                let to = (started_ms / 1000).saturating_sub(RETENTION_SECS);
+                self.gap(
+                    report,
+                    None,
+                    Some(complete / 1000),
+                    Some(to),
+                    "no complete pass for longer than the stream keeps records",
+                );
+            }
+        }
+        lost
+    }
+
+    fn gap(
+        &self,
+        report: &mut RollupReport,
+        shard: Option<&str>,
+        from: Option<u64>,
+        to: Option<u64>,
+        reason: &str,
+    ) {
+        tracing::error!(shard = ?shard, from_secs = ?from, to_secs = ?to, reason,
+            "journal roll-up: records left the stream unread; keys journaled then are not counted (see the runbook's repair)");
+        report.trimmed += 1;
+        if report.gaps.len() < MAX_LISTED {
+            report.gaps.push(RollupGap {
+                shard: shard.map(str::to_string),
+                from_secs: from,
+                to_secs: to,
+                reason: reason.to_string(),
+            });
+        }
+    }
+
+    /// What the watermark pruning needs to know of every shard.
+    fn note_states(&self, shards: &[Shard], checkpoints: &Checkpoints) {
+        let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+        let mut known: Vec<(&str, ShardState)> = Vec::new();
+        for (id, c) in &checkpoints.shards {
+            let state = match (c.done, listed.contains(id.as_str())) {
+                (true, _) => ShardState::Done(c.saved_secs),
+                (false, true) => ShardState::Active,
+                (false, false) => ShardState::Lost,
+            };
+            known.push((id, state));
+        }
+        for s in shards
+            .iter()
+            .filter(|s| !checkpoints.shards.contains_key(&s.id))
+        {
+            known.push((&s.id, ShardState::Active));
+        }
+        let view = states(&self.config.counter.attribute_prefix, known);
+        *self.states.lock().unwrap_or_else(|p| p.into_inner()) = view;
+    }
+
+    fn close_report(
+        &self,
+        shards: &[Shard],
+        checkpoints: &Checkpoints,
+        progress: &Progress,
+        started_ms: u64,
+        report: &mut RollupReport,
+        cost: &Cost,
+    ) {
+        report.caught_up = self.complete(shards, checkpoints, progress)
+            && report.failed_items == 0
+            && report.failed_shards == 0;
+        let now_ms = self.clock.now_ms().max(started_ms);
+        for (at, shard) in shards.iter().enumerate() {
+            if checkpoints.shards.get(&shard.id).is_some_and(|c| c.done) {
+                continue;
+            }
+            let behind = progress.blocked.contains(&at)
+                || !progress.ends.get(&at).is_some_and(|e| e.caught_up());
+            if !behind {
+                continue;
+            }
+            let reached = progress.reached.get(&at).copied().or_else(|| {
+                checkpoints
+                    .shards
+                    .get(&shard.id)
+                    .and_then(|c| c.created_secs)
+            });
+            if let Some(secs) = reached {
+                report.iterator_age_ms = report
+                    .iterator_age_ms
+                    .max(now_ms.saturating_sub(secs.saturating_mul(1000)));
+            }
+        }
+        report.write_calls = cost.write_calls();
+        report.write_units = cost.billed_write_units();
+    }
+}
