@@ -277,6 +277,11 @@ async fn rollover_makes_lineages_read_once_with_growing_sequence_numbers() {
             generations += 1;
             for r in read_shard(&streams, &arn, &id, 0).await {
                 assert!(seq(&r) > last, "sequence numbers grow along the lineage");
+                let created = r
+                    .dynamodb()
+                    .and_then(|d| d.approximate_creation_date_time());
+                let expected = 1_700_000_000 + n(&r) * 3601;
+                assert_eq!(created.expect("creation time").secs(), expected);
                 last = seq(&r);
                 assert!(seen.insert(pk(&r)), "{} read twice", pk(&r));
             }
@@ -309,4 +314,49 @@ async fn shard_iterator(
         .send()
         .await?;
     Ok(answer.shard_iterator.expect("iterator"))
+}
+
+#[tokio::test]
+async fn a_split_keeps_each_key_in_its_lineage() {
+    let (c, table, arn) = table().await;
+    let (double, clock, streams) =
+        double(Shape::shards(2).split_every(Duration::from_secs(3600))).await;
+    double.sync_stream(&arn).await.expect("sync");
+    for round in 0..3 {
+        if round > 0 {
+            clock.advance(HOUR + 1000);
+        }
+        for i in 0..20 {
+            put(&c, &table, &format!("s{i}"), round).await;
+        }
+        double.sync().await.expect("sync");
+    }
+    // Two roots, each split once into two children.
+    let listed = shards(&streams, &arn, None).await;
+    assert_eq!(listed.len(), 6, "{listed:?}");
+    assert_eq!(listed.iter().filter(|s| s.2.is_some()).count(), 2);
+    let parent: BTreeMap<String, Option<String>> =
+        listed.iter().map(|s| (s.0.clone(), s.1.clone())).collect();
+    let mut trail: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+    for (shard, records) in read_all(&streams, &arn).await {
+        for r in records {
+            trail
+                .entry(pk(&r))
+                .or_default()
+                .push((n(&r), shard.clone()));
+        }
+    }
+    assert_eq!(trail.len(), 20);
+    for (key, mut versions) in trail {
+        versions.sort();
+        assert_eq!(
+            versions.iter().map(|v| v.0).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        for pair in versions.windows(2) {
+            let (earlier, later) = (&pair[0].1, &pair[1].1);
+            let continues = earlier == later || parent[later].as_ref() == Some(earlier);
+            assert!(continues, "{key}: {earlier} then {later}");
+        }
+    }
 }

@@ -114,7 +114,7 @@ async fn throttled_calls_are_retried_by_the_sdk_then_fail() {
 #[tokio::test]
 async fn a_third_reader_of_one_shard_is_throttled() {
     let (_c, _table, arn) = table().await;
-    let shape = Shape::shards(1).latency(Duration::from_millis(300));
+    let shape = Shape::shards(1).latency(Duration::from_secs(1));
     let (double, _clock, _) = double(shape).await;
     double.sync_stream(&arn).await.expect("sync");
     let shard = double.listed_shards(&arn)[0].shard_id.clone();

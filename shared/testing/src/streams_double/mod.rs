@@ -34,11 +34,21 @@
 //! * **Throttling.** [`Shape::throttle_percent`] of `GetShardIterator`/`GetRecords` calls
 //!   (seeded), and a third concurrent `GetRecords` of one shard, answer
 //!   `LimitExceededException`. The SDK classifies that code as a throttling error and retries
-//!   it (`aws-runtime`'s `THROTTLING_ERRORS`), with the retry quota's throttling cost.
+//!   it (`aws-runtime`'s `THROTTLING_ERRORS`), with the retry quota's throttling cost. The
+//!   SDK's model lists `LimitExceededException` for `GetRecords` only: on `GetShardIterator`
+//!   it is an unmodeled error whose `code()` is `"LimitExceededException"` (still retried).
 //! * Errors are HTTP 400 with `{"__type": "com.amazonaws.dynamodb.v20120810#Kind",
 //!   "message": …}`, which the SDK decodes into its typed errors
 //!   (`is_trimmed_data_access_exception()`, `is_expired_iterator_exception()`, …). `ListStreams`
 //!   is passed through to DynamoDB Local.
+//!
+//! Records are timed when the double ingests them: a test that writes and then moves the
+//! clock calls [`StreamsDouble::sync`] in between (any request for the stream does too).
+//!
+//! DynamoDB Local quirk handled upstream: a `TRIM_HORIZON` iterator taken while its shard is
+//! empty answers `TrimmedDataAccessException` once other tables' writes have moved DynamoDB
+//! Local's global sequence counter before the shard's first record; the double then takes a
+//! new iterator (code reading DynamoDB Local's stream directly may meet it too).
 //!
 //! Known gaps: upstream shards are listed once when a stream is first seen (and again on
 //! [`StreamsDouble::sync`]), which suffices for DynamoDB Local's single shard; records are

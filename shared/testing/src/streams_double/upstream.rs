@@ -17,6 +17,9 @@ const AUTHORIZATION: &str = "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-
 /// Pages read from one upstream shard per pull at most (1,000 records each).
 const MAX_PAGES_PER_PULL: usize = 100;
 
+/// Upstream `GetRecords` errors answered by a new iterator after the last record read.
+const RENEW: [&str; 2] = ["ExpiredIteratorException", "TrimmedDataAccessException"];
+
 /// A JSON client of DynamoDB Local.
 #[derive(Debug, Clone)]
 pub(crate) struct Upstream {
@@ -196,13 +199,20 @@ impl Upstream {
     pub async fn pull(&self, feed: &mut Feed) -> Result<Vec<Value>, ApiError> {
         let mut records = Vec::new();
         for cursor in &mut feed.cursors {
+            let mut renewed = 0;
             for _ in 0..MAX_PAGES_PER_PULL {
                 let Some(iterator) = cursor.iterator.clone() else {
                     break;
                 };
                 let body = json!({ "ShardIterator": iterator, "Limit": 1000 });
                 let page = match self.streams("GetRecords", body).await {
-                    Err(e) if e.kind == "ExpiredIteratorException" => {
+                    // Expired: DynamoDB Local's iterators live 15 minutes of real time.
+                    // Trimmed: DynamoDB Local answers it to a TRIM_HORIZON iterator taken while
+                    // the shard was empty once other tables' writes moved its global sequence
+                    // counter before this shard's first record. Either way, start again after
+                    // the last record read (or at the horizon).
+                    Err(e) if renewed < 3 && RENEW.contains(&e.kind) => {
+                        renewed += 1;
                         let last = cursor.last_sequence.as_deref();
                         cursor.iterator =
                             Some(self.iterator(&feed.arn, &cursor.shard, last).await?);
