@@ -38,6 +38,7 @@ mod replay;
 mod replica_attributes;
 mod sources;
 mod streams;
+mod streams_double;
 mod telemetry;
 mod ttl;
 mod txn;

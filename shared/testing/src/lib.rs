@@ -27,6 +27,8 @@
 //! * [`events`]: event and batch builders.
 //! * [`proxy`]: a loopback proxy that delays (or stalls) DynamoDB's responses.
 //! * [`remote`]: DynamoDB itself as the endpoint (credentials, region, table clean-up).
+//! * [`streams_double`]: a DynamoDB Streams test double fed by DynamoDB Local's stream (shards,
+//!   lineage, trimming, empty pages, throttling).
 
 #![warn(missing_docs)]
 
@@ -36,6 +38,7 @@ pub mod interleave;
 pub mod local;
 pub mod proxy;
 pub mod remote;
+pub mod streams_double;
 
 pub use faults::{Fault, FaultInjector};
 pub use interleave::{At, Interleaving};
@@ -44,3 +47,4 @@ pub use local::{
     streams_client, template_path, template_tables, unique_prefix, workspace_root,
 };
 pub use remote::{delete_remote_tables, is_local};
+pub use streams_double::{Shape, StreamsDouble};
