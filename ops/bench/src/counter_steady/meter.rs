@@ -313,7 +313,7 @@ impl Intercept for Meter {
 
 /// The key of a put item: the attributes the bench's tables key on.
 fn put_key(item: &Item) -> Item {
-    ["PK", "SK", "pk", "id"]
+    ["PK", "SK", "pk", "sk", "id"]
         .iter()
         .filter_map(|name| item.get(*name).map(|v| (name.to_string(), v.clone())))
         .collect::<HashMap<_, _>>()
