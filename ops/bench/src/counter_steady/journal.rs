@@ -43,7 +43,9 @@ impl Journal {
         let counters = env
             .table(&format!("{tag}counters"), &["PK", "SK"], false)
             .await?;
-        let journal = env.table(&format!("{tag}journal"), &["pk", "sk"], true).await?;
+        let journal = env
+            .table(&format!("{tag}journal"), &["pk", "sk"], true)
+            .await?;
         let config = CounterConfig::journal(&counters, &journal);
         let counter = |cache: Option<usize>| -> Result<Counter, String> {
             let mut c = config.clone();

@@ -19,6 +19,9 @@ use crate::ddb::StoreError;
 /// records"; the iterator reached is kept for the next run, so progress through empty
 /// portions is never lost while the process lives).
 pub(super) const EMPTY_PAGES_AT_TIP: usize = 10;
+/// The same from an iterator this process kept at the shard's tip in its last run (it is past
+/// the empty portions it followed then).
+const EMPTY_PAGES_AT_KEPT_TIP: usize = 2;
 /// `LimitExceededException`s of one shard's reads waited out before the shard stops for the
 /// pass (after the SDK's own retries).
 const THROTTLE_RETRIES: usize = 5;
@@ -105,7 +108,12 @@ impl Rollup {
             end: End::Budget,
             error: None,
         };
-        let mut iterator = match self.kept_iterator(&shard.id, checkpoint.seq.as_deref()) {
+        let kept = self.kept_iterator(&shard.id, checkpoint.seq.as_deref());
+        let at_tip = match kept {
+            Some(_) => EMPTY_PAGES_AT_KEPT_TIP,
+            None => EMPTY_PAGES_AT_TIP,
+        };
+        let mut iterator = match kept {
             Some(kept) => Some(kept),
             None => match self
                 .iterator(arn, &shard.id, checkpoint.seq.as_deref())
@@ -160,7 +168,7 @@ impl Rollup {
             }
             iterator = page.next;
             empties = if empty { empties + 1 } else { 0 };
-            if empty && iterator.is_some() && !shard.closed && empties >= EMPTY_PAGES_AT_TIP {
+            if empty && iterator.is_some() && !shard.closed && empties >= at_tip {
                 read.end = End::Tip;
                 self.keep_iterator(
                     &shard.id,
