@@ -1,27 +1,40 @@
-//! The randomized checker of the counter's journal mode: seeded schedules of deliveries
-//! (warm, cold, with lost responses, refused calls, duplicates within and across batches) and
-//! roll-ups (dying at a random call, losing responses, two at once), then every key delivered
-//! once more and one clean roll-up: each item must hold exactly the sum of its distinct keys.
+//! The randomized checker of the counter's journal mode, at the stream shapes DynamoDB has:
+//! each seeded schedule draws a stream shape for the Streams double (1 to 8 shards, rollovers,
+//! splits, empty pages, throttles) fed by DynamoDB Local's real stream, then interleaves
+//! deliveries (warm, cold, with lost responses and refused calls, duplicates within and
+//! across batches, poison records the counter table refuses), roll-ups (dying at a random
+//! call, losing responses, two at once) and clock moves (minutes to hours; sometimes an
+//! outage of 24 to 48 hours, longer than the stream keeps records). In the end every key is
+//! delivered once more and clean roll-ups run until caught up.
+//!
+//! The invariant: each item holds exactly the sum of its distinct keys, but for the poison
+//! keys, which are never counted and each kept as a dead letter; after a gap the roll-up
+//! reported (an outage), no item holds more than that sum (nothing counted twice) and the
+//! gap was reported.
 //!
 //! `COUNTER_CHECK_SEED` sets the first seed (default: from the clock, printed);
 //! `COUNTER_CHECK_SCHEDULES` how many (default 12). A failure names its seed:
 //! `COUNTER_CHECK_SEED=<seed> COUNTER_CHECK_SCHEDULES=1` replays its faults.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterRecord};
+use aws_sdk_dynamodb::types::AttributeValue;
+use dynamo_testing::{client_with, Fault, FaultInjector, Shape};
+use dynamodb_exactly_once::counter::{Counter, CounterRecord};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::checker::Seeds;
-use crate::counter_journal::{apply, record, rollup, tables, total};
+use crate::counter_journal::{apply, key};
+use crate::counter_journal_shapes::{Harness, HOUR};
 
 const ITEMS: usize = 3;
-const KEYS: usize = 16;
+const KEYS: usize = 24;
+/// Keys whose record adds to `bad`, a string on item i0: the counter table refuses them.
+const POISON_EVERY: usize = 7;
 
 /// A fault plan for one client: each call independently refused or its response lost.
 fn faults(rng: &mut StdRng) -> (FaultInjector, u32) {
@@ -45,90 +58,231 @@ fn faults(rng: &mut StdRng) -> (FaultInjector, u32) {
     (plan, rng.random_range(1..4u32))
 }
 
+/// `COUNTER_CHECK_TRACE=1`: each step of a schedule on stderr (to read a replayed failure).
+fn trace(line: &str) {
+    if std::env::var_os("COUNTER_CHECK_TRACE").is_some() {
+        eprintln!("{line}");
+    }
+}
+
+fn poison(k: usize) -> bool {
+    k % POISON_EVERY == POISON_EVERY - 1
+}
+
+fn delta(k: usize) -> i64 {
+    i64::try_from(k * k + 1).unwrap_or(1)
+}
+
+/// A key's record depends on the key only: a redelivery is the same record.
 fn key_record(counter: &Counter, k: usize) -> CounterRecord {
-    // A key's item and delta depend on the key only: a redelivery is the same record.
-    let delta = i64::try_from(k * k + 1).unwrap_or(1);
-    record(
-        counter,
-        &format!("i{}", k % ITEMS),
-        delta,
-        &format!("key{k}"),
-    )
+    match poison(k) {
+        true => counter.record(key("i0"), [("bad", 1)], format!("key{k}")),
+        false => counter.record(
+            key(&format!("i{}", k % ITEMS)),
+            [("n", delta(k))],
+            format!("key{k}"),
+        ),
+    }
+    .expect("record")
+}
+
+fn shape(rng: &mut StdRng) -> Shape {
+    let mut shape = Shape::shards([1, 1, 4, 8][rng.random_range(0..4)]).seed(rng.random());
+    if rng.random_bool(0.6) {
+        shape = shape.rollover(Duration::from_secs(rng.random_range(1..7) * 3600));
+    }
+    if rng.random_bool(0.3) {
+        shape = shape.split_every(Duration::from_secs(rng.random_range(2..9) * 3600));
+    }
+    if rng.random_bool(0.3) {
+        shape = shape.empty_pages(rng.random_range(1..7));
+    }
+    if rng.random_bool(0.3) {
+        shape = shape.throttle_percent(rng.random_range(1..4) * 10);
+    }
+    shape
+}
+
+/// What a schedule did that the check needs.
+#[derive(Debug, Default)]
+struct Seen {
+    delivered: BTreeSet<usize>,
+    gaps: usize,
+    shape: String,
 }
 
 async fn schedule(seed: u64) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(seed);
-    let c = client();
-    let (counters, journal) = tables(&c).await;
-    let config = |cache: bool| {
-        let mut config = CounterConfig::journal(&counters, &journal);
-        config.cache_keys = if cache { 100 } else { 0 };
-        config
+    let shape = shape(&mut rng);
+    let mut seen = Seen {
+        shape: format!("{shape:?}"),
+        ..Seen::default()
     };
-    let warm = Counter::try_new(c.clone(), config(true)).map_err(|e| e.to_string())?;
-    let mut delivered = [false; KEYS];
-    for _ in 0..rng.random_range(4..10) {
-        if rng.random_bool(0.6) {
-            let keys: Vec<usize> = (0..rng.random_range(1..12))
-                .map(|_| rng.random_range(0..KEYS))
-                .collect();
-            let writer = match rng.random_range(0..3) {
-                0 => warm.clone(),
-                1 => Counter::try_new(c.clone(), config(false)).map_err(|e| e.to_string())?,
-                _ => {
-                    let (plan, attempts) = faults(&mut rng);
-                    Counter::try_new(client_with(Some(plan), attempts), config(false))
-                        .map_err(|e| e.to_string())?
-                }
-            };
-            let records: Vec<_> = keys.iter().map(|k| key_record(&writer, *k)).collect();
-            apply(&writer, &records).await;
-            keys.iter().for_each(|k| delivered[*k] = true);
-        } else {
-            let runs = if rng.random_bool(0.3) { 2 } else { 1 };
-            let mut rollups = Vec::new();
-            for _ in 0..runs {
-                let (plan, attempts) = faults(&mut rng);
-                rollups.push(rollup(
-                    client_with(Some(plan), attempts),
-                    &counters,
-                    &journal,
-                ));
+    let h = Harness::new(shape).await;
+    h.c.put_item()
+        .table_name(&h.counters)
+        .item("PK", AttributeValue::S("i0".into()))
+        .item("SK", AttributeValue::S("day".into()))
+        .item("bad", AttributeValue::S("not a number".into()))
+        .send()
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let warm = {
+        let mut config = h.config();
+        config.cache_keys = 100;
+        Counter::try_new(h.c.clone(), config)
+            .map_err(|e| e.to_string())?
+            .with_clock(h.clock.clone())
+    };
+    for _ in 0..rng.random_range(4..12) {
+        match rng.random_range(0..10) {
+            0..=4 => deliver(&h, &warm, &mut rng, &mut seen).await?,
+            5..=7 => roll_up(&h, &mut rng, &mut seen).await,
+            _ => {
+                let hours = match rng.random_bool(0.15) {
+                    true => rng.random_range(24..49),
+                    false => rng.random_range(0..5),
+                };
+                h.advance(hours * HOUR + rng.random_range(0..HOUR));
+                trace(&format!("clock +{hours} h"));
+                h.sync().await;
             }
-            let _ =
-                futures::future::join_all(rollups.iter().map(|r| r.run(Duration::from_secs(10))))
-                    .await;
         }
     }
-    // Every key delivered once more, cleanly, and one clean roll-up.
-    let clean = Counter::try_new(c.clone(), config(false)).map_err(|e| e.to_string())?;
-    let all: Vec<_> = (0..KEYS)
-        .filter(|k| delivered[*k])
-        .map(|k| key_record(&clean, k))
+    settle(&h, &mut seen).await
+}
+
+async fn deliver(
+    h: &Harness,
+    warm: &Counter,
+    rng: &mut StdRng,
+    seen: &mut Seen,
+) -> Result<(), String> {
+    let keys: Vec<usize> = (0..rng.random_range(1..12))
+        .map(|_| rng.random_range(0..KEYS))
+        .collect();
+    let writer = match rng.random_range(0..3) {
+        0 => warm.clone(),
+        1 => h.counter(),
+        _ => {
+            let (plan, attempts) = faults(rng);
+            Counter::try_new(client_with(Some(plan), attempts), h.config())
+                .map_err(|e| e.to_string())?
+                .with_clock(h.clock.clone())
+        }
+    };
+    let records: Vec<_> = keys.iter().map(|k| key_record(&writer, *k)).collect();
+    let labels = apply(&writer, &records).await;
+    trace(&format!("deliver {keys:?}: {labels:?}"));
+    h.sync().await;
+    seen.delivered.extend(keys);
+    Ok(())
+}
+
+async fn roll_up(h: &Harness, rng: &mut StdRng, seen: &mut Seen) {
+    h.double
+        .set_throttle_percent(if rng.random_bool(0.3) { 30 } else { 0 });
+    let runs = if rng.random_bool(0.3) { 2 } else { 1 };
+    let mut rollups = Vec::new();
+    for _ in 0..runs {
+        let ddb = match rng.random_bool(0.5) {
+            true => client_with(Some(FaultInjector::fail_from(rng.random_range(0..12))), 1),
+            false => {
+                let (plan, attempts) = faults(rng);
+                client_with(Some(plan), attempts)
+            }
+        };
+        rollups.push(h.rollup_with(ddb, h.double.client()));
+    }
+    let reports =
+        futures::future::join_all(rollups.iter().map(|r| r.run(Duration::from_secs(10)))).await;
+    seen.gaps += reports.iter().flatten().map(|r| r.trimmed).sum::<usize>();
+    h.double.set_throttle_percent(0);
+}
+
+/// Every key delivered once more, clean roll-ups until caught up, then the invariant.
+async fn settle(h: &Harness, seen: &mut Seen) -> Result<(), String> {
+    let clean = h.counter();
+    let all: Vec<_> = seen
+        .delivered
+        .iter()
+        .map(|k| key_record(&clean, *k))
         .collect();
     apply(&clean, &all).await;
-    let report = rollup(c.clone(), &counters, &journal)
-        .run(Duration::from_secs(30))
-        .await
-        .map_err(|e| e.to_string())?;
+    h.sync().await;
+    h.double.set_empty_pages(0);
+    let roll = h.rollup();
+    let mut last = None;
+    for _ in 0..5 {
+        let report = roll
+            .run(Duration::from_secs(30))
+            .await
+            .map_err(|e| e.to_string())?;
+        seen.gaps += report.trimmed;
+        trace(&format!("settling: {report:?}"));
+        let done = report.caught_up;
+        last = Some(report);
+        if done {
+            break;
+        }
+    }
     let mut want: BTreeMap<usize, i64> = BTreeMap::new();
-    for k in (0..KEYS).filter(|k| delivered[*k]) {
-        *want.entry(k % ITEMS).or_default() += i64::try_from(k * k + 1).unwrap_or(1);
+    for k in seen.delivered.iter().filter(|k| !poison(**k)) {
+        *want.entry(k % ITEMS).or_default() += delta(*k);
     }
     for item in 0..ITEMS {
-        let got = total(&clean, &format!("i{item}")).await;
+        let got = h.total(&format!("i{item}"), "n").await;
         let expected = want.get(&item).copied().unwrap_or(0);
-        if got != expected {
+        let wrong = match seen.gaps {
+            0 => got != expected,
+            _ => got > expected,
+        };
+        if wrong {
             return Err(format!(
-                "item i{item}: {got}, expected {expected} (last run {report:?})"
+                "item i{item}: {got}, expected {expected} ({} gaps reported; {}; last run {last:?})",
+                seen.gaps, seen.shape
             ));
         }
+    }
+    trace(&format!(
+        "want {want:?}; shards {:?}",
+        h.double.listed_shards(&h.arn)
+    ));
+    let poisoned = seen.delivered.iter().filter(|k| poison(**k)).count();
+    let letters = dead_letters(h).await?;
+    if seen.gaps == 0 && letters != poisoned {
+        return Err(format!(
+            "{letters} dead letters for {poisoned} poison keys ({}; last run {last:?})",
+            seen.shape
+        ));
     }
     Ok(())
 }
 
+/// Dead letters kept in the journal table, by the keys they name.
+async fn dead_letters(h: &Harness) -> Result<usize, String> {
+    let out =
+        h.c.query()
+            .table_name(&h.journal)
+            .key_condition_expression("pk = :p")
+            .expression_attribute_values(":p", AttributeValue::S("~dead".into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+    let keys: BTreeSet<String> = out
+        .items()
+        .iter()
+        .filter_map(|i| match i.get("journal_sk") {
+            Some(AttributeValue::S(s)) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    Ok(keys.len())
+}
+
 #[tokio::test]
-async fn seeded_schedules_count_every_key_exactly_once() {
+async fn seeded_schedules_count_every_key_exactly_once_at_every_stream_shape() {
     let seeds = Seeds::from_env("COUNTER_CHECK", 12);
     for seed in seeds.iter() {
         if let Err(failure) = schedule(seed).await {

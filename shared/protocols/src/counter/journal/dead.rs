@@ -93,6 +93,7 @@ impl RollupDeadLetter {
 #[derive(Debug, Default)]
 pub(super) struct Isolated {
     pub(super) applied: ItemApplied,
+    /// Dead letters kept (the report lists them).
     pub(super) dead: Vec<RollupDeadLetter>,
     /// A failure that is not the events' fault: the rest is left for the next run.
     pub(super) failed: Option<StoreError>,
@@ -120,10 +121,14 @@ impl Rollup {
         if let Err(e) = probe.await {
             if invalid(&e) {
                 let reason = format!("the counter table refuses the item key: {e}");
-                out.dead = events
+                let dead: Vec<RollupDeadLetter> = events
                     .iter()
                     .map(|ev| RollupDeadLetter::of_event(&shard(ev), ev, &reason))
                     .collect();
+                match self.keep_dead_letters(&dead, cost).await {
+                    Ok(()) => out.dead = dead,
+                    Err(e) => out.failed = Some(e),
+                }
                 return out;
             }
         }
@@ -143,18 +148,22 @@ impl Rollup {
                     let Some(event) = chunk.into_iter().next() else {
                         continue;
                     };
-                    let reason = e.to_string();
-                    // Past it: its watermark moves, nothing is added.
+                    // Kept first, then past it (its watermark moves, nothing is added): a
+                    // letter that could not be kept leaves the event to be isolated again.
+                    let letter = RollupDeadLetter::of_event(&shard(&event), &event, &e.to_string());
+                    if let Err(e) = self
+                        .keep_dead_letters(std::slice::from_ref(&letter), cost)
+                        .await
+                    {
+                        out.failed = Some(e);
+                        return out;
+                    }
                     let mut past = event.clone();
                     past.add.clear();
                     match self.apply_events(key, vec![past], names, cost).await {
                         Ok(applied) => {
                             out.add(applied);
-                            out.dead.push(RollupDeadLetter::of_event(
-                                &shard(&event),
-                                &event,
-                                &reason,
-                            ));
+                            out.dead.push(letter);
                         }
                         Err(e) => {
                             out.failed = Some(e);

@@ -46,7 +46,7 @@ impl Rollup {
     pub async fn run(&self, budget: Duration) -> Result<RollupReport, StoreError> {
         let stop_at = Instant::now() + budget.min(MAX_RUN);
         let started_ms = self.clock.now_ms();
-        let arn = self.stream_arn().await?;
+        let (arn, stream_created_ms) = self.stream_arn().await?;
         let shards = self.shards(&arn).await?;
         let mut checkpoints = self.checkpoints().await?;
         let mut report = RollupReport {
@@ -54,7 +54,10 @@ impl Rollup {
             ..RollupReport::default()
         };
         let cost = Cost::default();
-        let mut saves = self.find_gaps(&shards, &mut checkpoints, started_ms, &mut report);
+        // Before the first complete pass, the stream's creation stands for the last one.
+        let since_ms = checkpoints.complete_ms.or(stream_created_ms);
+        let mut saves =
+            self.find_gaps(&shards, &mut checkpoints, since_ms, started_ms, &mut report);
         self.note_states(&shards, &checkpoints);
         let prefix = &self.config.counter.attribute_prefix;
         let names: Vec<String> = shards
@@ -211,11 +214,13 @@ impl Rollup {
                 .buffer_unordered(self.config.concurrency.max(1))
                 .collect()
                 .await;
+        // Refused events were kept as dead letters by their item's isolation.
+        let mut kept = Vec::new();
         for (touched, item) in results {
             report.applied += item.applied.applied;
             report.duplicates += item.applied.duplicates;
             report.item_updates += item.applied.updates;
-            dead.extend(item.dead);
+            kept.extend(item.dead);
             if let Some(e) = item.failed {
                 tracing::warn!(error = %e, "journal roll-up: a counter item was not updated");
                 report.failed_items += 1;
@@ -223,6 +228,7 @@ impl Rollup {
             }
         }
         self.settle_dead(dead, &ids, progress, report, cost).await;
+        self.report_dead(kept, report);
         self.moved_checkpoints(&reads, &ids, checkpoints, progress)
     }
 
@@ -250,7 +256,8 @@ impl Rollup {
         }
     }
 
-    /// Keep the pass's dead letters; a shard whose letters could not be kept does not move.
+    /// Keep the pass's records the journal's writer did not write as dead letters; a shard whose
+    /// letters could not be kept does not move.
     async fn settle_dead(
         &self,
         dead: Vec<RollupDeadLetter>,
@@ -263,15 +270,7 @@ impl Rollup {
             return;
         }
         match self.keep_dead_letters(&dead, cost).await {
-            Ok(()) => {
-                for letter in &dead {
-                    tracing::error!(shard = %letter.shard, seq = %letter.seq, item = ?letter.item, reason = %letter.reason,
-                        "journal roll-up: a journal record was not counted (kept as a dead letter)");
-                }
-                report.dead_letters += dead.len();
-                let room = MAX_LISTED.saturating_sub(report.letters.len());
-                report.letters.extend(dead.into_iter().take(room));
-            }
+            Ok(()) => self.report_dead(dead, report),
             Err(e) => {
                 tracing::warn!(error = %e, "journal roll-up: dead letters not kept (read again next run)");
                 for letter in &dead {
@@ -281,6 +280,17 @@ impl Rollup {
                 }
             }
         }
+    }
+
+    /// Log and count dead letters kept.
+    fn report_dead(&self, dead: Vec<RollupDeadLetter>, report: &mut RollupReport) {
+        for letter in &dead {
+            tracing::error!(shard = %letter.shard, seq = %letter.seq, item = ?letter.item, reason = %letter.reason,
+                "journal roll-up: a journal record was not counted (kept as a dead letter)");
+        }
+        report.dead_letters += dead.len();
+        let room = MAX_LISTED.saturating_sub(report.letters.len());
+        report.letters.extend(dead.into_iter().take(room));
     }
 
     /// The checkpoints of the shards read that may move (none held back).
@@ -336,6 +346,7 @@ impl Rollup {
         &self,
         shards: &[Shard],
         checkpoints: &mut Checkpoints,
+        since_ms: Option<u64>,
         started_ms: u64,
         report: &mut RollupReport,
     ) -> Vec<(String, Checkpoint)> {
@@ -354,33 +365,32 @@ impl Rollup {
                 lost.push((id.clone(), c.clone()));
             }
         }
-        if let Some(complete) = checkpoints.complete_ms {
-            for shard in shards {
-                let Some(parent) = shard.parent.as_deref() else {
-                    continue;
-                };
-                let unknown = !listed.contains(parent) && !checkpoints.shards.contains_key(parent);
-                if unknown && !checkpoints.shards.contains_key(&shard.id) {
-                    self.gap(
-                        report,
-                        Some(parent),
-                        Some(complete / 1000),
-                        None,
-                        "a parent shard left the stream unread",
-                    );
-                }
-            }
-            let since = started_ms.saturating_sub(complete) / 1000;
-            if since > PASS_ALARM_SECS {
-                let to = (started_ms / 1000).saturating_sub(RETENTION_SECS);
+        let Some(since) = since_ms else {
+            return lost;
+        };
+        // A parent the roll-up never saw: it left the stream before any run listed it.
+        let old_enough = started_ms.saturating_sub(since) / 1000 > PASS_ALARM_SECS;
+        for shard in shards {
+            let Some(parent) = shard.parent.as_deref() else {
+                continue;
+            };
+            let unknown = !listed.contains(parent) && !checkpoints.shards.contains_key(parent);
+            let first_seen = !checkpoints.shards.contains_key(&shard.id);
+            if unknown && first_seen && (checkpoints.complete_ms.is_some() || old_enough) {
+                let from = Some(since / 1000);
                 self.gap(
                     report,
+                    Some(parent),
+                    from,
                     None,
-                    Some(complete / 1000),
-                    Some(to),
-                    "no complete pass for longer than the stream keeps records",
+                    "a parent shard left the stream unread",
                 );
             }
+        }
+        if old_enough {
+            let to = (started_ms / 1000).saturating_sub(RETENTION_SECS);
+            let reason = "no complete pass for longer than the stream keeps records";
+            self.gap(report, None, Some(since / 1000), Some(to), reason);
         }
         lost
     }

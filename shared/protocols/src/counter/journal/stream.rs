@@ -40,9 +40,10 @@ pub(super) enum Start {
 }
 
 impl Rollup {
-    /// The journal table's current stream, refused unless it carries new images and the
-    /// table is no global table.
-    pub(super) async fn stream_arn(&self) -> Result<String, StoreError> {
+    /// The journal table's current stream and when it was created (epoch ms: its label, or
+    /// the table's creation), refused unless it carries new images and the table is no global
+    /// table.
+    pub(super) async fn stream_arn(&self) -> Result<(String, Option<u64>), StoreError> {
         let out = self
             .ddb
             .describe_table()
@@ -77,8 +78,20 @@ impl Rollup {
                     .into(),
             );
         }
+        let label = description.latest_stream_label().and_then(|label| {
+            let text = format!("{}Z", label.trim_end_matches('Z'));
+            aws_smithy_types::DateTime::from_str(
+                &text,
+                aws_smithy_types::date_time::Format::DateTime,
+            )
+            .ok()
+        });
+        let created = label
+            .or_else(|| description.creation_date_time().copied())
+            .and_then(|t| t.to_millis().ok())
+            .and_then(|ms| u64::try_from(ms).ok());
         match description.latest_stream_arn() {
-            Some(arn) => Ok(arn.to_string()),
+            Some(arn) => Ok((arn.to_string(), created)),
             None => refuse("no stream (it needs StreamViewType NEW_IMAGE)".into()),
         }
     }
