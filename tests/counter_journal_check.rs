@@ -61,7 +61,9 @@ fn faults(rng: &mut StdRng) -> (FaultInjector, u32) {
 /// `COUNTER_CHECK_TRACE=1`: each step of a schedule on stderr (to read a replayed failure).
 fn trace(line: &str) {
     if std::env::var_os("COUNTER_CHECK_TRACE").is_some() {
-        eprintln!("{line}");
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let at = START.get_or_init(std::time::Instant::now).elapsed();
+        eprintln!("{:>8.3} {line}", at.as_secs_f64());
     }
 }
 
@@ -119,6 +121,7 @@ async fn schedule(seed: u64) -> Result<(), String> {
         ..Seen::default()
     };
     let h = Harness::new(shape).await;
+    trace(&format!("schedule {seed}: {}", seen.shape));
     h.c.put_item()
         .table_name(&h.counters)
         .item("PK", AttributeValue::S("i0".into()))

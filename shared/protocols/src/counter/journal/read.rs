@@ -18,7 +18,7 @@ use crate::ddb::StoreError;
 /// (AWS: "it might take multiple calls to get to a portion of the shard that contains stream
 /// records"; the iterator reached is kept for the next run, so progress through empty
 /// portions is never lost while the process lives).
-pub(super) const EMPTY_PAGES_AT_TIP: usize = 10;
+pub(super) const EMPTY_PAGES_AT_TIP: usize = 5;
 /// The same from an iterator this process kept at the shard's tip in its last run (it is past
 /// the empty portions it followed then).
 const EMPTY_PAGES_AT_KEPT_TIP: usize = 2;
@@ -155,7 +155,7 @@ impl Rollup {
                 }
                 Err(Some(e)) if throttled(&e) && throttles < THROTTLE_RETRIES => {
                     throttles += 1;
-                    tokio::time::sleep(Duration::from_millis(100 << throttles)).await;
+                    tokio::time::sleep(Duration::from_millis(25 << throttles)).await;
                     iterator = Some(position);
                     continue;
                 }
