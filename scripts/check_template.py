@@ -89,6 +89,7 @@ SAMPLES = {
     "ChangeSkipAttributes": "_tx*,internal",
     "SweeperScheduleName": "existing-tx-sweeper",
     "WindowSeconds": "3600",
+    "MaxRecordAgeSeconds": "3600",
     "CounterWindowSeconds": "3600",
 }
 # The alarms a scheduled function needs besides its errors and its schedule not running, by
