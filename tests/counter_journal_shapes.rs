@@ -398,3 +398,42 @@ async fn a_refused_record_whose_dead_letter_was_not_kept_is_kept_by_the_next_run
             .expect("query");
     assert_eq!(kept.items().len(), 1, "{first:?} {second:?}");
 }
+
+#[tokio::test]
+async fn keys_count_once_over_thirty_shards_with_rollovers_splits_and_two_roll_ups() {
+    let shape = Shape::shards(30)
+        .rollover(Duration::from_secs(4 * 3600))
+        .split_every(Duration::from_secs(3 * 3600));
+    let h = Harness::new(shape).await;
+    let counter = h.counter();
+    let (a, b) = (h.rollup(), h.rollup());
+    let mut want = [0i64; 40];
+    for step in 0..12 {
+        let records: Vec<_> = (0..40)
+            .map(|i| {
+                want[i] += 1;
+                adding(&counter, &format!("i{i}"), "n", 1, &format!("s{step}k{i}"))
+            })
+            .collect();
+        h.journal(&counter, &records).await;
+        // Redelivered: counted once.
+        h.journal(&counter, &records[..10]).await;
+        let (ra, rb) = futures::join!(
+            a.run(Duration::from_secs(20)),
+            b.run(Duration::from_secs(20))
+        );
+        assert!(ra.is_ok() && rb.is_ok(), "{ra:?} {rb:?}");
+        h.advance(HOUR + HOUR / 2);
+        h.sync().await;
+    }
+    let report = h.run(&a).await;
+    assert!(report.shards_listed > 30, "{report:?}");
+    for (i, n) in want.iter().enumerate() {
+        assert_eq!(
+            h.total(&format!("i{i}"), "n").await,
+            *n,
+            "item i{i}: {report:?}"
+        );
+        assert!(h.watermarks(&format!("i{i}")).await <= 3, "item i{i}");
+    }
+}

@@ -351,7 +351,9 @@ impl Protocol for Counter {
             todo.push((i, record));
         }
         let mut applied = match self.config.journal_table() {
-            Some(table) => self.write_journal(table, todo, deadline).await,
+            // Boxed: the journal's future inside every writer's invocation future overflows the
+            // compiler's layout depth limit otherwise.
+            Some(table) => Box::pin(self.write_journal(table, todo, deadline)).await,
             None => self.write_items(todo, deadline).await,
         };
         for (i, result) in &applied.results {
