@@ -408,7 +408,7 @@ async fn keys_count_once_over_thirty_shards_with_rollovers_splits_and_two_roll_u
     let counter = h.counter();
     let (a, b) = (h.rollup(), h.rollup());
     let mut want = [0i64; 40];
-    for step in 0..12 {
+    for step in 0..6 {
         let records: Vec<_> = (0..40)
             .map(|i| {
                 want[i] += 1;
