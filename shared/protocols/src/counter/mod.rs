@@ -117,23 +117,6 @@ impl Counter {
         let item =
             crate::ddb::read::get_item(&self.client, &self.config.table, key, Read::Consistent)
                 .await?;
-        let watermarks = format!("{}w_", self.config.attribute_prefix);
-        let text = |item: crate::ddb::Item| {
-            item.into_iter()
-                .map(|(name, value)| match value {
-                    aws_sdk_dynamodb::types::AttributeValue::B(b)
-                        if name.starts_with(&watermarks) =>
-                    {
-                        let text = base64::Engine::encode(
-                            &base64::engine::general_purpose::STANDARD,
-                            b.as_ref(),
-                        );
-                        (name, aws_sdk_dynamodb::types::AttributeValue::S(text))
-                    }
-                    other => (name, other),
-                })
-                .collect()
-        };
-        Ok(item.map(|i| item_to_json(text(i))).transpose()?)
+        Ok(item.map(item_to_json).transpose()?)
     }
 }

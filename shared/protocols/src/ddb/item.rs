@@ -350,15 +350,60 @@ pub fn canonical_item(item: &Item) -> String {
         .unwrap_or_default()
 }
 
-/// Convert an item read from DynamoDB to plain JSON.
+/// Convert an item read from DynamoDB to plain JSON; binary values (`B`, `BS`, also nested)
+/// become base64 strings, which plain JSON has no other form for.
 pub fn item_to_json(item: Item) -> Result<Map<String, Value>, serde_dynamo::Error> {
+    let item: Item = item
+        .into_iter()
+        .map(|(k, v)| (k, binary_as_text(v)))
+        .collect();
     serde_dynamo::from_item(item)
+}
+
+fn binary_as_text(value: AttributeValue) -> AttributeValue {
+    use base64::Engine;
+    let text = |b: &aws_sdk_dynamodb::primitives::Blob| {
+        base64::engine::general_purpose::STANDARD.encode(b.as_ref())
+    };
+    match value {
+        AttributeValue::B(b) => AttributeValue::S(text(&b)),
+        AttributeValue::Bs(set) => AttributeValue::Ss(set.iter().map(text).collect()),
+        AttributeValue::L(list) => {
+            AttributeValue::L(list.into_iter().map(binary_as_text).collect())
+        }
+        AttributeValue::M(map) => AttributeValue::M(
+            map.into_iter()
+                .map(|(k, v)| (k, binary_as_text(v)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn binary_values_become_base64_text_in_plain_json() {
+        let blob = |b: &[u8]| aws_sdk_dynamodb::primitives::Blob::new(b.to_vec());
+        let item: Item = HashMap::from([
+            ("b".to_string(), AttributeValue::B(blob(&[0, 1, 2]))),
+            (
+                "m".to_string(),
+                AttributeValue::M(HashMap::from([(
+                    "x".to_string(),
+                    AttributeValue::B(blob(b"hi")),
+                )])),
+            ),
+        ]);
+        let json = item_to_json(item).expect("json");
+        assert_eq!(
+            Value::Object(json),
+            json!({"b": "AAEC", "m": {"x": "aGk="}})
+        );
+    }
 
     #[test]
     fn canonical_json_ignores_field_order() {
