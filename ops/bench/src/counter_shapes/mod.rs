@@ -42,16 +42,16 @@ pub struct Options {
     #[arg(long, default_value_t = 1.0)]
     fast_hours: f64,
     /// Measured hours at 1 key/min (the end of the span; the rest is warm-up).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 1.0)]
     minute_hours: f64,
     /// Measured hours at 6 keys/h (the end of the span; the rest is warm-up).
-    #[arg(long, default_value_t = 12.0)]
+    #[arg(long, default_value_t = 8.0)]
     slow_hours: f64,
     /// Counter items at 1 key/s, 1 key/min and 6 keys/h.
     #[arg(long, value_delimiter = ',', default_values_t = [2usize, 5, 10])]
     items: Vec<usize>,
     /// Warm-up: one key per item and one roll-up every this many simulated minutes.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 240)]
     warmup_step_min: u64,
     /// Part 1: the double reads DynamoDB Local's stream (slow: ~30 ms an upstream pull per
     /// request) instead of mirroring the journal table's puts.
@@ -68,7 +68,7 @@ pub struct Options {
     interval: u64,
     /// Part 2 (a): rates (events per clock second) into many cold items, tried in order
     /// until one is not sustained.
-    #[arg(long, value_delimiter = ',', default_values_t = [200usize, 400, 800])]
+    #[arg(long, value_delimiter = ',', default_values_t = [200usize, 800])]
     cold_rates: Vec<usize>,
     /// Part 2 (a): distinct counter items.
     #[arg(long, default_value_t = 100_000)]

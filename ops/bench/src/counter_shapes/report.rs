@@ -21,7 +21,7 @@ impl Rate {
         match self {
             Rate::Second => 60,
             Rate::Minute => 1,
-            Rate::SixPerHour => usize::from(minute % 10 == 0),
+            Rate::SixPerHour => usize::from(minute.is_multiple_of(10)),
         }
     }
 
@@ -212,6 +212,11 @@ pub fn steady_table(rows: &[Row]) {
         );
     }
     println!();
+    runs_table(rows);
+}
+
+/// The runs' side figures: updates, their units, wall time.
+fn runs_table(rows: &[Row]) {
     println!("| shards | rate/item | spread | item updates/run | WCU per item update | keys applied | max iterator_age_ms | max shards listed in a run | wall ms/run: journal, roll-up | wall s |");
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|");
     for r in rows {

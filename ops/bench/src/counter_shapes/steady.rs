@@ -198,7 +198,7 @@ impl Sim {
         for minute in 0..c.span_min {
             let measured = minute >= warm_end;
             let per_item = match measured {
-                false => usize::from(minute % o.warmup_step_min.max(1) == 0),
+                false => usize::from(minute.is_multiple_of(o.warmup_step_min.max(1))),
                 true => c.rate.keys_in_minute(minute),
             };
             if per_item == 0 {
