@@ -41,7 +41,7 @@ case "$AWS_ENDPOINT_URL_DYNAMODB" in
     ;;
 esac
 
-for bench in ${BENCHES:-ratchet counter counter-steady txn lease versioning document idempotency processor}; do
+for bench in ${BENCHES:-ratchet counter counter-steady counter-shapes txn lease versioning document idempotency processor}; do
   echo
   ./target/release/bench "$bench"
 done

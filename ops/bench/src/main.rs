@@ -6,6 +6,9 @@
 //! bench counter                      counter writer vs one UpdateItem per record
 //! bench counter-steady [--rate R --rollup-interval S --hot-rate N --hot-seconds S]
 //!                                    counter in steady state: journal, inline, Powertools-equivalent
+//! bench counter-shapes [--days D --fast-hours H --seconds S --interval S --hot-rates R,...]
+//!                                    counter journal at N shards with rollover (Streams double):
+//!                                    WCU/event in the steady state; throughput and lag
 //! bench txn [--transfers N]          transaction protocol vs TransactWriteItems
 //! bench document                   document writer: source order (now) vs items concurrently (before)
 //! bench lease [--rounds N]           lease lock: acquire / heartbeat / release / takeover latency
@@ -20,6 +23,7 @@
 
 mod common;
 mod counter;
+mod counter_shapes;
 mod counter_steady;
 mod crash;
 mod document;
@@ -55,6 +59,9 @@ enum Command {
     /// The counter in steady state (issue 19): journal vs inline vs a Powertools-equivalent,
     /// billed write units per event in five regimes, and a hot counter.
     CounterSteady(counter_steady::Options),
+    /// The counter journal at the stream shapes DynamoDB has (N shards, rollover) through the
+    /// Streams double: write units per event in the steady state, throughput and lag.
+    CounterShapes(counter_shapes::Options),
     /// The transaction protocol against native TransactWriteItems.
     Txn {
         /// Transfers per throughput run.
@@ -97,6 +104,7 @@ async fn main() -> ExitCode {
         Command::Ratchet(options) => ratchet::run(options).await,
         Command::Counter => counter::run().await,
         Command::CounterSteady(options) => counter_steady::run(options).await,
+        Command::CounterShapes(options) => counter_shapes::run(options).await,
         Command::Txn { transfers } => txn::run(transfers).await,
         Command::Document => document::run().await,
         Command::Idempotency => idempotency::run().await,
