@@ -153,7 +153,11 @@ async fn schedule(seed: u64) -> Result<(), String> {
             }
         }
     }
-    settle(&h, &mut seen).await
+    let result = settle(&h, &mut seen).await;
+    if result.is_ok() {
+        h.drop_tables().await;
+    }
+    result
 }
 
 async fn deliver(

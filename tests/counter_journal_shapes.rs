@@ -122,6 +122,14 @@ impl Harness {
             .unwrap_or(0)
     }
 
+    /// Delete the tables (DynamoDB Local slows down as tables and their streams pile up: the
+    /// checker's schedules each delete theirs).
+    pub(crate) async fn drop_tables(&self) {
+        for table in [&self.counters, &self.journal] {
+            let _ = self.c.delete_table().table_name(table).send().await;
+        }
+    }
+
     /// The watermark attributes on item `pk`.
     pub(crate) async fn watermarks(&self, pk: &str) -> usize {
         let item = self

@@ -166,8 +166,11 @@ pub(super) struct Event {
 pub(super) enum Decoded {
     /// A journaled key.
     Event(Box<Event>),
-    /// Nothing to count: the roll-up's own items, a key put again, a TTL deletion.
+    /// Nothing to count: a key put again, a TTL deletion.
     Skip,
+    /// The roll-up's own items (checkpoints, dead letters): they never move a checkpoint, so
+    /// that saving one makes no work for the next run.
+    Own,
     /// An image the journal's writer did not write (a stray item, a stream without new
     /// images): kept as a dead letter with this reason, never counted, never a run error.
     Invalid(String),
@@ -185,7 +188,10 @@ pub(super) fn decode(
         matches!(m.and_then(|m| m.get(JOURNAL_KEY_ATTRIBUTE)),
             Some(StreamValue::S(pk)) if pk.starts_with(RESERVED_PREFIX))
     };
-    if reserved(keys) || reserved(image) || !insert {
+    if reserved(keys) || reserved(image) {
+        return Decoded::Own;
+    }
+    if !insert {
         return Decoded::Skip;
     }
     let Some(image) = image else {
@@ -344,7 +350,7 @@ mod tests {
             JOURNAL_KEY_ATTRIBUTE.to_string(),
             StreamValue::S(ROLLUP_PARTITION.to_string()),
         )]);
-        assert_eq!(decode(0, "1", true, Some(&own), Some(&own)), Decoded::Skip);
+        assert_eq!(decode(0, "1", true, Some(&own), Some(&own)), Decoded::Own);
         let foreign = HashMap::from([(
             JOURNAL_KEY_ATTRIBUTE.to_string(),
             StreamValue::S("abc".into()),

@@ -24,9 +24,15 @@ use crate::ddb::{Cost, ItemKey, StoreError};
 const RETENTION_SECS: u64 = 24 * 3600;
 /// A stream without a complete pass for longer than this may have lost records unread.
 const PASS_ALARM_SECS: u64 = RETENTION_SECS - 3600;
-/// A done shard's checkpoint is deleted by the journal's TTL this long after it was done
-/// (its shard has left the stream by then).
-const DONE_CHECKPOINT_TTL_SECS: u64 = 3 * 86_400;
+/// A done shard's checkpoint is deleted by the journal's TTL this long after it was done: its
+/// shard leaves the listing once its last record is trimmed, within 24 hours of closing.
+const DONE_CHECKPOINT_TTL_SECS: u64 = 26 * 3600;
+/// A shard's checkpoint is saved at most this often while it moves (always when it is done or
+/// first seen): between saves, the process reads on from its own position, and a new process
+/// reads again at most this much (the watermarks turn those keys away).
+pub(super) const CHECKPOINT_EVERY_SECS: u64 = 10 * 60;
+/// The record of the last complete pass is saved at most this often.
+const PASS_EVERY_MS: u64 = 3600 * 1000;
 
 /// What the passes of a run learned of each shard.
 #[derive(Debug, Default)]
@@ -120,7 +126,13 @@ impl Rollup {
                 })
                 .collect();
             let complete = self.complete(&shards, &checkpoints, &progress);
-            let pass_ms = (complete && todo.is_empty()).then_some(started_ms);
+            let stale = checkpoints
+                .complete_ms
+                .is_none_or(|at| at.saturating_add(PASS_EVERY_MS) <= started_ms);
+            let pass_ms = (complete && todo.is_empty() && stale).then_some(started_ms);
+            if pass_ms.is_some() {
+                checkpoints.complete_ms = pass_ms;
+            }
             if let Err(e) = self
                 .save_checkpoints(std::mem::take(&mut saves), pass_ms, &cost)
                 .await
@@ -313,8 +325,13 @@ impl Rollup {
                 .cloned()
                 .unwrap_or_default();
             let done = read.end == End::Finished;
-            if read.last_seq.is_none() && !done && old.saved_secs > 0 {
-                continue; // nothing read: nothing to save
+            if let Some(seq) = &read.last_seq {
+                self.note_position(&ids[read.shard], seq);
+            }
+            let first_seen = old.saved_secs == 0;
+            let due = read.journal_records > 0 && old.saved_secs + CHECKPOINT_EVERY_SECS <= now;
+            if !(done || first_seen || due) {
+                continue; // this process reads on from its position
             }
             moved.push((
                 read.shard,

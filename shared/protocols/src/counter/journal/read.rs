@@ -58,6 +58,8 @@ pub(super) struct ShardRead {
     /// Records the journal's writer did not write: sequence number and reason.
     pub(super) invalid: Vec<(String, String)>,
     pub(super) records: usize,
+    /// Records of the journal's keys (any kind), not of the roll-up's own items.
+    pub(super) journal_records: usize,
     pub(super) last_seq: Option<String>,
     pub(super) last_created: Option<u64>,
     pub(super) first_created: Option<u64>,
@@ -82,7 +84,7 @@ impl Pass {
     }
 }
 
-/// Iterators this process reached at open shards' tips, by shard: (the checkpoint they follow,
+/// Iterators this process reached at open shards' tips, by shard: (the position they follow,
 /// the iterator, when it was obtained).
 pub(super) type KeptIterators = Mutex<HashMap<String, (Option<String>, String, Instant)>>;
 
@@ -101,6 +103,7 @@ impl Rollup {
             events: Vec::new(),
             invalid: Vec::new(),
             records: 0,
+            journal_records: 0,
             last_seq: None,
             last_created: None,
             first_created: None,
@@ -108,19 +111,17 @@ impl Rollup {
             end: End::Budget,
             error: None,
         };
-        let kept = self.kept_iterator(&shard.id, checkpoint.seq.as_deref());
+        let start = self.start_position(&shard.id, checkpoint);
+        let kept = self.kept_iterator(&shard.id, start.as_deref());
         let at_tip = match kept {
             Some(_) => EMPTY_PAGES_AT_KEPT_TIP,
             None => EMPTY_PAGES_AT_TIP,
         };
         let mut iterator = match kept {
             Some(kept) => Some(kept),
-            None => match self
-                .iterator(arn, &shard.id, checkpoint.seq.as_deref())
-                .await
-            {
-                Ok((iterator, start)) => {
-                    read.start = start;
+            None => match self.iterator(arn, &shard.id, start.as_deref()).await {
+                Ok((iterator, how)) => {
+                    read.start = how;
                     iterator
                 }
                 Err(e) => return read.failed(e),
@@ -140,7 +141,7 @@ impl Rollup {
                 Err(None) if !renewed => {
                     // Expired: again after the last record read (or the checkpoint).
                     renewed = true;
-                    let after = read.last_seq.clone().or_else(|| checkpoint.seq.clone());
+                    let after = read.last_seq.clone().or_else(|| start.clone());
                     match self.iterator(arn, &shard.id, after.as_deref()).await {
                         Ok((next, _)) => iterator = next,
                         Err(e) => return read.failed(e),
@@ -172,13 +173,34 @@ impl Rollup {
                 read.end = End::Tip;
                 self.keep_iterator(
                     &shard.id,
-                    read.last_seq.clone().or_else(|| checkpoint.seq.clone()),
+                    read.last_seq.clone().or_else(|| start.clone()),
                     iterator.take(),
                 );
                 break;
             }
         }
         read
+    }
+
+    /// Where to read `shard` from: this process's position when it is past the checkpoint
+    /// (checkpoints are saved at most every [`super::pass::CHECKPOINT_EVERY_SECS`]), else the
+    /// checkpoint.
+    fn start_position(&self, shard: &str, checkpoint: &Checkpoint) -> Option<String> {
+        let positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
+        let ours = positions.get(shard).cloned();
+        let order = |s: &Option<String>| s.as_deref().and_then(super::entry::Seq::parse);
+        match (order(&ours), order(&checkpoint.seq)) {
+            (Some(a), Some(b)) if a > b => ours,
+            (Some(_), None) => ours,
+            _ => checkpoint.seq.clone(),
+        }
+    }
+
+    /// Remember that `shard` was read and applied up to `seq` (the next run of this process
+    /// starts there).
+    pub(super) fn note_position(&self, shard: &str, seq: &str) {
+        let mut positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
+        positions.insert(shard.to_string(), seq.to_string());
     }
 
     fn kept_iterator(&self, shard: &str, after: Option<&str>) -> Option<String> {
@@ -209,6 +231,7 @@ impl ShardRead {
             }
             let created = created.and_then(|c| u64::try_from(c).ok());
             self.records += 1;
+            self.journal_records += usize::from(decoded != Decoded::Own);
             self.last_seq = Some(seq.clone());
             self.last_created = created.or(self.last_created);
             if self.first_created.is_none() {
@@ -224,7 +247,7 @@ impl ShardRead {
                         });
                 }
                 Decoded::Invalid(reason) => self.invalid.push((seq, reason)),
-                Decoded::Skip => {}
+                Decoded::Skip | Decoded::Own => {}
             }
         }
         false

@@ -141,6 +141,8 @@ pub struct Rollup {
     pub(super) iterators: Arc<KeptIterators>,
     pub(super) prune: Arc<PruneCache>,
     pub(super) states: Arc<Mutex<ShardStates>>,
+    /// How far this process read and applied each shard (ahead of the saved checkpoints).
+    pub(super) positions: Arc<Mutex<HashMap<String, String>>>,
 }
 
 impl std::fmt::Debug for Rollup {
@@ -166,6 +168,7 @@ impl Rollup {
             iterators: Arc::new(Mutex::new(HashMap::new())),
             prune: Arc::new(prune_cache()),
             states: Arc::new(Mutex::new(HashMap::new())),
+            positions: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
