@@ -123,14 +123,7 @@ async fn schedule(seed: u64) -> Result<(), String> {
     };
     let h = Harness::new(shape).await;
     trace(&format!("schedule {seed}: {}", seen.shape));
-    h.c.put_item()
-        .table_name(&h.counters)
-        .item("PK", AttributeValue::S("i0".into()))
-        .item("SK", AttributeValue::S("day".into()))
-        .item("bad", AttributeValue::S("not a number".into()))
-        .send()
-        .await
-        .map_err(|e| format!("{e:?}"))?;
+    h.poison("i0", "bad").await;
     let warm = {
         let mut config = h.config();
         config.cache_keys = 100;
