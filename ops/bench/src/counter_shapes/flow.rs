@@ -17,7 +17,7 @@ use dynamodb_exactly_once::ddb::Clock;
 use rand::{Rng, SeedableRng};
 
 use super::capture::Writer;
-use super::flow_report::{self, Outcome, RunStat};
+use super::flow_report::{self, Kind, Outcome, RunStat};
 use super::tables::{self, item_key};
 use super::Options;
 
@@ -25,15 +25,6 @@ use super::Options;
 const TICK: Duration = Duration::from_millis(50);
 /// Events made and injected at once at most.
 const MAX_CHUNK: u64 = 5_000;
-
-/// Which traffic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Each event on a random one of many items, `journal_spread` 1.
-    Cold(usize),
-    /// Every event on one item, `journal_spread` 16.
-    Hot,
-}
 
 /// (clock ms, events injected so far), one entry per injection.
 type Log = Arc<Mutex<Vec<(u64, u64)>>>;

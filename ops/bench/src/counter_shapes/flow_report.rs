@@ -2,8 +2,16 @@
 
 use dynamodb_exactly_once::counter::journal::RollupReport;
 
-use super::flow::Kind;
 use super::Options;
+
+/// Which traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Each event on a random one of many items, `journal_spread` 1.
+    Cold(usize),
+    /// Every event on one item, `journal_spread` 16.
+    Hot,
+}
 
 /// The longest lag counted as sustained.
 const MAX_LAG_MS: u64 = 120_000;
