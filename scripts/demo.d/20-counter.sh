@@ -44,7 +44,8 @@ ops dead-letters list --table DeadLetterTable --function counter-writer 2>&1 | s
 
 echo
 echo "== CounterTable: counters plus the roll-up's watermarks"
-echo "   (ctr_w_<shard> = per journal stream shard, the last sequence number applied: a roll-up"
-echo "   run again, or two at once, skips what is applied already)"
+echo "   (ctr_w_<shard> = per journal stream shard, the last sequence number applied and when, in"
+echo "   base64: a roll-up run again, or two at once, skips what is applied already; it leaves the"
+echo "   item 20 minutes after its shard is read to its end)"
 show CounterTable
-echo "   CounterJournalTable: $(ops scan CounterJournalTable 2>/dev/null | wc -l) items (one per key, expiring after the window by TTL, and the roll-up's checkpoint per stream shard)"
+echo "   CounterJournalTable: $(ops scan CounterJournalTable 2>/dev/null | wc -l) items (one per key, expiring after the window by TTL, and the roll-up's checkpoint per stream shard under pk ~rollup)"
