@@ -88,13 +88,15 @@
 //! * `apply`: one item's update across shards.
 //! * `prune`: which watermarks an item no longer needs.
 //! * `dead`: isolating refused records; dead letters.
-//! * `pass`: one run (passes, gaps, the report).
+//! * `pass`: one run (passes, the report).
+//! * `gaps`: records the stream lost, found from the listing and the checkpoints.
 //! * `rollup`: settings, report and the handle.
 
 mod apply;
 mod checkpoint;
 mod dead;
 mod entry;
+mod gaps;
 mod pass;
 mod prune;
 mod read;

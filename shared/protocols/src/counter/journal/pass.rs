@@ -12,18 +12,13 @@ use futures::StreamExt;
 use super::checkpoint::{Checkpoint, Checkpoints};
 use super::dead::RollupDeadLetter;
 use super::entry::{watermark_name, Event};
-use super::prune::{states, ShardState};
 use super::read::{End, Pass, ShardRead};
-use super::rollup::{RollupGap, MAX_LISTED, MAX_RUN};
+use super::rollup::{MAX_LISTED, MAX_RUN};
 use super::stream::{Shard, Start};
 use super::{Rollup, RollupReport};
 use crate::ddb::error::ErrorClass;
 use crate::ddb::{Cost, ItemKey, StoreError};
 
-/// The stream keeps records this long (DynamoDB Streams: 24 hours).
-const RETENTION_SECS: u64 = 24 * 3600;
-/// A stream without a complete pass for longer than this may have lost records unread.
-const PASS_ALARM_SECS: u64 = RETENTION_SECS - 3600;
 /// A done shard's checkpoint is deleted by the journal's TTL this long after it was done: its
 /// shard leaves the listing once its last record is trimmed, within 24 hours of closing.
 const DONE_CHECKPOINT_TTL_SECS: u64 = 26 * 3600;
@@ -88,18 +83,8 @@ impl Rollup {
                 stop_at: Instant::now() + left.mul_f64(0.6),
                 room: AtomicUsize::new(self.config.max_events_per_pass.max(1)),
             };
-            let reads: Vec<ShardRead> = futures::stream::iter(todo.iter().copied())
-                .map(|at| {
-                    let checkpoint = checkpoints
-                        .shards
-                        .get(&shards[at].id)
-                        .cloned()
-                        .unwrap_or_default();
-                    let (arn, shard, pass) = (&arn, &shards[at], &pass);
-                    async move { self.read_shard(arn, at, shard, &checkpoint, pass).await }
-                })
-                .buffer_unordered(self.config.read_concurrency.max(1))
-                .collect()
+            let reads = self
+                .read_all(&arn, &shards, &todo, &checkpoints, &pass)
                 .await;
             let read_shards: Vec<usize> = reads.iter().map(|r| r.shard).collect();
             let moved = self
@@ -125,14 +110,8 @@ impl Rollup {
                     progress.ends.get(at) == Some(&End::Budget) && !progress.blocked.contains(at)
                 })
                 .collect();
-            let complete = self.complete(&shards, &checkpoints, &progress);
-            let stale = checkpoints
-                .complete_ms
-                .is_none_or(|at| at.saturating_add(PASS_EVERY_MS) <= started_ms);
-            let pass_ms = (complete && todo.is_empty() && stale).then_some(started_ms);
-            if pass_ms.is_some() {
-                checkpoints.complete_ms = pass_ms;
-            }
+            let complete = todo.is_empty() && self.complete(&shards, &checkpoints, &progress);
+            let pass_ms = pass_record(complete, &mut checkpoints, started_ms);
             if let Err(e) = self
                 .save_checkpoints(std::mem::take(&mut saves), pass_ms, &cost)
                 .await
@@ -152,6 +131,30 @@ impl Rollup {
             &cost,
         );
         Ok(report)
+    }
+
+    /// Read the shards `todo` (indexes into `shards`) for `pass`, several at once.
+    async fn read_all(
+        &self,
+        arn: &str,
+        shards: &[Shard],
+        todo: &[usize],
+        checkpoints: &Checkpoints,
+        pass: &Pass,
+    ) -> Vec<ShardRead> {
+        futures::stream::iter(todo.iter().copied())
+            .map(|at| {
+                let checkpoint = checkpoints
+                    .shards
+                    .get(&shards[at].id)
+                    .cloned()
+                    .unwrap_or_default();
+                let shard = &shards[at];
+                async move { self.read_shard(arn, at, shard, &checkpoint, pass).await }
+            })
+            .buffer_unordered(self.config.read_concurrency.max(1))
+            .collect()
+            .await
     }
 
     /// Apply one pass's reads; the checkpoints that may move.
@@ -357,104 +360,6 @@ impl Rollup {
         })
     }
 
-    /// Gaps the listing and the checkpoints show before anything is read; the checkpoints to
-    /// mark lost (reported once).
-    fn find_gaps(
-        &self,
-        shards: &[Shard],
-        checkpoints: &mut Checkpoints,
-        since_ms: Option<u64>,
-        started_ms: u64,
-        report: &mut RollupReport,
-    ) -> Vec<(String, Checkpoint)> {
-        let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
-        let mut lost = Vec::new();
-        for (id, c) in checkpoints.shards.iter_mut() {
-            if !c.done && !c.lost && !listed.contains(id.as_str()) {
-                self.gap(
-                    report,
-                    Some(id),
-                    c.created_secs,
-                    None,
-                    "the shard left the stream before it was read to its end",
-                );
-                c.lost = true;
-                lost.push((id.clone(), c.clone()));
-            }
-        }
-        let Some(since) = since_ms else {
-            return lost;
-        };
-        // A parent the roll-up never saw: it left the stream before any run listed it.
-        let old_enough = started_ms.saturating_sub(since) / 1000 > PASS_ALARM_SECS;
-        for shard in shards {
-            let Some(parent) = shard.parent.as_deref() else {
-                continue;
-            };
-            let unknown = !listed.contains(parent) && !checkpoints.shards.contains_key(parent);
-            let first_seen = !checkpoints.shards.contains_key(&shard.id);
-            if unknown && first_seen && (checkpoints.complete_ms.is_some() || old_enough) {
-                let from = Some(since / 1000);
-                self.gap(
-                    report,
-                    Some(parent),
-                    from,
-                    None,
-                    "a parent shard left the stream unread",
-                );
-            }
-        }
-        if old_enough {
-            let to = (started_ms / 1000).saturating_sub(RETENTION_SECS);
-            let reason = "no complete pass for longer than the stream keeps records";
-            self.gap(report, None, Some(since / 1000), Some(to), reason);
-        }
-        lost
-    }
-
-    fn gap(
-        &self,
-        report: &mut RollupReport,
-        shard: Option<&str>,
-        from: Option<u64>,
-        to: Option<u64>,
-        reason: &str,
-    ) {
-        tracing::error!(shard = ?shard, from_secs = ?from, to_secs = ?to, reason,
-            "journal roll-up: records left the stream unread; keys journaled then are not counted (see the runbook's repair)");
-        report.trimmed += 1;
-        if report.gaps.len() < MAX_LISTED {
-            report.gaps.push(RollupGap {
-                shard: shard.map(str::to_string),
-                from_secs: from,
-                to_secs: to,
-                reason: reason.to_string(),
-            });
-        }
-    }
-
-    /// What the watermark pruning needs to know of every shard.
-    fn note_states(&self, shards: &[Shard], checkpoints: &Checkpoints) {
-        let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
-        let mut known: Vec<(&str, ShardState)> = Vec::new();
-        for (id, c) in &checkpoints.shards {
-            let state = match (c.done, listed.contains(id.as_str())) {
-                (true, _) => ShardState::Done(c.saved_secs),
-                (false, true) => ShardState::Active,
-                (false, false) => ShardState::Lost,
-            };
-            known.push((id, state));
-        }
-        for s in shards
-            .iter()
-            .filter(|s| !checkpoints.shards.contains_key(&s.id))
-        {
-            known.push((&s.id, ShardState::Active));
-        }
-        let view = states(&self.config.counter.attribute_prefix, known);
-        *self.states.lock().unwrap_or_else(|p| p.into_inner()) = view;
-    }
-
     fn close_report(
         &self,
         shards: &[Shard],
@@ -492,4 +397,17 @@ impl Rollup {
         report.write_calls = cost.write_calls();
         report.write_units = cost.billed_write_units();
     }
+}
+
+/// The complete-pass record to save (epoch ms of the run's start), hourly: a `complete` run
+/// whose stored record is an hour old or missing; noted in `checkpoints`.
+fn pass_record(complete: bool, checkpoints: &mut Checkpoints, started_ms: u64) -> Option<u64> {
+    let stale = checkpoints
+        .complete_ms
+        .is_none_or(|at| at.saturating_add(PASS_EVERY_MS) <= started_ms);
+    let pass_ms = (complete && stale).then_some(started_ms);
+    if pass_ms.is_some() {
+        checkpoints.complete_ms = pass_ms;
+    }
+    pass_ms
 }
