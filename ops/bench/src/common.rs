@@ -103,3 +103,25 @@ pub async fn client_with_latency(
     let proxy = dynamo_testing::proxy::delaying(delay).await?;
     Ok(dynamo_testing::client_for(&proxy, interceptor, 3))
 }
+
+fn command(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Where and when a run was taken: `commit <short hash>  date <UTC>  load: <uptime's load
+/// averages>` (the benchmarks page dates each figure with its commit).
+pub fn provenance() -> String {
+    format!(
+        "commit {}  date {}  load:{}",
+        command("git", &["rev-parse", "--short", "HEAD"]),
+        command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        command("uptime", &[])
+            .rsplit_once("load average")
+            .map_or(String::new(), |(_, l)| l.to_string())
+    )
+}

@@ -97,27 +97,14 @@ pub struct Row {
     pub checks: Vec<String>,
 }
 
-fn command(program: &str, args: &[&str]) -> String {
-    std::process::Command::new(program)
-        .args(args)
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "?".into())
-}
-
 pub fn header(o: &Options) {
     println!(
         "counter journal at stream shapes (Streams double over DynamoDB Local at {})",
         dynamo_testing::endpoint()
     );
     println!(
-        "commit {}  date {}  load:{}  release build: {}",
-        command("git", &["rev-parse", "--short", "HEAD"]),
-        command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        command("uptime", &[])
-            .rsplit_once("load average")
-            .map_or(String::new(), |(_, l)| l.to_string()),
+        "{}  release build: {}",
+        crate::common::provenance(),
         if cfg!(debug_assertions) { "NO" } else { "yes" }
     );
     println!("options: {o:?}");

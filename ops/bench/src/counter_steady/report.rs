@@ -5,28 +5,12 @@ use super::inline::Prefill;
 use super::setup::{Regime, Row};
 use super::Options;
 
-fn command(program: &str, args: &[&str]) -> String {
-    std::process::Command::new(program)
-        .args(args)
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "?".into())
-}
-
 pub fn header(o: &Options) {
     println!(
         "counter steady state (issue 19), one run against DynamoDB Local ({})",
         dynamo_testing::endpoint()
     );
-    println!(
-        "commit {}  date {}  load:{}",
-        command("git", &["rev-parse", "--short", "HEAD"]),
-        command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        command("uptime", &[])
-            .rsplit_once("load average")
-            .map_or(String::new(), |(_, l)| l.to_string())
-    );
+    println!("{}", crate::common::provenance());
     println!(
         "release build: {}",
         if cfg!(debug_assertions) {
