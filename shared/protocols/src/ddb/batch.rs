@@ -62,6 +62,22 @@ pub(crate) async fn put_items(
     Ok(())
 }
 
+/// Put `items` (distinct keys, any number) into `table`, unconditionally, in `BatchWriteItem`s
+/// of [`BATCH_WRITE_ITEMS`], one after another; the first failure stops it.
+pub(crate) async fn put_all(
+    client: &Client,
+    table: &str,
+    items: Vec<Item>,
+    cost: &Cost,
+) -> Result<(), StoreError> {
+    for chunk in items.chunks(BATCH_WRITE_ITEMS) {
+        put_items(client, table, chunk.to_vec(), cost)
+            .await
+            .map_err(|(_, e)| e)?;
+    }
+    Ok(())
+}
+
 /// One `BatchWriteItem`: the unprocessed requests.
 async fn send(
     client: &Client,

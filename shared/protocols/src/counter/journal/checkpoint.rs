@@ -98,16 +98,7 @@ impl Rollup {
             pass.insert(COMPLETE.into(), AttributeValue::N(ms.to_string()));
             items.push(pass);
         }
-        let chunks: Vec<Vec<Item>> = items
-            .chunks(crate::ddb::batch::BATCH_WRITE_ITEMS)
-            .map(<[Item]>::to_vec)
-            .collect();
-        for chunk in chunks {
-            crate::ddb::batch::put_items(&self.ddb, &self.config.journal_table, chunk, cost)
-                .await
-                .map_err(|(_, e)| e)?;
-        }
-        Ok(())
+        crate::ddb::batch::put_all(&self.ddb, &self.config.journal_table, items, cost).await
     }
 }
 

@@ -187,20 +187,14 @@ impl Rollup {
         dead: &[RollupDeadLetter],
         cost: &Cost,
     ) -> Result<(), StoreError> {
-        let mut letters: Vec<Item> = dead.iter().map(RollupDeadLetter::to_item).collect();
+        // One letter per record (a batch refuses two puts of one key).
         let mut seen = std::collections::HashSet::new();
-        letters.retain(|i| seen.insert(format!("{:?}", i.get(JOURNAL_SORT_ATTRIBUTE))));
-        for chunk in letters.chunks(crate::ddb::batch::BATCH_WRITE_ITEMS) {
-            crate::ddb::batch::put_items(
-                &self.ddb,
-                &self.config.journal_table,
-                chunk.to_vec(),
-                cost,
-            )
-            .await
-            .map_err(|(_, e)| e)?;
-        }
-        Ok(())
+        let letters: Vec<Item> = dead
+            .iter()
+            .filter(|d| seen.insert((d.shard.as_str(), d.seq.as_str())))
+            .map(RollupDeadLetter::to_item)
+            .collect();
+        crate::ddb::batch::put_all(&self.ddb, &self.config.journal_table, letters, cost).await
     }
 }
 
