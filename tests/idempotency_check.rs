@@ -79,7 +79,7 @@ async fn delivery(
 ) -> Result<Run<String>, IdempotencyError<String>> {
     let deadline_ms = record.deadline_ms().unwrap_or(u64::MAX);
     layer
-        .run_record(&KeySource::Id, record, || async move {
+        .run_record("charge", &KeySource::Id, record, || async move {
             let started_ms = epoch_millis();
             let index = {
                 let mut log = log(shared)?;
@@ -138,7 +138,7 @@ async fn actor(seed: u64, mut rng: StdRng, table: String, shared: Shared) -> Res
             };
             match outcome {
                 Ok(run) => {
-                    got = Some(run.into_value());
+                    got = run.value();
                     break;
                 }
                 Err(IdempotencyError::InProgress { .. }) => {

@@ -23,6 +23,7 @@ mod document_property;
 mod idempotency;
 mod idempotency_check;
 mod idempotency_interleave;
+mod idempotency_large;
 mod interleave;
 mod key_limits;
 mod kpl;

@@ -5,7 +5,7 @@
 //! | [`KeySource::Id`] | the SQS message id, or the Kinesis / DynamoDB Streams sequence number (`<seq>:<sub>` for a KPL user record) |
 //! | [`KeySource::SequenceNumber`] | the Kinesis / DynamoDB Streams sequence number (as `Id`), or the SQS FIFO `SequenceNumber` |
 //! | [`KeySource::DeliveryId`] | the record's whole identity in its source (`<kind>\|<arn>\|<shard>\|<id>[:<sub>]`) |
-//! | [`KeySource::pointer`]`("/orderId")` | the body's value at a JSON pointer (a string as it is, a number in its JSON spelling, an object or array as its JSON with sorted keys) |
+//! | [`KeySource::pointer`]`("/orderId")` | the body's value at a JSON pointer (a string as it is, a number in its canonical spelling, an object or array as its canonical JSON) |
 //! | [`KeySource::expression`]`("=order#{/orderId}")` | any form of a [record mapping](crate::mapping)'s leaf: a pointer, a `$field`, a `=text` with values put in |
 //! | [`KeySource::from_fn`] | your function of the record |
 //!
@@ -19,6 +19,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
+use dynamodb_exactly_once::ddb::item::canonical_json;
 use dynamodb_exactly_once::ConfigError;
 use serde_json::Value;
 
@@ -92,6 +93,12 @@ pub enum KeyError {
         /// The parser's error.
         #[source]
         source: serde_json::Error,
+    },
+    /// The operation given is not usable (1 to 128 bytes, no `#`).
+    #[error("the idempotency operation {operation:?} is not 1 to 128 bytes without `#`")]
+    Operation {
+        /// The operation given.
+        operation: String,
     },
     /// A key function refused the record.
     #[error("the key function found no idempotency key: {0}")]
@@ -201,7 +208,8 @@ impl KeyExpression {
 }
 
 /// The key a value read stands for: a string as it is, `null` refused, anything else as its
-/// JSON (numbers in their spelling, objects with sorted keys).
+/// canonical JSON (numbers in their one DynamoDB spelling, `1.0` as `1`; objects with sorted
+/// keys, whatever serde_json's `preserve_order`).
 fn key_text(expression: String, value: Value) -> Result<String, KeyError> {
     let key = match value {
         Value::String(s) => s,
@@ -211,7 +219,7 @@ fn key_text(expression: String, value: Value) -> Result<String, KeyError> {
                 reason: "the value is null".into(),
             })
         }
-        other => other.to_string(),
+        other => canonical_json(&other),
     };
     if key.is_empty() {
         return Err(KeyError::Empty { expression });
