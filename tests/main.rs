@@ -24,6 +24,7 @@ mod idempotency;
 mod idempotency_check;
 mod idempotency_interleave;
 mod idempotency_large;
+mod idempotency_powertools;
 mod interleave;
 mod key_limits;
 mod kpl;

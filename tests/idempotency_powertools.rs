@@ -1,0 +1,261 @@
+//! One idempotency table shared by a Python function on aws-lambda-powertools (the real
+//! package from PyPI, `tests/powertools/idempotent_function.py`, running
+//! `@idempotent_function`) and a Rust function on this layer with
+//! `DynamoDbPersistence::builder(..).powertools()`: each replays the other's completed
+//! records, sees the other's in-progress records as in progress, and refuses the other's
+//! key with another payload (the validation hashes agree).
+//!
+//! `scripts/tools.sh` installs the package; without it the test says so and passes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
+use aws_sdk_dynamodb::Client;
+use dynamo_testing::client;
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once_lambda::idempotency::{
+    DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, Run,
+};
+use serde_json::{json, Value};
+
+/// Powertools' key prefix for `charge` in a script run as `__main__`:
+/// `<AWS_LAMBDA_FUNCTION_NAME>.<module>.<qualname>`.
+const FUNCTION: &str = "payments";
+const OPERATION: &str = "__main__.charge";
+
+/// A table as Powertools' docs create it: partition key `id` (S).
+async fn powertools_table(client: &Client) -> String {
+    let name = format!("{}Powertools", dynamo_testing::unique_prefix());
+    client
+        .create_table()
+        .table_name(&name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key"),
+        )
+        .send()
+        .await
+        .expect("create table");
+    name
+}
+
+/// The Python function, one process answering a JSON line per command.
+struct Python {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Python {
+    fn start(table: &str) -> Python {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/powertools/idempotent_function.py"
+        );
+        let mut child = Command::new("python3")
+            .arg(script)
+            .env("TABLE", table)
+            .env("AWS_ENDPOINT_URL_DYNAMODB", dynamo_testing::endpoint())
+            .env("AWS_ACCESS_KEY_ID", "local")
+            .env("AWS_SECRET_ACCESS_KEY", "local")
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .env("AWS_LAMBDA_FUNCTION_NAME", FUNCTION)
+            .env_remove("POWERTOOLS_IDEMPOTENCY_DISABLED")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("PYTHONWARNINGS", "ignore")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Python {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").expect("write to python");
+        self.stdin.flush().expect("flush");
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read from python");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("python answered {line:?}: {e}"))
+    }
+
+    /// `charge(order=...)` in Python: its answer.
+    fn charge(&mut self, order: &Value) -> Value {
+        self.send(&json!({ "order": order }).to_string());
+        self.read()
+    }
+}
+
+impl Drop for Python {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn powertools_installed() -> bool {
+    Command::new("python3")
+        .args(["-c", "import aws_lambda_powertools, boto3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+type Layer = Arc<Idempotency<DynamoDbPersistence>>;
+type Outcome = Result<Run<Value>, IdempotencyError<String>>;
+
+fn rust_layer(table: &str) -> Layer {
+    let persistence = DynamoDbPersistence::builder(client(), table)
+        .powertools()
+        .build()
+        .expect("layout");
+    let config = IdempotencyConfig::builder(FUNCTION)
+        .validate_payload_at(["/amount"])
+        .cache_keys(0)
+        .build()
+        .expect("config");
+    Arc::new(Idempotency::new(persistence, config))
+}
+
+/// `charge` in Rust: the key `orderId`, the payload the order, `amount` validated.
+async fn rust_charge(layer: &Layer, order: &Value, runs: &AtomicUsize) -> Outcome {
+    let key = order["orderId"].as_str().expect("orderId");
+    layer
+        .run(
+            OPERATION,
+            key,
+            order,
+            Some(epoch_millis() + 30_000),
+            || async {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, String>(json!({"chargeId": format!("rs-{key}"), "amount": order["amount"]}))
+            },
+        )
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_powertools_function_and_a_rust_function_share_one_table_both_ways() {
+    if !powertools_installed() {
+        eprintln!("SKIPPED: python3 has no aws_lambda_powertools (run scripts/tools.sh)");
+        return;
+    }
+    let table = powertools_table(&client()).await;
+    let mut python = Python::start(&table);
+    let rust = rust_layer(&table);
+    let runs = AtomicUsize::new(0);
+
+    // Python completes o-1; Rust replays Python's result without running.
+    let o1 = json!({"orderId": "o-1", "amount": 250});
+    let first = python.charge(&o1);
+    assert_eq!(first["ran"], json!(true), "{first}");
+    let replayed = rust_charge(&rust, &o1, &runs).await;
+    let want = json!({"chargeId": "py-o-1", "amount": 250});
+    assert_eq!(replayed.ok(), Some(Run::Replayed(want)));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+
+    // Rust completes o-2; Python replays Rust's result without running.
+    let o2 = json!({"orderId": "o-2", "amount": 100});
+    let ran = rust_charge(&rust, &o2, &runs).await;
+    assert!(matches!(ran, Ok(Run::Ran(_))), "{ran:?}");
+    let again = python.charge(&o2);
+    assert_eq!(again["ran"], json!(false), "{again}");
+    assert_eq!(
+        again["result"],
+        json!({"chargeId": "rs-o-2", "amount": 100})
+    );
+
+    // Another amount under a key the other completed: refused on both sides.
+    let py_other = python.charge(&json!({"orderId": "o-2", "amount": 999}));
+    assert_eq!(
+        py_other["error"],
+        json!("IdempotencyValidationError"),
+        "{py_other}"
+    );
+    let rs_other = rust_charge(&rust, &json!({"orderId": "o-1", "amount": 999}), &runs).await;
+    assert!(
+        matches!(rs_other, Err(IdempotencyError::PayloadMismatch { .. })),
+        "{rs_other:?}"
+    );
+
+    // Python holds o-3 in progress: Rust is refused InProgress, then replays.
+    python.send(&json!({"order": {"orderId": "o-3", "amount": 5, "hold": true}}).to_string());
+    assert_eq!(python.read(), json!({"holding": true}));
+    let o3 = json!({"orderId": "o-3", "amount": 5});
+    let held = rust_charge(&rust, &o3, &runs).await;
+    assert!(
+        matches!(held, Err(IdempotencyError::InProgress { .. })),
+        "{held:?}"
+    );
+    python.send("");
+    assert_eq!(python.read()["ran"], json!(true));
+    let after = rust_charge(&rust, &o3, &runs).await;
+    assert!(after.is_ok_and(|r| r.is_replayed()));
+
+    // Rust holds o-4 in progress: Python is refused, then replays Rust's result.
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let holder = {
+        let (rust, started) = (Arc::clone(&rust), Arc::clone(&started));
+        tokio::spawn(async move {
+            let o4 = json!({"orderId": "o-4", "amount": 7});
+            rust.run(
+                OPERATION,
+                "o-4",
+                &o4,
+                Some(epoch_millis() + 30_000),
+                || async {
+                    started.notify_one();
+                    let _ = released.await;
+                    Ok::<_, String>(json!({"chargeId": "rs-o-4"}))
+                },
+            )
+            .await
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(10), started.notified())
+        .await
+        .expect("the Rust run claimed o-4");
+    let o4 = json!({"orderId": "o-4", "amount": 7});
+    let refused = python.charge(&o4);
+    assert_eq!(
+        refused["error"],
+        json!("IdempotencyAlreadyInProgressError"),
+        "{refused}"
+    );
+    let _ = release.send(());
+    let done = holder.await.expect("joined");
+    assert!(matches!(done, Ok(Run::Ran(_))), "{done:?}");
+    let replayed = python.charge(&o4);
+    assert_eq!(
+        (replayed["ran"].clone(), replayed["result"].clone()),
+        (json!(false), json!({"chargeId": "rs-o-4"}))
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
