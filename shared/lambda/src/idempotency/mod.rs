@@ -241,3 +241,8 @@ mod tests;
 #[cfg(test)]
 #[path = "findings_tests.rs"]
 mod findings_tests;
+
+/// `docs/idempotency.md`, whose Rust snippets are compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../../docs/idempotency.md")]
+pub struct IdempotencyDoc;
