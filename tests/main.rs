@@ -21,6 +21,7 @@ mod document;
 mod document_once;
 mod document_property;
 mod idempotency;
+mod idempotency_boundaries;
 mod idempotency_check;
 mod idempotency_interleave;
 mod idempotency_large;
