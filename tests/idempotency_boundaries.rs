@@ -78,3 +78,73 @@ async fn a_claim_outlives_a_shorter_expires_after_until_its_deadline() {
     // Then the key is still A's
     assert!(matches!(found, Claim::Existing(_)), "{found:?}");
 }
+
+#[tokio::test]
+async fn a_table_with_a_sort_key_keeps_records_under_a_static_partition_key() {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let name = format!("{}IdemSorted", dynamo_testing::unique_prefix());
+    let attr = |n: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(n)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .expect("definition")
+    };
+    let key = |n: &str, t: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(n)
+            .key_type(t)
+            .build()
+            .expect("key")
+    };
+    client()
+        .create_table()
+        .table_name(&name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attr("pk"))
+        .attribute_definitions(attr("sk"))
+        .key_schema(key("pk", KeyType::Hash))
+        .key_schema(key("sk", KeyType::Range))
+        .send()
+        .await
+        .expect("create table");
+    let persistence = DynamoDbPersistence::builder(client(), &name)
+        .key_attr("pk")
+        .sort_key_attr("sk")
+        .static_partition_key("IDEMPOTENCY")
+        .build()
+        .expect("layout");
+    let config = IdempotencyConfig::builder("payments")
+        .cache_keys(0)
+        .build()
+        .expect("config");
+    let idem = Idempotency::new(persistence, config);
+    let first = idem.run("charge", "o-1", &1, None, || async { Ok::<u32, String>(1) });
+    assert_eq!(first.await.ok(), Some(Run::Ran(1)));
+    let again = idem.run("charge", "o-1", &1, None, || async { Ok::<u32, String>(2) });
+    assert_eq!(again.await.ok(), Some(Run::Replayed(1)));
+    let items = client()
+        .scan()
+        .table_name(&name)
+        .send()
+        .await
+        .expect("scan");
+    let item = &items.items()[0];
+    assert_eq!(
+        item["pk"].as_s().ok().map(String::as_str),
+        Some("IDEMPOTENCY")
+    );
+    assert_eq!(
+        item["sk"].as_s().ok().map(String::as_str),
+        Some("payments#charge#o-1")
+    );
+    let same = DynamoDbPersistence::builder(client(), &name)
+        .key_attr("sk")
+        .sort_key_attr("sk");
+    assert!(
+        same.build().is_err(),
+        "the key and the sort key must differ"
+    );
+}

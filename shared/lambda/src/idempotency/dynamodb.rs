@@ -97,6 +97,19 @@ impl DynamoDbPersistence {
         }
     }
 
+    /// Whether the completed record, with `result`, fits in one item (the operation and hash
+    /// counted at their longest).
+    fn fits(&self, key: &str, token: &str, result: &str, expires_at_s: u64) -> bool {
+        let names = &self.names;
+        let mut item = self.key(key);
+        item.insert(names.status.clone(), s(&names.completed_value));
+        item.insert(names.expires_at.clone(), n(expires_at_s));
+        item.insert(names.token.clone(), s(token));
+        item.insert(names.operation.clone(), s(&"o".repeat(128)));
+        item.insert(names.payload_hash.clone(), s(&"h".repeat(64)));
+        item_size(&item) + names.result.len() + result.len() <= MAX_ITEM_BYTES
+    }
+
     /// The record of a stored item (`None`: not a record of this layout).
     fn record_of(&self, item: &Item) -> Option<StoredRecord> {
         let names = &self.names;
@@ -206,20 +219,20 @@ impl Persistence for DynamoDbPersistence {
     ) -> Result<Completion, StoreError> {
         let names = &self.names;
         let text = String::from_utf8_lossy(result).into_owned();
-        let mut sized = self.key(key);
-        sized.insert(names.status.clone(), s(&names.completed_value));
-        sized.insert(names.expires_at.clone(), n(expires_at_s));
-        sized.insert(names.token.clone(), s(token));
-        sized.insert(names.operation.clone(), s(&"o".repeat(128)));
-        sized.insert(names.payload_hash.clone(), s(&"h".repeat(64)));
-        sized.insert(names.result.clone(), AttributeValue::S(text));
-        let keep = item_size(&sized) <= MAX_ITEM_BYTES;
-        let result_value = sized.remove(&names.result);
+        let keep = self.fits(key, token, &text, expires_at_s);
         let update = if keep {
             "SET #st = :done, #exp = :exp, #res = :res REMOVE #until"
         } else {
             "SET #st = :done, #exp = :exp REMOVE #until, #res"
         };
+        let mut values = Item::from([
+            (":done".to_string(), s(&names.completed_value)),
+            (":exp".to_string(), n(expires_at_s)),
+            (":tok".to_string(), s(token)),
+        ]);
+        if keep {
+            values.insert(":res".to_string(), AttributeValue::S(text));
+        }
         let outcome = self
             .client
             .update_item()
@@ -232,28 +245,19 @@ impl Persistence for DynamoDbPersistence {
             .expression_attribute_names("#exp", &names.expires_at)
             .expression_attribute_names("#until", &names.in_progress_until)
             .expression_attribute_names("#tok", &names.token)
-            .set_expression_attribute_values(Some(
-                [
-                    (":done".to_string(), s(&names.completed_value)),
-                    (":exp".to_string(), n(expires_at_s)),
-                    (":tok".to_string(), s(token)),
-                ]
-                .into_iter()
-                .chain(
-                    result_value
-                        .filter(|_| keep)
-                        .map(|v| (":res".to_string(), v)),
-                )
-                .collect(),
-            ))
+            .set_expression_attribute_values(Some(values))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        match outcome {
-            Ok(_) if keep => Ok(Completion::Stored),
-            Ok(_) => Ok(Completion::StoredWithoutResult {
+        let stored = if keep {
+            Completion::Stored
+        } else {
+            Completion::StoredWithoutResult {
                 bytes: result.len(),
-            }),
+            }
+        };
+        match outcome {
+            Ok(_) => Ok(stored),
             Err(err) if conditional_failed(&err) => {
                 let old = match err.as_service_error() {
                     Some(UpdateItemError::ConditionalCheckFailedException(e)) => e.item.clone(),
@@ -264,13 +268,11 @@ impl Persistence for DynamoDbPersistence {
                 let ours = record.as_ref().is_some_and(|r| {
                     r.token == token && matches!(r.status, Status::Completed { .. })
                 });
-                match (ours, keep) {
-                    (true, true) => Ok(Completion::Stored),
-                    (true, false) => Ok(Completion::StoredWithoutResult {
-                        bytes: result.len(),
-                    }),
-                    (false, _) => Ok(Completion::TakenOver(record)),
-                }
+                Ok(if ours {
+                    stored
+                } else {
+                    Completion::TakenOver(record)
+                })
             }
             Err(err) => Err(StoreError::from_sdk("UpdateItem", err)),
         }

@@ -139,7 +139,12 @@ fn write_python_str(s: &str, out: &mut String) {
 /// exponent form below 1e-4 or from 1e16, `.0` on whole numbers).
 fn python_number(text: &str) -> String {
     if !text.contains(['.', 'e', 'E']) {
-        return text.to_string();
+        // Python's int: `-0` is 0.
+        return if text == "-0" {
+            "0".into()
+        } else {
+            text.to_string()
+        };
     }
     match text.parse::<f64>() {
         Ok(f) if f.is_finite() => python_float_repr(f),
