@@ -21,7 +21,7 @@ use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::ddb::item::item_size;
 use dynamodb_exactly_once::{Item, StoreError};
 
-use super::names::{AttributeNames, DynamoDbPersistenceBuilder};
+use super::names::AttributeNames;
 use super::persistence::{Claim, ClaimRequest, Completion, Persistence, Status, StoredRecord};
 use super::RecordFormat;
 
@@ -60,11 +60,6 @@ impl DynamoDbPersistence {
             AttributeNames::native(),
             RecordFormat::Native,
         )
-    }
-
-    /// A builder: attribute names, sort key, [Powertools' format](DynamoDbPersistenceBuilder::powertools).
-    pub fn builder(client: Client, table: impl Into<String>) -> DynamoDbPersistenceBuilder {
-        DynamoDbPersistenceBuilder::new(client, table.into())
     }
 
     pub(super) fn with_layout(

@@ -68,6 +68,7 @@
 //!   and counted (EMF `IdempotencyResultNotStored`), and the key stays in progress until its
 //!   claim expires (a later duplicate may then run again).
 
+mod builder;
 mod cache;
 mod config;
 mod dynamodb;
@@ -80,6 +81,7 @@ mod records;
 mod run;
 mod stats;
 
+pub use builder::DynamoDbPersistenceBuilder;
 pub use config::{
     IdempotencyConfig, IdempotencyConfigBuilder, MissingKey, PayloadCheck, DEFAULT_CACHE_BYTES,
     DEFAULT_CACHE_KEYS, DEFAULT_EXPIRES_AFTER, DEFAULT_IN_PROGRESS_EXPIRY, DISABLED_ENV,
@@ -89,7 +91,7 @@ pub use dynamodb::{DynamoDbPersistence, MAX_ITEM_BYTES};
 pub use hash::{python_json, RecordFormat};
 pub use key::{KeyError, KeyExpression, KeyFn, KeySource, KEY_SETTING};
 pub use layer::{IdempotencyLayer, IdempotentFuture, IdempotentService, RequestKey};
-pub use names::{AttributeNames, DynamoDbPersistenceBuilder};
+pub use names::AttributeNames;
 pub use persistence::{
     Claim, ClaimRequest, Completion, InMemory, Persistence, Status, StoredRecord,
 };
