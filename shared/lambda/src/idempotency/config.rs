@@ -123,10 +123,38 @@ impl IdempotencyConfig {
 }
 
 fn disabled_by_env() -> bool {
+    disabled_by(|name| std::env::var(name).ok())
+}
+
+/// Whether a variable of [`DISABLED_ENV`], as `lookup` reads it, is `true` or `1`.
+fn disabled_by(lookup: impl Fn(&str) -> Option<String>) -> bool {
     DISABLED_ENV.iter().any(|name| {
-        std::env::var(name)
-            .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true"))
+        lookup(name).is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_switch_reads_true_or_1_from_either_variable() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert!(disabled_by(env(&[("IDEMPOTENCY_DISABLED", "true")])));
+        assert!(disabled_by(env(&[(
+            "POWERTOOLS_IDEMPOTENCY_DISABLED",
+            "1"
+        )])));
+        assert!(!disabled_by(env(&[("IDEMPOTENCY_DISABLED", "false")])));
+        assert!(!disabled_by(env(&[])));
+    }
 }
 
 /// Builds a validated [`IdempotencyConfig`].

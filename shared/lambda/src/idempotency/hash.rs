@@ -67,7 +67,7 @@ fn md5_hex(text: &str) -> String {
 
 /// `json.dumps(value, sort_keys=True)` as CPython writes it (see the module documentation
 /// for the numbers this is exact for).
-pub fn python_json(value: &Value) -> String {
+pub(super) fn python_json(value: &Value) -> String {
     let mut out = String::new();
     write_python(value, &mut out);
     out

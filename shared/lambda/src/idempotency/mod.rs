@@ -88,7 +88,7 @@ pub use config::{
     MAX_KEY_BYTES,
 };
 pub use dynamodb::{DynamoDbPersistence, MAX_ITEM_BYTES};
-pub use hash::{python_json, RecordFormat};
+pub use hash::RecordFormat;
 pub use key::{KeyError, KeyExpression, KeyFn, KeySource, KEY_SETTING};
 pub use layer::{IdempotencyLayer, IdempotentFuture, IdempotentService, RequestKey};
 pub use names::AttributeNames;
