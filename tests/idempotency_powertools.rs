@@ -20,8 +20,9 @@ use aws_sdk_dynamodb::Client;
 use dynamo_testing::client;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
-    DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, Run,
+    DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, KeySource, Run,
 };
+use dynamodb_exactly_once_lambda::processor::Record;
 use serde_json::{json, Value};
 
 /// Powertools' key prefix for `charge` in a script run as `__main__`:
@@ -258,4 +259,25 @@ async fn a_python_powertools_function_and_a_rust_function_share_one_table_both_w
         (json!(false), json!({"chargeId": "rs-o-4"}))
     );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // A number as the key: Python hashes `json.dumps(5)`, the Rust record's key source reads
+    // the same JSON value.
+    let o5 = json!({"orderId": 5, "amount": 1});
+    assert_eq!(python.charge(&o5)["ran"], json!(true));
+    let batch = dynamo_testing::events::sqs_batch(std::slice::from_ref(&o5), 0);
+    let record = Record::new(
+        o5.clone(),
+        batch.records[0].position.clone(),
+        o5.to_string().into_bytes(),
+    );
+    let keys = KeySource::pointer("/orderId").expect("pointer");
+    let replayed = rust
+        .run_record(OPERATION, &keys, &record, || async {
+            Ok::<Value, String>(json!("rs"))
+        })
+        .await;
+    assert_eq!(
+        replayed.ok(),
+        Some(Run::Replayed(json!({"chargeId": "py-5", "amount": 1})))
+    );
 }

@@ -6,7 +6,8 @@
 //!   ([`canonical_json`]: keys sorted, numbers in their one DynamoDB spelling, whatever
 //!   serde_json's `preserve_order` or the producer's spelling).
 //! * [`RecordFormat::Powertools`]: as aws-lambda-powertools (Python) 3.x spells them: the key
-//!   is `<namespace>.<operation>#<md5 hex of json.dumps(key, sort_keys=True)>`, the payload
+//!   is `<namespace>.<operation>#<md5 hex of json.dumps(key, sort_keys=True)>` (the key's
+//!   JSON value: a string given to `run`, what a `KeySource` read for `run_record`), the payload
 //!   hash the MD5 hex of `json.dumps(part, sort_keys=True)`, with Python's default separators
 //!   (`", "`, `": "`) and `ensure_ascii`. [`python_json`] writes that text; it equals
 //!   Python's for strings, booleans, `null`, integers, and numbers with a fraction or an
@@ -32,8 +33,9 @@ pub enum RecordFormat {
 }
 
 impl RecordFormat {
-    /// The stored key of `key` for `operation` under `namespace`.
-    pub fn stored_key(self, namespace: &str, operation: &str, key: &str) -> String {
+    /// The stored key of `key` (read as the JSON value `json`) for `operation` under
+    /// `namespace`.
+    pub fn stored_key(self, namespace: &str, operation: &str, key: &str, json: &Value) -> String {
         match self {
             RecordFormat::Native => {
                 let full = format!("{namespace}#{operation}#{key}");
@@ -44,7 +46,7 @@ impl RecordFormat {
                 format!("{namespace}#{operation}#sha256:{digest}")
             }
             RecordFormat::Powertools => {
-                let data = python_json(&Value::String(key.to_string()));
+                let data = python_json(json);
                 format!("{namespace}.{operation}#{}", md5_hex(&data))
             }
         }

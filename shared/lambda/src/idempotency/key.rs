@@ -152,7 +152,7 @@ impl<T> KeySource<T> {
             KeySource::Expression(e) if e.reads_body => serde_json::from_slice(&record.raw).ok(),
             _ => None,
         };
-        self.key_with(record, body.as_ref())
+        self.key_with(record, body.as_ref()).map(|key| key.text)
     }
 
     /// The key of `record` whose raw body was parsed into `body` (`None`: not JSON).
@@ -160,12 +160,17 @@ impl<T> KeySource<T> {
         &self,
         record: &Record<T>,
         body: Option<&Value>,
-    ) -> Result<String, KeyError> {
+    ) -> Result<RecordKey, KeyError> {
         let field = match self {
             KeySource::Id => Field::Id,
             KeySource::SequenceNumber => Field::SequenceNumber,
             KeySource::DeliveryId => Field::DeliveryId,
-            KeySource::Function(function) => return function(record),
+            KeySource::Function(function) => {
+                return function(record).map(|text| RecordKey {
+                    json: Value::String(text.clone()),
+                    text,
+                })
+            }
             KeySource::Expression(e) => return e.read(record, body),
         };
         let expression = format!("${}", field.name());
@@ -180,7 +185,7 @@ impl<T> KeySource<T> {
 }
 
 impl KeyExpression {
-    fn read<T>(&self, record: &Record<T>, body: Option<&Value>) -> Result<String, KeyError> {
+    fn read<T>(&self, record: &Record<T>, body: Option<&Value>) -> Result<RecordKey, KeyError> {
         let value = match body {
             Some(body) => self.node.fill(body, &record.position),
             None if self.reads_body => {
@@ -207,24 +212,32 @@ impl KeyExpression {
     }
 }
 
+/// A key read from a record: its text, and the JSON value it was read from (what
+/// Powertools' format hashes).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct RecordKey {
+    pub text: String,
+    pub json: Value,
+}
+
 /// The key a value read stands for: a string as it is, `null` refused, anything else as its
 /// canonical JSON (numbers in their one DynamoDB spelling, `1.0` as `1`; objects with sorted
 /// keys, whatever serde_json's `preserve_order`).
-fn key_text(expression: String, value: Value) -> Result<String, KeyError> {
-    let key = match value {
-        Value::String(s) => s,
+fn key_text(expression: String, value: Value) -> Result<RecordKey, KeyError> {
+    let text = match &value {
+        Value::String(s) => s.clone(),
         Value::Null => {
             return Err(KeyError::Unreadable {
                 expression,
                 reason: "the value is null".into(),
             })
         }
-        other => canonical_json(&other),
+        other => canonical_json(other),
     };
-    if key.is_empty() {
+    if text.is_empty() {
         return Err(KeyError::Empty { expression });
     }
-    Ok(key)
+    Ok(RecordKey { text, json: value })
 }
 
 impl<T> Clone for KeySource<T> {

@@ -52,7 +52,7 @@ impl<P: Persistence> Idempotency<P> {
             Err(e) => return Err(IdempotencyError::Key(e)),
         };
         let payload = body.unwrap_or_else(|| Value::String(hex::encode(&record.raw)));
-        self.run(operation, &key, &payload, record.deadline_ms(), function)
+        self.run_keyed(operation, &key, &payload, record.deadline_ms(), function)
             .await
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::cache::Cached;
 use super::config::PayloadCheck;
-use super::key::KeyError;
+use super::key::{KeyError, RecordKey};
 use super::stats::Event;
 use super::{
     Claim, ClaimRequest, Completion, Idempotency, IdempotencyError, NoValue, Persistence, Run,
@@ -50,6 +50,29 @@ impl<P: Persistence> Idempotency<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        let key = RecordKey {
+            text: key.to_string(),
+            json: Value::String(key.to_string()),
+        };
+        self.run_keyed(operation, &key, payload, deadline_ms, function)
+            .await
+    }
+
+    /// [`Idempotency::run`] with a key read as a JSON value (Powertools' format hashes the
+    /// value, not its text).
+    pub(super) async fn run_keyed<T, E, F, Fut>(
+        &self,
+        operation: &str,
+        key: &RecordKey,
+        payload: &impl Serialize,
+        deadline_ms: Option<u64>,
+        function: F,
+    ) -> Result<Run<T>, IdempotencyError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
         if !self.config.enabled {
             return function()
                 .await
@@ -58,7 +81,7 @@ impl<P: Persistence> Idempotency<P> {
         }
         check_operation(operation)?;
         let format = self.persistence.format();
-        let stored_key = format.stored_key(&self.config.namespace, operation, key);
+        let stored_key = format.stored_key(&self.config.namespace, operation, &key.text, &key.json);
         let hash = self.payload_hash(payload)?;
         let now_ms = epoch_millis();
         if let Some(cached) = self.cache.get(&stored_key, now_ms) {
