@@ -20,7 +20,8 @@ use aws_sdk_dynamodb::Client;
 use dynamo_testing::client;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
-    DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, KeySource, Run,
+    DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, KeySource, RecordFormat,
+    Run,
 };
 use dynamodb_exactly_once_lambda::processor::Record;
 use serde_json::{json, Value};
@@ -280,4 +281,70 @@ async fn a_python_powertools_function_and_a_rust_function_share_one_table_both_w
         replayed.ok(),
         Some(Run::Replayed(json!({"chargeId": "py-5", "amount": 1})))
     );
+}
+
+/// JSON values whose Powertools hash (`md5(json.dumps(value, sort_keys=True))`) the Rust
+/// side computes exactly: the bounds `docs/idempotency.md` states.
+const SAME_HASH: &[&str] = &[
+    r#""o-1""#,
+    r#""é ü 中文 😀 \" \\ \n \t \u0001 \u007f ~""#,
+    "0",
+    "-0",
+    "-17",
+    "18446744073709551615",
+    "-9223372036854775808",
+    "1.0",
+    "1e2",
+    "1E2",
+    "0.1",
+    "123.456",
+    "1e15",
+    "1e16",
+    "0.0001",
+    "0.00001",
+    "-2.5e-7",
+    "1.5e300",
+    "0.30000000000000004",
+    "true",
+    "null",
+    "[]",
+    "{}",
+    r#"[1, "a", [true, null], {"b": 2, "a": 1}]"#,
+    r#"{"z": 1, "a": {"é": 1, "e": 2, "E": 3, "aa": [1.5]}, "_": null}"#,
+];
+
+#[test]
+fn json_values_hash_as_python_json_dumps_hashes_them() {
+    let mut python = match Command::new("python3")
+        .args([
+            "-c",
+            "import hashlib, json, sys\n\
+             for line in sys.stdin:\n    \
+                 v = json.loads(line)\n    \
+                 print(hashlib.md5(json.dumps(v, sort_keys=True).encode()).hexdigest())",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => panic!("python3 is needed: {e}"),
+    };
+    let mut stdin = python.stdin.take().expect("stdin");
+    for text in SAME_HASH {
+        let line: Value = serde_json::from_str(text).expect("json");
+        writeln!(stdin, "{line}").expect("write");
+    }
+    drop(stdin);
+    let out = python.wait_with_output().expect("python ran");
+    let hashes: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(hashes.len(), SAME_HASH.len(), "python answered {hashes:?}");
+    for (text, python_hash) in SAME_HASH.iter().zip(&hashes) {
+        let value: Value = serde_json::from_str(text).expect("json");
+        let rust_hash = RecordFormat::Powertools.payload_hash(&value);
+        assert_eq!(&rust_hash, python_hash, "{text}");
+    }
 }

@@ -10,7 +10,8 @@
 //!   JSON value: a string given to `run`, what a `KeySource` read for `run_record`), the payload
 //!   hash the MD5 hex of `json.dumps(part, sort_keys=True)`, with Python's default separators
 //!   (`", "`, `": "`) and `ensure_ascii`. [`python_json`] writes that text; it equals
-//!   Python's for strings, booleans, `null`, integers, and numbers with a fraction or an
+//!   Python's for strings, booleans, `null`, integers (within i64/u64, or any size under
+//!   serde_json's `arbitrary_precision`), and numbers with a fraction or an
 //!   exponent that an f64 holds exactly as written (Python parses them as `float` and
 //!   prints its shortest repr).
 

@@ -17,8 +17,9 @@ pub struct IdempotencyStats {
     pub replayed_without_value: u64,
     /// Calls refused because another run held the key.
     pub in_progress: u64,
-    /// Runs whose result is not the stored one: the completion failed, was refused (the
-    /// key taken over), or the record had no key (`MissingKey::Run`).
+    /// Runs whose result is not the stored one: the completion failed, or was refused (the
+    /// key taken over). (Records run without a key under `MissingKey::Run` are only
+    /// logged.)
     pub result_not_stored: u64,
     /// Runs that failed or panicked (their key released).
     pub failed: u64,
