@@ -31,30 +31,35 @@ use serde_json::{json, Value};
 const FUNCTION: &str = "payments";
 const OPERATION: &str = "__main__.charge";
 
-/// A table as Powertools' docs create it: partition key `id` (S).
-async fn powertools_table(client: &Client) -> String {
+/// A table as Powertools' docs create it: partition key `id` (S), and a sort key when given.
+async fn powertools_table(client: &Client, sort_key: Option<&str>) -> String {
     let name = format!("{}Powertools", dynamo_testing::unique_prefix());
-    client
+    let attr = |n: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(n)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .expect("definition")
+    };
+    let key = |n: &str, t: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(n)
+            .key_type(t)
+            .build()
+            .expect("key")
+    };
+    let mut create = client
         .create_table()
         .table_name(&name)
         .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("id")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .expect("definition"),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("id")
-                .key_type(KeyType::Hash)
-                .build()
-                .expect("key"),
-        )
-        .send()
-        .await
-        .expect("create table");
+        .attribute_definitions(attr("id"))
+        .key_schema(key("id", KeyType::Hash));
+    if let Some(sort) = sort_key {
+        create = create
+            .attribute_definitions(attr(sort))
+            .key_schema(key(sort, KeyType::Range));
+    }
+    create.send().await.expect("create table");
     name
 }
 
@@ -66,7 +71,7 @@ struct Python {
 }
 
 impl Python {
-    fn start(table: &str) -> Python {
+    fn start(table: &str, sort_key: Option<&str>) -> Python {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/powertools/idempotent_function.py"
@@ -74,6 +79,7 @@ impl Python {
         let mut child = Command::new("python3")
             .arg(script)
             .env("TABLE", table)
+            .env("SORT_KEY_ATTR", sort_key.unwrap_or_default())
             .env("AWS_ENDPOINT_URL_DYNAMODB", dynamo_testing::endpoint())
             .env("AWS_ACCESS_KEY_ID", "local")
             .env("AWS_SECRET_ACCESS_KEY", "local")
@@ -132,11 +138,14 @@ fn powertools_installed() -> bool {
 type Layer = Arc<Idempotency<DynamoDbPersistence>>;
 type Outcome = Result<Run<Value>, IdempotencyError<String>>;
 
-fn rust_layer(table: &str) -> Layer {
-    let persistence = DynamoDbPersistence::builder(client(), table)
-        .powertools()
-        .build()
-        .expect("layout");
+fn rust_layer(table: &str, sort_key: Option<&str>) -> Layer {
+    let mut persistence = DynamoDbPersistence::builder(client(), table).powertools();
+    if let Some(sort) = sort_key {
+        persistence = persistence
+            .sort_key_attr(sort)
+            .static_partition_key(format!("idempotency#{FUNCTION}"));
+    }
+    let persistence = persistence.build().expect("layout");
     let config = IdempotencyConfig::builder(FUNCTION)
         .validate_payload_at(["/amount"])
         .cache_keys(0)
@@ -168,9 +177,9 @@ async fn a_python_powertools_function_and_a_rust_function_share_one_table_both_w
         eprintln!("SKIPPED: python3 has no aws_lambda_powertools (run scripts/tools.sh)");
         return;
     }
-    let table = powertools_table(&client()).await;
-    let mut python = Python::start(&table);
-    let rust = rust_layer(&table);
+    let table = powertools_table(&client(), None).await;
+    let mut python = Python::start(&table, None);
+    let rust = rust_layer(&table, None);
     let runs = AtomicUsize::new(0);
 
     // Python completes o-1; Rust replays Python's result without running.
@@ -281,6 +290,34 @@ async fn a_python_powertools_function_and_a_rust_function_share_one_table_both_w
         replayed.ok(),
         Some(Run::Replayed(json!({"chargeId": "py-5", "amount": 1})))
     );
+}
+
+#[tokio::test]
+async fn in_powertools_sort_key_mode_each_replays_the_others_result() {
+    if !powertools_installed() {
+        eprintln!("SKIPPED: python3 has no aws_lambda_powertools (run scripts/tools.sh)");
+        return;
+    }
+    let table = powertools_table(&client(), Some("sk")).await;
+    let mut python = Python::start(&table, Some("sk"));
+    let rust = rust_layer(&table, Some("sk"));
+    let runs = AtomicUsize::new(0);
+    let o1 = json!({"orderId": "o-1", "amount": 250});
+    assert_eq!(python.charge(&o1)["ran"], json!(true));
+    let replayed = rust_charge(&rust, &o1, &runs).await;
+    assert!(replayed.is_ok_and(|r| r.is_replayed()));
+    let o2 = json!({"orderId": "o-2", "amount": 100});
+    assert!(matches!(
+        rust_charge(&rust, &o2, &runs).await,
+        Ok(Run::Ran(_))
+    ));
+    let again = python.charge(&o2);
+    assert_eq!(
+        again["result"],
+        json!({"chargeId": "rs-o-2", "amount": 100}),
+        "{again}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
 /// JSON values whose Powertools hash (`md5(json.dumps(value, sort_keys=True))`) the Rust

@@ -6,7 +6,8 @@ Reads one JSON command per line on stdin: {"order": {...}} runs `charge(order=..
 and waits for one more line before it returns. Answers one JSON line per command:
 {"ran": bool, "result": ..., "error": <exception class name or null>}.
 
-Environment: TABLE, AWS_ENDPOINT_URL_DYNAMODB (boto3 honours it), AWS_LAMBDA_FUNCTION_NAME
+Environment: TABLE, SORT_KEY_ATTR (optional: Powertools' sort-key mode, the partition key
+`id` then holds "idempotency#<function>"), AWS_ENDPOINT_URL_DYNAMODB (boto3 honours it), AWS_LAMBDA_FUNCTION_NAME
 (the key's prefix: "<function>.__main__.charge#<md5>"), dummy credentials.
 """
 
@@ -20,7 +21,10 @@ from aws_lambda_powertools.utilities.idempotency import (
     idempotent_function,
 )
 
-persistence = DynamoDBPersistenceLayer(table_name=os.environ["TABLE"])
+persistence = DynamoDBPersistenceLayer(
+    table_name=os.environ["TABLE"],
+    sort_key_attr=os.environ.get("SORT_KEY_ATTR") or None,
+)
 config = IdempotencyConfig(
     event_key_jmespath="orderId",
     payload_validation_jmespath="amount",
