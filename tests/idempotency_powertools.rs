@@ -181,19 +181,27 @@ async fn a_python_powertools_function_and_a_rust_function_share_one_table_both_w
     let mut python = Python::start(&table, None);
     let rust = rust_layer(&table, None);
     let runs = AtomicUsize::new(0);
+    completed_records_both_ways(&mut python, &rust, &runs).await;
+    python_in_progress(&mut python, &rust, &runs).await;
+    rust_in_progress(&mut python, &rust).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    number_keys(&mut python, &rust).await;
+}
 
+/// Each replays the other's completed record; another amount is refused on both sides.
+async fn completed_records_both_ways(python: &mut Python, rust: &Layer, runs: &AtomicUsize) {
     // Python completes o-1; Rust replays Python's result without running.
     let o1 = json!({"orderId": "o-1", "amount": 250});
     let first = python.charge(&o1);
     assert_eq!(first["ran"], json!(true), "{first}");
-    let replayed = rust_charge(&rust, &o1, &runs).await;
+    let replayed = rust_charge(rust, &o1, runs).await;
     let want = json!({"chargeId": "py-o-1", "amount": 250});
     assert_eq!(replayed.ok(), Some(Run::Replayed(want)));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 
     // Rust completes o-2; Python replays Rust's result without running.
     let o2 = json!({"orderId": "o-2", "amount": 100});
-    let ran = rust_charge(&rust, &o2, &runs).await;
+    let ran = rust_charge(rust, &o2, runs).await;
     assert!(matches!(ran, Ok(Run::Ran(_))), "{ran:?}");
     let again = python.charge(&o2);
     assert_eq!(again["ran"], json!(false), "{again}");
@@ -209,31 +217,35 @@ async fn a_python_powertools_function_and_a_rust_function_share_one_table_both_w
         json!("IdempotencyValidationError"),
         "{py_other}"
     );
-    let rs_other = rust_charge(&rust, &json!({"orderId": "o-1", "amount": 999}), &runs).await;
+    let rs_other = rust_charge(rust, &json!({"orderId": "o-1", "amount": 999}), runs).await;
     assert!(
         matches!(rs_other, Err(IdempotencyError::PayloadMismatch { .. })),
         "{rs_other:?}"
     );
+}
 
-    // Python holds o-3 in progress: Rust is refused InProgress, then replays.
+/// Python holds o-3 in progress: Rust is refused InProgress, then replays.
+async fn python_in_progress(python: &mut Python, rust: &Layer, runs: &AtomicUsize) {
     python.send(&json!({"order": {"orderId": "o-3", "amount": 5, "hold": true}}).to_string());
     assert_eq!(python.read(), json!({"holding": true}));
     let o3 = json!({"orderId": "o-3", "amount": 5});
-    let held = rust_charge(&rust, &o3, &runs).await;
+    let held = rust_charge(rust, &o3, runs).await;
     assert!(
         matches!(held, Err(IdempotencyError::InProgress { .. })),
         "{held:?}"
     );
     python.send("");
     assert_eq!(python.read()["ran"], json!(true));
-    let after = rust_charge(&rust, &o3, &runs).await;
+    let after = rust_charge(rust, &o3, runs).await;
     assert!(after.is_ok_and(|r| r.is_replayed()));
+}
 
-    // Rust holds o-4 in progress: Python is refused, then replays Rust's result.
+/// Rust holds o-4 in progress: Python is refused, then replays Rust's result.
+async fn rust_in_progress(python: &mut Python, rust: &Layer) {
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let started = Arc::new(tokio::sync::Notify::new());
     let holder = {
-        let (rust, started) = (Arc::clone(&rust), Arc::clone(&started));
+        let (rust, started) = (Arc::clone(rust), Arc::clone(&started));
         tokio::spawn(async move {
             let o4 = json!({"orderId": "o-4", "amount": 7});
             rust.run(
@@ -268,10 +280,11 @@ async fn a_python_powertools_function_and_a_rust_function_share_one_table_both_w
         (replayed["ran"].clone(), replayed["result"].clone()),
         (json!(false), json!({"chargeId": "rs-o-4"}))
     );
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
 
-    // A number as the key: Python hashes `json.dumps(5)`, the Rust record's key source reads
-    // the same JSON value.
+/// A number as the key: Python hashes `json.dumps(5)`, the Rust record's key source reads
+/// the same JSON value.
+async fn number_keys(python: &mut Python, rust: &Layer) {
     let o5 = json!({"orderId": 5, "amount": 1});
     assert_eq!(python.charge(&o5)["ran"], json!(true));
     let batch = dynamo_testing::events::sqs_batch(std::slice::from_ref(&o5), 0);

@@ -105,6 +105,21 @@ impl DynamoDbPersistence {
         item_size(&item) + names.result.len() + result.len() <= MAX_ITEM_BYTES
     }
 
+    /// A completion refused by its condition, over the item it found (`ALL_OLD`): an SDK
+    /// retry of our own completion, applied before its response was lost, is `stored`;
+    /// anything else is a takeover.
+    fn refused(&self, old: Option<&Item>, token: &str, stored: Completion) -> Completion {
+        let record = old.and_then(|item| self.record_of(item));
+        let ours = record
+            .as_ref()
+            .is_some_and(|r| r.token == token && matches!(r.status, Status::Completed { .. }));
+        if ours {
+            stored
+        } else {
+            Completion::TakenOver(record)
+        }
+    }
+
     /// The record of a stored item (`None`: not a record of this layout).
     fn record_of(&self, item: &Item) -> Option<StoredRecord> {
         let names = &self.names;
@@ -258,16 +273,7 @@ impl Persistence for DynamoDbPersistence {
                     Some(UpdateItemError::ConditionalCheckFailedException(e)) => e.item.clone(),
                     _ => None,
                 };
-                let record = old.as_ref().and_then(|item| self.record_of(item));
-                // An SDK retry of our own completion, applied before its response was lost.
-                let ours = record.as_ref().is_some_and(|r| {
-                    r.token == token && matches!(r.status, Status::Completed { .. })
-                });
-                Ok(if ours {
-                    stored
-                } else {
-                    Completion::TakenOver(record)
-                })
+                Ok(self.refused(old.as_ref(), token, stored))
             }
             Err(err) => Err(StoreError::from_sdk("UpdateItem", err)),
         }

@@ -107,26 +107,36 @@ impl<P: Persistence> Idempotency<P> {
             until_ms,
             self.config.expires_after.as_secs(),
         )
-        .with_payload_hash(hash.clone());
+        .with_payload_hash(hash);
         match self.persistence.claim(&request).await {
             Err(e) => Err(IdempotencyError::Store(e)),
             Ok(Claim::Claimed) => self.run_claimed(&request, function).await,
-            Ok(Claim::Existing(record)) => {
-                let answer = self.answer_existing(&request.key, operation, &hash, record.clone());
-                if answer.is_ok() {
-                    if let Status::Completed { result } = record.status {
-                        self.remember(
-                            &request.key,
-                            &record.payload_hash,
-                            record.operation,
-                            result,
-                            record.expires_at_s,
-                        );
-                    }
-                }
-                answer
-            }
+            Ok(Claim::Existing(record)) => self.found(&request, record),
         }
+    }
+
+    /// The answer to a claim that found another run's live record, a completed one cached.
+    fn found<T: DeserializeOwned, E>(
+        &self,
+        request: &ClaimRequest,
+        record: StoredRecord,
+    ) -> Result<Run<T>, IdempotencyError<E>> {
+        let answer = self.answer_existing(
+            &request.key,
+            &request.operation,
+            &request.payload_hash,
+            record.clone(),
+        );
+        if let (Ok(_), Status::Completed { result }) = (&answer, record.status) {
+            self.remember(
+                &request.key,
+                &record.payload_hash,
+                record.operation,
+                result,
+                record.expires_at_s,
+            );
+        }
+        answer
     }
 
     /// A live record of another run: in progress, or its result replayed.
