@@ -5,8 +5,9 @@
 //! * claim: one conditional `PutItem` (the key is absent, expired, in progress past its
 //!   time, or in progress under our token), `ALL_OLD` on a failed condition: a duplicate
 //!   costs that one failed write (billed by the stored record's size), no read.
-//! * complete: one `UpdateItem` conditioned on the claim's token (`ALL_OLD` on a refusal, so
-//!   an SDK retry of our own applied completion is told from a takeover). Its size is
+//! * complete: one `UpdateItem` conditioned on the claim's token (a refusal is a takeover;
+//!   `ALL_OLD` returns the new owner's record; an SDK retry of our own applied completion
+//!   meets our token and applies again). Its size is
 //!   checked first: a result that would make the item larger than [`MAX_ITEM_BYTES`] is
 //!   not written, the record is completed without it.
 //! * release (the handler failed): one `DeleteItem` conditioned on the token.
@@ -103,21 +104,6 @@ impl DynamoDbPersistence {
         item.insert(names.operation.clone(), s(&"o".repeat(128)));
         item.insert(names.payload_hash.clone(), s(&"h".repeat(64)));
         item_size(&item) + names.result.len() + result.len() <= MAX_ITEM_BYTES
-    }
-
-    /// A completion refused by its condition, over the item it found (`ALL_OLD`): an SDK
-    /// retry of our own completion, applied before its response was lost, is `stored`;
-    /// anything else is a takeover.
-    fn refused(&self, old: Option<&Item>, token: &str, stored: Completion) -> Completion {
-        let record = old.and_then(|item| self.record_of(item));
-        let ours = record
-            .as_ref()
-            .is_some_and(|r| r.token == token && matches!(r.status, Status::Completed { .. }));
-        if ours {
-            stored
-        } else {
-            Completion::TakenOver(record)
-        }
     }
 
     /// The record of a stored item (`None`: not a record of this layout).
@@ -273,7 +259,11 @@ impl Persistence for DynamoDbPersistence {
                     Some(UpdateItemError::ConditionalCheckFailedException(e)) => e.item.clone(),
                     _ => None,
                 };
-                Ok(self.refused(old.as_ref(), token, stored))
+                // The token is another run's (an SDK retry of our own applied completion
+                // meets our token, and applies again): the key was taken over.
+                Ok(Completion::TakenOver(
+                    old.as_ref().and_then(|item| self.record_of(item)),
+                ))
             }
             Err(err) => Err(StoreError::from_sdk("UpdateItem", err)),
         }

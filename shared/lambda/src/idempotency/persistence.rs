@@ -65,8 +65,8 @@ pub enum Claim {
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Completion {
-    /// The result is stored under our token (also when a retried completion finds its own
-    /// earlier attempt applied).
+    /// The result is stored under our token (a retried completion whose earlier attempt
+    /// applied meets our token and applies again).
     Stored,
     /// Stored as completed without the result, which is too large for one item.
     StoredWithoutResult {
