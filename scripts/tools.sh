@@ -26,3 +26,11 @@ if [[ ! "$cfn_version" =~ ^1\.5[12]\. ]]; then
   echo "tools: installing cfn-lint==1.52.0 (PyPI)"
   python3 -m pip install -q 'cfn-lint==1.52.0'
 fi
+
+# The Python side of tests/idempotency_powertools.rs: a Powertools function sharing an
+# idempotency table with a Rust one.
+if ! python3 -c 'import aws_lambda_powertools, boto3' >/dev/null 2>&1 \
+  || [ "$(python3 -m pip show aws-lambda-powertools 2>/dev/null | sed -n 's/^Version: //p')" != "3.37.0" ]; then
+  echo "tools: installing aws-lambda-powertools==3.37.0 and boto3==1.43.11 (PyPI)"
+  python3 -m pip install -q 'aws-lambda-powertools==3.37.0' 'boto3==1.43.11'
+fi

@@ -77,6 +77,7 @@ async fn charge(
     order: &str,
 ) -> Result<Run<String>, IdempotencyError<String>> {
     idem.run(
+        "charge",
         order,
         &json!({"order": order, "cents": 250}),
         None,
@@ -173,7 +174,7 @@ async fn slow(
     idem: &Idempotency<DynamoDbPersistence>,
     charges: &AtomicUsize,
 ) -> Result<Run<u32>, IdempotencyError<String>> {
-    idem.run("same", &json!({"cents": 1}), None, || async {
+    idem.run("charge", "same", &json!({"cents": 1}), None, || async {
         charges.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(300)).await;
         Ok::<_, String>(7)
@@ -218,7 +219,7 @@ async fn through_the_processor_a_redelivered_batch_charges_nothing_again() {
             async move {
                 let key = record.delivery_id();
                 let run = idem
-                    .run(&key, &record.body, None, || async {
+                    .run("charge", &key, &record.body, None, || async {
                         charges.fetch_add(1, Ordering::SeqCst);
                         Ok::<_, String>(())
                     })

@@ -34,8 +34,13 @@ type Outcome = Result<Run<String>, IdempotencyError<String>>;
 
 /// The layer of one actor on `table` (no cache: every delivery reaches the table).
 fn layer(client: Client, table: &str) -> Layer {
+    cached_layer(client, table, 0)
+}
+
+/// The layer of one actor on `table`, with a cache of `cache_keys`.
+fn cached_layer(client: Client, table: &str, cache_keys: usize) -> Layer {
     let config = IdempotencyConfig::builder("payments")
-        .cache_keys(0)
+        .cache_keys(cache_keys)
         .build()
         .expect("config");
     Arc::new(Idempotency::new(
@@ -57,7 +62,7 @@ fn delivery(deadline_ms: u64) -> Record<Value> {
 /// `receipt-<n>`.
 async fn deliver(layer: &Layer, record: &Record<Value>, runs: &Arc<AtomicUsize>) -> Outcome {
     layer
-        .run_record(&KeySource::Id, record, || async {
+        .run_record("charge", &KeySource::Id, record, || async {
             let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
             Ok::<_, String>(format!("receipt-{n}"))
         })
@@ -79,7 +84,7 @@ async fn stored(table: &str) -> std::collections::HashMap<String, AttributeValue
     client()
         .get_item()
         .table_name(table)
-        .key("Id", AttributeValue::S("payments#m0".into()))
+        .key("Id", AttributeValue::S("payments#charge#m0".into()))
         .consistent_read(true)
         .send()
         .await
@@ -213,7 +218,7 @@ async fn a_run_that_died_after_its_claim_holds_the_key_until_its_deadline_then_o
             Arc::clone(&runs),
         );
         tokio::spawn(async move {
-            a.run_record(&KeySource::Id, &record, || async {
+            a.run_record("charge", &KeySource::Id, &record, || async {
                 runs.fetch_add(1, Ordering::SeqCst);
                 std::future::pending::<Result<String, String>>().await
             })
@@ -244,14 +249,15 @@ async fn a_run_that_died_after_its_claim_holds_the_key_until_its_deadline_then_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_outlives_its_claim_cannot_overwrite_the_next_runs_result() {
-    // Given A, held before its completion until after its deadline, and C, which took the
-    // key over after that deadline and completed
+    // Given A (a warm process with a cache), held before its completion until after its
+    // deadline, and C, which took the key over after that deadline and completed
     let table = table(&client()).await;
     let il = Interleaving::new();
     il.pause_before("A", At::op("UpdateItem"));
     let record = delivery(epoch_millis() + 1_500);
     let runs = Arc::new(AtomicUsize::new(0));
-    let a = spawn_delivery(&layer(il.client("A", 1), &table), &record, &runs);
+    let a_layer = cached_layer(il.client("A", 1), &table, 8);
+    let a = spawn_delivery(&a_layer, &record, &runs);
     il.wait_paused("A").await.expect("A holds its completion");
     sleep_until(record.deadline_ms().expect("deadline")).await;
     let c = deliver(&layer(client(), &table), &record, &runs).await;
@@ -261,11 +267,15 @@ async fn a_run_that_outlives_its_claim_cannot_overwrite_the_next_runs_result() {
     il.release("A");
     let a = a.await.expect("A");
 
-    // Then it is refused (another token holds the key): C's result stays, for every duplicate
-    assert_eq!(a.ok(), Some(Run::Ran("receipt-1".into())));
+    // Then it is refused (another token holds the key) and A says its value is not the
+    // stored one: C's result stays, for every duplicate, A's own warm process included
+    assert_eq!(a.ok(), Some(Run::NotStored("receipt-1".into())));
     assert_eq!(text(&stored(&table).await, "Result"), "\"receipt-2\"");
     let d = deliver(&layer(client(), &table), &record, &runs).await;
     assert_eq!(d.ok(), Some(Run::Replayed("receipt-2".into())));
+    let d_in_a = deliver(&a_layer, &record, &runs).await;
+    assert_eq!(d_in_a.ok(), Some(Run::Replayed("receipt-2".into())));
+    assert_eq!(a_layer.stats().result_not_stored, 1);
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
@@ -289,7 +299,7 @@ fn charging_service(
         async move { Ok::<_, String>(format!("{}-{n}", record.body["orderId"])) }
     });
     let keys = KeySource::pointer("/orderId").expect("pointer");
-    IdempotencyLayer::new(layer(actor, table), keys).layer(inner)
+    IdempotencyLayer::new(layer(actor, table), "charge", keys).layer(inner)
 }
 
 fn order(id: &str) -> Record<Value> {
@@ -350,14 +360,15 @@ async fn a_claim_attempt_arriving_after_its_run_completed_does_not_undo_the_comp
     // When its claim's first attempt, delayed in the network past the SDK's retry, reaches
     // DynamoDB now (the same request: the run's token)
     let item = stored(&table).await;
-    let late = ClaimRequest {
-        key: "payments#m0".into(),
-        payload_hash: text(&item, "PayloadHash"),
-        token: text(&item, "Token"),
-        now_ms: epoch_millis(),
-        in_progress_until_ms: record.deadline_ms().expect("deadline"),
-        expires_at_s: epoch_millis() / 1000 + 3600,
-    };
+    let late = ClaimRequest::new(
+        "payments#charge#m0",
+        "charge",
+        text(&item, "Token"),
+        epoch_millis(),
+        record.deadline_ms().expect("deadline"),
+        3600,
+    )
+    .with_payload_hash(text(&item, "PayloadHash"));
     let persistence = DynamoDbPersistence::new(client(), &table);
     let _ = persistence.claim(&late).await;
 

@@ -102,7 +102,7 @@ async fn deliver(
                     .unwrap_or_default()
                     .to_string();
                 layer
-                    .run(&key, &record.body, None, || async {
+                    .run("charge", &key, &record.body, None, || async {
                         charged.fetch_add(1, Ordering::SeqCst);
                         Ok::<_, String>(json!({"chargeId": format!("ch_{key}")}))
                     })

@@ -52,7 +52,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         IdempotencyConfig::builder(FUNCTION).build()?,
     ));
     // The key: the SQS message id (the same on every redelivery of the message).
-    let mailer = IdempotencyLayer::new(idempotency, KeySource::Id).layer(service_fn(send));
+    let mailer =
+        IdempotencyLayer::new(idempotency, "send-email", KeySource::Id).layer(service_fn(send));
     let processor = Processor::service_builder(FUNCTION, mailer).build()?;
     lambda_runtime::run(processor).await
 }

@@ -10,41 +10,80 @@ pub const DEFAULT_EXPIRES_AFTER: Duration = Duration::from_secs(3600);
 pub const DEFAULT_IN_PROGRESS_EXPIRY: Duration = Duration::from_secs(900);
 /// Completed keys kept in the process's cache by default.
 pub const DEFAULT_CACHE_KEYS: usize = 1000;
+/// Bytes of results (and their keys) kept in the process's cache by default.
+pub const DEFAULT_CACHE_BYTES: usize = 4 * 1024 * 1024;
 /// Longest key stored as it is; a longer one is stored as its SHA-256.
 pub const MAX_KEY_BYTES: usize = 1024;
+/// The environment variables that turn the layer off when `true` or `1` (the second is
+/// Powertools' own).
+pub const DISABLED_ENV: [&str; 2] = ["IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED"];
+
+/// What [`run_record`](super::Idempotency::run_record) does with a record that gives no key.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingKey {
+    /// [`IdempotencyError::Key`](super::IdempotencyError::Key): the function does not run
+    /// (the processor rejects the record).
+    #[default]
+    Reject,
+    /// Run the function without idempotency (a warning; `Run::NotStored`), as Powertools
+    /// does unless `raise_on_no_idempotency_key`.
+    Run,
+}
+
+/// Which part of a payload is hashed and compared across calls of one key.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayloadCheck {
+    /// No check.
+    Off,
+    /// The whole payload.
+    Whole,
+    /// The values at these JSON pointers (one: that value; several: the array of them; a
+    /// missing one counts as `null`).
+    At(Vec<String>),
+}
 
 /// Settings of an [`Idempotency`](super::Idempotency) layer; build with
 /// [`IdempotencyConfig::builder`].
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyConfig {
-    /// Prefix of every stored key (e.g. the function's name), so that two functions sharing
-    /// a table never share keys.
+    /// Prefix of every stored key (the function's name), so that two functions sharing a
+    /// table never share keys. No `#`.
     pub namespace: String,
-    /// How long a completed run's result is kept (its record's TTL): a duplicate arriving
-    /// later runs again.
+    /// How long a completed run's result is kept, from its completion (its record's TTL): a
+    /// duplicate arriving later runs again.
     pub expires_after: Duration,
     /// How long a run holds its key when the caller gives no deadline.
     pub in_progress_expiry: Duration,
-    /// Refuse a key seen before with another payload (`PayloadMismatch`).
-    pub validate_payload: bool,
+    /// Which part of a payload must be the same across calls of one key (else
+    /// `PayloadMismatch`).
+    pub payload_check: PayloadCheck,
     /// Completed keys answered from memory, without a call (`0`: none).
     pub cache_keys: usize,
-    /// `false`: the handler runs every time, nothing is stored (unit tests).
+    /// Bytes of results kept in memory at most.
+    pub cache_bytes: usize,
+    /// What a record without a key does.
+    pub on_missing_key: MissingKey,
+    /// `false`: the handler runs every time, nothing is stored.
     pub enabled: bool,
 }
 
 impl IdempotencyConfig {
-    /// A builder with the defaults, keys under `namespace`.
+    /// A builder with the defaults, keys under `namespace`; turned off when an environment
+    /// variable of [`DISABLED_ENV`] is `true` or `1`.
     pub fn builder(namespace: impl Into<String>) -> IdempotencyConfigBuilder {
         IdempotencyConfigBuilder {
             config: IdempotencyConfig {
                 namespace: namespace.into(),
                 expires_after: DEFAULT_EXPIRES_AFTER,
                 in_progress_expiry: DEFAULT_IN_PROGRESS_EXPIRY,
-                validate_payload: true,
+                payload_check: PayloadCheck::Whole,
                 cache_keys: DEFAULT_CACHE_KEYS,
-                enabled: true,
+                cache_bytes: DEFAULT_CACHE_BYTES,
+                on_missing_key: MissingKey::Reject,
+                enabled: !disabled_by_env(),
             },
         }
     }
@@ -56,18 +95,65 @@ impl IdempotencyConfig {
                 "must be 1 to 256 bytes (e.g. the function's name)",
             ));
         }
+        if self.namespace.contains('#') {
+            return Err(ConfigError::new(
+                "namespace",
+                "must not contain `#`, which separates it from the operation and the key",
+            ));
+        }
         if self.expires_after < Duration::from_secs(1) {
             return Err(ConfigError::new("expires_after", "must be at least 1 s"));
         }
-        if self.in_progress_expiry < Duration::from_secs(1)
-            || self.in_progress_expiry > self.expires_after
-        {
+        if self.in_progress_expiry < Duration::from_secs(1) {
             return Err(ConfigError::new(
                 "in_progress_expiry",
-                "must be at least 1 s and at most expires_after",
+                "must be at least 1 s",
             ));
         }
+        if let PayloadCheck::At(pointers) = &self.payload_check {
+            if pointers.is_empty() || pointers.iter().any(|p| !p.starts_with('/')) {
+                return Err(ConfigError::new(
+                    "validate_payload_at",
+                    "takes one or more JSON pointers (`/detail/orderId`)",
+                ));
+            }
+        }
         Ok(())
+    }
+}
+
+fn disabled_by_env() -> bool {
+    disabled_by(|name| std::env::var(name).ok())
+}
+
+/// Whether a variable of [`DISABLED_ENV`], as `lookup` reads it, is `true` or `1`.
+fn disabled_by(lookup: impl Fn(&str) -> Option<String>) -> bool {
+    DISABLED_ENV.iter().any(|name| {
+        lookup(name).is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_switch_reads_true_or_1_from_either_variable() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert!(disabled_by(env(&[("IDEMPOTENCY_DISABLED", "true")])));
+        assert!(disabled_by(env(&[(
+            "POWERTOOLS_IDEMPOTENCY_DISABLED",
+            "1"
+        )])));
+        assert!(!disabled_by(env(&[("IDEMPOTENCY_DISABLED", "false")])));
+        assert!(!disabled_by(env(&[])));
     }
 }
 
@@ -78,7 +164,9 @@ pub struct IdempotencyConfigBuilder {
 }
 
 impl IdempotencyConfigBuilder {
-    /// How long a completed result is kept (default [`DEFAULT_EXPIRES_AFTER`]).
+    /// How long a completed result is kept (default [`DEFAULT_EXPIRES_AFTER`]), counted
+    /// from its completion. A run in progress holds its key until its deadline, however
+    /// short this is.
     pub fn expires_after(mut self, after: Duration) -> Self {
         self.config.expires_after = after;
         self
@@ -91,9 +179,26 @@ impl IdempotencyConfigBuilder {
         self
     }
 
-    /// Whether a key seen with another payload is refused (default `true`).
+    /// Whether a key seen with another payload is refused (default `true`: the whole
+    /// payload; see [`validate_payload_at`](Self::validate_payload_at)).
     pub fn validate_payload(mut self, on: bool) -> Self {
-        self.config.validate_payload = on;
+        self.config.payload_check = if on {
+            PayloadCheck::Whole
+        } else {
+            PayloadCheck::Off
+        };
+        self
+    }
+
+    /// Compare only the values at these JSON pointers (Powertools'
+    /// `payload_validation_jmespath`), e.g. `["/detail"]` for EventBridge events whose `id`
+    /// and `time` differ on every resend.
+    pub fn validate_payload_at<S: Into<String>>(
+        mut self,
+        pointers: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.config.payload_check =
+            PayloadCheck::At(pointers.into_iter().map(Into::into).collect());
         self
     }
 
@@ -103,7 +208,21 @@ impl IdempotencyConfigBuilder {
         self
     }
 
-    /// `false` turns the layer off: the handler always runs (for unit tests).
+    /// Bytes of results kept in memory at most (default [`DEFAULT_CACHE_BYTES`]); a larger
+    /// result is not cached.
+    pub fn cache_bytes(mut self, bytes: usize) -> Self {
+        self.config.cache_bytes = bytes;
+        self
+    }
+
+    /// What a record without a key does (default [`MissingKey::Reject`]).
+    pub fn on_missing_key(mut self, what: MissingKey) -> Self {
+        self.config.on_missing_key = what;
+        self
+    }
+
+    /// `false` turns the layer off: the handler always runs (for unit tests; the
+    /// environment's [`DISABLED_ENV`] does the same).
     pub fn enabled(mut self, on: bool) -> Self {
         self.config.enabled = on;
         self

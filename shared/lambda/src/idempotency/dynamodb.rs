@@ -1,58 +1,141 @@
-//! Idempotency records in a DynamoDB table: partition key `Id` (S), TTL on `ExpiresAt`.
+//! Idempotency records in a DynamoDB table: by default partition key `Id` (S), TTL on
+//! `ExpiresAt`; any layout through [`DynamoDbPersistence::builder`] (attribute names, a sort
+//! key under a static partition key, Powertools' format).
 //!
 //! * claim: one conditional `PutItem` (the key is absent, expired, in progress past its
-//!   time, or in progress under our token), `ALL_OLD` on a failed condition: a duplicate costs that one
-//!   failed write (billed by the stored record's size, 1 WCU for a small result), no read.
-//! * complete: one `UpdateItem` conditioned on the claim's token.
+//!   time, or in progress under our token), `ALL_OLD` on a failed condition: a duplicate
+//!   costs that one failed write (billed by the stored record's size), no read.
+//! * complete: one `UpdateItem` conditioned on the claim's token (a refusal is a takeover;
+//!   `ALL_OLD` returns the new owner's record; an SDK retry of our own applied completion
+//!   meets our token and applies again). Its size is
+//!   checked first: a result that would make the item larger than [`MAX_ITEM_BYTES`] is
+//!   not written, the record is completed without it.
 //! * release (the handler failed): one `DeleteItem` conditioned on the token.
+
+use std::sync::Arc;
 
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
+use dynamodb_exactly_once::ddb::item::item_size;
 use dynamodb_exactly_once::{Item, StoreError};
 
-use super::persistence::{Claim, ClaimRequest, Persistence, Status, StoredRecord};
+use super::names::AttributeNames;
+use super::persistence::{Claim, ClaimRequest, Completion, Persistence, Status, StoredRecord};
+use super::RecordFormat;
 
-/// The key attribute.
-pub const ID: &str = "Id";
-/// `IN_PROGRESS` or `COMPLETED`.
-pub const STATUS: &str = "Status";
-/// Epoch ms until which an in-progress claim holds.
-pub const IN_PROGRESS_UNTIL: &str = "InProgressUntil";
-/// The record's TTL (epoch seconds): enable TTL on it.
-pub const EXPIRES_AT: &str = "ExpiresAt";
-/// The payload's hash.
-pub const PAYLOAD_HASH: &str = "PayloadHash";
-/// The claim's token.
-pub const TOKEN: &str = "Token";
-/// The result (JSON).
-pub const RESULT: &str = "Result";
-
-const IN_PROGRESS: &str = "IN_PROGRESS";
-const COMPLETED: &str = "COMPLETED";
+/// DynamoDB's item size limit (400 KB): a completion larger than this is stored without
+/// its result.
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 
 /// The claim's condition: the key is free, or still claimed by this run (the SDK's retry of
 /// a claim whose response was lost). Only *in progress* under our token: an attempt of the
 /// claim that reaches DynamoDB late, after the run completed, must not turn the stored
-/// result back into a claim (the next duplicate would wait for the deadline, then run again).
-const CLAIM_CONDITION: &str = "attribute_not_exists(#id) OR #exp <= :nows \
-     OR (#st = :inprog AND (#until <= :nowms OR #tok = :tok))";
+/// result back into a claim. Strict `<` as Powertools' condition.
+///
+/// ```text
+/// |  held (in progress)   |  free if in progress  | free whatever the status
+/// |-----------------------|-----------------------|-----------------------> time
+/// claim            #until (deadline, ms)    #exp (TTL, s; a claim's is after #until)
+/// ```
+const CLAIM_CONDITION: &str = "attribute_not_exists(#id) OR #exp < :nows \
+     OR (#st = :inprog AND (#until < :nowms OR #tok = :tok))";
 
 /// The [`Persistence`] of a DynamoDB table.
 #[derive(Debug, Clone)]
 pub struct DynamoDbPersistence {
     client: Client,
     table: String,
+    names: Arc<AttributeNames>,
+    format: RecordFormat,
 }
 
 impl DynamoDbPersistence {
     /// Records in `table` (key `Id` S, TTL on `ExpiresAt`).
     pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self::with_layout(
+            client,
+            table.into(),
+            AttributeNames::native(),
+            RecordFormat::Native,
+        )
+    }
+
+    pub(super) fn with_layout(
+        client: Client,
+        table: String,
+        names: AttributeNames,
+        format: RecordFormat,
+    ) -> Self {
         DynamoDbPersistence {
             client,
-            table: table.into(),
+            table,
+            names: Arc::new(names),
+            format,
         }
+    }
+
+    /// The layout.
+    pub fn names(&self) -> &AttributeNames {
+        &self.names
+    }
+
+    /// The item key of a stored key.
+    fn key(&self, stored: &str) -> Item {
+        match &self.names.sort_key {
+            Some(sort) => Item::from([
+                (self.names.key.clone(), s(&self.names.static_partition_key)),
+                (sort.clone(), s(stored)),
+            ]),
+            None => Item::from([(self.names.key.clone(), s(stored))]),
+        }
+    }
+
+    /// Whether the completed record, with `result`, fits in one item (the operation and hash
+    /// counted at their longest).
+    fn fits(&self, key: &str, token: &str, result: &str, expires_at_s: u64) -> bool {
+        let names = &self.names;
+        let mut item = self.key(key);
+        item.insert(names.status.clone(), s(&names.completed_value));
+        item.insert(names.expires_at.clone(), n(expires_at_s));
+        item.insert(names.token.clone(), s(token));
+        item.insert(names.operation.clone(), s(&"o".repeat(128)));
+        item.insert(names.payload_hash.clone(), s(&"h".repeat(64)));
+        item_size(&item) + names.result.len() + result.len() <= MAX_ITEM_BYTES
+    }
+
+    /// The record of a stored item (`None`: not a record of this layout).
+    fn record_of(&self, item: &Item) -> Option<StoredRecord> {
+        let names = &self.names;
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+        let number = |name: &str| {
+            item.get(name)
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse::<u64>().ok())
+        };
+        let expires_at_s = number(&names.expires_at)?;
+        let status = text(&names.status)?;
+        let status = if status == names.in_progress_value {
+            Status::InProgress {
+                until_ms: number(&names.in_progress_until)
+                    .unwrap_or(expires_at_s.saturating_mul(1000)),
+            }
+        } else if status == names.completed_value {
+            Status::Completed {
+                result: text(&names.result).map(String::into_bytes),
+            }
+        } else {
+            return None;
+        };
+        Some(StoredRecord {
+            status,
+            payload_hash: text(&names.payload_hash).unwrap_or_default(),
+            token: text(&names.token).unwrap_or_default(),
+            expires_at_s,
+            operation: text(&names.operation),
+        })
     }
 }
 
@@ -64,31 +147,6 @@ fn n(v: u64) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
-/// The record of a stored item (`None`: not one of ours).
-fn record_of(item: &Item) -> Option<StoredRecord> {
-    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
-    let number = |name: &str| {
-        item.get(name)
-            .and_then(|v| v.as_n().ok())
-            .and_then(|n| n.parse::<u64>().ok())
-    };
-    let status = match text(STATUS)?.as_str() {
-        IN_PROGRESS => Status::InProgress {
-            until_ms: number(IN_PROGRESS_UNTIL)?,
-        },
-        COMPLETED => Status::Completed {
-            result: text(RESULT).unwrap_or_default().into_bytes(),
-        },
-        _ => return None,
-    };
-    Some(StoredRecord {
-        status,
-        payload_hash: text(PAYLOAD_HASH).unwrap_or_default(),
-        token: text(TOKEN).unwrap_or_default(),
-        expires_at_s: number(EXPIRES_AT).unwrap_or(0),
-    })
-}
-
 fn conditional_failed<E: aws_sdk_dynamodb::error::ProvideErrorMetadata, R>(
     err: &SdkError<E, R>,
 ) -> bool {
@@ -97,47 +155,32 @@ fn conditional_failed<E: aws_sdk_dynamodb::error::ProvideErrorMetadata, R>(
         .is_some_and(|code| code == "ConditionalCheckFailedException")
 }
 
-/// A write conditioned on the claim's token: done, or refused because another run holds the
-/// key now (nothing to do either way).
-fn token_conditioned<T, E, R>(
-    operation: &'static str,
-    outcome: Result<T, SdkError<E, R>>,
-) -> Result<(), StoreError>
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    match outcome {
-        Ok(_) => Ok(()),
-        Err(err) if conditional_failed(&err) => Ok(()),
-        Err(err) => Err(StoreError::from_sdk(operation, err)),
-    }
-}
-
 impl Persistence for DynamoDbPersistence {
     async fn claim(&self, r: &ClaimRequest) -> Result<Claim, StoreError> {
-        let item = Item::from([
-            (ID.into(), s(&r.key)),
-            (STATUS.into(), s(IN_PROGRESS)),
-            (IN_PROGRESS_UNTIL.into(), n(r.in_progress_until_ms)),
-            (EXPIRES_AT.into(), n(r.expires_at_s)),
-            (PAYLOAD_HASH.into(), s(&r.payload_hash)),
-            (TOKEN.into(), s(&r.token)),
-        ]);
+        let names = &self.names;
+        let mut item = self.key(&r.key);
+        item.insert(names.status.clone(), s(&names.in_progress_value));
+        item.insert(names.in_progress_until.clone(), n(r.in_progress_until_ms));
+        item.insert(names.expires_at.clone(), n(r.expires_at_s));
+        item.insert(names.token.clone(), s(&r.token));
+        item.insert(names.operation.clone(), s(&r.operation));
+        if !r.payload_hash.is_empty() {
+            item.insert(names.payload_hash.clone(), s(&r.payload_hash));
+        }
         let result = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
             .condition_expression(CLAIM_CONDITION)
-            .expression_attribute_names("#id", ID)
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_names("#st", STATUS)
-            .expression_attribute_names("#until", IN_PROGRESS_UNTIL)
-            .expression_attribute_names("#tok", TOKEN)
+            .expression_attribute_names("#id", &names.key)
+            .expression_attribute_names("#exp", &names.expires_at)
+            .expression_attribute_names("#st", &names.status)
+            .expression_attribute_names("#until", &names.in_progress_until)
+            .expression_attribute_names("#tok", &names.token)
             .expression_attribute_values(":nows", n(r.now_ms / 1000))
             .expression_attribute_values(":nowms", n(r.now_ms))
-            .expression_attribute_values(":inprog", s(IN_PROGRESS))
+            .expression_attribute_values(":inprog", s(&names.in_progress_value))
             .expression_attribute_values(":tok", s(&r.token))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -151,10 +194,10 @@ impl Persistence for DynamoDbPersistence {
                     }
                     _ => Item::new(),
                 };
-                match record_of(&old) {
+                match self.record_of(&old) {
                     Some(record) => Ok(Claim::Existing(record)),
                     None => Err(StoreError::Inconsistent(format!(
-                        "the idempotency record of {:?} in {} is not one this layer wrote",
+                        "the idempotency record of {:?} in {} is not one of this layout",
                         r.key, self.table
                     ))),
                 }
@@ -169,27 +212,61 @@ impl Persistence for DynamoDbPersistence {
         token: &str,
         result: &[u8],
         expires_at_s: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Completion, StoreError> {
+        let names = &self.names;
+        let text = String::from_utf8_lossy(result).into_owned();
+        let keep = self.fits(key, token, &text, expires_at_s);
+        let update = if keep {
+            "SET #st = :done, #exp = :exp, #res = :res REMOVE #until"
+        } else {
+            "SET #st = :done, #exp = :exp REMOVE #until, #res"
+        };
+        let mut values = Item::from([
+            (":done".to_string(), s(&names.completed_value)),
+            (":exp".to_string(), n(expires_at_s)),
+            (":tok".to_string(), s(token)),
+        ]);
+        if keep {
+            values.insert(":res".to_string(), AttributeValue::S(text));
+        }
         let outcome = self
             .client
             .update_item()
             .table_name(&self.table)
-            .key(ID, s(key))
-            .update_expression("SET #st = :done, #res = :res, #exp = :exp REMOVE #until")
+            .set_key(Some(self.key(key)))
+            .update_expression(update)
             .condition_expression("#tok = :tok")
-            .expression_attribute_names("#st", STATUS)
-            .expression_attribute_names("#res", RESULT)
-            .expression_attribute_names("#exp", EXPIRES_AT)
-            .expression_attribute_names("#until", IN_PROGRESS_UNTIL)
-            .expression_attribute_names("#tok", TOKEN)
-            .expression_attribute_values(":done", s(COMPLETED))
-            .expression_attribute_values(":res", s(&String::from_utf8_lossy(result)))
-            .expression_attribute_values(":exp", n(expires_at_s))
-            .expression_attribute_values(":tok", s(token))
+            .expression_attribute_names("#st", &names.status)
+            .expression_attribute_names("#res", &names.result)
+            .expression_attribute_names("#exp", &names.expires_at)
+            .expression_attribute_names("#until", &names.in_progress_until)
+            .expression_attribute_names("#tok", &names.token)
+            .set_expression_attribute_values(Some(values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        // Refused: taken over after the claim expired, the new owner's record stays.
-        token_conditioned("UpdateItem", outcome)
+        let stored = if keep {
+            Completion::Stored
+        } else {
+            Completion::StoredWithoutResult {
+                bytes: result.len(),
+            }
+        };
+        match outcome {
+            Ok(_) => Ok(stored),
+            Err(err) if conditional_failed(&err) => {
+                let old = match err.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(e)) => e.item.clone(),
+                    _ => None,
+                };
+                // The token is another run's (an SDK retry of our own applied completion
+                // meets our token, and applies again): the key was taken over.
+                Ok(Completion::TakenOver(
+                    old.as_ref().and_then(|item| self.record_of(item)),
+                ))
+            }
+            Err(err) => Err(StoreError::from_sdk("UpdateItem", err)),
+        }
     }
 
     async fn release(&self, key: &str, token: &str) -> Result<(), StoreError> {
@@ -197,12 +274,21 @@ impl Persistence for DynamoDbPersistence {
             .client
             .delete_item()
             .table_name(&self.table)
-            .key(ID, s(key))
+            .set_key(Some(self.key(key)))
             .condition_expression("#tok = :tok")
-            .expression_attribute_names("#tok", TOKEN)
+            .expression_attribute_names("#tok", &self.names.token)
             .expression_attribute_values(":tok", s(token))
             .send()
             .await;
-        token_conditioned("DeleteItem", outcome)
+        match outcome {
+            // Refused: taken over after the claim expired, the new owner's record stays.
+            Err(err) if conditional_failed(&err) => Ok(()),
+            Err(err) => Err(StoreError::from_sdk("DeleteItem", err)),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    fn format(&self) -> RecordFormat {
+        self.format
     }
 }

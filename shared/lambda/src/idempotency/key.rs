@@ -5,7 +5,7 @@
 //! | [`KeySource::Id`] | the SQS message id, or the Kinesis / DynamoDB Streams sequence number (`<seq>:<sub>` for a KPL user record) |
 //! | [`KeySource::SequenceNumber`] | the Kinesis / DynamoDB Streams sequence number (as `Id`), or the SQS FIFO `SequenceNumber` |
 //! | [`KeySource::DeliveryId`] | the record's whole identity in its source (`<kind>\|<arn>\|<shard>\|<id>[:<sub>]`) |
-//! | [`KeySource::pointer`]`("/orderId")` | the body's value at a JSON pointer (a string as it is, a number in its JSON spelling, an object or array as its JSON with sorted keys) |
+//! | [`KeySource::pointer`]`("/orderId")` | the body's value at a JSON pointer (a string as it is, a number in its canonical spelling, an object or array as its canonical JSON) |
 //! | [`KeySource::expression`]`("=order#{/orderId}")` | any form of a [record mapping](crate::mapping)'s leaf: a pointer, a `$field`, a `=text` with values put in |
 //! | [`KeySource::from_fn`] | your function of the record |
 //!
@@ -19,6 +19,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
+use dynamodb_exactly_once::ddb::item::canonical_json;
 use dynamodb_exactly_once::ConfigError;
 use serde_json::Value;
 
@@ -93,6 +94,12 @@ pub enum KeyError {
         #[source]
         source: serde_json::Error,
     },
+    /// The operation given is not usable (1 to 128 bytes, no `#`).
+    #[error("the idempotency operation {operation:?} is not 1 to 128 bytes without `#`")]
+    Operation {
+        /// The operation given.
+        operation: String,
+    },
     /// A key function refused the record.
     #[error("the key function found no idempotency key: {0}")]
     Function(#[source] Box<dyn Error + Send + Sync>),
@@ -145,7 +152,7 @@ impl<T> KeySource<T> {
             KeySource::Expression(e) if e.reads_body => serde_json::from_slice(&record.raw).ok(),
             _ => None,
         };
-        self.key_with(record, body.as_ref())
+        self.key_with(record, body.as_ref()).map(|key| key.text)
     }
 
     /// The key of `record` whose raw body was parsed into `body` (`None`: not JSON).
@@ -153,12 +160,17 @@ impl<T> KeySource<T> {
         &self,
         record: &Record<T>,
         body: Option<&Value>,
-    ) -> Result<String, KeyError> {
+    ) -> Result<RecordKey, KeyError> {
         let field = match self {
             KeySource::Id => Field::Id,
             KeySource::SequenceNumber => Field::SequenceNumber,
             KeySource::DeliveryId => Field::DeliveryId,
-            KeySource::Function(function) => return function(record),
+            KeySource::Function(function) => {
+                return function(record).map(|text| RecordKey {
+                    json: Value::String(text.clone()),
+                    text,
+                })
+            }
             KeySource::Expression(e) => return e.read(record, body),
         };
         let expression = format!("${}", field.name());
@@ -173,7 +185,7 @@ impl<T> KeySource<T> {
 }
 
 impl KeyExpression {
-    fn read<T>(&self, record: &Record<T>, body: Option<&Value>) -> Result<String, KeyError> {
+    fn read<T>(&self, record: &Record<T>, body: Option<&Value>) -> Result<RecordKey, KeyError> {
         let value = match body {
             Some(body) => self.node.fill(body, &record.position),
             None if self.reads_body => {
@@ -200,23 +212,32 @@ impl KeyExpression {
     }
 }
 
+/// A key read from a record: its text, and the JSON value it was read from (what
+/// Powertools' format hashes).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct RecordKey {
+    pub text: String,
+    pub json: Value,
+}
+
 /// The key a value read stands for: a string as it is, `null` refused, anything else as its
-/// JSON (numbers in their spelling, objects with sorted keys).
-fn key_text(expression: String, value: Value) -> Result<String, KeyError> {
-    let key = match value {
-        Value::String(s) => s,
+/// canonical JSON (numbers in their one DynamoDB spelling, `1.0` as `1`; objects with sorted
+/// keys, whatever serde_json's `preserve_order`).
+fn key_text(expression: String, value: Value) -> Result<RecordKey, KeyError> {
+    let text = match &value {
+        Value::String(s) => s.clone(),
         Value::Null => {
             return Err(KeyError::Unreadable {
                 expression,
                 reason: "the value is null".into(),
             })
         }
-        other => other.to_string(),
+        other => canonical_json(other),
     };
-    if key.is_empty() {
+    if text.is_empty() {
         return Err(KeyError::Empty { expression });
     }
-    Ok(key)
+    Ok(RecordKey { text, json: value })
 }
 
 impl<T> Clone for KeySource<T> {

@@ -17,7 +17,7 @@
 //! let charge = service_fn(|record: Record<serde_json::Value>| async move {
 //!     Ok::<_, RecordError>(format!("receipt for {}", record.body["orderId"]))
 //! });
-//! let layer = IdempotencyLayer::new(idempotency, KeySource::pointer("/orderId")?);
+//! let layer = IdempotencyLayer::new(idempotency, "charge", KeySource::pointer("/orderId")?);
 //! let processor = Processor::service_builder("payments", layer.layer(charge)).build()?;
 //! # Ok(()) }
 //! ```
@@ -34,7 +34,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::key::{KeyError, KeySource};
-use super::{Idempotency, IdempotencyError, Persistence};
+use super::{Idempotency, IdempotencyError, Persistence, Run};
 use crate::processor::Record;
 
 /// How a request names its run: the key, the payload the key stands for (hashed and compared
@@ -76,6 +76,7 @@ impl<T> RequestKey<Record<T>> for KeySource<T> {
 #[derive(Debug)]
 pub struct IdempotencyLayer<P, K> {
     idempotency: Arc<Idempotency<P>>,
+    operation: Arc<str>,
     keys: Arc<K>,
 }
 
@@ -83,17 +84,19 @@ impl<P, K> Clone for IdempotencyLayer<P, K> {
     fn clone(&self) -> Self {
         IdempotencyLayer {
             idempotency: Arc::clone(&self.idempotency),
+            operation: Arc::clone(&self.operation),
             keys: Arc::clone(&self.keys),
         }
     }
 }
 
 impl<P, K> IdempotencyLayer<P, K> {
-    /// The layer over `idempotency`, requests keyed by `keys` (a [`KeySource`] for processor
-    /// records).
-    pub fn new(idempotency: Arc<Idempotency<P>>, keys: K) -> Self {
+    /// The layer over `idempotency` for `operation` (the service's effect, part of every
+    /// key), requests keyed by `keys` (a [`KeySource`] for processor records).
+    pub fn new(idempotency: Arc<Idempotency<P>>, operation: impl Into<Arc<str>>, keys: K) -> Self {
         IdempotencyLayer {
             idempotency,
+            operation: operation.into(),
             keys: Arc::new(keys),
         }
     }
@@ -106,6 +109,7 @@ impl<S, P, K> Layer<S> for IdempotencyLayer<P, K> {
         IdempotentService {
             inner,
             idempotency: Arc::clone(&self.idempotency),
+            operation: Arc::clone(&self.operation),
             keys: Arc::clone(&self.keys),
         }
     }
@@ -118,6 +122,7 @@ impl<S, P, K> Layer<S> for IdempotencyLayer<P, K> {
 pub struct IdempotentService<S, P, K> {
     inner: S,
     idempotency: Arc<Idempotency<P>>,
+    operation: Arc<str>,
     keys: Arc<K>,
 }
 
@@ -126,6 +131,7 @@ impl<S: Clone, P, K> Clone for IdempotentService<S, P, K> {
         IdempotentService {
             inner: self.inner.clone(),
             idempotency: Arc::clone(&self.idempotency),
+            operation: Arc::clone(&self.operation),
             keys: Arc::clone(&self.keys),
         }
     }
@@ -159,6 +165,7 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let idempotency = Arc::clone(&self.idempotency);
         let keys = Arc::clone(&self.keys);
+        let operation = Arc::clone(&self.operation);
         Box::pin(async move {
             if !idempotency.config.enabled {
                 return inner.call(request).await.map_err(IdempotencyError::Handler);
@@ -167,12 +174,19 @@ where
             let payload = keys.payload(&request);
             let deadline_ms = keys.deadline_ms(&request);
             let run = idempotency
-                .run(&key, &payload, deadline_ms, move || inner.call(request))
+                .run(&operation, &key, &payload, deadline_ms, move || {
+                    inner.call(request)
+                })
                 .await?;
-            if run.is_replayed() {
-                tracing::debug!(key, "duplicate answered with the stored response");
+            match run {
+                Run::Ran(response) | Run::NotStored(response) => Ok(response),
+                Run::Replayed(response) => {
+                    tracing::debug!(key, "duplicate answered with the stored response");
+                    Ok(response)
+                }
+                // No response to answer with: the key's service call completed earlier.
+                Run::ReplayedWithoutValue(why) => Err(IdempotencyError::Completed { key, why }),
             }
-            Ok(run.into_value())
         })
     }
 }

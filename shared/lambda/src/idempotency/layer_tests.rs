@@ -72,7 +72,11 @@ fn charging(
 #[tokio::test]
 async fn the_inner_service_is_called_once_for_two_deliveries_and_the_duplicate_gets_its_response() {
     let calls = Arc::new(AtomicUsize::new(0));
-    let layer = IdempotencyLayer::new(store(true), KeySource::pointer("/orderId").expect("ok"));
+    let layer = IdempotencyLayer::new(
+        store(true),
+        "op",
+        KeySource::pointer("/orderId").expect("ok"),
+    );
     let mut service = layer.layer(charging(&calls));
     let order = json!({"orderId": "o-1", "cents": 250});
     // Two deliveries: the message redelivered, and the producer's resend (another message).
@@ -101,7 +105,11 @@ async fn the_inner_service_is_called_once_for_two_deliveries_and_the_duplicate_g
 #[tokio::test]
 async fn a_failed_call_runs_again_and_a_record_without_a_key_is_never_served() {
     let calls = Arc::new(AtomicUsize::new(0));
-    let layer = IdempotencyLayer::new(store(true), KeySource::pointer("/orderId").expect("ok"));
+    let layer = IdempotencyLayer::new(
+        store(true),
+        "op",
+        KeySource::pointer("/orderId").expect("ok"),
+    );
     let mut service = layer.layer(charging(&calls));
     let failing = json!({"orderId": "o-1", "fail": true});
     for _ in 0..2 {
@@ -128,7 +136,7 @@ async fn a_failed_call_runs_again_and_a_record_without_a_key_is_never_served() {
 #[tokio::test]
 async fn behind_the_processor_a_redelivered_batch_calls_nothing_again() {
     let calls = Arc::new(AtomicUsize::new(0));
-    let layer = IdempotencyLayer::new(store(true), KeySource::Id);
+    let layer = IdempotencyLayer::new(store(true), "op", KeySource::Id);
     let processor = Processor::service_builder("payments", layer.layer(charging(&calls)))
         .build()
         .expect("processor");
@@ -184,7 +192,7 @@ async fn any_request_type_with_a_request_key_and_the_switch_for_unit_tests() {
             let n = counter.fetch_add(1, Ordering::SeqCst);
             async move { Ok::<_, std::io::Error>(format!("{}#{n}", email.to)) }
         });
-        let mut service = IdempotencyLayer::new(store(enabled), ByRecipient).layer(inner);
+        let mut service = IdempotencyLayer::new(store(enabled), "op", ByRecipient).layer(inner);
         let email = Email {
             to: "a@example.com".into(),
             campaign: 7,
@@ -199,7 +207,15 @@ async fn any_request_type_with_a_request_key_and_the_switch_for_unit_tests() {
     }
     // The same through `run`: the stored result comes back as `Replayed`.
     let idem = store(true);
-    let run = |n: u32| idem.run("k", &1, None, move || async move { Ok::<_, String>(n) });
+    let run = |n: u32| {
+        idem.run(
+            "op",
+            "k",
+            &1,
+            None,
+            move || async move { Ok::<_, String>(n) },
+        )
+    };
     assert_eq!(run(1).await.ok(), Some(Run::Ran(1)));
     assert_eq!(run(2).await.ok(), Some(Run::Replayed(1)));
 }

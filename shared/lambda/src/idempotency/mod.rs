@@ -1,6 +1,8 @@
-//! Idempotency for any async function: a run per key, its result returned to every duplicate.
+//! Idempotency for any async function: a run per operation and key, its result returned to
+//! every duplicate.
 //!
-//! Wrap a call that must happen once per key ("charge this order", "send this email"):
+//! Wrap a call that must happen once per key ("charge this order", "send this email"); the
+//! operation names the call site, so two effects of one record each run once:
 //!
 //! ```no_run
 //! use dynamodb_exactly_once_lambda::idempotency::{
@@ -13,9 +15,9 @@
 //! let order = serde_json::json!({"orderId": "o-1", "amount": 250});
 //! let deadline_ms = None; // the invocation's deadline (`Context::deadline`), when there is one
 //! let receipt = idempotency
-//!     .run("o-1", &order, deadline_ms, || charge("o-1"))
+//!     .run("charge", "o-1", &order, deadline_ms, || charge("o-1"))
 //!     .await?
-//!     .into_value();
+//!     .value();
 //! # Ok(()) }
 //! ```
 //!
@@ -28,89 +30,117 @@
 //! [`RecordError`]: crate::processor::RecordError
 //!
 //! # Invariant
-//! For a key, at most one run is in progress at a time, and once a run completed, every call
-//! with that key until the record expires ([`IdempotencyConfig::expires_after`]) returns the
-//! stored result ([`Run::Replayed`]) without running the function. A run **claims** the key
-//! (in progress until the invocation's deadline, or [`IdempotencyConfig::in_progress_expiry`]
-//! without one), runs the function, and stores its result; a function that fails
-//! **releases** the key (a retry runs again). A duplicate that finds the key in progress is
-//! [`IdempotencyError::InProgress`] (retryable: report the record, it comes back); one with
-//! another payload under the same key is [`IdempotencyError::PayloadMismatch`] (not
-//! retryable: a producer bug, keep it as a dead letter).
+//! For an operation and key, at most one run is in progress at a time, and once a run
+//! completed, every call until the record expires ([`IdempotencyConfig::expires_after`]
+//! after the completion) is answered from the stored record ([`Run::Replayed`]) without
+//! running the function. A run **claims** the key (in progress until the invocation's
+//! deadline, or [`IdempotencyConfig::in_progress_expiry`] without one, however short
+//! `expires_after` is), runs the function, and stores its result; a function that fails or
+//! panics **releases** the key (a retry runs again). A duplicate that finds the key in
+//! progress is [`IdempotencyError::InProgress`] (retryable); one with another payload is
+//! [`IdempotencyError::PayloadMismatch`] (not retryable: a producer bug).
 //!
 //! **Exactly once** holds while a run finishes within its claim. A run whose process dies
 //! (a timeout, a crash) leaves the key in progress until its claim expires, then a retry runs
-//! the function again: the function's own effect may then have happened twice, as with any
-//! idempotency layer that is not inside the effect's own transaction; pass the key on to
-//! services that take one (payment APIs do). A lost response on the claim is recognised (the
-//! retried claim finds its own token); a lost response on the completion is retried by the
-//! SDK (conditioned on the token, so it applies once).
+//! the function again. A run cut off at its deadline has its future dropped: tasks it
+//! spawned and requests already sent are not stopped, and may land after another run took
+//! the key over. Pass the key on to services that take one (payment APIs do). A run that
+//! outlives its claim and finds the key taken over is [`Run::NotStored`]: its value is not
+//! the stored one, and it is never cached.
 //!
 //! # Cost
 //! A new key: one conditional `PutItem` and one `UpdateItem` (1 WCU each for results up to
 //! ~900 bytes). A duplicate: one failed conditional `PutItem` returning the stored record
-//! (`ALL_OLD`, billed 1 WCU for a small record, no read); **none** when the process has it
-//! in its cache ([`IdempotencyConfig::cache_keys`]). A failure: one `DeleteItem` more.
+//! (`ALL_OLD`; AWS bills it by the stored record's size, 1 WCU per KB); **none** when the
+//! process has it in its cache ([`IdempotencyConfig::cache_keys`],
+//! [`IdempotencyConfig::cache_bytes`]). A failure: one `DeleteItem` more.
 //!
 //! # Failure modes
 //! * The table is unavailable: [`IdempotencyError::Store`] (retryable as the error says);
 //!   the function did not run.
-//! * The result cannot be serialized or a stored one read back:
-//!   [`IdempotencyError::Result`].
+//! * The result cannot be serialized: [`IdempotencyError::Result`]. A stored result the
+//!   caller's type cannot read (a deploy changed it) is [`Run::ReplayedWithoutValue`]: the
+//!   run completed; logged and counted.
+//! * A result too large for one item (400 KB with the record's attributes) is recorded as
+//!   completed without it: duplicates are [`Run::ReplayedWithoutValue`].
 //! * The completion write fails after the function ran: sent again, with backoff, while the
-//!   claim holds the key (up to 8 more times); if it still fails, logged and the value
-//!   returned, and the key stays in progress until its claim expires (a later duplicate may
-//!   then run again).
+//!   claim holds the key (up to 8 more times); if it still fails, [`Run::NotStored`], logged
+//!   and counted (EMF `IdempotencyResultNotStored`), and the key stays in progress until its
+//!   claim expires (a later duplicate may then run again).
 
+mod builder;
+mod cache;
 mod config;
 mod dynamodb;
+mod hash;
 mod key;
 mod layer;
+mod names;
 mod persistence;
 mod records;
+mod run;
+mod stats;
 
+pub use builder::DynamoDbPersistenceBuilder;
 pub use config::{
-    IdempotencyConfig, IdempotencyConfigBuilder, DEFAULT_CACHE_KEYS, DEFAULT_EXPIRES_AFTER,
-    DEFAULT_IN_PROGRESS_EXPIRY, MAX_KEY_BYTES,
+    IdempotencyConfig, IdempotencyConfigBuilder, MissingKey, PayloadCheck, DEFAULT_CACHE_BYTES,
+    DEFAULT_CACHE_KEYS, DEFAULT_EXPIRES_AFTER, DEFAULT_IN_PROGRESS_EXPIRY, DISABLED_ENV,
+    MAX_KEY_BYTES,
 };
-pub use dynamodb::DynamoDbPersistence;
+pub use dynamodb::{DynamoDbPersistence, MAX_ITEM_BYTES};
+pub use hash::RecordFormat;
 pub use key::{KeyError, KeyExpression, KeyFn, KeySource, KEY_SETTING};
 pub use layer::{IdempotencyLayer, IdempotentFuture, IdempotentService, RequestKey};
-pub use persistence::{Claim, ClaimRequest, InMemory, Persistence, Status, StoredRecord};
+pub use names::AttributeNames;
+pub use persistence::{
+    Claim, ClaimRequest, Completion, InMemory, Persistence, Status, StoredRecord,
+};
+pub use stats::{IdempotencyStats, RESULT_NOT_STORED_METRIC};
 
-use std::future::Future;
-use std::num::NonZeroUsize;
-use std::sync::Mutex;
-
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::ddb::retry::Backoff;
 use dynamodb_exactly_once::{ErrorClass, StoreError};
-use lru::LruCache;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-use sha2::{Digest, Sha256};
 
-/// How a call ended: the function ran now, or an earlier run's result was returned.
+/// How a call ended.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Run<T> {
-    /// The function ran in this call.
+    /// The function ran in this call, and its result is the stored one.
     Ran(T),
     /// A duplicate: the stored result of the run that completed earlier.
     Replayed(T),
+    /// The function ran in this call, but its result is not the stored one: the key was
+    /// taken over after this run's claim expired, the completion could not be written, or
+    /// the record had no key ([`MissingKey::Run`]). Another delivery may get another value.
+    NotStored(T),
+    /// A duplicate of a run that completed, whose result cannot be given: too large to
+    /// keep, or not readable by this type. The function did not run.
+    ReplayedWithoutValue(NoValue),
+}
+
+/// Why a completed run's result cannot be given.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoValue {
+    /// The result was too large for one item; only its completion was recorded.
+    NotKept,
+    /// The stored result does not deserialize into this type (e.g. changed by a deploy).
+    Unreadable {
+        /// The deserializer's message.
+        error: String,
+    },
 }
 
 impl<T> Run<T> {
-    /// The value, either way.
-    pub fn into_value(self) -> T {
+    /// The value, when there is one.
+    pub fn value(self) -> Option<T> {
         match self {
-            Run::Ran(v) | Run::Replayed(v) => v,
+            Run::Ran(v) | Run::Replayed(v) | Run::NotStored(v) => Some(v),
+            Run::ReplayedWithoutValue(_) => None,
         }
     }
 
-    /// Whether this call was a duplicate.
+    /// Whether this call was a duplicate (the function did not run).
     pub fn is_replayed(&self) -> bool {
-        matches!(self, Run::Replayed(_))
+        matches!(self, Run::Replayed(_) | Run::ReplayedWithoutValue(_))
     }
 }
 
@@ -124,7 +154,7 @@ pub enum IdempotencyError<E> {
         /// When its claim expires.
         until_ms: u64,
     },
-    /// The key was seen with another payload.
+    /// The key was seen with another payload, or under another operation.
     #[error("the key {key:?} was used before with another payload")]
     PayloadMismatch {
         /// The stored key.
@@ -136,10 +166,20 @@ pub enum IdempotencyError<E> {
     /// The store failed; the function did not run.
     #[error(transparent)]
     Store(StoreError),
-    /// A result could not be serialized, or a stored one read back.
+    /// A result could not be serialized.
     #[error("idempotency result: {0}")]
     Result(#[source] serde_json::Error),
-    /// The record or request gave no usable key ([`KeySource`]); the function did not run.
+    /// The tower layer only: the key's run completed earlier, but its response cannot be
+    /// given ([`Run::ReplayedWithoutValue`]); the service was not called.
+    #[error("the key {key:?} completed earlier; its stored response cannot be given: {why:?}")]
+    Completed {
+        /// The request's key.
+        key: String,
+        /// Why.
+        why: NoValue,
+    },
+    /// The record or request gave no usable key ([`KeySource`]), or the operation is not
+    /// usable; the function did not run.
     #[error(transparent)]
     Key(KeyError),
 }
@@ -152,6 +192,7 @@ impl<E> IdempotencyError<E> {
             IdempotencyError::InProgress { .. } => Some(true),
             IdempotencyError::PayloadMismatch { .. }
             | IdempotencyError::Result(_)
+            | IdempotencyError::Completed { .. }
             | IdempotencyError::Key(_) => Some(false),
             IdempotencyError::Store(e) => Some(e.class() != ErrorClass::InvalidRequest),
             IdempotencyError::Handler(_) => None,
@@ -159,37 +200,23 @@ impl<E> IdempotencyError<E> {
     }
 }
 
-/// Waits before sending a failed completion again (while the claim holds the key).
-const COMPLETION_RETRY: Backoff = Backoff::new(
-    std::time::Duration::from_millis(10),
-    std::time::Duration::from_millis(500),
-    8,
-);
-
-/// A completed result kept in memory.
-#[derive(Debug, Clone)]
-struct Cached {
-    payload_hash: String,
-    result: Vec<u8>,
-    expires_at_s: u64,
-}
-
-/// The layer: runs a function once per key over a [`Persistence`].
+/// The layer: runs a function once per operation and key over a [`Persistence`].
 #[derive(Debug)]
 pub struct Idempotency<P> {
     persistence: P,
     config: IdempotencyConfig,
-    cache: Option<Mutex<LruCache<String, Cached>>>,
+    cache: cache::Cache,
+    counters: stats::Counters,
 }
 
 impl<P: Persistence> Idempotency<P> {
     /// The layer over `persistence`.
     pub fn new(persistence: P, config: IdempotencyConfig) -> Self {
-        let cache = NonZeroUsize::new(config.cache_keys).map(|n| Mutex::new(LruCache::new(n)));
         Idempotency {
+            cache: cache::Cache::new(config.cache_keys, config.cache_bytes),
             persistence,
             config,
-            cache,
+            counters: stats::Counters::default(),
         }
     }
 
@@ -198,183 +225,26 @@ impl<P: Persistence> Idempotency<P> {
         &self.persistence
     }
 
-    /// Run `function` once for `key` (see the module documentation); `payload` is what the
-    /// key stands for (its hash is checked across calls), `deadline_ms` the invocation's
-    /// deadline (epoch ms), until which the run holds the key.
-    pub async fn run<T, E, F, Fut>(
-        &self,
-        key: &str,
-        payload: &impl Serialize,
-        deadline_ms: Option<u64>,
-        function: F,
-    ) -> Result<Run<T>, IdempotencyError<E>>
-    where
-        T: Serialize + DeserializeOwned,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        if !self.config.enabled {
-            return function()
-                .await
-                .map(Run::Ran)
-                .map_err(IdempotencyError::Handler);
-        }
-        let key = self.stored_key(key);
-        let hash = self.payload_hash(payload)?;
-        let now_ms = epoch_millis();
-        if let Some(cached) = self.cached(&key, now_ms) {
-            return self.replay(&key, &hash, &cached.payload_hash, &cached.result);
-        }
-        let request = ClaimRequest {
-            key: key.clone(),
-            payload_hash: hash.clone(),
-            token: format!("{:032x}", rand::random::<u128>()),
-            now_ms,
-            in_progress_until_ms: deadline_ms
-                .unwrap_or_else(|| now_ms.saturating_add(millis(self.config.in_progress_expiry))),
-            expires_at_s: (now_ms / 1000).saturating_add(self.config.expires_after.as_secs()),
-        };
-        match self.persistence.claim(&request).await {
-            Err(e) => Err(IdempotencyError::Store(e)),
-            Ok(Claim::Claimed) => self.run_claimed(&request, function).await,
-            Ok(Claim::Existing(record)) => match record.status {
-                Status::InProgress { until_ms } if self.matches(&hash, &record.payload_hash) => {
-                    Err(IdempotencyError::InProgress { until_ms })
-                }
-                Status::InProgress { .. } => Err(IdempotencyError::PayloadMismatch { key }),
-                Status::Completed { result } => {
-                    let value = self.replay(&key, &hash, &record.payload_hash, &result)?;
-                    self.remember(&key, &record.payload_hash, result, record.expires_at_s);
-                    Ok(value)
-                }
-            },
-        }
+    /// The settings.
+    pub fn config(&self) -> &IdempotencyConfig {
+        &self.config
     }
 
-    /// The function, under our claim: its result stored, or the key released.
-    async fn run_claimed<T, E, F, Fut>(
-        &self,
-        claim: &ClaimRequest,
-        function: F,
-    ) -> Result<Run<T>, IdempotencyError<E>>
-    where
-        T: Serialize + DeserializeOwned,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        let value = match function().await {
-            Ok(value) => value,
-            Err(e) => {
-                if let Err(err) = self.persistence.release(&claim.key, &claim.token).await {
-                    tracing::warn!(key = %claim.key, error = %err,
-                        "could not release the idempotency key; it frees itself when its claim expires");
-                }
-                return Err(IdempotencyError::Handler(e));
-            }
-        };
-        let result = serde_json::to_vec(&value).map_err(IdempotencyError::Result)?;
-        match self.store_result(claim, &result).await {
-            Ok(()) => self.remember(&claim.key, &claim.payload_hash, result, claim.expires_at_s),
-            Err(err) => tracing::error!(key = %claim.key, error = %err,
-                "the function ran but its result could not be stored; the key stays in progress until its claim expires"),
-        }
-        Ok(Run::Ran(value))
+    /// What this layer did since it was built (replays, in-progress refusals, results not
+    /// stored, ...).
+    pub fn stats(&self) -> IdempotencyStats {
+        self.counters.snapshot()
     }
-
-    /// Store the run's result: the completion, sent again after a retryable failure while
-    /// the claim holds the key (it is conditioned on the claim's token, so sending it again
-    /// is safe; once the claim expired another run may own the key).
-    async fn store_result(&self, claim: &ClaimRequest, result: &[u8]) -> Result<(), StoreError> {
-        let mut waits = COMPLETION_RETRY.delays();
-        loop {
-            let done = self
-                .persistence
-                .complete(&claim.key, &claim.token, result, claim.expires_at_s)
-                .await;
-            let err = match done {
-                Err(err) if err.is_retryable() => err,
-                done => return done,
-            };
-            let left = claim.in_progress_until_ms.saturating_sub(epoch_millis());
-            let wait = match waits.next() {
-                Some(wait) if wait.as_millis() < u128::from(left) => wait,
-                _ => return Err(err),
-            };
-            tracing::warn!(key = %claim.key, error = %err, "storing the result failed; sending it again");
-            tokio::time::sleep(wait).await;
-        }
-    }
-
-    /// A stored result returned to a duplicate (after the payload check).
-    fn replay<T: DeserializeOwned, E>(
-        &self,
-        key: &str,
-        hash: &str,
-        stored_hash: &str,
-        result: &[u8],
-    ) -> Result<Run<T>, IdempotencyError<E>> {
-        if !self.matches(hash, stored_hash) {
-            return Err(IdempotencyError::PayloadMismatch { key: key.into() });
-        }
-        serde_json::from_slice(result)
-            .map(Run::Replayed)
-            .map_err(IdempotencyError::Result)
-    }
-
-    fn matches(&self, hash: &str, stored: &str) -> bool {
-        !self.config.validate_payload || stored.is_empty() || hash == stored
-    }
-
-    /// `<namespace>#<key>`, or the namespace and the key's SHA-256 when it is long.
-    fn stored_key(&self, key: &str) -> String {
-        let full = format!("{}#{key}", self.config.namespace);
-        if full.len() <= MAX_KEY_BYTES {
-            return full;
-        }
-        format!(
-            "{}#sha256:{}",
-            self.config.namespace,
-            hex::encode(Sha256::digest(key.as_bytes()))
-        )
-    }
-
-    fn payload_hash<E>(&self, payload: &impl Serialize) -> Result<String, IdempotencyError<E>> {
-        if !self.config.validate_payload {
-            return Ok(String::new());
-        }
-        // serde_json's maps are sorted: one spelling per value.
-        let value = serde_json::to_value(payload).map_err(IdempotencyError::Result)?;
-        let bytes = serde_json::to_vec(&value).map_err(IdempotencyError::Result)?;
-        Ok(hex::encode(&Sha256::digest(&bytes)[..16]))
-    }
-
-    fn cached(&self, key: &str, now_ms: u64) -> Option<Cached> {
-        let mut cache = self.cache.as_ref()?.lock().ok()?;
-        let hit = cache.get(key)?.clone();
-        if hit.expires_at_s.saturating_mul(1000) <= now_ms {
-            cache.pop(key);
-            return None;
-        }
-        Some(hit)
-    }
-
-    fn remember(&self, key: &str, payload_hash: &str, result: Vec<u8>, expires_at_s: u64) {
-        if let Some(Ok(mut cache)) = self.cache.as_ref().map(Mutex::lock) {
-            cache.put(
-                key.to_string(),
-                Cached {
-                    payload_hash: payload_hash.to_string(),
-                    result,
-                    expires_at_s,
-                },
-            );
-        }
-    }
-}
-
-fn millis(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "findings_tests.rs"]
+mod findings_tests;
+
+/// `docs/idempotency.md`, whose Rust snippets are compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../../docs/idempotency.md")]
+pub struct IdempotencyDoc;

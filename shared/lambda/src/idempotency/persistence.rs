@@ -5,6 +5,11 @@
 //! time after which another run may claim it) and **completed** (the result, kept until the
 //! record expires). Every write names the claim's token, so a run whose claim was taken over
 //! can never overwrite the new owner's record.
+//!
+//! Two expiries, two units: an in-progress record holds its key until `until_ms` (epoch ms,
+//! the run's deadline); every record lives until `expires_at_s` (epoch seconds, the table's
+//! TTL). A claim writes `expires_at_s` past `until_ms`, so a record in progress is never
+//! freed by its TTL; a completion writes `expires_after` from the completion's own time.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -13,16 +18,20 @@ use std::sync::Mutex;
 use dynamodb_exactly_once::StoreError;
 
 /// A key's stored record.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRecord {
     /// In progress or completed.
     pub status: Status,
-    /// The hash of the payload it was claimed with.
+    /// The hash of the payload it was claimed with (empty: none stored).
     pub payload_hash: String,
-    /// The token of the claim that wrote it.
+    /// The token of the claim that wrote it (empty: written by another library).
     pub token: String,
     /// When it expires (epoch seconds; the table's TTL).
     pub expires_at_s: u64,
+    /// The operation that claimed it (`None`: written by another library, whose key names
+    /// the operation).
+    pub operation: Option<String>,
 }
 
 /// The state of a key.
@@ -34,10 +43,11 @@ pub enum Status {
         /// The claim's expiry.
         until_ms: u64,
     },
-    /// A run finished with this result (JSON).
+    /// A run finished with this result (JSON; `None`: too large to keep, only its
+    /// completion is recorded).
     Completed {
         /// The result, serialized.
-        result: Vec<u8>,
+        result: Option<Vec<u8>>,
     },
 }
 
@@ -51,11 +61,30 @@ pub enum Claim {
     Existing(StoredRecord),
 }
 
+/// What a completion did.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// The result is stored under our token (a retried completion whose earlier attempt
+    /// applied meets our token and applies again).
+    Stored,
+    /// Stored as completed without the result, which is too large for one item.
+    StoredWithoutResult {
+        /// The result's size.
+        bytes: usize,
+    },
+    /// Refused: our claim expired and another run holds the key (its record, when known).
+    TakenOver(Option<StoredRecord>),
+}
+
 /// One claim: the key, the payload's hash, a token unique to this run, and the times.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimRequest {
     /// The stored key.
     pub key: String,
+    /// The operation (part of the key, kept in the record).
+    pub operation: String,
     /// The payload's hash.
     pub payload_hash: String,
     /// Unique to this run.
@@ -64,8 +93,39 @@ pub struct ClaimRequest {
     pub now_ms: u64,
     /// The claim holds the key until then (epoch ms).
     pub in_progress_until_ms: u64,
-    /// The record's TTL (epoch seconds).
+    /// The in-progress record's TTL (epoch seconds), after `in_progress_until_ms`.
     pub expires_at_s: u64,
+}
+
+impl ClaimRequest {
+    /// A claim of `key` for `operation` by `token`, held from `now_ms` until `until_ms`; its
+    /// TTL is `keep_s` seconds from now, and never before the claim ends.
+    pub fn new(
+        key: impl Into<String>,
+        operation: impl Into<String>,
+        token: impl Into<String>,
+        now_ms: u64,
+        until_ms: u64,
+        keep_s: u64,
+    ) -> Self {
+        ClaimRequest {
+            key: key.into(),
+            operation: operation.into(),
+            payload_hash: String::new(),
+            token: token.into(),
+            now_ms,
+            in_progress_until_ms: until_ms,
+            expires_at_s: (now_ms / 1000)
+                .saturating_add(keep_s)
+                .max((until_ms / 1000).saturating_add(1)),
+        }
+    }
+
+    /// The same claim with the payload's hash.
+    pub fn with_payload_hash(mut self, hash: impl Into<String>) -> Self {
+        self.payload_hash = hash.into();
+        self
+    }
 }
 
 /// A store of idempotency records. Implementations must make `claim` atomic (one run gets
@@ -80,14 +140,14 @@ pub trait Persistence: Send + Sync {
         request: &ClaimRequest,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
-    /// Record the result of the run holding `token` (nothing when the key was taken over).
+    /// Record the result of the run holding `token`, kept until `expires_at_s`.
     fn complete(
         &self,
         key: &str,
         token: &str,
         result: &[u8],
         expires_at_s: u64,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<Completion, StoreError>> + Send;
 
     /// Free the key held by `token` (the run failed: a retry may run).
     fn release(
@@ -95,6 +155,11 @@ pub trait Persistence: Send + Sync {
         key: &str,
         token: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// How the layer spells keys and payload hashes for this store.
+    fn format(&self) -> super::RecordFormat {
+        super::RecordFormat::Native
+    }
 }
 
 /// Records in memory: the same semantics as the table, for unit tests.
@@ -124,8 +189,8 @@ impl InMemory {
 
 /// Whether `record` no longer holds its key at `now_ms`.
 pub(super) fn is_free(record: &StoredRecord, now_ms: u64) -> bool {
-    let expired = record.expires_at_s.saturating_mul(1000) <= now_ms;
-    let stale = matches!(record.status, Status::InProgress { until_ms } if until_ms <= now_ms);
+    let expired = record.expires_at_s < now_ms / 1000;
+    let stale = matches!(record.status, Status::InProgress { until_ms } if until_ms < now_ms);
     expired || stale
 }
 
@@ -150,6 +215,7 @@ impl Persistence for InMemory {
                         payload_hash: r.payload_hash.clone(),
                         token: r.token.clone(),
                         expires_at_s: r.expires_at_s,
+                        operation: Some(r.operation.clone()),
                     },
                 );
                 Ok(Claim::Claimed)
@@ -163,14 +229,18 @@ impl Persistence for InMemory {
         token: &str,
         result: &[u8],
         expires_at_s: u64,
-    ) -> Result<(), StoreError> {
-        if let Some(record) = self.lock().get_mut(key).filter(|r| r.token == token) {
-            record.status = Status::Completed {
-                result: result.to_vec(),
-            };
-            record.expires_at_s = expires_at_s;
+    ) -> Result<Completion, StoreError> {
+        let mut records = self.lock();
+        match records.get_mut(key) {
+            Some(record) if record.token == token => {
+                record.status = Status::Completed {
+                    result: Some(result.to_vec()),
+                };
+                record.expires_at_s = expires_at_s;
+                Ok(Completion::Stored)
+            }
+            other => Ok(Completion::TakenOver(other.cloned())),
         }
-        Ok(())
     }
 
     async fn release(&self, key: &str, token: &str) -> Result<(), StoreError> {

@@ -9,18 +9,21 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::key::{KeyError, KeySource};
-use super::{Idempotency, IdempotencyError, Persistence, Run};
+use super::{Idempotency, IdempotencyError, MissingKey, Persistence, Run};
 use crate::processor::{Record, RecordError};
 
 impl<P: Persistence> Idempotency<P> {
-    /// Run `function` once for `record` (see the module documentation): the key taken by
-    /// `keys`, the payload the record's body as delivered (its JSON, all of it, whatever `T`
-    /// keeps), the key held in progress until the record's deadline
+    /// Run `function` once for `record` and `operation` (see the module documentation): the
+    /// key taken by `keys`, the payload the record's body as delivered (its JSON, or the
+    /// part [`IdempotencyConfig::payload_check`](super::IdempotencyConfig::payload_check)
+    /// names), the key held in progress until the record's deadline
     /// ([`Record::deadline_ms`]). A record with no usable key is [`IdempotencyError::Key`]
-    /// (the function does not run). With `?`, every error becomes the right [`RecordError`]
-    /// when the function's own error does.
+    /// (the function does not run), or runs without idempotency under
+    /// [`MissingKey::Run`] ([`Run::NotStored`]). With `?`, every error becomes the right
+    /// [`RecordError`] when the function's own error does.
     pub async fn run_record<T, R, E, F, Fut>(
         &self,
+        operation: &str,
         keys: &KeySource<T>,
         record: &Record<T>,
         function: F,
@@ -37,19 +40,28 @@ impl<P: Persistence> Idempotency<P> {
                 .map_err(IdempotencyError::Handler);
         }
         let body: Option<Value> = serde_json::from_slice(&record.raw).ok();
-        let key = keys
-            .key_with(record, body.as_ref())
-            .map_err(IdempotencyError::Key)?;
+        let key = match keys.key_with(record, body.as_ref()) {
+            Ok(key) => key,
+            Err(e) if self.config.on_missing_key == MissingKey::Run => {
+                tracing::warn!(operation, error = %e, "no idempotency key: the function runs without idempotency");
+                return function()
+                    .await
+                    .map(Run::NotStored)
+                    .map_err(IdempotencyError::Handler);
+            }
+            Err(e) => return Err(IdempotencyError::Key(e)),
+        };
         let payload = body.unwrap_or_else(|| Value::String(hex::encode(&record.raw)));
-        self.run(&key, &payload, record.deadline_ms(), function)
+        self.run_keyed(operation, &key, &payload, record.deadline_ms(), function)
             .await
     }
 }
 
 /// A failed run as the processor's answer: in progress is delivered again (it is replayed
 /// once the first run completed); a store error by its class; the function's own error as it
-/// says; a reused key, a record without a key, or a stored result that cannot be read back
-/// can never succeed and are rejected (dead letters).
+/// says; a reused key, a record without a key, or a result that cannot be serialized can
+/// never succeed and are rejected (dead letters). A stored result that cannot be read back
+/// is no error: `Run::ReplayedWithoutValue`, acknowledged.
 impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
     fn from(err: IdempotencyError<E>) -> Self {
         let reject = |code, message: String| RecordError::Reject(Rejection::new(code, message));
@@ -63,10 +75,14 @@ impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
                 RejectionCode::InvalidIdempotencyKey,
                 format!("the idempotency key {key:?} was used before with another payload"),
             ),
-            IdempotencyError::Key(e @ KeyError::Empty { .. }) => {
+            IdempotencyError::Key(e @ (KeyError::Empty { .. } | KeyError::Operation { .. })) => {
                 reject(RejectionCode::InvalidIdempotencyKey, e.to_string())
             }
             IdempotencyError::Key(e) => reject(RejectionCode::MissingIdempotencyKey, e.to_string()),
+            IdempotencyError::Completed { key, why } => reject(
+                RejectionCode::RejectedByHandler,
+                format!("the key {key:?} completed earlier; its stored response cannot be given ({why:?})"),
+            ),
             IdempotencyError::Result(e) => reject(
                 RejectionCode::RejectedByHandler,
                 format!("idempotency result: {e}"),

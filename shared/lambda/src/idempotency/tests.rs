@@ -3,6 +3,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use std::sync::Mutex;
+
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
+
 use super::*;
 
 fn layer(cache_keys: usize) -> Idempotency<InMemory> {
@@ -19,7 +23,7 @@ async fn count(
     key: &str,
     payload: serde_json::Value,
 ) -> Result<Run<u32>, IdempotencyError<String>> {
-    idem.run(key, &payload, None, || async {
+    idem.run("op", key, &payload, None, || async {
         Ok::<u32, String>(calls.fetch_add(1, Ordering::SeqCst) as u32 + 10)
     })
     .await
@@ -68,22 +72,15 @@ async fn another_payload_under_a_key_is_refused_not_replayed() {
 async fn a_failed_run_releases_its_key_and_an_in_progress_one_holds_it() {
     let idem = layer(0);
     let failed = idem
-        .run("k", &1, None, || async {
+        .run("op", "k", &1, None, || async {
             Err::<u32, _>("down".to_string())
         })
         .await;
     assert!(matches!(failed, Err(IdempotencyError::Handler(ref e)) if e == "down"));
-    assert!(idem.persistence().get("fn#k").is_none());
+    assert!(idem.persistence().get("fn#op#k").is_none());
     // A claim held by a run that never finished (its process died) until its deadline.
     let until = epoch_millis() + 60_000;
-    let claim = ClaimRequest {
-        key: "fn#held".into(),
-        payload_hash: String::new(),
-        token: "other".into(),
-        now_ms: epoch_millis(),
-        in_progress_until_ms: until,
-        expires_at_s: epoch_millis() / 1000 + 3600,
-    };
+    let claim = ClaimRequest::new("fn#op#held", "op", "other", epoch_millis(), until, 3600);
     assert_eq!(
         idem.persistence().claim(&claim).await.ok(),
         Some(Claim::Claimed)
@@ -104,7 +101,7 @@ async fn a_claim_past_its_deadline_is_taken_over() {
     // A run whose deadline passed while its function hung (the future is dropped).
     let hung = tokio::time::timeout(
         Duration::from_millis(20),
-        idem.run("k", &1, Some(epoch_millis() + 50), || async {
+        idem.run("op", "k", &1, Some(epoch_millis() + 50), || async {
             tokio::time::sleep(Duration::from_secs(60)).await;
             Ok::<u32, String>(0)
         }),
@@ -135,10 +132,15 @@ async fn turned_off_the_function_always_runs() {
 fn configurations_are_validated_when_built() {
     assert!(IdempotencyConfig::builder("").build().is_err());
     let err = IdempotencyConfig::builder("fn")
-        .in_progress_expiry(Duration::from_secs(7200))
+        .in_progress_expiry(Duration::from_millis(10))
         .build()
-        .expect_err("longer than the record");
+        .expect_err("too short");
     assert_eq!(err.setting, "in_progress_expiry");
+    let err = IdempotencyConfig::builder("fn")
+        .validate_payload_at(["detail"])
+        .build()
+        .expect_err("not a pointer");
+    assert_eq!(err.setting, "validate_payload_at");
 }
 
 #[tokio::test]
@@ -171,10 +173,10 @@ async fn a_record_runs_once_per_key_held_until_its_deadline_and_one_without_a_ke
     };
     let calls = AtomicUsize::new(0);
     let first = idem
-        .run_record(&keys, &record(&position, &body), || async {
+        .run_record("op", &keys, &record(&position, &body), || async {
             calls.fetch_add(1, Ordering::SeqCst);
             // While it runs, the key is held until the record's deadline.
-            let held = idem.persistence().get("fn#o-1").map(|r| r.status);
+            let held = idem.persistence().get("fn#op#o-1").map(|r| r.status);
             Ok::<_, String>(held == Some(Status::InProgress { until_ms: deadline }))
         })
         .await;
@@ -182,17 +184,22 @@ async fn a_record_runs_once_per_key_held_until_its_deadline_and_one_without_a_ke
     // The producer sent the order again: another message, the same key and body.
     position.id = "m-2".into();
     let again = idem
-        .run_record(&keys, &record(&position, &body), || async {
+        .run_record("op", &keys, &record(&position, &body), || async {
             calls.fetch_add(1, Ordering::SeqCst);
             Ok::<_, String>(false)
         })
         .await;
     assert_eq!(again.ok(), Some(Run::Replayed(true)));
     let keyless = idem
-        .run_record(&keys, &record(&position, &json!({"id": 1})), || async {
-            calls.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, String>(false)
-        })
+        .run_record(
+            "op",
+            &keys,
+            &record(&position, &json!({"id": 1})),
+            || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, String>(false)
+            },
+        )
         .await;
     assert!(matches!(keyless, Err(IdempotencyError::Key(_))));
     assert_eq!(keyless.err().and_then(|e| e.is_retryable()), Some(false));
@@ -250,14 +257,8 @@ async fn the_processor_gives_each_record_the_invocations_cutoff_as_its_deadline(
 #[tokio::test]
 async fn a_late_copy_of_a_claim_does_not_reopen_the_completed_key() {
     let store = InMemory::new();
-    let claim = ClaimRequest {
-        key: "fn#k".into(),
-        payload_hash: String::new(),
-        token: "t".into(),
-        now_ms: epoch_millis(),
-        in_progress_until_ms: epoch_millis() + 60_000,
-        expires_at_s: epoch_millis() / 1000 + 3600,
-    };
+    let now = epoch_millis();
+    let claim = ClaimRequest::new("fn#op#k", "op", "t", now, now + 60_000, 3600);
     assert_eq!(store.claim(&claim).await.ok(), Some(Claim::Claimed));
     assert_eq!(
         store.claim(&claim).await.ok(),
@@ -265,7 +266,7 @@ async fn a_late_copy_of_a_claim_does_not_reopen_the_completed_key() {
         "a retry"
     );
     store
-        .complete("fn#k", "t", b"1", claim.expires_at_s)
+        .complete("fn#op#k", "t", b"1", claim.expires_at_s)
         .await
         .expect("completed");
     let late = store.claim(&claim).await.expect("answered");

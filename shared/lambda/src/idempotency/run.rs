@@ -1,0 +1,361 @@
+//! The protocol: claim, run, store (or release), and the answers to duplicates.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::ddb::retry::Backoff;
+use dynamodb_exactly_once::StoreError;
+use futures::FutureExt;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::cache::Cached;
+use super::config::PayloadCheck;
+use super::key::{KeyError, RecordKey};
+use super::stats::Event;
+use super::{
+    Claim, ClaimRequest, Completion, Idempotency, IdempotencyError, NoValue, Persistence, Run,
+    Status, StoredRecord,
+};
+
+/// Waits before sending a failed completion again (while the claim holds the key).
+const COMPLETION_RETRY: Backoff = Backoff::new(
+    std::time::Duration::from_millis(10),
+    std::time::Duration::from_millis(500),
+    8,
+);
+
+/// Longest operation name.
+const MAX_OPERATION_BYTES: usize = 128;
+
+impl<P: Persistence> Idempotency<P> {
+    /// Run `function` once for `key` of `operation` (see the module documentation).
+    /// `operation` names the call site (Powertools' function name): two operations with one
+    /// key each run once. `payload` is what the key stands for (its hash, or the hash of the
+    /// part [`IdempotencyConfig::payload_check`](super::IdempotencyConfig::payload_check)
+    /// names, is checked across calls); `deadline_ms` is the invocation's deadline (epoch
+    /// ms), until which the run holds the key.
+    pub async fn run<T, E, F, Fut>(
+        &self,
+        operation: &str,
+        key: &str,
+        payload: &impl Serialize,
+        deadline_ms: Option<u64>,
+        function: F,
+    ) -> Result<Run<T>, IdempotencyError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let key = RecordKey {
+            text: key.to_string(),
+            json: Value::String(key.to_string()),
+        };
+        self.run_keyed(operation, &key, payload, deadline_ms, function)
+            .await
+    }
+
+    /// [`Idempotency::run`] with a key read as a JSON value (Powertools' format hashes the
+    /// value, not its text).
+    pub(super) async fn run_keyed<T, E, F, Fut>(
+        &self,
+        operation: &str,
+        key: &RecordKey,
+        payload: &impl Serialize,
+        deadline_ms: Option<u64>,
+        function: F,
+    ) -> Result<Run<T>, IdempotencyError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        if !self.config.enabled {
+            return function()
+                .await
+                .map(Run::Ran)
+                .map_err(IdempotencyError::Handler);
+        }
+        check_operation(operation)?;
+        let format = self.persistence.format();
+        let stored_key = format.stored_key(&self.config.namespace, operation, &key.text, &key.json);
+        let hash = self.payload_hash(payload)?;
+        let now_ms = epoch_millis();
+        if let Some(cached) = self.cache.get(&stored_key, now_ms) {
+            let stored = StoredRecord {
+                status: Status::Completed {
+                    result: cached.result,
+                },
+                payload_hash: cached.payload_hash,
+                token: String::new(),
+                expires_at_s: cached.expires_at_s,
+                operation: cached.operation,
+            };
+            return self.answer_existing(&stored_key, operation, &hash, stored);
+        }
+        let until_ms = deadline_ms
+            .unwrap_or_else(|| now_ms.saturating_add(millis(self.config.in_progress_expiry)));
+        let token = format!("{:032x}", rand::random::<u128>());
+        let request = ClaimRequest::new(
+            stored_key,
+            operation,
+            token,
+            now_ms,
+            until_ms,
+            self.config.expires_after.as_secs(),
+        )
+        .with_payload_hash(hash);
+        match self.persistence.claim(&request).await {
+            Err(e) => Err(IdempotencyError::Store(e)),
+            Ok(Claim::Claimed) => self.run_claimed(&request, function).await,
+            Ok(Claim::Existing(record)) => self.found(&request, record),
+        }
+    }
+
+    /// The answer to a claim that found another run's live record, a completed one cached.
+    fn found<T: DeserializeOwned, E>(
+        &self,
+        request: &ClaimRequest,
+        record: StoredRecord,
+    ) -> Result<Run<T>, IdempotencyError<E>> {
+        let answer = self.answer_existing(
+            &request.key,
+            &request.operation,
+            &request.payload_hash,
+            record.clone(),
+        );
+        if let (Ok(_), Status::Completed { result }) = (&answer, record.status) {
+            self.remember(
+                &request.key,
+                &record.payload_hash,
+                record.operation,
+                result,
+                record.expires_at_s,
+            );
+        }
+        answer
+    }
+
+    /// A live record of another run: in progress, or its result replayed.
+    fn answer_existing<T: DeserializeOwned, E>(
+        &self,
+        key: &str,
+        operation: &str,
+        hash: &str,
+        record: StoredRecord,
+    ) -> Result<Run<T>, IdempotencyError<E>> {
+        let same_operation = record.operation.as_deref().is_none_or(|op| op == operation);
+        if !same_operation || !self.matches(hash, &record.payload_hash) {
+            return Err(IdempotencyError::PayloadMismatch { key: key.into() });
+        }
+        match record.status {
+            Status::InProgress { until_ms } => {
+                self.counters.count(Event::InProgress);
+                Err(IdempotencyError::InProgress { until_ms })
+            }
+            Status::Completed { result: None } => {
+                self.counters.count(Event::ReplayedWithoutValue);
+                Ok(Run::ReplayedWithoutValue(NoValue::NotKept))
+            }
+            Status::Completed {
+                result: Some(bytes),
+            } => match serde_json::from_slice(&bytes) {
+                Ok(value) => {
+                    self.counters.count(Event::Replayed);
+                    Ok(Run::Replayed(value))
+                }
+                Err(e) => {
+                    tracing::warn!(key, error = %e,
+                        "a completed run's stored result does not deserialize into this type; acknowledged without a value");
+                    self.counters.count(Event::ReplayedWithoutValue);
+                    Ok(Run::ReplayedWithoutValue(NoValue::Unreadable {
+                        error: e.to_string(),
+                    }))
+                }
+            },
+        }
+    }
+
+    /// The function, under our claim: its result stored, or the key released (an error, a
+    /// panic, a result that cannot be serialized).
+    async fn run_claimed<T, E, F, Fut>(
+        &self,
+        claim: &ClaimRequest,
+        function: F,
+    ) -> Result<Run<T>, IdempotencyError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let outcome = AssertUnwindSafe(async move { function().await })
+            .catch_unwind()
+            .await;
+        let value = match outcome {
+            Ok(Ok(value)) => value,
+            Ok(Err(e)) => {
+                self.release(claim).await;
+                return Err(IdempotencyError::Handler(e));
+            }
+            Err(panic) => {
+                self.release(claim).await;
+                std::panic::resume_unwind(panic);
+            }
+        };
+        let result = match serde_json::to_vec(&value) {
+            Ok(result) => result,
+            Err(e) => {
+                self.release(claim).await;
+                return Err(IdempotencyError::Result(e));
+            }
+        };
+        Ok(self.completed(claim, value, result).await)
+    }
+
+    /// The answer of a run that finished: stored (cached), or not the stored value.
+    async fn completed<T>(&self, claim: &ClaimRequest, value: T, result: Vec<u8>) -> Run<T> {
+        let expires_at_s =
+            (epoch_millis() / 1000).saturating_add(self.config.expires_after.as_secs());
+        match self.store_result(claim, &result, expires_at_s).await {
+            Ok(Completion::Stored) => {
+                self.remember(
+                    &claim.key,
+                    &claim.payload_hash,
+                    Some(claim.operation.clone()),
+                    Some(result),
+                    expires_at_s,
+                );
+                self.counters.count(super::stats::Event::Ran);
+                Run::Ran(value)
+            }
+            Ok(Completion::StoredWithoutResult { bytes }) => {
+                tracing::warn!(key = %claim.key, bytes,
+                    "the result is too large for one item: recorded as completed without it; duplicates are acknowledged without a value");
+                self.remember(
+                    &claim.key,
+                    &claim.payload_hash,
+                    Some(claim.operation.clone()),
+                    None,
+                    expires_at_s,
+                );
+                self.counters.count(Event::Ran);
+                Run::Ran(value)
+            }
+            Ok(Completion::TakenOver(_)) => {
+                tracing::warn!(key = %claim.key,
+                    "this run outlived its claim and another run took the key over: its result is not stored");
+                self.cache.remove(&claim.key);
+                self.counters.count(Event::ResultNotStored);
+                Run::NotStored(value)
+            }
+            Err(err) => {
+                tracing::error!(key = %claim.key, error = %err,
+                    "the function ran but its result could not be stored; the key stays in progress until its claim expires");
+                self.counters.count(Event::ResultNotStored);
+                Run::NotStored(value)
+            }
+        }
+    }
+
+    async fn release(&self, claim: &ClaimRequest) {
+        self.counters.count(Event::Failed);
+        if let Err(err) = self.persistence.release(&claim.key, &claim.token).await {
+            tracing::warn!(key = %claim.key, error = %err,
+                "could not release the idempotency key; it frees itself when its claim expires");
+        }
+    }
+
+    /// Store the run's result: the completion, sent again after a retryable failure while
+    /// the claim holds the key (it is conditioned on the claim's token, so sending it again
+    /// is safe; once the claim expired another run may own the key).
+    async fn store_result(
+        &self,
+        claim: &ClaimRequest,
+        result: &[u8],
+        expires_at_s: u64,
+    ) -> Result<Completion, StoreError> {
+        let mut waits = COMPLETION_RETRY.delays();
+        loop {
+            let done = self
+                .persistence
+                .complete(&claim.key, &claim.token, result, expires_at_s)
+                .await;
+            let err = match done {
+                Err(err) if err.is_retryable() => err,
+                done => return done,
+            };
+            let left = claim.in_progress_until_ms.saturating_sub(epoch_millis());
+            let wait = match waits.next() {
+                Some(wait) if wait.as_millis() < u128::from(left) => wait,
+                _ => return Err(err),
+            };
+            tracing::warn!(key = %claim.key, error = %err, "storing the result failed; sending it again");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    fn matches(&self, hash: &str, stored: &str) -> bool {
+        matches!(self.config.payload_check, PayloadCheck::Off)
+            || stored.is_empty()
+            || hash == stored
+    }
+
+    fn payload_hash<E>(&self, payload: &impl Serialize) -> Result<String, IdempotencyError<E>> {
+        let pointers = match &self.config.payload_check {
+            PayloadCheck::Off => return Ok(String::new()),
+            PayloadCheck::Whole => None,
+            PayloadCheck::At(pointers) => Some(pointers),
+        };
+        let value = serde_json::to_value(payload).map_err(IdempotencyError::Result)?;
+        let part = match pointers {
+            None => value,
+            Some(pointers) => {
+                let mut parts: Vec<Value> = pointers
+                    .iter()
+                    .map(|p| value.pointer(p).cloned().unwrap_or(Value::Null))
+                    .collect();
+                match parts.len() {
+                    1 => parts.pop().unwrap_or(Value::Null),
+                    _ => Value::Array(parts),
+                }
+            }
+        };
+        Ok(self.persistence.format().payload_hash(&part))
+    }
+
+    fn remember(
+        &self,
+        key: &str,
+        payload_hash: &str,
+        operation: Option<String>,
+        result: Option<Vec<u8>>,
+        expires_at_s: u64,
+    ) {
+        self.cache.put(
+            key,
+            Cached {
+                payload_hash: payload_hash.to_string(),
+                operation,
+                result,
+                expires_at_s,
+            },
+        );
+    }
+}
+
+/// An operation is 1 to 128 bytes without `#` (which separates it from the key).
+fn check_operation<E>(operation: &str) -> Result<(), IdempotencyError<E>> {
+    if operation.is_empty() || operation.len() > MAX_OPERATION_BYTES || operation.contains('#') {
+        return Err(IdempotencyError::Key(KeyError::Operation {
+            operation: operation.to_string(),
+        }));
+    }
+    Ok(())
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

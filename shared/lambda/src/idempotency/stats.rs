@@ -1,0 +1,79 @@
+//! What the layer did, counted per process ([`Idempotency::stats`](super::Idempotency::stats)),
+//! and the EMF count `IdempotencyResultNotStored` printed when a run's result could not be
+//! stored (the one case in which the layer gives up "once": alarm on it).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counts since the layer was built.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IdempotencyStats {
+    /// Runs whose result was stored.
+    pub ran: u64,
+    /// Duplicates answered with a stored result (from the table or the cache).
+    pub replayed: u64,
+    /// Duplicates of a completed run whose result could not be given (too large to keep,
+    /// or not readable by the caller's type).
+    pub replayed_without_value: u64,
+    /// Calls refused because another run held the key.
+    pub in_progress: u64,
+    /// Runs whose result is not the stored one: the completion failed, or was refused (the
+    /// key taken over). (Records run without a key under `MissingKey::Run` are only
+    /// logged.)
+    pub result_not_stored: u64,
+    /// Runs that failed or panicked (their key released).
+    pub failed: u64,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    ran: AtomicU64,
+    replayed: AtomicU64,
+    replayed_without_value: AtomicU64,
+    in_progress: AtomicU64,
+    result_not_stored: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// One counted event.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Event {
+    Ran,
+    Replayed,
+    ReplayedWithoutValue,
+    InProgress,
+    ResultNotStored,
+    Failed,
+}
+
+/// The EMF metric of a result not stored.
+pub const RESULT_NOT_STORED_METRIC: &str = "IdempotencyResultNotStored";
+
+impl Counters {
+    pub fn count(&self, event: Event) {
+        let counter = match event {
+            Event::Ran => &self.ran,
+            Event::Replayed => &self.replayed,
+            Event::ReplayedWithoutValue => &self.replayed_without_value,
+            Event::InProgress => &self.in_progress,
+            Event::ResultNotStored => &self.result_not_stored,
+            Event::Failed => &self.failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if matches!(event, Event::ResultNotStored) {
+            crate::metrics::emit("idempotency", &[(RESULT_NOT_STORED_METRIC.into(), 1.0)]);
+        }
+    }
+
+    pub fn snapshot(&self) -> IdempotencyStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        IdempotencyStats {
+            ran: get(&self.ran),
+            replayed: get(&self.replayed),
+            replayed_without_value: get(&self.replayed_without_value),
+            in_progress: get(&self.in_progress),
+            result_not_stored: get(&self.result_not_stored),
+            failed: get(&self.failed),
+        }
+    }
+}
