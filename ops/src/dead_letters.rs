@@ -13,6 +13,7 @@ use dynamodb_exactly_once::txn::Coordinator;
 use dynamodb_exactly_once::Protocol;
 use dynamodb_exactly_once_lambda::client::client_from_env;
 use dynamodb_exactly_once_lambda::dead_letter::{DeadLetter, DeadLetters, LetterFilter};
+use dynamodb_exactly_once_lambda::mapping::RecordShape;
 use dynamodb_exactly_once_lambda::settings::functions::{
     COUNTER_WRITER, DOCUMENT_WRITER, RATCHET_WRITER, TX_COORDINATOR,
 };
@@ -154,7 +155,7 @@ async fn forget_exported(letters: &DeadLetters, filter: &LetterFilter) -> Result
     Ok(())
 }
 
-async fn replay_with<P: Protocol + Configured>(
+async fn replay_with<P: Protocol + Configured + RecordShape>(
     client: Client,
     spec: FunctionSpec,
     letters: DeadLetters,

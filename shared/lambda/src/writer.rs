@@ -15,7 +15,7 @@ use tracing::Instrument;
 use crate::dead_letter::DeadLetters;
 use crate::error::HandlerError;
 use crate::event_time::EventTime;
-use crate::mapping::{Mapped, RecordMapping};
+use crate::mapping::{Mapped, RecordMapping, RecordShape};
 use crate::otel::batch_span;
 use crate::pipeline::{process_batch, process_work, AgeCheck, BatchReport};
 use crate::settings::{env_opt, env_parse, env_required, FunctionSpec};
@@ -156,8 +156,9 @@ impl<P: Protocol> Writer<P> {
 /// [`ANSWER_MARGIN`], 250 ms), `<PREFIX>_DEPLOYMENT` (the name its dead letters are kept
 /// under; default the Lambda function's name, `AWS_LAMBDA_FUNCTION_NAME`) and
 /// `<PREFIX>_EVENT_TIME_POINTER` (see [`crate::event_time`]) and `<PREFIX>_RECORD_MAPPING`
-/// (see [`crate::mapping`]).
-pub fn writer_from_env<P: Protocol + Configured>(
+/// (see [`crate::mapping`]; checked against `P`'s [`RecordShape`], so a template that does not
+/// give `P`'s records refuses to start).
+pub fn writer_from_env<P: Protocol + Configured + RecordShape>(
     client: Client,
     spec: FunctionSpec,
 ) -> Result<Writer<P>, ConfigError> {
@@ -175,7 +176,7 @@ pub fn writer_from_env<P: Protocol + Configured>(
         .transpose()?;
     let mapping_var = spec.var("RECORD_MAPPING");
     let mapping = env_opt(&mapping_var)
-        .map(|m| RecordMapping::new(&mapping_var, &m))
+        .map(|m| RecordMapping::for_protocol::<P>(&mapping_var, &m))
         .transpose()?;
     Ok(Writer {
         function: spec.name.into(),
