@@ -61,11 +61,13 @@
 //!
 //! Cost: one JSON parse and one serialisation per record, no DynamoDB call.
 
+mod dry_run;
 mod leaf;
 mod shape;
 mod template;
 mod work;
 
+pub use dry_run::Tried;
 pub use shape::{FieldShape, Kind, RecordShape, Shape};
 pub(crate) use template::{Field, Node};
 pub(crate) use work::Mapped;
