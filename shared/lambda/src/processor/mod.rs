@@ -64,7 +64,7 @@ use crate::dead_letter::{DeadLetterSink, ReportOnly};
 use crate::error::HandlerError;
 use crate::otel::batch_span;
 use crate::pipeline::{process_work, AgeCheck, BatchReport};
-use crate::source::{Batch, BatchResponse};
+use crate::source::{Batch, BatchResponse, SourceKind};
 use crate::telemetry::{invocation_span, traced};
 use crate::writer::DEFAULT_DEADLINE_MARGIN;
 
@@ -111,6 +111,8 @@ pub struct Processor<T> {
     function: String,
     work: Handling<T>,
     dead_letters: Arc<dyn DeadLetterSink>,
+    /// Whether the sink was chosen ([`ProcessorBuilder::dead_letters`]), not the default.
+    sink_chosen: bool,
     deadline_margin: Duration,
 }
 
@@ -120,6 +122,7 @@ impl<T> Clone for Processor<T> {
             function: self.function.clone(),
             work: self.work.clone(),
             dead_letters: Arc::clone(&self.dead_letters),
+            sink_chosen: self.sink_chosen,
             deadline_margin: self.deadline_margin,
         }
     }
@@ -140,8 +143,10 @@ impl<T> std::fmt::Debug for Processor<T> {
 
 impl<T: DeserializeOwned + Send + 'static> Processor<T> {
     /// A processor named `function` (the name its dead letters, logs and metrics carry) running
-    /// `handler` on every record. Defaults: [`ReportOnly`] dead letters, [`StreamOrder::Shard`],
-    /// [`DEFAULT_CONCURRENCY`], a deadline margin of 2 s.
+    /// `handler` on every record. Defaults: no dead-letter sink chosen ([`ReportOnly`] on SQS
+    /// and unordered streams; an ordered stream batch is refused until one is chosen, see
+    /// [`Processor::handle_batch`]), [`StreamOrder::Shard`], [`DEFAULT_CONCURRENCY`], a
+    /// deadline margin of 2 s.
     pub fn builder<H, F>(function: impl Into<String>, handler: H) -> ProcessorBuilder<T>
     where
         H: Fn(Record<T>) -> F + Send + Sync + 'static,
@@ -151,7 +156,7 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
         ProcessorBuilder {
             function: function.into(),
             handler,
-            dead_letters: Arc::new(ReportOnly),
+            dead_letters: None,
             stream_order: StreamOrder::default(),
             concurrency: DEFAULT_CONCURRENCY,
             deadline_margin: DEFAULT_DEADLINE_MARGIN,
@@ -189,6 +194,10 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
             let batch = Batch::from_event(event.payload).inspect_err(|err| {
                 tracing::error!(error = %err, "the payload is not a Kinesis, SQS or DynamoDB Streams batch");
             })?;
+            if let Some(refused) = self.refusal(&batch) {
+                tracing::error!(function = %self.function, error = %refused, "batch refused before any record ran");
+                return Err(refused.into());
+            }
             Ok(self.handle_batch(&batch, deadline).await.response)
         })
         .await
@@ -196,7 +205,16 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
 
     /// Process an already decoded batch: the report (per-record results in batch order), its
     /// summary logged and emitted as metrics.
+    ///
+    /// A stream batch run in order ([`StreamOrder::Shard`] or [`StreamOrder::PartitionKey`])
+    /// by a processor whose dead-letter sink was not chosen is refused before any record runs
+    /// (every record reported; [`Processor::handle`] fails the invocation, naming the choice):
+    /// under [`ReportOnly`] the records held back behind a rejected one share its fate, and
+    /// when the source gives up on it they are discarded without ever running.
     pub async fn handle_batch(&self, batch: &Batch, deadline: Deadline) -> BatchReport<Handled> {
+        if let Some(refused) = self.refusal(batch) {
+            return crate::pipeline::refuse(&self.function, batch, &refused.to_string());
+        }
         let span = batch_span(&self.function, batch.kind, batch.records.len());
         let report = process_work(
             &self.function,
@@ -217,6 +235,29 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
     pub fn function(&self) -> &str {
         &self.function
     }
+
+    /// Why this processor must not run `batch`: an ordered stream batch with no dead-letter
+    /// sink chosen (see [`Processor::handle_batch`]).
+    fn refusal(&self, batch: &Batch) -> Option<ConfigError> {
+        let stream = matches!(batch.kind, SourceKind::Kinesis | SourceKind::DynamoDb);
+        let ordered = self.work.stream_order != StreamOrder::Unordered;
+        (stream && ordered && !self.sink_chosen && !batch.records.is_empty()).then(|| {
+            ConfigError::new(
+                "dead_letters",
+                format!(
+                    "the processor `{}` got a {} batch in {:?} order with no dead-letter sink \
+                     chosen: a rejected record would hold back the rest of its shard or key, \
+                     and when the source gives up on it those records are discarded never run. \
+                     Choose `.dead_letters(DeadLetters::new(..))` (kept and acknowledged; the \
+                     rest runs), or `.dead_letters(ReportOnly)` to accept that, or \
+                     `StreamOrder::Unordered` (every record runs at least once)",
+                    self.function,
+                    batch.kind.as_str(),
+                    self.work.stream_order
+                ),
+            )
+        })
+    }
 }
 
 /// Builds a [`Processor`]; see [`Processor::builder`].
@@ -224,7 +265,7 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
 pub struct ProcessorBuilder<T> {
     function: String,
     handler: Handler<T>,
-    dead_letters: Arc<dyn DeadLetterSink>,
+    dead_letters: Option<Arc<dyn DeadLetterSink>>,
     stream_order: StreamOrder,
     concurrency: usize,
     deadline_margin: Duration,
@@ -245,10 +286,14 @@ impl<T> std::fmt::Debug for ProcessorBuilder<T> {
 impl<T: DeserializeOwned + Send + 'static> ProcessorBuilder<T> {
     /// Where rejected records go: [`DeadLetters`](crate::dead_letter::DeadLetters) (a table:
     /// kept, then acknowledged), `SqsDeadLetters` (feature `sqs`: a message on an SQS queue,
-    /// then acknowledged), [`ReportOnly`] (the default: reported for the source's own
-    /// dead-letter queue or on-failure destination), or your own [`DeadLetterSink`].
+    /// then acknowledged), [`ReportOnly`] (reported for the source's own dead-letter queue or
+    /// on-failure destination), or your own [`DeadLetterSink`].
+    ///
+    /// Unchosen, rejected records are reported as under [`ReportOnly`] on SQS and on
+    /// unordered streams; an ordered stream batch is refused (see
+    /// [`Processor::handle_batch`]): choose a sink for Kinesis and DynamoDB Streams.
     pub fn dead_letters(mut self, sink: impl DeadLetterSink + 'static) -> Self {
-        self.dead_letters = Arc::new(sink);
+        self.dead_letters = Some(Arc::new(sink));
         self
     }
 
@@ -299,7 +344,10 @@ impl<T: DeserializeOwned + Send + 'static> ProcessorBuilder<T> {
                 concurrency: self.concurrency,
                 body: PhantomData,
             },
-            dead_letters: self.dead_letters,
+            sink_chosen: self.dead_letters.is_some(),
+            dead_letters: self
+                .dead_letters
+                .unwrap_or_else(|| Arc::new(ReportOnly) as Arc<dyn DeadLetterSink>),
             deadline_margin: self.deadline_margin,
         })
     }
