@@ -85,3 +85,26 @@ async fn report_only_chosen_explicitly_or_a_keeping_sink_runs_the_stream_batch()
     assert!(report.response.failed_ids().is_empty());
     assert_eq!(calls.seen(), ["ok-1"]);
 }
+
+#[tokio::test]
+async fn an_invocation_budget_below_the_deadline_margin_still_runs_its_records() {
+    // Given the default 2 s margin and a function whose timeout leaves 1.5 s
+    let calls = Calls::default();
+    let c = calls.clone();
+    let p = Processor::builder("orders", move |r| handle(c.clone(), r))
+        .build()
+        .expect("processor");
+    let sqs = crate::processor::sqs_event(&[order("ok-1", 1), order("ok-2", 1)], None);
+
+    // When it is invoked
+    let failed = p
+        .handle(invocation(sqs, 1_500))
+        .await
+        .expect("answered")
+        .failed_ids();
+
+    // Then the invocation runs with a reduced margin (an ERROR names the timeout) instead of
+    // deferring every record on every invocation
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(calls.seen().len(), 2);
+}

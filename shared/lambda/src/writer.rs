@@ -83,7 +83,11 @@ impl<P: Protocol> Writer<P> {
     /// Every line it logs carries the invocation's request id, trace id and function name.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
-        let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
+        let deadline = crate::pipeline::invocation_deadline(
+            &self.function,
+            event.context.deadline,
+            self.deadline_margin,
+        );
         traced(span, deadline, async {
             tracing::debug!(
                 deadline_ms = event.context.deadline,

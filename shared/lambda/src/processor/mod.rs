@@ -189,7 +189,11 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
     /// invocation's request id, trace id and function name.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
-        let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
+        let deadline = crate::pipeline::invocation_deadline(
+            &self.function,
+            event.context.deadline,
+            self.deadline_margin,
+        );
         traced(span, deadline, async {
             let batch = Batch::from_event(event.payload).inspect_err(|err| {
                 tracing::error!(error = %err, "the payload is not a Kinesis, SQS or DynamoDB Streams batch");
