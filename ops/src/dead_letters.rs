@@ -2,7 +2,8 @@
 //!
 //! Every action takes one function's letters, narrowed to one deployment (`--deployment`, the
 //! Lambda function name the letters were kept by), one source kind (`--kind`) and one stream or
-//! queue (`--source-arn`). Replay refuses letters of several deployments at once.
+//! queue (`--source-arn`). Replay, export and forget-exported refuse letters of several
+//! deployments at once.
 
 use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::config::Configured;
@@ -145,6 +146,7 @@ fn letter_json(l: &DeadLetter) -> Value {
 
 async fn forget_exported(letters: &DeadLetters, filter: &LetterFilter) -> Result<(), String> {
     let listing = letters.listing(filter).await.map_err(|e| e.to_string())?;
+    export::forgettable(&listing.letters)?;
     let mut removed = 0;
     for letter in listing.letters.iter().filter(|l| l.exported_at.is_some()) {
         letters.remove(letter).await.map_err(|e| e.to_string())?;
