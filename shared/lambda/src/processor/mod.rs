@@ -47,7 +47,6 @@
 //! per source.
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,13 +67,15 @@ use crate::source::{Batch, BatchResponse, SourceKind};
 use crate::telemetry::{invocation_span, traced};
 use crate::writer::DEFAULT_DEADLINE_MARGIN;
 
+mod change;
 mod record;
 mod service;
 mod work;
 
+pub use change::DynamoDbChange;
 pub use record::{Record, RecordError, MAX_REASON_CHARS};
-pub use work::Handled;
-use work::{Handler, Handling};
+pub use work::{Decode, Handled};
+use work::{Extras, Handler, Handling, WithExtras};
 
 /// Default number of records (or ordered keys) run at once.
 pub const DEFAULT_CONCURRENCY: usize = 8;
@@ -152,15 +153,7 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
         H: Fn(Record<T>) -> F + Send + Sync + 'static,
         F: Future<Output = Result<(), RecordError>> + Send + 'static,
     {
-        let handler: Handler<T> = Arc::new(move |record| handler(record).boxed());
-        ProcessorBuilder {
-            function: function.into(),
-            handler,
-            dead_letters: None,
-            stream_order: StreamOrder::default(),
-            concurrency: DEFAULT_CONCURRENCY,
-            deadline_margin: DEFAULT_DEADLINE_MARGIN,
-        }
+        Self::decoder_builder(function, work::json::<T>, handler)
     }
 
     /// A processor whose record handler is a `tower::Service<Record<T>>`: your own, or one
@@ -184,9 +177,65 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
             }
         })
     }
+}
+
+impl Processor<Vec<u8>> {
+    /// A processor whose handler gets each body as delivered, bytes (`Record<Vec<u8>>`):
+    /// Avro, protobuf, CSV, compressed data. Otherwise as [`Processor::builder`].
+    pub fn raw_builder<H, F>(function: impl Into<String>, handler: H) -> ProcessorBuilder<Vec<u8>>
+    where
+        H: Fn(Record<Vec<u8>>) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), RecordError>> + Send + 'static,
+    {
+        Self::decoder_builder(function, |body| Ok(body.to_vec()), handler)
+    }
+}
+
+impl Processor<String> {
+    /// A processor whose handler gets each body as text (`Record<String>`, plain text, not
+    /// JSON); a body that is not UTF-8 is `invalid_body`. Otherwise as [`Processor::builder`].
+    pub fn text_builder<H, F>(function: impl Into<String>, handler: H) -> ProcessorBuilder<String>
+    where
+        H: Fn(Record<String>) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), RecordError>> + Send + 'static,
+    {
+        Self::decoder_builder(
+            function,
+            |body| String::from_utf8(body.to_vec()).map_err(|e| e.to_string()),
+            handler,
+        )
+    }
+}
+
+impl<T: Send + 'static> Processor<T> {
+    /// A processor whose bodies become `T` through `decode` (a protobuf or Avro decoder, say);
+    /// a body it refuses is `invalid_body`, with its reason. Otherwise as
+    /// [`Processor::builder`].
+    pub fn decoder_builder<H, F>(
+        function: impl Into<String>,
+        decode: Decode<T>,
+        handler: H,
+    ) -> ProcessorBuilder<T>
+    where
+        H: Fn(Record<T>) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), RecordError>> + Send + 'static,
+    {
+        let handler: Handler<T> = Arc::new(move |record| handler(record).boxed());
+        ProcessorBuilder {
+            function: function.into(),
+            handler,
+            decode,
+            dead_letters: None,
+            stream_order: StreamOrder::default(),
+            concurrency: DEFAULT_CONCURRENCY,
+            deadline_margin: DEFAULT_DEADLINE_MARGIN,
+        }
+    }
 
     /// Handle one invocation: the partial batch response. Every line it logs carries the
-    /// invocation's request id, trace id and function name.
+    /// invocation's request id, trace id and function name. Each record carries the
+    /// invocation's Lambda context ([`Record::context`]) and its source's metadata
+    /// ([`Record::metadata`]).
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
         let deadline = crate::pipeline::invocation_deadline(
@@ -194,6 +243,10 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
             event.context.deadline,
             self.deadline_margin,
         );
+        let extras = Extras {
+            metadata: crate::source::metadata::metadata_of(&event.payload),
+            context: Some(Arc::new(event.context.clone())),
+        };
         traced(span, deadline, async {
             let batch = Batch::from_event(event.payload).inspect_err(|err| {
                 tracing::error!(error = %err, "the payload is not a Kinesis, SQS or DynamoDB Streams batch");
@@ -202,7 +255,7 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
                 tracing::error!(function = %self.function, error = %refused, "batch refused before any record ran");
                 return Err(refused.into());
             }
-            Ok(self.handle_batch(&batch, deadline).await.response)
+            Ok(self.run(&batch, deadline, &extras).await.response)
         })
         .await
     }
@@ -216,14 +269,27 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
     /// under [`ReportOnly`] the records held back behind a rejected one share its fate, and
     /// when the source gives up on it they are discarded without ever running.
     pub async fn handle_batch(&self, batch: &Batch, deadline: Deadline) -> BatchReport<Handled> {
+        self.run(batch, deadline, &Extras::default()).await
+    }
+
+    async fn run(
+        &self,
+        batch: &Batch,
+        deadline: Deadline,
+        extras: &Extras,
+    ) -> BatchReport<Handled> {
         if let Some(refused) = self.refusal(batch) {
             return crate::pipeline::refuse(&self.function, batch, &refused.to_string());
         }
         let span = batch_span(&self.function, batch.kind, batch.records.len());
+        let work = WithExtras {
+            handling: &self.work,
+            extras,
+        };
         let report = process_work(
             &self.function,
             batch,
-            &self.work,
+            &work,
             self.dead_letters.as_ref(),
             deadline,
             AgeCheck::Enforce,
@@ -269,6 +335,7 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
 pub struct ProcessorBuilder<T> {
     function: String,
     handler: Handler<T>,
+    decode: Decode<T>,
     dead_letters: Option<Arc<dyn DeadLetterSink>>,
     stream_order: StreamOrder,
     concurrency: usize,
@@ -287,7 +354,7 @@ impl<T> std::fmt::Debug for ProcessorBuilder<T> {
     }
 }
 
-impl<T: DeserializeOwned + Send + 'static> ProcessorBuilder<T> {
+impl<T: Send + 'static> ProcessorBuilder<T> {
     /// Where rejected records go: [`DeadLetters`](crate::dead_letter::DeadLetters) (a table:
     /// kept, then acknowledged), `SqsDeadLetters` (feature `sqs`: a message on an SQS queue,
     /// then acknowledged), [`ReportOnly`] (reported for the source's own dead-letter queue or
@@ -344,9 +411,9 @@ impl<T: DeserializeOwned + Send + 'static> ProcessorBuilder<T> {
             function: self.function,
             work: Handling {
                 handler: self.handler,
+                decode: self.decode,
                 stream_order: self.stream_order,
                 concurrency: self.concurrency,
-                body: PhantomData,
             },
             sink_chosen: self.dead_letters.is_some(),
             dead_letters: self
