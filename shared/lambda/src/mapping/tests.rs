@@ -261,3 +261,29 @@ fn a_template_of_the_wrong_shape_for_its_protocol_refuses_to_start() {
     // `$body` or a pointer as the whole record: checked per record by the protocol.
     check(r#""$body""#).expect("unchecked");
 }
+
+#[test]
+fn every_template_in_the_mapping_page_compiles_and_gives_a_writers_record() {
+    use dynamodb_exactly_once::counter::Counter;
+    use dynamodb_exactly_once::document::Document;
+    use dynamodb_exactly_once::ratchet::Ratchet;
+    let page = include_str!("../../../../docs/mapping.md");
+    let templates: Vec<&str> = page
+        .split("```json\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .collect();
+    assert!(templates.len() >= 4, "{}", templates.len());
+    for template in templates {
+        let fits = [
+            RecordMapping::for_protocol::<Counter>("M", template).is_ok(),
+            RecordMapping::for_protocol::<Ratchet>("M", template).is_ok(),
+            RecordMapping::for_protocol::<Document>("M", template).is_ok(),
+        ];
+        assert!(
+            fits.contains(&true),
+            "{template}: {:?}",
+            RecordMapping::new("M", template)
+        );
+    }
+}
