@@ -239,4 +239,37 @@ mod tests {
             Some(Duration::from_millis(250))
         );
     }
+
+    #[test]
+    fn a_record_mapping_of_the_wrong_shape_refuses_to_build_the_writer() {
+        use dynamodb_exactly_once::counter::Counter;
+        let spec = FunctionSpec {
+            name: "writer-shape-test",
+            env_prefix: "WRITERSHAPE",
+        };
+        let client = Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+                .build(),
+        );
+        // Variables of this test's own prefix only: nothing else reads them.
+        std::env::set_var("WRITERSHAPE_DEAD_LETTER_TABLE", "letters");
+        std::env::set_var("WRITERSHAPE_TABLE", "counters");
+        std::env::set_var(
+            "WRITERSHAPE_RECORD_MAPPING",
+            r#"{"key":{"PK":"/customer"},"add":{"n":1},"idempotency_key":"$id"}"#,
+        );
+        let err = writer_from_env::<Counter>(client.clone(), spec).expect_err("misspelled");
+        assert_eq!(err.setting, "WRITERSHAPE_RECORD_MAPPING");
+        assert!(
+            err.message.contains("did you mean `idempotencyKey`"),
+            "{}",
+            err.message
+        );
+        std::env::set_var(
+            "WRITERSHAPE_RECORD_MAPPING",
+            r#"{"key":{"PK":"/customer"},"add":{"n":1},"idempotencyKey":"$id"}"#,
+        );
+        assert!(writer_from_env::<Counter>(client, spec).is_ok());
+    }
 }
