@@ -123,8 +123,13 @@ mod tests {
             {"messageId": "m-1", "eventSource": "aws:sqs", "body": "{\"customer\":1.0,\"amount\":\"250\"}",
              "attributes": {"SentTimestamp": "1700000000000"}, "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q"},
             {"messageId": "m-2", "eventSource": "aws:sqs", "body": "{\"amount\":1}",
+             "attributes": {}, "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q"},
+            {"messageId": "m-3", "eventSource": "aws:sqs", "body": "{\"customer\":2,\"amount\":\"1.5\"}",
              "attributes": {}, "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q"}
         ]});
+        // The counter's settings, so that each mapped record is parsed by it too (this test's
+        // process reads no other COUNTER_ variable).
+        std::env::set_var("COUNTER_TABLE", "counters");
         let path =
             std::env::temp_dir().join(format!("ops-mapping-try-{}.json", std::process::id()));
         std::fs::write(&path, event.to_string()).expect("event file");
@@ -149,7 +154,7 @@ mod tests {
             }
         };
         let outcome = args(template).expect("tried");
-        assert_eq!(outcome.misfits, 1);
+        assert_eq!(outcome.misfits, 2);
         assert_eq!(
             outcome.lines[0]["record"],
             json!({"key":{"PK":"customer#1"},"add":{"n":250},"idempotencyKey":"m-1"})
@@ -162,6 +167,9 @@ mod tests {
             outcome.lines[1]["rejected"]["message"],
             json!("the body has no value at `/customer`")
         );
+        // Mapped, then refused by the counter: a delta must be an integer.
+        assert_eq!(outcome.lines[2]["record"]["add"], json!({"n": 1.5}));
+        assert_eq!(outcome.lines[2]["rejected"]["code"], json!("invalid_delta"));
         let wrong = template.replace("idempotencyKey", "idempotency_key");
         let err = args(&wrong).expect_err("misspelled");
         assert!(err.contains("did you mean `idempotencyKey`"), "{err}");
