@@ -45,6 +45,15 @@
 //! handler that is not idempotent); an SQS standard batch concurrently, up to
 //! [`ProcessorBuilder::concurrency`] records at once. `docs/processor.md` states the contract
 //! per source.
+//!
+//! Dead letters: an ordered stream batch (Kinesis, DynamoDB Streams; [`StreamOrder::Shard`]
+//! or [`StreamOrder::PartitionKey`]) is refused until a sink is chosen with
+//! [`ProcessorBuilder::dead_letters`] (under [`ReportOnly`] the records held back behind a
+//! rejected one share its fate). Bodies: JSON into `T` ([`Processor::builder`]), bytes
+//! ([`Processor::raw_builder`]), text ([`Processor::text_builder`]), your decoder
+//! ([`Processor::decoder_builder`]); a DynamoDB stream record as [`DynamoDbChange<T>`], its
+//! images typed. Each record carries the Lambda context and its source's metadata
+//! ([`Record::context`], [`Record::metadata`]).
 
 use std::future::Future;
 use std::sync::Arc;
