@@ -34,6 +34,7 @@ mod lease;
 mod mapping;
 mod processor;
 mod processor_check;
+mod processor_edges;
 mod ratchet;
 mod ratchet_cache;
 mod ratchet_check;

@@ -22,24 +22,24 @@ use serde_json::{json, Value};
 
 /// The test's record: an order.
 #[derive(Debug, Deserialize)]
-struct Order {
-    id: String,
-    amount: i64,
+pub(crate) struct Order {
+    pub(crate) id: String,
+    pub(crate) amount: i64,
 }
 
 /// The ids the handler was called with, in call order.
 #[derive(Clone, Default)]
-struct Calls(Arc<Mutex<Vec<String>>>);
+pub(crate) struct Calls(Arc<Mutex<Vec<String>>>);
 
 impl Calls {
-    fn seen(&self) -> Vec<String> {
+    pub(crate) fn seen(&self) -> Vec<String> {
         self.0.lock().map(|c| c.clone()).unwrap_or_default()
     }
 }
 
 /// Ids `retry*` fail transiently, `sleep*` take 10 s, `panic*` panic; a negative amount is
 /// rejected; anything else succeeds.
-async fn handle(calls: Calls, record: Record<Order>) -> Result<(), RecordError> {
+pub(crate) async fn handle(calls: Calls, record: Record<Order>) -> Result<(), RecordError> {
     let order = &record.body;
     if let Ok(mut seen) = calls.0.lock() {
         seen.push(order.id.clone());
@@ -73,19 +73,19 @@ fn processor(
 }
 
 /// A dead-letter table of its own.
-async fn dead_letters() -> DeadLetters {
+pub(crate) async fn dead_letters() -> DeadLetters {
     let client = client();
     let tables = template_tables(&client, &["DeadLetterTable"]).await;
     DeadLetters::new(client, &tables["DeadLetterTable"], "orders")
 }
 
-fn order(id: &str, amount: i64) -> Value {
+pub(crate) fn order(id: &str, amount: i64) -> Value {
     json!({"id": id, "amount": amount})
 }
 
 // ------------------------------------------------------------------- events
 
-fn invocation(event: Value, budget_ms: u64) -> LambdaEvent<Value> {
+pub(crate) fn invocation(event: Value, budget_ms: u64) -> LambdaEvent<Value> {
     let mut context = Context::default();
     context.deadline = epoch_millis() + budget_ms;
     LambdaEvent::new(event, context)
@@ -99,7 +99,7 @@ async fn run(p: &Processor<Order>, event: Value) -> Vec<String> {
 }
 
 /// An SQS event; `group` makes it a FIFO queue's batch.
-fn sqs_event(bodies: &[Value], groups: Option<&[&str]>) -> Value {
+pub(crate) fn sqs_event(bodies: &[Value], groups: Option<&[&str]>) -> Value {
     let arn = if groups.is_some() {
         "arn:aws:sqs:us-east-1:1:orders.fifo"
     } else {
@@ -123,7 +123,7 @@ fn sqs_event(bodies: &[Value], groups: Option<&[&str]>) -> Value {
 
 /// A Kinesis event of one shard: raw bodies with their partition keys, sequence numbers
 /// `0…0`, `0…1`, ...
-fn kinesis_event(records: &[(&str, String)]) -> Value {
+pub(crate) fn kinesis_event(records: &[(&str, String)]) -> Value {
     #[allow(clippy::cast_precision_loss)]
     let now = epoch_millis() as f64 / 1000.0;
     let records: Vec<Value> = records
@@ -140,7 +140,7 @@ fn kinesis_event(records: &[(&str, String)]) -> Value {
     json!({ "Records": records })
 }
 
-fn kinesis_orders(orders: &[(&str, Value)]) -> Value {
+pub(crate) fn kinesis_orders(orders: &[(&str, Value)]) -> Value {
     let records: Vec<(&str, String)> = orders.iter().map(|(k, b)| (*k, b.to_string())).collect();
     kinesis_event(&records)
 }
@@ -285,6 +285,7 @@ async fn kinesis_kpl_user_records_each_reach_the_handler_with_their_own_delivery
             Ok(())
         }
     })
+    .dead_letters(ReportOnly)
     .build()
     .expect("valid processor");
 
@@ -369,6 +370,7 @@ async fn dynamodb_streams_answer_by_sequence_number_and_stop_the_shard_at_a_retr
             Ok(())
         }
     })
+    .dead_letters(ReportOnly)
     .build()
     .expect("valid processor");
     let change = |n: usize, pk: &str| {

@@ -2,7 +2,8 @@
 //!
 //! Every action takes one function's letters, narrowed to one deployment (`--deployment`, the
 //! Lambda function name the letters were kept by), one source kind (`--kind`) and one stream or
-//! queue (`--source-arn`). Replay refuses letters of several deployments at once.
+//! queue (`--source-arn`). Replay, export and forget-exported refuse letters of several
+//! deployments at once.
 
 use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::config::Configured;
@@ -13,6 +14,7 @@ use dynamodb_exactly_once::txn::Coordinator;
 use dynamodb_exactly_once::Protocol;
 use dynamodb_exactly_once_lambda::client::client_from_env;
 use dynamodb_exactly_once_lambda::dead_letter::{DeadLetter, DeadLetters, LetterFilter};
+use dynamodb_exactly_once_lambda::mapping::RecordShape;
 use dynamodb_exactly_once_lambda::settings::functions::{
     COUNTER_WRITER, DOCUMENT_WRITER, RATCHET_WRITER, TX_COORDINATOR,
 };
@@ -144,6 +146,7 @@ fn letter_json(l: &DeadLetter) -> Value {
 
 async fn forget_exported(letters: &DeadLetters, filter: &LetterFilter) -> Result<(), String> {
     let listing = letters.listing(filter).await.map_err(|e| e.to_string())?;
+    export::forgettable(&listing.letters)?;
     let mut removed = 0;
     for letter in listing.letters.iter().filter(|l| l.exported_at.is_some()) {
         letters.remove(letter).await.map_err(|e| e.to_string())?;
@@ -154,7 +157,7 @@ async fn forget_exported(letters: &DeadLetters, filter: &LetterFilter) -> Result
     Ok(())
 }
 
-async fn replay_with<P: Protocol + Configured>(
+async fn replay_with<P: Protocol + Configured + RecordShape>(
     client: Client,
     spec: FunctionSpec,
     letters: DeadLetters,

@@ -14,6 +14,9 @@
 //!                                                  from env), remove those that now succeed;
 //!                                                  --force: too_old ones too
 //! ops dead-letters forget-exported --table T --function F ...   remove exported letters
+//! ops mapping try --function F --event E.json [--mapping TEMPLATE]
+//!                                                  the records an event maps to, or the exact
+//!                                                  error (nothing written)
 //! ops tx seed TABLE PK=BALANCE ...                 accounts for the transaction demo
 //! ops tx status TXID                               a TX record's state (TX_TABLE from env)
 //! ops tx open [--quiet-seconds S]                  open transactions, oldest first
@@ -23,6 +26,7 @@
 //! (`AWS_ENDPOINT_URL_DYNAMODB` for DynamoDB Local).
 
 mod dead_letters;
+mod mapping;
 mod tables;
 mod txn;
 
@@ -70,6 +74,11 @@ enum Command {
         #[command(flatten)]
         scope: dead_letters::Scope,
     },
+    /// Record mappings: `try` one on an event file, nothing written.
+    Mapping {
+        #[command(subcommand)]
+        command: mapping::MappingCommand,
+    },
     /// Transaction helpers.
     Tx {
         #[command(subcommand)]
@@ -89,6 +98,7 @@ async fn main() -> ExitCode {
         Command::Scan { table } => tables::scan(&table, false).await,
         Command::Show { table } => tables::scan(&table, true).await,
         Command::DeadLetters { action, scope } => dead_letters::run(action, scope).await,
+        Command::Mapping { command } => mapping::run(command),
         Command::Tx { command } => txn::run(command).await,
     };
     match result {
@@ -97,5 +107,72 @@ async fn main() -> ExitCode {
             eprintln!("ops: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `ops mapping try` on an SQS event: each record's mapped body, or the exact error; a
+    /// misspelled field refuses before any record is read.
+    #[test]
+    fn mapping_try_prints_each_mapped_record_or_the_exact_error() {
+        let event = json!({"Records": [
+            {"messageId": "m-1", "eventSource": "aws:sqs", "body": "{\"customer\":1.0,\"amount\":\"250\"}",
+             "attributes": {"SentTimestamp": "1700000000000"}, "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q"},
+            {"messageId": "m-2", "eventSource": "aws:sqs", "body": "{\"amount\":1}",
+             "attributes": {}, "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q"},
+            {"messageId": "m-3", "eventSource": "aws:sqs", "body": "{\"customer\":2,\"amount\":\"1.5\"}",
+             "attributes": {}, "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q"}
+        ]});
+        // The counter's settings, so that each mapped record is parsed by it too (this test's
+        // process reads no other COUNTER_ variable).
+        std::env::set_var("COUNTER_TABLE", "counters");
+        let path =
+            std::env::temp_dir().join(format!("ops-mapping-try-{}.json", std::process::id()));
+        std::fs::write(&path, event.to_string()).expect("event file");
+        let template = r#"{"key":{"PK":"=customer#{/customer}"},"add":{"n":"/amount|number"},"idempotencyKey":"$id"}"#;
+        let args = |template: &str| {
+            let path = path.to_string_lossy().to_string();
+            let cli = Cli::try_parse_from([
+                "ops",
+                "mapping",
+                "try",
+                "--function",
+                "counter-writer",
+                "--event",
+                &path,
+                "--mapping",
+                template,
+            ])
+            .expect("arguments");
+            match cli.command {
+                Command::Mapping { command } => mapping::outcome(command),
+                other => panic!("{other:?}"),
+            }
+        };
+        let outcome = args(template).expect("tried");
+        assert_eq!(outcome.misfits, 2);
+        assert_eq!(
+            outcome.lines[0]["record"],
+            json!({"key":{"PK":"customer#1"},"add":{"n":250},"idempotencyKey":"m-1"})
+        );
+        assert_eq!(
+            outcome.lines[1]["rejected"]["code"],
+            json!("mapping_failed")
+        );
+        assert_eq!(
+            outcome.lines[1]["rejected"]["message"],
+            json!("the body has no value at `/customer`")
+        );
+        // Mapped, then refused by the counter: a delta must be an integer.
+        assert_eq!(outcome.lines[2]["record"]["add"], json!({"n": 1.5}));
+        assert_eq!(outcome.lines[2]["rejected"]["code"], json!("invalid_delta"));
+        let wrong = template.replace("idempotencyKey", "idempotency_key");
+        let err = args(&wrong).expect_err("misspelled");
+        assert!(err.contains("did you mean `idempotencyKey`"), "{err}");
+        std::fs::remove_file(&path).ok();
     }
 }

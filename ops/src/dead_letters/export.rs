@@ -9,18 +9,20 @@
 //!   the same in every export).
 //! * **DynamoDB Streams** letters become a DynamoDB Streams event of the stored stream records.
 //!
-//! One kind per export. The ids are those of the source (or derived from them), so a record
+//! One kind and one deployment per export (as replay, letters of several deployments are
+//! refused: name one with `--deployment`). The ids are those of the source (or derived from them), so a record
 //! rejected again overwrites its own letter, never another's.
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use dynamodb_exactly_once_lambda::dead_letter::{DeadLetter, DeadLetters, LetterFilter};
+use dynamodb_exactly_once_lambda::replay::refuse_mixed_deployments;
 use dynamodb_exactly_once_lambda::source::SourceKind;
 use serde_json::{json, Value};
 
 pub async fn run(letters: &DeadLetters, filter: &LetterFilter) -> Result<(), String> {
     let listing = letters.listing(filter).await.map_err(|e| e.to_string())?;
-    let event = event_of(&listing.letters)?;
+    let event = exportable(&listing.letters)?;
     println!(
         "{}",
         serde_json::to_string_pretty(&event).map_err(|e| e.to_string())?
@@ -36,6 +38,20 @@ pub async fn run(letters: &DeadLetters, filter: &LetterFilter) -> Result<(), Str
         listing.letters.len()
     );
     Ok(())
+}
+
+/// The letters as their source's event, refused when they are of several deployments (their
+/// event invoked against one deployment would write the other's records into its table) or
+/// of several source kinds.
+pub fn exportable(letters: &[DeadLetter]) -> Result<Value, String> {
+    forgettable(letters)?;
+    event_of(letters)
+}
+
+/// Letters that may be removed as exported together: one deployment's.
+pub fn forgettable(letters: &[DeadLetter]) -> Result<(), String> {
+    refuse_mixed_deployments(letters)
+        .map_err(|e| format!("{e}: name one with --deployment (as `list` shows it)"))
 }
 
 /// The letters (of one source kind) as that source's event.
@@ -199,6 +215,26 @@ mod tests {
         assert_eq!(first.len(), 3);
         assert!(first[0] != first[1] && first[1] != first[2]);
         assert_eq!(&first[1..], &again[..], "the same letter, the same id");
+    }
+
+    #[test]
+    fn letters_of_several_deployments_are_not_exported_or_forgotten_together() {
+        let of = |deployment: &str, id: &str| {
+            let mut l = letter(SourceKind::Sqs, id, None, b"{}");
+            l.deployment = Some(deployment.into());
+            l
+        };
+        let mixed = [of("writer-main", "m1"), of("writer-replica", "m2")];
+        let err = exportable(&mixed).expect_err("mixed deployments");
+        assert!(
+            err.contains("writer-main") && err.contains("--deployment"),
+            "{err}"
+        );
+        let err = forgettable(&mixed).expect_err("mixed deployments");
+        assert!(err.contains("writer-replica"), "{err}");
+        let one = [of("writer-main", "m1"), of("writer-main", "m3")];
+        assert!(exportable(&one).is_ok());
+        assert!(forgettable(&one).is_ok());
     }
 
     #[test]

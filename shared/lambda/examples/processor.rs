@@ -27,7 +27,7 @@
 //! only `order-02` is reported.
 
 use dynamodb_exactly_once_lambda::client::client_from_env;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::dead_letter::{DeadLetters, ReportOnly};
 use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError, StreamOrder};
 use serde::Deserialize;
 
@@ -82,8 +82,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         Ok(table) => {
             builder.dead_letters(DeadLetters::new(client_from_env().await?, table, FUNCTION))
         }
-        // The default sink: rejected records are reported for the source's own DLQ.
-        Err(_) => builder,
+        // No table: rejected records are reported for the source's own DLQ, and on a stream
+        // the records held back behind one share its fate (chosen explicitly: a processor
+        // with no sink chosen refuses ordered stream batches).
+        Err(_) => builder.dead_letters(ReportOnly),
     };
     lambda_runtime::run(builder.build()?).await
 }

@@ -2,7 +2,8 @@
 //! once per event) and keeps the order's newest state (the ratchet, newest `version` wins).
 //!
 //! **Partial success.** Both steps are idempotent, so the rule is simple: run them in order,
-//! and report the record if any step fails (`RecordError::transient`). The source delivers it
+//! and report the record if any step fails (`?` on a `StoreError` retries it, unless DynamoDB
+//! refused the request as invalid, which can never succeed). The source delivers it
 //! again; the steps that were done answer `duplicate` / `stale` (no second count, no older
 //! state), the failed one runs again. A record one of the protocols refuses (`Rejection`) can
 //! never succeed: it is rejected (kept as a dead letter) whatever the other step did; the
@@ -17,7 +18,7 @@ use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once::ItemKey;
 use dynamodb_exactly_once_lambda::client::client_from_env;
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::dead_letter::{DeadLetters, ReportOnly};
 use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError};
 use serde::{Deserialize, Serialize};
 
@@ -43,28 +44,22 @@ struct Protocols {
 
 async fn handle(p: Arc<Protocols>, record: Record<OrderEvent>) -> Result<(), RecordError> {
     let e = &record.body;
-    let reject = |r: dynamodb_exactly_once::Rejection| RecordError::reject(r.to_string());
+    // `?` converts: a `Rejection` keeps its code (a dead letter), a `StoreError` is retried
+    // unless the request can never succeed (`rejected_by_dynamodb`).
     let key =
         |pk: String| ItemKey::partition("PK", pk).map_err(|k| RecordError::reject(k.to_string()));
     // 1. The customer's totals, once per event.
-    let count = p
-        .totals
-        .record(
-            key(format!("customer#{}", e.customer))?,
-            [("orders", 1), ("amountCents", e.amount_cents)],
-            e.event_id.as_str(),
-        )
-        .map_err(reject)?;
-    p.totals.add(&count).await.map_err(RecordError::transient)?;
+    let count = p.totals.record(
+        key(format!("customer#{}", e.customer))?,
+        [("orders", 1), ("amountCents", e.amount_cents)],
+        e.event_id.as_str(),
+    )?;
+    p.totals.add(&count).await?;
     // 2. The order's newest state.
     let state = p
         .orders
-        .put_record(key(format!("order#{}", e.order_id))?, e.version, e)
-        .map_err(reject)?;
-    p.orders
-        .write(&state)
-        .await
-        .map_err(RecordError::transient)?;
+        .put_record(key(format!("order#{}", e.order_id))?, e.version, e)?;
+    p.orders.write(&state).await?;
     Ok(())
 }
 
@@ -85,7 +80,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let builder = Processor::builder(FUNCTION, move |r| handle(Arc::clone(&protocols), r));
     let builder = match std::env::var("ORDERS_DEAD_LETTER_TABLE") {
         Ok(table) => builder.dead_letters(DeadLetters::new(client, table, FUNCTION)),
-        Err(_) => builder,
+        // No table: rejected records are reported for the source's own DLQ (chosen
+        // explicitly: on a stream, the records held back behind one share its fate).
+        Err(_) => builder.dead_letters(ReportOnly),
     };
     lambda_runtime::run(builder.build()?).await
 }

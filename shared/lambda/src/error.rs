@@ -7,7 +7,7 @@
 //! `errorType` (`InvalidEvent`, `Retryable`, `NonRetryable`) instead of a Rust type path.
 
 use dynamodb_exactly_once::txn::sweep::SweepError;
-use dynamodb_exactly_once::StoreError;
+use dynamodb_exactly_once::{ConfigError, StoreError};
 use lambda_runtime::Diagnostic;
 
 use crate::source::EventError;
@@ -30,6 +30,10 @@ pub enum HandlerError {
     /// last checkpoint).
     #[error("journal roll-up: cut off at the invocation deadline")]
     RollupCutOff,
+    /// The function's configuration cannot handle this batch safely (nothing ran; every
+    /// record is delivered again once the configuration is fixed).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
 impl HandlerError {
@@ -41,6 +45,7 @@ impl HandlerError {
             HandlerError::Sweep(_) => "NonRetryable",
             HandlerError::Rollup(e) => store_error_type(e),
             HandlerError::RollupCutOff => "Retryable",
+            HandlerError::Config(_) => "Configuration",
         }
     }
 }

@@ -63,3 +63,14 @@ pub use replay::{ReplayError, ReplayReport, ReplayScope};
 pub use run::{run_rollup, run_sweeper, run_writer, RollupFunction, SweeperFunction};
 pub use source::{Batch, BatchResponse};
 pub use writer::{writer_from_env, Writer};
+
+/// The Rust snippets of `docs/processor.md`, compiled as doctests (the SQS sink's needs the
+/// `sqs` feature).
+#[cfg(all(doctest, feature = "sqs"))]
+#[doc = include_str!("../../../docs/processor.md")]
+pub struct ProcessorDoc;
+
+/// The Rust snippets of `docs/mapping.md`, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/mapping.md")]
+pub struct MappingDoc;

@@ -207,7 +207,10 @@ impl<P: Protocol> Writer<P> {
     }
 }
 
-fn refuse_mixed_deployments(letters: &[DeadLetter]) -> Result<(), ReplayError> {
+/// Refuse `letters` kept by several deployments ([`ReplayError::MixedDeployments`]): replay,
+/// export and forgetting take one deployment's letters at a time (one deployment's records
+/// must never reach another's table).
+pub fn refuse_mixed_deployments(letters: &[DeadLetter]) -> Result<(), ReplayError> {
     let deployments: BTreeSet<String> = letters
         .iter()
         .map(|l| l.deployment.clone().unwrap_or_else(|| "(unnamed)".into()))

@@ -204,7 +204,7 @@ impl Service<LambdaEvent<Value>> for RollupFunction {
 /// (start-up fails with a message naming the variable at fault), then the Lambda runtime.
 pub async fn run_writer<P>(spec: FunctionSpec) -> Result<(), lambda_runtime::Error>
 where
-    P: Protocol + Configured + Clone + Send + Sync + 'static,
+    P: Protocol + Configured + crate::mapping::RecordShape + Clone + Send + Sync + 'static,
 {
     crate::telemetry::init();
     let client = crate::client::client_from_env().await?;

@@ -15,7 +15,7 @@ use tracing::Instrument;
 use crate::dead_letter::DeadLetters;
 use crate::error::HandlerError;
 use crate::event_time::EventTime;
-use crate::mapping::{Mapped, RecordMapping};
+use crate::mapping::{Mapped, RecordMapping, RecordShape};
 use crate::otel::batch_span;
 use crate::pipeline::{process_batch, process_work, AgeCheck, BatchReport};
 use crate::settings::{env_opt, env_parse, env_required, FunctionSpec};
@@ -83,7 +83,11 @@ impl<P: Protocol> Writer<P> {
     /// Every line it logs carries the invocation's request id, trace id and function name.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
-        let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
+        let deadline = crate::pipeline::invocation_deadline(
+            &self.function,
+            event.context.deadline,
+            self.deadline_margin,
+        );
         traced(span, deadline, async {
             tracing::debug!(
                 deadline_ms = event.context.deadline,
@@ -156,8 +160,9 @@ impl<P: Protocol> Writer<P> {
 /// [`ANSWER_MARGIN`], 250 ms), `<PREFIX>_DEPLOYMENT` (the name its dead letters are kept
 /// under; default the Lambda function's name, `AWS_LAMBDA_FUNCTION_NAME`) and
 /// `<PREFIX>_EVENT_TIME_POINTER` (see [`crate::event_time`]) and `<PREFIX>_RECORD_MAPPING`
-/// (see [`crate::mapping`]).
-pub fn writer_from_env<P: Protocol + Configured>(
+/// (see [`crate::mapping`]; checked against `P`'s [`RecordShape`], so a template that does not
+/// give `P`'s records refuses to start).
+pub fn writer_from_env<P: Protocol + Configured + RecordShape>(
     client: Client,
     spec: FunctionSpec,
 ) -> Result<Writer<P>, ConfigError> {
@@ -175,7 +180,7 @@ pub fn writer_from_env<P: Protocol + Configured>(
         .transpose()?;
     let mapping_var = spec.var("RECORD_MAPPING");
     let mapping = env_opt(&mapping_var)
-        .map(|m| RecordMapping::new(&mapping_var, &m))
+        .map(|m| RecordMapping::for_protocol::<P>(&mapping_var, &m))
         .transpose()?;
     Ok(Writer {
         function: spec.name.into(),
@@ -233,5 +238,38 @@ mod tests {
             deadline_margin_from_env(&spec).ok(),
             Some(Duration::from_millis(250))
         );
+    }
+
+    #[test]
+    fn a_record_mapping_of_the_wrong_shape_refuses_to_build_the_writer() {
+        use dynamodb_exactly_once::counter::Counter;
+        let spec = FunctionSpec {
+            name: "writer-shape-test",
+            env_prefix: "WRITERSHAPE",
+        };
+        let client = Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+                .build(),
+        );
+        // Variables of this test's own prefix only: nothing else reads them.
+        std::env::set_var("WRITERSHAPE_DEAD_LETTER_TABLE", "letters");
+        std::env::set_var("WRITERSHAPE_TABLE", "counters");
+        std::env::set_var(
+            "WRITERSHAPE_RECORD_MAPPING",
+            r#"{"key":{"PK":"/customer"},"add":{"n":1},"idempotency_key":"$id"}"#,
+        );
+        let err = writer_from_env::<Counter>(client.clone(), spec).expect_err("misspelled");
+        assert_eq!(err.setting, "WRITERSHAPE_RECORD_MAPPING");
+        assert!(
+            err.message.contains("did you mean `idempotencyKey`"),
+            "{}",
+            err.message
+        );
+        std::env::set_var(
+            "WRITERSHAPE_RECORD_MAPPING",
+            r#"{"key":{"PK":"/customer"},"add":{"n":1},"idempotencyKey":"$id"}"#,
+        );
+        assert!(writer_from_env::<Counter>(client, spec).is_ok());
     }
 }

@@ -12,8 +12,12 @@
 //!   batch's description to its on-failure destination after `MaximumRetryAttempts` (or
 //!   `MaximumRecordAgeInSeconds`) and moves on. Until then the record is delivered again, and
 //!   in an ordered batch (an SQS FIFO group, a stream shard in order) it holds back what
-//!   follows it. Without such a policy the record is delivered again until it expires from
-//!   the source.
+//!   follows it, and the held-back records **share its fate**: a stream's event source
+//!   mapping discards them with it, never run; a FIFO queue's redrive moves them with it,
+//!   unprocessed (they reach `maxReceiveCount` in the same batches). Without such a policy
+//!   the record is delivered again until it expires from the source. The
+//!   [`Processor`](crate::processor::Processor) refuses ordered stream batches until a sink
+//!   is chosen, so `ReportOnly` there is always an explicit choice.
 //!
 //! Invariant for every sink: a rejected record is acknowledged only if its sink answered
 //! [`Disposal::Kept`]; an error or [`Disposal::LeftToSource`] reports it for redelivery.

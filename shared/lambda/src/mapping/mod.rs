@@ -24,36 +24,51 @@
 //! | `$messageId` | the SQS message id |
 //! | `$partitionKey` | the Kinesis partition key |
 //! | `$messageGroupId` | the SQS FIFO message group id |
-//! | `$arrivalTime` | when the source received the record, epoch milliseconds (a number) |
+//! | `$arrivalTime` | when the source received the record, epoch milliseconds (a number); with `<PREFIX>_EVENT_TIME_POINTER` set, the earlier of that and the body's event time |
 //! | `$deliveryId` | the record's whole delivery identity (source, stream or queue, shard, id) |
 //! | `$body` | the whole body |
-//! | `=text` | the text after `=`, where `{/pointer}` and `{$field}` are replaced by those values (strings as they are, numbers in their JSON spelling; `{{` and `}}` are braces) |
+//! | `=text` | the text after `=`, where `{/pointer}` and `{$field}` are replaced by those values (strings as they are, numbers in their canonical spelling, `1.0` and `1e0` as `1`; `{{` and `}}` are braces) |
 //!
 //! Any other string is refused at start-up, so a literal can never be mistaken for a
-//! pointer. Numbers pass through untouched (their JSON spelling is kept, so the protocols'
-//! exact number rules apply to them), and `$id` gives a redelivered record the same value
-//! every time: an idempotency key or a tie-break that the source already guarantees.
+//! pointer. Numbers pass through as the same value (their spelling is not kept: `1.50`
+//! arrives as `1.5`, which the protocols, comparing numbers by value, do not distinguish), and
+//! `$id` gives a redelivered record the same value every time: an idempotency key or a
+//! tie-break that the source already guarantees.
+//!
+//! A leaf may be followed by typed filters (`/Message|json|/customer`, `/amount|number`,
+//! `/time|epoch_ms`, `/x|default(0)`, `/amount|neg`, `|string`); an object key starting with
+//! `=` is computed like a text (`"={/type}": 1`); `{"$match": leaf, "cases": {…}, "else": …}`
+//! chooses a value (a conditional `op`). `docs/mapping.md` describes each.
+//! [`RecordMapping::for_protocol`] (what `writer_from_env` uses) checks the template against
+//! the protocol's record [`Shape`] when the function starts.
 //!
 //! # Failure modes
 //! * A template that is not JSON, or holds a string of none of the forms above, or a `$`
-//!   name this version does not know: the function refuses to start ([`ConfigError`] naming
-//!   the setting and the place in the template).
+//!   name or filter this version does not know, or (checked against a protocol) a field its
+//!   record does not have, a required field missing, a literal of the wrong type or value:
+//!   the function refuses to start ([`ConfigError`] naming the setting and the place in the
+//!   template).
 //! * A body that is not JSON, a pointer that reads nothing, a `$` field the record does not
-//!   have (`$messageId` on Kinesis), or an interpolated value that is an object, array,
-//!   boolean or `null`: the record is rejected with `mapping_failed` (kept as a dead letter,
+//!   have (`$messageId` on Kinesis), a filter that cannot apply, a `$match` value no case
+//!   names, or an interpolated value that is an object, array, boolean or `null`: the record is rejected with `mapping_failed` (kept as a dead letter,
 //!   the original body kept; nothing is written).
 //! * DynamoDB stream records are item changes, not bodies: the mapping does not apply to
 //!   them (the protocols' `*_CHANGE*` settings do).
 //!
-//! * A body holding a number JSON parsers cannot carry exactly (more than 15 significant
-//!   digits, unless a 64-bit integer) anywhere, read by the template or not: `invalid_number`
-//!   (it would be rounded on the way; send such values as strings).
+//! * A body holding a number the parsed value does not carry exactly anywhere, read by the
+//!   template or not: `invalid_number` (it would be rounded on the way; send such values as
+//!   strings). 64-bit integers and numbers of at most 15 significant digits always pass.
 //!
 //! Cost: one JSON parse and one serialisation per record, no DynamoDB call.
 
+mod dry_run;
+mod leaf;
+mod shape;
 mod template;
 mod work;
 
+pub use dry_run::Tried;
+pub use shape::{FieldShape, Kind, RecordShape, Shape};
 pub(crate) use template::{Field, Node};
 pub(crate) use work::Mapped;
 
@@ -66,6 +81,7 @@ use crate::source::SourceRecord;
 /// A validated record mapping (see the module documentation).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordMapping {
+    setting: String,
     root: Node,
 }
 
@@ -76,7 +92,32 @@ impl RecordMapping {
             .map_err(|e| ConfigError::new(setting, format!("the mapping is not JSON: {e}")))?;
         let root = Node::compile(&value, "")
             .map_err(|(at, why)| ConfigError::new(setting, format!("at `{at}`: {why}")))?;
-        Ok(RecordMapping { root })
+        Ok(RecordMapping {
+            setting: setting.to_string(),
+            root,
+        })
+    }
+
+    /// The mapping of a JSON `template` for protocol `P`: [`RecordMapping::new`], then
+    /// [`RecordMapping::check`] against `P`'s record shape.
+    pub fn for_protocol<P: RecordShape>(
+        setting: &str,
+        template: &str,
+    ) -> Result<Self, ConfigError> {
+        let mapping = RecordMapping::new(setting, template)?;
+        match P::record_shape() {
+            Some(shape) => mapping.check(&shape).map(|()| mapping),
+            None => Ok(mapping),
+        }
+    }
+
+    /// Whether the template gives records of `shape`: only its fields (a misspelled
+    /// `idempotency_key` is refused, naming the field meant), every required one, and
+    /// literals of the types and values the fields take (`"op": "=upsert"` is refused).
+    /// Values read from the body are the protocol's to check, record by record.
+    pub fn check(&self, shape: &Shape) -> Result<(), ConfigError> {
+        shape::check(&self.root, shape, "")
+            .map_err(|(at, why)| ConfigError::new(&self.setting, format!("at `{at}`: {why}")))
     }
 
     /// The body `record` becomes: the template filled from its body and position, as JSON

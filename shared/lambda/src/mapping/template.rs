@@ -3,147 +3,56 @@
 
 use serde_json::{Map, Value};
 
+pub(crate) use super::leaf::Field;
+use super::leaf::{canonical, kind_of, Leaf};
 use crate::source::SourcePosition;
 
-/// A value of the record's source position (`$name`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Field {
-    Id,
-    SequenceNumber,
-    MessageId,
-    PartitionKey,
-    MessageGroupId,
-    ArrivalTime,
-    DeliveryId,
-    Body,
-}
-
-impl Field {
-    const ALL: [(&'static str, Field); 8] = [
-        ("id", Field::Id),
-        ("sequenceNumber", Field::SequenceNumber),
-        ("messageId", Field::MessageId),
-        ("partitionKey", Field::PartitionKey),
-        ("messageGroupId", Field::MessageGroupId),
-        ("arrivalTime", Field::ArrivalTime),
-        ("deliveryId", Field::DeliveryId),
-        ("body", Field::Body),
-    ];
-
-    fn parse(name: &str) -> Result<Field, String> {
-        Field::ALL
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, f)| *f)
-            .ok_or_else(|| {
-                let known: Vec<String> = Field::ALL.iter().map(|(n, _)| format!("${n}")).collect();
-                format!("`${name}` is not a source field ({})", known.join(", "))
-            })
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        Field::ALL
-            .iter()
-            .find(|(_, f)| *f == self)
-            .map_or("?", |(n, _)| n)
-    }
-
-    /// The field's value for a record (`None`: the record has none).
-    pub(crate) fn value(self, body: &Value, position: &SourcePosition) -> Option<Value> {
-        use crate::source::SourceKind::{Kinesis, Sqs};
-        let id = || match &position.sub_record {
-            Some(sub) => format!("{}:{}", position.id, sub.sub_sequence_number),
-            None => position.id.clone(),
-        };
-        let text = |s: Option<String>| s.map(Value::String);
-        match self {
-            Field::Id => text(Some(id())),
-            Field::SequenceNumber => match position.kind {
-                Sqs => text(position.sqs_sequence_number.clone()),
-                _ => text(Some(id())),
-            },
-            Field::MessageId => text((position.kind == Sqs).then(|| position.id.clone())),
-            Field::PartitionKey => text(
-                position
-                    .partition_key
-                    .clone()
-                    .filter(|_| position.kind == Kinesis),
-            ),
-            Field::MessageGroupId => text(position.message_group_id.clone()),
-            Field::ArrivalTime => position.arrived_at_ms.map(Value::from),
-            Field::DeliveryId => text(Some(position.delivery_id())),
-            Field::Body => Some(body.clone()),
-        }
-    }
-}
-
-/// Where one value comes from.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Source {
-    Pointer(String),
-    Field(Field),
-}
-
-impl Source {
-    fn parse(text: &str) -> Result<Source, String> {
-        if text.starts_with('/') {
-            check_pointer(text)?;
-            return Ok(Source::Pointer(text.to_string()));
-        }
-        match text.strip_prefix('$') {
-            Some(name) => Ok(Source::Field(Field::parse(name)?)),
-            None => Err(format!(
-                "{text:?} is neither a JSON pointer (`/…`) nor a source field (`$…`)"
-            )),
-        }
-    }
-
-    fn read(&self, body: &Value, position: &SourcePosition) -> Result<Value, String> {
-        match self {
-            Source::Pointer(p) => body
-                .pointer(p)
-                .cloned()
-                .ok_or_else(|| format!("the body has no value at `{p}`")),
-            Source::Field(f) => f.value(body, position).ok_or_else(|| {
-                format!("a {} record has no `${}`", position.kind.as_str(), f.name())
-            }),
-        }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            Source::Pointer(p) => p.clone(),
-            Source::Field(f) => format!("${}", f.name()),
-        }
-    }
-}
+/// The key of a template object that makes it a choice (`{"$match": …, "cases": …}`).
+const MATCH: &str = "$match";
 
 /// One piece of an `=text` string.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Piece {
     Text(String),
-    Value(Source),
+    Value(Leaf),
+}
+
+/// An object's key: as written, or computed (`"={/type}"`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Key {
+    Literal(String),
+    Text(Vec<Piece>),
 }
 
 /// A compiled template node.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Node {
     Literal(Value),
-    Read(Source),
+    Read(Leaf),
     Text(Vec<Piece>),
     Array(Vec<Node>),
-    Object(Vec<(String, Node)>),
+    Object(Vec<(Key, Node)>),
+    /// `{"$match": leaf, "cases": {"text": node, …}, "else": node}`: the case named by the
+    /// leaf's value (a string as it is, a number canonical, `true`, `false`, `null`); `else`
+    /// when none is, or nothing was read.
+    Match {
+        leaf: Leaf,
+        cases: Vec<(String, Node)>,
+        otherwise: Option<Box<Node>>,
+    },
 }
+
+type Fail = (String, String);
 
 impl Node {
     /// Compile `value` (at `at` in the template): `Err((place, why))`.
-    pub(crate) fn compile(value: &Value, at: &str) -> Result<Node, (String, String)> {
+    pub(crate) fn compile(value: &Value, at: &str) -> Result<Node, Fail> {
         let fail = |why: String| (if at.is_empty() { "/".into() } else { at.into() }, why);
         Ok(match value {
             Value::String(s) => match s.strip_prefix('=') {
                 Some(text) => Node::Text(pieces(text).map_err(fail)?),
                 None => Node::Read(
-                    Source::parse(s)
+                    Leaf::parse(s)
                         .map_err(|why| fail(format!("{why}; a literal text starts with `=`")))?,
                 ),
             },
@@ -154,15 +63,19 @@ impl Node {
                     .map(|(i, v)| Node::compile(v, &format!("{at}/{i}")))
                     .collect::<Result<_, _>>()?,
             ),
+            Value::Object(fields) if fields.contains_key(MATCH) => compile_match(fields, at)?,
             Value::Object(fields) => Node::Object(
                 fields
                     .iter()
                     .map(|(k, v)| {
-                        let escaped = k.replace('~', "~0").replace('/', "~1");
-                        Ok::<_, (String, String)>((
-                            k.clone(),
-                            Node::compile(v, &format!("{at}/{escaped}"))?,
-                        ))
+                        let place = format!("{at}/{}", escape(k));
+                        let key = match k.strip_prefix('=') {
+                            Some(text) => Key::Text(pieces(text).map_err(|why| {
+                                (place.clone(), format!("in the computed key: {why}"))
+                            })?),
+                            None => Key::Literal(k.clone()),
+                        };
+                        Ok::<_, Fail>((key, Node::compile(v, &place)?))
                     })
                     .collect::<Result<_, _>>()?,
             ),
@@ -173,16 +86,28 @@ impl Node {
     /// Whether filling this node reads the body (a pointer, `$body`), not only the record's
     /// source fields.
     pub(crate) fn reads_body(&self) -> bool {
-        let reads =
-            |source: &Source| matches!(source, Source::Pointer(_) | Source::Field(Field::Body));
+        let text = |pieces: &[Piece]| {
+            pieces
+                .iter()
+                .any(|p| matches!(p, Piece::Value(leaf) if leaf.reads_body()))
+        };
         match self {
             Node::Literal(_) => false,
-            Node::Read(source) => reads(source),
-            Node::Text(pieces) => pieces
-                .iter()
-                .any(|p| matches!(p, Piece::Value(source) if reads(source))),
+            Node::Read(leaf) => leaf.reads_body(),
+            Node::Text(pieces) => text(pieces),
             Node::Array(items) => items.iter().any(Node::reads_body),
-            Node::Object(fields) => fields.iter().any(|(_, n)| n.reads_body()),
+            Node::Object(fields) => fields
+                .iter()
+                .any(|(k, n)| matches!(k, Key::Text(pieces) if text(pieces)) || n.reads_body()),
+            Node::Match {
+                leaf,
+                cases,
+                otherwise,
+            } => {
+                leaf.reads_body()
+                    || cases.iter().any(|(_, n)| n.reads_body())
+                    || otherwise.as_ref().is_some_and(|n| n.reads_body())
+            }
         }
     }
 
@@ -190,27 +115,8 @@ impl Node {
     pub(crate) fn fill(&self, body: &Value, position: &SourcePosition) -> Result<Value, String> {
         Ok(match self {
             Node::Literal(v) => v.clone(),
-            Node::Read(source) => source.read(body, position)?,
-            Node::Text(pieces) => {
-                let mut out = String::new();
-                for piece in pieces {
-                    match piece {
-                        Piece::Text(t) => out.push_str(t),
-                        Piece::Value(source) => match source.read(body, position)? {
-                            Value::String(s) => out.push_str(&s),
-                            Value::Number(n) => out.push_str(&n.to_string()),
-                            other => {
-                                return Err(format!(
-                                "`{}` is {}, not a string or a number: it cannot go into a text",
-                                source.describe(),
-                                kind_of(&other)
-                            ))
-                            }
-                        },
-                    }
-                }
-                Value::String(out)
-            }
+            Node::Read(leaf) => leaf.read(body, position)?,
+            Node::Text(pieces) => Value::String(fill_text(pieces, body, position)?),
             Node::Array(items) => Value::Array(
                 items
                     .iter()
@@ -219,17 +125,142 @@ impl Node {
             ),
             Node::Object(fields) => {
                 let mut map = Map::new();
-                for (k, n) in fields {
-                    map.insert(k.clone(), n.fill(body, position)?);
+                for (key, node) in fields {
+                    let name = match key {
+                        Key::Literal(k) => k.clone(),
+                        Key::Text(pieces) => fill_text(pieces, body, position)?,
+                    };
+                    if map
+                        .insert(name.clone(), node.fill(body, position)?)
+                        .is_some()
+                    {
+                        return Err(format!("two fields of one object are named `{name}`"));
+                    }
                 }
                 Value::Object(map)
+            }
+            Node::Match {
+                leaf,
+                cases,
+                otherwise,
+            } => {
+                let chosen = match leaf.read_opt(body, position)? {
+                    Some(value) => {
+                        let name = case_name(&value).map_err(|why| {
+                            format!("`{}` is {why}: it cannot choose a case", leaf.describe())
+                        })?;
+                        cases.iter().find(|(c, _)| *c == name).map(|(_, n)| n)
+                    }
+                    None => None,
+                };
+                match chosen.or(otherwise.as_deref()) {
+                    Some(node) => node.fill(body, position)?,
+                    None => {
+                        return Err(format!(
+                            "`{}` names no case of the `$match` and it has no `else`",
+                            leaf.describe()
+                        ))
+                    }
+                }
             }
         })
     }
 }
 
-/// The pieces of an `=text` string: literal text, `{/pointer}` and `{$field}`; `{{` and `}}`
-/// are braces.
+/// `{"$match": leaf, "cases": {…}, "else": node}`, checked.
+fn compile_match(fields: &Map<String, Value>, at: &str) -> Result<Node, Fail> {
+    let here = || {
+        if at.is_empty() {
+            "/".to_string()
+        } else {
+            at.to_string()
+        }
+    };
+    if let Some(other) = fields
+        .keys()
+        .find(|k| !matches!(k.as_str(), MATCH | "cases" | "else"))
+    {
+        return Err((
+            here(),
+            format!("a `$match` object has `$match`, `cases` and `else` only, not `{other}`"),
+        ));
+    }
+    let leaf = match fields.get(MATCH) {
+        Some(Value::String(s)) => Leaf::parse(s).map_err(|why| (format!("{at}/$match"), why))?,
+        _ => {
+            return Err((
+                here(),
+                "`$match` is a leaf (`/deleted`, `$partitionKey`)".into(),
+            ))
+        }
+    };
+    let cases = match fields.get("cases") {
+        Some(Value::Object(cases)) => cases
+            .iter()
+            .map(|(name, v)| {
+                let node = Node::compile(v, &format!("{at}/cases/{}", escape(name)))?;
+                Ok::<_, Fail>((name.clone(), node))
+            })
+            .collect::<Result<_, _>>()?,
+        _ => {
+            return Err((
+                here(),
+                "`cases` is an object of values by name (`{\"true\": \"=delete\"}`)".into(),
+            ))
+        }
+    };
+    let otherwise = fields
+        .get("else")
+        .map(|v| Node::compile(v, &format!("{at}/else")).map(Box::new))
+        .transpose()?;
+    Ok(Node::Match {
+        leaf,
+        cases,
+        otherwise,
+    })
+}
+
+/// The case a value names: a string as it is, a number canonical, `true`, `false`, `null`.
+fn case_name(value: &Value) -> Result<String, String> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => canonical(n),
+        Value::Bool(b) => Ok(b.to_string()),
+        Value::Null => Ok("null".into()),
+        other => Err(kind_of(other).to_string()),
+    }
+}
+
+/// An `=text`'s value: strings as they are, numbers in their canonical spelling.
+fn fill_text(pieces: &[Piece], body: &Value, position: &SourcePosition) -> Result<String, String> {
+    let mut out = String::new();
+    for piece in pieces {
+        match piece {
+            Piece::Text(t) => out.push_str(t),
+            Piece::Value(leaf) => match leaf.read(body, position)? {
+                Value::String(s) => out.push_str(&s),
+                Value::Number(n) => out.push_str(
+                    &canonical(&n).map_err(|why| format!("`{}`: {why}", leaf.describe()))?,
+                ),
+                other => {
+                    return Err(format!(
+                        "`{}` is {}, not a string or a number: it cannot go into a text",
+                        leaf.describe(),
+                        kind_of(&other)
+                    ))
+                }
+            },
+        }
+    }
+    Ok(out)
+}
+
+fn escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+/// The pieces of an `=text` string: literal text, `{/pointer}` and `{$field}` (with their
+/// filters); `{{` and `}}` are braces.
 fn pieces(text: &str) -> Result<Vec<Piece>, String> {
     let mut out = Vec::new();
     let mut literal = String::new();
@@ -256,7 +287,7 @@ fn pieces(text: &str) -> Result<Vec<Piece>, String> {
                 if !literal.is_empty() {
                     out.push(Piece::Text(std::mem::take(&mut literal)));
                 }
-                out.push(Piece::Value(Source::parse(&inner).map_err(|why| {
+                out.push(Piece::Value(Leaf::parse(&inner).map_err(|why| {
                     format!("in `{{{inner}}}`: {why} (a brace is written `{{{{`)")
                 })?));
             }
@@ -268,28 +299,4 @@ fn pieces(text: &str) -> Result<Vec<Piece>, String> {
         out.push(Piece::Text(literal));
     }
     Ok(out)
-}
-
-/// A JSON pointer's escapes are `~0` and `~1` only (RFC 6901).
-fn check_pointer(pointer: &str) -> Result<(), String> {
-    let mut chars = pointer.chars();
-    while let Some(c) = chars.next() {
-        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
-            return Err(format!(
-                "`{pointer}` is not a JSON pointer: `~` is written `~0` and `/` inside a name `~1`"
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }

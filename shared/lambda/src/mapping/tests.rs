@@ -119,3 +119,171 @@ fn templates_are_validated_at_start_up_naming_the_place() {
         assert!(err.message.contains(why), "{template}: {}", err.message);
     }
 }
+
+#[test]
+fn numbers_go_into_texts_in_one_canonical_spelling() {
+    let template = r#"{"key":{"PK":"=customer#{/customer}"}}"#;
+    for body in [
+        r#"{"customer":1}"#,
+        r#"{"customer":1.0}"#,
+        r#"{"customer":1e0}"#,
+        r#"{"customer":10E-1}"#,
+    ] {
+        let out = mapped(template, SourceKind::Sqs, body).expect(body);
+        assert_eq!(out, json!({"key":{"PK":"customer#1"}}), "{body}");
+    }
+    let out = mapped(template, SourceKind::Sqs, r#"{"customer":1e2}"#).expect("1e2");
+    assert_eq!(out, json!({"key":{"PK":"customer#100"}}));
+    let out = mapped(template, SourceKind::Sqs, r#"{"customer":1.50}"#).expect("1.50");
+    assert_eq!(out, json!({"key":{"PK":"customer#1.5"}}));
+}
+
+#[test]
+fn filters_read_embedded_json_numbers_in_strings_times_defaults_and_negation() {
+    // An SNS envelope delivered to SQS without raw delivery: JSON inside a string.
+    let sns = r#"{"Type":"Notification","MessageId":"sns-1",
+        "Message":"{\"customer\":\"c1\",\"amount\":\"250\",\"refund\":true,\"at\":\"2024-05-01T12:00:00.250+02:00\"}"}"#;
+    let template = r#"{"c":"/Message|json|/customer","n":"/Message|json|/amount|number",
+        "neg":"/Message|json|/amount|number|neg","at":"/Message|json|/at|epoch_ms",
+        "missing":"/Message|json|/nope|default(0)","pk":"=c#{/Message|json|/customer}",
+        "s":"/Message|json|/amount|number|string"}"#;
+    let out = mapped(template, SourceKind::Sqs, sns).expect("mapped");
+    assert_eq!(
+        out,
+        json!({"c":"c1","n":250,"neg":-250,"at":1_714_557_600_250_i64,"missing":0,
+            "pk":"c#c1","s":"250"})
+    );
+    // Exact: a number string that a JSON number cannot carry stays refused, never rounded.
+    let err = mapped(
+        r#"{"n":"/n|number"}"#,
+        SourceKind::Sqs,
+        r#"{"n":"12345678901234567.5"}"#,
+    )
+    .expect_err("not carried");
+    assert!(
+        err.message.contains("cannot be carried exactly"),
+        "{}",
+        err.message
+    );
+    let err = mapped(
+        r#"{"t":"/t|epoch_ms"}"#,
+        SourceKind::Sqs,
+        r#"{"t":"yesterday"}"#,
+    )
+    .expect_err("not a time");
+    assert!(err.message.contains("RFC 3339"), "{}", err.message);
+    // A raw SNS delivery (already an object) passes `json` unchanged: one template for both.
+    let out = mapped(
+        r#"{"c":"/Message|json|/customer"}"#,
+        SourceKind::Sqs,
+        r#"{"Message":{"customer":"c2"}}"#,
+    )
+    .expect("raw");
+    assert_eq!(out, json!({"c":"c2"}));
+}
+
+#[test]
+fn computed_keys_and_a_match_choose_fields_and_the_op() {
+    let template = r#"{"key":{"PK":"=user#{/user}"},"add":{"={/type}":1},
+        "op":{"$match":"/deleted|default(false)","cases":{"true":"=delete"},"else":"=put"}}"#;
+    let login = mapped(template, SourceKind::Sqs, r#"{"user":"u1","type":"login"}"#).expect("a");
+    assert_eq!(
+        login,
+        json!({"key":{"PK":"user#u1"},"add":{"login":1},"op":"put"})
+    );
+    let gone = mapped(
+        template,
+        SourceKind::Sqs,
+        r#"{"user":"u1","type":"logout","deleted":true}"#,
+    )
+    .expect("b");
+    assert_eq!(gone["op"], json!("delete"));
+    assert_eq!(gone["add"], json!({"logout":1}));
+    let err = mapped(
+        r#"{"op":{"$match":"/kind","cases":{"a":"=put"}}}"#,
+        SourceKind::Sqs,
+        r#"{"kind":"b"}"#,
+    )
+    .expect_err("no case");
+    assert!(err.message.contains("no case"), "{}", err.message);
+}
+
+#[test]
+fn filters_and_matches_are_validated_at_start_up_naming_the_place() {
+    let cases = [
+        (r#"{"a":"/x|nope"}"#, "`|nope` is not a filter"),
+        (r#"{"a":"/x|default(oops)"}"#, "the default is a JSON value"),
+        (r#"{"a":{"$match":"/x","cases":{},"when":1}}"#, "not `when`"),
+        (r#"{"a":{"$match":"x","cases":{}}}"#, "at `/a/$match`"),
+        (r#"{"={/x":1}"#, "in the computed key"),
+    ];
+    for (template, why) in cases {
+        let err = RecordMapping::new("X_RECORD_MAPPING", template).expect_err(template);
+        assert!(err.message.contains(why), "{template}: {}", err.message);
+    }
+}
+
+#[test]
+fn a_template_of_the_wrong_shape_for_its_protocol_refuses_to_start() {
+    use dynamodb_exactly_once::counter::Counter;
+    use dynamodb_exactly_once::ratchet::Ratchet;
+    let check =
+        |template: &str| RecordMapping::for_protocol::<Counter>("COUNTER_RECORD_MAPPING", template);
+    check(r#"{"key":{"PK":"/customer"},"add":{"n":1},"idempotencyKey":"$id"}"#).expect("fits");
+    let cases = [
+        (
+            r#"{"key":{"PK":"/customer"},"add":{"n":1},"idempotency_key":"$id"}"#,
+            "`idempotency_key` is not a field of the counter's record (did you mean `idempotencyKey`?)",
+        ),
+        (r#"{"key":{"PK":"/c"},"add":{"n":1}}"#, "needs `idempotencyKey`"),
+        (r#"{"key":{"PK":"/c"},"add":"=n","idempotencyKey":"$id"}"#, "is an object, not a string"),
+        (r#""=x""#, "is an object"),
+    ];
+    for (template, why) in cases {
+        let err = check(template).expect_err(template);
+        assert_eq!(err.setting, "COUNTER_RECORD_MAPPING");
+        assert!(err.message.contains(why), "{template}: {}", err.message);
+    }
+    let ratchet = |t: &str| RecordMapping::for_protocol::<Ratchet>("R", t);
+    let err = ratchet(r#"{"op":"=upsert","key":{"PK":"/u"},"ts":"/v"}"#).expect_err("op");
+    assert!(
+        err.message.contains("one of put, delete"),
+        "{}",
+        err.message
+    );
+    let err = ratchet(
+        r#"{"op":{"$match":"/d","cases":{"true":"=delete"},"else":"=upsert"},"key":{},"ts":1}"#,
+    )
+    .expect_err("else op");
+    assert!(err.message.contains("not \"upsert\""), "{}", err.message);
+    ratchet(r#"{"op":{"$match":"/d","cases":{"true":"=delete"},"else":"=put"},"key":{"PK":"/u"},"ts":"/t|epoch_ms"}"#)
+        .expect("a conditional op");
+    // `$body` or a pointer as the whole record: checked per record by the protocol.
+    check(r#""$body""#).expect("unchecked");
+}
+
+#[test]
+fn every_template_in_the_mapping_page_compiles_and_gives_a_writers_record() {
+    use dynamodb_exactly_once::counter::Counter;
+    use dynamodb_exactly_once::document::Document;
+    use dynamodb_exactly_once::ratchet::Ratchet;
+    let page = include_str!("../../../../docs/mapping.md");
+    let templates: Vec<&str> = page
+        .split("```json\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .collect();
+    assert!(templates.len() >= 4, "{}", templates.len());
+    for template in templates {
+        let fits = [
+            RecordMapping::for_protocol::<Counter>("M", template).is_ok(),
+            RecordMapping::for_protocol::<Ratchet>("M", template).is_ok(),
+            RecordMapping::for_protocol::<Document>("M", template).is_ok(),
+        ];
+        assert!(
+            fits.contains(&true),
+            "{template}: {:?}",
+            RecordMapping::new("M", template)
+        );
+    }
+}

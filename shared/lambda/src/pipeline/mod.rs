@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use dynamodb_exactly_once::batch::{RecordFailure, Redelivery};
+use dynamodb_exactly_once::batch::{RecordFailure, Redelivery, ANSWER_MARGIN};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode};
 
@@ -113,6 +113,57 @@ pub(crate) async fn process_work<W: Work>(
         None => unordered::apply(&run, work, slots, valid).await,
     };
     let (response, summary) = answer(function, batch, &results, write_calls);
+    BatchReport {
+        response,
+        summary,
+        results,
+    }
+}
+
+/// Work time an invocation keeps at least, when its budget is below the deadline margin.
+pub const MIN_WORK_TIME: Duration = Duration::from_millis(500);
+
+/// The deadline of an invocation whose deadline is `deadline_ms` (epoch ms, as Lambda's
+/// context gives it), stopping `margin` before it: when the time left is below `margin` plus
+/// [`MIN_WORK_TIME`] (a function timeout too short for its margin), nothing would ever start;
+/// that invocation then logs an ERROR naming the function timeout and stops
+/// `max(ANSWER_MARGIN, budget / 3)` before the deadline instead.
+pub fn invocation_deadline(function: &str, deadline_ms: u64, margin: Duration) -> Deadline {
+    let budget = Duration::from_millis(deadline_ms.saturating_sub(epoch_millis()));
+    // `0` is no deadline; a budget (a value too small for an epoch time, from `cargo lambda
+    // watch`) is read by `Deadline::from_epoch_ms` itself.
+    let epoch = deadline_ms >= 978_307_200_000;
+    if !epoch || budget >= margin + MIN_WORK_TIME {
+        return Deadline::from_epoch_ms(deadline_ms, margin);
+    }
+    let reduced = (budget / 3).max(ANSWER_MARGIN).min(margin);
+    tracing::error!(
+        function,
+        budget_ms = budget.as_millis() as u64,
+        deadline_margin_ms = margin.as_millis() as u64,
+        reduced_margin_ms = reduced.as_millis() as u64,
+        "the invocation has {} ms, less than the deadline margin ({} ms) plus {} ms of work: \
+         raise the function's timeout (Lambda's Timeout; the default 3 s leaves 1 s) or lower \
+         the deadline margin; this invocation stops {} ms before its deadline",
+        budget.as_millis(),
+        margin.as_millis(),
+        MIN_WORK_TIME.as_millis(),
+        reduced.as_millis()
+    );
+    Deadline::from_epoch_ms(deadline_ms, reduced)
+}
+
+/// A batch refused as a whole before any record ran (a configuration that could lose
+/// records on this source): every record reported for redelivery, one ERROR logged.
+pub(crate) fn refuse<O: Outcome>(function: &str, batch: &Batch, why: &str) -> BatchReport<O> {
+    tracing::error!(function, source = batch.kind.as_str(), records = batch.records.len(), error = %why,
+        "batch refused before any record ran; every record is reported");
+    let results: Vec<RecordResult<O>> = batch
+        .records
+        .iter()
+        .map(|_| RecordResult::Deferred)
+        .collect();
+    let (response, summary) = answer(function, batch, &results, 0);
     BatchReport {
         response,
         summary,

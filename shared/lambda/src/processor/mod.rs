@@ -45,9 +45,17 @@
 //! handler that is not idempotent); an SQS standard batch concurrently, up to
 //! [`ProcessorBuilder::concurrency`] records at once. `docs/processor.md` states the contract
 //! per source.
+//!
+//! Dead letters: an ordered stream batch (Kinesis, DynamoDB Streams; [`StreamOrder::Shard`]
+//! or [`StreamOrder::PartitionKey`]) is refused until a sink is chosen with
+//! [`ProcessorBuilder::dead_letters`] (under [`ReportOnly`] the records held back behind a
+//! rejected one share its fate). Bodies: JSON into `T` ([`Processor::builder`]), bytes
+//! ([`Processor::raw_builder`]), text ([`Processor::text_builder`]), your decoder
+//! ([`Processor::decoder_builder`]); a DynamoDB stream record as [`DynamoDbChange<T>`], its
+//! images typed. Each record carries the Lambda context and its source's metadata
+//! ([`Record::context`], [`Record::metadata`]).
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,17 +72,19 @@ use crate::dead_letter::{DeadLetterSink, ReportOnly};
 use crate::error::HandlerError;
 use crate::otel::batch_span;
 use crate::pipeline::{process_work, AgeCheck, BatchReport};
-use crate::source::{Batch, BatchResponse};
+use crate::source::{Batch, BatchResponse, SourceKind};
 use crate::telemetry::{invocation_span, traced};
 use crate::writer::DEFAULT_DEADLINE_MARGIN;
 
+mod change;
 mod record;
 mod service;
 mod work;
 
+pub use change::DynamoDbChange;
 pub use record::{Record, RecordError, MAX_REASON_CHARS};
-pub use work::Handled;
-use work::{Handler, Handling};
+pub use work::{Decode, Handled};
+use work::{Extras, Handler, Handling, WithExtras};
 
 /// Default number of records (or ordered keys) run at once.
 pub const DEFAULT_CONCURRENCY: usize = 8;
@@ -111,6 +121,8 @@ pub struct Processor<T> {
     function: String,
     work: Handling<T>,
     dead_letters: Arc<dyn DeadLetterSink>,
+    /// Whether the sink was chosen ([`ProcessorBuilder::dead_letters`]), not the default.
+    sink_chosen: bool,
     deadline_margin: Duration,
 }
 
@@ -120,6 +132,7 @@ impl<T> Clone for Processor<T> {
             function: self.function.clone(),
             work: self.work.clone(),
             dead_letters: Arc::clone(&self.dead_letters),
+            sink_chosen: self.sink_chosen,
             deadline_margin: self.deadline_margin,
         }
     }
@@ -140,22 +153,16 @@ impl<T> std::fmt::Debug for Processor<T> {
 
 impl<T: DeserializeOwned + Send + 'static> Processor<T> {
     /// A processor named `function` (the name its dead letters, logs and metrics carry) running
-    /// `handler` on every record. Defaults: [`ReportOnly`] dead letters, [`StreamOrder::Shard`],
-    /// [`DEFAULT_CONCURRENCY`], a deadline margin of 2 s.
+    /// `handler` on every record. Defaults: no dead-letter sink chosen ([`ReportOnly`] on SQS
+    /// and unordered streams; an ordered stream batch is refused until one is chosen, see
+    /// [`Processor::handle_batch`]), [`StreamOrder::Shard`], [`DEFAULT_CONCURRENCY`], a
+    /// deadline margin of 2 s.
     pub fn builder<H, F>(function: impl Into<String>, handler: H) -> ProcessorBuilder<T>
     where
         H: Fn(Record<T>) -> F + Send + Sync + 'static,
         F: Future<Output = Result<(), RecordError>> + Send + 'static,
     {
-        let handler: Handler<T> = Arc::new(move |record| handler(record).boxed());
-        ProcessorBuilder {
-            function: function.into(),
-            handler,
-            dead_letters: Arc::new(ReportOnly),
-            stream_order: StreamOrder::default(),
-            concurrency: DEFAULT_CONCURRENCY,
-            deadline_margin: DEFAULT_DEADLINE_MARGIN,
-        }
+        Self::decoder_builder(function, work::json::<T>, handler)
     }
 
     /// A processor whose record handler is a `tower::Service<Record<T>>`: your own, or one
@@ -179,29 +186,119 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
             }
         })
     }
+}
+
+impl Processor<Vec<u8>> {
+    /// A processor whose handler gets each body as delivered, bytes (`Record<Vec<u8>>`):
+    /// Avro, protobuf, CSV, compressed data. Otherwise as [`Processor::builder`].
+    pub fn raw_builder<H, F>(function: impl Into<String>, handler: H) -> ProcessorBuilder<Vec<u8>>
+    where
+        H: Fn(Record<Vec<u8>>) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), RecordError>> + Send + 'static,
+    {
+        Self::decoder_builder(function, |body| Ok(body.to_vec()), handler)
+    }
+}
+
+impl Processor<String> {
+    /// A processor whose handler gets each body as text (`Record<String>`, plain text, not
+    /// JSON); a body that is not UTF-8 is `invalid_body`. Otherwise as [`Processor::builder`].
+    pub fn text_builder<H, F>(function: impl Into<String>, handler: H) -> ProcessorBuilder<String>
+    where
+        H: Fn(Record<String>) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), RecordError>> + Send + 'static,
+    {
+        Self::decoder_builder(
+            function,
+            |body| String::from_utf8(body.to_vec()).map_err(|e| e.to_string()),
+            handler,
+        )
+    }
+}
+
+impl<T: Send + 'static> Processor<T> {
+    /// A processor whose bodies become `T` through `decode` (a protobuf or Avro decoder, say);
+    /// a body it refuses is `invalid_body`, with its reason. Otherwise as
+    /// [`Processor::builder`].
+    pub fn decoder_builder<H, F>(
+        function: impl Into<String>,
+        decode: Decode<T>,
+        handler: H,
+    ) -> ProcessorBuilder<T>
+    where
+        H: Fn(Record<T>) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), RecordError>> + Send + 'static,
+    {
+        let handler: Handler<T> = Arc::new(move |record| handler(record).boxed());
+        ProcessorBuilder {
+            function: function.into(),
+            handler,
+            decode,
+            dead_letters: None,
+            stream_order: StreamOrder::default(),
+            concurrency: DEFAULT_CONCURRENCY,
+            deadline_margin: DEFAULT_DEADLINE_MARGIN,
+        }
+    }
 
     /// Handle one invocation: the partial batch response. Every line it logs carries the
-    /// invocation's request id, trace id and function name.
+    /// invocation's request id, trace id and function name. Each record carries the
+    /// invocation's Lambda context ([`Record::context`]) and its source's metadata
+    /// ([`Record::metadata`]).
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<BatchResponse, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
-        let deadline = Deadline::from_epoch_ms(event.context.deadline, self.deadline_margin);
+        let deadline = crate::pipeline::invocation_deadline(
+            &self.function,
+            event.context.deadline,
+            self.deadline_margin,
+        );
+        let extras = Extras {
+            metadata: crate::source::metadata::metadata_of(&event.payload),
+            context: Some(Arc::new(event.context.clone())),
+        };
         traced(span, deadline, async {
             let batch = Batch::from_event(event.payload).inspect_err(|err| {
                 tracing::error!(error = %err, "the payload is not a Kinesis, SQS or DynamoDB Streams batch");
             })?;
-            Ok(self.handle_batch(&batch, deadline).await.response)
+            if let Some(refused) = self.refusal(&batch) {
+                tracing::error!(function = %self.function, error = %refused, "batch refused before any record ran");
+                return Err(refused.into());
+            }
+            Ok(self.run(&batch, deadline, &extras).await.response)
         })
         .await
     }
 
     /// Process an already decoded batch: the report (per-record results in batch order), its
     /// summary logged and emitted as metrics.
+    ///
+    /// A stream batch run in order ([`StreamOrder::Shard`] or [`StreamOrder::PartitionKey`])
+    /// by a processor whose dead-letter sink was not chosen is refused before any record runs
+    /// (every record reported; [`Processor::handle`] fails the invocation, naming the choice):
+    /// under [`ReportOnly`] the records held back behind a rejected one share its fate, and
+    /// when the source gives up on it they are discarded without ever running.
     pub async fn handle_batch(&self, batch: &Batch, deadline: Deadline) -> BatchReport<Handled> {
+        self.run(batch, deadline, &Extras::default()).await
+    }
+
+    async fn run(
+        &self,
+        batch: &Batch,
+        deadline: Deadline,
+        extras: &Extras,
+    ) -> BatchReport<Handled> {
+        if let Some(refused) = self.refusal(batch) {
+            return crate::pipeline::refuse(&self.function, batch, &refused.to_string());
+        }
         let span = batch_span(&self.function, batch.kind, batch.records.len());
+        let work = WithExtras {
+            handling: &self.work,
+            extras,
+        };
         let report = process_work(
             &self.function,
             batch,
-            &self.work,
+            &work,
             self.dead_letters.as_ref(),
             deadline,
             AgeCheck::Enforce,
@@ -217,6 +314,29 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
     pub fn function(&self) -> &str {
         &self.function
     }
+
+    /// Why this processor must not run `batch`: an ordered stream batch with no dead-letter
+    /// sink chosen (see [`Processor::handle_batch`]).
+    fn refusal(&self, batch: &Batch) -> Option<ConfigError> {
+        let stream = matches!(batch.kind, SourceKind::Kinesis | SourceKind::DynamoDb);
+        let ordered = self.work.stream_order != StreamOrder::Unordered;
+        (stream && ordered && !self.sink_chosen && !batch.records.is_empty()).then(|| {
+            ConfigError::new(
+                "dead_letters",
+                format!(
+                    "the processor `{}` got a {} batch in {:?} order with no dead-letter sink \
+                     chosen: a rejected record would hold back the rest of its shard or key, \
+                     and when the source gives up on it those records are discarded never run. \
+                     Choose `.dead_letters(DeadLetters::new(..))` (kept and acknowledged; the \
+                     rest runs), or `.dead_letters(ReportOnly)` to accept that, or \
+                     `StreamOrder::Unordered` (every record runs at least once)",
+                    self.function,
+                    batch.kind.as_str(),
+                    self.work.stream_order
+                ),
+            )
+        })
+    }
 }
 
 /// Builds a [`Processor`]; see [`Processor::builder`].
@@ -224,7 +344,8 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
 pub struct ProcessorBuilder<T> {
     function: String,
     handler: Handler<T>,
-    dead_letters: Arc<dyn DeadLetterSink>,
+    decode: Decode<T>,
+    dead_letters: Option<Arc<dyn DeadLetterSink>>,
     stream_order: StreamOrder,
     concurrency: usize,
     deadline_margin: Duration,
@@ -242,13 +363,17 @@ impl<T> std::fmt::Debug for ProcessorBuilder<T> {
     }
 }
 
-impl<T: DeserializeOwned + Send + 'static> ProcessorBuilder<T> {
+impl<T: Send + 'static> ProcessorBuilder<T> {
     /// Where rejected records go: [`DeadLetters`](crate::dead_letter::DeadLetters) (a table:
     /// kept, then acknowledged), `SqsDeadLetters` (feature `sqs`: a message on an SQS queue,
-    /// then acknowledged), [`ReportOnly`] (the default: reported for the source's own
-    /// dead-letter queue or on-failure destination), or your own [`DeadLetterSink`].
+    /// then acknowledged), [`ReportOnly`] (reported for the source's own dead-letter queue or
+    /// on-failure destination), or your own [`DeadLetterSink`].
+    ///
+    /// Unchosen, rejected records are reported as under [`ReportOnly`] on SQS and on
+    /// unordered streams; an ordered stream batch is refused (see
+    /// [`Processor::handle_batch`]): choose a sink for Kinesis and DynamoDB Streams.
     pub fn dead_letters(mut self, sink: impl DeadLetterSink + 'static) -> Self {
-        self.dead_letters = Arc::new(sink);
+        self.dead_letters = Some(Arc::new(sink));
         self
     }
 
@@ -295,11 +420,14 @@ impl<T: DeserializeOwned + Send + 'static> ProcessorBuilder<T> {
             function: self.function,
             work: Handling {
                 handler: self.handler,
+                decode: self.decode,
                 stream_order: self.stream_order,
                 concurrency: self.concurrency,
-                body: PhantomData,
             },
-            dead_letters: self.dead_letters,
+            sink_chosen: self.dead_letters.is_some(),
+            dead_letters: self
+                .dead_letters
+                .unwrap_or_else(|| Arc::new(ReportOnly) as Arc<dyn DeadLetterSink>),
             deadline_margin: self.deadline_margin,
         })
     }

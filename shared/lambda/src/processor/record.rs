@@ -2,24 +2,31 @@
 //! record ([`RecordError`]).
 
 use std::error::Error;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lambda_runtime::Context;
 
 use dynamodb_exactly_once::ddb::error::bounded;
 use dynamodb_exactly_once::{ErrorClass, Rejection, RejectionCode, StoreError};
 
-use crate::source::{SourceKind, SourcePosition};
+use crate::source::{MessageAttribute, RecordMetadata, SourceKind, SourcePosition};
 
 /// Longest reason kept from a handler's error (characters): logs stay bounded.
 pub const MAX_REASON_CHARS: usize = 300;
 
-/// One record for a handler: its body decoded into `T`, where it came from, and its raw bytes.
+/// One record for a handler: its body decoded into `T`, where it came from, its raw bytes,
+/// what its source says about it ([`Record::metadata`]) and the invocation's Lambda context.
 ///
 /// The body of an SQS message, of a Kinesis record (a KPL user record on its own), or a
-/// DynamoDB stream record's JSON (`{"eventID":…,"dynamodb":{"Keys":…,"NewImage":…}}`).
+/// DynamoDB stream record's JSON (`{"eventID":…,"dynamodb":{"Keys":…,"NewImage":…}}`; as
+/// [`DynamoDbChange<T>`](super::DynamoDbChange) its images arrive typed).
 #[non_exhaustive]
 #[derive(Debug, Clone)]
 pub struct Record<T> {
-    /// The body, deserialized with serde (JSON).
+    /// The body: deserialized with serde from JSON ([`Processor::builder`](super::Processor::builder)),
+    /// or the bytes, text or your decoder's value (`raw_builder`, `text_builder`,
+    /// `decoder_builder`).
     pub body: T,
     /// Where the record came from: source, stream or queue ARN, id, shard, partition key,
     /// message group, arrival time.
@@ -29,6 +36,10 @@ pub struct Record<T> {
     /// When the processor abandons this record's handler (epoch ms), if the invocation has a
     /// deadline.
     deadline_ms: Option<u64>,
+    /// The source's metadata of the record, when the processor read it from the event.
+    metadata: Option<Arc<RecordMetadata>>,
+    /// The invocation's Lambda context.
+    context: Option<Arc<Context>>,
 }
 
 impl<T> Record<T> {
@@ -39,7 +50,58 @@ impl<T> Record<T> {
             position,
             raw,
             deadline_ms: None,
+            metadata: None,
+            context: None,
         }
+    }
+
+    /// The same record with the source's `metadata` (the processor sets it from the event).
+    pub fn with_metadata(mut self, metadata: Arc<RecordMetadata>) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
+
+    /// The same record with the invocation's Lambda `context` (the processor sets it).
+    pub fn with_context(mut self, context: Arc<Context>) -> Self {
+        self.context = Some(context);
+        self
+    }
+
+    /// The invocation's Lambda context (request id, deadline, function ARN, trace id, client
+    /// context, Cognito identity), when the record came through [`Processor::handle`]
+    /// (`None` through `handle_batch`).
+    ///
+    /// [`Processor::handle`]: super::Processor::handle
+    pub fn context(&self) -> Option<&Context> {
+        self.context.as_deref()
+    }
+
+    /// What the source says about the record (SQS attributes and message attributes, the
+    /// DynamoDB Streams event name, the Kinesis encryption type), when the record came through
+    /// [`Processor::handle`](super::Processor::handle).
+    pub fn metadata(&self) -> Option<&RecordMetadata> {
+        self.metadata.as_deref()
+    }
+
+    /// SQS: a system attribute (`SenderId`, `ApproximateFirstReceiveTimestamp`, ...).
+    pub fn attribute(&self, name: &str) -> Option<&str> {
+        self.metadata()?.attributes.get(name).map(String::as_str)
+    }
+
+    /// SQS: a message attribute the producer set.
+    pub fn message_attribute(&self, name: &str) -> Option<&MessageAttribute> {
+        self.metadata()?.message_attributes.get(name)
+    }
+
+    /// SQS: how many times the message was received, this time included
+    /// (`ApproximateReceiveCount`).
+    pub fn receive_count(&self) -> Option<u32> {
+        self.metadata()?.receive_count()
+    }
+
+    /// DynamoDB Streams: `INSERT`, `MODIFY` or `REMOVE`.
+    pub fn event_name(&self) -> Option<&str> {
+        self.metadata()?.event_name.as_deref()
     }
 
     /// The same record, its handler abandoned at `deadline_ms` (epoch ms; the processor sets
@@ -50,9 +112,10 @@ impl<T> Record<T> {
     }
 
     /// When the processor abandons this record's handler, epoch milliseconds: the
-    /// invocation's deadline less the time kept to answer (`None`: no deadline). Nothing the
-    /// handler started runs after it, so the [idempotency layer](crate::idempotency) holds the
-    /// record's key in progress until then.
+    /// invocation's deadline less the time kept to answer (`None`: no deadline). Then the
+    /// handler's future is dropped; tasks it spawned (`tokio::spawn`) and requests it already
+    /// sent are not stopped, and may still take effect later. The
+    /// [idempotency layer](crate::idempotency) holds the record's key in progress until then.
     pub fn deadline_ms(&self) -> Option<u64> {
         self.deadline_ms
     }

@@ -4,7 +4,6 @@
 use std::task::{Context, Poll};
 
 use lambda_runtime::{LambdaEvent, Service};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::Processor;
@@ -14,7 +13,7 @@ use crate::source::BatchResponse;
 
 impl<T> Service<LambdaEvent<Value>> for Processor<T>
 where
-    T: DeserializeOwned + Send + 'static,
+    T: Send + 'static,
 {
     type Response = BatchResponse;
     type Error = HandlerError;

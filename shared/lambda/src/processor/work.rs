@@ -1,14 +1,16 @@
-//! A record handler as the pipeline's unit of work: records decoded with serde, run
-//! concurrently up to a limit, each bounded by the deadline on its own, panics caught.
+//! A record handler as the pipeline's unit of work: records decoded (serde JSON, bytes, text,
+//! your decoder), run concurrently up to a limit, each bounded by the deadline on its own,
+//! panics caught.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use lambda_runtime::Context;
 use serde::de::DeserializeOwned;
 
 use dynamodb_exactly_once::batch::RecordFailure;
@@ -19,7 +21,7 @@ use dynamodb_exactly_once::ddb::error::bounded;
 use super::record::{Record, RecordError, MAX_REASON_CHARS};
 use super::StreamOrder;
 use crate::pipeline::{fifo_or, OrderKey, Work};
-use crate::source::{Batch, SourceKind, SourceRecord};
+use crate::source::{Batch, RecordMetadata, SourceKind, SourceRecord};
 
 /// A user's record handler, boxed.
 pub(super) type Handler<T> =
@@ -41,37 +43,94 @@ impl Outcome for Handled {
     }
 }
 
+/// How a body becomes the handler's `T`; `Err`: why not (the record is `invalid_body`).
+pub type Decode<T> = fn(&[u8]) -> Result<T, String>;
+
+/// The body as JSON into `T` (serde).
+pub(super) fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| e.to_string())
+}
+
 /// The handler and how the pipeline runs it.
 pub(super) struct Handling<T> {
     pub(super) handler: Handler<T>,
+    pub(super) decode: Decode<T>,
     pub(super) stream_order: StreamOrder,
     pub(super) concurrency: usize,
-    /// `fn() -> T`: the processor holds no `T`, so it is `Send + Sync` whatever `T` is.
-    pub(super) body: PhantomData<fn() -> T>,
 }
 
 impl<T> Clone for Handling<T> {
     fn clone(&self) -> Self {
         Handling {
             handler: Arc::clone(&self.handler),
+            decode: self.decode,
             stream_order: self.stream_order,
             concurrency: self.concurrency,
-            body: PhantomData,
         }
     }
 }
 
-impl<T: DeserializeOwned + Send + 'static> Work for Handling<T> {
+/// What one invocation gives every record besides its body: the Lambda context and the
+/// source's metadata by record id (empty through `handle_batch`).
+#[derive(Default)]
+pub(super) struct Extras {
+    pub(super) context: Option<Arc<Context>>,
+    pub(super) metadata: HashMap<String, Arc<RecordMetadata>>,
+}
+
+/// The handling of one invocation: records carry its [`Extras`].
+pub(super) struct WithExtras<'a, T> {
+    pub(super) handling: &'a Handling<T>,
+    pub(super) extras: &'a Extras,
+}
+
+impl<T: Send + 'static> Work for WithExtras<'_, T> {
     type Record = Record<T>;
     type Outcome = Handled;
 
-    /// The body as JSON into `T`; one that does not deserialize is rejected (`invalid_body`).
     fn parse(&self, record: &SourceRecord) -> Result<Record<T>, Rejection> {
-        let body = serde_json::from_slice(&record.body).map_err(|e| {
+        let mut parsed = self.handling.parse(record)?;
+        if let Some(context) = &self.extras.context {
+            parsed = parsed.with_context(Arc::clone(context));
+        }
+        if let Some(meta) = self.extras.metadata.get(&record.position.id) {
+            parsed = parsed.with_metadata(Arc::clone(meta));
+        }
+        Ok(parsed)
+    }
+
+    fn max_record_age(&self) -> Option<Duration> {
+        None
+    }
+
+    fn order(&self, batch: &Batch) -> Option<OrderKey> {
+        self.handling.order(batch)
+    }
+
+    fn concurrency(&self) -> usize {
+        self.handling.concurrency()
+    }
+
+    fn apply(
+        &self,
+        records: Vec<(usize, Record<T>)>,
+        deadline: Deadline,
+    ) -> impl Future<Output = Applied<Handled>> + Send {
+        self.handling.apply(records, deadline)
+    }
+}
+
+impl<T: Send + 'static> Work for Handling<T> {
+    type Record = Record<T>;
+    type Outcome = Handled;
+
+    /// The body decoded into `T`; one that does not decode is rejected (`invalid_body`).
+    fn parse(&self, record: &SourceRecord) -> Result<Record<T>, Rejection> {
+        let body = (self.decode)(&record.body).map_err(|e| {
             Rejection::new(
                 RejectionCode::InvalidBody,
                 format!(
-                    "the body ({} bytes) does not deserialize into {}: {e}",
+                    "the body ({} bytes) does not decode into {}: {e}",
                     record.body.len(),
                     std::any::type_name::<T>()
                 ),

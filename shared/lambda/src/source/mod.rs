@@ -25,8 +25,10 @@ use aws_lambda_events::streams::{DynamoDbEventResponse, KinesisEventResponse};
 use serde::{Deserialize, Serialize};
 
 pub mod kpl;
+pub mod metadata;
 
 pub use kpl::SubRecord;
+pub use metadata::{MessageAttribute, RecordMetadata};
 
 /// Which service delivered a batch.
 #[non_exhaustive]
