@@ -63,7 +63,7 @@ async fn apply_bodies(docs: &Document, bodies: &[&str]) -> Vec<RecordResult<Docu
 // ----------------------------------------------------------------------- numeric keys
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn numeric_keys_are_one_item_per_dynamodb_number_and_unrepresentable_numbers_are_kept() {
+async fn numeric_keys_are_one_item_per_dynamodb_number_and_refused_numbers_are_kept() {
     // Given a table keyed by a number, and a writer whose first append to item 1 is slow
     let setup = client();
     let table = numeric_key_table(&setup, "NumericDocs", "PK").await;
@@ -96,14 +96,24 @@ async fn numeric_keys_are_one_item_per_dynamodb_number_and_unrepresentable_numbe
     let key = ItemKey::from_json(&json!({"PK": 1})).expect("key");
     let item = writer.get_json(&key).await.expect("get").expect("item 1");
     assert_eq!(item["l"], json!(["first", "second", "third"]));
-    // ... and no number is rounded into another item: those that cannot be written exactly
-    // are rejected (kept as dead letters) with a bounded reason, never applied
+    // ... two numbers above 2^64 that an f64 cannot tell apart are two items, each exact,
+    // and those DynamoDB refuses are rejected (kept as dead letters) with a bounded reason
     let labels: Vec<&str> = results.iter().map(RecordResult::label).collect();
     assert_eq!(
         labels,
-        ["applied", "applied", "applied", "invalid", "invalid", "invalid", "invalid"]
+        ["applied", "applied", "applied", "applied", "applied", "invalid", "invalid"]
     );
-    for result in &results[3..] {
+    for (pk, value) in [
+        ("12345678901234567890123", "big-a"),
+        ("12345678901234567890124", "big-b"),
+    ] {
+        let key: Value = serde_json::from_str(&format!(r#"{{"PK":{pk}}}"#)).expect("key");
+        let key = ItemKey::from_json(&key).expect("key");
+        let item = writer.get_json(&key).await.expect("get").expect(pk);
+        assert_eq!(item["l"], json!([value]));
+        assert_eq!(item["PK"].to_string(), pk);
+    }
+    for result in &results[5..] {
         let RecordResult::Rejected(r) = result else {
             panic!("expected a rejection: {result:?}");
         };
@@ -111,7 +121,7 @@ async fn numeric_keys_are_one_item_per_dynamodb_number_and_unrepresentable_numbe
         assert!(r.message.len() < 300, "{r}");
     }
     let scan = setup.scan().table_name(&table).send().await.expect("scan");
-    assert_eq!(scan.count, 1, "only item 1 exists");
+    assert_eq!(scan.count, 3, "items 1 and the two large numbers");
 }
 
 // -------------------------------------------------------------- lost responses (SDK retry)

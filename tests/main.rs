@@ -29,6 +29,7 @@ mod kpl;
 mod layout;
 mod lease;
 mod mapping;
+mod numbers;
 mod processor;
 mod processor_check;
 mod ratchet;

@@ -201,7 +201,10 @@ impl Counter {
         plan: &Plan,
         cost: &Cost,
     ) -> Result<Option<Item>, ChunkError> {
-        let result = self.build_update(key_item, pending, plan).send().await;
+        let result = match self.build_update(key_item, pending, plan) {
+            Ok(update) => update.send().await,
+            Err(err) => return Err(ChunkError::Invalid(err)),
+        };
         match conditional("UpdateItem", result) {
             Ok(Cond::Done(out)) => {
                 cost.add(out.consumed_capacity());
@@ -405,7 +408,7 @@ mod tests {
     fn records_group_by_item_then_by_key_in_arrival_order() {
         let record = |pk: &str, key: &str| CounterRecord {
             key: ItemKey::from_json(&json!({ "PK": pk })).expect("key"),
-            add: [("n".to_string(), 1)].into(),
+            add: [("n".to_string(), crate::ddb::Number::from(1))].into(),
             idempotency_key: key.into(),
             hashed_key: key.into(),
         };
