@@ -357,7 +357,15 @@ impl Protocol for Counter {
             // Boxed: the journal's future inside every writer's invocation future overflows the
             // compiler's layout depth limit otherwise.
             Some(table) => Box::pin(self.write_journal(table, todo, deadline)).await,
-            None => self.write_items(todo, deadline).await,
+            None => {
+                let table = &self.config.table;
+                let (todo, refused) =
+                    crate::batch::fitting_keys(&self.schema, &self.client, table, todo, |r| &r.key)
+                        .await;
+                let mut applied = self.write_items(todo, deadline).await;
+                applied.results.extend(refused);
+                applied
+            }
         };
         for (i, result) in &applied.results {
             if let (RecordResult::Done(_), Some((item, hash))) = (result, identities.get(i)) {

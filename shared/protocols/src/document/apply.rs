@@ -80,6 +80,10 @@ impl Protocol for Document {
         records: Vec<(usize, DocumentRecord)>,
         deadline: Deadline,
     ) -> Applied<DocumentOutcome> {
+        let table = &self.config.table;
+        let (records, refused) =
+            crate::batch::fitting_keys(&self.schema, &self.client, table, records, |r| &r.key)
+                .await;
         let mut order: Vec<String> = Vec::new();
         let mut items: HashMap<String, Vec<(usize, DocumentRecord)>> = HashMap::new();
         for (i, record) in records {
@@ -101,7 +105,7 @@ impl Protocol for Document {
                 .collect()
                 .await;
         Applied {
-            results: results.into_iter().flatten().collect(),
+            results: results.into_iter().flatten().chain(refused).collect(),
             write_calls: cost.write_calls_usize(),
         }
     }

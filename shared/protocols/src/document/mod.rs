@@ -86,6 +86,8 @@ impl Outcome for DocumentOutcome {
 pub struct Document {
     client: Client,
     config: DocumentConfig,
+    /// The table's key schema, described on first use (keys are checked against it).
+    schema: std::sync::Arc<crate::ddb::schema::SchemaCache>,
 }
 
 impl Document {
@@ -95,6 +97,7 @@ impl Document {
         Ok(Document {
             client: crate::ddb::conflict::retrying_conflicts(client),
             config,
+            schema: std::sync::Arc::default(),
         })
     }
 
