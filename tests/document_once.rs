@@ -417,3 +417,72 @@ async fn a_remove_whose_write_landed_unanswered_removes_one_element_when_it_come
     assert_eq!(item["l"], json!(["x"]), "{item:?}");
     assert_eq!(again.results[0].label(), "applied");
 }
+
+// ----------------------------------------------------------- renamed attribute prefix (N16)
+
+/// A document writer whose protocol attributes start with `prefix`.
+fn docs_with_prefix(client: Client, table: &str, prefix: &str) -> Document {
+    let mut config = DocumentConfig::new(table);
+    config.attribute_prefix = prefix.into();
+    Document::try_new(client, config).expect("valid configuration")
+}
+
+/// Apply one body delivered as `delivery`: its result.
+async fn deliver(docs: &Document, body: &Value, delivery: &str) -> RecordResult<DocumentOutcome> {
+    let record = docs
+        .parse_delivered(body.to_string().as_bytes(), delivery)
+        .expect("valid record");
+    let mut applied = docs.apply(vec![(0, record)], Deadline::none()).await;
+    applied.results.remove(0).1
+}
+
+fn code_of(result: &RecordResult<DocumentOutcome>) -> &str {
+    match result {
+        RecordResult::Rejected(r) => r.code.as_str(),
+        other => other.label(),
+    }
+}
+
+#[tokio::test]
+async fn a_renamed_document_prefix_is_refused_on_first_contact_not_applied_twice() {
+    let setup = client();
+    let table = document_table(&setup).await;
+    let before = docs(setup.clone(), &table);
+    let after = docs_with_prefix(setup.clone(), &table, "d_");
+    let append = rec("list_append", "u", json!({"path": "l", "values": ["a"]}));
+
+    // Given an append that landed under `doc_` while its delivery failed
+    let first = deliver(&before, &append, "queue/m1").await;
+    assert_eq!(code_of(&first), "applied");
+    // When the function is redeployed with DOCUMENT_ATTRIBUTE_PREFIX=d_ and the record
+    // comes again, it is refused (kept as a dead letter), not appended again
+    let again = deliver(&after, &append, "queue/m1").await;
+    assert_eq!(code_of(&again), "layout_mismatch", "{again:?}");
+    assert_eq!(stored(&before, "u").await["l"], json!(["a"]));
+    // ... and a replace under the new prefix does not take the old version for 0
+    let replace = rec(
+        "replace",
+        "u",
+        json!({"document": {"x": 1}, "expectedVersion": 0}),
+    );
+    assert_eq!(
+        code_of(&deliver(&after, &replace, "queue/m2").await),
+        "layout_mismatch"
+    );
+
+    // An item first written under `d_` is refused to a writer of the default prefix
+    let other = rec("list_append", "v", json!({"path": "l", "values": ["b"]}));
+    assert_eq!(
+        code_of(&deliver(&after, &other, "queue/m3").await),
+        "applied"
+    );
+    assert_eq!(
+        code_of(&deliver(&before, &other, "queue/m4").await),
+        "layout_mismatch"
+    );
+    assert_eq!(
+        code_of(&deliver(&after, &other, "queue/m5").await),
+        "applied"
+    );
+    assert_eq!(stored(&after, "v").await["l"], json!(["b", "b"]));
+}

@@ -37,6 +37,11 @@ impl Document {
             }
             let result = match self.write_counted(&record, cost).await {
                 Ok(outcome) => RecordResult::Done(outcome),
+                Err(StoreError::Sdk { code, message, .. })
+                    if code == super::write::LAYOUT_MISMATCH_CODE =>
+                {
+                    RecordResult::Rejected(Rejection::new(RejectionCode::LayoutMismatch, message))
+                }
                 Err(err) if err.class() == ErrorClass::InvalidRequest => RecordResult::Rejected(
                     Rejection::new(RejectionCode::RejectedByDynamodb, err.to_string()),
                 ),
