@@ -1,7 +1,7 @@
 //! A table's real key schema (names and types, from `DescribeTable`, once per process), so
 //! that a record whose key the table would refuse is a dead letter (`invalid_key`, with its
 //! reason) before anything is written for it. Every writer checks its records against it
-//! ([`split_fitting`]): the ratchet, the counter (both modes), the document writer and
+//! (`split_fitting`): the ratchet, the counter (both modes), the document writer and
 //! versioned writes. A writer that does not write the item itself (the counter's journal)
 //! would otherwise accept a record no later step can apply; the others would spend a call
 //! and get `rejected_by_dynamodb` (or a whole failed batch write) instead of the reason.
