@@ -182,7 +182,7 @@ counter_malformed = [
     count("acct#9", "2024-11-22", "ECloudFrontId/acct9/2024-11-22/01.00000001", logins=1),
     "{not json",
     {"key": {"PK": "acct#9", "SK": "2024-11-22"}, "add": {"logins": 1}},
-    {"key": {"PK": "acct#9", "SK": "2024-11-22"}, "add": {"logins": 1.5}, "idempotencyKey": "k-float"},
+    {"key": {"PK": "acct#9", "SK": "2024-11-22"}, "add": {"logins": "1.5"}, "idempotencyKey": "k-text"},
     {"key": {"PK": "acct#9", "SK": "2024-11-22"}, "add": {"ctr_bucket": 1}, "idempotencyKey": "k-reserved"},
     {"key": {"PK": "acct#9", "SK": "2024-11-22"}, "add": {}, "idempotencyKey": "k-empty"},
 ]

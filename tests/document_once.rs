@@ -63,7 +63,7 @@ async fn apply_bodies(docs: &Document, bodies: &[&str]) -> Vec<RecordResult<Docu
 // ----------------------------------------------------------------------- numeric keys
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn numeric_keys_are_one_item_per_dynamodb_number_and_unrepresentable_numbers_are_kept() {
+async fn numeric_keys_are_one_item_per_dynamodb_number_and_refused_numbers_are_kept() {
     // Given a table keyed by a number, and a writer whose first append to item 1 is slow
     let setup = client();
     let table = numeric_key_table(&setup, "NumericDocs", "PK").await;
@@ -96,14 +96,24 @@ async fn numeric_keys_are_one_item_per_dynamodb_number_and_unrepresentable_numbe
     let key = ItemKey::from_json(&json!({"PK": 1})).expect("key");
     let item = writer.get_json(&key).await.expect("get").expect("item 1");
     assert_eq!(item["l"], json!(["first", "second", "third"]));
-    // ... and no number is rounded into another item: those that cannot be written exactly
-    // are rejected (kept as dead letters) with a bounded reason, never applied
+    // ... two numbers above 2^64 that an f64 cannot tell apart are two items, each exact,
+    // and those DynamoDB refuses are rejected (kept as dead letters) with a bounded reason
     let labels: Vec<&str> = results.iter().map(RecordResult::label).collect();
     assert_eq!(
         labels,
-        ["applied", "applied", "applied", "invalid", "invalid", "invalid", "invalid"]
+        ["applied", "applied", "applied", "applied", "applied", "invalid", "invalid"]
     );
-    for result in &results[3..] {
+    for (pk, value) in [
+        ("12345678901234567890123", "big-a"),
+        ("12345678901234567890124", "big-b"),
+    ] {
+        let key: Value = serde_json::from_str(&format!(r#"{{"PK":{pk}}}"#)).expect("key");
+        let key = ItemKey::from_json(&key).expect("key");
+        let item = writer.get_json(&key).await.expect("get").expect(pk);
+        assert_eq!(item["l"], json!([value]));
+        assert_eq!(item["PK"].to_string(), pk);
+    }
+    for result in &results[5..] {
         let RecordResult::Rejected(r) = result else {
             panic!("expected a rejection: {result:?}");
         };
@@ -111,7 +121,7 @@ async fn numeric_keys_are_one_item_per_dynamodb_number_and_unrepresentable_numbe
         assert!(r.message.len() < 300, "{r}");
     }
     let scan = setup.scan().table_name(&table).send().await.expect("scan");
-    assert_eq!(scan.count, 1, "only item 1 exists");
+    assert_eq!(scan.count, 3, "items 1 and the two large numbers");
 }
 
 // -------------------------------------------------------------- lost responses (SDK retry)
@@ -406,4 +416,73 @@ async fn a_remove_whose_write_landed_unanswered_removes_one_element_when_it_come
     let item = stored(&plain, "twice").await;
     assert_eq!(item["l"], json!(["x"]), "{item:?}");
     assert_eq!(again.results[0].label(), "applied");
+}
+
+// ----------------------------------------------------------- renamed attribute prefix (N16)
+
+/// A document writer whose protocol attributes start with `prefix`.
+fn docs_with_prefix(client: Client, table: &str, prefix: &str) -> Document {
+    let mut config = DocumentConfig::new(table);
+    config.attribute_prefix = prefix.into();
+    Document::try_new(client, config).expect("valid configuration")
+}
+
+/// Apply one body delivered as `delivery`: its result.
+async fn deliver(docs: &Document, body: &Value, delivery: &str) -> RecordResult<DocumentOutcome> {
+    let record = docs
+        .parse_delivered(body.to_string().as_bytes(), delivery)
+        .expect("valid record");
+    let mut applied = docs.apply(vec![(0, record)], Deadline::none()).await;
+    applied.results.remove(0).1
+}
+
+fn code_of(result: &RecordResult<DocumentOutcome>) -> &str {
+    match result {
+        RecordResult::Rejected(r) => r.code.as_str(),
+        other => other.label(),
+    }
+}
+
+#[tokio::test]
+async fn a_renamed_document_prefix_is_refused_on_first_contact_not_applied_twice() {
+    let setup = client();
+    let table = document_table(&setup).await;
+    let before = docs(setup.clone(), &table);
+    let after = docs_with_prefix(setup.clone(), &table, "d_");
+    let append = rec("list_append", "u", json!({"path": "l", "values": ["a"]}));
+
+    // Given an append that landed under `doc_` while its delivery failed
+    let first = deliver(&before, &append, "queue/m1").await;
+    assert_eq!(code_of(&first), "applied");
+    // When the function is redeployed with DOCUMENT_ATTRIBUTE_PREFIX=d_ and the record
+    // comes again, it is refused (kept as a dead letter), not appended again
+    let again = deliver(&after, &append, "queue/m1").await;
+    assert_eq!(code_of(&again), "layout_mismatch", "{again:?}");
+    assert_eq!(stored(&before, "u").await["l"], json!(["a"]));
+    // ... and a replace under the new prefix does not take the old version for 0
+    let replace = rec(
+        "replace",
+        "u",
+        json!({"document": {"x": 1}, "expectedVersion": 0}),
+    );
+    assert_eq!(
+        code_of(&deliver(&after, &replace, "queue/m2").await),
+        "layout_mismatch"
+    );
+
+    // An item first written under `d_` is refused to a writer of the default prefix
+    let other = rec("list_append", "v", json!({"path": "l", "values": ["b"]}));
+    assert_eq!(
+        code_of(&deliver(&after, &other, "queue/m3").await),
+        "applied"
+    );
+    assert_eq!(
+        code_of(&deliver(&before, &other, "queue/m4").await),
+        "layout_mismatch"
+    );
+    assert_eq!(
+        code_of(&deliver(&after, &other, "queue/m5").await),
+        "applied"
+    );
+    assert_eq!(stored(&after, "v").await["l"], json!(["b", "b"]));
 }

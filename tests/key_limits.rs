@@ -2,18 +2,24 @@
 //! which is longer than the key itself: a key DynamoDB accepts in the latest table can exceed
 //! its 2048-byte partition key limit as a history key. Refused before any write, as
 //! `invalid_key`, never sent (a refused row would fail its whole `BatchWriteItem`).
+//!
+//! Every writer checks each key against the table's real key schema (names, types, the
+//! 2,048-byte partition and 1,024-byte sort key limits, binary-keyed tables), described once
+//! per process: a key the table would refuse is `invalid_key` before any write.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dynamo_testing::client;
-use dynamodb_exactly_once::ddb::ItemKey;
+use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+use dynamodb_exactly_once::ddb::{ItemKey, StoreError};
+use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once::versioning::{Revision, Versioning, VersioningConfig};
-use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once::{Deadline, Protocol, RecordResult};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Writer;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::common::{scan, sqs_batch};
 
@@ -92,4 +98,110 @@ async fn history_keys_over_the_partition_key_limit_are_refused_before_the_write(
         Some("invalid_key"),
         "built and applied as {applied:?}"
     );
+}
+
+// ------------------------------------------------- keys checked against the table's schema
+
+/// A new table keyed by `PK` of type `t` alone (`S`, `N` or `B`).
+async fn table_keyed_by(client: &aws_sdk_dynamodb::Client, name: &str, t: &str) -> String {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let table = format!("{}{name}", dynamo_testing::unique_prefix());
+    client
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("PK")
+                .attribute_type(ScalarAttributeType::from(t))
+                .build()
+                .expect("definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("PK")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("schema"),
+        )
+        .send()
+        .await
+        .expect("create table");
+    table
+}
+
+/// Parse and apply `bodies` as one batch: each record's label, rejections as their code.
+async fn codes<P: Protocol>(protocol: &P, bodies: &[Value]) -> Vec<String> {
+    let mut labels = vec![String::new(); bodies.len()];
+    let mut records = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        match protocol.parse(body.to_string().as_bytes()) {
+            Ok(record) => records.push((i, record)),
+            Err(r) => labels[i] = r.code.as_str().to_string(),
+        }
+    }
+    for (i, result) in protocol.apply(records, Deadline::none()).await.results {
+        labels[i] = match result {
+            RecordResult::Rejected(r) => r.code.as_str().to_string(),
+            other => other.label().to_string(),
+        };
+    }
+    labels
+}
+
+/// The keys a numeric-keyed, a binary-keyed and a `PK`/`SK` string table refuse: each is
+/// `invalid_key` (not `rejected_by_dynamodb` after a write), next to a key that fits.
+fn refused_keys(numeric: &str, binary: &str) -> Vec<(String, Value, &'static str)> {
+    vec![
+        (numeric.to_string(), json!({"PK": "a"}), "invalid_key"),
+        (numeric.to_string(), json!({"PK": 7}), "applied"),
+        (binary.to_string(), json!({"PK": "a"}), "invalid_key"),
+    ]
+}
+
+#[tokio::test]
+async fn every_writer_refuses_keys_its_table_would_refuse_before_writing() {
+    let c = client();
+    let numeric = table_keyed_by(&c, "KeyN", "N").await;
+    let binary = table_keyed_by(&c, "KeyB", "B").await;
+    let tables = dynamo_testing::template_tables(&c, &["RatchetTable"]).await;
+    let pk_sk = &tables["RatchetTable"];
+    let mut cases = refused_keys(&numeric, &binary);
+    cases.push((
+        pk_sk.clone(),
+        json!({"PK": "a", "SK": "s".repeat(1100)}),
+        "invalid_key",
+    ));
+    cases.push((pk_sk.clone(), json!({"PK": "a"}), "invalid_key"));
+    for (table, key, want) in cases {
+        let ratchet = Ratchet::try_new(c.clone(), RatchetConfig::new(&table)).expect("config");
+        let put = json!({"op": "put", "key": key, "ts": 1, "item": {"v": 1}});
+        assert_eq!(codes(&ratchet, &[put]).await, [want], "ratchet {key}");
+        let counter = Counter::try_new(c.clone(), CounterConfig::new(&table)).expect("config");
+        let add = json!({"key": key, "add": {"n": 1}, "idempotencyKey": "k"});
+        assert_eq!(codes(&counter, &[add]).await, [want], "counter {key}");
+        let docs = Document::try_new(c.clone(), DocumentConfig::new(&table)).expect("config");
+        let append = json!({"op": "list_append", "key": key, "path": "l", "values": [1]});
+        assert_eq!(codes(&docs, &[append]).await, [want], "document {key}");
+    }
+}
+
+#[tokio::test]
+async fn a_versioned_write_refuses_a_key_its_table_would_refuse_before_writing() {
+    let c = client();
+    let numeric = table_keyed_by(&c, "VerKeyN", "N").await;
+    let tables = dynamo_testing::template_tables(&c, &["VersionedHistoryTable"]).await;
+    let store = Versioning::try_new(
+        c.clone(),
+        VersioningConfig::new(&numeric, &tables["VersionedHistoryTable"]),
+    )
+    .expect("config");
+    let key = ItemKey::from_json(&json!({"PK": "a"})).expect("key");
+    let change = Revision::create(&key, json!({"v": 1})).expect("revision");
+    match store.apply(&change).await {
+        Err(StoreError::InvalidKey(reason)) => assert!(reason.contains("has it as N"), "{reason}"),
+        other => panic!("expected invalid_key, got {other:?}"),
+    }
 }

@@ -32,6 +32,7 @@ mod kpl;
 mod layout;
 mod lease;
 mod mapping;
+mod numbers;
 mod processor;
 mod processor_check;
 mod processor_edges;

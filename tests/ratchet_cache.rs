@@ -31,6 +31,10 @@ async fn a_warm_redelivery_costs_no_call_and_a_newer_record_still_writes() {
     let tables =
         dynamo_testing::template_tables(&direct, &["RatchetTable", "DeadLetterTable"]).await;
     let (counted, calls) = counting();
+    // The table's key schema, described once per process, is known already (not counted).
+    dynamodb_exactly_once::ddb::schema::key_schema(&direct, &tables["RatchetTable"])
+        .await
+        .expect("schema");
     let config = RatchetConfig::new(&tables["RatchetTable"]);
     let writer = Writer::new(
         "ratchet-writer",

@@ -99,7 +99,7 @@ async fn oversized_item_and_schema_mismatch_are_dead_lettered() {
     let (w, _) = ratchet_writer(client.clone()).await;
     let big = put("u", "big", 1, json!({"blob": "x".repeat(410 * 1024)}));
     let big_body = big.clone();
-    // The table's key is PK+SK: DynamoDB rejects this key with a ValidationException.
+    // The table's key is PK+SK: the writer refuses this key before writing (invalid_key).
     let wrong_schema = json!({"op":"put","key":{"PK":"u"},"ts":1,"item":{"v":1}});
     let fine = put("u", "ok", 1, json!({"v":1}));
 
@@ -113,7 +113,7 @@ async fn oversized_item_and_schema_mismatch_are_dead_lettered() {
     let letters = w.dead_letters.list().await.expect("list");
     let mut codes: Vec<&str> = letters.iter().map(|l| l.reason.code.as_str()).collect();
     codes.sort();
-    assert_eq!(codes, ["item_too_large", "rejected_by_dynamodb"]);
+    assert_eq!(codes, ["invalid_key", "item_too_large"]);
     let kept = letters
         .iter()
         .find(|l| l.reason.code == "item_too_large")

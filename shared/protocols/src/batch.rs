@@ -392,6 +392,24 @@ impl Deadline {
     }
 }
 
+/// `records` split into those whose key fits `table`'s key schema (described once per
+/// `cache`) and the others' results: `invalid_key` rejections naming the reason, or every
+/// record failed when the table cannot be described.
+pub(crate) async fn fitting_keys<R, O>(
+    cache: &crate::ddb::schema::SchemaCache,
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    records: Vec<(usize, R)>,
+    key: impl Fn(&R) -> &crate::ddb::ItemKey,
+) -> (Vec<(usize, R)>, Vec<(usize, RecordResult<O>)>) {
+    let refuse = |reason: String| {
+        let code = crate::rejection::RejectionCode::InvalidKey;
+        RecordResult::Rejected(Rejection::new(code, reason))
+    };
+    let fail = |err| RecordResult::Failed(RecordFailure::Shared(err));
+    crate::ddb::schema::split_fitting(cache, client, table, records, key, refuse, fail).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -69,9 +69,9 @@ pub fn stream_record(
     old_image: Option<&Value>,
 ) -> Value {
     let typed = |v: &Value| -> Value {
-        serde_dynamo::to_item::<_, serde_dynamo::Item>(v)
-            .ok()
-            .and_then(|item| serde_json::to_value(item).ok())
+        v.as_object()
+            .and_then(|map| dynamodb_exactly_once::ddb::item::json_to_item(map).ok())
+            .and_then(|item| serde_json::to_value(serde_dynamo::Item::from(item)).ok())
             .unwrap_or(Value::Null)
     };
     #[allow(clippy::cast_precision_loss)]

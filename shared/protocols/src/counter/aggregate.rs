@@ -13,8 +13,8 @@
 //! | `MODIFY` | `0` | `NewImage.a − OldImage.a` |
 //! | `REMOVE` | `−1` | `−OldImage.a` |
 //!
-//! A missing attribute counts as 0; a value that is not an integer (or a difference beyond
-//! `i64`) is rejected (`invalid_delta`). The group value is read from `Keys` (best: it never
+//! A missing attribute counts as 0; a value that is not a number is rejected (`invalid_delta`);
+//! differences are exact (DynamoDB's 38 digits: a difference beyond them is `invalid_number`). The group value is read from `Keys` (best: it never
 //! changes), else from the images; a `MODIFY` that moves an item to another group is rejected
 //! (`invalid_change`): moving it would take two items' writes, which one idempotent counter
 //! record cannot do. Sums and `REMOVE`s need `OldImage` (stream view `NEW_AND_OLD_IMAGES`).
@@ -26,6 +26,7 @@ use serde_json::{Map, Value};
 
 use super::{Counter, CounterRecord};
 use crate::change::{ChangeKind, ItemChange};
+use crate::ddb::number::{Number, NumberError};
 use crate::ddb::Item;
 use crate::rejection::{quote, Rejection, RejectionCode};
 
@@ -67,14 +68,26 @@ impl Aggregation {
             add.insert(name.clone(), Value::from(delta));
         }
         for (name, attribute) in &self.sums {
-            let value = |image: Option<&Item>| image.map_or(Ok(0), |i| integer(i, attribute));
-            let delta = value(new)?.checked_sub(value(old)?).ok_or_else(|| {
-                Rejection::new(
-                    RejectionCode::InvalidDelta,
-                    format!("the change of {} exceeds i64", quote(attribute)),
-                )
-            })?;
-            add.insert(name.clone(), Value::from(delta));
+            let zero = || Number::parse("0");
+            let value = |image: Option<&Item>| {
+                image
+                    .map_or_else(zero, |i| number(i, attribute))
+                    .map_err(|e| {
+                        Rejection::new(
+                            RejectionCode::InvalidDelta,
+                            format!("{}: {e}", quote(attribute)),
+                        )
+                    })
+            };
+            let delta = value(new)?
+                .checked_add(&value(old)?.negated())
+                .map_err(|e| {
+                    Rejection::new(
+                        RejectionCode::InvalidNumber,
+                        format!("the change of {}: {e}", quote(attribute)),
+                    )
+                })?;
+            add.insert(name.clone(), Value::Number(delta.to_json()));
         }
         let mut key = Map::new();
         key.insert(self.key_attribute.clone(), group);
@@ -138,12 +151,14 @@ impl Aggregation {
         };
         match value {
             AttributeValue::S(s) => Ok(Value::from(s.clone())),
-            AttributeValue::N(n) => n.parse::<i64>().map(Value::from).map_err(|_| {
-                Rejection::new(
-                    RejectionCode::InvalidKey,
-                    format!("the group value of {} is not a 64-bit integer", quote(name)),
-                )
-            }),
+            AttributeValue::N(n) => Number::parse(n)
+                .map(|n| Value::Number(n.to_json()))
+                .map_err(|e| {
+                    Rejection::new(
+                        RejectionCode::InvalidKey,
+                        format!("the group value of {}: {e}", quote(name)),
+                    )
+                }),
             _ => Err(Rejection::new(
                 RejectionCode::InvalidKey,
                 format!(
@@ -155,20 +170,12 @@ impl Aggregation {
     }
 }
 
-/// An image's integer attribute (0 when absent).
-fn integer(image: &Item, attribute: &str) -> Result<i64, Rejection> {
+/// An image's numeric attribute, exact (0 when absent).
+fn number(image: &Item, attribute: &str) -> Result<Number, NumberError> {
     match image.get(attribute) {
-        None | Some(AttributeValue::Null(_)) => Ok(0),
-        Some(AttributeValue::N(n)) => n.parse().map_err(|_| {
-            Rejection::new(
-                RejectionCode::InvalidDelta,
-                format!("{} is not a 64-bit integer", quote(attribute)),
-            )
-        }),
-        Some(_) => Err(Rejection::new(
-            RejectionCode::InvalidDelta,
-            format!("{} is not a number", quote(attribute)),
-        )),
+        None | Some(AttributeValue::Null(_)) => Number::parse("0"),
+        Some(AttributeValue::N(n)) => Number::parse(n),
+        Some(_) => Err(NumberError::NotANumber(quote(attribute))),
     }
 }
 
@@ -221,7 +228,11 @@ mod tests {
         let record = aggregation().record(&counter(), c).map_err(|r| r.code)?;
         assert_eq!(record.idempotency_key, "evt-1");
         assert_eq!(record.key.canonical(), r#"{"PK":"ann","SK":"totals"}"#);
-        Ok(record.add.into_iter().collect())
+        Ok(record
+            .add
+            .into_iter()
+            .map(|(k, v)| (k, v.to_i64().expect("an integer")))
+            .collect())
     }
 
     #[test]
@@ -249,7 +260,21 @@ mod tests {
         assert_eq!(deltas(&moved), Err(RejectionCode::InvalidChange));
         let keys_only = change(ChangeKind::Modify, None, None);
         assert_eq!(deltas(&keys_only), Err(RejectionCode::InvalidChange));
-        let decimal = change(ChangeKind::Insert, Some(order("ann", "1.5")), None);
-        assert_eq!(deltas(&decimal), Err(RejectionCode::InvalidDelta));
+        let mut text = order("ann", "1");
+        text.insert("Amount".into(), AttributeValue::S("1".into()));
+        let not_a_number = change(ChangeKind::Insert, Some(text), None);
+        assert_eq!(deltas(&not_a_number), Err(RejectionCode::InvalidDelta));
+    }
+
+    #[test]
+    fn decimal_and_38_digit_sums_are_exact() {
+        let old = "12345678901234567890.123456789012345678";
+        let modify = change(
+            ChangeKind::Modify,
+            Some(order("ann", "12345678901234567890.123456789012345679")),
+            Some(order("ann", old)),
+        );
+        let record = aggregation().record(&counter(), &modify).expect("record");
+        assert_eq!(record.add["amount"].canonical(), "0.000000000000000001");
     }
 }

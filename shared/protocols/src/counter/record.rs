@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Counter, CounterConfig};
 use crate::ddb::error::bounded;
+use crate::ddb::number::Number;
 use crate::ddb::ItemKey;
 use crate::rejection::{Rejection, RejectionCode};
 
@@ -72,7 +73,7 @@ fn describe(value: &Value) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterRecord {
     pub(crate) key: ItemKey,
-    pub(crate) add: BTreeMap<String, i64>,
+    pub(crate) add: BTreeMap<String, Number>,
     pub(crate) idempotency_key: String,
     pub(crate) hashed_key: String,
 }
@@ -83,8 +84,8 @@ impl CounterRecord {
         &self.key
     }
 
-    /// Counter name → delta.
-    pub fn deltas(&self) -> &BTreeMap<String, i64> {
+    /// Counter name → delta (exact, up to DynamoDB's 38 significant digits).
+    pub fn deltas(&self) -> &BTreeMap<String, Number> {
         &self.add
     }
 
@@ -156,15 +157,15 @@ impl Counter {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn record<N: Into<String>>(
+    pub fn record<N: Into<String>, D: Into<serde_json::Number>>(
         &self,
         key: ItemKey,
-        deltas: impl IntoIterator<Item = (N, i64)>,
+        deltas: impl IntoIterator<Item = (N, D)>,
         idempotency_key: impl Into<String>,
     ) -> Result<CounterRecord, Rejection> {
         let fields: Map<String, Value> = deltas
             .into_iter()
-            .map(|(name, delta)| (name.into(), Value::from(delta)))
+            .map(|(name, delta)| (name.into(), Value::Number(delta.into())))
             .collect();
         RawCounterRecord {
             key: Some(Value::Object(key.json().clone())),
@@ -244,14 +245,14 @@ fn validate_add(
     value: Option<Value>,
     key: &ItemKey,
     config: &CounterConfig,
-) -> Result<BTreeMap<String, i64>, Rejection> {
+) -> Result<BTreeMap<String, Number>, Rejection> {
     let fields = match value {
         Some(Value::Object(fields)) => fields,
         other => {
             let got = other.as_ref().map_or("nothing".into(), describe);
             return Err(rejection(
                 RejectionCode::InvalidAdd,
-                &format!("`add` must be an object of counter name → integer delta, got {got}"),
+                &format!("`add` must be an object of counter name → numeric delta, got {got}"),
             ));
         }
     };
@@ -268,12 +269,12 @@ fn validate_add(
 }
 
 /// Each counter of `add`: a usable name that is neither a protocol nor a key attribute, and
-/// a 64-bit integer delta.
+/// a number DynamoDB stores (up to 38 significant digits, exactly).
 fn validate_deltas(
     fields: Map<String, Value>,
     key: &ItemKey,
     config: &CounterConfig,
-) -> Result<BTreeMap<String, i64>, Rejection> {
+) -> Result<BTreeMap<String, Number>, Rejection> {
     let mut add = BTreeMap::new();
     for (name, delta) in fields {
         check_name(&name, "counter names", RejectionCode::InvalidAdd)?;
@@ -287,16 +288,22 @@ fn validate_deltas(
                 ),
             ));
         }
-        let Some(d) = delta.as_i64() else {
+        let Value::Number(n) = &delta else {
             return Err(rejection(
                 RejectionCode::InvalidDelta,
                 &format!(
-                    "the delta of {} must be a 64-bit integer, got {}",
+                    "the delta of {} must be a number, got {}",
                     quoted(&name),
                     describe(&delta)
                 ),
             ));
         };
+        let d = Number::from_json(n).map_err(|e| {
+            Rejection::new(
+                RejectionCode::InvalidNumber,
+                format!("the delta of {}: {e}", quoted(&name)),
+            )
+        })?;
         add.insert(name, d);
     }
     Ok(add)
@@ -364,7 +371,7 @@ mod tests {
             "invalid_add"
         );
         assert_eq!(
-            code(r#"{"key":{"PK":"a"},"add":{"n":1.5},"idempotencyKey":"x"}"#),
+            code(r#"{"key":{"PK":"a"},"add":{"n":"1"},"idempotencyKey":"x"}"#),
             "invalid_delta"
         );
         assert_eq!(

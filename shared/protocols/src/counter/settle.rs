@@ -216,11 +216,12 @@ pub(super) fn defer(entries: Vec<KeyEntry>, results: &mut Results) {
 mod tests {
     use super::*;
     use crate::batch::RecordFailure;
+    use crate::ddb::Number;
 
     fn entry(hash: &str, indices: Vec<usize>) -> KeyEntry {
         KeyEntry {
             hash: hash.into(),
-            add: [("n".to_string(), 1)].into(),
+            add: [("n".to_string(), Number::from(1))].into(),
             indices,
             conflicting: Vec::new(),
         }

@@ -23,7 +23,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use super::layout::{encode, Guard, Plan};
 use super::marker::PrefixMarker;
 use super::Counter;
-use crate::ddb::{Item, Placeholders};
+use crate::ddb::number::{Number, NumberError};
+use crate::ddb::{Item, Placeholders, StoreError};
 
 /// Distinct counters one write may add (the update expression stays small).
 pub const MAX_COUNTERS_PER_WRITE: usize = 100;
@@ -41,7 +42,7 @@ pub(super) struct KeyEntry {
     /// The stored form of the idempotency key.
     pub(super) hash: String,
     /// Counter name → delta.
-    pub(super) add: BTreeMap<String, i64>,
+    pub(super) add: BTreeMap<String, Number>,
     /// Batch indices; the first is the record that counts, the others are in-batch duplicates.
     pub(super) indices: Vec<usize>,
     /// The in-batch duplicates whose deltas differ from the first record's.
@@ -50,7 +51,7 @@ pub(super) struct KeyEntry {
 
 impl KeyEntry {
     /// The entry of one record.
-    pub(super) fn new(hash: String, add: BTreeMap<String, i64>, index: usize) -> Self {
+    pub(super) fn new(hash: String, add: BTreeMap<String, Number>, index: usize) -> Self {
         KeyEntry {
             hash,
             add,
@@ -60,7 +61,7 @@ impl KeyEntry {
     }
 
     /// One more record with this key: a duplicate, conflicting when its deltas differ.
-    pub(super) fn push(&mut self, index: usize, add: &BTreeMap<String, i64>) {
+    pub(super) fn push(&mut self, index: usize, add: &BTreeMap<String, Number>) {
         self.indices.push(index);
         if *add != self.add {
             self.conflicting.push(index);
@@ -76,7 +77,7 @@ impl Counter {
         key_item: &Item,
         pending: &[KeyEntry],
         plan: &Plan,
-    ) -> UpdateItemFluentBuilder {
+    ) -> Result<UpdateItemFluentBuilder, StoreError> {
         let marker = PrefixMarker::of(&self.config);
         let mut p = Placeholders::default();
         marker.emit(&mut p, plan.allows_absent());
@@ -106,10 +107,11 @@ impl Counter {
             &mut p,
         );
         let set = format!("{set}{}", marker.set_term().unwrap_or_default());
-        let mut update = format!("{set} ADD {}", add_terms(pending, &mut p));
+        let mut update = format!("{set} ADD {}", add_terms(pending, &mut p)?);
         update.push_str(&self.remove_clause(plan, &mut p));
         let (names, values) = p.into_maps();
-        self.client
+        Ok(self
+            .client
             .update_item()
             .table_name(&self.config.table)
             .set_key(Some(key_item.clone()))
@@ -117,7 +119,7 @@ impl Counter {
             .set_expression_attribute_names(names)
             .set_expression_attribute_values(values)
             .update_expression(update)
-            .condition_expression(condition)
+            .condition_expression(condition))
     }
 
     /// ` REMOVE #r0, #r1, …` for the buckets that fall out (empty when none do).
@@ -161,21 +163,36 @@ fn contains_condition(
 }
 
 /// `#t :keys, #c0 :d0, …`: the pending keys into the target bucket, and each counter's
-/// summed deltas (counters in name order).
-fn add_terms(pending: &[KeyEntry], p: &mut Placeholders) -> String {
+/// summed deltas (counters in name order), summed exactly. A sum DynamoDB could not store
+/// (over 38 significant digits) is a `ValidationException`-like refusal: the chunk is halved
+/// until each part sums, as for a chunk DynamoDB itself refused.
+fn add_terms(pending: &[KeyEntry], p: &mut Placeholders) -> Result<String, StoreError> {
     let hashes = pending.iter().map(|e| e.hash.clone()).collect();
     p.set_value(":keys", AttributeValue::Ss(hashes));
-    let mut totals: BTreeMap<&str, i128> = BTreeMap::new();
-    for (name, delta) in pending.iter().flat_map(|e| &e.add) {
-        *totals.entry(name.as_str()).or_default() += i128::from(*delta);
-    }
+    let totals = sum_deltas(pending.iter().map(|e| &e.add))
+        .map_err(|e| StoreError::Inconsistent(format!("the deltas of one write: {e}")))?;
     let mut adds = vec!["#t :keys".to_string()];
     for (i, (name, total)) in totals.into_iter().enumerate() {
         p.set_name(&format!("#c{i}"), name)
-            .set_value(&format!(":d{i}"), AttributeValue::N(total.to_string()));
+            .set_value(&format!(":d{i}"), AttributeValue::N(total.canonical()));
         adds.push(format!("#c{i} :d{i}"));
     }
-    adds.join(", ")
+    Ok(adds.join(", "))
+}
+
+/// Each counter's deltas summed exactly ([`Number::checked_add`]).
+pub(crate) fn sum_deltas<'a>(
+    adds: impl IntoIterator<Item = &'a BTreeMap<String, Number>>,
+) -> Result<BTreeMap<&'a str, Number>, NumberError> {
+    let mut totals: BTreeMap<&str, Number> = BTreeMap::new();
+    for (name, delta) in adds.into_iter().flatten() {
+        let total = match totals.get(name.as_str()) {
+            Some(total) => total.checked_add(delta)?,
+            None => delta.clone(),
+        };
+        totals.insert(name, total);
+    }
+    Ok(totals)
 }
 
 /// Split an item's distinct keys into writes of at most `max_keys` keys and
@@ -207,10 +224,14 @@ mod tests {
     use crate::counter::layout::{Bucket, BucketName, Grid, Knowledge, Layout};
     use crate::counter::{hash_key, CounterConfig};
 
+    fn one() -> Number {
+        Number::parse("1").expect("1")
+    }
+
     #[test]
     fn chunks_respect_keys_and_counters_per_write() {
         let entry =
-            |i: usize, counter: String| KeyEntry::new(i.to_string(), [(counter, 1)].into(), i);
+            |i: usize, counter: String| KeyEntry::new(i.to_string(), [(counter, one())].into(), i);
         let sizes = |chunks: Vec<Vec<KeyEntry>>| chunks.iter().map(Vec::len).collect::<Vec<_>>();
         let same: Vec<KeyEntry> = (0..150).map(|i| entry(i, "n".into())).collect();
         assert_eq!(sizes(chunk_entries(same, 71)), [71, 71, 8]);
@@ -220,10 +241,17 @@ mod tests {
 
     #[test]
     fn a_duplicate_with_other_deltas_is_marked_conflicting() {
-        let mut e = KeyEntry::new("h".into(), [("n".to_string(), 1)].into(), 0);
-        e.push(3, &[("n".to_string(), 1)].into());
-        e.push(5, &[("n".to_string(), 2)].into());
-        e.push(7, &[("n".to_string(), 1), ("m".to_string(), 1)].into());
+        let mut e = KeyEntry::new("h".into(), [("n".to_string(), Number::from(1))].into(), 0);
+        e.push(3, &[("n".to_string(), Number::from(1))].into());
+        e.push(5, &[("n".to_string(), Number::from(2))].into());
+        e.push(
+            7,
+            &[
+                ("n".to_string(), Number::from(1)),
+                ("m".to_string(), Number::from(1)),
+            ]
+            .into(),
+        );
         assert_eq!(e.indices, [0, 3, 5, 7]);
         assert_eq!(e.conflicting, [5, 7]);
     }
@@ -256,10 +284,15 @@ mod tests {
             ("k1", vec![("logins", 1)]),
         ]
         .map(|(key, add)| {
-            let add = add.into_iter().map(|(n, d)| (n.to_string(), d)).collect();
+            let add = add
+                .into_iter()
+                .map(|(n, d)| (n.to_string(), Number::from(d)))
+                .collect();
             KeyEntry::new(hash_key(key), add, 0)
         });
-        let req = counter.build_update(&Item::new(), &pending, &plan);
+        let req = counter
+            .build_update(&Item::new(), &pending, &plan)
+            .expect("sums");
         assert_eq!(
             req.get_update_expression().as_deref(),
             Some("SET #bk = :layout ADD #t :keys, #c0 :d0, #c1 :d1 REMOVE #r0")

@@ -201,7 +201,10 @@ impl Counter {
         plan: &Plan,
         cost: &Cost,
     ) -> Result<Option<Item>, ChunkError> {
-        let result = self.build_update(key_item, pending, plan).send().await;
+        let result = match self.build_update(key_item, pending, plan) {
+            Ok(update) => update.send().await,
+            Err(err) => return Err(ChunkError::Invalid(err)),
+        };
         match conditional("UpdateItem", result) {
             Ok(Cond::Done(out)) => {
                 cost.add(out.consumed_capacity());
@@ -354,7 +357,15 @@ impl Protocol for Counter {
             // Boxed: the journal's future inside every writer's invocation future overflows the
             // compiler's layout depth limit otherwise.
             Some(table) => Box::pin(self.write_journal(table, todo, deadline)).await,
-            None => self.write_items(todo, deadline).await,
+            None => {
+                let table = &self.config.table;
+                let (todo, refused) =
+                    crate::batch::fitting_keys(&self.schema, &self.client, table, todo, |r| &r.key)
+                        .await;
+                let mut applied = self.write_items(todo, deadline).await;
+                applied.results.extend(refused);
+                applied
+            }
         };
         for (i, result) in &applied.results {
             if let (RecordResult::Done(_), Some((item, hash))) = (result, identities.get(i)) {
@@ -405,7 +416,7 @@ mod tests {
     fn records_group_by_item_then_by_key_in_arrival_order() {
         let record = |pk: &str, key: &str| CounterRecord {
             key: ItemKey::from_json(&json!({ "PK": pk })).expect("key"),
-            add: [("n".to_string(), 1)].into(),
+            add: [("n".to_string(), crate::ddb::Number::from(1))].into(),
             idempotency_key: key.into(),
             hashed_key: key.into(),
         };

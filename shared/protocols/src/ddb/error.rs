@@ -82,6 +82,9 @@ pub enum StoreError {
     /// The caller asked to write an attribute the protocol owns (or a key attribute).
     #[error("`{0}` is a key or protocol attribute and cannot be written by the caller")]
     ReservedAttribute(String),
+    /// The key does not fit the table's key schema (names, types, sizes): nothing was sent.
+    #[error("invalid key: {0}")]
+    InvalidKey(String),
 }
 
 /// Error codes DynamoDB documents as retryable.
@@ -167,7 +170,9 @@ impl StoreError {
             StoreError::Marshal(_) => ErrorClass::InvalidRequest,
             StoreError::Inconsistent(_) => ErrorClass::Fatal,
             StoreError::Unprocessed { .. } | StoreError::Contention { .. } => ErrorClass::Transient,
-            StoreError::ReservedAttribute(_) => ErrorClass::InvalidRequest,
+            StoreError::ReservedAttribute(_) | StoreError::InvalidKey(_) => {
+                ErrorClass::InvalidRequest
+            }
         }
     }
 

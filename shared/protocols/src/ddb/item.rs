@@ -1,15 +1,19 @@
 //! Item helpers shared by the protocols: JSON ↔ attribute values, canonical keys, item sizes.
 //!
 //! Values arrive as plain JSON and are marshalled as the DocumentClient does (strings → `S`,
-//! numbers → `N`, booleans → `BOOL`, `null` → `NULL`, arrays → `L`, objects → `M`) through
-//! `serde_dynamo`.
+//! numbers → `N`, booleans → `BOOL`, `null` → `NULL`, arrays → `L`, objects → `M`) by
+//! [`to_attribute_value`] and [`json_to_item`], and read back by [`item_to_json`]. Numbers keep
+//! every digit both ways (DynamoDB's 38): serde_json's `arbitrary_precision` keeps a number's
+//! text, and these conversions spell it as `N` in its canonical form. They replace
+//! `serde_dynamo` for JSON values, which would marshal such a number as a map
+//! ([`crate::ddb::number`]).
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
-use super::number::Number;
+use super::number::{Number, NumberError};
 
 /// A DynamoDB item as the SDK sees it.
 pub type Item = HashMap<String, AttributeValue>;
@@ -47,6 +51,57 @@ pub fn check_attribute_names(value: &Value) -> Result<(), String> {
         Value::Array(items) => items.iter().try_for_each(check_attribute_names),
         _ => Ok(()),
     }
+}
+
+/// A JSON value as an attribute value (numbers as `N`, exactly, in their canonical spelling);
+/// a number DynamoDB refuses is the error.
+pub fn to_attribute_value(value: &Value) -> Result<AttributeValue, NumberError> {
+    Ok(match value {
+        Value::Null => AttributeValue::Null(true),
+        Value::Bool(b) => AttributeValue::Bool(*b),
+        Value::Number(n) => AttributeValue::N(Number::from_json(n)?.canonical()),
+        Value::String(s) => AttributeValue::S(s.clone()),
+        Value::Array(items) => AttributeValue::L(
+            items
+                .iter()
+                .map(to_attribute_value)
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => AttributeValue::M(json_to_item(map)?),
+    })
+}
+
+/// A JSON object as an item ([`to_attribute_value`] for each attribute).
+pub fn json_to_item(map: &Map<String, Value>) -> Result<Item, NumberError> {
+    map.iter()
+        .map(|(name, v)| Ok((name.clone(), to_attribute_value(v)?)))
+        .collect()
+}
+
+/// An attribute value as plain JSON: numbers exactly as stored, sets as arrays, binary values
+/// (`B`, `BS`, also nested) as base64 strings, which plain JSON has no other form for.
+pub fn to_json_value(value: &AttributeValue) -> Result<Value, NumberError> {
+    use base64::Engine;
+    let text = |b: &aws_sdk_dynamodb::primitives::Blob| {
+        Value::String(base64::engine::general_purpose::STANDARD.encode(b.as_ref()))
+    };
+    let number = |n: &str| Number::parse(n).map(|n| Value::Number(n.to_json()));
+    Ok(match value {
+        AttributeValue::S(s) => Value::String(s.clone()),
+        AttributeValue::N(n) => number(n)?,
+        AttributeValue::Bool(b) => Value::Bool(*b),
+        AttributeValue::B(b) => text(b),
+        AttributeValue::Ss(v) => v.iter().cloned().map(Value::String).collect(),
+        AttributeValue::Ns(v) => v.iter().map(|n| number(n)).collect::<Result<_, _>>()?,
+        AttributeValue::Bs(v) => v.iter().map(text).collect(),
+        AttributeValue::L(v) => v.iter().map(to_json_value).collect::<Result<_, _>>()?,
+        AttributeValue::M(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| Ok((k.clone(), to_json_value(v)?)))
+                .collect::<Result<_, NumberError>>()?,
+        ),
+        _ => Value::Null,
+    })
 }
 
 /// DynamoDB's item size limit (400 KB).
@@ -205,17 +260,21 @@ impl ItemKey {
         })
     }
 
-    /// Validate a key given as attribute values (e.g. a stream record's `Keys`). Only keys
-    /// that plain JSON carries exactly are accepted: strings, and numbers that survive the
-    /// round trip (binary keys and numbers beyond 64-bit integers or `f64` are refused).
+    /// Validate a key given as attribute values (e.g. a stream record's `Keys`): strings and
+    /// numbers (binary keys are refused: plain JSON has no form for them).
     pub fn from_item(keys: &Item) -> Result<ItemKey, KeyError> {
-        let json: Value = serde_dynamo::from_item(keys.clone())
-            .map_err(|e| KeyError(format!("the key cannot be read as JSON: {e}")))?;
-        let key = ItemKey::from_json(&json)?;
-        match key.to_item() {
-            Ok(back) if back == *keys => Ok(key),
-            _ => Err("the key has a binary value or a number JSON cannot carry exactly".into()),
+        if keys
+            .values()
+            .any(|v| !matches!(v, AttributeValue::S(_) | AttributeValue::N(_)))
+        {
+            return Err("the key has a value that is neither a string nor a number".into());
         }
+        let json = keys
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), to_json_value(v)?)))
+            .collect::<Result<Map<String, Value>, NumberError>>()
+            .map_err(|e| KeyError(format!("the key cannot be read: {e}")))?;
+        ItemKey::from_json(&Value::Object(json))
     }
 
     /// The key's attributes as JSON.
@@ -244,19 +303,7 @@ impl ItemKey {
 
     /// The key as attribute values (numbers in their canonical spelling).
     pub fn to_item(&self) -> Result<Item, serde_dynamo::Error> {
-        self.json
-            .iter()
-            .map(|(name, value)| {
-                let value = match value {
-                    Value::Number(n) => match Number::from_json(n) {
-                        Ok(n) => AttributeValue::N(n.canonical()),
-                        Err(e) => return Err(serde::ser::Error::custom(e)),
-                    },
-                    other => serde_dynamo::to_attribute_value(other)?,
-                };
-                Ok((name.clone(), value))
-            })
-            .collect()
+        json_to_item(&self.json).map_err(serde::ser::Error::custom)
     }
 }
 
@@ -350,34 +397,13 @@ pub fn canonical_item(item: &Item) -> String {
         .unwrap_or_default()
 }
 
-/// Convert an item read from DynamoDB to plain JSON; binary values (`B`, `BS`, also nested)
-/// become base64 strings, which plain JSON has no other form for.
+/// Convert an item read from DynamoDB to plain JSON ([`to_json_value`]: numbers exact,
+/// binary values as base64 strings).
 pub fn item_to_json(item: Item) -> Result<Map<String, Value>, serde_dynamo::Error> {
-    let item: Item = item
-        .into_iter()
-        .map(|(k, v)| (k, binary_as_text(v)))
-        .collect();
-    serde_dynamo::from_item(item)
-}
-
-fn binary_as_text(value: AttributeValue) -> AttributeValue {
-    use base64::Engine;
-    let text = |b: &aws_sdk_dynamodb::primitives::Blob| {
-        base64::engine::general_purpose::STANDARD.encode(b.as_ref())
-    };
-    match value {
-        AttributeValue::B(b) => AttributeValue::S(text(&b)),
-        AttributeValue::Bs(set) => AttributeValue::Ss(set.iter().map(text).collect()),
-        AttributeValue::L(list) => {
-            AttributeValue::L(list.into_iter().map(binary_as_text).collect())
-        }
-        AttributeValue::M(map) => AttributeValue::M(
-            map.into_iter()
-                .map(|(k, v)| (k, binary_as_text(v)))
-                .collect(),
-        ),
-        other => other,
-    }
+    item.iter()
+        .map(|(k, v)| Ok((k.clone(), to_json_value(v)?)))
+        .collect::<Result<_, NumberError>>()
+        .map_err(serde::de::Error::custom)
 }
 
 #[cfg(test)]
@@ -436,9 +462,30 @@ mod tests {
     }
 
     #[test]
+    fn numbers_keep_every_digit_both_ways() {
+        let text = r#"{"PK":18446744073709551617,"a":[12345678901234567890.123456789012345678],
+            "m":{"x":1.50},"z":0}"#;
+        let json: Value = serde_json::from_str(text).expect("json");
+        let Value::Object(map) = &json else {
+            panic!("object")
+        };
+        let item = json_to_item(map).expect("item");
+        assert_eq!(item["PK"], AttributeValue::N("18446744073709551617".into()));
+        let back = item_to_json(item.clone()).expect("json");
+        assert_eq!(back["PK"].to_string(), "18446744073709551617");
+        assert_eq!(
+            back["a"][0].to_string(),
+            "12345678901234567890.123456789012345678"
+        );
+        assert_eq!(back["m"]["x"].to_string(), "1.5");
+        let key = ItemKey::from_json(&json!({"PK": back["PK"].clone()})).expect("key");
+        assert_eq!(ItemKey::from_item(&key.to_item().expect("item")), Ok(key));
+    }
+
+    #[test]
     fn item_size_follows_the_published_rules() {
-        let item: Item =
-            serde_dynamo::to_item(json!({"ab":"xyz","n":12345,"l":[true]})).expect("item");
+        let json = json!({"ab":"xyz","n":12345,"l":[true]});
+        let item = json_to_item(json.as_object().expect("object")).expect("item");
         // "ab"+"xyz" = 5, "n" + (3+1) = 5, "l" + 3 + (1 + 1) = 6
         assert_eq!(item_size(&item), 16);
     }

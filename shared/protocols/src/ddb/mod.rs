@@ -8,6 +8,8 @@
 //! * [`clock`]: the one clock (epoch milliseconds), injectable in tests.
 //! * [`cost`]: write requests and consumed write units, counted the same way by every protocol.
 //! * [`error`]: infrastructure errors ([`StoreError`]) and whether a retry helps.
+//! * [`schema`]: a table's real key schema, described once per process; every writer checks
+//!   each record's key against it before writing (`invalid_key`).
 //!
 //! Inside the crate only: `cond` (a conditional write's result as a value, `Done` or `Failed`
 //! with the `ALL_OLD` item, decided while the SDK's typed error is in hand) and `expr`
@@ -25,7 +27,7 @@ pub mod item;
 pub mod number;
 pub mod read;
 pub mod retry;
-pub(crate) mod schema;
+pub mod schema;
 
 pub use clock::Clock;
 pub(crate) use cond::{conditional, Cond};

@@ -4,16 +4,18 @@
 //!
 //! A [`Number`] is an exact decimal (sign, significant digits, scale) parsed from a number's
 //! text, never through `f64`; [`Number::canonical`] spells each value one way (plain decimal,
-//! no exponent, no leading or trailing zeros, no `-0`), the string item identity is built from.
+//! no exponent, no leading or trailing zeros, no `-0`), the string item identity is built from;
+//! [`Number::checked_add`] adds exactly (the counter's in-process sums of deltas).
 //!
-//! Record bodies are parsed into `serde_json::Value`, whose numbers are 64-bit integers or
-//! `f64` (the crate does not turn on serde_json's `arbitrary_precision`: it changes how every
-//! `serde_json::Number` serializes, and `serde_dynamo` would then marshal numbers as maps, in
-//! every crate linking serde_json). [`check_json_numbers`] therefore reads every number of a
-//! body from its text and refuses, with a bounded reason, one that DynamoDB refuses and one
-//! that the parsed value does not carry exactly (more than 15 significant digits unless a
-//! 64-bit integer): no number is ever rounded into another value, another key or another item.
-
+//! Record bodies are parsed into `serde_json::Value` with serde_json's `arbitrary_precision`
+//! (turned on in the workspace's `Cargo.toml`): a `serde_json::Number` keeps its text, so every
+//! number reaches [`Number::from_json`] as the producer wrote it. That feature makes
+//! `serde_json::Number` serialize as a one-field struct, which `serde_dynamo` (4.3) marshals
+//! as a map, so JSON never goes to attribute values through `serde_dynamo`: the conversions of
+//! [`crate::ddb::item`] (`to_attribute_value`, `json_to_item`, `item_to_json`) carry numbers
+//! as `N` in their canonical spelling. [`check_json_numbers`] refuses, with a bounded reason
+//! naming the rule, a number DynamoDB refuses: no number is ever rounded into another value,
+//! another key or another item.
 use std::fmt;
 
 /// DynamoDB's precision: significant digits of a number.
@@ -22,9 +24,6 @@ pub const MAX_DIGITS: usize = 38;
 pub const MIN_EXPONENT: i64 = -130;
 /// The largest adjusted exponent of a number (`9.99…E+125`).
 pub const MAX_EXPONENT: i64 = 125;
-/// Significant digits an `f64` always carries exactly (a decimal of at most 15 digits
-/// survives the round trip through the nearest `f64` and its shortest spelling).
-pub const F64_DIGITS: usize = 15;
 
 /// An exact decimal number that DynamoDB accepts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -54,12 +53,6 @@ pub enum NumberError {
     /// Outside DynamoDB's range.
     #[error("{0} is outside DynamoDB's range (1E-130 to 9.99E+125 in magnitude, or 0)")]
     OutOfRange(String),
-    /// Valid for DynamoDB, but the parsed JSON value does not hold it exactly.
-    #[error(
-        "{0} cannot be carried exactly: numbers are written with at most {F64_DIGITS} \
-         significant digits, or as 64-bit integers"
-    )]
-    NotCarried(String),
 }
 
 impl Number {
@@ -145,11 +138,109 @@ impl Number {
         self.digits.len()
     }
 
-    /// This number as a `serde_json::Number` holding it exactly, if there is one (a 64-bit
-    /// integer, or a number of at most [`F64_DIGITS`] significant digits).
-    pub fn to_json(&self) -> Option<serde_json::Number> {
-        let n: serde_json::Number = serde_json::from_str(&self.canonical()).ok()?;
-        matches!(Number::from_json(&n), Ok(back) if back == *self).then_some(n)
+    /// This number as a `serde_json::Number` (exact: serde_json keeps its canonical text).
+    pub fn to_json(&self) -> serde_json::Number {
+        let text = self.canonical();
+        text.parse().unwrap_or_else(|_| unreachable_number(&text))
+    }
+
+    /// This number with its sign flipped (zero stays zero).
+    pub fn negated(&self) -> Number {
+        Number {
+            negative: !self.negative && !self.is_zero(),
+            ..self.clone()
+        }
+    }
+
+    /// This number as an `i64`, when it is an integer in range.
+    pub fn to_i64(&self) -> Option<i64> {
+        if self.scale < 0 {
+            return None;
+        }
+        self.canonical().parse().ok()
+    }
+
+    /// Whether this number is zero.
+    pub fn is_zero(&self) -> bool {
+        self.digits.is_empty()
+    }
+
+    /// The exact sum, or the rule it breaks when DynamoDB could not store it (more than
+    /// [`MAX_DIGITS`] significant digits, or out of range): `ADD` would refuse it too.
+    pub fn checked_add(&self, other: &Number) -> Result<Number, NumberError> {
+        if self.is_zero() {
+            return Ok(other.clone());
+        }
+        if other.is_zero() {
+            return Ok(self.clone());
+        }
+        let scale = self.scale.min(other.scale);
+        let too_precise = || NumberError::TooPrecise {
+            text: format!("the sum of {self} and {other}"),
+            digits: MAX_DIGITS + 1,
+        };
+        // Each significand has at most 38 digits (< 10^38). The one shifted to the common
+        // scale is a multiple of 10 and the other is not, so the sum ends in a non-zero digit:
+        // a shifted significand of 2·10^38 or more makes a sum of 39 digits or more.
+        let limit = 2 * 10u128.pow(MAX_DIGITS as u32);
+        let a = self
+            .shifted(scale)
+            .filter(|a| *a < limit)
+            .ok_or_else(too_precise)?;
+        let b = other
+            .shifted(scale)
+            .filter(|b| *b < limit)
+            .ok_or_else(too_precise)?;
+        let (negative, magnitude) = match (self.negative == other.negative, a >= b) {
+            (true, _) => (self.negative, a + b),
+            (false, true) => (self.negative, a - b),
+            (false, false) => (other.negative, b - a),
+        };
+        let text = format!("{}{magnitude}e{scale}", if negative { "-" } else { "" });
+        Number::parse(&text).map_err(|e| match e {
+            NumberError::TooPrecise { digits, .. } => NumberError::TooPrecise {
+                text: format!("the sum of {self} and {other}"),
+                digits,
+            },
+            _ => NumberError::OutOfRange(format!("the sum of {self} and {other}")),
+        })
+    }
+
+    /// The significand's magnitude at `scale` (at most this number's scale), if it fits.
+    fn shifted(&self, scale: i64) -> Option<u128> {
+        let digits: u128 = self.digits.parse().ok()?;
+        let shift = u32::try_from(self.scale - scale).ok()?;
+        10u128.checked_pow(shift)?.checked_mul(digits)
+    }
+}
+
+/// A canonical spelling is always a JSON number; this is never reached.
+#[cold]
+fn unreachable_number(text: &str) -> serde_json::Number {
+    tracing::error!(text, "a canonical number is not JSON");
+    serde_json::Number::from(0)
+}
+
+impl From<i64> for Number {
+    fn from(n: i64) -> Number {
+        let digits = n.unsigned_abs().to_string();
+        let significant = digits.trim_end_matches('0');
+        Number {
+            negative: n < 0,
+            scale: (digits.len() - significant.len()) as i64,
+            digits: if n == 0 {
+                String::new()
+            } else {
+                significant.to_string()
+            },
+        }
+    }
+}
+
+/// A number serializes as the JSON number it is (exact: its canonical text).
+impl serde::Serialize for Number {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(serializer)
     }
 }
 
@@ -181,8 +272,7 @@ fn parse_exponent(text: &str) -> Option<i64> {
 }
 
 /// Check every number of a JSON text (already parsed, so well-formed): each is a number
-/// DynamoDB accepts and that serde_json's parsed value holds exactly. The first that is not
-/// is the error.
+/// DynamoDB accepts. The first that is not is the error.
 pub fn check_json_numbers(body: &[u8]) -> Result<(), NumberError> {
     let mut i = 0;
     while i < body.len() {
@@ -194,10 +284,7 @@ pub fn check_json_numbers(body: &[u8]) -> Result<(), NumberError> {
                     .position(|b| !matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
                     .map_or(body.len(), |n| i + n);
                 let text = String::from_utf8_lossy(&body[i..end]);
-                let number = Number::parse(&text)?;
-                if number.to_json().is_none() {
-                    return Err(NumberError::NotCarried(crate::text::quote(&text)));
-                }
+                Number::parse(&text)?;
                 i = end;
             }
             _ => i += 1,
@@ -264,19 +351,67 @@ mod tests {
     }
 
     #[test]
-    fn numbers_a_parsed_value_cannot_hold_are_refused() {
+    fn every_number_dynamodb_stores_is_carried_and_the_others_are_refused() {
+        assert!(check_json_numbers(
+            br#"{"a":[1,1.0,-2.5e3,18446744073709551617,0.1234567890123456789],"s":"1e999"}"#
+        )
+        .is_ok());
         assert!(
-            check_json_numbers(br#"{"a":[1,1.0,-2.5e3,18446744073709551615],"s":"1e999"}"#).is_ok()
+            check_json_numbers(br#"{"s":"\"1234567890123456789012345678901234567890"}"#).is_ok()
         );
-        assert!(check_json_numbers(br#"{"s":"\"12345678901234567890123"}"#).is_ok());
-        let err = check_json_numbers(br#"{"PK":12345678901234567890123}"#).expect_err("too long");
-        assert!(matches!(err, NumberError::NotCarried(_)), "{err}");
-        let err = check_json_numbers(br#"[0.1234567890123456789]"#).expect_err("too precise");
-        assert!(matches!(err, NumberError::NotCarried(_)), "{err}");
+        let err = check_json_numbers(br#"{"PK":1234567890123456789012345678901234567890}"#)
+            .expect_err("too precise");
+        assert!(
+            matches!(err, NumberError::TooPrecise { digits: 39, .. }),
+            "{err}"
+        );
         assert!(matches!(
             check_json_numbers(b"[1e126]"),
             Err(NumberError::OutOfRange(_))
         ));
         assert!(err.to_string().len() < 200);
+        // serde_json keeps the text (arbitrary_precision): nothing is rounded through f64.
+        let v: serde_json::Value = serde_json::from_str("[18446744073709551617]").expect("json");
+        let n = v[0].as_number().expect("number");
+        assert_eq!(
+            Number::from_json(n).expect("n").canonical(),
+            "18446744073709551617"
+        );
+    }
+
+    fn sum(a: &str, b: &str) -> Result<String, NumberError> {
+        let n = |t: &str| Number::parse(t).expect(t);
+        n(a).checked_add(&n(b)).map(|s| s.canonical())
+    }
+
+    #[test]
+    fn sums_are_exact_to_38_digits_and_refused_beyond() {
+        let half = "6172839450617283945.0617283945061728390";
+        let whole = "12345678901234567890.123456789012345678";
+        assert_eq!(
+            sum(half, half).expect("sum"),
+            "12345678901234567890.123456789012345678"
+        );
+        assert_eq!(sum(whole, &format!("-{whole}")).expect("sum"), "0");
+        assert_eq!(sum("0.1", "0.2").expect("sum"), "0.3");
+        assert_eq!(sum("-5", "3").expect("sum"), "-2");
+        assert_eq!(sum("1e125", "-1e125").expect("sum"), "0");
+        assert_eq!(sum(&"9".repeat(38), "-1").expect("sum").len(), 38);
+        assert_eq!(
+            sum(&"9".repeat(38), "1").expect("sum"),
+            format!("1{}", "0".repeat(38))
+        );
+        assert!(matches!(
+            sum(&"9".repeat(38), "0.1"),
+            Err(NumberError::TooPrecise { .. })
+        ));
+        assert!(matches!(
+            sum("1e100", "1e-100"),
+            Err(NumberError::TooPrecise { .. })
+        ));
+        assert!(matches!(
+            sum("9e125", "9e125"),
+            Err(NumberError::OutOfRange(_))
+        ));
     }
 }

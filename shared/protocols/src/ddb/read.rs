@@ -43,8 +43,12 @@ pub(crate) async fn get_item(
     Ok(out.item)
 }
 
-/// An item as `T` (attributes `T` does not name are ignored, unless `T` says otherwise).
+/// An item as `T` (attributes `T` does not name are ignored, unless `T` says otherwise), read
+/// through its exact JSON ([`crate::ddb::item::item_to_json`]: numbers keep every digit).
 pub(crate) fn decode<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
-    serde_dynamo::from_item(item)
-        .map_err(|e| StoreError::Inconsistent(format!("the item does not decode: {e}")))
+    let inconsistent = |e: &dyn std::fmt::Display| {
+        StoreError::Inconsistent(format!("the item does not decode: {e}"))
+    };
+    let json = crate::ddb::item::item_to_json(item).map_err(|e| inconsistent(&e))?;
+    serde_json::from_value(serde_json::Value::Object(json)).map_err(|e| inconsistent(&e))
 }

@@ -1,9 +1,13 @@
 //! A table's real key schema (names and types, from `DescribeTable`, once per process), so
-//! that a record whose key the table would refuse is a dead letter before anything is
-//! written for it: a writer that does not write the item itself (the counter's journal)
-//! would otherwise accept a record no later step can apply.
+//! that a record whose key the table would refuse is a dead letter (`invalid_key`, with its
+//! reason) before anything is written for it. Every writer checks its records against it
+//! (`split_fitting`): the ratchet, the counter (both modes), the document writer and
+//! versioned writes. A writer that does not write the item itself (the counter's journal)
+//! would otherwise accept a record no later step can apply; the others would spend a call
+//! and get `rejected_by_dynamodb` (or a whole failed batch write) instead of the reason.
 
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use aws_sdk_dynamodb::types::{KeyType, ScalarAttributeType};
 use aws_sdk_dynamodb::Client;
@@ -111,20 +115,72 @@ impl KeySchema {
     }
 }
 
-/// A table's key schema, described once and kept (a failed description is tried again).
+/// The key schemas described in this process, by table name: each table is described once
+/// per cold start, whichever writers use it.
+static SCHEMAS: OnceLock<Mutex<HashMap<String, Arc<KeySchema>>>> = OnceLock::new();
+
+/// The key schema of `table`, described on first use in this process (a failed description
+/// is tried again on the next call). A writer calls it before its first batch's writes; a
+/// caller may call it earlier (at start-up) to keep the `DescribeTable` out of the first
+/// invocation's time.
+pub async fn key_schema(client: &Client, table: &str) -> Result<Arc<KeySchema>, StoreError> {
+    let known = SCHEMAS.get_or_init(Mutex::default);
+    if let Some(schema) = known.lock().unwrap_or_else(|p| p.into_inner()).get(table) {
+        return Ok(Arc::clone(schema));
+    }
+    let schema = Arc::new(KeySchema::describe(client, table).await?);
+    known
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(table.to_string(), Arc::clone(&schema));
+    Ok(schema)
+}
+
+/// A writer's handle on its table's key schema ([`key_schema`]).
 #[derive(Debug, Default)]
-pub struct SchemaCache(Mutex<Option<Arc<KeySchema>>>);
+pub struct SchemaCache;
 
 impl SchemaCache {
-    /// The schema of `table`, described on first use.
+    /// The schema of `table`, described on first use in this process.
     pub async fn get(&self, client: &Client, table: &str) -> Result<Arc<KeySchema>, StoreError> {
-        if let Some(known) = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-            return Ok(known);
-        }
-        let schema = Arc::new(KeySchema::describe(client, table).await?);
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&schema));
-        Ok(schema)
+        key_schema(client, table).await
     }
+}
+
+/// `records` split by the table's key schema: those whose key fits, and the others as
+/// `refuse(reason)`; when the table cannot be described, every record as `fail(error)` (the
+/// description is tried again on the next batch).
+pub(crate) async fn split_fitting<R, T>(
+    cache: &SchemaCache,
+    client: &Client,
+    table: &str,
+    records: Vec<(usize, R)>,
+    key: impl Fn(&R) -> &ItemKey,
+    refuse: impl Fn(String) -> T,
+    fail: impl Fn(Arc<StoreError>) -> T,
+) -> (Vec<(usize, R)>, Vec<(usize, T)>) {
+    if records.is_empty() {
+        return (records, Vec::new());
+    }
+    let schema = match cache.get(client, table).await {
+        Ok(schema) => schema,
+        Err(err) => {
+            let err = Arc::new(err);
+            let failed = records
+                .into_iter()
+                .map(|(i, _)| (i, fail(Arc::clone(&err))));
+            return (Vec::new(), failed.collect());
+        }
+    };
+    let mut fitting = Vec::with_capacity(records.len());
+    let mut refused = Vec::new();
+    for (i, record) in records {
+        match schema.check(key(&record)) {
+            Ok(()) => fitting.push((i, record)),
+            Err(reason) => refused.push((i, refuse(reason))),
+        }
+    }
+    (fitting, refused)
 }
 
 #[cfg(test)]

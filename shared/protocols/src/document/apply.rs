@@ -37,6 +37,11 @@ impl Document {
             }
             let result = match self.write_counted(&record, cost).await {
                 Ok(outcome) => RecordResult::Done(outcome),
+                Err(StoreError::Sdk { code, message, .. })
+                    if code == super::write::LAYOUT_MISMATCH_CODE =>
+                {
+                    RecordResult::Rejected(Rejection::new(RejectionCode::LayoutMismatch, message))
+                }
                 Err(err) if err.class() == ErrorClass::InvalidRequest => RecordResult::Rejected(
                     Rejection::new(RejectionCode::RejectedByDynamodb, err.to_string()),
                 ),
@@ -80,6 +85,10 @@ impl Protocol for Document {
         records: Vec<(usize, DocumentRecord)>,
         deadline: Deadline,
     ) -> Applied<DocumentOutcome> {
+        let table = &self.config.table;
+        let (records, refused) =
+            crate::batch::fitting_keys(&self.schema, &self.client, table, records, |r| &r.key)
+                .await;
         let mut order: Vec<String> = Vec::new();
         let mut items: HashMap<String, Vec<(usize, DocumentRecord)>> = HashMap::new();
         for (i, record) in records {
@@ -101,7 +110,7 @@ impl Protocol for Document {
                 .collect()
                 .await;
         Applied {
-            results: results.into_iter().flatten().collect(),
+            results: results.into_iter().flatten().chain(refused).collect(),
             write_calls: cost.write_calls_usize(),
         }
     }

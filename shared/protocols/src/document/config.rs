@@ -84,12 +84,19 @@ impl DocumentConfig {
     pub fn protocol_bytes(&self) -> usize {
         let version = self.version_attribute().len() + 11;
         let slots: usize = self.op_slots().map(|slot| slot.len() + 32).sum();
-        version + slots
+        // The prefix marker (`_docL` and 6 hex digits) under a prefix other than the default.
+        let marker = if self.attribute_prefix == DEFAULT_ATTRIBUTE_PREFIX {
+            0
+        } else {
+            super::PREFIX_MARKER_ATTRIBUTE.len() + 6
+        };
+        version + slots + marker
     }
 
-    /// Whether a top-level attribute name belongs to the protocol.
+    /// Whether a top-level attribute name belongs to the protocol (its prefix, or the prefix
+    /// marker `_docL`).
     pub fn is_protocol_attribute(&self, name: &str) -> bool {
-        name.starts_with(&self.attribute_prefix)
+        name.starts_with(&self.attribute_prefix) || name == super::PREFIX_MARKER_ATTRIBUTE
     }
 }
 

@@ -203,6 +203,7 @@ impl Document {
         let mut p = Placeholders::new("d");
         p.set_name("#ver", config.version_attribute());
         let guard = version_guard(&mut p, current);
+        let guard = format!("({guard}) AND {}", self.marker.condition(&mut p));
         let (names, values) = p.into_maps();
         let result = self
             .client
@@ -221,10 +222,7 @@ impl Document {
             Ok(Cond::Done(out)) => cost.add(out.consumed_capacity()),
             _ => cost.add_failed(),
         }
-        Ok(match outcome? {
-            Cond::Done(_) => Cond::Done(()),
-            Cond::Failed { old } => Cond::Failed { old },
-        })
+        self.refuse_foreign(outcome?)
     }
 
     /// Whether the stored item, without the protocol's attributes, is `document`.

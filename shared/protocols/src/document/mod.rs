@@ -3,6 +3,7 @@
 mod apply;
 mod config;
 mod guarded;
+mod layout;
 mod path;
 mod record;
 mod token;
@@ -20,6 +21,7 @@ use crate::rejection::Rejection;
 pub use config::{
     DocumentConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, OP_SLOTS,
 };
+pub use layout::PREFIX_MARKER_ATTRIBUTE;
 pub use path::{AttrPath, Segment, MAX_DEPTH, MAX_INDEX, MAX_PATH_BYTES};
 use record::RawRecord;
 pub use record::{DocumentOp, DocumentRecord};
@@ -86,6 +88,10 @@ impl Outcome for DocumentOutcome {
 pub struct Document {
     client: Client,
     config: DocumentConfig,
+    /// The table's key schema, described on first use (keys are checked against it).
+    schema: std::sync::Arc<crate::ddb::schema::SchemaCache>,
+    /// The attribute prefix's marker on every item written.
+    marker: layout::PrefixMarker,
 }
 
 impl Document {
@@ -94,6 +100,8 @@ impl Document {
         config.validate()?;
         Ok(Document {
             client: crate::ddb::conflict::retrying_conflicts(client),
+            schema: std::sync::Arc::default(),
+            marker: layout::PrefixMarker::of(&config),
             config,
         })
     }

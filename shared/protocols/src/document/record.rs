@@ -402,12 +402,8 @@ fn document_item(
     }
     let mut stored = fields.clone();
     stored.extend(key.json().iter().map(|(k, v)| (k.clone(), v.clone())));
-    let item: Item = serde_dynamo::to_item(&stored).map_err(|e| {
-        reject(
-            RejectionCode::InvalidDocument,
-            format!("the document cannot be marshalled: {e}"),
-        )
-    })?;
+    let item: Item = crate::ddb::item::json_to_item(&stored)
+        .map_err(|e| reject(RejectionCode::InvalidNumber, e.to_string()))?;
     let size = item_size(&item) + config.protocol_bytes();
     if size > MAX_ITEM_BYTES {
         return Err(reject(

@@ -53,6 +53,7 @@ impl Document {
             .map(|n| format!("#op{n} = if_not_exists(#op{}, :token)", n - 1))
             .collect();
         terms.push("#op0 = :token".into());
+        terms.extend(self.marker.set_term(p).map(String::from));
         terms.join(", ")
     }
 
@@ -64,9 +65,10 @@ impl Document {
             .join(" AND ")
     }
 
-    /// The slots of a whole new item written over `state` with `token` (a replace).
+    /// The slots of a whole new item written over `state` with `token` (a replace), and the
+    /// prefix marker.
     pub(super) fn shifted_slots(&self, state: Option<&Item>, token: &str) -> Item {
-        let mut slots = Item::new();
+        let mut slots: Item = self.marker.attribute().into_iter().collect();
         slots.insert(self.config.op_slot(0), AttributeValue::S(token.to_string()));
         for n in 1..OP_SLOTS {
             if let Some(older) = state.and_then(|s| s.get(&self.config.op_slot(n - 1))) {

@@ -36,12 +36,8 @@ pub(super) fn single_value(value: Option<&Value>) -> Result<AttributeValue, Reje
 }
 
 pub(super) fn to_attribute(value: &Value) -> Result<AttributeValue, Rejection> {
-    serde_dynamo::to_attribute_value(value).map_err(|e| {
-        reject(
-            RejectionCode::InvalidValues,
-            format!("a value cannot be marshalled: {e}"),
-        )
-    })
+    crate::ddb::item::to_attribute_value(value)
+        .map_err(|e| reject(RejectionCode::InvalidNumber, e.to_string()))
 }
 
 /// Distinct strings or distinct numbers (numbers spelled canonically: `1`, `1.0` and `1e0`

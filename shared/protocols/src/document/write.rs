@@ -58,14 +58,24 @@ impl Document {
         update: Update,
         cost: &Cost,
     ) -> Result<Cond<()>, StoreError> {
-        let (names, values) = update.placeholders.into_maps();
+        let Update {
+            mut placeholders,
+            update,
+            condition,
+        } = update;
+        let marker = self.marker.condition(&mut placeholders);
+        let condition = match condition {
+            Some(c) => format!("({c}) AND {marker}"),
+            None => marker.to_string(),
+        };
+        let (names, values) = placeholders.into_maps();
         let result = self
             .client
             .update_item()
             .table_name(&self.config.table)
             .set_key(Some(key.to_item()?))
-            .update_expression(update.update)
-            .set_condition_expression(update.condition)
+            .update_expression(update)
+            .condition_expression(condition)
             .set_expression_attribute_names(names)
             .set_expression_attribute_values(values)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -77,10 +87,20 @@ impl Document {
             Ok(Cond::Done(out)) => cost.add(out.consumed_capacity()),
             _ => cost.add_failed(),
         }
-        Ok(match outcome? {
-            Cond::Done(_) => Cond::Done(()),
-            Cond::Failed { old } => Cond::Failed { old },
-        })
+        self.refuse_foreign(outcome?)
+    }
+
+    /// A write's result, unless its condition failed on an item of another attribute prefix
+    /// (`layout_mismatch`).
+    pub(super) fn refuse_foreign<T>(&self, outcome: Cond<T>) -> Result<Cond<()>, StoreError> {
+        match outcome {
+            Cond::Done(_) => Ok(Cond::Done(())),
+            Cond::Failed { old: Some(old) } => match self.marker.foreign(&old) {
+                Some(why) => Err(layout_mismatch(&why, &self.config.attribute_prefix)),
+                None => Ok(Cond::Failed { old: Some(old) }),
+            },
+            Cond::Failed { old: None } => Ok(Cond::Failed { old: None }),
+        }
     }
 
     /// `ADD` the elements (idempotent); nothing is written without elements.
@@ -269,6 +289,23 @@ pub(super) fn invalid(message: String) -> StoreError {
         class: ErrorClass::InvalidRequest,
         code: "InvalidDocumentOperation".into(),
         message,
+        source: None,
+    }
+}
+
+/// The error code of [`layout_mismatch`].
+pub(super) const LAYOUT_MISMATCH_CODE: &str = "LayoutMismatch";
+
+/// The item was written under another attribute prefix: refused, never retried.
+fn layout_mismatch(why: &str, prefix: &str) -> StoreError {
+    StoreError::Sdk {
+        operation: "UpdateItem",
+        class: ErrorClass::InvalidRequest,
+        code: LAYOUT_MISMATCH_CODE.into(),
+        message: format!(
+            "the item was written under another document attribute prefix ({why}); this \
+             writer uses `{prefix}`: put the earlier prefix back, or write to new items"
+        ),
         source: None,
     }
 }

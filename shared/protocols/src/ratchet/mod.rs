@@ -69,6 +69,8 @@ pub struct Ratchet {
     config: RatchetConfig,
     layout: layout::Layout,
     cache: cache::VersionCache,
+    /// The table's key schema, described on first use (keys are checked against it).
+    schema: std::sync::Arc<crate::ddb::schema::SchemaCache>,
 }
 
 impl Ratchet {
@@ -82,6 +84,7 @@ impl Ratchet {
             config,
             layout,
             cache,
+            schema: std::sync::Arc::default(),
         })
     }
 

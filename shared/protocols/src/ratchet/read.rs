@@ -145,7 +145,8 @@ impl Ratchet {
         partition_key: &str,
         value: &Value,
     ) -> Result<Vec<Map<String, Value>>, StoreError> {
-        let pk_value: AttributeValue = serde_dynamo::to_attribute_value(value)?;
+        let pk_value: AttributeValue = crate::ddb::item::to_attribute_value(value)
+            .map_err(<serde_dynamo::Error as serde::ser::Error>::custom)?;
         let items = self
             .client
             .query()

@@ -209,12 +209,11 @@ fn put(
     let stored = stored_item(config, fields, &key)?;
     check_attribute_names(&stored).map_err(|m| Rejection::new(RejectionCode::InvalidItem, m))?;
     let token = put_token(&canonical_json(&stored));
-    let item: Item = serde_dynamo::to_item(&stored).map_err(|e| {
-        Rejection::new(
-            RejectionCode::InvalidItem,
-            format!("the item cannot be marshalled: {e}"),
-        )
+    let fields = stored.as_object().ok_or_else(|| {
+        Rejection::new(RejectionCode::InvalidItem, "a put needs an `item` object")
     })?;
+    let item: Item = crate::ddb::item::json_to_item(fields)
+        .map_err(|e| Rejection::new(RejectionCode::InvalidNumber, e.to_string()))?;
     finish_put(config, key, ts, token, item)
 }
 

@@ -274,10 +274,15 @@ impl Protocol for Ratchet {
         deadline: Deadline,
     ) -> Applied<RatchetOutcome> {
         let cost = Cost::default();
+        let table = &self.config.table;
+        let (records, refused) =
+            crate::batch::fitting_keys(&self.schema, &self.client, table, records, |r| &r.key)
+                .await;
         let (records, mut results) = match &self.config.history_table {
             Some(table) => self.write_history(table, records, deadline, &cost).await,
             None => (records, Vec::new()),
         };
+        results.extend(refused);
         results.extend(self.write_latest(records, deadline, &cost).await);
         Applied {
             results,

@@ -165,8 +165,11 @@ impl Counter {
             if self.config.is_protocol_attribute(name) || key.json().contains_key(name) {
                 return Err(StoreError::ReservedAttribute(name.clone()));
             }
-            p.set_name(&format!("#a{i}"), name)
-                .set_value(&format!(":a{i}"), serde_dynamo::to_attribute_value(value)?);
+            p.set_name(&format!("#a{i}"), name).set_value(
+                &format!(":a{i}"),
+                crate::ddb::item::to_attribute_value(value)
+                    .map_err(<serde_dynamo::Error as serde::ser::Error>::custom)?,
+            );
             sets.push(format!("#a{i} = :a{i}"));
         }
         Ok(format!("SET {}", sets.join(", ")))

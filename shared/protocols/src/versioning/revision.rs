@@ -13,7 +13,7 @@ use super::{
     ATTR_WRITTEN_AT, HISTORY_KEY, HISTORY_VERSION, RESERVED_ATTRIBUTES,
 };
 use crate::ddb::clock::epoch_millis;
-use crate::ddb::item::{canonical_json, item_size, Item, ItemKey, MAX_ITEM_BYTES};
+use crate::ddb::item::{canonical_json, item_size, json_to_item, Item, ItemKey, MAX_ITEM_BYTES};
 use crate::rejection::{Rejection, RejectionCode};
 
 /// Longest accepted write id (characters).
@@ -164,7 +164,7 @@ impl Revision {
         item: Option<&Map<String, Value>>,
     ) -> Result<Item, serde_dynamo::Error> {
         let mut out: Item = match item {
-            Some(item) => serde_dynamo::to_item(item)?,
+            Some(item) => json_to_item(item).map_err(serde::ser::Error::custom)?,
             None => {
                 let mut tombstone = self.key.to_item()?;
                 tombstone.insert(ATTR_DELETED.into(), AttributeValue::Bool(true));
@@ -193,7 +193,7 @@ impl Revision {
         if let Some(item) = item {
             row.insert(
                 ATTR_ITEM.into(),
-                AttributeValue::M(serde_dynamo::to_item(item)?),
+                AttributeValue::M(json_to_item(item).map_err(serde::ser::Error::custom)?),
             );
         }
         if let RevisionOp::Restore { from, .. } = self.op {

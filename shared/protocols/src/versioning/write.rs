@@ -160,6 +160,8 @@ impl Versioning {
         change: &Revision,
         cost: &Cost,
     ) -> Result<VersionOutcome, StoreError> {
+        let schema = self.schema.get(&self.client, &self.config.table).await?;
+        schema.check(change.key()).map_err(StoreError::InvalidKey)?;
         let attempt = match change.op() {
             RevisionOp::Create { deleted_at, item } => {
                 let guard = deleted_at.map_or(Guard::Absent, Guard::Deleted);

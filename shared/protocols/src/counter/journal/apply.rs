@@ -132,13 +132,13 @@ impl Rollup {
         cost: &Cost,
     ) -> Result<Cond<Option<Item>>, StoreError> {
         let mut p = Placeholders::new("j");
-        let mut sums: BTreeMap<&str, i128> = BTreeMap::new();
+        let sums =
+            crate::counter::update::sum_deltas(events.iter().map(|e| &e.add)).map_err(|e| {
+                StoreError::Inconsistent(format!("the deltas of one roll-up write: {e}"))
+            })?;
         // Per shard: the first and last sequence numbers of its events.
         let mut spans: BTreeMap<usize, (Seq, Seq)> = BTreeMap::new();
         for event in events {
-            for (name, delta) in &event.add {
-                *sums.entry(name.as_str()).or_default() += i128::from(*delta);
-            }
             spans
                 .entry(event.shard)
                 .and_modify(|(_, last)| *last = event.seq)
@@ -163,7 +163,7 @@ impl Rollup {
             .into_iter()
             .map(|(name, sum)| {
                 let n = p.name(name);
-                format!("{n} {}", p.value(AttributeValue::N(sum.to_string())))
+                format!("{n} {}", p.value(AttributeValue::N(sum.canonical())))
             })
             .collect();
         let mut remove: Vec<String> = self

@@ -34,7 +34,7 @@ pub struct RollupDeadLetter {
     /// The counter item's canonical key, when the image had one.
     pub item: Option<String>,
     /// Counter name → delta, when the image had them.
-    pub add: BTreeMap<String, i64>,
+    pub add: BTreeMap<String, crate::ddb::number::Number>,
 }
 
 impl RollupDeadLetter {
@@ -81,7 +81,7 @@ impl RollupDeadLetter {
             let add = self
                 .add
                 .iter()
-                .map(|(n, d)| (n.clone(), AttributeValue::N(d.to_string())))
+                .map(|(n, d)| (n.clone(), AttributeValue::N(d.canonical())))
                 .collect();
             item.insert("add".into(), AttributeValue::M(add));
         }

@@ -11,6 +11,7 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 
 use crate::counter::CounterRecord;
+use crate::ddb::number::Number;
 use crate::ddb::{Item, ItemKey, StoreError};
 
 /// The journal table's partition key (S): the counter item's tag (all keys of one counter
@@ -89,7 +90,7 @@ pub(super) fn journal_item(
     let add = record
         .add
         .iter()
-        .map(|(name, delta)| (name.clone(), AttributeValue::N(delta.to_string())))
+        .map(|(name, delta)| (name.clone(), AttributeValue::N(delta.canonical())))
         .collect();
     Ok(HashMap::from([
         (JOURNAL_KEY_ATTRIBUTE.to_string(), AttributeValue::S(pk)),
@@ -152,7 +153,7 @@ pub(super) struct Event {
     /// The counter item.
     pub(super) item: ItemKey,
     /// Counter name → delta.
-    pub(super) add: BTreeMap<String, i64>,
+    pub(super) add: BTreeMap<String, Number>,
     /// The idempotency key's hash (the journal item's sort key).
     pub(super) hash: String,
     /// The journal item's partition key.
@@ -226,8 +227,7 @@ fn event(shard: usize, seq: &str, image: &HashMap<String, StreamValue>) -> Resul
     let add = add
         .iter()
         .map(|(name, value)| match value {
-            StreamValue::N(n) => n
-                .parse::<i64>()
+            StreamValue::N(n) => Number::parse(n)
                 .map(|d| (name.clone(), d))
                 .map_err(|_| format!("delta of {}", crate::text::quote(name))),
             _ => Err("delta type".into()),
