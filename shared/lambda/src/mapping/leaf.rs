@@ -237,7 +237,7 @@ impl Step {
                 }
                 other => other,
             },
-            Step::Number => Value::Number(exact(number_of(&value)?)?),
+            Step::Number => Value::Number(number_of(&value)?.to_json()),
             Step::String => match value {
                 Value::String(s) => Value::String(s),
                 Value::Number(n) => Value::String(canonical(&n)?),
@@ -245,15 +245,12 @@ impl Step {
             },
             Step::EpochMs => Value::from(epoch_ms(&value)?),
             Step::Neg => match value {
-                Value::Number(n) => {
-                    let text = canonical(&n)?;
-                    let negated = match text.strip_prefix('-') {
-                        Some(positive) => positive.to_string(),
-                        None if text == "0" => text,
-                        None => format!("-{text}"),
-                    };
-                    Value::Number(exact(Number::parse(&negated).map_err(|e| e.to_string())?)?)
-                }
+                Value::Number(n) => Value::Number(
+                    Number::from_json(&n)
+                        .map_err(|e| e.to_string())?
+                        .negated()
+                        .to_json(),
+                ),
                 other => return Err(format!("`neg` takes a number, not {}", kind_of(&other))),
             },
         }))
@@ -277,17 +274,6 @@ fn number_of(value: &Value) -> Result<Number, String> {
             kind_of(other)
         )),
     }
-}
-
-/// `number` as a JSON number holding it exactly, or why not.
-fn exact(number: Number) -> Result<serde_json::Number, String> {
-    number.to_json().ok_or_else(|| {
-        format!(
-            "{} cannot be carried exactly as a JSON number here (at most 15 significant \
-             digits, or a 64-bit integer): keep it a string",
-            number.canonical()
-        )
-    })
 }
 
 /// An RFC 3339 time as epoch milliseconds (a finer fraction is truncated toward the past).

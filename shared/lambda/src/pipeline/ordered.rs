@@ -219,7 +219,12 @@ async fn apply_run<W: Work>(
     records: Vec<(usize, W::Record)>,
 ) -> (Vec<(usize, RecordResult<W::Outcome>)>, usize) {
     let indices: Vec<usize> = records.iter().map(|(i, _)| *i).collect();
-    let applied = run.deadline.bound(work.apply(records, run.deadline)).await;
+    // Boxed: a protocol's apply future inlined into the invocation's overflows the compiler's
+    // layout depth limit (the counter's, with its key-schema check).
+    let applied = run
+        .deadline
+        .bound(Box::pin(work.apply(records, run.deadline)))
+        .await;
     let (mut results, calls) = match applied {
         Some(applied) => (applied.results, applied.write_calls),
         None => (Vec::new(), 0),

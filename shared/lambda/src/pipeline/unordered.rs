@@ -18,7 +18,9 @@ pub(super) async fn apply<W: Work>(
     mut slots: Slots<W::Outcome>,
     valid: Parsed<W::Record>,
 ) -> (Vec<RecordResult<W::Outcome>>, usize) {
-    let applying = run.deadline.bound(work.apply(valid, run.deadline));
+    let applying = run
+        .deadline
+        .bound(Box::pin(work.apply(valid, run.deadline)));
     let (applied, ()) = futures::join!(applying, run.keep_rejected(&mut slots));
     let applied = applied.unwrap_or_else(|| {
         tracing::warn!(function = run.function, "cut off at the invocation deadline; the unfinished records are reported for redelivery");
