@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use dynamo_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::idempotency::{
@@ -52,7 +53,7 @@ pub async fn run() -> Result<(), String> {
     ] {
         let before = counter.calls();
         let writes_before = writes(&counter);
-        let seconds = deliver(&layer, &batch).await?;
+        let seconds = deliver(&layer, &batch, 0).await?;
         let calls = (counter.calls() - before) as f64 / RECORDS as f64;
         let wcu = (writes(&counter) - writes_before) as f64 / RECORDS as f64;
         println!(
@@ -64,8 +65,66 @@ pub async fn run() -> Result<(), String> {
             wcu
         );
     }
+    large_results(&table, &counted, &counter).await?;
     powertools_peer();
     Ok(())
+}
+
+/// Results of 200 KB (kept) and 500 KB (over an item's 400 KB: recorded completed without the
+/// value), first delivery then a cold redelivery; write units as AWS bills them, from the
+/// stored records' sizes: a claim 1, the completion `ceil(max(before, after) / 1 KB)`, a cold
+/// duplicate's failed claim `ceil(stored / 1 KB)`.
+async fn large_results(
+    table: &str,
+    counted: &aws_sdk_dynamodb::Client,
+    counter: &FaultInjector,
+) -> Result<(), String> {
+    const LARGE: usize = 10;
+    for kb in [200, 500] {
+        let bodies: Vec<Value> = (0..LARGE)
+            .map(|i| json!({"orderId": format!("large{kb}-{i}"), "amountCents": 250}))
+            .collect();
+        let batch = dynamo_testing::events::sqs_batch(&bodies, 0);
+        for (delivery, first) in [("new", true), ("redelivered-cold", false)] {
+            let layer = layer(counted.clone(), table, 0)?;
+            let before = counter.calls();
+            let seconds = deliver(&layer, &batch, kb * 1024).await?;
+            let calls = (counter.calls() - before) as f64 / LARGE as f64;
+            let stored = stored_units(table, &format!("large{kb}-")).await? / LARGE as f64;
+            let wcu = if first { 1.0 + stored } else { stored };
+            println!(
+                "{:<12} {:<17} {:>10.0} {:>13.2} {:>12.2}",
+                "this crate",
+                format!("{delivery} {kb}K"),
+                LARGE as f64 / seconds,
+                calls,
+                wcu
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The write units of the stored records whose key contains `marker`, summed.
+async fn stored_units(table: &str, marker: &str) -> Result<f64, String> {
+    let items: Vec<_> = client()
+        .scan()
+        .table_name(table)
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<_, _>>()
+        .await
+        .map_err(|e| format!("scan: {e}"))?;
+    Ok(items
+        .iter()
+        .filter(|item| matches!(item.get("Id"), Some(AttributeValue::S(id)) if id.contains(marker)))
+        .map(|item| {
+            dynamodb_exactly_once::ddb::item::item_size(item)
+                .div_ceil(1024)
+                .max(1) as f64
+        })
+        .sum())
 }
 
 fn writes(counter: &FaultInjector) -> usize {
@@ -90,6 +149,7 @@ fn layer(client: aws_sdk_dynamodb::Client, table: &str, cache: usize) -> Result<
 async fn deliver(
     layer: &Layer,
     batch: &dynamodb_exactly_once_lambda::Batch,
+    result_bytes: usize,
 ) -> Result<f64, String> {
     let charged = Arc::new(AtomicUsize::new(0));
     let processor = {
@@ -104,7 +164,10 @@ async fn deliver(
                 layer
                     .run("charge", &key, &record.body, None, || async {
                         charged.fetch_add(1, Ordering::SeqCst);
-                        Ok::<_, String>(json!({"chargeId": format!("ch_{key}")}))
+                        let receipt = "r".repeat(result_bytes);
+                        Ok::<_, String>(
+                            json!({"chargeId": format!("ch_{key}"), "receipt": receipt}),
+                        )
                     })
                     .await
                     .map(|_| ())
@@ -171,8 +234,12 @@ fn powertools_peer() {
             continue;
         };
         let num = |k: &str| row[k].as_f64().unwrap_or(0.0);
+        let failed = match num("failures") {
+            0.0 => String::new(),
+            n => format!("  ({n} of {} records failed)", num("records")),
+        };
         println!(
-            "{:<12} {:<17} {:>10.0} {:>13.2} {:>12.2}",
+            "{:<12} {:<17} {:>10.0} {:>13.2} {:>12.2}{failed}",
             "powertools",
             row["delivery"].as_str().unwrap_or("?"),
             num("records_per_s"),

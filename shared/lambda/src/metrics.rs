@@ -18,6 +18,8 @@
 //!   with their reason), `CaughtUp` (1 when every shard was read as far as the run's start and
 //!   every key applied) and `IteratorAgeMilliseconds` (over the shards not caught up, the age of
 //!   the last record each was read to; 0 when all are).
+//! * The idempotency layer's `IdempotencyResultNotStored` (`Protocol` = `idempotency`): a run
+//!   whose result could not be stored, the one case in which it gives up "once".
 //! * **They survive any application log level**: with Lambda's advanced logging controls a
 //!   JSON line without a `level` counts as INFO and is dropped under `ApplicationLogLevel: WARN`;
 //!   EMF lines carry the configured level itself (`AWS_LAMBDA_LOG_LEVEL`), so they always pass.
