@@ -241,8 +241,7 @@ impl<P: Persistence> Idempotency<P> {
 mod tests;
 
 #[cfg(test)]
-#[path = "findings_tests.rs"]
-mod findings_tests;
+mod boundary_tests;
 
 /// `docs/idempotency.md`, whose Rust snippets are compiled as doctests.
 #[cfg(doctest)]

@@ -1,5 +1,6 @@
-//! The review's findings (issue 31, N1-N6, N12, N14, N15), each as the schedule that
-//! reproduced it.
+//! The layer at the edges of its schedules: two call sites with one key, a panicking
+//! function, `expires_after` shorter than a deadline, a takeover of a slow run, payloads resent
+//! in another envelope, stored results a new type cannot read, the counters.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
