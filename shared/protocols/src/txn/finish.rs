@@ -353,6 +353,6 @@ impl Coordinator {
         let raw: Vec<Value> = serde_json::from_str(&json)
             .map_err(|e| StoreError::Inconsistent(format!("TX {} requests: {e}", header.tx_id)))?;
         let requests = recorded_requests(&raw).map_err(TxError::Rejected)?;
-        self.resolve(&requests).await
+        self.resolve_recorded(&header.tx_id, &requests).await
     }
 }

@@ -63,7 +63,8 @@ enum LockWrite {
     Decided,
     /// The item's condition failed; the item as it was (`ALL_OLD`).
     ConditionFailed(Option<Item>),
-    /// Another write to the header or the item was in progress: read again and retry.
+    /// Another write to the header or the item was in progress, or the item was throttled:
+    /// read again and retry.
     Conflict,
     /// DynamoDB rejected the request as invalid.
     Invalid(String),

@@ -190,8 +190,8 @@ impl Coordinator {
         message: TxMessage,
     ) -> Result<Member, TxMessage> {
         let requests_json = message.requests_json();
-        // Too old: runs alone, which refuses it.
-        let too_old = self.config.age_past_retention(&message).is_some();
+        // Too old (or issued ahead of the clock): runs alone, which refuses it.
+        let too_old = self.config.too_old(&message).is_some();
         if too_old || !self.fits_fast_path(&message, &requests_json) {
             return Err(message);
         }

@@ -40,7 +40,7 @@ pub(super) enum ChunkWrite {
     /// Items whose entry failed (their position in the chunk): a condition (`ALL_OLD`, when
     /// DynamoDB returned it), or an invalid request (its message).
     Failed(Vec<(usize, ItemFailure)>),
-    /// A transaction conflict: read again and retry.
+    /// A transaction conflict or a throttled item: read again and retry.
     Conflict,
     /// Refused as a whole (too large): lock the items one by one.
     RefusedWhole,
@@ -83,7 +83,7 @@ fn chunk_outcome(
         if !failed.is_empty() {
             return Ok(ChunkWrite::Failed(failed));
         }
-        if code.contains(&"TransactionConflict") {
+        if code.iter().any(|c| crate::txn::sent_again(c)) {
             return Ok(ChunkWrite::Conflict);
         }
         return Err(StoreError::Sdk {
