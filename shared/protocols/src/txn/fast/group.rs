@@ -1,8 +1,9 @@
 //! Group commit: the fast-path transactions of one batch share `TransactWriteItems` calls.
 //!
-//! The pipeline hands [`Coordinator::apply`](crate::batch::Protocol::apply) records it runs
-//! concurrently (independent: at most one per partition key or FIFO group at a time), so they
-//! may as well commit together: members are packed greedily into calls of up to 100 actions
+//! On an SQS standard queue the pipeline hands [`Coordinator::apply`](crate::batch::Protocol::apply)
+//! the whole batch at once (several transactions on one account included), so they may as
+//! well commit together. (On SQS FIFO and Kinesis the ordered route hands it one record per
+//! call: no group forms there.) Members are packed greedily into calls of up to 100 actions
 //! (each member's requests and its header `Put`, exactly as it would send them alone) and
 //! [`FAST_MAX_REQUEST_BYTES`], no two actions on one item (a member's items and its header
 //! key are disjoint from every other member's, which also keeps two deliveries of one `txId`

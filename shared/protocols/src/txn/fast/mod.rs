@@ -7,7 +7,8 @@
 //! # Invariant
 //!
 //! DynamoDB applies the call whole or not at all, and serializes it with every other write to
-//! its items, so a reader at any isolation level sees all of the transaction or none of it.
+//! its items, so a `Locked` read of several items (one `TransactGetItems`) sees all of the
+//! transaction or none of it (`Committed` and `Uncommitted` reads are per item).
 //! The header `Put` is the same idempotency point as the lock path's creation: of a fast-path
 //! call and a lock-path creation of one `txId`, whichever lands first is the transaction, and
 //! the other finds its header (same requests hash: a duplicate, resumed or reported; another
