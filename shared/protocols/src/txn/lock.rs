@@ -402,7 +402,7 @@ mod tests {
         let r = crate::txn::resolve::resolved_for_test(serde_json::json!({"Update":{
             "TableName":"Accounts","Key":{"PK":"a"},"UpdateExpression":"SET n = :n",
             "ExpressionAttributeValues":{":n":1}}}));
-        let order: Vec<&Resolved> = std::iter::repeat(&r).take(10).collect();
+        let order: Vec<&Resolved> = std::iter::repeat_n(&r, 10).collect();
         let small: Vec<Option<Item>> = vec![None; 10];
         assert_eq!(chunk_ranges(&order, &small, 4), [0..4, 4..8, 8..10]);
         // Items of 390 KB: image and item are about 780 KB a piece, so four per chunk.
