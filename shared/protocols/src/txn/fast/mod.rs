@@ -85,8 +85,9 @@ const CONFLICT_WAIT: Backoff = Backoff::new(
     CONFLICT_RETRIES,
 );
 
-/// Whether DynamoDB's message refusing a whole call is about its size (the 4 MB aggregate,
-/// an item over 400 KB): the lock path, which writes item by item, may still take it.
+/// Whether DynamoDB's message refusing a whole call is about its size ("Transaction payload
+/// size cannot exceed 4MB. Payload Size: …", as DynamoDB Local 3.3 words it): the lock path,
+/// which writes item by item, may still take it.
 fn too_large(message: &str) -> bool {
     let message = message.to_ascii_lowercase();
     message.contains("size") || message.contains("too large") || message.contains("length")
