@@ -135,6 +135,18 @@ async fn the_sweeper_retires_a_record_stranded_on_a_refused_key() {
     assert_clean(&base, &env).await;
     let now = items(&base, &table).await;
     assert_eq!(balance(&now, "alice"), Some(100));
+    // in a final state that names the refused request (not `abandoned`, which a redelivery
+    // would restart)
+    let header = scan(&base, env.tx())
+        .await
+        .into_values()
+        .find(|i| i["Part"] == json!("#"));
+    let header = header.expect("the header");
+    assert_eq!(
+        (header.get("Reason"), header.get("FailedRequest")),
+        (Some(&json!("invalid_request")), Some(&json!(1))),
+        "{header:?}"
+    );
     // And the message, delivered again, is a dead letter with its reason, not a failure
     let again = c.run(&message(&c, &body), Deadline::none()).await;
     assert_invalid_key(&again, "redelivery");

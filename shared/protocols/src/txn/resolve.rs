@@ -65,23 +65,26 @@ impl Coordinator {
     /// table refuses is left out (no lock can be on it: every write of that key is refused),
     /// and the check for two requests on one item is not made again (the record was accepted
     /// under the rules of its time; its locks are on the keys it resolved to).
+    /// Also returns the first refused request's index.
     pub(super) async fn resolve_recorded(
         &self,
         tx_id: &str,
         requests: &[TxRequest],
-    ) -> Result<Vec<Resolved>, TxError> {
+    ) -> Result<(Vec<Resolved>, Option<usize>), TxError> {
         let mut out = Vec::with_capacity(requests.len());
+        let mut refused = None;
         for (index, request) in requests.iter().enumerate() {
             match self.resolve_one(index, request).await {
                 Ok(resolved) => out.push(resolved),
                 Err(TxError::Rejected(why)) => {
                     tracing::warn!(tx_id, request = index, rejection = %why,
                         "a recorded request names a key the table refuses: no lock to finish there");
+                    refused = refused.or(Some(index));
                 }
                 Err(other) => return Err(other),
             }
         }
-        Ok(out)
+        Ok((out, refused))
     }
 
     async fn resolve_one(&self, index: usize, request: &TxRequest) -> Result<Resolved, TxError> {

@@ -35,7 +35,8 @@
 //! * `committed` / `rolled_back` → finalize or undo every item, `→ completed`.
 //!
 //! A recorded request whose key the table refuses (a record of a version before the key-schema
-//! check) holds no lock: it is skipped (WARN), so such a record completes like any other.
+//! check) holds no lock: it is skipped (WARN), and a pending record is rolled back as final
+//! (`invalid_request`, naming that request) rather than `abandoned`, then completed.
 //!
 //! Stale means: no creation, restart or heartbeat for `stale_after`. A coordinator writes a
 //! heartbeat while it locks and when it resumes a delivery again (see
