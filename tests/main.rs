@@ -53,6 +53,7 @@ mod txn_interleave;
 mod txn_issued;
 mod txn_keys;
 mod txn_locked_read;
+mod txn_logs;
 mod txn_long;
 mod txn_missing_old;
 mod txn_numbers;

@@ -35,7 +35,7 @@ use aws_sdk_dynamodb::types::{CancellationReason, ReturnConsumedCapacity, Transa
 
 use super::call::{header_entry, request_entry};
 use super::FAST_MAX_REQUEST_BYTES;
-use crate::batch::{Deadline, RecordResult};
+use crate::batch::{Deadline, Outcome, RecordResult};
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::txn::item::new_token;
@@ -116,6 +116,30 @@ pub(crate) fn pack(members: Vec<Member>) -> Vec<Group> {
         }
     }
     groups
+}
+
+/// Log each member's outcome as a transaction run alone logs it (`write_calls`: its own
+/// calls when it ran alone; 0 when the group's call applied or settled it, `group` naming the
+/// group's size).
+fn log_members(
+    results: &[MemberResult],
+    tx_ids: &BTreeMap<usize, String>,
+    alone_calls: &BTreeMap<usize, u64>,
+    group: usize,
+) {
+    for (index, result) in results {
+        if let RecordResult::Done(outcome) = result {
+            let tx_id = tx_ids.get(index).map_or("", String::as_str);
+            let write_calls = alone_calls.get(index).copied().unwrap_or(0);
+            tracing::info!(
+                tx_id,
+                outcome = outcome.label(),
+                write_calls,
+                group,
+                "transaction"
+            );
+        }
+    }
 }
 
 /// What a cancelled group call's reasons say.
@@ -220,6 +244,11 @@ impl Coordinator {
         cost: &Cost,
     ) -> Vec<MemberResult> {
         let mut members = group.members;
+        let tx_ids: BTreeMap<usize, String> = members
+            .iter()
+            .map(|m| (m.index, m.message.tx_id.clone()))
+            .collect();
+        let size = members.len();
         let mut results = Vec::with_capacity(members.len());
         let mut alone = Vec::new();
         while members.len() > 1 {
@@ -261,10 +290,13 @@ impl Coordinator {
             };
             (m.index, result, own)
         });
+        let mut alone_calls = BTreeMap::new();
         for (index, result, own) in futures::future::join_all(runs).await {
             cost.absorb(&own);
+            alone_calls.insert(index, own.write_calls());
             results.push((index, result));
         }
+        log_members(&results, &tx_ids, &alone_calls, size);
         results
     }
 
