@@ -98,3 +98,44 @@ async fn a_failed_condition_in_a_chunk_rolls_back_with_nothing_applied() {
     assert_eq!(got, [Some(10), Some(10), Some(10)]);
     assert_clean(&base, &env).await;
 }
+
+#[tokio::test]
+async fn a_chunk_waits_on_a_live_holder_without_falling_to_item_by_item() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    let keys: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        seed(&base, &table, k, 100).await;
+    }
+    // Given a transfer holding k3 and k4 whose coordinator shows signs of life for 1.2 s
+    abandon(&env, &transfer(&table, "t-live", "k3", "k4", 30)).await;
+    let (beat_client, beat_env) = (client(), env.clone());
+    let beating = tokio::spawn(async move {
+        for _ in 0..12 {
+            let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
+            let touched = aws_sdk_dynamodb::types::AttributeValue::N(now.to_string());
+            set_header(&beat_client, &beat_env, "t-live", "LastTouched", touched).await;
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    });
+    // When a transaction over the ten items locks them in one chunk
+    let counting = FaultInjector::counting();
+    let c = chunked(&env, client_with(Some(counting.clone()), 3), 10);
+    let requests: Vec<Value> = keys.iter().map(|k| update(&table, k, 1)).collect();
+    let body = json!({"txId":"t-waiting","requests":requests});
+    let report = c.run(&message(&c, &body), Deadline::none()).await;
+    beating.await.expect("heartbeats");
+    // Then it waits the holder out and sends the chunk again (its waits are not tries): the
+    // record and one or two chunk calls, not one call per item
+    assert_eq!(report.expect("run").outcome, TxOutcome::Committed);
+    let calls = counting.calls_of("TransactWriteItems");
+    assert!(calls <= 3, "{calls} TransactWriteItems: {counting:?}");
+    let now = items(&base, &table).await;
+    assert!(
+        keys.iter().all(|k| balance(&now, k) == Some(101)),
+        "{now:?}"
+    );
+    sweep_all(&env, client()).await;
+    assert_clean(&base, &env).await;
+}

@@ -129,3 +129,40 @@ async fn a_locked_read_of_unlocked_items_is_one_snapshot_call() {
         counting.calls()
     );
 }
+
+#[tokio::test]
+async fn a_locked_read_too_large_for_one_snapshot_call_is_taken_under_locks() {
+    let base = client();
+    let env = Env::new(&base).await.without_heartbeats();
+    let table = env.accounts().to_string();
+    // Given 25 items of 180 KB: 4.5 MB, more than one `TransactGetItems` answers
+    let pad = aws_sdk_dynamodb::types::AttributeValue::S("p".repeat(180_000));
+    for i in 0..25 {
+        base.put_item()
+            .table_name(&table)
+            .item(
+                "PK",
+                aws_sdk_dynamodb::types::AttributeValue::S(format!("k{i:02}")),
+            )
+            .item("pad", pad.clone())
+            .send()
+            .await
+            .expect("seed");
+    }
+    let keys: Vec<(String, Map<String, Value>)> = (0..25)
+        .map(|i| (table.clone(), key(&format!("k{i:02}"))))
+        .collect();
+    // When they are read together under `Locked`
+    let c = env.coordinator(client());
+    let values = c.read_locked(&keys).await;
+    // Then DynamoDB's refusal of the snapshot call sends the read to the lock-based way
+    let values = values.expect("a snapshot under locks");
+    assert_eq!(values.len(), 25);
+    assert!(values.iter().all(|v| v
+        .as_ref()
+        .and_then(|i| i.get("pad"))
+        .and_then(Value::as_str)
+        .map(str::len)
+        == Some(180_000)));
+    assert_clean(&base, &env).await;
+}

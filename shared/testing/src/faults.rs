@@ -35,6 +35,10 @@ pub enum Fault {
     /// reason is `TransactionConflict`: what DynamoDB answers a `TransactWriteItems` that met
     /// another transaction (or a plain write) on one of its items.
     TransactionCanceledByConflict,
+    /// Not applied, answered with a 400 `TransactionCanceledException` whose cancellation
+    /// reason is `ThrottlingError`: what DynamoDB answers a `TransactWriteItems` one of whose
+    /// items is throttled (the SDK does not retry it).
+    TransactionCanceledByThrottling,
     /// Sent without `ReturnValuesOnConditionCheckFailure` (the request is rewritten): DynamoDB
     /// answers a failed condition without the item, as it may leave `ALL_OLD` out of a
     /// cancellation reason. Applied or not as DynamoDB decides.
@@ -45,6 +49,9 @@ pub enum Fault {
 pub(crate) const TRANSACTION_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"injected: Transaction is ongoing for the item"}"#;
 /// DynamoDB's answer to a `TransactWriteItems` that met another write on one of its items.
 pub(crate) const TRANSACTION_CANCELED_BY_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"injected: Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict]","CancellationReasons":[{"Code":"TransactionConflict","Message":"Transaction is ongoing for the item"}]}"#;
+
+/// DynamoDB's answer to a `TransactWriteItems` one of whose items was throttled.
+pub(crate) const TRANSACTION_CANCELED_BY_THROTTLING: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"injected: Transaction cancelled, please refer cancellation reasons for specific reasons [ThrottlingError]","CancellationReasons":[{"Code":"ThrottlingError","Message":"Throughput exceeds the current capacity for one or more global secondary indexes"}]}"#;
 
 /// DynamoDB's answer as the SDK sees it when the response to an applied request was lost.
 pub(crate) const LOST_RESPONSE: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: the response was lost after the request was applied"}"#;
@@ -243,7 +250,9 @@ impl Intercept for FaultInjector {
         }
         if matches!(
             fault,
-            Fault::TransactionConflict | Fault::TransactionCanceledByConflict
+            Fault::TransactionConflict
+                | Fault::TransactionCanceledByConflict
+                | Fault::TransactionCanceledByThrottling
         ) {
             send_unapplied(request);
         }
@@ -271,6 +280,11 @@ impl Intercept for FaultInjector {
                 context.response_mut(),
                 400,
                 TRANSACTION_CANCELED_BY_CONFLICT,
+            ),
+            Some(Decided(Fault::TransactionCanceledByThrottling)) => answer(
+                context.response_mut(),
+                400,
+                TRANSACTION_CANCELED_BY_THROTTLING,
             ),
             _ => Ok(()),
         }

@@ -64,6 +64,11 @@ impl KeySchema {
         })
     }
 
+    /// The key attribute names: the partition key, then the sort key if any.
+    pub fn names(&self) -> Vec<String> {
+        self.attributes.iter().map(|(n, _)| n.clone()).collect()
+    }
+
     /// Why the table would refuse `key`, if it would.
     pub fn check(&self, key: &ItemKey) -> Result<(), String> {
         let json = key.json();

@@ -145,11 +145,37 @@ pub fn check_horizons(retain: Duration, redelivery_horizon: Duration) -> Result<
     Ok(())
 }
 
+/// How far a message's `issuedAt` may be ahead of the coordinator's clock (producer clock
+/// skew): 5 minutes.
+pub const MAX_ISSUED_AHEAD: Duration = Duration::from_secs(300);
+
+/// How far `issuedAt` is ahead of this clock, when more than [`MAX_ISSUED_AHEAD`].
+fn issued_ahead(message: &TxMessage) -> Option<Duration> {
+    let issued = message.issued_at_ms?;
+    let ahead = Duration::from_millis(issued.saturating_sub(epoch_millis()));
+    (ahead > MAX_ISSUED_AHEAD).then_some(ahead)
+}
+
 impl TxConfig {
     /// A message issued (`issuedAt`) longer ago than completed records are kept may find its
     /// record deleted and apply again: refused `too_old`, whatever its envelope's age (a
     /// redrive gives a message a new one).
+    /// An `issuedAt` more than [`MAX_ISSUED_AHEAD`] ahead of this clock (a producer clock
+    /// ahead, or microseconds) is refused `invalid_timestamp`: its age would read 0 for as
+    /// long as it is ahead, and `too_old` would never fire.
     pub(crate) fn too_old(&self, message: &TxMessage) -> Option<TxError> {
+        if let Some(ahead) = issued_ahead(message) {
+            return Some(TxError::Rejected(Rejection::new(
+                RejectionCode::InvalidTimestamp,
+                format!(
+                    "txId {}: `issuedAt` is {} s ahead of the coordinator's clock (at most {} s \
+                     allowed; it must be epoch milliseconds)",
+                    message.tx_id,
+                    ahead.as_secs(),
+                    MAX_ISSUED_AHEAD.as_secs()
+                ),
+            )));
+        }
         let age = self.age_past_retention(message)?;
         Some(TxError::Rejected(Rejection::new(
             RejectionCode::TooOld,

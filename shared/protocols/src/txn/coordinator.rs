@@ -44,8 +44,8 @@ pub struct Coordinator {
     pub(super) client: Client,
     pub(super) config: TxConfig,
     pub(super) tx: TxTable,
-    /// Key attribute names (hash first) by table.
-    pub(super) key_schemas: Arc<Mutex<HashMap<String, Vec<String>>>>,
+    /// Key schemas (names and types, hash first) by table.
+    pub(super) key_schemas: Arc<Mutex<HashMap<String, Arc<crate::ddb::schema::KeySchema>>>>,
 }
 
 /// What one run of a message keeps across its attempts.
@@ -300,7 +300,13 @@ impl Coordinator {
         existing: TxHeader,
     ) -> Result<TxHeader, TxError> {
         let same = match &existing.requests_hash {
-            Some(hash) => *hash == message.transaction_hash(requests_json),
+            Some(hash) if *hash == message.transaction_hash(requests_json) => true,
+            // Hashed without `issuedAt` (by a version before it, which ignored the field, or
+            // for a message without one): the same requests are the same transaction.
+            Some(hash) if existing.issued_at_ms.is_none() => {
+                *hash == super::record::transaction_hash(requests_json, None)
+            }
+            Some(_) => false,
             // A record written before requests were hashed.
             None => self.tx.requests_json(&existing).await? == requests_json,
         };

@@ -81,15 +81,28 @@ impl Coordinator {
     pub(super) async fn roll_back_stale(
         &self,
         header: &TxHeader,
+        refused: Option<usize>,
         cost: &Cost,
     ) -> Result<Transition, StoreError> {
         if header.state != TxState::Pending {
             return Ok(Transition::Lost(header.clone()));
         }
-        let set = [
+        // A request whose key the table refuses can never apply: final (`invalid_request`,
+        // naming it), not `abandoned`, which a redelivery would restart.
+        let why = match refused {
+            Some(_) => RollbackReason::InvalidRequest,
+            None => RollbackReason::Abandoned,
+        };
+        let mut set = vec![
             (record::ATTR_STATE, s(TxState::RolledBack.as_str())),
-            (record::ATTR_REASON, s(RollbackReason::Abandoned.as_str())),
+            (record::ATTR_REASON, s(why.as_str())),
         ];
+        if let Some(i) = refused {
+            set.push((
+                record::ATTR_FAILED_REQUEST,
+                AttributeValue::N(i.to_string()),
+            ));
+        }
         self.tx.transition_untouched(header, &set, cost).await
     }
 

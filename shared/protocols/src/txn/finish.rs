@@ -323,18 +323,24 @@ impl Coordinator {
             return Ok(None);
         };
         let mut driven = Driven::Nothing;
+        let mut resolved = None;
         if header.state == TxState::Pending {
             if header.last_touched_ms > stale_before {
                 return Ok(Some((header, Driven::Alive)));
             }
-            let transition = self.roll_back_stale(&header, cost).await?;
+            let (recorded, refused) = self.recorded(&header).await?;
+            resolved = Some(recorded);
+            let transition = self.roll_back_stale(&header, refused, cost).await?;
             if transition.is_moved() {
                 driven = Driven::RolledBack;
             }
             header = self.header_after(transition, tx_id).await?;
         }
         if matches!(header.state, TxState::Committed | TxState::RolledBack) {
-            let resolved = self.recorded(&header).await?;
+            let resolved = match resolved {
+                Some(r) => r,
+                None => self.recorded(&header).await?.0,
+            };
             if driven == Driven::Nothing {
                 driven = if header.state == TxState::Committed {
                     Driven::Finished
@@ -347,12 +353,12 @@ impl Coordinator {
         Ok(Some((header, driven)))
     }
 
-    /// The requests of a TX record, resolved.
-    async fn recorded(&self, header: &TxHeader) -> Result<Vec<Resolved>, TxError> {
+    /// The requests of a TX record, resolved, and the first whose key the table refuses.
+    async fn recorded(&self, header: &TxHeader) -> Result<(Vec<Resolved>, Option<usize>), TxError> {
         let json = self.tx.requests_json(header).await?;
         let raw: Vec<Value> = serde_json::from_str(&json)
             .map_err(|e| StoreError::Inconsistent(format!("TX {} requests: {e}", header.tx_id)))?;
         let requests = recorded_requests(&raw).map_err(TxError::Rejected)?;
-        self.resolve(&requests).await
+        self.resolve_recorded(&header.tx_id, &requests).await
     }
 }

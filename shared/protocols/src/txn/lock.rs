@@ -19,7 +19,7 @@ use super::resolve::Resolved;
 use super::{Coordinator, Cost};
 use crate::batch::Deadline;
 use crate::ddb::error::StoreError;
-use crate::ddb::item::Item;
+use crate::ddb::item::{item_size, Item};
 use crate::ddb::retry::Backoff;
 
 /// Waits on a pending transaction's lock: 5 ms doubling up to 100 ms, each jittered up to
@@ -63,7 +63,8 @@ enum LockWrite {
     Decided,
     /// The item's condition failed; the item as it was (`ALL_OLD`).
     ConditionFailed(Option<Item>),
-    /// Another write to the header or the item was in progress: read again and retry.
+    /// Another write to the header or the item was in progress, or the item was throttled:
+    /// read again and retry.
     Conflict,
     /// DynamoDB rejected the request as invalid.
     Invalid(String),
@@ -113,6 +114,41 @@ impl LockWait {
             }
         }
     }
+}
+
+/// Most estimated bytes of one chunk (each entry's image, the item and its request's values):
+/// under DynamoDB's 4 MB per `TransactWriteItems`, as the fast path keeps 3 MB of requests.
+const CHUNK_MAX_BYTES: usize = 3_500_000;
+
+/// The chunks of `order` (items as `current`): at most `size` items and about
+/// [`CHUNK_MAX_BYTES`] each, at least one item.
+fn chunk_ranges(
+    order: &[&Resolved],
+    current: &[Option<Item>],
+    size: usize,
+) -> Vec<std::ops::Range<usize>> {
+    let json_len = |v: &serde_json::Map<String, serde_json::Value>| {
+        serde_json::to_string(v).map_or(0, |t| t.len())
+    };
+    let estimate = |k: usize| {
+        let item = current.get(k).and_then(Option::as_ref).map_or(0, item_size);
+        let request = &order[k].request;
+        2 * item + json_len(request.op.attributes()) + json_len(&request.values)
+    };
+    let mut ranges = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for k in 0..order.len() {
+        let b = estimate(k);
+        if k > start && (k - start == size || bytes + b > CHUNK_MAX_BYTES) {
+            ranges.push(start..k);
+            (start, bytes) = (k, 0);
+        }
+        bytes += b;
+    }
+    if start < order.len() {
+        ranges.push(start..order.len());
+    }
+    ranges
 }
 
 /// The requests in the global lock order (table, canonical key).
@@ -182,7 +218,8 @@ impl Coordinator {
         };
         let mut tokens = BTreeMap::new();
         let size = self.config.lock_chunk.clamp(1, super::FAST_MAX_REQUESTS);
-        for (chunk, current) in order.chunks(size).zip(current.chunks_mut(size)) {
+        for range in chunk_ranges(&order, &current, size) {
+            let (chunk, current) = (&order[range.clone()], &mut current[range]);
             if size > 1 {
                 match self.lock_chunk(&mut lock, chunk, current).await? {
                     ChunkLock::Held(held) => {
@@ -358,6 +395,21 @@ impl Coordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunks_are_cut_by_count_and_by_estimated_bytes() {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let r = crate::txn::resolve::resolved_for_test(serde_json::json!({"Update":{
+            "TableName":"Accounts","Key":{"PK":"a"},"UpdateExpression":"SET n = :n",
+            "ExpressionAttributeValues":{":n":1}}}));
+        let order: Vec<&Resolved> = std::iter::repeat_n(&r, 10).collect();
+        let small: Vec<Option<Item>> = vec![None; 10];
+        assert_eq!(chunk_ranges(&order, &small, 4), [0..4, 4..8, 8..10]);
+        // Items of 390 KB: image and item are about 780 KB a piece, so four per chunk.
+        let big = Item::from([("pad".to_string(), AttributeValue::S("p".repeat(390_000)))]);
+        let large: Vec<Option<Item>> = vec![Some(big); 6];
+        assert_eq!(chunk_ranges(&order[..6], &large, 99), [0..4, 4..6]);
+    }
 
     #[test]
     fn lock_waits_stay_within_their_bounds() {

@@ -18,7 +18,7 @@ pub mod sweep;
 pub use crate::ddb::Cost;
 pub use config::{
     check_horizons, TxConfig, DEFAULT_CONCURRENCY, DEFAULT_HEARTBEAT_EVERY, DEFAULT_LOCK_PATIENCE,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN, MAX_ISSUED_AHEAD,
 };
 pub use coordinator::Coordinator;
 pub use fast::{CONFLICT_RETRIES, FAST_MAX_REQUESTS, FAST_MAX_REQUEST_BYTES};
@@ -30,3 +30,14 @@ pub use outcome::{Driven, TxError, TxOutcome, TxReport};
 pub use record::{CREATE_AT_ONCE_BYTES, INLINE_REQUEST_BYTES};
 pub use request::TxMessage;
 pub use status::{RollbackReason, TxState, TxStatus};
+
+/// Whether a cancellation reason means "nothing applied, send the call again" (after a short
+/// wait): another transaction on one of the items (`TransactionConflict`), or one of the
+/// items throttled (`ThrottlingError`, `ProvisionedThroughputExceeded`; the SDK does not retry
+/// a `TransactionCanceledException`).
+pub(crate) fn sent_again(code: &str) -> bool {
+    matches!(
+        code,
+        "TransactionConflict" | "ThrottlingError" | "ProvisionedThroughputExceeded"
+    )
+}

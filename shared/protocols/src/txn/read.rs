@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | [`Isolation::Uncommitted`] | its current value (a pending `Delete` or a transient item reads as absent) | 1 read |
 //! | [`Isolation::Committed`] | its saved image, unless its holder committed with this item's token (then the new value) | 1 read, + 1 when locked |
-//! | [`Isolation::Locked`] | a consistent snapshot of several items: one `TransactGetItems` when none is locked (up to 100 items), else taken under a lock (a read-only transaction of `ConditionCheck`s) | 1 read (2 read units per 4 KB per item); under a lock, a transaction (2N + 3 writes) |
+//! | [`Isolation::Locked`] | a consistent snapshot of several items: one `TransactGetItems` when none is locked (up to 100 items, 4 MB), else taken under a lock (a read-only transaction of `ConditionCheck`s) | 1 read (2 read units per 4 KB per item); under a lock, a transaction (2N + 3 writes) |
 //!
 //! A committed read never returns a change that is not committed: the new value is returned
 //! only when the holder's TX record says `committed` *and* lists the item's token (invariant 5

@@ -70,6 +70,9 @@ pub const ATTR_NONCE: &str = "Nonce";
 pub const ATTR_DECIDER: &str = "DecidedBy";
 /// SHA-256 (hex) of the canonical requests JSON.
 pub const ATTR_REQUESTS_HASH: &str = "RequestsHash";
+/// The message's `issuedAt` (epoch ms), when it had one: tells a record hashed with it from
+/// one written before `issuedAt` existed (hashed without it).
+pub const ATTR_ISSUED_AT: &str = "IssuedAt";
 /// Number of part items holding the requests when they do not fit.
 pub const ATTR_PARTS: &str = "Parts";
 /// A part's chunk of the requests JSON.
@@ -259,6 +262,9 @@ pub struct TxHeader {
     pub nonce: Option<String>,
     /// SHA-256 of the requests JSON (absent on records written before hashes).
     pub requests_hash: Option<String>,
+    /// The message's `issuedAt`, hashed with the requests (absent: hashed without it, by a
+    /// message without one or by a version before `issuedAt`).
+    pub issued_at_ms: Option<u64>,
     /// The run that wrote the decision, when a coordinator run did.
     pub decider: Option<String>,
     /// Last state change, epoch ms.
@@ -304,6 +310,7 @@ impl TryFrom<&Item> for TxHeader {
             decision: get_s(item, ATTR_DECISION).and_then(|s| TxState::parse(&s)),
             nonce: get_s(item, ATTR_NONCE),
             requests_hash: get_s(item, ATTR_REQUESTS_HASH),
+            issued_at_ms: get_n(item, ATTR_ISSUED_AT),
             decider: get_s(item, ATTR_DECIDER),
             last_touched_ms: get_n(item, ATTR_LAST_TOUCHED).unwrap_or(0),
         })

@@ -1,15 +1,16 @@
-//! Resolving requests to item keys: each table's key schema (`DescribeTable`, cached), the
-//! item key of every request, and the global lock order.
+//! Resolving requests to item keys: each table's key schema (`DescribeTable`, cached: names,
+//! types), the item key of every request checked against it, and the global lock order.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::KeyType;
 use serde_json::Value;
 
 use super::request::TxRequest;
 use super::{Coordinator, TxError};
 use crate::ddb::error::StoreError;
 use crate::ddb::item::{Item, ItemKey};
+use crate::ddb::schema::KeySchema;
 use crate::rejection::{Rejection, RejectionCode};
 
 /// A request with its resolved item key.
@@ -27,37 +28,23 @@ pub(super) struct Resolved {
 }
 
 impl Coordinator {
-    /// The key attribute names of a table (hash first), from `DescribeTable`, cached.
-    async fn key_names(&self, table: &str) -> Result<Vec<String>, StoreError> {
+    /// A table's key schema (names and types, hash first), from `DescribeTable`, cached.
+    async fn key_schema(&self, table: &str) -> Result<Arc<KeySchema>, StoreError> {
         if let Ok(cache) = self.key_schemas.lock() {
-            if let Some(names) = cache.get(table) {
-                return Ok(names.clone());
+            if let Some(schema) = cache.get(table) {
+                return Ok(Arc::clone(schema));
             }
         }
-        let out = self
-            .client
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("DescribeTable", e))?;
-        let schema = out
-            .table
-            .and_then(|t| t.key_schema)
-            .ok_or_else(|| StoreError::Inconsistent(format!("table {table}: no key schema")))?;
-        let mut names: Vec<(bool, String)> = schema
-            .into_iter()
-            .map(|k| (k.key_type != KeyType::Hash, k.attribute_name))
-            .collect();
-        names.sort();
-        let names: Vec<String> = names.into_iter().map(|(_, n)| n).collect();
+        let schema = Arc::new(KeySchema::describe(&self.client, table).await?);
         if let Ok(mut cache) = self.key_schemas.lock() {
-            cache.insert(table.to_string(), names.clone());
+            cache.insert(table.to_string(), Arc::clone(&schema));
         }
-        Ok(names)
+        Ok(schema)
     }
 
-    /// Resolve every request's item key; two requests on one item are refused.
+    /// Resolve every request's item key; two requests on one item are refused, and so is a
+    /// key the table would refuse (its type, its size, a binary-keyed table): before any
+    /// write, so nothing is left that a read of the key would fail on.
     pub(super) async fn resolve(&self, requests: &[TxRequest]) -> Result<Vec<Resolved>, TxError> {
         let mut out = Vec::with_capacity(requests.len());
         let mut seen = BTreeSet::new();
@@ -74,6 +61,32 @@ impl Coordinator {
         Ok(out)
     }
 
+    /// The requests of a recorded transaction, resolved to finish it: a request whose key the
+    /// table refuses is left out (no lock can be on it: every write of that key is refused),
+    /// and the check for two requests on one item is not made again (the record was accepted
+    /// under the rules of its time; its locks are on the keys it resolved to).
+    /// Also returns the first refused request's index.
+    pub(super) async fn resolve_recorded(
+        &self,
+        tx_id: &str,
+        requests: &[TxRequest],
+    ) -> Result<(Vec<Resolved>, Option<usize>), TxError> {
+        let mut out = Vec::with_capacity(requests.len());
+        let mut refused = None;
+        for (index, request) in requests.iter().enumerate() {
+            match self.resolve_one(index, request).await {
+                Ok(resolved) => out.push(resolved),
+                Err(TxError::Rejected(why)) => {
+                    tracing::warn!(tx_id, request = index, rejection = %why,
+                        "a recorded request names a key the table refuses: no lock to finish there");
+                    refused = refused.or(Some(index));
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok((out, refused))
+    }
+
     async fn resolve_one(&self, index: usize, request: &TxRequest) -> Result<Resolved, TxError> {
         let invalid_key = |m: String| {
             TxError::Rejected(Rejection::new(
@@ -81,10 +94,12 @@ impl Coordinator {
                 format!("request {index}: {m}"),
             ))
         };
-        let names = self.key_names(&request.table).await?;
+        let schema = self.key_schema(&request.table).await?;
+        let names = schema.names();
         let key_json = request.key_json(&names).map_err(invalid_key)?;
         let key =
             ItemKey::from_json(&Value::Object(key_json)).map_err(|e| invalid_key(e.into()))?;
+        schema.check(&key).map_err(invalid_key)?;
         Ok(Resolved {
             index,
             request: request.clone(),

@@ -48,7 +48,7 @@ pub(super) enum FastWrite {
     /// DynamoDB rejected request `.0` as invalid (its message): final.
     Invalid(usize, String),
     /// Another transaction was writing one of the items (or the same token's call is still in
-    /// flight): nothing applied; send again.
+    /// flight), or an item was throttled: nothing applied; send again.
     Conflict,
     /// DynamoDB refused the call as a whole (the 4 MB aggregate, for one): the lock path,
     /// which writes item by item, takes it.
@@ -202,7 +202,7 @@ fn cancelled(reasons: &[CancellationReason], requests: usize) -> Option<FastWrit
         let message = reasons.get(i).and_then(|r| r.message()).unwrap_or_default();
         return Some(FastWrite::Invalid(i, message.to_string()));
     }
-    if (0..=requests).any(|i| code(i) == "TransactionConflict") {
+    if (0..=requests).any(|i| crate::txn::sent_again(code(i))) {
         return Some(FastWrite::Conflict);
     }
     None
@@ -338,6 +338,13 @@ mod tests {
         assert!(matches!(cancelled(&r, 1), Some(FastWrite::FailedUnread(0))));
         let r = [reason("None", None), reason("TransactionConflict", None)];
         assert!(matches!(cancelled(&r, 1), Some(FastWrite::Conflict)));
-        assert!(cancelled(&[reason("ThrottlingError", None)], 1).is_none());
+        let throttled = [reason("ThrottlingError", None), reason("None", None)];
+        assert!(matches!(
+            cancelled(&throttled, 1),
+            Some(FastWrite::Conflict)
+        ));
+        let r = [reason("ProvisionedThroughputExceeded", None)];
+        assert!(matches!(cancelled(&r, 1), Some(FastWrite::Conflict)));
+        assert!(cancelled(&[reason("Unknown", None)], 1).is_none());
     }
 }

@@ -1,8 +1,9 @@
 //! Group commit: the fast-path transactions of one batch share `TransactWriteItems` calls.
 //!
-//! The pipeline hands [`Coordinator::apply`](crate::batch::Protocol::apply) records it runs
-//! concurrently (independent: at most one per partition key or FIFO group at a time), so they
-//! may as well commit together: members are packed greedily into calls of up to 100 actions
+//! On an SQS standard queue the pipeline hands [`Coordinator::apply`](crate::batch::Protocol::apply)
+//! the whole batch at once (several transactions on one account included), so they may as
+//! well commit together. (On SQS FIFO and Kinesis the ordered route hands it one record per
+//! call: no group forms there.) Members are packed greedily into calls of up to 100 actions
 //! (each member's requests and its header `Put`, exactly as it would send them alone) and
 //! [`FAST_MAX_REQUEST_BYTES`], no two actions on one item (a member's items and its header
 //! key are disjoint from every other member's, which also keeps two deliveries of one `txId`
@@ -34,7 +35,7 @@ use aws_sdk_dynamodb::types::{CancellationReason, ReturnConsumedCapacity, Transa
 
 use super::call::{header_entry, request_entry};
 use super::FAST_MAX_REQUEST_BYTES;
-use crate::batch::{Deadline, RecordResult};
+use crate::batch::{Deadline, Outcome, RecordResult};
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::txn::item::new_token;
@@ -117,6 +118,30 @@ pub(crate) fn pack(members: Vec<Member>) -> Vec<Group> {
     groups
 }
 
+/// Log each member's outcome as a transaction run alone logs it (`write_calls`: its own
+/// calls when it ran alone; 0 when the group's call applied or settled it, `group` naming the
+/// group's size).
+fn log_members(
+    results: &[MemberResult],
+    tx_ids: &BTreeMap<usize, String>,
+    alone_calls: &BTreeMap<usize, u64>,
+    group: usize,
+) {
+    for (index, result) in results {
+        if let RecordResult::Done(outcome) = result {
+            let tx_id = tx_ids.get(index).map_or("", String::as_str);
+            let write_calls = alone_calls.get(index).copied().unwrap_or(0);
+            tracing::info!(
+                tx_id,
+                outcome = outcome.label(),
+                write_calls,
+                group,
+                "transaction"
+            );
+        }
+    }
+}
+
 /// What a cancelled group call's reasons say.
 struct Cancelled {
     /// The members one of whose actions failed.
@@ -190,8 +215,8 @@ impl Coordinator {
         message: TxMessage,
     ) -> Result<Member, TxMessage> {
         let requests_json = message.requests_json();
-        // Too old: runs alone, which refuses it.
-        let too_old = self.config.age_past_retention(&message).is_some();
+        // Too old (or issued ahead of the clock): runs alone, which refuses it.
+        let too_old = self.config.too_old(&message).is_some();
         if too_old || !self.fits_fast_path(&message, &requests_json) {
             return Err(message);
         }
@@ -219,6 +244,11 @@ impl Coordinator {
         cost: &Cost,
     ) -> Vec<MemberResult> {
         let mut members = group.members;
+        let tx_ids: BTreeMap<usize, String> = members
+            .iter()
+            .map(|m| (m.index, m.message.tx_id.clone()))
+            .collect();
+        let size = members.len();
         let mut results = Vec::with_capacity(members.len());
         let mut alone = Vec::new();
         while members.len() > 1 {
@@ -260,10 +290,13 @@ impl Coordinator {
             };
             (m.index, result, own)
         });
+        let mut alone_calls = BTreeMap::new();
         for (index, result, own) in futures::future::join_all(runs).await {
             cost.absorb(&own);
+            alone_calls.insert(index, own.write_calls());
             results.push((index, result));
         }
+        log_members(&results, &tx_ids, &alone_calls, size);
         results
     }
 

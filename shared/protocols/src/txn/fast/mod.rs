@@ -7,7 +7,8 @@
 //! # Invariant
 //!
 //! DynamoDB applies the call whole or not at all, and serializes it with every other write to
-//! its items, so a reader at any isolation level sees all of the transaction or none of it.
+//! its items, so a `Locked` read of several items (one `TransactGetItems`) sees all of the
+//! transaction or none of it (`Committed` and `Uncommitted` reads are per item).
 //! The header `Put` is the same idempotency point as the lock path's creation: of a fast-path
 //! call and a lock-path creation of one `txId`, whichever lands first is the transaction, and
 //! the other finds its header (same requests hash: a duplicate, resumed or reported; another
@@ -34,9 +35,16 @@
 //!   carries no item, a consistent read first tells an absent item from a missing `ALL_OLD`;
 //! * an item is held by a lock-path transaction: met as the lock path meets it (finalize,
 //!   undo, or wait on a pending holder up to the patience), then the call is sent again;
-//! * `TransactionConflict`: sent again after a short jittered wait, up to
-//!   [`CONFLICT_RETRIES`] times, then the lock path takes the transaction;
-//! * DynamoDB rejects the call as a whole (the 4 MB aggregate): the lock path;
+//! * `TransactionConflict`, `ThrottlingError`, `ProvisionedThroughputExceeded`: sent again
+//!   after a short jittered wait, up to [`CONFLICT_RETRIES`] times (within the deadline),
+//!   then the run ends as contention and the message is delivered again. Contention never
+//!   hands a transaction to the lock path: that path saves each item's image beside its new
+//!   value, so an item over about 200 KB that commits here would be refused there, and the
+//!   outcome would depend on timing;
+//! * DynamoDB rejects the call as a whole: for its size (its message names a size), the
+//!   lock path, which writes item by item, takes it; for anything else (overlapping document
+//!   paths, an unused placeholder) the request is invalid whatever the path: recorded as
+//!   rolled back `invalid_request` with one `PutItem`, as a request DynamoDB names invalid;
 //! * an answer lost after the call applied: the SDK's retry carries the same
 //!   `ClientRequestToken` (DynamoDB answers it as the first call within 10 minutes), and
 //!   after that the header names this run as its decider.
@@ -67,14 +75,23 @@ pub const FAST_MAX_REQUESTS: usize = 99;
 /// Largest requests JSON on the fast path (DynamoDB's aggregate limit is 4 MB of items; a
 /// call it refuses as too large goes to the lock path anyway).
 pub const FAST_MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
-/// Fast-path calls sent again after a `TransactionConflict` before the lock path takes over.
-pub const CONFLICT_RETRIES: usize = 12;
+/// Fast-path calls sent again after a `TransactionConflict` (or a throttled item) before the
+/// run ends as contention (about 4–7 s of waits).
+pub const CONFLICT_RETRIES: usize = 40;
 /// Waits before sending again after a conflict: 5 ms doubling up to 100 ms, jittered.
 const CONFLICT_WAIT: Backoff = Backoff::new(
     Duration::from_millis(5),
     Duration::from_millis(100),
     CONFLICT_RETRIES,
 );
+
+/// Whether DynamoDB's message refusing a whole call is about its size ("Transaction payload
+/// size cannot exceed 4MB. Payload Size: …", as DynamoDB Local 3.3 words it): the lock path,
+/// which writes item by item, may still take it.
+fn too_large(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    message.contains("size") || message.contains("too large") || message.contains("length")
+}
 
 /// How the fast path left a transaction.
 #[derive(Debug)]
@@ -100,15 +117,18 @@ struct SendAgain {
 }
 
 impl SendAgain {
-    /// Wait before the next call: `None` (send again), or the lock path once the budget is
-    /// spent.
-    async fn pause(&mut self) -> Option<Fast> {
+    /// Wait before the next call; once the budget is spent, the run ends as contention
+    /// (delivered again), never by handing the transaction to the lock path.
+    async fn pause(&mut self, tx_id: &str) -> Result<Option<Fast>, TxError> {
         match self.conflicts.next() {
             Some(pause) => {
                 tokio::time::sleep(pause).await;
-                None
+                Ok(None)
             }
-            None => Some(Fast::LockPath),
+            None => Err(TxError::Contention {
+                tx_id: tx_id.to_string(),
+                attempts: u32::try_from(CONFLICT_RETRIES + 1).unwrap_or(u32::MAX),
+            }),
         }
     }
 }
@@ -166,7 +186,7 @@ impl Coordinator {
                 }
                 other => other,
             };
-            if let Some(fast) = self.settle(run, ending, &mut again).await? {
+            if let Some(fast) = self.settle(run, ending, &mut again, invalid).await? {
                 return Ok(fast);
             }
         }
@@ -179,6 +199,7 @@ impl Coordinator {
         run: &FastRun<'_>,
         ending: FastWrite,
         again: &mut SendAgain,
+        invalid: &mut Option<String>,
     ) -> Result<Option<Fast>, TxError> {
         let failed = |i: usize| (RollbackReason::ConditionFailed, run.resolved[i].index);
         match ending {
@@ -208,13 +229,19 @@ impl Coordinator {
                     Ok(None)
                 }
                 // There after all (`ALL_OLD` left out): send again, within the budget.
-                Some(_) => Ok(again.pause().await),
+                Some(_) => again.pause(&run.message.tx_id).await,
             },
-            FastWrite::Conflict => Ok(again.pause().await),
+            FastWrite::Conflict => again.pause(&run.message.tx_id).await,
+            FastWrite::RefusedWhole(message) if too_large(&message) => {
+                tracing::debug!(tx_id = %run.message.tx_id, message,
+                    "the fast path's call was refused for its size: the lock path takes it");
+                Ok(Some(Fast::LockPath))
+            }
             FastWrite::RefusedWhole(message) => {
                 tracing::debug!(tx_id = %run.message.tx_id, message,
-                    "the fast path's call was refused as a whole: the lock path takes it");
-                Ok(Some(Fast::LockPath))
+                    "the fast path's call was refused as a whole: invalid_request");
+                *invalid = Some(message);
+                Ok(Some(self.refused_whole(run).await?))
             }
             FastWrite::Committed | FastWrite::Invalid(..) => Err(TxError::Store(
                 StoreError::Inconsistent("fast path: an ending settled twice".into()),
@@ -243,6 +270,15 @@ impl Coordinator {
             .send()
             .await;
         fast_outcome(result, run.resolved.len(), run.cost)
+    }
+
+    /// The call was refused as a whole for another reason than its size: the request is
+    /// invalid on any path. Recorded as rolled back `invalid_request` (DynamoDB's message
+    /// names no request: request 0 is recorded), with one `PutItem`.
+    async fn refused_whole(&self, run: &FastRun<'_>) -> Result<Fast, TxError> {
+        let first = run.resolved.first().map_or(0, |r| r.index);
+        self.record_failed(run, (RollbackReason::InvalidRequest, first))
+            .await
     }
 
     /// A request failed for a final reason: record the transaction as rolled back (nothing

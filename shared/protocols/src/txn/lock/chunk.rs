@@ -8,8 +8,9 @@
 //! global lock order, so live coordinators still never wait in a cycle. The cancellation
 //! reasons drive the per-item handling (a foreign lock is met, a changed item is read again, an
 //! unchanged unlocked item whose condition failed ends the attempt), then the chunk is sent
-//! again; after [`CHUNK_TRIES`] tries, or when DynamoDB refuses it as a whole (4 MB), its items
-//! are locked one by one.
+//! again (a conflict re-reads only the entries its reasons name, in one `BatchGetItem`); after
+//! [`CHUNK_TRIES`] sends (waits on a live holder are not sends), or when DynamoDB refuses it as
+//! a whole (4 MB), its items are locked one by one.
 //!
 //! Cost: the header check is paid once per chunk instead of once per item (2 write units per
 //! chunk), and one round trip per chunk instead of per item.
@@ -40,8 +41,9 @@ pub(super) enum ChunkWrite {
     /// Items whose entry failed (their position in the chunk): a condition (`ALL_OLD`, when
     /// DynamoDB returned it), or an invalid request (its message).
     Failed(Vec<(usize, ItemFailure)>),
-    /// A transaction conflict: read again and retry.
-    Conflict,
+    /// A transaction conflict or a throttled item: the entries the reasons name (positions
+    /// in the chunk; empty: none named, e.g. only the header) are read again, then retried.
+    Conflict(Vec<usize>),
     /// Refused as a whole (too large): lock the items one by one.
     RefusedWhole,
 }
@@ -83,8 +85,12 @@ fn chunk_outcome(
         if !failed.is_empty() {
             return Ok(ChunkWrite::Failed(failed));
         }
-        if code.contains(&"TransactionConflict") {
-            return Ok(ChunkWrite::Conflict);
+        if code.iter().any(|c| crate::txn::sent_again(c)) {
+            let named = (1..code.len())
+                .filter(|&i| crate::txn::sent_again(code[i]))
+                .map(|i| i - 1)
+                .collect();
+            return Ok(ChunkWrite::Conflict(named));
         }
         return Err(StoreError::Sdk {
             operation: "TransactWriteItems",
@@ -138,6 +144,16 @@ impl Coordinator {
     }
 }
 
+/// What one send of a chunk ended with.
+enum Sent {
+    /// Locking the chunk ends here.
+    End(ChunkLock),
+    /// A conflict (or a throttled item): wait, then send again.
+    Conflict,
+    /// An entry's item changed (read again): send again at once.
+    Again,
+}
+
 /// What locking one chunk ended with.
 #[derive(Debug)]
 pub(super) enum ChunkLock {
@@ -151,21 +167,26 @@ pub(super) enum ChunkLock {
 
 impl Coordinator {
     /// Step 2 for one chunk of items, read as `current` (updated as they are read again):
-    /// send the chunk until it holds every item, or stop, or hand over to item-by-item.
+    /// send the chunk until it holds every item, or stop, or hand over to item-by-item after
+    /// [`CHUNK_TRIES`] sends (a wait on a foreign lock before sending is not a send).
     pub(super) async fn lock_chunk(
         &self,
         lock: &mut ItemLocking<'_>,
         chunk: &[&Resolved],
         current: &mut [Option<Item>],
     ) -> Result<ChunkLock, StoreError> {
-        let (header, owner, cost) = (lock.header, lock.owner, lock.cost);
+        let owner = lock.owner;
         let mut wait = LockWait::new();
         let mut pauses = LOCK_WAIT.delays();
-        for _ in 0..CHUNK_TRIES {
+        let mut sends = 0;
+        loop {
             if lock.deadline.expired() {
                 return Ok(ChunkLock::Stopped(LockPhase::Deferred));
             }
-            if !self.heartbeat(header, &mut lock.touched_ms, cost).await? {
+            if !self
+                .heartbeat(lock.header, &mut lock.touched_ms, lock.cost)
+                .await?
+            {
                 return Ok(ChunkLock::Stopped(LockPhase::Decided));
             }
             // Another transaction's lock first: decided as one item's lock write meets it.
@@ -184,50 +205,99 @@ impl Coordinator {
                 }
                 continue;
             }
-            let ours = |k: &usize| current[*k].as_ref().and_then(lock_of) == Some(owner);
-            let mut held: Vec<(usize, String)> = (0..chunk.len())
-                .filter(ours)
-                .map(|k| {
-                    let token = current[k].as_ref().and_then(token_of).unwrap_or_default();
-                    (chunk[k].index, token.to_string())
-                })
-                .collect();
-            let pending: Vec<usize> = (0..chunk.len()).filter(|k| !ours(k)).collect();
-            if pending.is_empty() {
-                return Ok(ChunkLock::Held(held));
+            if sends == CHUNK_TRIES {
+                return Ok(ChunkLock::OneByOne);
             }
-            let token = new_token();
-            let items: Vec<(&Resolved, Option<&Item>)> = pending
-                .iter()
-                .map(|&k| (chunk[k], current[k].as_ref()))
-                .collect();
-            match self.chunk_write(header, &items, &token, cost).await? {
-                ChunkWrite::Done => {
-                    held.extend(pending.iter().map(|&k| (chunk[k].index, token.clone())));
-                    return Ok(ChunkLock::Held(held));
-                }
-                ChunkWrite::Decided => return Ok(ChunkLock::Stopped(LockPhase::Decided)),
-                ChunkWrite::RefusedWhole => return Ok(ChunkLock::OneByOne),
-                ChunkWrite::Conflict => {
+            sends += 1;
+            match self.send_chunk(lock, chunk, current).await? {
+                Sent::End(done) => return Ok(done),
+                Sent::Conflict => {
                     tokio::time::sleep(pauses.next().unwrap_or(LOCK_WAIT.max)).await;
-                    for &k in &pending {
-                        current[k] = self.get_item(chunk[k]).await?;
-                    }
                 }
-                ChunkWrite::Failed(failed) => {
-                    for (pos, failure) in failed {
-                        let Some(&k) = pending.get(pos) else { continue };
-                        let stop = self
-                            .after_failed_entry(chunk[k], &mut current[k], failure)
-                            .await?;
-                        if let Some(stop) = stop {
-                            return Ok(ChunkLock::Stopped(stop));
-                        }
-                    }
-                }
+                Sent::Again => {}
             }
         }
-        Ok(ChunkLock::OneByOne)
+    }
+
+    /// One send of the chunk's items not yet held. After a conflict the entries its reasons
+    /// name (all, when they name none) are read again, in one `BatchGetItem`.
+    async fn send_chunk(
+        &self,
+        lock: &ItemLocking<'_>,
+        chunk: &[&Resolved],
+        current: &mut [Option<Item>],
+    ) -> Result<Sent, StoreError> {
+        let owner = lock.owner;
+        let ours = |k: &usize| current[*k].as_ref().and_then(lock_of) == Some(owner);
+        let mut held: Vec<(usize, String)> = (0..chunk.len())
+            .filter(ours)
+            .map(|k| {
+                let token = current[k].as_ref().and_then(token_of).unwrap_or_default();
+                (chunk[k].index, token.to_string())
+            })
+            .collect();
+        let pending: Vec<usize> = (0..chunk.len()).filter(|k| !ours(k)).collect();
+        if pending.is_empty() {
+            return Ok(Sent::End(ChunkLock::Held(held)));
+        }
+        let token = new_token();
+        let items: Vec<(&Resolved, Option<&Item>)> = pending
+            .iter()
+            .map(|&k| (chunk[k], current[k].as_ref()))
+            .collect();
+        match self
+            .chunk_write(lock.header, &items, &token, lock.cost)
+            .await?
+        {
+            ChunkWrite::Done => {
+                held.extend(pending.iter().map(|&k| (chunk[k].index, token.clone())));
+                Ok(Sent::End(ChunkLock::Held(held)))
+            }
+            ChunkWrite::Decided => Ok(Sent::End(ChunkLock::Stopped(LockPhase::Decided))),
+            ChunkWrite::RefusedWhole => Ok(Sent::End(ChunkLock::OneByOne)),
+            ChunkWrite::Conflict(named) => {
+                let again: Vec<usize> = match named.is_empty() {
+                    true => pending,
+                    false => named
+                        .iter()
+                        .filter_map(|&pos| pending.get(pos).copied())
+                        .collect(),
+                };
+                self.read_again(chunk, current, &again).await?;
+                Ok(Sent::Conflict)
+            }
+            ChunkWrite::Failed(failed) => {
+                for (pos, failure) in failed {
+                    let Some(&k) = pending.get(pos) else { continue };
+                    let stop = self
+                        .after_failed_entry(chunk[k], &mut current[k], failure)
+                        .await?;
+                    if let Some(stop) = stop {
+                        return Ok(Sent::End(ChunkLock::Stopped(stop)));
+                    }
+                }
+                Ok(Sent::Again)
+            }
+        }
+    }
+
+    /// Read the items at `positions` of the chunk again (one strongly consistent
+    /// `BatchGetItem` per 100).
+    async fn read_again(
+        &self,
+        chunk: &[&Resolved],
+        current: &mut [Option<Item>],
+        positions: &[usize],
+    ) -> Result<(), StoreError> {
+        let keys: Vec<(&str, &Item)> = positions
+            .iter()
+            .map(|&k| (chunk[k].request.table.as_str(), &chunk[k].key))
+            .collect();
+        let read = crate::ddb::batch::get_items(&self.client, &keys).await?;
+        for (&k, item) in positions.iter().zip(read) {
+            current[k] = item;
+        }
+        Ok(())
     }
 
     /// A foreign lock on `r`'s item in a chunk: met, then the item read again. `Some`: stop.

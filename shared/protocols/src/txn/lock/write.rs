@@ -252,7 +252,7 @@ fn lock_outcome<R: std::fmt::Debug>(
                 let old = reasons.get(1).and_then(|r| r.item()).cloned();
                 return Ok(LockWrite::ConditionFailed(old));
             }
-            ("TransactionConflict", _) | (_, "TransactionConflict") => {
+            (first, second) if crate::txn::sent_again(first) || crate::txn::sent_again(second) => {
                 return Ok(LockWrite::Conflict)
             }
             (_, "ValidationError") => {

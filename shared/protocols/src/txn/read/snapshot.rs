@@ -7,14 +7,15 @@
 //! still before it (none locked yet) or all after it (all finalized or undone), since it locks
 //! every item before its decision and unlocks none before it. So the values are the snapshot
 //! a locked read returns, for 0 writes and one round trip (the lock path pays 2N + 3 writes
-//! and a record kept 15 days). A locked item, or a read cancelled by a write in flight
-//! (`TransactionConflict`), falls back to the lock-based read.
+//! and a record kept 15 days). A locked item, a read cancelled by a write in flight
+//! (`TransactionConflict`), or one refused as a whole (an answer over 4 MB), falls back to the
+//! lock-based read.
 
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{Get, TransactGetItem};
 use serde_json::{Map, Value};
 
-use crate::ddb::error::StoreError;
+use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::ItemKey;
 use crate::txn::item::lock_of;
 use crate::txn::{plain_json, Coordinator};
@@ -58,7 +59,14 @@ impl Coordinator {
             Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => {
                 return Ok(None)
             }
-            Err(e) => return Err(StoreError::from_sdk("TransactGetItems", e)),
+            Err(e) => {
+                let err = StoreError::from_sdk("TransactGetItems", e);
+                // Refused as a whole (an answer over 4 MB): the lock-based read takes it.
+                if err.class() == ErrorClass::InvalidRequest {
+                    return Ok(None);
+                }
+                return Err(err);
+            }
         };
         let responses = out.responses.unwrap_or_default();
         if responses.len() != keys.len() {

@@ -26,9 +26,9 @@ use aws_sdk_dynamodb::types::{
 use super::table::{count, TxTable, CONDITION_NEW};
 use super::{
     get_s, header_key, n, part_sort_key, s, transaction_hash, Creation, TxHeader, TxState,
-    ATTR_ATTEMPT, ATTR_CHUNK, ATTR_EXPIRES_AT, ATTR_LAST_TOUCHED, ATTR_NONCE, ATTR_PART,
-    ATTR_PARTS, ATTR_REQUESTS, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_SWEEP_KEY, ATTR_TX_ID,
-    ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS,
+    ATTR_ATTEMPT, ATTR_CHUNK, ATTR_EXPIRES_AT, ATTR_ISSUED_AT, ATTR_LAST_TOUCHED, ATTR_NONCE,
+    ATTR_PART, ATTR_PARTS, ATTR_REQUESTS, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_SWEEP_KEY,
+    ATTR_TX_ID, ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS,
 };
 use crate::ddb::clock::{epoch_millis, epoch_seconds};
 use crate::ddb::cond::{conditional, Cond};
@@ -65,7 +65,7 @@ fn at_once_failure(err: SdkError<TransactWriteItemsError, impl std::fmt::Debug>)
         if code(0) == "ConditionalCheckFailed" {
             return AtOnceFailure::Exists(reasons.first().and_then(|r| r.item().cloned()));
         }
-        if code(0) == "TransactionConflict" || code(1) == "TransactionConflict" {
+        if crate::txn::sent_again(code(0)) || crate::txn::sent_again(code(1)) {
             return AtOnceFailure::Conflict;
         }
     }
@@ -111,6 +111,9 @@ impl TxTable {
             ATTR_REQUESTS_HASH.into(),
             s(transaction_hash(requests_json, issued_at_ms)),
         );
+        if let Some(at) = issued_at_ms {
+            header.insert(ATTR_ISSUED_AT.into(), n(at));
+        }
         header.insert(ATTR_STATE.into(), s(TxState::Pending.as_str()));
         header.insert(ATTR_VERSION.into(), n(1));
         header.insert(ATTR_ATTEMPT.into(), n(1));

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use super::{
     header_key, n, s, transaction_hash, RollbackReason, TxState, ATTR_ATTEMPT, ATTR_DECIDER,
-    ATTR_DECISION, ATTR_EXPIRES_AT, ATTR_FAILED_REQUEST, ATTR_LAST_TOUCHED, ATTR_NONCE,
-    ATTR_REASON, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_VERSION,
+    ATTR_DECISION, ATTR_EXPIRES_AT, ATTR_FAILED_REQUEST, ATTR_ISSUED_AT, ATTR_LAST_TOUCHED,
+    ATTR_NONCE, ATTR_REASON, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_VERSION,
 };
 use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
@@ -55,6 +55,9 @@ impl Decided<'_> {
             ATTR_REQUESTS_HASH.into(),
             s(transaction_hash(self.requests_json, self.issued_at_ms)),
         );
+        if let Some(at) = self.issued_at_ms {
+            item.insert(ATTR_ISSUED_AT.into(), n(at));
+        }
         item.insert(ATTR_STATE.into(), s(TxState::Completed.as_str()));
         item.insert(ATTR_DECISION.into(), s(decision.as_str()));
         item.insert(ATTR_VERSION.into(), n(1));

@@ -34,6 +34,10 @@
 //!   undo every item and `→ completed`. A redelivered message restarts it as a new attempt.
 //! * `committed` / `rolled_back` → finalize or undo every item, `→ completed`.
 //!
+//! A recorded request whose key the table refuses (a record of a version before the key-schema
+//! check) holds no lock: it is skipped (WARN), and a pending record is rolled back as final
+//! (`invalid_request`, naming that request) rather than `abandoned`, then completed.
+//!
 //! Stale means: no creation, restart or heartbeat for `stale_after`. A coordinator writes a
 //! heartbeat while it locks and when it resumes a delivery again (see
 //! [`TxConfig::heartbeat_every`](crate::txn::TxConfig::heartbeat_every)), so a transaction

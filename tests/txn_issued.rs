@@ -1,0 +1,78 @@
+//! Review findings 4 and 5 (issue 32): the `issuedAt` horizon has an upper bound (a future
+//! `issuedAt` — a clock ahead, microseconds — would switch `too_old` off), and a record written
+//! before `issuedAt` existed (its hash is the requests' alone) is recognised when the message
+//! comes again carrying `issuedAt`, during an upgrade.
+
+use crate::txn_env;
+
+use dynamo_testing::client;
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::txn::{Cost, TxError, TxOutcome};
+use dynamodb_exactly_once::{Deadline, RejectionCode};
+use serde_json::json;
+use txn_env::*;
+
+#[tokio::test]
+async fn an_issue_time_ahead_of_the_clock_beyond_the_skew_is_an_invalid_timestamp() {
+    let base = client();
+    let env = Env::new(&base).await.fast();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    seed(&base, &table, "bob", 0).await;
+    let c = env.coordinator(client());
+    let now = epoch_millis();
+    let day = 86_400_000;
+    for (n, issued) in [now * 1000, now + 30 * day].into_iter().enumerate() {
+        let mut body = transfer(&table, &format!("t-future-{n}"), "alice", "bob", 10);
+        body["issuedAt"] = json!(issued);
+        let result = c.run(&message(&c, &body), Deadline::none()).await;
+        assert!(
+            matches!(&result, Err(TxError::Rejected(r)) if r.code == RejectionCode::InvalidTimestamp),
+            "issuedAt {issued}: {result:?}"
+        );
+    }
+    // A clock a minute ahead is within the skew allowed.
+    let mut body = transfer(&table, "t-skewed", "alice", "bob", 10);
+    body["issuedAt"] = json!(now + 60_000);
+    let report = c.run(&message(&c, &body), Deadline::none()).await;
+    assert_eq!(report.expect("run").outcome, TxOutcome::Committed);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(90), Some(10))
+    );
+}
+
+#[tokio::test]
+async fn a_record_written_before_issued_at_existed_is_resumed_by_a_message_carrying_it() {
+    let base = client();
+    for fast in [true, false] {
+        let env = Env::new(&base).await.clone_with_fast_path(fast);
+        let table = env.accounts().to_string();
+        seed(&base, &table, "alice", 100).await;
+        seed(&base, &table, "bob", 0).await;
+        let c = env.coordinator(client());
+        // Given T's record as a version before `issuedAt` wrote it (hash of the requests
+        // alone), left pending: that version ignored the field
+        let mut body = transfer(&table, "t-upgrade", "alice", "bob", 30);
+        body["issuedAt"] = json!(epoch_millis() - 1000);
+        let requests_json = message(&c, &body).requests_json();
+        c.tx_table()
+            .create("t-upgrade", &requests_json, None, &Cost::default())
+            .await
+            .expect("create");
+        // When the redelivery, carrying `issuedAt`, reaches this version
+        let report = c.run(&message(&c, &body), Deadline::none()).await;
+        // Then it is the same transaction, resumed and committed once
+        let report = report.unwrap_or_else(|e| panic!("fast path {fast}: {e:?}"));
+        assert_eq!(report.outcome, TxOutcome::Committed, "fast path {fast}");
+        let now = items(&base, &table).await;
+        assert_eq!(
+            (balance(&now, "alice"), balance(&now, "bob")),
+            (Some(70), Some(30))
+        );
+        let again = c.run(&message(&c, &body), Deadline::none()).await;
+        assert_eq!(again.expect("again").outcome, TxOutcome::AlreadyCommitted);
+        assert_clean(&base, &env).await;
+    }
+}

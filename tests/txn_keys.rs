@@ -1,0 +1,179 @@
+//! Review finding 1 (issue 32): a key DynamoDB refuses — a number for a string key, a sort key
+//! over 1,024 bytes, any key of a binary-keyed table — is checked against the table's real key
+//! schema and refused `invalid_key` before any write, on both paths; a record stranded on such
+//! a key by an earlier version is retired by the sweeper (no error, no lock left).
+
+use crate::txn_env;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
+use aws_sdk_dynamodb::Client;
+use dynamo_testing::{client, client_with, FaultInjector};
+use dynamodb_exactly_once::txn::{Coordinator, Cost, TxError};
+use dynamodb_exactly_once::{Deadline, RejectionCode};
+use serde_json::{json, Value};
+use txn_env::*;
+
+use crate::common::scan;
+
+/// A table keyed by `keys` (name, type), hash first.
+async fn table_keyed(client: &Client, keys: &[(&str, ScalarAttributeType)]) -> String {
+    let name = format!("{}Keyed", dynamo_testing::unique_prefix());
+    let mut create = client
+        .create_table()
+        .table_name(&name)
+        .billing_mode(BillingMode::PayPerRequest);
+    for (at, (key, kind)) in keys.iter().enumerate() {
+        let key_type = if at == 0 {
+            KeyType::Hash
+        } else {
+            KeyType::Range
+        };
+        create = create
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(*key)
+                    .attribute_type(kind.clone())
+                    .build()
+                    .expect("definition"),
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name(*key)
+                    .key_type(key_type)
+                    .build()
+                    .expect("key"),
+            );
+    }
+    create.send().await.expect("create table");
+    name
+}
+
+fn bump(table: &str, key: Value) -> Value {
+    json!({"Update":{"TableName":table,"Key":key,"UpdateExpression":"SET #b = :one",
+        "ExpressionAttributeNames":{"#b":"b"},"ExpressionAttributeValues":{":one":1}}})
+}
+
+fn coordinator_for(env: &Env, extra: &[&str], fast: bool, counting: &FaultInjector) -> Coordinator {
+    let mut config = env.config();
+    config.fast_path = fast;
+    config
+        .allowed_tables
+        .extend(extra.iter().map(|t| t.to_string()));
+    Coordinator::try_new(client_with(Some(counting.clone()), 3), config).expect("valid")
+}
+
+fn assert_invalid_key(result: &Result<impl std::fmt::Debug, TxError>, what: &str) {
+    assert!(
+        matches!(result, Err(TxError::Rejected(r)) if r.code == RejectionCode::InvalidKey),
+        "{what}: {result:?}"
+    );
+}
+
+#[tokio::test]
+async fn keys_the_table_refuses_are_invalid_key_before_any_write_on_both_paths() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let ledger = table_keyed(
+        &base,
+        &[
+            ("PK", ScalarAttributeType::S),
+            ("SK", ScalarAttributeType::S),
+        ],
+    )
+    .await;
+    let blobs = table_keyed(&base, &[("PK", ScalarAttributeType::B)]).await;
+    let cases = [
+        (
+            "a number for a string key",
+            bump(env.accounts(), json!({"PK": 7})),
+        ),
+        (
+            "a sort key of 1,500 bytes",
+            bump(&ledger, json!({"PK": "alice", "SK": "x".repeat(1500)})),
+        ),
+        ("a binary-keyed table", bump(&blobs, json!({"PK": "a"}))),
+    ];
+    for fast in [true, false] {
+        for (n, (what, request)) in cases.iter().enumerate() {
+            let counting = FaultInjector::counting();
+            let c = coordinator_for(&env, &[&ledger, &blobs], fast, &counting);
+            let body = json!({"txId": format!("t-key-{fast}-{n}"), "requests":[request]});
+            let result = c.run(&message(&c, &body), Deadline::none()).await;
+            assert_invalid_key(&result, what);
+            let calls = counting.calls() - counting.calls_of("DescribeTable");
+            assert_eq!(calls, 0, "{what}: no call but DescribeTable: {counting:?}");
+        }
+    }
+    assert!(scan(&base, env.tx()).await.is_empty(), "no TX record");
+}
+
+#[tokio::test]
+async fn the_sweeper_retires_a_record_stranded_on_a_refused_key() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    // Given a pending record of [a good debit, an update of the number key 7 on a string-keyed
+    // table], as an earlier version left it (created, then its read failed)
+    let c = env.coordinator(client());
+    let body = json!({"txId":"t-stranded","requests":[debit(&table, "alice", 10),
+        bump(&table, json!({"PK": 7}))]});
+    let canonical = message(&c, &body).requests_json();
+    let cost = Cost::default();
+    c.tx_table()
+        .create("t-stranded", &canonical, None, &cost)
+        .await
+        .expect("create");
+    // When the sweeper runs, twice
+    let first = sweep_all(&env, client()).await;
+    let second = sweep_all(&env, client()).await;
+    // Then it rolls the record back and completes it, without an error, and nothing is left
+    assert_eq!((first.errors, first.rolled_back), (0, 1), "{first:?}");
+    assert_eq!((second.errors, second.stale), (0, 0), "{second:?}");
+    assert_clean(&base, &env).await;
+    let now = items(&base, &table).await;
+    assert_eq!(balance(&now, "alice"), Some(100));
+    // in a final state that names the refused request (not `abandoned`, which a redelivery
+    // would restart)
+    let header = scan(&base, env.tx())
+        .await
+        .into_values()
+        .find(|i| i["Part"] == json!("#"));
+    let header = header.expect("the header");
+    assert_eq!(
+        (header.get("Reason"), header.get("FailedRequest")),
+        (Some(&json!("invalid_request")), Some(&json!(1))),
+        "{header:?}"
+    );
+    // And the message, delivered again, is a dead letter with its reason, not a failure
+    let again = c.run(&message(&c, &body), Deadline::none()).await;
+    assert_invalid_key(&again, "redelivery");
+}
+
+#[tokio::test]
+async fn a_record_naming_one_item_twice_under_older_rules_is_still_finished() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    // Given a pending record whose two requests name one item (what a version before the
+    // exact number keys recorded for `{"id": 7}` and `{"id": 7.0}`)
+    let c = env.coordinator(client());
+    let body = json!({"txId":"t-twice","requests":[update(&table, "alice", 1),
+        update(&table, "alice", 2)]});
+    let requests_json = serde_json::to_string(&body["requests"]).expect("json");
+    c.tx_table()
+        .create("t-twice", &requests_json, None, &Cost::default())
+        .await
+        .expect("create");
+    // When the sweeper drives it
+    let swept = sweep_all(&env, client()).await;
+    // Then it is rolled back and completed: the check for two requests on one item is made
+    // when a message is accepted, not again on what was recorded
+    assert_eq!((swept.errors, swept.rolled_back), (0, 1), "{swept:?}");
+    assert_clean(&base, &env).await;
+    let now = items(&base, &table).await;
+    assert_eq!(balance(&now, "alice"), Some(100));
+}
