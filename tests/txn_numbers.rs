@@ -1,6 +1,6 @@
 //! Numbers in transactions follow DynamoDB's rules: one item per number however it is spelled
-//! (`7`, `7.0`, `7e0`), and no number rounded through `f64` (refused when it cannot be
-//! carried exactly).
+//! (`7`, `7.0`, `7e0`), and every number carried exactly up to DynamoDB's 38 significant
+//! digits (refused beyond them, never rounded).
 
 use crate::txn_env;
 
@@ -70,32 +70,60 @@ async fn one_item_spelled_two_ways_in_one_transaction_is_a_duplicate_item() {
 }
 
 #[tokio::test]
-async fn a_number_that_cannot_be_carried_exactly_is_refused_not_rounded() {
+async fn numbers_of_up_to_38_digits_are_committed_exactly_and_longer_ones_refused() {
     let base = client();
     let env = Env::new(&base).await.without_heartbeats();
     let table = numeric_accounts(&base).await;
     let c = coordinator(&env, &table);
-    for amount in ["1000000000000000000001", "12345678901234567.89"] {
-        // The body as a producer writes it: the number's exact text.
-        let body = json!({"txId": format!("big-{amount}"), "requests": [
+    // The body as a producer writes it: the number's exact text.
+    let body = |tx: &str, amount: &str| {
+        json!({"txId": tx, "requests": [
             update(&table, json!(7), "SET #b = #b - :a", "424242"),
             update(&table, json!(8), "SET #b = #b + :a", "424242"),
         ]})
         .to_string()
-        .replace("424242", amount);
-        let parsed = c.parse_message(body.as_bytes()).map(|_| ());
-        assert_eq!(
-            parsed.map_err(|r| r.code),
-            Err(RejectionCode::InvalidNumber),
-            "{amount}"
-        );
+        .replace("424242", amount)
+    };
+    // 39 significant digits: DynamoDB refuses it, so the coordinator does first.
+    let refused = c
+        .parse_message(body("long", "1.00000000000000000000000000000000000001").as_bytes())
+        .map(|_| ());
+    assert_eq!(
+        refused.map_err(|r| r.code),
+        Err(RejectionCode::InvalidNumber)
+    );
+    // 22 and 19 significant digits (beyond f64 and u64): applied as written.
+    for (tx, amount) in [
+        ("a", "1000000000000000000001"),
+        ("b", "12345678901234567.89"),
+    ] {
+        let message = c.parse_message(body(tx, amount).as_bytes()).expect("valid");
+        let report = c.run(&message, Deadline::none()).await.expect("run");
+        assert_eq!(report.outcome, TxOutcome::Committed, "{amount}");
     }
-    // An exact one is applied as written.
-    let body = json!({"txId": "exact", "requests": [
-        update(&table, json!(7), "SET #b = #b - :a", "0.5"),
-        update(&table, json!(8), "SET #b = #b + :a", "0.5"),
-    ]});
-    let message = c.parse_message(body.to_string().as_bytes()).expect("valid");
-    let report = c.run(&message, Deadline::none()).await.expect("run");
-    assert_eq!(report.outcome, TxOutcome::Committed);
+    let balance = |id: &str| {
+        let (base, table) = (base.clone(), table.clone());
+        let id = id.to_string();
+        async move {
+            let item = base
+                .get_item()
+                .table_name(table)
+                .key("id", AttributeValue::N(id))
+                .consistent_read(true)
+                .send()
+                .await
+                .expect("get")
+                .item
+                .expect("item");
+            item.get("bal").cloned()
+        }
+    };
+    assert_eq!(
+        balance("8").await,
+        Some(AttributeValue::N("1000012345678901234668.89".into()))
+    );
+    assert_eq!(
+        balance("7").await,
+        Some(AttributeValue::N("-1000012345678901234468.89".into()))
+    );
 }

@@ -135,7 +135,11 @@ impl TxRequest {
     ) -> Result<BTreeMap<String, AttributeValue>, serde_dynamo::Error> {
         self.values
             .iter()
-            .map(|(k, v)| Ok((k.clone(), serde_dynamo::to_attribute_value(v)?)))
+            .map(|(k, v)| {
+                let value = crate::ddb::item::to_attribute_value(v)
+                    .map_err(<serde_dynamo::Error as serde::ser::Error>::custom)?;
+                Ok((k.clone(), value))
+            })
             .collect()
     }
 

@@ -105,7 +105,8 @@ pub(super) fn request_entry(r: &Resolved, token: &str) -> Result<TransactWriteIt
     let entry = TransactWriteItem::builder();
     Ok(match &r.request.op {
         Operation::Put { item } => {
-            let mut item: Item = serde_dynamo::to_item(item)?;
+            let mut item: Item = crate::ddb::item::json_to_item(item)
+                .map_err(<serde_dynamo::Error as serde::ser::Error>::custom)?;
             item.insert(ATTR_VERSION_TOKEN.into(), s(token));
             let (condition, names, values) = g.values();
             let put = Put::builder()

@@ -115,7 +115,8 @@ fn locked_item(
     token: &str,
     image: Option<AttributeValue>,
 ) -> Result<Item, StoreError> {
-    let mut item: Item = serde_dynamo::to_item(item)?;
+    let mut item: Item = crate::ddb::item::json_to_item(item)
+        .map_err(<serde_dynamo::Error as serde::ser::Error>::custom)?;
     item.insert(ATTR_LOCK.into(), s(owner));
     item.insert(ATTR_VERSION_TOKEN.into(), s(token));
     if let Some(image) = image {
