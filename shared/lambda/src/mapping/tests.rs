@@ -86,7 +86,11 @@ fn bodies_that_do_not_fit_are_mapping_failed_with_the_reason() {
 
 #[test]
 fn numbers_are_carried_exactly_and_those_dynamodb_refuses_are_invalid_number() {
-    for n in ["1.00000000000000001", "18446744073709551617", "12345678901234567890.123456789"] {
+    for n in [
+        "1.00000000000000001",
+        "18446744073709551617",
+        "12345678901234567890.123456789",
+    ] {
         let body = format!(r#"{{"n":{n}}}"#);
         let out = mapped(r#"{"n":"/n"}"#, SourceKind::Sqs, &body).expect(n);
         assert_eq!(out["n"].to_string(), n);
