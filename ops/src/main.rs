@@ -124,7 +124,8 @@ mod tests {
              "attributes": {"SentTimestamp": "1700000000000"}, "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q"},
             {"messageId": "m-2", "eventSource": "aws:sqs", "body": "{\"amount\":1}",
              "attributes": {}, "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q"},
-            {"messageId": "m-3", "eventSource": "aws:sqs", "body": "{\"customer\":2,\"amount\":\"1.5\"}",
+            {"messageId": "m-3", "eventSource": "aws:sqs",
+             "body": json!({"customer": "c".repeat(3000), "amount": "1.5"}).to_string(),
              "attributes": {}, "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q"}
         ]});
         // The counter's settings, so that each mapped record is parsed by it too (this test's
@@ -167,9 +168,10 @@ mod tests {
             outcome.lines[1]["rejected"]["message"],
             json!("the body has no value at `/customer`")
         );
-        // Mapped, then refused by the counter: a delta must be an integer.
+        // Mapped (a decimal delta, exactly), then refused by the counter: its key is over
+        // DynamoDB's 2,048 bytes.
         assert_eq!(outcome.lines[2]["record"]["add"], json!({"n": 1.5}));
-        assert_eq!(outcome.lines[2]["rejected"]["code"], json!("invalid_delta"));
+        assert_eq!(outcome.lines[2]["rejected"]["code"], json!("invalid_key"));
         let wrong = template.replace("idempotencyKey", "idempotency_key");
         let err = args(&wrong).expect_err("misspelled");
         assert!(err.contains("did you mean `idempotencyKey`"), "{err}");
