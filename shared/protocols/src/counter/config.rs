@@ -330,6 +330,14 @@ impl CounterConfig {
         format!("{}bucket", self.attribute_prefix)
     }
 
+    /// `<prefix>forgot`: the epoch second before which records may have had their key removed
+    /// from the item (the newest span end of any bucket a write removed; absent until the
+    /// first removal). A record that arrived before it is kept as `too_old`, whatever the
+    /// window setting says.
+    pub fn forgotten_attribute(&self) -> String {
+        format!("{}forgot", self.attribute_prefix)
+    }
+
     /// `<prefix>write_token`: where versions written before the token slots kept the token of
     /// the last versioned write (read by nothing now; see [`CounterConfig::write_token_slot`]).
     pub fn write_token_attribute(&self) -> String {

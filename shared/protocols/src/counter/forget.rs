@@ -1,0 +1,85 @@
+//! What an item forgot: `<prefix>forgot`, the time before which a record's key may have left
+//! the item with a removed bucket, derived from the removed buckets themselves (their spans),
+//! never from the reader's window setting.
+//!
+//! A key is written into the bucket of the writer's clock, so it arrived before the end of that
+//! bucket's span (`start + len`). Removing the bucket forgets keys that arrived before its span
+//! end; a record that arrived before it could be one of them, so it is refused (`too_old`)
+//! unless its key is still present. Raising the window therefore never widens what the item
+//! accepts before its buckets are kept that long.
+//!
+//! ```text
+//!  bucket  [start ─ len ─┤ end ───────── window ──────────┤ until]   removed at until
+//!  keys arrived before `end` may be gone:  <prefix>forgot = max(its value, end)
+//! ```
+//!
+//! A bucket's name holds `start` and `until = start + W × len`, not `len`: the span is the
+//! smallest of `(until - start) / 2` (W ≥ 2) and the distance to the next start of a bucket with
+//! the same `until - start` (the writer's grid, `len` apart in steady state). This is exact for
+//! W = 2 and for any W while the item holds its consecutive buckets, and never too small unless
+//! two settings with equal `W × len` but different `len` wrote the item (then one old window of
+//! records is guarded by the setting alone). A bucket of the earlier layout (no span) forgets
+//! keys that arrived before it was first read: `until` minus the reader's retention.
+
+use std::collections::BTreeSet;
+
+use super::layout::{Bucket, BucketName};
+
+/// The time before which the keys of `removed` arrived (epoch s), read from the item's other
+/// buckets `layout`; `keep` is the reader's retention (`W × len`).
+pub(super) fn span_end(removed: &Bucket, layout: &BTreeSet<Bucket>, keep: u64) -> u64 {
+    let BucketName::Span { start } = removed.name else {
+        return removed.until.saturating_sub(keep);
+    };
+    let retention = removed.until.saturating_sub(start);
+    let neighbour = layout
+        .iter()
+        .filter_map(|b| match b.name {
+            BucketName::Span { start: other }
+                if other > start && b.until.saturating_sub(other) == retention =>
+            {
+                Some(other - start)
+            }
+            _ => None,
+        })
+        .min();
+    let len = neighbour.unwrap_or(u64::MAX).min(retention / 2).max(1);
+    start.saturating_add(len).min(removed.until)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(start: u64, until: u64) -> Bucket {
+        Bucket {
+            until,
+            name: BucketName::Span { start },
+        }
+    }
+
+    #[test]
+    fn the_span_end_is_exact_for_two_buckets_and_for_consecutive_ones() {
+        // W = 2, 3 s buckets: kept 6 s.
+        let b = span(99, 105);
+        assert_eq!(span_end(&b, &BTreeSet::from([b]), 60), 102);
+        // W = 4, 100 s buckets (kept 400 s), the next one in the layout.
+        let b = span(1_000, 1_400);
+        let layout = BTreeSet::from([b, span(1_100, 1_500), span(1_200, 1_600)]);
+        assert_eq!(span_end(&b, &layout, 60), 1_100);
+        // Alone, it is never taken as shorter than it can be (half its retention).
+        assert_eq!(span_end(&b, &BTreeSet::from([b]), 60), 1_200);
+    }
+
+    #[test]
+    fn buckets_of_another_retention_say_nothing_of_its_span() {
+        let b = span(1_000, 1_400);
+        let layout = BTreeSet::from([b, span(1_010, 1_020)]);
+        assert_eq!(span_end(&b, &layout, 60), 1_200);
+        let legacy = Bucket {
+            until: 5_000,
+            name: BucketName::Legacy { number: 3 },
+        };
+        assert_eq!(span_end(&legacy, &BTreeSet::new(), 600), 4_400);
+    }
+}

@@ -1,0 +1,84 @@
+//! Raising a window or a lifetime alone (issue 32): the age guard comes from what the stored
+//! state was written with, so a redelivery older than the state still covers is refused
+//! (`too_old`) instead of counted twice or reviving an item; no operator step.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common::*;
+use crate::counter::{counters, writer_on, TABLES};
+use dynamo_testing::client;
+use dynamodb_exactly_once::counter::{Counter, CounterOutcome};
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::{Deadline, RecordResult, RejectionCode};
+use dynamodb_exactly_once_lambda::Writer;
+use serde_json::json;
+
+/// One counter record of key `k` (adding 1 to `n` of item a|d) that reached its source at
+/// `arrived` (epoch s): its label, and its rejection code if it was kept.
+async fn deliver(w: &Writer<Counter>, k: &str, arrived: u64) -> (String, Option<RejectionCode>) {
+    let body = json!({"key":{"PK":"a","SK":"d"},"add":{"n":1},"idempotencyKey":k});
+    let mut batch = sqs_batch(&[body], 0);
+    batch.records[0].position.arrived_at_ms = Some(arrived * 1000);
+    let report = w.handle_batch(&batch, Deadline::none()).await;
+    let code = match &report.results[0] {
+        RecordResult::Rejected(reason) => Some(reason.code),
+        _ => None,
+    };
+    (report.results[0].label().to_string(), code)
+}
+
+#[tokio::test]
+async fn raising_the_counter_window_from_3_to_30_s_alone_never_counts_a_key_twice() {
+    let client = client();
+    let tables: BTreeMap<String, String> = dynamo_testing::template_tables(&client, &TABLES).await;
+    let now = epoch_millis() / 1000;
+    let then = now - 10;
+    let window = |secs: u64| {
+        move |c: &mut dynamodb_exactly_once::counter::CounterConfig| {
+            c.window = Duration::from_secs(secs);
+        }
+    };
+    let narrow = writer_on(
+        client.clone(),
+        &tables,
+        window(3),
+        Some(Arc::new(AtomicU64::new(then))),
+    );
+    let wide = writer_on(
+        client.clone(),
+        &tables,
+        window(30),
+        Some(Arc::new(AtomicU64::new(now))),
+    );
+    // Given key k counted 10 s ago under a 3 s window (its bucket is kept at most 6 s) ...
+    // (applied by the protocol at its clock: the Lambda edge's own age check uses the real one)
+    let body = json!({"key":{"PK":"a","SK":"d"},"add":{"n":1},"idempotencyKey":"k"});
+    let k = narrow
+        .protocol
+        .parse_record(body.to_string().as_bytes())
+        .expect("valid record");
+    let applied = narrow.protocol.add(&k.arrived_at(then * 1000)).await;
+    assert_eq!(applied.expect("added"), CounterOutcome::Applied);
+    // ... and the window raised to 30 s alone, another key rolling k's bucket out ...
+    assert_eq!(deliver(&wide, "other", now).await.0, "applied");
+    // ... when k is delivered again with its first arrival (10 s old: inside the new window),
+    // then it is kept as too old, not counted twice.
+    let (label, code) = deliver(&wide, "k", then).await;
+    assert_eq!(
+        (label.as_str(), code),
+        ("invalid", Some(RejectionCode::TooOld))
+    );
+    assert_eq!(
+        counters(&client, &tables["CounterTable"]).await["a|d"]["n"],
+        2
+    );
+    // A record that arrived after the removal is counted as usual.
+    assert_eq!(deliver(&wide, "late", now).await.0, "applied");
+    assert_eq!(
+        counters(&client, &tables["CounterTable"]).await["a|d"]["n"],
+        3
+    );
+}
