@@ -302,6 +302,7 @@ mod tests {
             written: Written {
                 applied: vec![entry("w", vec![9])],
                 duplicates: Vec::new(),
+                too_old: Vec::new(),
             },
             failure: Some((
                 rest,
@@ -353,6 +354,7 @@ mod tests {
             Written {
                 applied: Vec::new(),
                 duplicates: vec![e],
+                too_old: Vec::new(),
             },
             &mut results,
         );

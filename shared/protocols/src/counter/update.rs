@@ -324,17 +324,19 @@ mod tests {
                 .collect();
             KeyEntry::new(hash_key(key), add, 0)
         });
+        let pending = [pending[0].clone().arrived(Some(t - 10)), pending[1].clone()];
         let req = counter
             .build_update(&Item::new(), &pending, &plan)
             .expect("sums");
         assert_eq!(
             req.get_update_expression().as_deref(),
-            Some("SET #bk = :layout ADD #t :keys, #c0 :d0, #c1 :d1 REMOVE #r0")
+            Some("SET #bk = :layout, #fg = :fg ADD #t :keys, #c0 :d0, #c1 :d1 REMOVE #r0")
         );
         assert_eq!(
             req.get_condition_expression().as_deref(),
             Some(
-                "#bk = :bold AND NOT (contains(#w0,:k0) OR contains(#w1,:k0) OR contains(#w2,:k0) \
+                "#bk = :bold AND (attribute_not_exists(#fg) OR #fg <= :arr) \
+                 AND NOT (contains(#w0,:k0) OR contains(#w1,:k0) OR contains(#w2,:k0) \
                  OR contains(#w0,:k1) OR contains(#w1,:k1) OR contains(#w2,:k1))"
             )
         );
@@ -360,6 +362,10 @@ mod tests {
                 "1799996400_1800001800,1799998200_1800003600,1800000000_1800005400".into()
             )
         );
-        assert_eq!(values.len(), 7);
+        // The removed bucket's span ended where the next one of its retention starts.
+        assert_eq!(values[":fg"], AttributeValue::N((t - 3600).to_string()));
+        assert_eq!(values[":arr"], AttributeValue::N((t - 10).to_string()));
+        assert_eq!(names["#fg"], "ctr_forgot");
+        assert_eq!(values.len(), 9);
     }
 }
