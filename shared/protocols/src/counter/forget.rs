@@ -72,6 +72,44 @@ mod tests {
     }
 
     #[test]
+    fn a_removal_records_the_span_end_of_what_it_forgot_and_never_lowers_it() {
+        use crate::counter::layout::{encode, Grid, Knowledge, Layout, Plan};
+        use crate::counter::CounterConfig;
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let mut config = CounterConfig::new("counters");
+        config.window = std::time::Duration::from_secs(100); // W = 2 buckets of 100 s
+        let grid = Grid::of(&config);
+        let buckets = BTreeSet::from([span(800, 1_000), span(900, 1_100)]);
+        let mut known = Layout {
+            guard: Some(AttributeValue::S(encode(&buckets))),
+            buckets,
+            forgotten: Some(750),
+        };
+        // The bucket of 800 (kept until 1 000) goes at 1 050: its span ended at 900.
+        let plan = Plan::new(&Knowledge::Known(known.clone()), &grid, 1_050);
+        assert_eq!(plan.forgotten, (Some(750), Some(900)));
+        assert_eq!(plan.sets_forgotten(), Some(900));
+        let Knowledge::Known(after) = plan.known_after() else {
+            panic!("a known plan stays known");
+        };
+        assert_eq!(after.forgotten, Some(900));
+        // Nothing removed, or an earlier span end: nothing set.
+        assert_eq!(
+            Plan::new(&Knowledge::Known(after), &grid, 1_090).sets_forgotten(),
+            None
+        );
+        known.forgotten = Some(2_000);
+        assert_eq!(
+            Plan::new(&Knowledge::Known(known), &grid, 1_050).sets_forgotten(),
+            None
+        );
+        assert_eq!(
+            Plan::new(&Knowledge::Guess, &grid, 1_050).sets_forgotten(),
+            None
+        );
+    }
+
+    #[test]
     fn buckets_of_another_retention_say_nothing_of_its_span() {
         let b = span(1_000, 1_400);
         let layout = BTreeSet::from([b, span(1_010, 1_020)]);

@@ -462,28 +462,6 @@ mod tests {
     }
 
     #[test]
-    fn a_removal_records_the_span_end_of_what_it_forgot_and_never_lowers_it() {
-        // W = 2 buckets of 100 s: the one of 800 (kept until 1 000) goes at 1 050.
-        let mut known = layout(&[span(800, 1_000), span(900, 1_100)]);
-        known.forgotten = Some(750);
-        let plan = Plan::known(&known, &grid(100, 2), 1_050);
-        assert_eq!(plan.forgotten, (Some(750), Some(900)));
-        assert_eq!(plan.sets_forgotten(), Some(900));
-        let Knowledge::Known(after) = plan.known_after() else {
-            panic!("a known plan stays known");
-        };
-        assert_eq!(after.forgotten, Some(900));
-        // Nothing removed: nothing set.
-        let plan = Plan::known(&after, &grid(100, 2), 1_090);
-        assert_eq!(plan.sets_forgotten(), None);
-        // A removal whose span ended earlier keeps the later time.
-        known.forgotten = Some(2_000);
-        let plan = Plan::known(&known, &grid(100, 2), 1_050);
-        assert_eq!(plan.sets_forgotten(), None);
-        assert!(Plan::guess(&grid(100, 2), 1_050).sets_forgotten().is_none());
-    }
-
-    #[test]
     fn a_clock_far_ahead_removes_only_what_expired_before_the_newest_other_bucket() {
         let known = layout(&[span(800, 1_000), span(900, 1_100)]);
         // Ten days ahead: only what had expired at 900 (nothing) may go.
