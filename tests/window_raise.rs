@@ -77,6 +77,8 @@ async fn raising_the_counter_window_from_3_to_30_s_alone_never_counts_a_key_twic
         counters(&client, &tables["CounterTable"]).await["a|d"]["n"],
         2
     );
+    // A key the item still holds stays a duplicate, whenever its record arrived.
+    assert_eq!(deliver(&wide, "other", then).await.0, "duplicate");
     // A record that arrived after the removal is counted as usual.
     assert_eq!(deliver(&wide, "late", now).await.0, "applied");
     assert_eq!(
