@@ -13,7 +13,7 @@ use dynamo_testing::client;
 use dynamodb_exactly_once::counter::{Counter, CounterOutcome};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::ddb::item::ItemKey;
-use dynamodb_exactly_once::ratchet::RatchetOutcome;
+use dynamodb_exactly_once::ratchet::{LifetimeLedger, RatchetOutcome};
 use dynamodb_exactly_once::{Deadline, RecordResult, RejectionCode};
 use dynamodb_exactly_once_lambda::Writer;
 use serde_json::json;
@@ -87,18 +87,19 @@ async fn raising_the_counter_window_from_3_to_30_s_alone_never_counts_a_key_twic
     );
 }
 
-/// The ratchet's half of the item, not fixed yet (see the report of issue 32): an expired
-/// tombstone is deleted by TTL, so nothing stored says which lifetime it was written with;
-/// until a lifetime ledger exists, `RATCHET_MAX_RECORD_AGE_SECONDS` at the old lifetime for
-/// one new lifetime is the procedure (`docs/failures.md`).
+/// An expired tombstone is deleted by TTL, so nothing of it says which lifetime it was written
+/// with: the writers' lifetime ledger (in the dead-letter table) does.
 #[tokio::test]
-#[ignore = "issue 32: a tombstone lifetime raise alone still revives (no stored lifetime left)"]
 async fn raising_the_tombstone_lifetime_alone_never_revives_a_deleted_item() {
     let client = client();
     let (_, tables) = ratchet_writer(client.clone()).await;
+    let ledger =
+        LifetimeLedger::in_dead_letter_table(&tables["DeadLetterTable"], &tables["RatchetTable"]);
     let lifetime = |secs: u64| {
+        let ledger = ledger.clone();
         move |c: &mut dynamodb_exactly_once::ratchet::RatchetConfig| {
             c.tombstone_ttl = Duration::from_secs(secs);
+            c.lifetime_ledger = Some(ledger);
         }
     };
     let short = ratchet_writer_with(client.clone(), &tables, lifetime(60));
@@ -133,4 +134,13 @@ async fn raising_the_tombstone_lifetime_alone_never_revives_a_deleted_item() {
         "{:?}",
         report.results[0].label()
     );
+    assert!(
+        scan(&client, &tables["RatchetTable"]).await.is_empty(),
+        "u stays deleted"
+    );
+    // A put inside the shorter lifetime is applied as usual.
+    let mut batch = sqs_batch(&[put("v", "x", 1, json!({"v": 1}))], 0);
+    batch.records[0].position.arrived_at_ms = Some(epoch_millis() - 10_000);
+    let report = long.handle_batch(&batch, Deadline::none()).await;
+    assert_eq!(report.results[0].label(), "applied");
 }

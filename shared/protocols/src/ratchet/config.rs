@@ -42,6 +42,10 @@ pub struct RatchetConfig {
     /// tombstones written before the raise expire after the old one, so an older put could
     /// revive their items.
     pub max_record_age: Option<Duration>,
+    /// Where writers promise the tombstone lifetimes they use (see [`super::LifetimeLedger`]):
+    /// a raised lifetime then keeps the guard of a shorter one until its tombstones are gone
+    /// (`None`: no ledger; the guard is this writer's lifetime, or `max_record_age`).
+    pub lifetime_ledger: Option<super::LifetimeLedger>,
     /// History mode: every record also lands in this table at its own `(key, ts, tie-break)`
     /// row (see the module's `# History mode` section); `None`: no history.
     pub history_table: Option<String>,
@@ -71,6 +75,7 @@ impl RatchetConfig {
             tombstone_ttl: DEFAULT_TOMBSTONE_TTL,
             concurrency: DEFAULT_CONCURRENCY,
             max_record_age: None,
+            lifetime_ledger: None,
             history_table: None,
             replication: None,
             cache_keys: super::cache::DEFAULT_CACHE_KEYS,
@@ -158,6 +163,7 @@ impl FromSettings for RatchetConfig {
         "changes",
         "change_skip_attributes",
         "cache_keys",
+        "dead_letter_table",
     ];
 
     /// `table` (required), the attribute names, `tombstone_ttl_seconds`, `concurrency`,
@@ -179,6 +185,9 @@ impl FromSettings for RatchetConfig {
             c.max_record_age = Some(Duration::from_secs(secs));
         }
         c.history_table = s.get("history_table");
+        c.lifetime_ledger = s
+            .get("dead_letter_table")
+            .map(|t| super::LifetimeLedger::in_dead_letter_table(t, &c.table));
         c.replication = match s.get("changes").as_deref() {
             None | Some("none") => None,
             Some("replicate") => Some(Replication {
