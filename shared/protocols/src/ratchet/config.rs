@@ -38,9 +38,10 @@ pub struct RatchetConfig {
     pub concurrency: usize,
     /// The age guard: a record that reached its source longer ago is kept as a `too_old` dead
     /// letter instead of being applied (`None`: the tombstone lifetime; at most that).
-    /// **After raising `tombstone_ttl`**, keep this at the old lifetime for one new lifetime:
-    /// tombstones written before the raise expire after the old one, so an older put could
-    /// revive their items.
+    /// Raising `tombstone_ttl` does not need it when [`RatchetConfig::lifetime_ledger`] is set
+    /// (the writer keeps a shorter lifetime's guard while its tombstones may exist); without a
+    /// ledger, or for the first raise after a version without one, keep this at the old
+    /// lifetime for one new lifetime.
     pub max_record_age: Option<Duration>,
     /// Where writers promise the tombstone lifetimes they use (see [`super::LifetimeLedger`]):
     /// a raised lifetime then keeps the guard of a shorter one until its tombstones are gone
@@ -170,8 +171,9 @@ impl FromSettings for RatchetConfig {
     /// `max_record_age_seconds` (the age guard; default the tombstone lifetime),
     /// `history_table` (history mode), `changes` (`replicate`: item changes replicated;
     /// unset or `none`: refused) and `change_skip_attributes` (comma-separated names or
-    /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]) and `cache_keys` (the
-    /// warm-redelivery cache, `0`: off).
+    /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]), `cache_keys` (the
+    /// warm-redelivery cache, `0`: off) and `dead_letter_table` (the writer's dead letters:
+    /// there the lifetime ledger, [`super::LifetimeLedger::in_dead_letter_table`]).
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
         let mut c = RatchetConfig::new(s.required("table")?);
         s.set(&mut c.ts_attribute, "ts_attribute")?;
