@@ -2,10 +2,10 @@
 //! lifetime never widens the age guard before the tombstones of the shorter one are gone.
 //!
 //! An expired tombstone is deleted by TTL, so nothing of it says which lifetime it was written
-//! with. Each writer therefore promises in one ledger item (`<key> = ratchet-writer|lifetimes|
-//! <table>`, in the dead-letter table) the time until which it may write tombstones of its
-//! lifetime `L` (`Lifetime_<L> = now + LEDGER_LEASE`, renewed at half the lease, before any
-//! tombstone is written past it). A tombstone of lifetime `L'` written before `promise(L')`
+//! with. Each writer therefore promises in one ledger item (key
+//! `ratchet-writer|lifetimes|<table>`, in the dead-letter table) the time until which it may
+//! write tombstones of its lifetime `L` (attribute `Lifetime_<L>`: `now` plus
+//! [`LEDGER_LEASE`], renewed at half the lease, before any tombstone is written past it). A tombstone of lifetime `L'` written before `promise(L')`
 //! guards every older put while it exists; once it is gone (after `promise(L') + L'` at the
 //! latest) a put that arrived before it is older than `L'`. So a writer of lifetime `L` keeps
 //! the guard at `L'` while `now < promise(L') + L` (after that every such put is older than
@@ -187,21 +187,6 @@ fn read(old: &Item) -> Known {
     Known { promises, version }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_shorter_lifetime_guards_until_its_promise_plus_the_own_lifetime() {
-        let promises = BTreeMap::from([(60, 1_000), (600, 5_000)]);
-        assert_eq!(guard(600, &promises, 1_500), 60);
-        assert_eq!(guard(600, &promises, 1_600), 600);
-        // A longer lifetime never lowers nor raises a shorter writer's guard.
-        assert_eq!(guard(60, &promises, 1_500), 60);
-        assert_eq!(guard(3_600, &BTreeMap::new(), 0), 3_600);
-    }
-}
-
 impl super::Ratchet {
     /// The age guard in force at `now`: the setting's, or a shorter lifetime the ledger holds.
     pub(super) fn record_age_limit(&self, now: u64) -> Duration {
@@ -255,5 +240,20 @@ impl super::Ratchet {
             .map(|(i, _)| (i, RecordResult::Rejected(reason.clone())))
             .collect();
         (young, refused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shorter_lifetime_guards_until_its_promise_plus_the_own_lifetime() {
+        let promises = BTreeMap::from([(60, 1_000), (600, 5_000)]);
+        assert_eq!(guard(600, &promises, 1_500), 60);
+        assert_eq!(guard(600, &promises, 1_600), 600);
+        // A longer lifetime never lowers nor raises a shorter writer's guard.
+        assert_eq!(guard(60, &promises, 1_500), 60);
+        assert_eq!(guard(3_600, &BTreeMap::new(), 0), 3_600);
     }
 }
