@@ -14,11 +14,13 @@
 //! ```
 //!
 //! A bucket's name holds `start` and `until = start + W × len`, not `len`: the span is the
-//! smallest of `(until - start) / 2` (W ≥ 2) and the distance to the next start of a bucket with
-//! the same `until - start` (the writer's grid, `len` apart in steady state). This is exact for
-//! W = 2 and for any W while the item holds its consecutive buckets, and never too small unless
-//! two settings with equal `W × len` but different `len` wrote the item (then one old window of
-//! records is guarded by the setting alone). A bucket of the earlier layout (no span) forgets
+//! smallest of `(until - start) / 2` (W ≥ 2), the distance to the next start of a bucket with
+//! the same `until - start` (one grid's buckets are `len` apart), and the reader's own `len`
+//! when the retention is its own. This is exact for the reader's own buckets, for W = 2 and for
+//! consecutive buckets of any W, and never too small unless two settings with equal `W × len`
+//! but different `len` wrote the item (then one old window of records is guarded by the
+//! setting alone). Too large (a lone bucket of other settings with W > 2) only refuses records
+//! older than half its retention that arrive right after it was removed. A bucket of the earlier layout (no span) forgets
 //! keys that arrived before it was first read: `until` minus the reader's retention.
 
 use std::collections::BTreeSet;
@@ -26,8 +28,8 @@ use std::collections::BTreeSet;
 use super::layout::{Bucket, BucketName};
 
 /// The time before which the keys of `removed` arrived (epoch s), read from the item's other
-/// buckets `layout`; `keep` is the reader's retention (`W × len`).
-pub(super) fn span_end(removed: &Bucket, layout: &BTreeSet<Bucket>, keep: u64) -> u64 {
+/// buckets `layout`; `len` and `keep` are the reader's bucket length and retention (`W × len`).
+pub(super) fn span_end(removed: &Bucket, layout: &BTreeSet<Bucket>, len: u64, keep: u64) -> u64 {
     let BucketName::Span { start } = removed.name else {
         return removed.until.saturating_sub(keep);
     };
@@ -43,8 +45,13 @@ pub(super) fn span_end(removed: &Bucket, layout: &BTreeSet<Bucket>, keep: u64) -
             _ => None,
         })
         .min();
-    let len = neighbour.unwrap_or(u64::MAX).min(retention / 2).max(1);
-    start.saturating_add(len).min(removed.until)
+    let own = if retention == keep { len } else { u64::MAX };
+    let span = neighbour
+        .unwrap_or(u64::MAX)
+        .min(retention / 2)
+        .min(own)
+        .max(1);
+    start.saturating_add(span).min(removed.until)
 }
 
 #[cfg(test)]
@@ -62,13 +69,15 @@ mod tests {
     fn the_span_end_is_exact_for_two_buckets_and_for_consecutive_ones() {
         // W = 2, 3 s buckets: kept 6 s.
         let b = span(99, 105);
-        assert_eq!(span_end(&b, &BTreeSet::from([b]), 60), 102);
+        assert_eq!(span_end(&b, &BTreeSet::from([b]), 20, 60), 102);
         // W = 4, 100 s buckets (kept 400 s), the next one in the layout.
         let b = span(1_000, 1_400);
         let layout = BTreeSet::from([b, span(1_100, 1_500), span(1_200, 1_600)]);
-        assert_eq!(span_end(&b, &layout, 60), 1_100);
-        // Alone, it is never taken as shorter than it can be (half its retention).
-        assert_eq!(span_end(&b, &BTreeSet::from([b]), 60), 1_200);
+        assert_eq!(span_end(&b, &layout, 20, 60), 1_100);
+        // Alone: the reader's own length when the retention is its own ...
+        assert_eq!(span_end(&b, &BTreeSet::from([b]), 100, 400), 1_100);
+        // ... else never shorter than it can be (half its retention).
+        assert_eq!(span_end(&b, &BTreeSet::from([b]), 20, 60), 1_200);
     }
 
     #[test]
@@ -113,11 +122,11 @@ mod tests {
     fn buckets_of_another_retention_say_nothing_of_its_span() {
         let b = span(1_000, 1_400);
         let layout = BTreeSet::from([b, span(1_010, 1_020)]);
-        assert_eq!(span_end(&b, &layout, 60), 1_200);
+        assert_eq!(span_end(&b, &layout, 20, 60), 1_200);
         let legacy = Bucket {
             until: 5_000,
             name: BucketName::Legacy { number: 3 },
         };
-        assert_eq!(span_end(&legacy, &BTreeSet::new(), 600), 4_400);
+        assert_eq!(span_end(&legacy, &BTreeSet::new(), 300, 600), 4_400);
     }
 }

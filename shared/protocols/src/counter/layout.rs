@@ -326,7 +326,7 @@ impl Plan {
         after.push(target);
         let forgotten = removals
             .iter()
-            .map(|b| super::forget::span_end(b, &layout.buckets, grid.keep))
+            .map(|b| super::forget::span_end(b, &layout.buckets, grid.len, grid.keep))
             .chain(layout.forgotten)
             .max();
         Plan {
