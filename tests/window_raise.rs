@@ -144,3 +144,20 @@ async fn raising_the_tombstone_lifetime_alone_never_revives_a_deleted_item() {
     let report = long.handle_batch(&batch, Deadline::none()).await;
     assert_eq!(report.results[0].label(), "applied");
 }
+
+#[tokio::test]
+async fn a_ratchet_whose_lifetime_ledger_cannot_be_written_writes_no_tombstone() {
+    let client = client();
+    let (_, tables) = ratchet_writer(client.clone()).await;
+    let missing = LifetimeLedger::in_dead_letter_table("no-such-table", &tables["RatchetTable"]);
+    let w = ratchet_writer_with(client.clone(), &tables, |c| {
+        c.lifetime_ledger = Some(missing)
+    });
+    // Given a ledger DynamoDB refuses, when a delete is delivered, then it fails (delivered
+    // again) and no tombstone is written that no promise covers.
+    let report = w
+        .handle_batch(&sqs_batch(&[delete("u", "x", 2)], 0), Deadline::none())
+        .await;
+    assert_eq!(report.results[0].label(), "failed");
+    assert!(scan(&client, &tables["RatchetTable"]).await.is_empty());
+}
