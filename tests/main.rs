@@ -67,3 +67,4 @@ mod txn_redrive;
 mod txn_sweep;
 mod versioning;
 mod versioning_check;
+mod window_raise;

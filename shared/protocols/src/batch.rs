@@ -204,6 +204,16 @@ pub trait Protocol: Sync {
         None
     }
 
+    /// The record `record` with the time its source received it (`arrived_ms`, epoch ms), for
+    /// a protocol whose stored state says how old a record it still applies safely (the
+    /// counter: what its items forgot). The Lambda edge calls it after a successful parse
+    /// whenever the arrival time is known and ages are enforced (not for a forced replay).
+    /// The default ignores it.
+    fn with_arrival(&self, record: Self::Record, arrived_ms: u64) -> Self::Record {
+        let _ = arrived_ms;
+        record
+    }
+
     /// Whether records sharing a source ordering key (a Kinesis partition key) must be applied
     /// in source order: the Lambda edge then applies a key's records one after the other and,
     /// after one of them is reported for redelivery, holds back the key's later records of

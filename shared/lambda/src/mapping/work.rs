@@ -36,6 +36,10 @@ impl<P: Protocol> Work for Mapped<'_, P> {
         Work::max_record_age(self.protocol)
     }
 
+    fn with_arrival(&self, record: P::Record, arrived_ms: u64) -> P::Record {
+        Work::with_arrival(self.protocol, record, arrived_ms)
+    }
+
     fn order(&self, batch: &Batch) -> Option<OrderKey> {
         Work::order(self.protocol, batch)
     }

@@ -101,7 +101,7 @@ pub(crate) async fn process_work<W: Work>(
         AgeCheck::Enforce => work.max_record_age(),
         AgeCheck::Skip => None,
     };
-    let (slots, valid) = parse_all(batch, work, max_age);
+    let (slots, valid) = parse_all(batch, work, max_age, ages);
     let run = Run {
         function,
         batch,
@@ -310,6 +310,7 @@ fn parse_all<W: Work>(
     batch: &Batch,
     work: &W,
     max_age: Option<Duration>,
+    ages: AgeCheck,
 ) -> (Slots<W::Outcome>, Parsed<W::Record>) {
     let mut results = Vec::with_capacity(batch.records.len());
     let mut valid = Vec::new();
@@ -321,6 +322,10 @@ fn parse_all<W: Work>(
         }
         match work.parse(record) {
             Ok(parsed) => {
+                let parsed = match (ages, record.position.arrived_at_ms) {
+                    (AgeCheck::Enforce, Some(ms)) => work.with_arrival(parsed, ms),
+                    _ => parsed,
+                };
                 valid.push((i, parsed));
                 results.push(None);
             }

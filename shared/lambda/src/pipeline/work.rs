@@ -28,6 +28,12 @@ pub(crate) trait Work: Sync {
     /// The oldest record applied safely (`None`: no limit); see [`Protocol::max_record_age`].
     fn max_record_age(&self) -> Option<Duration>;
 
+    /// A parsed record with its source's arrival time (epoch ms); see
+    /// [`Protocol::with_arrival`]. The default ignores it.
+    fn with_arrival(&self, record: Self::Record, _arrived_ms: u64) -> Self::Record {
+        record
+    }
+
     /// How the batch must be ordered (`None`: not at all: one `apply` of the whole batch).
     fn order(&self, batch: &Batch) -> Option<OrderKey>;
 
@@ -65,6 +71,10 @@ impl<P: Protocol> Work for P {
 
     fn max_record_age(&self) -> Option<Duration> {
         Protocol::max_record_age(self)
+    }
+
+    fn with_arrival(&self, record: P::Record, arrived_ms: u64) -> P::Record {
+        Protocol::with_arrival(self, record, arrived_ms)
     }
 
     fn order(&self, batch: &Batch) -> Option<OrderKey> {

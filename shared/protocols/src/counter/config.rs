@@ -90,10 +90,10 @@ pub struct CounterConfig {
     /// How many items are written at once.
     pub concurrency: usize,
     /// The age guard: a record that reached its source longer ago is kept as a `too_old` dead
-    /// letter instead of being counted (`None`: the window; at most the window). **After
-    /// raising `window`**, keep this at the old window for one new window: buckets written
-    /// before the raise keep their keys only for the old window, so a redelivery older than
-    /// that could count twice.
+    /// letter instead of being counted (`None`: the window; at most the window). Raising
+    /// `window` does not need it: each item refuses a record that arrived before it forgot
+    /// keys ([`CounterConfig::forgotten_attribute`]). After a switch to the journal mode, keep
+    /// it at the inline window (the roll-up removes inline buckets without that record).
     pub max_record_age: Option<Duration>,
     /// Item changes (DynamoDB stream records) aggregated as records (see [`Aggregation`]);
     /// `None`: changes are refused (`no_change_mapping`).
@@ -330,6 +330,14 @@ impl CounterConfig {
         format!("{}bucket", self.attribute_prefix)
     }
 
+    /// `<prefix>forgot`: the epoch second before which records may have had their key removed
+    /// from the item (the newest span end of any bucket a write removed; absent until the
+    /// first removal). A record that arrived before it is kept as `too_old`, whatever the
+    /// window setting says.
+    pub fn forgotten_attribute(&self) -> String {
+        format!("{}forgot", self.attribute_prefix)
+    }
+
     /// `<prefix>write_token`: where versions written before the token slots kept the token of
     /// the last versioned write (read by nothing now; see [`CounterConfig::write_token_slot`]).
     pub fn write_token_attribute(&self) -> String {
@@ -374,12 +382,12 @@ mod tests {
         assert_eq!(c.bucket_seconds(), 3600);
         assert_eq!(c.capacity().retention_seconds, 7200);
         assert!(c.max_keys_per_write() >= 50);
-        assert_eq!(c.max_keys_per_write(), 71);
+        assert_eq!(c.max_keys_per_write(), 70);
         let w = c.window_buckets as usize;
         let terms = c.max_keys_per_write() * w;
-        // Terms, the guard of a first write (W guessed layouts) and AND / NOT.
-        assert!(terms * 24 + 32 + 14 * w <= MAX_EXPRESSION_BYTES);
-        assert!(terms * 2 + 1 + 2 * w + 2 <= MAX_EXPRESSION_OPERATORS);
+        // Terms, the guard of a first write (W guessed layouts), the age term and AND / NOT.
+        assert!(terms * 24 + 32 + 14 * w + 48 <= MAX_EXPRESSION_BYTES);
+        assert!(terms * 2 + 1 + 2 * w + 4 + 2 <= MAX_EXPRESSION_OPERATORS);
     }
 
     /// The rate a refusal suggests, read back from its message.

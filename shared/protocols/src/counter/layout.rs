@@ -62,6 +62,10 @@ const RESERVED_OPERATORS: usize = 8;
 /// Bytes of a condition besides the guard and the key tests (the prefix marker's terms
 /// included).
 const RESERVED_BYTES: usize = 128;
+/// Operators of the age term `(attribute_not_exists(#fg) OR #fg <= :arr) AND `.
+pub(super) const AGE_TERM_OPERATORS: usize = 4;
+/// Bytes of the age term.
+pub(super) const AGE_TERM_BYTES: usize = 48;
 /// Bytes of one `contains(#w<b>,:k<k>) OR ` term, indices of up to three digits.
 const TERM_BYTES: usize = 24;
 
@@ -174,6 +178,8 @@ pub(super) struct Layout {
     pub(super) guard: Option<AttributeValue>,
     /// The buckets.
     pub(super) buckets: BTreeSet<Bucket>,
+    /// `<prefix>forgot` as read: records that arrived before it may have left the item.
+    pub(super) forgotten: Option<u64>,
 }
 
 impl Layout {
@@ -213,7 +219,16 @@ impl Layout {
                 keys.extend(hashes.iter().cloned());
             }
         }
-        (Layout { guard, buckets }, keys)
+        let forgotten = match old.get(&config.forgotten_attribute()) {
+            Some(AttributeValue::N(n)) => n.parse().ok(),
+            _ => None,
+        };
+        let layout = Layout {
+            guard,
+            buckets,
+            forgotten,
+        };
+        (layout, keys)
     }
 }
 
@@ -253,6 +268,8 @@ pub(super) struct Plan {
     pub(super) removals: Vec<Bucket>,
     /// The layout after the write (for a guess: the layout of a new item).
     pub(super) after: BTreeSet<Bucket>,
+    /// `<prefix>forgot` before the write (as known) and after it (raised by the removals).
+    pub(super) forgotten: (Option<u64>, Option<u64>),
 }
 
 impl Plan {
@@ -290,6 +307,7 @@ impl Plan {
             target,
             removals: Vec::new(),
             after: BTreeSet::from([target]),
+            forgotten: (None, None),
         }
     }
 
@@ -306,12 +324,18 @@ impl Plan {
         let (removals, mut after): (Vec<Bucket>, Vec<Bucket>) =
             others().partition(|b| b.until <= trusted_now);
         after.push(target);
+        let forgotten = removals
+            .iter()
+            .map(|b| super::forget::span_end(b, &layout.buckets, grid.len, grid.keep))
+            .chain(layout.forgotten)
+            .max();
         Plan {
             guard: layout.guard.clone().map_or(Guard::Absent, Guard::Is),
             checked: layout.buckets.iter().copied().collect(),
             target,
             removals,
             after: after.into_iter().collect(),
+            forgotten: (layout.forgotten, forgotten),
         }
     }
 
@@ -330,6 +354,12 @@ impl Plan {
         }
     }
 
+    /// The new `<prefix>forgot` this write sets, when its removals raise it.
+    pub(super) fn sets_forgotten(&self) -> Option<u64> {
+        let (before, after) = self.forgotten;
+        after.filter(|_| after != before)
+    }
+
     /// Whether the guard allows an item without `#bk` (and so holds the marker's terms).
     pub(super) fn allows_absent(&self) -> bool {
         matches!(self.guard, Guard::Absent | Guard::Guess(_))
@@ -343,8 +373,8 @@ impl Plan {
         };
         keys_per_write(
             self.checked.len(),
-            guard_operators,
-            self.guard_condition(marker).len(),
+            guard_operators + AGE_TERM_OPERATORS,
+            self.guard_condition(marker).len() + AGE_TERM_BYTES,
         )
     }
 
@@ -356,6 +386,7 @@ impl Plan {
             Guard::Absent | Guard::Is(_) => Knowledge::Known(Layout {
                 guard: Some(AttributeValue::S(encode(&self.after))),
                 buckets: self.after.clone(),
+                forgotten: self.forgotten.1,
             }),
         }
     }
@@ -399,6 +430,7 @@ mod tests {
         Layout {
             guard: Some(AttributeValue::S(encode(&buckets))),
             buckets,
+            forgotten: None,
         }
     }
 

@@ -3,6 +3,7 @@
 mod aggregate;
 mod cache;
 mod config;
+mod forget;
 pub mod journal;
 mod layout;
 mod marker;

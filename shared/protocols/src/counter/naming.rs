@@ -2,7 +2,7 @@
 //! write can carry with them (the layout's side of [`CounterConfig`]).
 
 use super::config::{CounterConfig, MAX_WINDOW_BUCKETS};
-use super::layout::{keys_per_write, Bucket, BucketName};
+use super::layout::{keys_per_write, Bucket, BucketName, AGE_TERM_BYTES, AGE_TERM_OPERATORS};
 
 impl CounterConfig {
     /// Keys per `UpdateItem` that keep the condition within DynamoDB's expression limits when
@@ -11,7 +11,11 @@ impl CounterConfig {
     /// write (which names W possible layouts).
     pub fn max_keys_per_write(&self) -> usize {
         let w = self.window_buckets.clamp(1, MAX_WINDOW_BUCKETS) as usize;
-        keys_per_write(w, 1 + 2 * w, 32 + 14 * w)
+        keys_per_write(
+            w,
+            1 + 2 * w + AGE_TERM_OPERATORS,
+            32 + 14 * w + AGE_TERM_BYTES,
+        )
     }
 
     /// The attribute holding a bucket's keys: `<prefix>keys_<start>_<until>`, or

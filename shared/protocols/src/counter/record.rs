@@ -76,6 +76,8 @@ pub struct CounterRecord {
     pub(crate) add: BTreeMap<String, Number>,
     pub(crate) idempotency_key: String,
     pub(crate) hashed_key: String,
+    /// When its source received it (epoch s), when known ([`crate::Protocol::with_arrival`]).
+    pub(crate) arrived: Option<u64>,
 }
 
 impl CounterRecord {
@@ -92,6 +94,13 @@ impl CounterRecord {
     /// The producer's idempotency key.
     pub fn idempotency_key(&self) -> &str {
         &self.idempotency_key
+    }
+
+    /// The same record, received by its source at `arrived_ms` (epoch ms): a record that
+    /// arrived before its item forgot keys (`<prefix>forgot`) is kept as `too_old`.
+    pub fn arrived_at(mut self, arrived_ms: u64) -> Self {
+        self.arrived = Some(arrived_ms / 1000);
+        self
     }
 }
 
@@ -135,6 +144,7 @@ impl RawCounterRecord {
             add,
             hashed_key: hash_key(&idempotency_key),
             idempotency_key,
+            arrived: None,
         })
     }
 }

@@ -54,6 +54,8 @@ pub(super) struct Written {
     pub(super) applied: Vec<KeyEntry>,
     /// Found already applied.
     pub(super) duplicates: Vec<KeyEntry>,
+    /// Absent, but arrived before the item forgot keys (`<prefix>forgot`): refused.
+    pub(super) too_old: Vec<(KeyEntry, u64)>,
 }
 
 /// What writing one chunk gives: what was written, and the entries a failure left unwritten.
@@ -128,6 +130,9 @@ pub(super) fn settle(
 /// Applied keys count for their first record; every other record is a duplicate (a
 /// conflicting one when its deltas differ from the first record's).
 fn settle_written(written: Written, results: &mut Results) {
+    for (entry, forgotten) in written.too_old {
+        reject(vec![entry], &forgotten_rejection(forgotten), results);
+    }
     let decided = written
         .applied
         .into_iter()
@@ -152,6 +157,18 @@ fn settle_written(written: Written, results: &mut Results) {
             results.push((i, RecordResult::Done(o)));
         }
     }
+}
+
+/// Why a record that arrived before its item forgot keys is kept (`too_old`).
+pub(super) fn forgotten_rejection(forgotten: u64) -> Rejection {
+    rejection(
+        RejectionCode::TooOld,
+        &format!(
+            "the record arrived before epoch second {forgotten}, when its counter item started \
+             forgetting the keys of its window (its oldest bucket was removed): its key may \
+             have been counted already. Replay with force after checking"
+        ),
+    )
 }
 
 /// A single key that does not fit the item any more: dead-lettered, to be replayed later.
@@ -224,6 +241,7 @@ mod tests {
             add: [("n".to_string(), Number::from(1))].into(),
             indices,
             conflicting: Vec::new(),
+            arrived: None,
         }
     }
 
@@ -284,6 +302,7 @@ mod tests {
             written: Written {
                 applied: vec![entry("w", vec![9])],
                 duplicates: Vec::new(),
+                too_old: Vec::new(),
             },
             failure: Some((
                 rest,
@@ -335,6 +354,7 @@ mod tests {
             Written {
                 applied: Vec::new(),
                 duplicates: vec![e],
+                too_old: Vec::new(),
             },
             &mut results,
         );

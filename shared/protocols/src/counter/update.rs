@@ -29,6 +29,9 @@ use crate::ddb::{Item, Placeholders, StoreError};
 /// Distinct counters one write may add (the update expression stays small).
 pub const MAX_COUNTERS_PER_WRITE: usize = 100;
 
+/// The records of the write arrived after the item last forgot keys (`#fg`: its
+/// `<prefix>forgot`, `:arr`: the earliest arrival of the write's records, epoch s).
+const CONDITION_NOT_FORGOTTEN: &str = "(attribute_not_exists(#fg) OR #fg <= :arr)";
 /// One key-in-bucket test (placeholders filled in per key and bucket).
 const TERM_CONTAINS: &str = "contains(#w{b},:k{k})";
 /// The update's `SET` of the layout, for a write planned on a known layout.
@@ -47,6 +50,8 @@ pub(super) struct KeyEntry {
     pub(super) indices: Vec<usize>,
     /// The in-batch duplicates whose deltas differ from the first record's.
     pub(super) conflicting: Vec<usize>,
+    /// The earliest arrival (epoch s) of its records, when known.
+    pub(super) arrived: Option<u64>,
 }
 
 impl KeyEntry {
@@ -57,11 +62,32 @@ impl KeyEntry {
             add,
             indices: vec![index],
             conflicting: Vec::new(),
+            arrived: None,
         }
     }
 
+    /// The entry with one more record's arrival (the earliest one counts: if any copy of the
+    /// key is older than what the item forgot, the key may have been counted and forgotten).
+    pub(super) fn arrived(mut self, arrived: Option<u64>) -> Self {
+        self.note_arrival(arrived);
+        self
+    }
+
+    fn note_arrival(&mut self, arrived: Option<u64>) {
+        self.arrived = match (self.arrived, arrived) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
     /// One more record with this key: a duplicate, conflicting when its deltas differ.
-    pub(super) fn push(&mut self, index: usize, add: &BTreeMap<String, Number>) {
+    pub(super) fn push(
+        &mut self,
+        index: usize,
+        add: &BTreeMap<String, Number>,
+        arrived: Option<u64>,
+    ) {
+        self.note_arrival(arrived);
         self.indices.push(index);
         if *add != self.add {
             self.conflicting.push(index);
@@ -100,13 +126,19 @@ impl Counter {
         for (i, bucket) in plan.checked.iter().enumerate() {
             p.set_name(&format!("#w{i}"), self.config.keys_attribute(bucket));
         }
-        let condition = contains_condition(
-            &plan.guard_condition(&marker),
-            pending,
-            plan.checked.len(),
-            &mut p,
-        );
-        let set = format!("{set}{}", marker.set_term().unwrap_or_default());
+        let mut guard = plan.guard_condition(&marker);
+        if let Some(arrived) = pending.iter().filter_map(|e| e.arrived).min() {
+            p.set_name("#fg", self.config.forgotten_attribute())
+                .set_value(":arr", AttributeValue::N(arrived.to_string()));
+            guard = format!("{guard} AND {CONDITION_NOT_FORGOTTEN}");
+        }
+        let condition = contains_condition(&guard, pending, plan.checked.len(), &mut p);
+        let mut set = format!("{set}{}", marker.set_term().unwrap_or_default());
+        if let Some(forgotten) = plan.sets_forgotten() {
+            p.set_name("#fg", self.config.forgotten_attribute())
+                .set_value(":fg", AttributeValue::N(forgotten.to_string()));
+            set.push_str(", #fg = :fg");
+        }
         let mut update = format!("{set} ADD {}", add_terms(pending, &mut p)?);
         update.push_str(&self.remove_clause(plan, &mut p));
         let (names, values) = p.into_maps();
@@ -242,8 +274,8 @@ mod tests {
     #[test]
     fn a_duplicate_with_other_deltas_is_marked_conflicting() {
         let mut e = KeyEntry::new("h".into(), [("n".to_string(), Number::from(1))].into(), 0);
-        e.push(3, &[("n".to_string(), Number::from(1))].into());
-        e.push(5, &[("n".to_string(), Number::from(2))].into());
+        e.push(3, &[("n".to_string(), Number::from(1))].into(), None);
+        e.push(5, &[("n".to_string(), Number::from(2))].into(), None);
         e.push(
             7,
             &[
@@ -251,6 +283,7 @@ mod tests {
                 ("m".to_string(), Number::from(1)),
             ]
             .into(),
+            None,
         );
         assert_eq!(e.indices, [0, 3, 5, 7]);
         assert_eq!(e.conflicting, [5, 7]);
@@ -277,6 +310,7 @@ mod tests {
         let layout = Layout {
             guard: Some(AttributeValue::S(old_layout.clone())),
             buckets,
+            forgotten: None,
         };
         let plan = Plan::new(&Knowledge::Known(layout), &grid, t + 100);
         let pending = [
@@ -290,17 +324,19 @@ mod tests {
                 .collect();
             KeyEntry::new(hash_key(key), add, 0)
         });
+        let pending = [pending[0].clone().arrived(Some(t - 10)), pending[1].clone()];
         let req = counter
             .build_update(&Item::new(), &pending, &plan)
             .expect("sums");
         assert_eq!(
             req.get_update_expression().as_deref(),
-            Some("SET #bk = :layout ADD #t :keys, #c0 :d0, #c1 :d1 REMOVE #r0")
+            Some("SET #bk = :layout, #fg = :fg ADD #t :keys, #c0 :d0, #c1 :d1 REMOVE #r0")
         );
         assert_eq!(
             req.get_condition_expression().as_deref(),
             Some(
-                "#bk = :bold AND NOT (contains(#w0,:k0) OR contains(#w1,:k0) OR contains(#w2,:k0) \
+                "#bk = :bold AND (attribute_not_exists(#fg) OR #fg <= :arr) \
+                 AND NOT (contains(#w0,:k0) OR contains(#w1,:k0) OR contains(#w2,:k0) \
                  OR contains(#w0,:k1) OR contains(#w1,:k1) OR contains(#w2,:k1))"
             )
         );
@@ -326,6 +362,10 @@ mod tests {
                 "1799996400_1800001800,1799998200_1800003600,1800000000_1800005400".into()
             )
         );
-        assert_eq!(values.len(), 7);
+        // The removed bucket's span ended where the next one of its retention starts.
+        assert_eq!(values[":fg"], AttributeValue::N((t - 3600).to_string()));
+        assert_eq!(values[":arr"], AttributeValue::N((t - 10).to_string()));
+        assert_eq!(names["#fg"], "ctr_forgot");
+        assert_eq!(values.len(), 9);
     }
 }

@@ -40,12 +40,12 @@ impl ItemGroup {
     /// Add record `i`: a new key, or one more record of a key already in the group.
     fn push(&mut self, i: usize, record: CounterRecord) {
         match self.by_hash.get(&record.hashed_key) {
-            Some(&at) => self.entries[at].push(i, &record.add),
+            Some(&at) => self.entries[at].push(i, &record.add, record.arrived),
             None => {
                 self.by_hash
                     .insert(record.hashed_key.clone(), self.entries.len());
                 self.entries
-                    .push(KeyEntry::new(record.hashed_key, record.add, i));
+                    .push(KeyEntry::new(record.hashed_key, record.add, i).arrived(record.arrived));
             }
         }
     }
@@ -112,7 +112,8 @@ impl Counter {
                 _ => Err(StoreError::Inconsistent("journal put not attempted".into())),
             };
         }
-        let entry = KeyEntry::new(record.hashed_key.clone(), record.add.clone(), 0);
+        let entry =
+            KeyEntry::new(record.hashed_key.clone(), record.add.clone(), 0).arrived(record.arrived);
         let key_item = record.key.to_item()?;
         let cost = Cost::default();
         let hint = ItemHint::new();
@@ -124,6 +125,11 @@ impl Counter {
                 Err(e)
             }
             Some((_, ChunkError::Layout(reason))) => Err(StoreError::Inconsistent(reason.message)),
+            None if !result.written.too_old.is_empty() => Err(StoreError::Inconsistent(
+                "the record arrived before its counter item forgot keys of its window: \
+                 it may have been counted already (too_old)"
+                    .into(),
+            )),
             None if result.written.applied.is_empty() => Ok(CounterOutcome::Duplicate),
             None => Ok(CounterOutcome::Applied),
         }
@@ -181,6 +187,16 @@ impl Counter {
                     let (present, todo) = pending.into_iter().partition(|e| keys.contains(&e.hash));
                     written.duplicates.extend::<Vec<KeyEntry>>(present);
                     pending = todo;
+                    if let Some(forgotten) = layout.forgotten {
+                        let (old, todo) = pending
+                            .into_iter()
+                            .partition(|e| e.arrived.is_some_and(|a| a < forgotten));
+                        let old: Vec<KeyEntry> = old;
+                        written
+                            .too_old
+                            .extend(old.into_iter().map(|e| (e, forgotten)));
+                        pending = todo;
+                    }
                     knowledge = Knowledge::Known(layout);
                 }
             }
@@ -326,6 +342,12 @@ impl Protocol for Counter {
         Some(self.config.record_age_limit())
     }
 
+    /// Kept on the record: its item refuses it (`too_old`) when it arrived before the item
+    /// forgot keys ([`super::CounterConfig::forgotten_attribute`]).
+    fn with_arrival(&self, record: CounterRecord, arrived_ms: u64) -> CounterRecord {
+        record.arrived_at(arrived_ms)
+    }
+
     fn concurrency(&self) -> usize {
         self.config.concurrency
     }
@@ -419,6 +441,7 @@ mod tests {
             add: [("n".to_string(), crate::ddb::Number::from(1))].into(),
             idempotency_key: key.into(),
             hashed_key: key.into(),
+            arrived: None,
         };
         let records = [("b", "k1"), ("a", "k1"), ("b", "k2"), ("b", "k1")];
         let groups = group_by_item(

@@ -38,10 +38,15 @@ pub struct RatchetConfig {
     pub concurrency: usize,
     /// The age guard: a record that reached its source longer ago is kept as a `too_old` dead
     /// letter instead of being applied (`None`: the tombstone lifetime; at most that).
-    /// **After raising `tombstone_ttl`**, keep this at the old lifetime for one new lifetime:
-    /// tombstones written before the raise expire after the old one, so an older put could
-    /// revive their items.
+    /// Raising `tombstone_ttl` does not need it when [`RatchetConfig::lifetime_ledger`] is set
+    /// (the writer keeps a shorter lifetime's guard while its tombstones may exist); without a
+    /// ledger, or for the first raise after a version without one, keep this at the old
+    /// lifetime for one new lifetime.
     pub max_record_age: Option<Duration>,
+    /// Where writers promise the tombstone lifetimes they use (see [`super::LifetimeLedger`]):
+    /// a raised lifetime then keeps the guard of a shorter one until its tombstones are gone
+    /// (`None`: no ledger; the guard is this writer's lifetime, or `max_record_age`).
+    pub lifetime_ledger: Option<super::LifetimeLedger>,
     /// History mode: every record also lands in this table at its own `(key, ts, tie-break)`
     /// row (see the module's `# History mode` section); `None`: no history.
     pub history_table: Option<String>,
@@ -71,6 +76,7 @@ impl RatchetConfig {
             tombstone_ttl: DEFAULT_TOMBSTONE_TTL,
             concurrency: DEFAULT_CONCURRENCY,
             max_record_age: None,
+            lifetime_ledger: None,
             history_table: None,
             replication: None,
             cache_keys: super::cache::DEFAULT_CACHE_KEYS,
@@ -158,14 +164,16 @@ impl FromSettings for RatchetConfig {
         "changes",
         "change_skip_attributes",
         "cache_keys",
+        "dead_letter_table",
     ];
 
     /// `table` (required), the attribute names, `tombstone_ttl_seconds`, `concurrency`,
     /// `max_record_age_seconds` (the age guard; default the tombstone lifetime),
     /// `history_table` (history mode), `changes` (`replicate`: item changes replicated;
     /// unset or `none`: refused) and `change_skip_attributes` (comma-separated names or
-    /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]) and `cache_keys` (the
-    /// warm-redelivery cache, `0`: off).
+    /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]), `cache_keys` (the
+    /// warm-redelivery cache, `0`: off) and `dead_letter_table` (the writer's dead letters:
+    /// there the lifetime ledger, [`super::LifetimeLedger::in_dead_letter_table`]).
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
         let mut c = RatchetConfig::new(s.required("table")?);
         s.set(&mut c.ts_attribute, "ts_attribute")?;
@@ -179,6 +187,9 @@ impl FromSettings for RatchetConfig {
             c.max_record_age = Some(Duration::from_secs(secs));
         }
         c.history_table = s.get("history_table");
+        c.lifetime_ledger = s
+            .get("dead_letter_table")
+            .map(|t| super::LifetimeLedger::in_dead_letter_table(t, &c.table));
         c.replication = match s.get("changes").as_deref() {
             None | Some("none") => None,
             Some("replicate") => Some(Replication {

@@ -4,6 +4,7 @@ mod cache;
 mod config;
 mod history;
 mod layout;
+mod ledger;
 mod outcome;
 mod read;
 mod record;
@@ -28,6 +29,7 @@ pub use history::{
     HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
 };
 pub use layout::LAYOUT_ATTRIBUTE;
+pub use ledger::{LifetimeLedger, LEDGER_LEASE};
 pub use outcome::RatchetOutcome;
 use record::RawRecord;
 pub use record::{RatchetOp, RatchetRecord};
@@ -71,6 +73,8 @@ pub struct Ratchet {
     cache: cache::VersionCache,
     /// The table's key schema, described on first use (keys are checked against it).
     schema: std::sync::Arc<crate::ddb::schema::SchemaCache>,
+    /// What this process knows of the lifetime ledger ([`RatchetConfig::lifetime_ledger`]).
+    ledger: std::sync::Arc<ledger::LedgerState>,
 }
 
 impl Ratchet {
@@ -85,6 +89,7 @@ impl Ratchet {
             layout,
             cache,
             schema: std::sync::Arc::default(),
+            ledger: std::sync::Arc::default(),
         })
     }
 

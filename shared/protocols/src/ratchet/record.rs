@@ -46,6 +46,8 @@ pub struct RatchetRecord {
     pub(crate) ts: Ts,
     pub(crate) token: String,
     pub(crate) op: RatchetOp,
+    /// When its source received it (epoch s), when known ([`crate::Protocol::with_arrival`]).
+    pub(crate) arrived: Option<u64>,
 }
 
 impl RatchetRecord {
@@ -185,6 +187,7 @@ pub(super) fn delete(key: ItemKey, ts: Ts) -> RatchetRecord {
         ts,
         token: DELETE_TOKEN.into(),
         op: RatchetOp::Delete,
+        arrived: None,
     }
 }
 
@@ -256,6 +259,7 @@ pub(super) fn finish_put(
         ts,
         token,
         op: RatchetOp::Put(item),
+        arrived: None,
     };
     if config.history_table.is_some() {
         let size = item_size(&super::history::history_row(&record));

@@ -27,6 +27,20 @@ impl Ratchet {
     /// its history row).
     pub async fn write(&self, record: &RatchetRecord) -> Result<RatchetOutcome, StoreError> {
         let cost = Cost::default();
+        // With a lifetime ledger: this writer's promise first (and its age guard).
+        if let Some((_, refused)) = self
+            .check_lifetimes(vec![(0, record.clone())])
+            .await
+            .1
+            .pop()
+        {
+            return Err(match refused {
+                RecordResult::Failed(failure) => failure
+                    .into_store_error()
+                    .unwrap_or_else(|f| StoreError::Inconsistent(f.to_string())),
+                other => StoreError::Inconsistent(format!("the record is {}", other.label())),
+            });
+        }
         if let Some(table) = &self.config.history_table {
             let (_, failed) = self
                 .write_history(table, vec![(0, record.clone())], Deadline::none(), &cost)
@@ -248,9 +262,17 @@ impl Protocol for Ratchet {
         }
     }
 
-    /// The tombstone lifetime: an older put may arrive after its item's tombstone expired.
+    /// The tombstone lifetime: an older put may arrive after its item's tombstone expired
+    /// (with a lifetime ledger: a shorter lifetime still in use, see [`super::LifetimeLedger`]).
     fn max_record_age(&self) -> Option<std::time::Duration> {
-        Some(self.config.record_age_limit())
+        Some(self.record_age_limit(epoch_seconds()))
+    }
+
+    /// Kept on the record: with a lifetime ledger, `apply` refuses it (`too_old`) when it is
+    /// older than the guard the ledger gives.
+    fn with_arrival(&self, mut record: RatchetRecord, arrived_ms: u64) -> RatchetRecord {
+        record.arrived = Some(arrived_ms / 1000);
+        record
     }
 
     fn concurrency(&self) -> usize {
@@ -275,12 +297,23 @@ impl Protocol for Ratchet {
     ) -> Applied<RatchetOutcome> {
         let cost = Cost::default();
         let table = &self.config.table;
+        let (records, mut results) = self.check_lifetimes(records).await;
+        if records.is_empty() {
+            return Applied {
+                results,
+                write_calls: 0,
+            };
+        }
         let (records, refused) =
             crate::batch::fitting_keys(&self.schema, &self.client, table, records, |r| &r.key)
                 .await;
-        let (records, mut results) = match &self.config.history_table {
-            Some(table) => self.write_history(table, records, deadline, &cost).await,
-            None => (records, Vec::new()),
+        let records = match &self.config.history_table {
+            Some(table) => {
+                let (records, history) = self.write_history(table, records, deadline, &cost).await;
+                results.extend(history);
+                records
+            }
+            None => records,
         };
         results.extend(refused);
         results.extend(self.write_latest(records, deadline, &cost).await);
