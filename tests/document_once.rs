@@ -9,11 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use dynamo_testing::{client, client_with, At, Fault, FaultInjector, Interleaving};
-use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome, TOKEN_EPOCH};
+use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 use dynamodb_exactly_once::{
     Deadline, ErrorClass, ItemKey, Protocol, RecordResult, Rejection, RejectionCode,
 };
@@ -205,107 +204,6 @@ async fn a_lost_append_retried_after_other_writes_landed_is_not_appended_again()
     // Then A's append was applied once, and A knows it
     assert_eq!(outcome, DocumentOutcome::Applied);
     assert_eq!(stored(&other, "u").await["l"], json!(["a", "b", "c"]));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_append_retried_after_many_other_writes_landed_is_applied_once() {
-    // Given writer A's append, applied with its response lost, and the SDK's retry held until
-    // twelve other writes of the item have landed (more than any fixed handful of slots)
-    lost_append_retried_after_twelve_writes(0).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_append_retried_after_other_writers_moved_to_the_next_token_epoch_is_applied_once() {
-    // The same, the twelve other writes made by writers whose clock is one token epoch on
-    // (they roll the item's token sets: A's token is in the previous set)
-    lost_append_retried_after_twelve_writes(TOKEN_EPOCH.as_millis() as u64).await;
-}
-
-async fn lost_append_retried_after_twelve_writes(others_ahead_ms: u64) {
-    let setup = client();
-    let table = document_table(&setup).await;
-    let other = docs(setup.clone(), &table).with_clock(dynamodb_exactly_once::ddb::Clock::from_fn(
-        move || dynamodb_exactly_once::ddb::clock::epoch_millis() + others_ahead_ms,
-    ));
-    let il = Interleaving::new();
-    il.lose_response("A", At::op("UpdateItem").attempt(1));
-    il.pause_before("A", At::op("UpdateItem").attempt(2));
-    let a = docs(il.client("A", 3), &table);
-    let append = |v: &str| rec("list_append", "u", json!({"path": "l", "values": [v]}));
-    let record = a
-        .parse_record(append("a").to_string().as_bytes())
-        .expect("valid");
-    let task = tokio::spawn(async move { a.write(&record).await });
-    il.wait_paused("A").await.expect("A's retry is held");
-    let others: Vec<String> = (0..12).map(|i| format!("o{i}")).collect();
-    for v in &others {
-        let body = match v.as_str() {
-            "o5" => rec("set_add", "u", json!({"path": "s", "values": ["x"]})),
-            _ => append(v),
-        };
-        let r = other
-            .parse_record(body.to_string().as_bytes())
-            .expect("valid");
-        assert_eq!(
-            other.write(&r).await.expect("write"),
-            DocumentOutcome::Applied
-        );
-    }
-
-    // When the retry goes out
-    il.release("A");
-    let outcome = task.await.expect("task").expect("write");
-
-    // Then A's append was applied once, and A knows it
-    assert_eq!(outcome, DocumentOutcome::Applied);
-    let mut expected = vec![json!("a")];
-    expected.extend(others.iter().filter(|v| *v != "o5").map(|v| json!(v)));
-    assert_eq!(stored(&other, "u").await["l"], Value::Array(expected));
-}
-
-#[tokio::test]
-async fn the_token_sets_keep_the_tokens_of_the_last_two_token_epochs_only() {
-    // Given an item written three times in one token epoch, then once in each of the next two
-    let setup = client();
-    let table = document_table(&setup).await;
-    let epoch_ms = TOKEN_EPOCH.as_millis() as u64;
-    let start = dynamodb_exactly_once::ddb::clock::epoch_millis() / epoch_ms * epoch_ms;
-    let at = |epochs: u64| {
-        docs(setup.clone(), &table).with_clock(dynamodb_exactly_once::ddb::Clock::from_fn(
-            move || start + epochs * epoch_ms,
-        ))
-    };
-    let append = |v: &str| rec("list_append", "u", json!({"path": "l", "values": [v]}));
-    for (epochs, v) in [(0, "a"), (0, "b"), (0, "c"), (1, "d"), (2, "e")] {
-        let w = at(epochs);
-        let r = w
-            .parse_record(append(v).to_string().as_bytes())
-            .expect("valid");
-        assert_eq!(w.write(&r).await.expect("write"), DocumentOutcome::Applied);
-    }
-
-    // Then the item holds one token in each set: the first epoch's three are gone
-    let item = setup
-        .get_item()
-        .table_name(&table)
-        .key("PK", AttributeValue::S("u".into()))
-        .key("SK", AttributeValue::S("d".into()))
-        .send()
-        .await
-        .expect("get")
-        .item
-        .expect("item");
-    let tokens = |name: &str| item.get(name).and_then(|v| v.as_bs().ok()).map(Vec::len);
-    assert_eq!(tokens("doc_tok"), Some(1));
-    assert_eq!(tokens("doc_tokp"), Some(1));
-    assert_eq!(
-        item["doc_toke"],
-        AttributeValue::N(((start / epoch_ms) + 2).to_string())
-    );
-    assert_eq!(
-        stored(&at(2), "u").await["l"],
-        json!(["a", "b", "c", "d", "e"])
-    );
 }
 
 // ------------------------------------------------------------------- blind replace

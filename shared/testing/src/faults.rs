@@ -35,6 +35,9 @@ pub enum Fault {
     /// reason is `TransactionConflict`: what DynamoDB answers a `TransactWriteItems` that met
     /// another transaction (or a plain write) on one of its items.
     TransactionCanceledByConflict,
+    /// Not applied, answered with a 400 `ProvisionedThroughputExceededException`: what
+    /// DynamoDB answers a request on a throttled partition (the SDK retries it with backoff).
+    Throttle,
     /// Sent without `ReturnValuesOnConditionCheckFailure` (the request is rewritten): DynamoDB
     /// answers a failed condition without the item, as it may leave `ALL_OLD` out of a
     /// cancellation reason. Applied or not as DynamoDB decides.
@@ -45,6 +48,9 @@ pub enum Fault {
 pub(crate) const TRANSACTION_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"injected: Transaction is ongoing for the item"}"#;
 /// DynamoDB's answer to a `TransactWriteItems` that met another write on one of its items.
 pub(crate) const TRANSACTION_CANCELED_BY_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"injected: Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict]","CancellationReasons":[{"Code":"TransactionConflict","Message":"Transaction is ongoing for the item"}]}"#;
+
+/// DynamoDB's answer to a request on a throttled partition.
+pub(crate) const THROTTLED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected: The level of configured provisioned throughput for the table was exceeded"}"#;
 
 /// DynamoDB's answer as the SDK sees it when the response to an applied request was lost.
 pub(crate) const LOST_RESPONSE: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: the response was lost after the request was applied"}"#;
@@ -243,7 +249,7 @@ impl Intercept for FaultInjector {
         }
         if matches!(
             fault,
-            Fault::TransactionConflict | Fault::TransactionCanceledByConflict
+            Fault::TransactionConflict | Fault::TransactionCanceledByConflict | Fault::Throttle
         ) {
             send_unapplied(request);
         }
@@ -267,6 +273,7 @@ impl Intercept for FaultInjector {
             Some(Decided(Fault::TransactionConflict)) => {
                 answer(context.response_mut(), 400, TRANSACTION_CONFLICT)
             }
+            Some(Decided(Fault::Throttle)) => answer(context.response_mut(), 400, THROTTLED),
             Some(Decided(Fault::TransactionCanceledByConflict)) => answer(
                 context.response_mut(),
                 400,
