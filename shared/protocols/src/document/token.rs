@@ -49,7 +49,9 @@
 //! message: it is not recognised.)
 //!
 //! Items written before the token sets existed hold the tokens of their last four writes in
-//! `doc_op0` … `doc_op3`: they are still recognised when found (never written again).
+//! `doc_op0` … `doc_op3`: an unguarded write's condition and every `ALL_OLD` or read check
+//! still look there (the slots are never written again), so a write that landed before an
+//! upgrade is recognised after it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -224,12 +226,20 @@ impl Document {
         }
     }
 
-    /// [`CONDITION_TOKEN_ABSENT`] for `token` (placeholders `#tok`, `#tokp`, `:tok`).
-    pub(super) fn token_absent(&self, p: &mut Placeholders, token: &str) -> &'static str {
+    /// [`CONDITION_TOKEN_ABSENT`] for `token` (placeholders `#tok`, `#tokp`, `:tok`), and no
+    /// slot of the earlier layout holds it (`#op<n>`, `:tokS`: an item written before the
+    /// token sets, whose write may come again after an upgrade).
+    pub(super) fn token_absent(&self, p: &mut Placeholders, token: &str) -> String {
         p.set_name("#tok", self.config.token_attribute())
             .set_name("#tokp", self.config.previous_tokens_attribute())
-            .set_value(":tok", AttributeValue::B(Blob::new(token_bytes(token))));
-        CONDITION_TOKEN_ABSENT
+            .set_value(":tok", AttributeValue::B(Blob::new(token_bytes(token))))
+            .set_value(":tokS", AttributeValue::S(token.to_string()));
+        let mut terms = vec![CONDITION_TOKEN_ABSENT.to_string()];
+        for n in 0..LEGACY_OP_SLOTS {
+            p.set_name(&format!("#op{n}"), self.config.op_slot(n));
+            terms.push(format!("(attribute_not_exists(#op{n}) OR #op{n} <> :tokS)"));
+        }
+        terms.join(" AND ")
     }
 
     /// The token attributes of a whole new item written over `state` with `token` in `epoch`
