@@ -234,6 +234,34 @@ async fn on_a_throttled_hot_item_a_lost_append_is_applied_once_under_the_writers
         retried.1.duration_since(lost.1).as_millis(),
         marks.len() - 1,
     );
+    let item = raw_item(&setup, &table).await;
+    let tokens: usize = ["doc_tok", "doc_tokp"]
+        .iter()
+        .filter_map(|n| item.get(*n).and_then(|v| v.as_bs().ok()))
+        .map(Vec::len)
+        .sum();
+    println!(
+        "the hot item holds {tokens} tokens ({} bytes) after {} writes; the item is {} bytes",
+        tokens * 16,
+        landed.load(Ordering::SeqCst) + 2,
+        dynamodb_exactly_once::ddb::item::item_size(&item),
+    );
+}
+
+async fn raw_item(
+    client: &Client,
+    table: &str,
+) -> std::collections::HashMap<String, AttributeValue> {
+    client
+        .get_item()
+        .table_name(table)
+        .key("PK", AttributeValue::S("u".into()))
+        .key("SK", AttributeValue::S("d".into()))
+        .send()
+        .await
+        .expect("get")
+        .item
+        .expect("item")
 }
 
 #[tokio::test]
