@@ -573,3 +573,42 @@ async fn read_modify_write_applies_its_change_once_when_many_versions_land_befor
     assert_eq!(item["edits"], json!(1), "{item:?}");
     assert_eq!(item["ctr_version"], json!(13));
 }
+
+#[tokio::test]
+async fn a_versioned_write_in_the_token_epoch_of_the_last_costs_one_request() {
+    use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+    use serde_json::Map;
+
+    // Given an item this writer wrote a version of a moment ago
+    let setup = client();
+    let tables = dynamo_testing::template_tables(&setup, &["CounterTable"]).await;
+    let counting = FaultInjector::counting();
+    let w = Counter::try_new(
+        client_with(Some(counting.clone()), 3),
+        CounterConfig::new(&tables["CounterTable"]),
+    )
+    .expect("valid");
+    let key = ItemKey::from_json(&json!({"PK": "acct#2", "SK": "settings"})).expect("key");
+    let label = |l: &str| Map::from_iter([("label".into(), json!(l))]);
+    let epoch = || dynamodb_exactly_once::ddb::clock::epoch_millis() / 30_000;
+    let before = epoch();
+    let first = w
+        .put_versioned(&key, None, &label("a"))
+        .await
+        .expect("write");
+    assert_eq!(first, VersionOutcome::Written { version: 1 });
+    counting.reset_counts();
+
+    // When it writes the next version
+    let next = w
+        .put_versioned(&key, Some(1), &label("b"))
+        .await
+        .expect("write");
+
+    // Then that is one UpdateItem, not a failed guess of the token shape and a second one
+    // (unless a token epoch began between the two writes)
+    assert_eq!(next, VersionOutcome::Written { version: 2 });
+    if epoch() == before {
+        assert_eq!(counting.calls_of("UpdateItem"), 1);
+    }
+}

@@ -27,7 +27,8 @@
 //!
 //! The two update shapes (add the token to the current set, or roll the sets) are chosen by a
 //! condition on `<prefix>wtoke`: from the item read ([`Counter::read_modify_write`]), or a
-//! guess ([`Counter::put_versioned`]: roll) corrected once from `ALL_OLD`.
+//! guess ([`Counter::put_versioned`]: the epoch this process last wrote the item in, else
+//! roll) corrected once from `ALL_OLD` (one failed write).
 //!
 //! ```text
 //!  A: read v=0, change → SET v=1, wtok = {tA} IF no v    ─► applied, response lost
@@ -117,13 +118,18 @@ impl Counter {
         key.to_item()?;
         self.versioned_update(key, version, attributes, &mut Placeholders::default())?;
         let epoch = self.clock.now_ms() / TOKEN_EPOCH.as_millis() as u64;
-        let mut roll = read_epoch.is_none_or(|e| e.is_none_or(|e| e < epoch));
+        let cache_key = format!("{}\n{}", self.config.table, key.canonical());
+        let known = read_epoch.unwrap_or_else(|| seen_epoch(&cache_key));
+        let mut roll = known.is_none_or(|e| e < epoch);
         for _ in 0..2 {
             let result = self
                 .send_versioned(key, expected, attributes, token, (roll, epoch))
                 .await;
             let old = match conditional("UpdateItem", result)? {
-                Cond::Done(_) => return Ok(VersionOutcome::Written { version }),
+                Cond::Done(_) => {
+                    saw_epoch(cache_key, epoch);
+                    return Ok(VersionOutcome::Written { version });
+                }
                 Cond::Failed { old } => old,
             };
             if old
@@ -361,6 +367,29 @@ impl Counter {
                 attempts: max_attempts,
             },
         })
+    }
+}
+
+/// Items whose token epoch this process remembers (the cache is cleared when it is full).
+const EPOCH_CACHE_ITEMS: usize = 4096;
+
+/// The token epoch of the items this process wrote versions of lately (table and key): the
+/// first guess of [`Counter::put_versioned`]'s token shape.
+static EPOCHS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, u64>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The token epoch last seen on an item (`None`: not seen lately).
+fn seen_epoch(item: &str) -> Option<u64> {
+    EPOCHS.lock().ok()?.get(item).copied()
+}
+
+/// Remember the token epoch of an item written.
+fn saw_epoch(item: String, epoch: u64) {
+    if let Ok(mut map) = EPOCHS.lock() {
+        if map.len() >= EPOCH_CACHE_ITEMS {
+            map.clear();
+        }
+        map.insert(item, epoch);
     }
 }
 
