@@ -23,6 +23,7 @@ use serde_json::{json, Map, Value};
 
 #[path = "document/pipeline.rs"]
 mod pipeline;
+mod tokens;
 
 // ------------------------------------------------------------------------------ helpers
 

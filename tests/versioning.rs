@@ -505,3 +505,110 @@ async fn a_retry_that_finds_someone_elses_version_is_a_conflict() {
     );
     assert_eq!(assert_consistent(&store, &key).await, 3);
 }
+
+// ------------------------------------------- read_modify_write on a counter item: lost responses
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_modify_write_applies_its_change_once_when_many_versions_land_before_the_sdk_retry() {
+    use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+    use dynamodb_exactly_once::versioning::RmwOutcome;
+    use serde_json::Map;
+
+    // Given writer A whose read-modify-write lands version 1 with its response lost, and whose
+    // SDK retry is held until twelve other versioned writes have landed
+    let setup = client();
+    let tables = dynamo_testing::template_tables(&setup, &["CounterTable"]).await;
+    let config = CounterConfig::new(&tables["CounterTable"]);
+    let other = Counter::try_new(setup.clone(), config.clone()).expect("valid");
+    let il = dynamo_testing::Interleaving::new();
+    il.lose_response("A", dynamo_testing::At::op("UpdateItem"));
+    il.pause_before("A", dynamo_testing::At::op("UpdateItem").attempt(2));
+    let a = Counter::try_new(il.client("A", 3), config).expect("valid");
+    let key = ItemKey::from_json(&json!({"PK": "acct#1", "SK": "settings"})).expect("key");
+    let changes = Arc::new(AtomicUsize::new(0));
+    let task = {
+        let (key, changes) = (key.clone(), Arc::clone(&changes));
+        tokio::spawn(async move {
+            a.read_modify_write(&key, 5, |current| {
+                changes.fetch_add(1, Ordering::SeqCst);
+                let seen = current
+                    .and_then(|c| c.get("edits"))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                Map::from_iter([("edits".into(), json!(seen + 1))])
+            })
+            .await
+        })
+    };
+    il.wait_paused("A").await.expect("A's retry is held");
+    for version in 1..=12 {
+        let label = Map::from_iter([("label".into(), json!(format!("l{version}")))]);
+        let moved = other
+            .put_versioned(&key, Some(version), &label)
+            .await
+            .expect("other write");
+        assert_eq!(
+            moved,
+            VersionOutcome::Written {
+                version: version + 1
+            }
+        );
+    }
+
+    // When the retry goes out
+    il.release("A");
+    let outcome = task.await.expect("task").expect("rmw");
+
+    // Then A's change was applied once (its own write, version 1), not again on top
+    assert!(
+        matches!(outcome, RmwOutcome::Written { version: 1, .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        changes.load(Ordering::SeqCst),
+        1,
+        "the change was computed once"
+    );
+    let item = other.get_json(&key).await.expect("get").expect("item");
+    assert_eq!(item["edits"], json!(1), "{item:?}");
+    assert_eq!(item["ctr_version"], json!(13));
+}
+
+#[tokio::test]
+async fn a_versioned_write_in_the_token_epoch_of_the_last_costs_one_request() {
+    use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+    use serde_json::Map;
+
+    // Given an item this writer wrote a version of a moment ago
+    let setup = client();
+    let tables = dynamo_testing::template_tables(&setup, &["CounterTable"]).await;
+    let counting = FaultInjector::counting();
+    let w = Counter::try_new(
+        client_with(Some(counting.clone()), 3),
+        CounterConfig::new(&tables["CounterTable"]),
+    )
+    .expect("valid");
+    let key = ItemKey::from_json(&json!({"PK": "acct#2", "SK": "settings"})).expect("key");
+    let label = |l: &str| Map::from_iter([("label".into(), json!(l))]);
+    let epoch = || dynamodb_exactly_once::ddb::clock::epoch_millis() / 30_000;
+    let before = epoch();
+    let first = w
+        .put_versioned(&key, None, &label("a"))
+        .await
+        .expect("write");
+    assert_eq!(first, VersionOutcome::Written { version: 1 });
+    counting.reset_counts();
+
+    // When it writes the next version
+    let next = w
+        .put_versioned(&key, Some(1), &label("b"))
+        .await
+        .expect("write");
+
+    // Then that is one UpdateItem, not a failed guess of the token shape and a second one
+    // (unless a token epoch began between the two writes)
+    assert_eq!(next, VersionOutcome::Written { version: 2 });
+    if epoch() == before {
+        assert_eq!(counting.calls_of("UpdateItem"), 1);
+    }
+}

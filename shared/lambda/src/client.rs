@@ -6,10 +6,18 @@
 //! |---|---|---|
 //! | `DYNAMODB_CONNECT_TIMEOUT_MS` | 1000 | establishing a connection |
 //! | `DYNAMODB_ATTEMPT_TIMEOUT_MS` | 3000 | one attempt (then the SDK retries) |
-//! | `DYNAMODB_OPERATION_TIMEOUT_MS` | 10000 | one call, retries included |
+//! | `DYNAMODB_OPERATION_TIMEOUT_MS` | 10000 | one call, retries included; at most 20000 |
 //!
 //! These are ceilings; the invocation deadline is enforced on top of them by
 //! [`dynamodb_exactly_once::Deadline::bound`] in the pipeline.
+//!
+//! The operation timeout is also the retry horizon: after it the SDK sends no further attempt
+//! of a write. The writers' operation tokens (document op tokens, versioned writes' tokens)
+//! stay in an item for at least one token epoch
+//! ([`TOKEN_EPOCH`](dynamodb_exactly_once::document::TOKEN_EPOCH), 30 s) after they landed,
+//! whatever the number of other writes; an operation timeout over
+//! [`MAX_OPERATION_TIMEOUT`] (20 s) is refused, so that every SDK retry is decided by
+//! DynamoDB within the epoch (10 s remain for a request in flight and clock skew).
 //!
 //! With the feature `sqs`, `sqs_client_from_env` builds the SQS client of the SQS dead-letter
 //! sink the same way (the same timeouts; `AWS_ENDPOINT_URL_SQS` for a local endpoint).
@@ -35,6 +43,10 @@ pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(3000);
 /// Default timeout of one call, retries included.
 pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_millis(10_000);
 
+/// The longest operation timeout: the retry horizon the writers' operation tokens cover
+/// (see the [module documentation](self)).
+pub const MAX_OPERATION_TIMEOUT: Duration = Duration::from_millis(20_000);
+
 /// The client's timeouts from `DYNAMODB_*_TIMEOUT_MS`.
 pub fn timeouts_from_env() -> Result<TimeoutConfig, ConfigError> {
     let ms = |name: &str, default: Duration| -> Result<Duration, ConfigError> {
@@ -42,14 +54,30 @@ pub fn timeouts_from_env() -> Result<TimeoutConfig, ConfigError> {
             .map(Duration::from_millis)
             .unwrap_or(default))
     };
+    let operation = ms("DYNAMODB_OPERATION_TIMEOUT_MS", DEFAULT_OPERATION_TIMEOUT)?;
+    check_operation_timeout(operation)?;
     Ok(TimeoutConfig::builder()
         .connect_timeout(ms("DYNAMODB_CONNECT_TIMEOUT_MS", DEFAULT_CONNECT_TIMEOUT)?)
         .operation_attempt_timeout(ms("DYNAMODB_ATTEMPT_TIMEOUT_MS", DEFAULT_ATTEMPT_TIMEOUT)?)
-        .operation_timeout(ms(
-            "DYNAMODB_OPERATION_TIMEOUT_MS",
-            DEFAULT_OPERATION_TIMEOUT,
-        )?)
+        .operation_timeout(operation)
         .build())
+}
+
+/// An operation timeout within [`MAX_OPERATION_TIMEOUT`] (and not zero).
+fn check_operation_timeout(operation: Duration) -> Result<(), ConfigError> {
+    if operation.is_zero() || operation > MAX_OPERATION_TIMEOUT {
+        return Err(ConfigError::new(
+            "DYNAMODB_OPERATION_TIMEOUT_MS",
+            format!(
+                "must be between 1 and {} ms: it bounds when an SDK retry of a write can be \
+                 sent, and the writers' operation tokens recognise a retry for {} s after its \
+                 first attempt landed",
+                MAX_OPERATION_TIMEOUT.as_millis(),
+                dynamodb_exactly_once::document::TOKEN_EPOCH.as_secs()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The SDK configuration from the environment, with the SDK's standard retry policy and the
@@ -104,6 +132,23 @@ pub async fn sqs_client_from_env() -> Result<aws_sdk_sqs::Client, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_operation_timeout_past_the_token_epoch_margin_is_refused_naming_its_variable() {
+        assert!(check_operation_timeout(DEFAULT_OPERATION_TIMEOUT).is_ok());
+        assert!(check_operation_timeout(MAX_OPERATION_TIMEOUT).is_ok());
+        let err = check_operation_timeout(Duration::from_millis(20_001)).expect_err("refused");
+        assert!(
+            err.to_string().contains("DYNAMODB_OPERATION_TIMEOUT_MS"),
+            "{err}"
+        );
+        assert!(check_operation_timeout(Duration::ZERO).is_err());
+        let margin = dynamodb_exactly_once::document::TOKEN_EPOCH - MAX_OPERATION_TIMEOUT;
+        assert!(
+            margin >= Duration::from_secs(10),
+            "room for a request in flight"
+        );
+    }
 
     #[test]
     fn streams_follow_the_dynamodb_endpoint_unless_given_their_own() {

@@ -39,6 +39,9 @@ pub enum Fault {
     /// reason is `ThrottlingError`: what DynamoDB answers a `TransactWriteItems` one of whose
     /// items is throttled (the SDK does not retry it).
     TransactionCanceledByThrottling,
+    /// Not applied, answered with a 400 `ProvisionedThroughputExceededException`: what
+    /// DynamoDB answers a request on a throttled partition (the SDK retries it with backoff).
+    Throttle,
     /// Sent without `ReturnValuesOnConditionCheckFailure` (the request is rewritten): DynamoDB
     /// answers a failed condition without the item, as it may leave `ALL_OLD` out of a
     /// cancellation reason. Applied or not as DynamoDB decides.
@@ -52,6 +55,8 @@ pub(crate) const TRANSACTION_CANCELED_BY_CONFLICT: &str = r#"{"__type":"com.amaz
 
 /// DynamoDB's answer to a `TransactWriteItems` one of whose items was throttled.
 pub(crate) const TRANSACTION_CANCELED_BY_THROTTLING: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"injected: Transaction cancelled, please refer cancellation reasons for specific reasons [ThrottlingError]","CancellationReasons":[{"Code":"ThrottlingError","Message":"Throughput exceeds the current capacity for one or more global secondary indexes"}]}"#;
+/// DynamoDB's answer to a request on a throttled partition.
+pub(crate) const THROTTLED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"injected: The level of configured provisioned throughput for the table was exceeded"}"#;
 
 /// DynamoDB's answer as the SDK sees it when the response to an applied request was lost.
 pub(crate) const LOST_RESPONSE: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected: the response was lost after the request was applied"}"#;
@@ -253,6 +258,7 @@ impl Intercept for FaultInjector {
             Fault::TransactionConflict
                 | Fault::TransactionCanceledByConflict
                 | Fault::TransactionCanceledByThrottling
+                | Fault::Throttle
         ) {
             send_unapplied(request);
         }
@@ -276,6 +282,7 @@ impl Intercept for FaultInjector {
             Some(Decided(Fault::TransactionConflict)) => {
                 answer(context.response_mut(), 400, TRANSACTION_CONFLICT)
             }
+            Some(Decided(Fault::Throttle)) => answer(context.response_mut(), 400, THROTTLED),
             Some(Decided(Fault::TransactionCanceledByConflict)) => answer(
                 context.response_mut(),
                 400,

@@ -6,14 +6,22 @@ use std::time::Duration;
 use crate::config::{ConfigError, Configured, FromSettings, Settings};
 use crate::ddb::retry::Backoff;
 
-/// Default prefix of the protocol's attributes (`doc_version`, `doc_op0` … `doc_op3`).
+/// Default prefix of the protocol's attributes (`doc_version`, `doc_tok`, `doc_tokp`,
+/// `doc_toke`).
 pub const DEFAULT_ATTRIBUTE_PREFIX: &str = "doc_";
 /// Default number of items written at once.
 pub const DEFAULT_CONCURRENCY: usize = 32;
 /// Default retries of a guarded write (`list_remove`, `replace`) that lost a race.
 pub const DEFAULT_MAX_RETRIES: usize = 8;
-/// Operation-token slots kept in each item (see the module docs: lost responses).
-pub const OP_SLOTS: u64 = 4;
+/// The span of a token epoch: an operation token stays in the item at least this long after
+/// it landed, whatever the number of writes in between (see the module docs: lost responses).
+pub const TOKEN_EPOCH: Duration = Duration::from_secs(30);
+/// Operation-token slots of items written before the token sets (`doc_op0` … `doc_op3`): read,
+/// never written.
+pub(super) const LEGACY_OP_SLOTS: u64 = 4;
+/// The most bytes a token set holds in the size check of a replace (two tokens: an item
+/// written now and then; a busier item's sets are larger, see the module docs).
+const TOKEN_BYTES_CHECKED: usize = 2 * 16;
 
 /// Settings of the document protocol.
 #[non_exhaustive]
@@ -68,22 +76,38 @@ impl DocumentConfig {
         format!("{}version", self.attribute_prefix)
     }
 
-    /// Operation-token slot `n mod OP_SLOTS` (slot 0 holds the newest write's token; each
-    /// write shifts the others down one).
+    /// The operation tokens of the item's current token epoch (a binary set).
+    pub fn token_attribute(&self) -> String {
+        format!("{}tok", self.attribute_prefix)
+    }
+
+    /// The operation tokens of the token set before the current one (a binary set).
+    pub fn previous_tokens_attribute(&self) -> String {
+        format!("{}tokp", self.attribute_prefix)
+    }
+
+    /// The token epoch of [`DocumentConfig::token_attribute`] (a number: epoch milliseconds
+    /// divided by [`TOKEN_EPOCH`]).
+    pub fn token_epoch_attribute(&self) -> String {
+        format!("{}toke", self.attribute_prefix)
+    }
+
+    /// Operation-token slot `n mod 4` of items written before the token sets (read only).
     pub fn op_slot(&self, n: u64) -> String {
-        format!("{}op{}", self.attribute_prefix, n % OP_SLOTS)
+        format!("{}op{}", self.attribute_prefix, n % LEGACY_OP_SLOTS)
     }
 
-    /// Every operation-token slot.
-    pub fn op_slots(&self) -> impl Iterator<Item = String> + '_ {
-        (0..OP_SLOTS).map(|n| self.op_slot(n))
-    }
-
-    /// The most bytes the protocol's attributes add to an item (as DynamoDB counts them): the
-    /// version (a number of up to 20 digits) and every op slot (a 32-character token).
+    /// The bytes the protocol's attributes add to an item written now and then (as DynamoDB
+    /// counts them): the version (a number of up to 20 digits), the token epoch and two
+    /// 16-byte tokens. A busier item holds more tokens (16 bytes per write of the last one to
+    /// two token epochs).
     pub fn protocol_bytes(&self) -> usize {
         let version = self.version_attribute().len() + 11;
-        let slots: usize = self.op_slots().map(|slot| slot.len() + 32).sum();
+        let slots = self.token_attribute().len()
+            + self.previous_tokens_attribute().len()
+            + self.token_epoch_attribute().len()
+            + 11
+            + TOKEN_BYTES_CHECKED;
         // The prefix marker (`_docL` and 6 hex digits) under a prefix other than the default.
         let marker = if self.attribute_prefix == DEFAULT_ATTRIBUTE_PREFIX {
             0

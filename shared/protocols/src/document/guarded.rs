@@ -1,14 +1,14 @@
 //! The read-guarded operations: `list_remove` and `replace`.
 //!
 //! Both read the item, decide against that state and write conditioned on the version they
-//! read; the write also stores its operation token in the op slots (see `token`), so that a
+//! read; the write also stores its operation token in the item's token set (see `token`), so that a
 //! retried write whose first attempt was applied (a lost response) recognises its own token
 //! in the `ALL_OLD` item instead of acting twice.
 //!
 //! ```text
-//!  remover A:  read v=7, "x" at [2] ──► REMOVE l[2] IF ver = 7 AND l[2] = "x"  ─► applied: ver 8, op0 = tA
+//!  remover A:  read v=7, "x" at [2] ──► REMOVE l[2] IF ver = 7 AND l[2] = "x"  ─► applied: ver 8, tok ∋ tA
 //!                                        (response lost; the SDK sends it again)
-//!  remover A:                         ──► REMOVE l[2] IF ver = 7 AND …          ─► fails: ALL_OLD has op0 = tA
+//!  remover A:                         ──► REMOVE l[2] IF ver = 7 AND …          ─► fails: ALL_OLD tok ∋ tA
 //!                                                                                   → applied (once)
 //! ```
 //!
@@ -21,13 +21,15 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::path::AttrPath;
+use super::token::Shape;
 use super::write::{contention, Update};
 use super::{Document, DocumentOutcome, CONDITION_NO_VERSION, CONDITION_VERSION_IS};
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, StoreError};
 
 /// `list_remove`'s update (placeholders: `{elem}` the element's path, `#ver`, `:next`;
-/// `{tokens}` the op-slot shift); its condition is the version guard `AND {elem} = :v`.
-pub const UPDATE_REMOVE_ELEMENT: &str = "REMOVE {elem} SET #ver = :next, {tokens}";
+/// `{tokens}` the token `SET` terms, `{add}` the token `ADD` clause if any); its condition is
+/// the version guard `AND {elem} = :v`.
+pub const UPDATE_REMOVE_ELEMENT: &str = "REMOVE {elem} SET #ver = :next, {tokens}{add}";
 
 impl Document {
     /// Tries of a guarded write (the first and its retries).
@@ -35,7 +37,7 @@ impl Document {
         self.config.backoff.retries + 1
     }
 
-    /// A consistent read of the item, projected on the version, the op slots and `path` up to
+    /// A consistent read of the item, projected on the version, the tokens and `path` up to
     /// its first list index when given (a projected list element would come back renumbered).
     pub(super) async fn read(
         &self,
@@ -53,9 +55,16 @@ impl Document {
             let list = path.before_first_index().emit(&mut p);
             p.set_name("#ver", self.config.version_attribute());
             let mut projection = format!("{list}, #ver");
-            for (n, slot) in self.config.op_slots().enumerate() {
-                p.set_name(&format!("#op{n}"), slot);
-                projection.push_str(&format!(", #op{n}"));
+            let config = &self.config;
+            let legacy = (0..super::config::LEGACY_OP_SLOTS).map(|n| config.op_slot(n));
+            let tokens = [
+                config.token_attribute(),
+                config.previous_tokens_attribute(),
+                config.token_epoch_attribute(),
+            ];
+            for (n, name) in tokens.into_iter().chain(legacy).enumerate() {
+                p.set_name(&format!("#t{n}"), name);
+                projection.push_str(&format!(", #t{n}"));
             }
             let (names, _) = p.into_maps();
             request = request
@@ -95,7 +104,7 @@ impl Document {
             let Some(i) = find(path.get(item), value, from) else {
                 return Ok(DocumentOutcome::Absent);
             };
-            let update = self.remove_element(path, i, value, read_version, token);
+            let update = self.remove_element(path, i, value, item, token);
             let Cond::Failed { old } = self.send_update(key, update, cost).await? else {
                 return Ok(DocumentOutcome::Applied);
             };
@@ -118,25 +127,29 @@ impl Document {
         }
     }
 
-    /// `REMOVE path[i]` over version `read_version`, if the element still equals `value`.
+    /// `REMOVE path[i]` over the version of `item`, if the element still equals `value`.
     fn remove_element(
         &self,
         path: &AttrPath,
         i: usize,
         value: &AttributeValue,
-        read_version: u64,
+        item: &Item,
         token: &str,
     ) -> Update {
+        let read_version = self.version_of(item);
         let mut u = Update::new(self);
         let elem = path.index(i).emit(&mut u.placeholders);
         let guard = version_guard(&mut u.placeholders, read_version);
         u.placeholders
             .set_value(":next", AttributeValue::N((read_version + 1).to_string()))
             .set_value(":v", value.clone());
-        let tokens = self.shift_tokens(&mut u.placeholders, token);
+        let epoch = self.epoch();
+        let shape = Shape::for_item(self.stored_epoch(item), epoch);
+        let terms = self.token_terms(&mut u.placeholders, token, shape, epoch);
         u.update = UPDATE_REMOVE_ELEMENT
             .replace("{elem}", &elem)
-            .replace("{tokens}", &tokens);
+            .replace("{tokens}", &terms.set)
+            .replace("{add}", &terms.add_clause());
         u.condition = Some(format!("({guard}) AND {elem} = :v"));
         u
     }
@@ -182,8 +195,8 @@ impl Document {
         }
     }
 
-    /// One `PutItem` of the document (which holds the key) at version `current + 1` (op slots
-    /// shifted, ours first), conditioned on the stored version being `current`.
+    /// One `PutItem` of the document (which holds the key) at version `current + 1` (the token
+    /// sets of `state` with ours added), conditioned on the stored version being `current`.
     async fn put_over(
         &self,
         document: &Item,
@@ -194,7 +207,7 @@ impl Document {
     ) -> Result<Cond<()>, StoreError> {
         let config = &self.config;
         let mut item = document.clone();
-        item.extend(self.shifted_slots(state, token));
+        item.extend(self.token_attributes(state, token, self.epoch()));
         let next = current + 1;
         item.insert(
             config.version_attribute(),

@@ -1,4 +1,4 @@
-//! The prefix marker: which attribute prefix an item's document state (version, op slots) was
+//! The prefix marker: which attribute prefix an item's document state (version, op tokens) was
 //! written under, so that changing [`DocumentConfig::attribute_prefix`] after data exists is
 //! refused (`layout_mismatch`) instead of reading the version as 0 and finding no op token
 //! (a redelivered append applied again).
@@ -8,12 +8,13 @@
 //!   (15 bytes per item, no extra call).
 //! * Every write is conditioned on the marker: under the default prefix, that the item has
 //!   none; under another prefix, that it holds this prefix's, or that it has none and no
-//!   default-prefix op slot `doc_op0` either (an item the default prefix wrote).
+//!   default-prefix version `doc_version` either (an item the default prefix wrote: every
+//!   write sets the version).
 //! * When that condition fails, the `ALL_OLD` image tells an item of other names
 //!   ([`PrefixMarker::foreign`]) from a lost race or a held token.
 //!
 //! Not detected: an item written under a non-default prefix before the marker existed, then
-//! written under the defaults or a third prefix (it has no marker and no `doc_op0`).
+//! written under the defaults or a third prefix (it has no marker and no `doc_version`).
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};
@@ -40,15 +41,15 @@ impl PrefixMarker {
         PrefixMarker { marker }
     }
 
-    /// The condition every write carries (placeholders `#docL`, `:docL`, `#dop0`).
+    /// The condition every write carries (placeholders `#docL`, `:docL`, `#dver`).
     pub(super) fn condition(&self, p: &mut Placeholders) -> &'static str {
         p.set_name("#docL", PREFIX_MARKER_ATTRIBUTE);
         match &self.marker {
             None => "attribute_not_exists(#docL)",
             Some(marker) => {
                 p.set_value(":docL", AttributeValue::S(marker.clone()));
-                p.set_name("#dop0", format!("{DEFAULT_ATTRIBUTE_PREFIX}op0"));
-                "(#docL = :docL OR (attribute_not_exists(#docL) AND attribute_not_exists(#dop0)))"
+                p.set_name("#dver", format!("{DEFAULT_ATTRIBUTE_PREFIX}version"));
+                "(#docL = :docL OR (attribute_not_exists(#docL) AND attribute_not_exists(#dver)))"
             }
         }
     }
@@ -75,11 +76,11 @@ impl PrefixMarker {
         let stored = item
             .get(PREFIX_MARKER_ATTRIBUTE)
             .and_then(|v| v.as_s().ok());
-        let default_slot = format!("{DEFAULT_ATTRIBUTE_PREFIX}op0");
+        let default_version = format!("{DEFAULT_ATTRIBUTE_PREFIX}version");
         match (stored, &self.marker) {
             (Some(s), Some(m)) if s == m => None,
             (Some(s), _) => Some(format!("its prefix marker `{s}` differs")),
-            (None, Some(_)) if item.contains_key(&default_slot) => Some(format!(
+            (None, Some(_)) if item.contains_key(&default_version) => Some(format!(
                 "it holds document state under the default prefix `{DEFAULT_ATTRIBUTE_PREFIX}`"
             )),
             _ => None,
@@ -101,7 +102,7 @@ mod tests {
         let marked: Item = renamed.attribute().into_iter().collect();
         assert!(default.foreign(&marked).is_some());
         assert!(renamed.foreign(&marked).is_none());
-        let old: Item = [("doc_op0".to_string(), AttributeValue::S("t".into()))].into();
+        let old: Item = [("doc_version".to_string(), AttributeValue::N("1".into()))].into();
         assert!(renamed.foreign(&old).is_some());
         assert!(default.foreign(&old).is_none());
     }

@@ -19,7 +19,7 @@ use crate::ddb::{Cost, Item, ItemKey, StoreError};
 use crate::rejection::Rejection;
 
 pub use config::{
-    DocumentConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, OP_SLOTS,
+    DocumentConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, TOKEN_EPOCH,
 };
 pub use layout::PREFIX_MARKER_ATTRIBUTE;
 pub use path::{AttrPath, Segment, MAX_DEPTH, MAX_INDEX, MAX_PATH_BYTES};
@@ -92,6 +92,10 @@ pub struct Document {
     schema: std::sync::Arc<crate::ddb::schema::SchemaCache>,
     /// The attribute prefix's marker on every item written.
     marker: layout::PrefixMarker,
+    /// The clock of the token epochs.
+    clock: crate::ddb::Clock,
+    /// The token epoch of the items this writer wrote lately (its first guess of a shape).
+    epochs: std::sync::Arc<token::EpochCache>,
 }
 
 impl Document {
@@ -103,7 +107,15 @@ impl Document {
             schema: std::sync::Arc::default(),
             marker: layout::PrefixMarker::of(&config),
             config,
+            clock: crate::ddb::Clock::system(),
+            epochs: std::sync::Arc::default(),
         })
+    }
+
+    /// The same protocol with another clock for its token epochs (tests move time with it).
+    pub fn with_clock(mut self, clock: crate::ddb::Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The settings.

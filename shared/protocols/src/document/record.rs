@@ -111,6 +111,12 @@ impl DocumentRecord {
         self.token = Some(super::token::delivery_token(delivery));
         self
     }
+
+    /// The op token every try of this record writes (32 hex digits), when it is fixed (see
+    /// [`DocumentRecord::delivered_as`]); `None`: each write call draws a fresh one.
+    pub fn op_token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
 }
 
 /// A record body as decoded, before validation.

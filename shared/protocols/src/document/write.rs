@@ -8,23 +8,36 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::path::AttrPath;
+use super::token::{Shape, TokenTerms};
 use super::values::SetValues;
 use super::{Document, DocumentOutcome, CONDITION_ITEM_EXISTS};
-use crate::ddb::{conditional, Cond, Cost, ErrorClass, ItemKey, Placeholders, StoreError};
+use crate::ddb::{conditional, Cond, Cost, ErrorClass, Item, ItemKey, Placeholders, StoreError};
+
+/// Sends of one unguarded write at most (a wrong guess of the token shape costs one).
+const SHAPE_TRIES: usize = 3;
+
+/// The result of an unguarded write.
+#[derive(Debug)]
+pub(super) enum Tokened {
+    /// Applied now, or found applied by an earlier attempt (its token in `ALL_OLD`).
+    Applied,
+    /// The write's own condition failed (`ALL_OLD`).
+    Failed(Option<Item>),
+}
 
 /// `list_append` (placeholders: `{p}` the list's path, `:empty`, `:vals`, `#ver`, `:one`;
-/// `{tokens}` the op-slot shift).
+/// `{tokens}` the token `SET` terms, `{add}` the token `ADD` term if any).
 pub const UPDATE_LIST_APPEND: &str =
-    "SET {p} = list_append(if_not_exists({p}, :empty), :vals), {tokens} ADD #ver :one";
+    "SET {p} = list_append(if_not_exists({p}, :empty), :vals), {tokens} ADD #ver :one{add}";
 /// The guard of a unique append: the list holds none of the values (`{absent}`: one
 /// `NOT contains({p}, :uN)` per value, joined by `AND`).
 pub const CONDITION_NONE_PRESENT: &str = "attribute_not_exists({p}) OR ({absent})";
-/// `set_add` (placeholders: `{p}` the set's path, `:set`, `#ver`, `:one`; `{tokens}` the
-/// op-slot shift).
-pub const UPDATE_SET_ADD: &str = "ADD {p} :set, #ver :one SET {tokens}";
-/// `set_remove` (placeholders: `{p}` the set's path, `:set`, `#ver`, `:one`; `{tokens}` the
-/// op-slot shift).
-pub const UPDATE_SET_REMOVE: &str = "DELETE {p} :set ADD #ver :one SET {tokens}";
+/// `set_add` (placeholders: `{p}` the set's path, `:set`, `#ver`, `:one`; `{tokens}`, `{add}`
+/// as in [`UPDATE_LIST_APPEND`]).
+pub const UPDATE_SET_ADD: &str = "ADD {p} :set, #ver :one{add} SET {tokens}";
+/// `set_remove` (placeholders: `{p}` the set's path, `:set`, `#ver`, `:one`; `{tokens}`,
+/// `{add}` as in [`UPDATE_LIST_APPEND`]).
+pub const UPDATE_SET_REMOVE: &str = "DELETE {p} :set ADD #ver :one{add} SET {tokens}";
 
 /// Values of one unique append at most (its condition must fit DynamoDB's 4 KB expressions).
 pub const MAX_UNIQUE_VALUES: usize = 20;
@@ -103,6 +116,51 @@ impl Document {
         }
     }
 
+    /// Send an unguarded write: `build` makes its update for a token shape and epoch (with
+    /// its own condition, if any); the shape's condition and the token guard are added here. A
+    /// wrong guess of the shape is corrected from `ALL_OLD` and sent again.
+    pub(super) async fn send_tokened(
+        &self,
+        key: &ItemKey,
+        token: &str,
+        cost: &Cost,
+        build: impl Fn(Shape, u64) -> (Update, TokenTerms),
+    ) -> Result<Tokened, StoreError> {
+        let epoch = self.epoch();
+        let mut shape = self.guess_shape(key, epoch);
+        for _ in 0..SHAPE_TRIES {
+            let (mut u, terms) = build(shape, epoch);
+            let absent = self.token_absent(&mut u.placeholders, token);
+            let guard = format!("{} AND {absent}", terms.shape);
+            u.condition = Some(match u.condition.take() {
+                Some(own) => format!("({own}) AND {guard}"),
+                None => guard,
+            });
+            let old = match self.send_update(key, u, cost).await? {
+                Cond::Done(()) => {
+                    self.saw_epoch(key, Some(epoch));
+                    return Ok(Tokened::Applied);
+                }
+                Cond::Failed { old } => old,
+            };
+            if old.as_ref().is_some_and(|o| self.holds_token(o, token)) {
+                return Ok(Tokened::Applied); // our own write, whose response was lost
+            }
+            if !self.wrong_shape(old.as_ref(), shape, epoch) {
+                return Ok(Tokened::Failed(old));
+            }
+            self.saw_epoch(key, old.as_ref().and_then(|o| self.stored_epoch(o)));
+            shape = match shape {
+                Shape::Add => Shape::Roll,
+                Shape::Roll => Shape::Add,
+            };
+        }
+        Err(StoreError::Contention {
+            what: "the item's token epoch kept changing".into(),
+            attempts: SHAPE_TRIES,
+        })
+    }
+
     /// `ADD` the elements (idempotent); nothing is written without elements.
     pub(super) async fn set_add(
         &self,
@@ -115,16 +173,20 @@ impl Document {
         let Some(set) = values.to_attribute() else {
             return Ok(DocumentOutcome::Unchanged);
         };
-        let mut u = Update::new(self);
-        let p = path.emit(&mut u.placeholders);
-        u.placeholders
-            .set_value(":set", set)
-            .set_value(":one", one());
-        let tokens = self.shift_tokens(&mut u.placeholders, token);
-        u.update = UPDATE_SET_ADD
-            .replace("{p}", &p)
-            .replace("{tokens}", &tokens);
-        self.once(key, u, token, cost).await
+        let build = |shape, epoch| {
+            let mut u = Update::new(self);
+            let p = path.emit(&mut u.placeholders);
+            u.placeholders
+                .set_value(":set", set.clone())
+                .set_value(":one", one());
+            let terms = self.token_terms(&mut u.placeholders, token, shape, epoch);
+            u.update = UPDATE_SET_ADD
+                .replace("{p}", &p)
+                .replace("{add}", &terms.add_in_clause())
+                .replace("{tokens}", &terms.set);
+            (u, terms)
+        };
+        self.once(key, token, cost, build).await
     }
 
     /// `DELETE` the elements (idempotent; DynamoDB drops the attribute with its last element);
@@ -141,26 +203,24 @@ impl Document {
             return Ok(DocumentOutcome::Unchanged);
         };
         let key_attribute = key.json().keys().next().cloned().unwrap_or_default();
-        let mut u = Update::new(self);
-        let p = path.emit(&mut u.placeholders);
-        u.placeholders
-            .set_value(":set", set)
-            .set_value(":one", one())
-            .set_name("#key", key_attribute);
-        let tokens = self.shift_tokens(&mut u.placeholders, token);
-        u.update = UPDATE_SET_REMOVE
-            .replace("{p}", &p)
-            .replace("{tokens}", &tokens);
-        u.condition = Some(format!(
-            "{CONDITION_ITEM_EXISTS} AND {}",
-            self.token_absent()
-        ));
-        Ok(match self.send_update(key, u, cost).await? {
-            Cond::Done(()) => DocumentOutcome::Applied,
-            Cond::Failed { old: Some(old) } if self.holds_token(&old, token) => {
-                DocumentOutcome::Applied // our own write, whose response was lost
-            }
-            Cond::Failed { .. } => DocumentOutcome::Absent,
+        let build = |shape, epoch| {
+            let mut u = Update::new(self);
+            let p = path.emit(&mut u.placeholders);
+            u.placeholders
+                .set_value(":set", set.clone())
+                .set_value(":one", one())
+                .set_name("#key", key_attribute.clone());
+            let terms = self.token_terms(&mut u.placeholders, token, shape, epoch);
+            u.update = UPDATE_SET_REMOVE
+                .replace("{p}", &p)
+                .replace("{add}", &terms.add_in_clause())
+                .replace("{tokens}", &terms.set);
+            u.condition = Some(CONDITION_ITEM_EXISTS.to_string());
+            (u, terms)
+        };
+        Ok(match self.send_tokened(key, token, cost, build).await? {
+            Tokened::Applied => DocumentOutcome::Applied,
+            Tokened::Failed(_) => DocumentOutcome::Absent,
         })
     }
 
@@ -176,8 +236,8 @@ impl Document {
         if values.is_empty() {
             return Ok(DocumentOutcome::Unchanged);
         }
-        let u = self.append(path, values, token);
-        self.once(key, u, token, cost).await
+        let build = |shape, epoch| self.append(path, values, token, shape, epoch);
+        self.once(key, token, cost, build).await
     }
 
     /// Append the values the list does not hold yet; a lost race learns from `ALL_OLD` which
@@ -206,22 +266,22 @@ impl Document {
             if missing.is_empty() {
                 return Ok(DocumentOutcome::Duplicate);
             }
-            let mut u = self.append(path, &missing, token);
-            let p = path.emit(&mut u.placeholders);
-            let absent: Vec<String> = missing
-                .iter()
-                .map(|v| format!("NOT contains({p}, {})", u.placeholders.value(v.clone())))
-                .collect();
-            let none_present = CONDITION_NONE_PRESENT
-                .replace("{p}", &p)
-                .replace("{absent}", &absent.join(" AND "));
-            u.condition = Some(format!("({none_present}) AND {}", self.token_absent()));
-            let Cond::Failed { old } = self.send_update(key, u, cost).await? else {
+            let build = |shape, epoch| {
+                let (mut u, terms) = self.append(path, &missing, token, shape, epoch);
+                let p = path.emit(&mut u.placeholders);
+                let absent: Vec<String> = missing
+                    .iter()
+                    .map(|v| format!("NOT contains({p}, {})", u.placeholders.value(v.clone())))
+                    .collect();
+                let none_present = CONDITION_NONE_PRESENT
+                    .replace("{p}", &p)
+                    .replace("{absent}", &absent.join(" AND "));
+                u.condition = Some(none_present);
+                (u, terms)
+            };
+            let Tokened::Failed(old) = self.send_tokened(key, token, cost, build).await? else {
                 return Ok(DocumentOutcome::Applied);
             };
-            if old.as_ref().is_some_and(|o| self.holds_token(o, token)) {
-                return Ok(DocumentOutcome::Applied); // our own write, whose response was lost
-            }
             let present = match old.as_ref().and_then(|o| path.get(o)) {
                 Some(AttributeValue::L(list)) => list.clone(),
                 _ => return Err(invalid(format!("`{path}` is not a list"))),
@@ -245,35 +305,39 @@ impl Document {
     async fn once(
         &self,
         key: &ItemKey,
-        mut update: Update,
         token: &str,
         cost: &Cost,
+        build: impl Fn(Shape, u64) -> (Update, TokenTerms),
     ) -> Result<DocumentOutcome, StoreError> {
-        update.condition = Some(self.token_absent());
-        match self.send_update(key, update, cost).await? {
-            Cond::Done(()) => Ok(DocumentOutcome::Applied),
-            Cond::Failed { old: Some(old) } if self.holds_token(&old, token) => {
-                Ok(DocumentOutcome::Applied) // our own write, whose response was lost
-            }
-            Cond::Failed { .. } => Err(StoreError::Inconsistent(
+        match self.send_tokened(key, token, cost, build).await? {
+            Tokened::Applied => Ok(DocumentOutcome::Applied),
+            Tokened::Failed(_) => Err(StoreError::Inconsistent(
                 "a write guarded by its own token failed without the token stored".into(),
             )),
         }
     }
 
-    /// The append update of `values` with the token shift (no condition yet).
-    fn append(&self, path: &AttrPath, values: &[AttributeValue], token: &str) -> Update {
+    /// The append update of `values` with the token terms (no condition yet).
+    fn append(
+        &self,
+        path: &AttrPath,
+        values: &[AttributeValue],
+        token: &str,
+        shape: Shape,
+        epoch: u64,
+    ) -> (Update, TokenTerms) {
         let mut u = Update::new(self);
         let p = path.emit(&mut u.placeholders);
         u.placeholders
             .set_value(":empty", AttributeValue::L(Vec::new()))
             .set_value(":vals", AttributeValue::L(values.to_vec()))
             .set_value(":one", one());
-        let tokens = self.shift_tokens(&mut u.placeholders, token);
+        let terms = self.token_terms(&mut u.placeholders, token, shape, epoch);
         u.update = UPDATE_LIST_APPEND
             .replace("{p}", &p)
-            .replace("{tokens}", &tokens);
-        u
+            .replace("{add}", &terms.add_in_clause())
+            .replace("{tokens}", &terms.set);
+        (u, terms)
     }
 }
 
