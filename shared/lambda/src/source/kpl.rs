@@ -27,7 +27,8 @@
 //! number goes into `batchItemFailures` (once, however many of its user records failed);
 //! Lambda then delivers the whole aggregate again, and the user records that succeeded are
 //! applied again: as duplicates by an idempotent protocol; a protocol that is not
-//! ([`Protocol::redelivery`](dynamodb_exactly_once::Protocol::redelivery)) applies them again.
+//! ([`Protocol::redelivery`](dynamodb_exactly_once::Protocol::redelivery)) recognises them only
+//! as far as it remembers their deliveries (the document writer: its op tokens, kept by time).
 //!
 //! Cost: decoding and one MD5 over the protobuf per aggregate; no DynamoDB call. Tags of user
 //! records are not read (protobuf skips them as unknown fields).

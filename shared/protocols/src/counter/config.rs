@@ -24,8 +24,8 @@ pub const DEFAULT_OTHER_DATA_BYTES: usize = 4 * 1024;
 pub const DEFAULT_CONCURRENCY: usize = 32;
 /// Bytes of one stored key: 128 bits of SHA-256 as unpadded base64url.
 pub const KEY_BYTES: usize = 22;
-/// Token slots of versioned writes kept in an item: a write finds its own token while fewer
-/// than this many other versions landed after it.
+/// Token slots of versioned writes in the earlier layout (`<prefix>write_token<n>`): still read
+/// for a write that landed before the upgrade, never written (tokens are kept by time now).
 pub const WRITE_TOKEN_SLOTS: u64 = 4;
 /// DynamoDB's limit on an expression's length.
 pub const MAX_EXPRESSION_BYTES: usize = 4096;
@@ -74,7 +74,8 @@ pub struct CounterConfig {
     /// ([`CounterConfig::journal`]).
     pub mode: CounterMode,
     /// Prefix of the protocol attributes (`<prefix>bucket`, `<prefix>keys_<start>_<until>`,
-    /// `<prefix>version`, `<prefix>updated`, `<prefix>write_token<n>`).
+    /// `<prefix>forgot`, `<prefix>version`, `<prefix>updated`, `<prefix>wtok`, `<prefix>wtokp`,
+    /// `<prefix>wtoke`).
     pub attribute_prefix: String,
     /// Duplicates are always rejected within this time of the first application.
     pub window: Duration,
