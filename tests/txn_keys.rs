@@ -12,7 +12,10 @@ use aws_sdk_dynamodb::Client;
 use dynamo_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, Cost, TxError};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
+use dynamodb_exactly_once_lambda::dead_letter::{DeadLetters, LetterFilter};
+use dynamodb_exactly_once_lambda::settings::functions::TX_COORDINATOR;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use txn_env::*;
 
 use crate::common::scan;
@@ -126,11 +129,24 @@ async fn the_sweeper_retires_a_record_stranded_on_a_refused_key() {
         .create("t-stranded", &canonical, None, &cost)
         .await
         .expect("create");
-    // When the sweeper runs, twice
-    let first = sweep_all(&env, client()).await;
-    let second = sweep_all(&env, client()).await;
+    // When the sweeper, keeping dead letters as the coordinator does, runs twice
+    let letters = DeadLetters::new(
+        client(),
+        &env.tables["DeadLetterTable"],
+        TX_COORDINATOR.name,
+    )
+    .for_deployment(Some("tx-coordinator-fn".into()));
+    let sweeper = env
+        .sweeper(client(), 0, 3600)
+        .keeping_retired(Arc::new(letters.clone()));
+    let first = sweeper.sweep(Deadline::none()).await.expect("sweep");
+    let second = sweeper.sweep(Deadline::none()).await.expect("sweep");
     // Then it rolls the record back and completes it, without an error, and nothing is left
-    assert_eq!((first.errors, first.rolled_back), (0, 1), "{first:?}");
+    assert_eq!(
+        (first.errors, first.rolled_back, first.dead_letters),
+        (0, 1, 1),
+        "{first:?}"
+    );
     assert_eq!((second.errors, second.stale), (0, 0), "{second:?}");
     assert_clean(&base, &env).await;
     let now = items(&base, &table).await;
@@ -147,6 +163,30 @@ async fn the_sweeper_retires_a_record_stranded_on_a_refused_key() {
         (Some(&json!("invalid_request")), Some(&json!(1))),
         "{header:?}"
     );
+    // and it kept one dead letter of the coordinator's deployment: the reason names the
+    // refused request, the payload is the transaction's message (a replay through the
+    // coordinator refuses it `invalid_key` again)
+    let listing = letters
+        .listing(&LetterFilter::all())
+        .await
+        .expect("listing");
+    assert_eq!(listing.letters.len(), 1, "{listing:?}");
+    let letter = &listing.letters[0];
+    assert_eq!(letter.reason.code, RejectionCode::InvalidKey, "{letter:?}");
+    assert!(letter.reason.message.contains("request 1"), "{letter:?}");
+    assert!(
+        letter
+            .id
+            .starts_with("tx-coordinator|sqs|tx-coordinator-fn|"),
+        "{}",
+        letter.id
+    );
+    assert!(letter.id.contains("t-stranded"), "{}", letter.id);
+    let payload: Value = serde_json::from_slice(&letter.payload).expect("JSON payload");
+    assert_eq!(payload["txId"], json!("t-stranded"));
+    assert_eq!(payload["requests"].as_array().map(Vec::len), Some(2));
+    let again = c.run(&message(&c, &payload), Deadline::none()).await;
+    assert_invalid_key(&again, "the letter's payload");
     // And the message, delivered again, is a dead letter with its reason, not a failure
     let again = c.run(&message(&c, &body), Deadline::none()).await;
     assert_invalid_key(&again, "redelivery");
