@@ -12,7 +12,11 @@ use aws_sdk_dynamodb::Client;
 use dynamo_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, Cost, TxError};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
+use dynamodb_exactly_once_lambda::dead_letter::{DeadLetters, LetterFilter};
+use dynamodb_exactly_once_lambda::settings::functions::TX_COORDINATOR;
+use dynamodb_exactly_once_lambda::{ReplayScope, Writer};
 use serde_json::{json, Value};
+use std::sync::Arc;
 use txn_env::*;
 
 use crate::common::scan;
@@ -126,11 +130,24 @@ async fn the_sweeper_retires_a_record_stranded_on_a_refused_key() {
         .create("t-stranded", &canonical, None, &cost)
         .await
         .expect("create");
-    // When the sweeper runs, twice
-    let first = sweep_all(&env, client()).await;
-    let second = sweep_all(&env, client()).await;
+    // When the sweeper, keeping dead letters as the coordinator does, runs twice
+    let letters = DeadLetters::new(
+        client(),
+        &env.tables["DeadLetterTable"],
+        TX_COORDINATOR.name,
+    )
+    .for_deployment(Some("tx-coordinator-fn".into()));
+    let sweeper = env
+        .sweeper(client(), 0, 3600)
+        .keeping_retired(Arc::new(letters.clone()));
+    let first = sweeper.sweep(Deadline::none()).await.expect("sweep");
+    let second = sweeper.sweep(Deadline::none()).await.expect("sweep");
     // Then it rolls the record back and completes it, without an error, and nothing is left
-    assert_eq!((first.errors, first.rolled_back), (0, 1), "{first:?}");
+    assert_eq!(
+        (first.errors, first.rolled_back, first.dead_letters),
+        (0, 1, 1),
+        "{first:?}"
+    );
     assert_eq!((second.errors, second.stale), (0, 0), "{second:?}");
     assert_clean(&base, &env).await;
     let now = items(&base, &table).await;
@@ -147,9 +164,90 @@ async fn the_sweeper_retires_a_record_stranded_on_a_refused_key() {
         (Some(&json!("invalid_request")), Some(&json!(1))),
         "{header:?}"
     );
+    // and it kept one dead letter of the coordinator's deployment: the reason names the
+    // refused request, the payload is the transaction's message (a replay through the
+    // coordinator refuses it `invalid_key` again)
+    let listing = letters
+        .listing(&LetterFilter::all())
+        .await
+        .expect("listing");
+    assert_eq!(listing.letters.len(), 1, "{listing:?}");
+    let letter = &listing.letters[0];
+    assert_eq!(letter.reason.code, RejectionCode::InvalidKey, "{letter:?}");
+    assert!(letter.reason.message.contains("request 1"), "{letter:?}");
+    assert!(
+        letter
+            .id
+            .starts_with("tx-coordinator|sqs|tx-coordinator-fn|"),
+        "{}",
+        letter.id
+    );
+    assert!(letter.id.contains("t-stranded"), "{}", letter.id);
+    let payload: Value = serde_json::from_slice(&letter.payload).expect("JSON payload");
+    assert_eq!(payload["txId"], json!("t-stranded"));
+    assert_eq!(payload["requests"].as_array().map(Vec::len), Some(2));
+    let writer = Writer {
+        dead_letters: letters.clone(),
+        ..coordinator_writer(&env, env.coordinator(client()))
+    };
+    let replay = writer
+        .replay_dead_letters(&ReplayScope::all())
+        .await
+        .expect("replay");
+    let refused: Vec<_> = replay.still_rejected.iter().map(|(_, r)| r.code).collect();
+    assert_eq!(refused, [RejectionCode::InvalidKey], "{replay:?}");
+    let kept = letters
+        .listing(&LetterFilter::all())
+        .await
+        .expect("listing");
+    assert_eq!(kept.letters.len(), 1, "still kept: {kept:?}");
     // And the message, delivered again, is a dead letter with its reason, not a failure
     let again = c.run(&message(&c, &body), Deadline::none()).await;
     assert_invalid_key(&again, "redelivery");
+}
+
+#[tokio::test]
+async fn a_retired_record_whose_letter_cannot_be_kept_is_kept_by_the_next_sweep() {
+    let base = client();
+    let env = Env::new(&base).await;
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    // Given a pending record stranded on a refused key
+    let c = env.coordinator(client());
+    let body = json!({"txId":"t-unkept","requests":[debit(&table, "alice", 10),
+        bump(&table, json!({"PK": 7}))]});
+    let canonical = message(&c, &body).requests_json();
+    c.tx_table()
+        .create("t-unkept", &canonical, None, &Cost::default())
+        .await
+        .expect("create");
+    // When a sweep cannot keep its letter (no such table), then one can
+    let keeping = |table: &str| {
+        let letters = DeadLetters::new(client(), table, TX_COORDINATOR.name);
+        env.sweeper(client(), 0, 3600)
+            .keeping_retired(Arc::new(letters))
+    };
+    let failed = keeping("NoSuchLetters").sweep(Deadline::none()).await;
+    let failed = failed.expect("sweep");
+    let kept = keeping(&env.tables["DeadLetterTable"])
+        .sweep(Deadline::none())
+        .await
+        .expect("sweep");
+    // Then the first counts an error and leaves the record rolled back in the index; the
+    // second keeps the letter and completes it
+    assert_eq!((failed.errors, failed.dead_letters), (1, 0), "{failed:?}");
+    assert_eq!((kept.errors, kept.dead_letters), (0, 1), "{kept:?}");
+    assert_clean(&base, &env).await;
+    let letters = DeadLetters::new(
+        client(),
+        &env.tables["DeadLetterTable"],
+        TX_COORDINATOR.name,
+    );
+    let listing = letters
+        .listing(&LetterFilter::all())
+        .await
+        .expect("listing");
+    assert_eq!(listing.letters.len(), 1, "{listing:?}");
 }
 
 #[tokio::test]

@@ -60,7 +60,9 @@ pub mod ordering {
 pub use error::HandlerError;
 pub use processor::{Processor, Record, RecordError};
 pub use replay::{ReplayError, ReplayReport, ReplayScope};
-pub use run::{run_rollup, run_sweeper, run_writer, RollupFunction, SweeperFunction};
+pub use run::{
+    run_rollup, run_sweeper, run_writer, sweeper_from_env, RollupFunction, SweeperFunction,
+};
 pub use source::{Batch, BatchResponse};
 pub use writer::{writer_from_env, Writer};
 

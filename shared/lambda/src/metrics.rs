@@ -96,6 +96,8 @@ pub fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
         ("Finished".into(), count(summary.finished)),
         ("AlreadyCompleted".into(), count(summary.already_completed)),
         ("Deleted".into(), count(summary.deleted)),
+        // Records retired on a key the table refuses, kept as the coordinator's dead letters.
+        ("Invalid".into(), count(summary.dead_letters)),
         ("Errors".into(), count(summary.errors)),
         (
             "StoppedEarly".into(),

@@ -15,6 +15,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -27,8 +28,10 @@ use dynamodb_exactly_once::{Deadline, Protocol};
 use lambda_runtime::{LambdaEvent, Service};
 use serde_json::Value;
 
+use crate::dead_letter::DeadLetters;
 use crate::error::HandlerError;
-use crate::settings::{env_parse, FunctionSpec};
+use crate::settings::functions::TX_COORDINATOR;
+use crate::settings::{env_opt, env_parse, FunctionSpec};
 use crate::source::BatchResponse;
 use crate::telemetry::{invocation_span, traced};
 use crate::writer::{writer_from_env, Writer};
@@ -212,15 +215,36 @@ where
     lambda_runtime::run(writer).await
 }
 
-/// The whole `main` of the sweeper function (see [`run_writer`]).
+/// The whole `main` of the sweeper function (see [`run_writer`] and [`sweeper_from_env`]).
 pub async fn run_sweeper(spec: FunctionSpec) -> Result<(), lambda_runtime::Error> {
     crate::telemetry::init();
     let client = crate::client::client_from_env().await?;
-    let function = SweeperFunction {
-        function: spec.name.into(),
-        sweeper: spec.from_env(client)?,
-    };
+    let function = sweeper_from_env(spec, client)?;
     lambda_runtime::run(function).await
+}
+
+/// The sweeper function of `spec`'s variables: the sweeper's settings and, when
+/// `<PREFIX>_DEAD_LETTER_TABLE` is set, the dead letters it keeps the records it retires on a
+/// key the table refuses in: the coordinator's ([`TX_COORDINATOR`]), as deployment
+/// `<PREFIX>_DEPLOYMENT` (the template names the coordinator's function; default this
+/// function's name, `AWS_LAMBDA_FUNCTION_NAME`). Without it such records are only logged
+/// (WARN). Errors name the variable.
+pub fn sweeper_from_env(
+    spec: FunctionSpec,
+    client: aws_sdk_dynamodb::Client,
+) -> Result<SweeperFunction, dynamodb_exactly_once::ConfigError> {
+    let mut sweeper: Sweeper = spec.from_env(client.clone())?;
+    if let Some(table) = env_opt(&spec.var("DEAD_LETTER_TABLE")) {
+        let deployment =
+            env_opt(&spec.var("DEPLOYMENT")).or_else(|| env_opt("AWS_LAMBDA_FUNCTION_NAME"));
+        let letters =
+            DeadLetters::new(client, table, TX_COORDINATOR.name).for_deployment(deployment);
+        sweeper = sweeper.keeping_retired(Arc::new(letters));
+    }
+    Ok(SweeperFunction {
+        function: spec.name.into(),
+        sweeper,
+    })
 }
 
 /// The roll-up function of `spec`'s variables: the counter's settings exactly as its writer
@@ -294,6 +318,29 @@ mod tests {
             aws_sdk_dynamodb::Client::from_conf(ddb),
             aws_sdk_dynamodbstreams::Client::from_conf(streams),
         )
+    }
+
+    #[test]
+    fn the_sweeper_keeps_retired_records_only_with_a_dead_letter_table() {
+        let spec = FunctionSpec {
+            name: "sweeper-test",
+            env_prefix: "SWEEPERTEST",
+        };
+        // Variables of this test's own prefix only: nothing else reads them.
+        std::env::set_var("SWEEPERTEST_TABLE", "Tx");
+        let (ddb, _) = offline_clients();
+        let plain = sweeper_from_env(spec, ddb.clone()).expect("valid");
+        assert!(format!("{:?}", plain.sweeper).contains("keeper: None"));
+        std::env::set_var("SWEEPERTEST_DEAD_LETTER_TABLE", "Letters");
+        std::env::set_var("SWEEPERTEST_DEPLOYMENT", "coordinator-fn");
+        let keeping = format!("{:?}", sweeper_from_env(spec, ddb).expect("valid").sweeper);
+        for part in [
+            "\"Letters\"",
+            "\"tx-coordinator\"",
+            "Some(\"coordinator-fn\")",
+        ] {
+            assert!(keeping.contains(part), "{part}: {keeping}");
+        }
     }
 
     #[test]

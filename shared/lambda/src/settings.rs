@@ -98,7 +98,8 @@ pub mod functions {
         name: "counter-rollup",
         env_prefix: "COUNTER",
     };
-    /// `tx-sweeper`: `TX_*` (the coordinator's table settings).
+    /// `tx-sweeper`: `TX_*` (the coordinator's table settings; `TX_DEAD_LETTER_TABLE` and
+    /// `TX_DEPLOYMENT` for the records it retires, see [`crate::run::sweeper_from_env`]).
     pub const TX_SWEEPER: FunctionSpec = FunctionSpec {
         name: "tx-sweeper",
         env_prefix: "TX",

@@ -25,6 +25,8 @@
 //!   dead-letter queue) as implementations;
 //! * `sqs` (feature `sqs`): `SqsDeadLetters`, a sink that sends each letter to an SQS queue as
 //!   JSON (`SqsLetter`: the fields of this table's letters, the body cut to the message size);
+//! * `retired`: the TX records the sweeper retires on a refused key, kept as the
+//!   coordinator's letters (`KeepRetired` for [`DeadLetters`]);
 //! * `list`: listing in source order (Kinesis and DynamoDB sequence numbers numerically, KPL
 //!   sub-records by sub-sequence number, SQS FIFO by `SequenceNumber`), filters, incomplete
 //!   letters reported apart, removal and the marks a replay or an export leaves.
@@ -41,11 +43,13 @@ use dynamodb_exactly_once::{Item, Rejection, StoreError};
 use crate::source::{SourceKind, SourcePosition, SourceRecord};
 
 mod list;
+mod retired;
 mod sink;
 #[cfg(feature = "sqs")]
 mod sqs;
 
 pub use list::{source_order, LetterFilter, Listing};
+pub use retired::{retired_record, MAX_RETIRED_PAYLOAD_CHARS, SWEPT_ID_PREFIX};
 pub use sink::{DeadLetterSink, Disposal, ReportOnly};
 #[cfg(feature = "sqs")]
 pub use sqs::{

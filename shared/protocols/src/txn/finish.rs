@@ -15,11 +15,13 @@ use super::item::{ATTR_TRANSIENT, ATTR_VERSION_TOKEN};
 use super::record::{parse_owner, TxHeader, TxState};
 use super::request::{recorded_requests, Operation};
 use super::resolve::Resolved;
-use super::{Coordinator, Cost, Driven, TxError};
+use super::sweep::{KeepRetired, Retired};
+use super::{Coordinator, Cost, Driven, RollbackReason, TxError};
 use crate::ddb::cond::{conditional, Cond};
 use crate::ddb::error::StoreError;
 use crate::ddb::expr::Placeholders;
 use crate::ddb::item::Item;
+use crate::rejection::Rejection;
 
 /// Guard of a finalize or undo write (placeholders `#txpl`, `#txpv`, `:txpo`, `:txpt`).
 const CONDITION_HELD_BY: &str = "#txpl = :txpo AND #txpv = :txpt";
@@ -319,28 +321,47 @@ impl Coordinator {
         stale_before: u64,
         cost: &Cost,
     ) -> Result<Option<(TxHeader, Driven)>, TxError> {
+        self.drive_keeping(tx_id, stale_before, cost, None).await
+    }
+
+    /// [`Self::drive`], handing a record retired on a refused key (rolled back final,
+    /// `invalid_request`) to `keeper` before it is completed (see
+    /// [`crate::txn::sweep::KeepRetired`]).
+    pub async fn drive_keeping(
+        &self,
+        tx_id: &str,
+        stale_before: u64,
+        cost: &Cost,
+        keeper: Option<&dyn KeepRetired>,
+    ) -> Result<Option<(TxHeader, Driven)>, TxError> {
         let Some(mut header) = self.tx.get(tx_id).await? else {
             return Ok(None);
         };
         let mut driven = Driven::Nothing;
-        let mut resolved = None;
+        let mut recorded = None;
         if header.state == TxState::Pending {
             if header.last_touched_ms > stale_before {
                 return Ok(Some((header, Driven::Alive)));
             }
-            let (recorded, refused) = self.recorded(&header).await?;
-            resolved = Some(recorded);
+            let found = self.recorded(&header).await?;
+            let refused = found.refused.as_ref().map(|(i, _)| *i);
             let transition = self.roll_back_stale(&header, refused, cost).await?;
             if transition.is_moved() {
                 driven = Driven::RolledBack;
             }
             header = self.header_after(transition, tx_id).await?;
+            recorded = Some(found);
         }
         if matches!(header.state, TxState::Committed | TxState::RolledBack) {
-            let resolved = match resolved {
+            let recorded = match recorded {
                 Some(r) => r,
-                None => self.recorded(&header).await?.0,
+                None => self.recorded(&header).await?,
             };
+            if let Some(keeper) = keeper {
+                if keep_if_retired(keeper, &header, &recorded).await? {
+                    driven = Driven::Retired;
+                }
+            }
             if driven == Driven::Nothing {
                 driven = if header.state == TxState::Committed {
                     Driven::Finished
@@ -348,17 +369,50 @@ impl Coordinator {
                     Driven::RolledBack
                 };
             }
-            header = self.complete(&header, &resolved, cost).await?;
+            header = self.complete(&header, &recorded.resolved, cost).await?;
         }
         Ok(Some((header, driven)))
     }
 
     /// The requests of a TX record, resolved, and the first whose key the table refuses.
-    async fn recorded(&self, header: &TxHeader) -> Result<(Vec<Resolved>, Option<usize>), TxError> {
+    async fn recorded(&self, header: &TxHeader) -> Result<Recorded, TxError> {
         let json = self.tx.requests_json(header).await?;
         let raw: Vec<Value> = serde_json::from_str(&json)
             .map_err(|e| StoreError::Inconsistent(format!("TX {} requests: {e}", header.tx_id)))?;
         let requests = recorded_requests(&raw).map_err(TxError::Rejected)?;
-        self.resolve_recorded(&header.tx_id, &requests).await
+        let (resolved, refused) = self.resolve_recorded(&header.tx_id, &requests).await?;
+        Ok(Recorded {
+            raw,
+            resolved,
+            refused,
+        })
     }
+}
+
+/// The requests of a TX record: as recorded, resolved, and the first refused one.
+struct Recorded {
+    raw: Vec<Value>,
+    resolved: Vec<Resolved>,
+    refused: Option<(usize, Rejection)>,
+}
+
+/// Hand a record rolled back final on a refused key (`invalid_request`) to `keeper`: whether
+/// it was one.
+async fn keep_if_retired(
+    keeper: &dyn KeepRetired,
+    header: &TxHeader,
+    recorded: &Recorded,
+) -> Result<bool, StoreError> {
+    let Some((_, reason)) = &recorded.refused else {
+        return Ok(false);
+    };
+    if header.state != TxState::RolledBack || header.reason != Some(RollbackReason::InvalidRequest)
+    {
+        return Ok(false);
+    }
+    let retired = Retired::new(header.tx_id.clone(), reason.clone(), recorded.raw.clone());
+    keeper.keep_retired(&retired).await?;
+    tracing::warn!(tx_id = %header.tx_id, rejection = %reason,
+        "a TX record retired on a key the table refuses was kept as a dead letter");
+    Ok(true)
 }

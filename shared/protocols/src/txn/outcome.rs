@@ -109,6 +109,9 @@ pub enum Driven {
     Nothing,
     /// Rolled back (it was pending) or completed its rollback.
     RolledBack,
+    /// Rolled back final because a request names a key the table refuses, and handed to a
+    /// [`KeepRetired`](super::sweep::KeepRetired) (kept as a dead letter) before completion.
+    Retired,
     /// Completed its commit.
     Finished,
     /// Pending, with a sign of life since it was found stale (a delivery resumed it): left

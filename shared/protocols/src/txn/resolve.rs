@@ -65,12 +65,12 @@ impl Coordinator {
     /// table refuses is left out (no lock can be on it: every write of that key is refused),
     /// and the check for two requests on one item is not made again (the record was accepted
     /// under the rules of its time; its locks are on the keys it resolved to).
-    /// Also returns the first refused request's index.
+    /// Also returns the first refused request's index and why it is refused.
     pub(super) async fn resolve_recorded(
         &self,
         tx_id: &str,
         requests: &[TxRequest],
-    ) -> Result<(Vec<Resolved>, Option<usize>), TxError> {
+    ) -> Result<(Vec<Resolved>, Option<(usize, Rejection)>), TxError> {
         let mut out = Vec::with_capacity(requests.len());
         let mut refused = None;
         for (index, request) in requests.iter().enumerate() {
@@ -79,7 +79,7 @@ impl Coordinator {
                 Err(TxError::Rejected(why)) => {
                     tracing::warn!(tx_id, request = index, rejection = %why,
                         "a recorded request names a key the table refuses: no lock to finish there");
-                    refused = refused.or(Some(index));
+                    refused = refused.or(Some((index, why)));
                 }
                 Err(other) => return Err(other),
             }

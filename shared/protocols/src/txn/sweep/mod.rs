@@ -36,7 +36,11 @@
 //!
 //! A recorded request whose key the table refuses (a record of a version before the key-schema
 //! check) holds no lock: it is skipped (WARN), and a pending record is rolled back as final
-//! (`invalid_request`, naming that request) rather than `abandoned`, then completed.
+//! (`invalid_request`, naming that request) rather than `abandoned`, then completed. With a
+//! [`KeepRetired`] ([`Sweeper::keeping_retired`]; the `tx-sweeper` function keeps them as dead
+//! letters of the coordinator when `TX_DEAD_LETTER_TABLE` is set) such a rolled-back record is
+//! kept (`invalid_key`, naming the request, with its requests) before it is completed; a keep
+//! that fails is a sweep error and is tried again by the next run.
 //!
 //! Stale means: no creation, restart or heartbeat for `stale_after`. A coordinator writes a
 //! heartbeat while it locks and when it resumes a delivery again (see
@@ -57,6 +61,7 @@
 //! It drives up to [`SweepConfig::concurrency`] transactions at once, starts none after the
 //! deadline and stops cleanly; what is left stays in the index for the next run.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -76,12 +81,14 @@ use crate::txn::record::{
 use crate::txn::{Coordinator, Driven, TxConfig, TxError, TxStatus};
 
 mod config;
+mod retired;
 
 pub use crate::txn::record::SWEEP_SHARDS;
 pub use config::{
     check_stale_after, SweepConfig, DEFAULT_REDELIVERY_GAP, DEFAULT_RETAIN, DEFAULT_STALE_AFTER,
     DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_MARGIN,
 };
+pub use retired::{KeepRetired, Retired};
 
 /// Index page size.
 const PAGE_SIZE: i32 = 100;
@@ -104,6 +111,9 @@ pub struct SweepSummary {
     pub already_completed: usize,
     /// Found stale in the index, but resumed by a delivery before it was driven: left alone.
     pub alive: usize,
+    /// Of `rolled_back`: records retired on a key the table refuses and kept as dead
+    /// letters (see [`KeepRetired`]; EMF `Invalid`).
+    pub dead_letters: usize,
     /// Legacy completed records deleted after the retention.
     pub deleted: usize,
     /// Transactions that failed (left for the next run).
@@ -150,6 +160,7 @@ enum Swept {
 pub struct Sweeper {
     coordinator: Coordinator,
     config: SweepConfig,
+    keeper: Option<Arc<dyn KeepRetired>>,
 }
 
 impl Sweeper {
@@ -161,7 +172,15 @@ impl Sweeper {
         Ok(Sweeper {
             coordinator: Coordinator::unchecked(client, tx),
             config,
+            keeper: None,
         })
+    }
+
+    /// The same sweeper, handing every record it retires on a key the table refuses to
+    /// `keeper` before completing it (see [`KeepRetired`]).
+    pub fn keeping_retired(mut self, keeper: Arc<dyn KeepRetired>) -> Self {
+        self.keeper = Some(keeper);
+        self
     }
 
     /// The settings.
@@ -328,7 +347,10 @@ impl Sweeper {
             }
             // Stale at the query is not enough: a delivery may have resumed it since.
             let stale_before = epoch_millis().saturating_sub(millis(self.config.stale_after));
-            let driven = self.coordinator.drive(&d.tx_id, stale_before, cost).await;
+            let keeper = self.keeper.as_deref();
+            let driven = (self.coordinator)
+                .drive_keeping(&d.tx_id, stale_before, cost, keeper)
+                .await;
             Swept::Driven(d.tx_id, driven.map(|o| o.map(|(_, driven)| driven)))
         });
         let results: Vec<Swept> = futures::stream::iter(drives)
@@ -342,6 +364,10 @@ impl Sweeper {
                     summary.stale += 1;
                     match driven {
                         Ok(Some(Driven::RolledBack)) => summary.rolled_back += 1,
+                        Ok(Some(Driven::Retired)) => {
+                            summary.rolled_back += 1;
+                            summary.dead_letters += 1;
+                        }
                         Ok(Some(Driven::Finished)) => summary.finished += 1,
                         Ok(Some(Driven::Alive)) => summary.alive += 1,
                         Ok(_) => summary.already_completed += 1,
@@ -399,6 +425,7 @@ fn log_summary(summary: &SweepSummary) {
         rolled_back = summary.rolled_back,
         finished = summary.finished,
         already_completed = summary.already_completed,
+        dead_letters = summary.dead_letters,
         deleted = summary.deleted,
         errors = summary.errors,
         stopped_early = summary.stopped_early,
