@@ -142,6 +142,47 @@ pub async fn numeric_key_table(client: &Client, name: &str, key: &str) -> String
     table
 }
 
+/// A new table whose partition key `key` and optional sort key `sort` are strings (named
+/// `<unique prefix><name>`).
+pub async fn string_key_table(
+    client: &Client,
+    name: &str,
+    key: &str,
+    sort: Option<&str>,
+) -> String {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let table = format!("{}{name}", dynamo_testing::unique_prefix());
+    let attr = |n: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(n)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .expect("definition")
+    };
+    let schema = |n: &str, t: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(n)
+            .key_type(t)
+            .build()
+            .expect("schema")
+    };
+    let mut create = client
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attr(key))
+        .key_schema(schema(key, KeyType::Hash));
+    if let Some(sort) = sort {
+        create = create
+            .attribute_definitions(attr(sort))
+            .key_schema(schema(sort, KeyType::Range));
+    }
+    create.send().await.expect("create table");
+    table
+}
+
 /// Run `w`'s handler on fixture `name`, whose malformed records sit among valid ones:
 /// nothing is reported for retry, and every dead letter names its source record and keeps its
 /// payload byte for byte. Returns the letters' reason codes, sorted, and the fixture's batch.
@@ -181,4 +222,36 @@ pub async fn dead_letter_codes_of_fixture<P: dynamodb_exactly_once::Protocol>(
         .collect();
     codes.sort();
     (codes, batch)
+}
+
+/// Log lines captured in memory (a `MakeWriter` for a test's tracing subscriber).
+#[derive(Clone, Default)]
+pub struct LogCapture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl LogCapture {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        let bytes = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        String::from_utf8(bytes).expect("utf-8 log lines")
+    }
+}
+
+impl std::io::Write for LogCapture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogCapture {
+    type Writer = LogCapture;
+    fn make_writer(&'a self) -> LogCapture {
+        self.clone()
+    }
 }

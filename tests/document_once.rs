@@ -418,7 +418,7 @@ async fn a_remove_whose_write_landed_unanswered_removes_one_element_when_it_come
     assert_eq!(again.results[0].label(), "applied");
 }
 
-// ----------------------------------------------------------- renamed attribute prefix (N16)
+// ----------------------------------------------------------------- renamed attribute prefix
 
 /// A document writer whose protocol attributes start with `prefix`.
 fn docs_with_prefix(client: Client, table: &str, prefix: &str) -> Document {

@@ -1,5 +1,5 @@
-//! The boundaries of issue 31 on DynamoDB Local: a panic releases the key (N2), and a claim
-//! holds its key until its deadline however short `expires_after` is (N3). (A run that
+//! The layer's boundaries on DynamoDB Local: a panic releases the key, and a claim
+//! holds its key until its deadline however short `expires_after` is. (A run that
 //! outlives its claim: `idempotency_interleave.rs`; a result too large for an item:
 //! `idempotency_large.rs`.)
 
@@ -81,35 +81,7 @@ async fn a_claim_outlives_a_shorter_expires_after_until_its_deadline() {
 
 #[tokio::test]
 async fn a_table_with_a_sort_key_keeps_records_under_a_static_partition_key() {
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    };
-    let name = format!("{}IdemSorted", dynamo_testing::unique_prefix());
-    let attr = |n: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(n)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-            .expect("definition")
-    };
-    let key = |n: &str, t: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(n)
-            .key_type(t)
-            .build()
-            .expect("key")
-    };
-    client()
-        .create_table()
-        .table_name(&name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attr("pk"))
-        .attribute_definitions(attr("sk"))
-        .key_schema(key("pk", KeyType::Hash))
-        .key_schema(key("sk", KeyType::Range))
-        .send()
-        .await
-        .expect("create table");
+    let name = crate::common::string_key_table(&client(), "IdemSorted", "pk", Some("sk")).await;
     let persistence = DynamoDbPersistence::builder(client(), &name)
         .key_attr("pk")
         .sort_key_attr("sk")

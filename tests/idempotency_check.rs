@@ -5,7 +5,7 @@
 //! its key until a deadline 400–900 ms ahead; the function takes 0–100 ms, fails one time
 //! in six and panics one time in twelve (the key is released either way); one delivery in
 //! ten is abandoned mid-way (a crash: its claim holds the key until the deadline). The
-//! schedules that reach the boundaries of issue 31: one function in eight **outlives its
+//! schedules that reach the layer's boundaries: one function in eight **outlives its
 //! claim** (it runs past its deadline, so another run may take the key over: its own answer
 //! must then be `NotStored`, never the stored value, also in a cached layer); one schedule
 //! in three has **`expires_after` of 1 s under deadlines up to 2.4 s** (a claim must hold

@@ -1,4 +1,4 @@
-//! Results too large for one item (issue 31, N5), on DynamoDB Local.
+//! Results too large for one item, on DynamoDB Local.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -13,9 +13,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-};
 use aws_sdk_dynamodb::Client;
 use dynamo_testing::client;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
@@ -33,34 +30,7 @@ const OPERATION: &str = "__main__.charge";
 
 /// A table as Powertools' docs create it: partition key `id` (S), and a sort key when given.
 async fn powertools_table(client: &Client, sort_key: Option<&str>) -> String {
-    let name = format!("{}Powertools", dynamo_testing::unique_prefix());
-    let attr = |n: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(n)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-            .expect("definition")
-    };
-    let key = |n: &str, t: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(n)
-            .key_type(t)
-            .build()
-            .expect("key")
-    };
-    let mut create = client
-        .create_table()
-        .table_name(&name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attr("id"))
-        .key_schema(key("id", KeyType::Hash));
-    if let Some(sort) = sort_key {
-        create = create
-            .attribute_definitions(attr(sort))
-            .key_schema(key(sort, KeyType::Range));
-    }
-    create.send().await.expect("create table");
-    name
+    crate::common::string_key_table(client, "Powertools", "id", sort_key).await
 }
 
 /// The Python function, one process answering a JSON line per command.

@@ -3,44 +3,17 @@
 
 use crate::common;
 
-use std::io;
-use std::sync::{Arc, Mutex};
-
 use common::*;
 use dynamo_testing::client;
 use dynamodb_exactly_once_lambda::telemetry::json_subscriber;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
-use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
-
-/// Log lines captured in memory.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Ok(mut lines) = self.0.lock() {
-            lines.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Capture {
-    type Writer = Capture;
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
-}
 
 #[tokio::test]
 async fn every_line_of_a_batch_carries_the_request_id() {
     let (w, _) = ratchet_writer(client()).await;
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let _guard =
         tracing::subscriber::set_default(json_subscriber(EnvFilter::new("info"), capture.clone()));
     let mut context = Context::default();
@@ -57,7 +30,7 @@ async fn every_line_of_a_batch_carries_the_request_id() {
         .await
         .expect("handled");
 
-    let text = String::from_utf8(capture.0.lock().expect("lines").clone()).expect("utf-8");
+    let text = capture.text();
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))

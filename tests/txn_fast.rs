@@ -182,7 +182,7 @@ async fn transaction_conflicts_are_sent_again() {
     );
 
     // Conflicts on every call: sent again until the deadline, then delivered again; never
-    // handed to the lock path (whose item-size rule differs: issue 32, finding 2).
+    // handed to the lock path (whose item-size rule differs).
     let hot = FaultInjector::by_request(|op, body| {
         // The fast path's call is the only one that puts a header (`DecidedBy`).
         if op == "TransactWriteItems" && body.contains("DecidedBy") {

@@ -1,4 +1,4 @@
-//! Review findings 2, 3 and 7 (issue 32) on the fast path: contention never changes a
+//! The fast path's edges: contention never changes a
 //! transaction's outcome (a large item commits after conflicts as it does uncontended);
 //! `ThrottlingError` cancellation reasons are sent again locally, on the fast path and on a
 //! lock chunk; a call refused as a whole for another reason than its size is recorded

@@ -1,4 +1,4 @@
-//! Review findings 4 and 5 (issue 32): the `issuedAt` horizon has an upper bound (a future
+//! The `issuedAt` horizon has an upper bound (a future
 //! `issuedAt` — a clock ahead, microseconds — would switch `too_old` off), and a record written
 //! before `issuedAt` existed (its hash is the requests' alone) is recognised when the message
 //! comes again carrying `issuedAt`, during an upgrade.

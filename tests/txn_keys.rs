@@ -1,4 +1,4 @@
-//! Review finding 1 (issue 32): a key DynamoDB refuses — a number for a string key, a sort key
+//! A key DynamoDB refuses — a number for a string key, a sort key
 //! over 1,024 bytes, any key of a binary-keyed table — is checked against the table's real key
 //! schema and refused `invalid_key` before any write, on both paths; a record stranded on such
 //! a key by an earlier version is retired by the sweeper (no error, no lock left).

@@ -1,42 +1,16 @@
-//! Review finding 10 (issue 32): every transaction's outcome is logged with its write count,
-//! members of a group commit included (only transactions run alone were logged).
+//! Every transaction's outcome is logged with its write count, members of a group commit
+//! included.
 
+use crate::common::LogCapture;
 use crate::txn_env;
-
-use std::io;
-use std::sync::{Arc, Mutex};
 
 use dynamo_testing::client;
 use dynamodb_exactly_once::batch::Protocol;
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::telemetry::json_subscriber;
 use serde_json::Value;
-use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
 use txn_env::*;
-
-/// Log lines captured in memory.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Ok(mut lines) = self.0.lock() {
-            lines.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Capture {
-    type Writer = Capture;
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
-}
 
 #[tokio::test]
 async fn every_member_of_a_group_commit_is_logged_with_its_outcome() {
@@ -59,13 +33,13 @@ async fn every_member_of_a_group_commit_is_logged_with_its_outcome() {
             (t, message(&c, &body))
         })
         .collect();
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let guard =
         tracing::subscriber::set_default(json_subscriber(EnvFilter::new("info"), capture.clone()));
     let applied = c.apply(records, Deadline::none()).await;
     drop(guard);
     assert_eq!(applied.write_calls, 1, "one group call");
-    let text = String::from_utf8(capture.0.lock().expect("lines").clone()).expect("utf-8");
+    let text = capture.text();
     let mut logged: Vec<String> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

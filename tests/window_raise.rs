@@ -1,4 +1,4 @@
-//! Raising a window or a lifetime alone (issue 32): the age guard comes from what the stored
+//! Raising a window or a lifetime alone: the age guard comes from what the stored
 //! state was written with, so a redelivery older than the state still covers is refused
 //! (`too_old`) instead of counted twice or reviving an item; no operator step.
 

@@ -1,6 +1,6 @@
 //! Completed results kept in the process, least recently used first out, bounded by count
 //! and by bytes. Only results this process stored or read back are kept: never a result
-//! whose completion was refused (N4).
+//! whose completion was refused.
 
 use std::sync::Mutex;
 
