@@ -403,10 +403,9 @@ impl Deadline {
 }
 
 /// `records` split into those whose key fits `table`'s key schema (described once per
-/// `cache`) and the others' results: `invalid_key` rejections naming the reason, or every
+/// process) and the others' results: `invalid_key` rejections naming the reason, or every
 /// record failed when the table cannot be described.
 pub(crate) async fn fitting_keys<R, O>(
-    cache: &crate::ddb::schema::SchemaCache,
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     records: Vec<(usize, R)>,
@@ -417,7 +416,7 @@ pub(crate) async fn fitting_keys<R, O>(
         RecordResult::Rejected(Rejection::new(code, reason))
     };
     let fail = |err| RecordResult::Failed(RecordFailure::Shared(err));
-    crate::ddb::schema::split_fitting(cache, client, table, records, key, refuse, fail).await
+    crate::ddb::schema::split_fitting(client, table, records, key, refuse, fail).await
 }
 
 #[cfg(test)]

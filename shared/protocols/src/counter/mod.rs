@@ -48,8 +48,6 @@ pub struct Counter {
     pub(crate) config: CounterConfig,
     pub(crate) clock: Clock,
     pub(crate) cache: cache::KeyCache,
-    /// The counter table's key schema (journal mode checks keys against it before journaling).
-    pub(crate) schema: std::sync::Arc<crate::ddb::schema::SchemaCache>,
 }
 
 impl std::fmt::Debug for Counter {
@@ -71,7 +69,6 @@ impl Counter {
             config,
             clock: Clock::system(),
             cache,
-            schema: std::sync::Arc::default(),
         })
     }
 

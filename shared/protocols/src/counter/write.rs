@@ -382,8 +382,7 @@ impl Protocol for Counter {
             None => {
                 let table = &self.config.table;
                 let (todo, refused) =
-                    crate::batch::fitting_keys(&self.schema, &self.client, table, todo, |r| &r.key)
-                        .await;
+                    crate::batch::fitting_keys(&self.client, table, todo, |r| &r.key).await;
                 let mut applied = self.write_items(todo, deadline).await;
                 applied.results.extend(refused);
                 applied

@@ -141,22 +141,10 @@ pub async fn key_schema(client: &Client, table: &str) -> Result<Arc<KeySchema>, 
     Ok(schema)
 }
 
-/// A writer's handle on its table's key schema ([`key_schema`]).
-#[derive(Debug, Default)]
-pub struct SchemaCache;
-
-impl SchemaCache {
-    /// The schema of `table`, described on first use in this process.
-    pub async fn get(&self, client: &Client, table: &str) -> Result<Arc<KeySchema>, StoreError> {
-        key_schema(client, table).await
-    }
-}
-
 /// `records` split by the table's key schema: those whose key fits, and the others as
 /// `refuse(reason)`; when the table cannot be described, every record as `fail(error)` (the
 /// description is tried again on the next batch).
 pub(crate) async fn split_fitting<R, T>(
-    cache: &SchemaCache,
     client: &Client,
     table: &str,
     records: Vec<(usize, R)>,
@@ -167,7 +155,7 @@ pub(crate) async fn split_fitting<R, T>(
     if records.is_empty() {
         return (records, Vec::new());
     }
-    let schema = match cache.get(client, table).await {
+    let schema = match key_schema(client, table).await {
         Ok(schema) => schema,
         Err(err) => {
             let err = Arc::new(err);

@@ -87,8 +87,7 @@ impl Protocol for Document {
     ) -> Applied<DocumentOutcome> {
         let table = &self.config.table;
         let (records, refused) =
-            crate::batch::fitting_keys(&self.schema, &self.client, table, records, |r| &r.key)
-                .await;
+            crate::batch::fitting_keys(&self.client, table, records, |r| &r.key).await;
         let mut order: Vec<String> = Vec::new();
         let mut items: HashMap<String, Vec<(usize, DocumentRecord)>> = HashMap::new();
         for (i, record) in records {

@@ -88,8 +88,6 @@ impl Outcome for DocumentOutcome {
 pub struct Document {
     client: Client,
     config: DocumentConfig,
-    /// The table's key schema, described on first use (keys are checked against it).
-    schema: std::sync::Arc<crate::ddb::schema::SchemaCache>,
     /// The attribute prefix's marker on every item written.
     marker: layout::PrefixMarker,
     /// The clock of the token epochs.
@@ -104,7 +102,6 @@ impl Document {
         config.validate()?;
         Ok(Document {
             client: crate::ddb::conflict::retrying_conflicts(client),
-            schema: std::sync::Arc::default(),
             marker: layout::PrefixMarker::of(&config),
             config,
             clock: crate::ddb::Clock::system(),

@@ -71,8 +71,6 @@ pub struct Ratchet {
     config: RatchetConfig,
     layout: layout::Layout,
     cache: cache::VersionCache,
-    /// The table's key schema, described on first use (keys are checked against it).
-    schema: std::sync::Arc<crate::ddb::schema::SchemaCache>,
     /// What this process knows of the lifetime ledger ([`RatchetConfig::lifetime_ledger`]).
     ledger: std::sync::Arc<ledger::LedgerState>,
 }
@@ -88,7 +86,6 @@ impl Ratchet {
             config,
             layout,
             cache,
-            schema: std::sync::Arc::default(),
             ledger: std::sync::Arc::default(),
         })
     }

@@ -305,8 +305,7 @@ impl Protocol for Ratchet {
             };
         }
         let (records, refused) =
-            crate::batch::fitting_keys(&self.schema, &self.client, table, records, |r| &r.key)
-                .await;
+            crate::batch::fitting_keys(&self.client, table, records, |r| &r.key).await;
         let records = match &self.config.history_table {
             Some(table) => {
                 let (records, history) = self.write_history(table, records, deadline, &cost).await;

@@ -28,18 +28,10 @@ pub(super) struct Resolved {
 }
 
 impl Coordinator {
-    /// A table's key schema (names and types, hash first), from `DescribeTable`, cached.
+    /// A table's key schema (names and types, hash first), described once per process, as
+    /// for every writer ([`key_schema`](crate::ddb::schema::key_schema)).
     async fn key_schema(&self, table: &str) -> Result<Arc<KeySchema>, StoreError> {
-        if let Ok(cache) = self.key_schemas.lock() {
-            if let Some(schema) = cache.get(table) {
-                return Ok(Arc::clone(schema));
-            }
-        }
-        let schema = Arc::new(KeySchema::describe(&self.client, table).await?);
-        if let Ok(mut cache) = self.key_schemas.lock() {
-            cache.insert(table.to_string(), Arc::clone(&schema));
-        }
-        Ok(schema)
+        crate::ddb::schema::key_schema(&self.client, table).await
     }
 
     /// Resolve every request's item key; two requests on one item are refused, and so is a

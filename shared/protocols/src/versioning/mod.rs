@@ -96,8 +96,6 @@ impl VersioningConfig {
 pub struct Versioning {
     client: Client,
     config: VersioningConfig,
-    /// The latest table's key schema, described on first use (keys are checked against it).
-    schema: std::sync::Arc<crate::ddb::schema::SchemaCache>,
 }
 
 impl Versioning {
@@ -107,7 +105,6 @@ impl Versioning {
         Ok(Versioning {
             client: crate::ddb::conflict::retrying_conflicts(client),
             config,
-            schema: std::sync::Arc::default(),
         })
     }
 

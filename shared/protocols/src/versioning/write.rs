@@ -160,7 +160,7 @@ impl Versioning {
         change: &Revision,
         cost: &Cost,
     ) -> Result<VersionOutcome, StoreError> {
-        let schema = self.schema.get(&self.client, &self.config.table).await?;
+        let schema = crate::ddb::schema::key_schema(&self.client, &self.config.table).await?;
         schema.check(change.key()).map_err(StoreError::InvalidKey)?;
         let attempt = match change.op() {
             RevisionOp::Create { deleted_at, item } => {

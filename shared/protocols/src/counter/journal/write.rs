@@ -12,7 +12,6 @@ use crate::batch::{Applied, Deadline, RecordFailure, RecordResult};
 use crate::counter::{Counter, CounterOutcome, CounterRecord};
 use crate::ddb::batch::put_items;
 use crate::ddb::{Cost, StoreError};
-use crate::rejection::RejectionCode;
 
 /// A distinct key of the batch: its record, and the later records of the same key.
 struct Put {
@@ -33,15 +32,8 @@ impl Counter {
     ) -> Applied<CounterOutcome> {
         // Keys the counter table would refuse are dead letters now: the roll-up could never
         // apply them.
-        let (records, mut refused) = match self.fitting_keys(records).await {
-            Ok(split) => split,
-            Err(failed) => {
-                return Applied {
-                    results: failed,
-                    write_calls: 0,
-                }
-            }
-        };
+        let (records, mut refused) =
+            crate::batch::fitting_keys(&self.client, &self.config.table, records, |r| &r.key).await;
         let puts = distinct(records, self.config.journal_spread);
         let cost = Cost::default();
         let now_ms = self.clock.now_ms();
@@ -60,49 +52,6 @@ impl Counter {
             results: refused,
             write_calls: cost.write_calls_usize(),
         }
-    }
-
-    /// `records` split into those whose key fits the counter table and the others' rejections
-    /// (`invalid_key`); every record failed when the table cannot be described.
-    async fn fitting_keys(
-        &self,
-        records: Vec<(usize, CounterRecord)>,
-    ) -> Result<
-        (
-            Vec<(usize, CounterRecord)>,
-            Vec<(usize, RecordResult<CounterOutcome>)>,
-        ),
-        Vec<(usize, RecordResult<CounterOutcome>)>,
-    > {
-        if records.is_empty() {
-            return Ok((records, Vec::new()));
-        }
-        let schema = match self.schema.get(&self.client, &self.config.table).await {
-            Ok(schema) => schema,
-            Err(err) => {
-                let err = Arc::new(err);
-                return Err(records
-                    .into_iter()
-                    .map(|(i, _)| {
-                        let failure = RecordFailure::Shared(Arc::clone(&err));
-                        (i, RecordResult::Failed(failure))
-                    })
-                    .collect());
-            }
-        };
-        let mut fitting = Vec::with_capacity(records.len());
-        let mut refused = Vec::new();
-        for (i, record) in records {
-            match schema.check(&record.key) {
-                Ok(()) => fitting.push((i, record)),
-                Err(reason) => {
-                    let rejection =
-                        crate::counter::record::rejection(RejectionCode::InvalidKey, &reason);
-                    refused.push((i, RecordResult::Rejected(rejection)));
-                }
-            }
-        }
-        Ok((fitting, refused))
     }
 
     async fn put_chunk(
