@@ -10,7 +10,9 @@
 //! | `committed`, `rolled_back` | finalizes or undoes every item, marks it completed ([`finish`](super::finish)) |
 //! | `completed` | returns its outcome; an aborted attempt (conflict, abandoned) is restarted |
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
@@ -42,6 +44,8 @@ pub struct Coordinator {
     pub(super) client: Client,
     pub(super) config: TxConfig,
     pub(super) tx: TxTable,
+    /// Key schemas (names and types, hash first) by table.
+    pub(super) key_schemas: Arc<Mutex<HashMap<String, Arc<crate::ddb::schema::KeySchema>>>>,
 }
 
 /// What one run of a message keeps across its attempts.
@@ -118,7 +122,12 @@ impl Coordinator {
         // another transaction's TransactWriteItems is refused unapplied and sent again.
         let client = crate::ddb::conflict::retrying_conflicts(client);
         let tx = TxTable::new(client.clone(), config.table.clone());
-        Coordinator { client, config, tx }
+        Coordinator {
+            client,
+            config,
+            tx,
+            key_schemas: Arc::default(),
+        }
     }
 
     /// The settings.

@@ -28,10 +28,20 @@ pub(super) struct Resolved {
 }
 
 impl Coordinator {
-    /// A table's key schema (names and types, hash first), described once per process, as
-    /// for every writer ([`key_schema`](crate::ddb::schema::key_schema)).
+    /// A table's key schema (names and types, hash first), from `DescribeTable`, cached per
+    /// coordinator (not process-wide like the writers': each coordinator describes its tables
+    /// once, which the crash-point tests count as calls).
     async fn key_schema(&self, table: &str) -> Result<Arc<KeySchema>, StoreError> {
-        crate::ddb::schema::key_schema(&self.client, table).await
+        if let Ok(cache) = self.key_schemas.lock() {
+            if let Some(schema) = cache.get(table) {
+                return Ok(Arc::clone(schema));
+            }
+        }
+        let schema = Arc::new(KeySchema::describe(&self.client, table).await?);
+        if let Ok(mut cache) = self.key_schemas.lock() {
+            cache.insert(table.to_string(), Arc::clone(&schema));
+        }
+        Ok(schema)
     }
 
     /// Resolve every request's item key; two requests on one item are refused, and so is a
