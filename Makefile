@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check tx-check counter-check checks package
+.PHONY: demo test tools lint bench template-check tx-check counter-check checks package readme-check
 
 demo:
 	bash scripts/demo.sh
@@ -16,6 +16,11 @@ lint:
 
 template-check:
 	bash scripts/check-template.sh
+
+# The README's dependencies and quickstart in a new crate outside the workspace, run against
+# AWS_ENDPOINT_URL_DYNAMODB (`make test` runs it on its DynamoDB Local).
+readme-check:
+	bash scripts/readme-check.sh --run
 
 bench:
 	bash scripts/bench.sh

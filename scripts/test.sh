@@ -81,6 +81,10 @@ if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --all-features --no-tests=pass --test-threads "${TEST_THREADS:-4}" \
     --failure-output final --no-fail-fast -E 'not test(/^(txn_check|counter_journal_check)::/)' \
     2>&1 | tee target/test-output.log
+  # The README's "Use the library" in a new crate outside the workspace (seconds: it shares
+  # the target directory), run against this DynamoDB Local.
+  echo "== the README's quickstart in a new crate"
+  bash scripts/readme-check.sh --run
   # The journal checker's schedules mostly wait on calls: it runs beside the transaction checker.
   [ "$own_ddb" -eq 1 ] && start_ddb
   cargo nextest run --workspace --all-features --no-tests=pass \

@@ -6,21 +6,23 @@
 //!   cargo run -p dynamodb-exactly-once --example quickstart
 //! ```
 //!
-//! It creates the tables `QuickstartMovies` and `QuickstartCounters` (hash key `PK`) when they
-//! do not exist. The lines between `quickstart:start` and `quickstart:end` are the README's
-//! code block, character for character (`scripts/check-docs.py` checks it). Run it twice and
-//! every write of the second run is a `Duplicate`: the tables remember what they applied.
+//! The lines between `quickstart:start` and `quickstart:end` are the README's code block,
+//! character for character (`scripts/check-docs.py` checks it), and the whole program: a new
+//! crate with the README's `[dependencies]` and this block as `src/main.rs` builds and runs
+//! (`make readme-check` does exactly that). Run it twice and every write of the second run is
+//! a `Duplicate`: the tables remember what they applied.
 
+// quickstart:start
+use aws_config::BehaviorVersion;
+use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
-use aws_sdk_dynamodb::Client;
-
-type Error = Box<dyn std::error::Error>;
-
-// quickstart:start
 use dynamodb_exactly_once::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+type Error = Box<dyn std::error::Error>;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Rating {
@@ -28,10 +30,12 @@ struct Rating {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Error> {
     // Region, credentials and AWS_ENDPOINT_URL_DYNAMODB from the standard AWS environment.
-    let client = aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await);
-    create_tables(&client).await?; // QuickstartMovies, QuickstartCounters (hash key PK)
+    let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
+    let client = aws_sdk_dynamodb::Client::new(&config);
+    create_table(&client, "QuickstartMovies").await?;
+    create_table(&client, "QuickstartCounters").await?;
 
     // The newest record wins by its own timestamp, whatever order it arrives in.
     let movies = Ratchet::try_new(client.clone(), RatchetConfig::new("QuickstartMovies"))?;
@@ -52,32 +56,37 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("counter: {:?}", counters.add(&login).await?); // Duplicate: counted once
     Ok(())
 }
-// quickstart:end
 
-async fn create_tables(client: &Client) -> Result<(), Error> {
-    let existing = client.list_tables().send().await?;
-    for name in ["QuickstartMovies", "QuickstartCounters"] {
-        if existing.table_names().iter().any(|t| t == name) {
-            continue;
+/// A table with the string hash key `PK`, on-demand, unless it exists; waits until it is active.
+async fn create_table(client: &aws_sdk_dynamodb::Client, name: &str) -> Result<(), Error> {
+    let created = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("PK")
+                .attribute_type(ScalarAttributeType::S)
+                .build()?,
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("PK")
+                .key_type(KeyType::Hash)
+                .build()?,
+        )
+        .send()
+        .await;
+    if let Err(e) = created.map_err(|e| e.into_service_error()) {
+        if !e.is_resource_in_use_exception() {
+            return Err(e.into()); // not "created by an earlier run"
         }
-        client
-            .create_table()
-            .table_name(name)
-            .billing_mode(BillingMode::PayPerRequest)
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("PK")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()?,
-            )
-            .key_schema(
-                KeySchemaElement::builder()
-                    .attribute_name("PK")
-                    .key_type(KeyType::Hash)
-                    .build()?,
-            )
-            .send()
-            .await?;
     }
+    client
+        .wait_until_table_exists()
+        .table_name(name)
+        .wait(Duration::from_secs(120))
+        .await?;
     Ok(())
 }
+// quickstart:end

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The README's "Use the library" as a new user meets it: a new crate outside the workspace
+# whose Cargo.toml is the README's `[dependencies]` block (the path pointed at this checkout)
+# and whose src/main.rs is the README's Rust block.
+#
+#   scripts/readme-check.sh           the dependency lines resolve offline against this
+#                                     checkout's Cargo.lock, with one HTTP/TLS stack (no
+#                                     hyper 0.14, no rustls 0.21, no h2 0.3)
+#   scripts/readme-check.sh --run     also build the crate (sharing the workspace's target
+#                                     directory: seconds) and run it against
+#                                     AWS_ENDPOINT_URL_DYNAMODB; `make test` runs this
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+crate=target/readme-crate
+rm -rf "$crate/src" "$crate/Cargo.toml"
+mkdir -p "$crate/src"
+
+python3 - "$root" "$crate" <<'PY'
+import re, sys
+root, crate = sys.argv[1], sys.argv[2]
+readme = open(f"{root}/README.md", encoding="utf-8").read()
+blocks = re.findall(r"^```(\w*)[^\n]*\n(.*?)^```", readme, re.S | re.M)
+tomls = [b for lang, b in blocks if lang == "toml" and "[dependencies]" in b]
+rusts = [b for lang, b in blocks if lang == "rust"]
+if not tomls or not rusts:
+    sys.exit("readme-check: README.md needs a ```toml [dependencies] block and a ```rust block")
+deps = tomls[0]
+path = re.search(r'dynamodb-exactly-once = \{ path = "([^"]+)" \}', deps)
+if not path:
+    sys.exit("readme-check: the README's dependency line is not `dynamodb-exactly-once = { path = \"...\" }`")
+deps = deps.replace(path.group(1), f"{root}/shared/protocols")
+manifest = ('[package]\nname = "readme-crate"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n'
+            + deps + "\n[workspace]\n")
+open(f"{crate}/Cargo.toml", "w", encoding="utf-8").write(manifest)
+open(f"{crate}/src/main.rs", "w", encoding="utf-8").write(rusts[0])
+PY
+
+# The checkout's versions, as a user who copies the line today gets them (no index update).
+cp Cargo.lock "$crate/Cargo.lock"
+if ! tree=$(cargo tree --offline --quiet --manifest-path "$crate/Cargo.toml" -e normal --prefix none); then
+  echo "readme-check: the README's dependencies need crates outside this checkout's Cargo.lock" \
+    "(the SDK's default features, for one, bring a legacy HTTP/TLS stack)" >&2
+  exit 1
+fi
+for legacy in "hyper v0.14" "rustls v0.21" "h2 v0.3"; do
+  if grep -q "^$legacy" <<<"$tree"; then
+    echo "readme-check: the README's dependencies bring $legacy (a second HTTP/TLS stack)" >&2
+    exit 1
+  fi
+done
+echo "readme-check: the README's dependencies resolve ($(sort -u <<<"$tree" | wc -l) crates, one HTTP/TLS stack)"
+
+if [ "${1:-}" = "--run" ]; then
+  : "${AWS_ENDPOINT_URL_DYNAMODB:?readme-check --run: set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local)}"
+  export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" \
+    AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
+  # The workspace's target directory and its dev profile (Cargo.toml's [profile.dev] sections,
+  # which a crate outside the workspace does not inherit): the SDK and every other dependency
+  # are the workspace's own builds, so only the library and the new crate compile (seconds).
+  profile=(--config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
+  for package in $(sed -n 's/^\[profile\.dev\.package\.\([a-z0-9_-]*\)\]$/\1/p' Cargo.toml); do
+    profile+=(--config "profile.dev.package.$package.opt-level=2")
+  done
+  start=$(date +%s)
+  CARGO_TARGET_DIR="$root/target" cargo build --offline --quiet "${profile[@]}" --manifest-path "$crate/Cargo.toml"
+  echo "readme-check: the README's crate built in $(($(date +%s) - start)) s"
+  out=$("$root/target/debug/readme-crate")
+  echo "$out" | sed 's/^/  /'
+  # A second run finds the tables it wrote: its first writes are Duplicates too.
+  for line in "ratchet: Stale" "stored: Some(Rating { stars: 5 })" "counter: Duplicate"; do
+    grep -qF "$line" <<<"$out" || { echo "readme-check: the README's program did not print '$line'" >&2; exit 1; }
+  done
+fi
