@@ -62,7 +62,7 @@ if ! command -v cargo-lambda >/dev/null 2>&1; then
 fi
 
 # cfn-lint 1.51/1.52 runs the SAM transform; later versions skip it and pass broken templates.
-cfn_version=$(python3 -m pip show cfn-lint 2>/dev/null | sed -n 's/^Version: //p')
+cfn_version=$(python3 -m pip show cfn-lint 2>/dev/null | sed -n 's/^Version: //p' || true)
 if [[ ! "$cfn_version" =~ ^1\.5[12]\. ]]; then
   echo "tools: installing cfn-lint==1.52.0 (PyPI)"
   pip_install 'cfn-lint==1.52.0'
