@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check tx-check counter-check checks package readme-check
+.PHONY: demo test tools lint bench template-check tx-check counter-check checks package readme-check features
 
 demo:
 	bash scripts/demo.sh
@@ -16,6 +16,15 @@ lint:
 
 template-check:
 	bash scripts/check-template.sh
+
+# Each optional feature of the library crates compiled on its own and with none (each is a build
+# of its own dependency graph: about 2 min each on 2 cores, so not in `make test`, which builds
+# everything with --all-features).
+features:
+	cargo clippy -p dynamodb-exactly-once-lambda --lib -- -D warnings
+	cargo clippy -p dynamodb-exactly-once-lambda --lib --features otel -- -D warnings
+	cargo clippy -p dynamodb-exactly-once-lambda --lib --features sqs -- -D warnings
+	cargo clippy -p dynamodb-exactly-once --lib -- -D warnings
 
 # The README's dependencies and quickstart in a new crate outside the workspace, run against
 # AWS_ENDPOINT_URL_DYNAMODB (`make test` runs it on its DynamoDB Local).

@@ -28,5 +28,15 @@ for fn in functions/*/; do
     fi
   done
 done
+# A user of the library crates gets only what they ask for: no OpenTelemetry without the edge's
+# `otel` feature, no SQS client without `sqs`.
+edge=$(cargo tree -q -e normal -p dynamodb-exactly-once-lambda --prefix none)
+for optional in opentelemetry aws-sdk-sqs reqwest; do
+  if grep -q "^$optional " <<<"$edge"; then
+    echo "check-deps: dynamodb-exactly-once-lambda links $optional without asking for a feature" >&2
+    fail=1
+  fi
+done
 if [ "$fail" -ne 0 ]; then exit 1; fi
-echo "check-deps: one HTTP/TLS stack; no YAML or test code in the Lambda binaries"
+echo "check-deps: one HTTP/TLS stack; no YAML or test code in the Lambda binaries;" \
+  "no OpenTelemetry or SQS client in the edge crate without its features"

@@ -27,7 +27,8 @@
 //! * [`summary`]: the counts of one batch and its INFO summary line.
 //! * [`metrics`]: CloudWatch metrics per batch in the Embedded Metric Format.
 //! * [`telemetry`]: JSON logs through `tracing`.
-//! * [`otel`]: trace spans (invocation, batch, DynamoDB calls) over OTLP, when configured.
+//! * [`otel`]: trace spans (invocation, batch, DynamoDB calls) over OTLP, when configured
+//!   (the exporter with the cargo feature `otel`, on in the ready functions).
 //! * [`client`]: the DynamoDB (and DynamoDB Streams) client from the standard AWS environment.
 //! * [`error`]: invocation errors and their `Diagnostic`.
 
