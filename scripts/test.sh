@@ -21,6 +21,8 @@ echo "== dependencies"
 bash scripts/check-deps.sh
 echo "== docs (rustdoc warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet
+echo "== public API (api/*.txt)"
+python3 scripts/public-api.py
 echo "== template"
 template_ok=0
 wait "$template_pid" || template_ok=$?
