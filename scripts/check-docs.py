@@ -285,6 +285,45 @@ def check_rustdoc_hazards(pages, problems):
                             f"backticks)")
 
 
+NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                "ten", "eleven", "twelve"]
+FUNCTION_COUNT = re.compile(r"\b(" + "|".join(NUMBER_WORDS) + r")( ready| arm64| Lambda)? functions\b",
+                            re.I)
+
+
+def check_function_counts(root, pages, problems):
+    """Prose that counts the ready functions counts the directories under functions/."""
+    count = len([d for d in os.listdir(os.path.join(root, "functions"))
+                 if os.path.isfile(os.path.join(root, "functions", d, "Cargo.toml"))])
+    for page in pages:
+        for m in FUNCTION_COUNT.finditer(page.prose):
+            said = NUMBER_WORDS.index(m.group(1).lower())
+            if said != count:
+                problems.append(f"{page.rel}:{page.line_of(m.start())}: says \"{m.group(0)}\"; functions/ holds "
+                                f"{count} ({NUMBER_WORDS[count]})")
+
+
+FILE_NAME = re.compile(r"`([A-Za-z0-9_./-]+\.(?:rs|md|yaml|sh|py|toml|json))`")
+# Files that exist only after a command the page shows.
+GENERATED = (".aws-sam/", "target/")
+
+
+def check_named_files(root, pages, problems):
+    """A file named in backticks exists: at that path from the repository's root, or as the
+    end of a path in it (`txn/lock.rs`, `source/mod.rs`)."""
+    known = []
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in (".git", "target", ".tools", ".demo", "node_modules")]
+        known += [os.path.relpath(os.path.join(directory, f), root) for f in files]
+    for page in pages:
+        for m in FILE_NAME.finditer(page.raw_prose):
+            name = m.group(1)[2:] if m.group(1).startswith("./") else m.group(1)
+            if name.startswith(GENERATED) or "/" not in name and "." not in name:
+                continue
+            if not any(k == name or k.endswith("/" + name) for k in known):
+                problems.append(f"{page.rel}: names `{m.group(1)}`, which is no file of the repository")
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                            os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -301,6 +340,8 @@ def main():
     check_summary(root, pages, problems)
     check_quickstart(root, pages, problems)
     check_rustdoc_hazards(pages, problems)
+    check_function_counts(root, pages, problems)
+    check_named_files(root, pages, problems)
     for problem in problems:
         print(problem)
     summary = f"{len(pages)} files, {links} relative links, README {size} bytes"
