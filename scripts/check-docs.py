@@ -324,6 +324,32 @@ def check_named_files(root, pages, problems):
                 problems.append(f"{page.rel}: names `{m.group(1)}`, which is no file of the repository")
 
 
+DOC_INCLUDE = re.compile(r'#!?\[doc = include_str!\("([^"]+)"\)\]')
+
+
+def check_snippets_compiled(root, pages, problems):
+    """Every page with a Rust block is rustdoc of a crate (its blocks are doctests), except the
+    README, whose block is examples/quickstart.rs (check_quickstart). Returns (compiled, total)."""
+    included = set()
+    for source in glob.glob(os.path.join(root, "shared", "*", "src", "**", "*.rs"), recursive=True):
+        with open(source, encoding="utf-8") as f:
+            for m in DOC_INCLUDE.finditer(f.read()):
+                included.add(os.path.relpath(os.path.normpath(
+                    os.path.join(os.path.dirname(source), m.group(1))), root))
+    compiled = total = 0
+    for page in pages:
+        blocks = [info for info, _ in page.blocks if info.split(",")[0].strip() == "rust"]
+        if not blocks:
+            continue
+        total += len(blocks)
+        if page.rel == "README.md" or page.rel in included:
+            compiled += len(blocks)
+        else:
+            problems.append(f"{page.rel}: {len(blocks)} Rust block(s) that no crate compiles: "
+                            "include the page as rustdoc (#[cfg(doctest)] #[doc = include_str!(..)])")
+    return compiled, total
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                            os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -342,9 +368,11 @@ def main():
     check_rustdoc_hazards(pages, problems)
     check_function_counts(root, pages, problems)
     check_named_files(root, pages, problems)
+    compiled, total = check_snippets_compiled(root, pages, problems)
     for problem in problems:
         print(problem)
-    summary = f"{len(pages)} files, {links} relative links, README {size} bytes"
+    summary = (f"{len(pages)} files, {links} relative links, README {size} bytes, "
+               f"{compiled} of {total} Rust snippets compiled")
     if problems:
         print(f"check-docs: {len(problems)} problem(s) in {summary}")
         return 1

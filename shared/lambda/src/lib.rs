@@ -73,6 +73,16 @@ pub use writer::{writer_from_env, Writer};
 #[doc = include_str!("../../../docs/processor.md")]
 pub struct ProcessorDoc;
 
+/// The crate README's snippet, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoc;
+
+/// The Rust snippet of `docs/getting-started.md`, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/getting-started.md")]
+pub struct GettingStartedDoc;
+
 /// The Rust snippets of `docs/mapping.md`, run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/mapping.md")]

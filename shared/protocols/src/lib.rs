@@ -168,3 +168,8 @@ pub use change::{ChangeKind, ItemChange};
 pub use config::ConfigError;
 pub use ddb::{ErrorClass, Item, ItemKey, KeyError, KeyValue, Read, StoreError};
 pub use rejection::{Rejection, RejectionCode};
+
+/// The crate README's snippet, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoc;
