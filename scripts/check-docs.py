@@ -151,6 +151,7 @@ def files_to_check(root):
     rels = ["README.md", "ARCHITECTURE.md", "CHANGELOG.md"]
     rels += sorted(glob.glob("docs/**/*.md", root_dir=root, recursive=True))
     rels += sorted(glob.glob("shared/*/README.md", root_dir=root))
+    rels += sorted(glob.glob("shared/*/CHANGELOG.md", root_dir=root))
     rels += sorted(glob.glob(f"{PROTOCOL_PAGES}/*.md", root_dir=root))
     return [r.replace(os.sep, "/") for r in rels if r.replace(os.sep, "/") not in UNMERGED_DRAFTS]
 
