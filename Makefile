@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check tx-check counter-check checks package
+.PHONY: demo test tools lint bench template-check stacks tx-check counter-check checks package
 
 demo:
 	bash scripts/demo.sh
@@ -16,6 +16,11 @@ lint:
 
 template-check:
 	bash scripts/check-template.sh
+
+# The writer stacks (stacks/*.yaml) from their sources (stacks/src: each stack's own part and
+# the fragments they share, stacks/src/common).
+stacks:
+	python3 scripts/gen-stacks.py
 
 bench:
 	bash scripts/bench.sh

@@ -9,6 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 templates=(template.yaml stacks/*.yaml)
+
+# The writer stacks are generated from stacks/src (scripts/gen-stacks.py): the committed ones
+# must be what the sources give.
+python3 scripts/gen-stacks.py --check
+echo "template-check: stacks/*.yaml are generated from stacks/src"
 docs=(README.md)
 for doc in docs/*.md; do
   [ -e "$doc" ] && docs+=("$doc")
@@ -98,6 +103,17 @@ must_fail_docs() {
   done
   rejected "$what" template "$expected" "${templates[@]}" "${mutated[@]}"
 }
+
+# the generated stacks: a hand edit of stacks/*.yaml is refused
+cp stacks/*.yaml "$tmp/" && sed -i 's/RetentionInDays: 30/RetentionInDays: 7/' "$tmp/document.yaml"
+if python3 scripts/gen-stacks.py --check --out "$tmp" >"$tmp/out" 2>&1 \
+  || ! grep -qF "document differ from stacks/src" "$tmp/out"; then
+  echo "template-check: a hand-edited stack passed the generated-stacks check: the check is broken" >&2
+  cat "$tmp/out" >&2
+  exit 1
+fi
+rm -f "$tmp"/*.yaml
+count=$((count + 1))
 
 # cfn-lint (the SAM transform runs)
 must_fail "an invalid runtime" cfn-lint "provided.al2099" template.yaml \
