@@ -158,6 +158,14 @@ must_fail "a missing redrive-queue alarm" template "ApproximateNumberOfMessagesV
   stacks/transactions.yaml 's/!GetAtt TxQueueRedrive.QueueName/!GetAtt TxQueue.QueueName/'
 must_fail "an existing queue without its redrive-queue alarm" template "for existing-queue-redrive" \
   stacks/ratchet.yaml 's/!Split \[":", !Ref QueueRedriveArn\]/!Split [":", !Ref QueueArn]/'
+must_fail "a fixed memory size" template "function RatchetWriterFunction: MemorySize is not a parameter" \
+  stacks/ratchet.yaml 's/^    MemorySize: !Ref MemorySize$/    MemorySize: 256/'
+must_fail "a timeout a created queue cannot hold" template "queue DocumentQueue: VisibilityTimeout 360 < 6 x DocumentWriterFunction's timeout 120" \
+  stacks/document.yaml '/^  Timeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 120/'
+must_fail "a timeout beyond Lambda's" template "parameter RollupTimeout (Timeout of CounterRollupFunction)" \
+  stacks/counter.yaml '/^  RollupTimeout:/,/MaxValue:/s/MaxValue: 900/MaxValue: 1000/'
+must_fail "a sweeper timeout the TX queue cannot hold" template "VisibilityTimeout can be 360 < 6 x the function timeout 90" \
+  stacks/transactions.yaml '/^  SweeperTimeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 90/'
 must_fail "a source without partial batch responses" template "without FunctionResponseTypes" \
   stacks/document.yaml '/FunctionResponseTypes:/,+1d'
 must_fail "a stream source without a failure destination" template "without an on-failure destination" \

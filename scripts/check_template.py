@@ -19,8 +19,13 @@ Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator r
     time recoverable and deletion-protected (through the template's parameters), and a table
     declared by two templates (the dead-letter table) has the same keys in both;
   * every function runs on arm64, is built by cargo-lambda from a binary of the workspace (its
-    CodeUri, relative to its template, is the workspace), and the all-in-one entry (a template
-    that nests stacks, with them) deploys every function crate of the workspace;
+    CodeUri, relative to its template, is the workspace; with --packaged, the binary's zip
+    beside the template or in S3 at parameters CodeBucket + CodeKeyPrefix), and the all-in-one
+    entry (a template that nests stacks, with them) deploys every function crate of the
+    workspace;
+  * every function's MemorySize and Timeout are Number parameters with a default, a MinValue
+    and a MaxValue within Lambda's limits (128-10,240 MB, 1-900 s); the checks below that
+    involve a timeout take its MaxValue (each configuration sets those parameters to it);
   * no IAM policy has a wildcard Action or Resource (except the X-Ray write statement, which
     AWS offers no resource-level permission for), and no parameter that names a resource in a
     policy lets a wildcard in (its AllowedPattern refuses one);
@@ -335,6 +340,8 @@ def configurations(t, errors):
     seen, out = set(), []
 
     def add(values, label):
+        for p in timeout_params(t):
+            values.setdefault(p, str(t.params[p].get("MaxValue", t.params[p].get("Default"))))
         for p in sw:
             values.setdefault(p, str(t.params[p].get("Default")))
         for p in required:
@@ -433,6 +440,29 @@ def of_type(view, kind):
     return {k: v for k, v in view.items() if v["Type"] == kind}
 
 
+LAMBDA_LIMITS = {"MemorySize": (128, 10240), "Timeout": (1, 900)}
+
+
+def size_param(t, value):
+    """The parameter a function's MemorySize or Timeout refers to (None when it is fixed)."""
+    if isinstance(value, dict) and isinstance(value.get("Ref"), str) and value["Ref"] in t.params:
+        return value["Ref"]
+    return None
+
+
+def timeout_bound(t, props):
+    """A function's longest timeout: its parameter's MaxValue, or the fixed value."""
+    p = size_param(t, props.get("Timeout"))
+    if p is not None:
+        return number(t.params[p].get("MaxValue"), 900)
+    return number(props.get("Timeout", 3), 3)
+
+
+def timeout_params(t):
+    return {size_param(t, t.function_props(fn).get("Timeout"))
+            for fn in t.of_type("AWS::Serverless::Function").values()} - {None}
+
+
 def number(value, default=0):
     try:
         return int(value)
@@ -512,6 +542,27 @@ def check_functions(t, binaries, errors):
     return deployed
 
 
+def check_function_sizes(t, errors):
+    """MemorySize and Timeout of every function are parameters a deployment can set, within
+    Lambda's limits."""
+    for name, fn in t.of_type("AWS::Serverless::Function").items():
+        props = t.function_props(fn)
+        for key, (low, high) in LAMBDA_LIMITS.items():
+            p = size_param(t, props.get(key))
+            if p is None:
+                errors.append(f"{t.name}: function {name}: {key} is not a parameter "
+                              f"({props.get(key)!r})")
+                continue
+            spec = t.params[p]
+            lo, hi, default = (number(spec.get(k), None) for k in ("MinValue", "MaxValue", "Default"))
+            if spec.get("Type") != "Number" or None in (lo, hi, default):
+                errors.append(f"{t.name}: parameter {p} ({key} of {name}) needs Type Number, "
+                              "Default, MinValue and MaxValue")
+            elif not (low <= lo <= default <= hi <= high):
+                errors.append(f"{t.name}: parameter {p} ({key} of {name}): {lo} <= {default} <= "
+                              f"{hi} does not hold within Lambda's {low}-{high}")
+
+
 def policy_documents(resources):
     """(resource name, policy document) of every inline and managed IAM policy."""
     for name, res in resources.items():
@@ -560,7 +611,7 @@ def check_alarm_actions(t, errors):
 def check_queue_visibility(t, errors):
     """A created queue's visibility timeout set by a parameter is >= 6 x the functions'
     timeout for every value the parameter allows (each configuration checks its own value)."""
-    longest = max((number(t.function_props(fn).get("Timeout", 3), 3)
+    longest = max((timeout_bound(t, t.function_props(fn))
                    for fn in t.of_type("AWS::Serverless::Function").values()), default=3)
     for name, q in t.of_type("AWS::SQS::Queue").items():
         visibility = q.get("Properties", {}).get("VisibilityTimeout")
@@ -578,7 +629,7 @@ def check_gap_mapping(t, errors):
     is that timeout + the coordinator's timeout, for every entry."""
     coordinator = [t.function_props(fn) for fn in t.of_type("AWS::Serverless::Function").values()
                    if fn.get("Metadata", {}).get("BuildProperties", {}).get("Binary") == "tx-coordinator"]
-    timeout = number(coordinator[0].get("Timeout", 3), 3) if coordinator else None
+    timeout = timeout_bound(t, coordinator[0]) if coordinator else None
     for fn in t.of_type("AWS::Serverless::Function").values():
         env = t.function_props(fn).get("Environment", {}).get("Variables", {})
         gap = env.get("TX_REDELIVERY_GAP_SECONDS")
@@ -885,6 +936,7 @@ def main():
             deployed |= functions
         check_policy_parameters(t, errors)
         check_alarm_actions(t, errors)
+        check_function_sizes(t, errors)
         check_queue_visibility(t, errors)
         check_gap_mapping(t, errors)
         for config in configurations(t, errors):

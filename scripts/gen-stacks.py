@@ -33,6 +33,7 @@ SRC = os.path.join(ROOT, "stacks", "src")
 COMMON = os.path.join(SRC, "common")
 DIRECTIVE = re.compile(r"^\s*#!\s+(\S+)(.*)$")
 PLACEHOLDER = re.compile(r"\{\{([A-Za-z]+)\}\}")
+MODES = ("build", "zip", "s3")
 DEFAULT_SOURCE_URL = "https://github.com/OWNER/dynamodb-exactly-once"
 
 
@@ -67,7 +68,7 @@ def expand(text, args, mode, where, depth=0):
         path = fragment_path(name, mode)
         with open(path) as f:
             body = f.read()
-        used = set(PLACEHOLDER.findall(body)) | nested_keys(body)
+        used = keys_in_any_mode(name)
         unused = {k for k in local if k not in args} - used
         if unused:
             raise GenError(f"{where}:{number}: {name} takes no {', '.join(sorted(unused))}")
@@ -82,19 +83,21 @@ def expand(text, args, mode, where, depth=0):
     return "".join(out)
 
 
-def nested_keys(body):
-    """Keys a fragment's own directives pass on (so an argument meant for them counts as used)."""
+def keys_in_any_mode(name):
+    """The keys a fragment (and the fragments it uses) reads in some mode: an argument meant
+    for the packaged variant of a fragment counts as used when building too."""
     keys = set()
-    for line in body.splitlines():
-        m = DIRECTIVE.match(line)
-        if m:
-            for mode in ("build", "zip", "s3"):
-                try:
-                    with open(fragment_path(m.group(1), mode)) as f:
-                        inner = f.read()
-                except GenError:
-                    continue
-                keys |= set(PLACEHOLDER.findall(inner)) | nested_keys(inner)
+    for mode in MODES:
+        try:
+            with open(fragment_path(name, mode)) as f:
+                body = f.read()
+        except GenError:
+            continue
+        keys |= set(PLACEHOLDER.findall(body))
+        for line in body.splitlines():
+            m = DIRECTIVE.match(line)
+            if m:
+                keys |= keys_in_any_mode(m.group(1))
     return keys
 
 
