@@ -41,8 +41,10 @@ counter-check:
 		cargo test -p integration-tests --test integration counter_journal_check:: -- --nocapture
 
 # arm64 artifacts of every function (cargo lambda + zig), with their sizes.
+# arm64 release build (~10 min cold), then target/package: zips and packaged templates
+# (docs/deploy.md). PACKAGE_ONLY=1: package the binaries already built.
 package:
-	bash scripts/package.sh
+	PACKAGE_ONLY=$(PACKAGE_ONLY) bash scripts/package.sh
 
 # The other protocols' randomized checkers at length (`make test` runs 15 to 200 schedules of
 # each); each prints its first seed, and a failure the variables that replay its schedule.
