@@ -136,22 +136,23 @@ rejected "a packaged stack naming another key" template "is neither ratchet-writ
   --packaged "$pkg/broken.s3.yaml" "${docs[@]}"
 
 # cfn-lint (the SAM transform runs)
-must_fail "an invalid runtime" cfn-lint "provided.al2099" template.yaml \
+must_fail "an invalid runtime" cfn-lint "provided.al2099" stacks/ratchet.yaml \
   's/Runtime: provided.al2023/Runtime: provided.al2099/'
-must_fail "an invalid event type" cfn-lint "DynamoDb" template.yaml 's/Type: DynamoDB$/Type: DynamoDb/'
+must_fail "an unknown resource type" cfn-lint "AWS::DynamoDB::Tables" template.yaml \
+  '0,/Type: AWS::DynamoDB::Table$/s//Type: AWS::DynamoDB::Tables/'
 must_fail "an invalid schedule event type" cfn-lint "ScheduleV3" stacks/transactions.yaml \
   's/Type: ScheduleV2$/Type: ScheduleV3/'
 
 # the demo (template.yaml)
-must_fail "an x86_64 function" template "not [arm64]" template.yaml '0,/      - arm64/s//      - x86_64/'
+must_fail "an x86_64 function" template "not [arm64]" stacks/ratchet.yaml '0,/      - arm64/s//      - x86_64/'
 must_fail "a table without Retain" template "DeletionPolicy is not Retain" template.yaml \
   '0,/    DeletionPolicy: Retain/s///'
 must_fail "a table without point-in-time recovery" template "PointInTimeRecoveryEnabled is not" template.yaml \
   '0,/PointInTimeRecoveryEnabled: !If \[PitrOn, true, false\]/s//PointInTimeRecoveryEnabled: false/'
-must_fail "a wildcard action" template "wildcard Action" template.yaml '0,/dynamodb:PutItem/s//dynamodb:*/'
-must_fail "a missing iterator-age alarm" template "IteratorAge for OrdersReplicaFunction" template.yaml \
+must_fail "a wildcard action" template "wildcard Action" stacks/document.yaml '0,/dynamodb:PutItem/s//dynamodb:*/'
+must_fail "a missing iterator-age alarm" template "IteratorAge for RatchetWriterFunction" stacks/ratchet.yaml \
   's/MetricName: IteratorAge/MetricName: IteratorAges/'
-must_fail "an unencrypted queue" template "SqsManagedSseEnabled is not true" template.yaml \
+must_fail "an unencrypted queue" template "SqsManagedSseEnabled is not true" stacks/ratchet.yaml \
   '0,/SqsManagedSseEnabled: true/s///'
 must_fail "a missing nested stack" template "does not exist" template.yaml \
   's#Location: stacks/ratchet.yaml#Location: stacks/ratchett.yaml#'
