@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Validate every SAM template offline: template.yaml (the demo, all in one) and each writer
-# stack it composes (stacks/*.yaml) with cfn-lint (SAM transform included), then the
-# operational checks of scripts/check_template.py (retained tables, arm64 workspace binaries,
-# no wildcard policies, an alarm per failure path, horizons, the docs' names and runbook
-# entries) in every configuration of each stack, created or existing resources. Prove both
-# have teeth: deliberately broken copies must be rejected, each for the reason it was broken.
+# Validate every SAM template offline: template.yaml (the demo, all in one), each writer stack
+# it composes (stacks/*.yaml, generated from stacks/src) and their packaged variants (make
+# package) with cfn-lint (SAM transform included), the CloudFormation Guard rules of
+# scripts/guard (one resource at a time: retained, recoverable tables, encryption, arm64, alarm
+# actions, named actions), then the operational checks of scripts/check_template.py (workspace
+# binaries, sizes as parameters, no wildcard policies, an alarm per failure path, horizons, the
+# docs' names and runbook entries) in every configuration of each stack, created or existing
+# resources. Prove each has teeth: deliberately broken copies must be rejected, each for the
+# reason it was broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +42,7 @@ packaged=("$pkg"/*.yaml)
 
 cfn-lint "${templates[@]}" "${packaged[@]}"
 echo "template-check: ${templates[*]} and their ${#packaged[@]} packaged variants are valid"
+python3 scripts/check_guard.py "${templates[@]}" "${packaged[@]}"
 python3 scripts/check_template.py "${templates[@]}" "${docs[@]}"
 python3 scripts/check_template.py --packaged "${packaged[@]}" "${docs[@]}"
 
@@ -63,6 +67,7 @@ rejected() {
   case $checker in
     cfn-lint) cfn-lint "$@" >"$out" 2>&1 && ok=1 || ok=0 ;;
     template) python3 scripts/check_template.py "$@" >"$out" 2>&1 && ok=1 || ok=0 ;;
+    guard) python3 scripts/check_guard.py "$@" >"$out" 2>&1 && ok=1 || ok=0 ;;
   esac
   if [ "$ok" -eq 1 ]; then
     echo "template-check: $what passed the $checker check: the check is broken" >&2
@@ -88,8 +93,8 @@ must_fail() {
     echo "template-check: the mutation for '$what' changed nothing in $file: update check-template.sh" >&2
     exit 1
   fi
-  if [ "$checker" = cfn-lint ]; then
-    rejected "$what" cfn-lint "$expected" "$broken"
+  if [ "$checker" = cfn-lint ] || [ "$checker" = guard ]; then
+    rejected "$what" "$checker" "$expected" "$broken"
   else
     local files
     mapfile -t files < <(replaced templates "$file" "$broken")
@@ -144,15 +149,15 @@ must_fail "an invalid schedule event type" cfn-lint "ScheduleV3" stacks/transact
   's/Type: ScheduleV2$/Type: ScheduleV3/'
 
 # the demo (template.yaml)
-must_fail "an x86_64 function" template "not [arm64]" stacks/ratchet.yaml '0,/      - arm64/s//      - x86_64/'
-must_fail "a table without Retain" template "DeletionPolicy is not Retain" template.yaml \
+must_fail "an x86_64 function" guard "Globals Architectures is not [arm64]" stacks/ratchet.yaml '0,/      - arm64/s//      - x86_64/'
+must_fail "a table without Retain" guard "DeletionPolicy is not Retain" template.yaml \
   '0,/    DeletionPolicy: Retain/s///'
-must_fail "a table without point-in-time recovery" template "PointInTimeRecoveryEnabled is not" template.yaml \
+must_fail "a table without point-in-time recovery" guard "PointInTimeRecoveryEnabled is not" template.yaml \
   '0,/PointInTimeRecoveryEnabled: !If \[PitrOn, true, false\]/s//PointInTimeRecoveryEnabled: false/'
 must_fail "a wildcard action" template "wildcard Action" stacks/document.yaml '0,/dynamodb:PutItem/s//dynamodb:*/'
 must_fail "a missing iterator-age alarm" template "IteratorAge for RatchetWriterFunction" stacks/ratchet.yaml \
   's/MetricName: IteratorAge/MetricName: IteratorAges/'
-must_fail "an unencrypted queue" template "SqsManagedSseEnabled is not true" stacks/ratchet.yaml \
+must_fail "an unencrypted queue" guard "SqsManagedSseEnabled is not true" stacks/ratchet.yaml \
   '0,/SqsManagedSseEnabled: true/s///'
 must_fail "a missing nested stack" template "does not exist" template.yaml \
   's#Location: stacks/ratchet.yaml#Location: stacks/ratchett.yaml#'
@@ -160,9 +165,9 @@ must_fail "a writer stack the demo leaves out" template "workspace binary docume
   template.yaml 's#Location: stacks/document.yaml#Location: stacks/ratchet.yaml#'
 
 # the writer stacks, with the resources they create and with existing ones
-must_fail "a created table without Retain" template "table RatchetTable: DeletionPolicy is not Retain" \
-  stacks/ratchet.yaml '0,/    DeletionPolicy: Retain/s///'
-must_fail "a created table without deletion protection" template "DeletionProtectionEnabled is not" \
+must_fail "a created table without Retain" guard "UpdateReplacePolicy is not Retain" \
+  stacks/ratchet.yaml '0,/    UpdateReplacePolicy: Retain/s///'
+must_fail "a created table without deletion protection" guard "DeletionProtectionEnabled is not" \
   stacks/transactions.yaml '0,/DeletionProtectionEnabled: !If \[DeletionProtectionOn, true, false\]/s//DeletionProtectionEnabled: false/'
 must_fail "a dead-letter table unlike the demo's" template "table DeadLetterTable differs" stacks/counter.yaml \
   '/^  DeadLetterTable:/,/^  [A-Z]/s/AttributeName: Id/AttributeName: Key/'
@@ -170,7 +175,13 @@ must_fail "a wildcard resource" template "wildcard Resource" stacks/ratchet.yaml
   's/- !GetAtt RatchetTable.Arn/- "*"/'
 must_fail "a table parameter that lets a wildcard in" template "parameter TableName names a policy's resource" \
   stacks/document.yaml '0,/AllowedPattern: "\^\$|\^\[A-Za-z0-9_.-\]{3,255}\$"/s//AllowedPattern: ".*"/'
-must_fail "an x86_64 writer stack" template "not [arm64]" stacks/counter.yaml '0,/      - arm64/s//      - x86_64/'
+must_fail "an x86_64 writer stack" guard "Architectures is not [arm64]" stacks/counter.yaml '0,/      - arm64/s//      - x86_64/'
+must_fail "an unencrypted stream" guard "no StreamEncryption with KMS" stacks/document.yaml \
+  '0,/        EncryptionType: KMS/s//        EncryptionType: NONE/'
+must_fail "an alarm notifying always" guard "not the optional AlarmTopicArn" stacks/transactions.yaml \
+  '0,/OKActions: !If \[HasAlarmTopic, \[!Ref AlarmTopicArn\], !Ref AWS::NoValue\]/s//OKActions: [!Ref AlarmTopicArn]/'
+must_fail "a role with a service-wide action" guard "a wildcard Action" stacks/ratchet.yaml \
+  's/                    - kinesis:GetRecords/                    - kinesis:*/'
 must_fail "a CodeUri outside the workspace" template "is not the cargo workspace" stacks/document.yaml \
   's/^    CodeUri: \.\.$/    CodeUri: ./'
 must_fail "a missing iterator-age alarm in a stack" template "IteratorAge for CounterWriterFunction" \

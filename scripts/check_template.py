@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Operational checks of the SAM templates that cfn-lint does not make (run by check-template.sh).
 
+The generic properties of one resource at a time (tables Retain, point-in-time recoverable and
+deletion-protected; queues and streams encrypted; functions on arm64; alarms notifying the
+optional topic; no wildcard action) are CloudFormation Guard rules (scripts/guard/*.guard, run
+by scripts/check_guard.py); what follows needs several resources, templates or configurations.
+
 Usage: check_template.py [--packaged] FILE...
   --packaged: the templates are `make package`'s (target/package/<stack>[.s3].yaml): each
   function's code is its binary's zip beside the template, or in S3 at parameters CodeBucket
@@ -18,10 +23,8 @@ Condition outside table properties reads), with all of them left empty (created)
 (existing). Configurations its Rules refuse
 are skipped. In each, the resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
 Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator relies on:
-  * every DynamoDB table a template can create is Retain (deletion and replacement), point-in-
-    time recoverable and deletion-protected (through the template's parameters), and a table
-    declared by two templates (the dead-letter table) has the same keys in both;
-  * every function runs on arm64, is built by cargo-lambda from a binary of the workspace (its
+  * a table declared by two templates (the dead-letter table) has the same keys in both;
+  * every function is built by cargo-lambda from a binary of the workspace (its
     CodeUri, relative to its template, is the workspace; with --packaged, the binary's zip
     beside the template or in S3 at parameters CodeBucket + CodeKeyPrefix), and the all-in-one
     entry (a template that nests stacks, with them) deploys every function crate of the
@@ -37,8 +40,8 @@ Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator r
     queue's RedrivePolicy target; an existing queue given by parameter XArn has its redrive
     queue in parameter XRedriveArn) and stream failure destinations, each scheduled function's
     heartbeat (the sweeper's errors and lag, the counter roll-up's lost records and falling
-    behind); alarm actions only when AlarmTopicArn is set;
-  * created Kinesis streams encrypted, created queues with SQS SSE explicit and a visibility
+    behind);
+  * created queues with a visibility
     timeout >= 6x the function timeout (for every allowed value of a parameter that sets it),
     every queue and stream source with partial batch responses (ReportBatchItemFailures),
     MaximumConcurrency on queue sources, an on-failure destination on stream sources, the
@@ -478,21 +481,6 @@ def number(value, default=0):
 
 # ------------------------------------------------------------------ checks on the raw template
 
-def check_tables(t, errors):
-    for name, table in t.of_type("AWS::DynamoDB::Table").items():
-        for policy in ("DeletionPolicy", "UpdateReplacePolicy"):
-            if table.get(policy) != "Retain":
-                errors.append(f"{t.name}: table {name}: {policy} is not Retain")
-        props = table.get("Properties", {})
-        pitr = props.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled")
-        if pitr != {"Fn::If": ["PitrOn", True, False]}:
-            errors.append(f"{t.name}: table {name}: PointInTimeRecoveryEnabled is not the "
-                          "PointInTimeRecovery parameter")
-        if props.get("DeletionProtectionEnabled") != {"Fn::If": ["DeletionProtectionOn", True, False]}:
-            errors.append(f"{t.name}: table {name}: DeletionProtectionEnabled is not the "
-                          "DeletionProtection parameter")
-
-
 TABLE_SHAPE = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes",
                "TimeToLiveSpecification", "BillingMode", "StreamSpecification")
 
@@ -551,8 +539,6 @@ def check_functions(t, binaries, errors):
     deployed = set()
     for name, fn in t.of_type("AWS::Serverless::Function").items():
         props = t.function_props(fn)
-        if props.get("Architectures") != ["arm64"]:
-            errors.append(f"{t.name}: function {name}: Architectures is {props.get('Architectures')}, not [arm64]")
         meta = fn.get("Metadata", {})
         binary = meta.get("BuildProperties", {}).get("Binary")
         if meta.get("BuildMethod") != "rust-cargolambda":
@@ -632,14 +618,6 @@ def check_policy_parameters(t, errors):
         if not pattern or any(re.fullmatch(pattern, x) for x in probes):
             errors.append(f"{t.name}: parameter {p} names a policy's resource and its "
                           "AllowedPattern lets a wildcard in")
-
-
-def check_alarm_actions(t, errors):
-    topic = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
-    for name, alarm in t.of_type("AWS::CloudWatch::Alarm").items():
-        for key in ("AlarmActions", "OKActions"):
-            if alarm.get("Properties", {}).get(key) != topic:
-                errors.append(f"{t.name}: alarm {name}: {key} is not the optional AlarmTopicArn")
 
 
 def check_queue_visibility(t, errors):
@@ -764,14 +742,7 @@ def check_alarms(config, view, where, errors):
 
 
 def check_sources(view, where, errors):
-    for name, stream in of_type(view, "AWS::Kinesis::Stream").items():
-        enc = stream["Properties"].get("StreamEncryption", {})
-        if enc.get("EncryptionType") != "KMS" or not enc.get("KeyId"):
-            errors.append(f"{where}: stream {name}: no StreamEncryption with KMS")
     queues = of_type(view, "AWS::SQS::Queue")
-    for name, q in queues.items():
-        if q["Properties"].get("SqsManagedSseEnabled") is not True:
-            errors.append(f"{where}: queue {name}: SqsManagedSseEnabled is not true")
     functions = of_type(view, "AWS::Serverless::Function")
     for fn, kind, ev in event_sources(view):
         props = functions.get(fn, {}).get("Properties", {})
@@ -972,12 +943,10 @@ def main():
     deployed = set()
     configs = 0
     for t in templates:
-        check_tables(t, errors)
         functions = check_functions(t, binaries, errors)
         if t in entry:
             deployed |= functions
         check_policy_parameters(t, errors)
-        check_alarm_actions(t, errors)
         check_function_sizes(t, errors)
         check_queue_visibility(t, errors)
         check_gap_mapping(t, errors)
@@ -1005,8 +974,8 @@ def main():
             print(f"template-check: {e}", file=sys.stderr)
     if errors:
         sys.exit(1)
-    print(f"template-check: {len(templates)} templates in {configs} configurations: tables retained "
-          "and recoverable, arm64 workspace binaries, no wildcard policies, an alarm per failure "
+    print(f"template-check: {len(templates)} templates in {configs} configurations: tables agree, "
+          "workspace binaries, sizes as parameters, no wildcard policies, an alarm per failure "
           "path, horizons, docs names exist")
 
 
