@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check tx-check counter-check checks package readme-check features
+.PHONY: demo test tools lint bench template-check stacks tx-check counter-check checks package readme-check features
 
 demo:
 	bash scripts/demo.sh
@@ -31,6 +31,11 @@ features:
 readme-check:
 	bash scripts/readme-check.sh --run
 
+# The writer stacks (stacks/*.yaml) from their sources (stacks/src: each stack's own part and
+# the fragments they share, stacks/src/common).
+stacks:
+	python3 scripts/gen-stacks.py
+
 bench:
 	bash scripts/bench.sh
 
@@ -50,8 +55,10 @@ counter-check:
 		cargo test -p integration-tests --test integration counter_journal_check:: -- --nocapture
 
 # arm64 artifacts of every function (cargo lambda + zig), with their sizes.
+# arm64 release build (~10 min cold), then target/package: zips and packaged templates
+# (docs/deploy.md). PACKAGE_ONLY=1: package the binaries already built.
 package:
-	bash scripts/package.sh
+	PACKAGE_ONLY=$(PACKAGE_ONLY) bash scripts/package.sh
 
 # The other protocols' randomized checkers at length (`make test` runs 15 to 200 schedules of
 # each); each prints its first seed, and a failure the variables that replay its schedule.

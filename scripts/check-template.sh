@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# Validate every SAM template offline: template.yaml (the demo, all in one) and each writer
-# stack it composes (stacks/*.yaml) with cfn-lint (SAM transform included), then the
-# operational checks of scripts/check_template.py (retained tables, arm64 workspace binaries,
-# no wildcard policies, an alarm per failure path, horizons, the docs' names and runbook
-# entries) in every configuration of each stack, created or existing resources. Prove both
-# have teeth: deliberately broken copies must be rejected, each for the reason it was broken.
+# Validate every SAM template offline: template.yaml (the demo, all in one), each writer stack
+# it composes (stacks/*.yaml, generated from stacks/src) and their packaged variants (make
+# package) with cfn-lint (SAM transform included), the CloudFormation Guard rules of
+# scripts/guard (one resource at a time: retained, recoverable tables, encryption, arm64, alarm
+# actions, named actions), then the operational checks of scripts/check_template.py (workspace
+# binaries, sizes as parameters, no wildcard policies, an alarm per failure path, horizons, the
+# docs' names and runbook entries) in every configuration of each stack, created or existing
+# resources. Prove each has teeth: deliberately broken copies must be rejected, each for the
+# reason it was broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 templates=(template.yaml stacks/*.yaml)
+
+# The writer stacks are generated from stacks/src (scripts/gen-stacks.py): the committed ones
+# must be what the sources give.
+python3 scripts/gen-stacks.py --check
+echo "template-check: stacks/*.yaml are generated from stacks/src"
 docs=(README.md)
 for doc in docs/*.md; do
   [ -e "$doc" ] && docs+=("$doc")
 done
-
-cfn-lint "${templates[@]}"
-echo "template-check: ${templates[*]} are valid"
-python3 scripts/check_template.py "${templates[@]}" "${docs[@]}"
 
 tmp=$(mktemp -d)
 broken_files=()
@@ -25,6 +29,25 @@ cleanup() {
   if [ ${#broken_files[@]} -gt 0 ]; then rm -f "${broken_files[@]}"; fi
 }
 trap cleanup EXIT
+
+# What `make package` writes, from fake binaries (the arm64 build takes minutes): the zips and
+# the packaged stacks (code beside, code in S3), linted with the sources in one cfn-lint run.
+pkg=$tmp/package
+for dir in functions/*/; do
+  mkdir -p "$tmp/lambda/$(basename "$dir")"
+  printf 'fake\n' >"$tmp/lambda/$(basename "$dir")/bootstrap"
+done
+python3 scripts/package_templates.py --lambda-dir "$tmp/lambda" --out "$pkg" >/dev/null
+packaged=("$pkg"/*.yaml)
+
+# (The S3 variants differ from the others only in CodeUri's shape and its two parameters: one,
+# with two functions, stands for them in the cfn-lint run, which costs ~0.7 s a template.)
+cfn-lint "${templates[@]}" "$pkg"/*[a-z].yaml "$pkg/transactions.s3.yaml"
+echo "template-check: ${templates[*]} and their packaged variants are valid"
+python3 scripts/check_guard.py "${templates[@]}" "${packaged[@]}"
+python3 scripts/check_template.py "${templates[@]}" "${docs[@]}"
+python3 scripts/check_template.py --packaged "${packaged[@]}" "${docs[@]}"
+
 count=0
 
 # The files with one replaced: replaced <list name> <original> <copy>.
@@ -46,6 +69,7 @@ rejected() {
   case $checker in
     cfn-lint) cfn-lint "$@" >"$out" 2>&1 && ok=1 || ok=0 ;;
     template) python3 scripts/check_template.py "$@" >"$out" 2>&1 && ok=1 || ok=0 ;;
+    guard) python3 scripts/check_guard.py "$@" >"$out" 2>&1 && ok=1 || ok=0 ;;
   esac
   if [ "$ok" -eq 1 ]; then
     echo "template-check: $what passed the $checker check: the check is broken" >&2
@@ -71,8 +95,8 @@ must_fail() {
     echo "template-check: the mutation for '$what' changed nothing in $file: update check-template.sh" >&2
     exit 1
   fi
-  if [ "$checker" = cfn-lint ]; then
-    rejected "$what" cfn-lint "$expected" "$broken"
+  if [ "$checker" = cfn-lint ] || [ "$checker" = guard ]; then
+    rejected "$what" "$checker" "$expected" "$broken"
   else
     local files
     mapfile -t files < <(replaced templates "$file" "$broken")
@@ -99,23 +123,43 @@ must_fail_docs() {
   rejected "$what" template "$expected" "${templates[@]}" "${mutated[@]}"
 }
 
+# the generated stacks: a hand edit of stacks/*.yaml is refused
+cp stacks/*.yaml "$tmp/" && sed -i 's/RetentionInDays: 30/RetentionInDays: 7/' "$tmp/document.yaml"
+if python3 scripts/gen-stacks.py --check --out "$tmp" >"$tmp/out" 2>&1 \
+  || ! grep -qF "document differ from stacks/src" "$tmp/out"; then
+  echo "template-check: a hand-edited stack passed the generated-stacks check: the check is broken" >&2
+  cat "$tmp/out" >&2
+  exit 1
+fi
+rm -f "$tmp"/*.yaml
+count=$((count + 1))
+
+# the packaged stacks: their code must be the binary's zip with an executable bootstrap
+rm "$pkg/tx-sweeper.zip"
+rejected "a packaged stack without its zip" template "tx-sweeper.zip is not a zip with a bootstrap" \
+  --packaged "$pkg/transactions.yaml" "${docs[@]}"
+sed 's/CodeKeyPrefix}ratchet-writer.zip/CodeKeyPrefix}ratchet.zip/' "$pkg/ratchet.s3.yaml" >"$pkg/broken.s3.yaml"
+rejected "a packaged stack naming another key" template "is neither ratchet-writer.zip" \
+  --packaged "$pkg/broken.s3.yaml" "${docs[@]}"
+
 # cfn-lint (the SAM transform runs)
-must_fail "an invalid runtime" cfn-lint "provided.al2099" template.yaml \
+must_fail "an invalid runtime" cfn-lint "provided.al2099" stacks/ratchet.yaml \
   's/Runtime: provided.al2023/Runtime: provided.al2099/'
-must_fail "an invalid event type" cfn-lint "DynamoDb" template.yaml 's/Type: DynamoDB$/Type: DynamoDb/'
+must_fail "an unknown resource type" cfn-lint "AWS::DynamoDB::Tables" template.yaml \
+  '0,/Type: AWS::DynamoDB::Table$/s//Type: AWS::DynamoDB::Tables/'
 must_fail "an invalid schedule event type" cfn-lint "ScheduleV3" stacks/transactions.yaml \
   's/Type: ScheduleV2$/Type: ScheduleV3/'
 
 # the demo (template.yaml)
-must_fail "an x86_64 function" template "not [arm64]" template.yaml '0,/      - arm64/s//      - x86_64/'
-must_fail "a table without Retain" template "DeletionPolicy is not Retain" template.yaml \
+must_fail "an x86_64 function" guard "Globals Architectures is not [arm64]" stacks/ratchet.yaml '0,/      - arm64/s//      - x86_64/'
+must_fail "a table without Retain" guard "DeletionPolicy is not Retain" template.yaml \
   '0,/    DeletionPolicy: Retain/s///'
-must_fail "a table without point-in-time recovery" template "PointInTimeRecoveryEnabled is not" template.yaml \
+must_fail "a table without point-in-time recovery" guard "PointInTimeRecoveryEnabled is not" template.yaml \
   '0,/PointInTimeRecoveryEnabled: !If \[PitrOn, true, false\]/s//PointInTimeRecoveryEnabled: false/'
-must_fail "a wildcard action" template "wildcard Action" template.yaml '0,/dynamodb:PutItem/s//dynamodb:*/'
-must_fail "a missing iterator-age alarm" template "IteratorAge for OrdersReplicaFunction" template.yaml \
+must_fail "a wildcard action" template "wildcard Action" stacks/document.yaml '0,/dynamodb:PutItem/s//dynamodb:*/'
+must_fail "a missing iterator-age alarm" template "IteratorAge for RatchetWriterFunction" stacks/ratchet.yaml \
   's/MetricName: IteratorAge/MetricName: IteratorAges/'
-must_fail "an unencrypted queue" template "SqsManagedSseEnabled is not true" template.yaml \
+must_fail "an unencrypted queue" guard "SqsManagedSseEnabled is not true" stacks/ratchet.yaml \
   '0,/SqsManagedSseEnabled: true/s///'
 must_fail "a missing nested stack" template "does not exist" template.yaml \
   's#Location: stacks/ratchet.yaml#Location: stacks/ratchett.yaml#'
@@ -123,9 +167,9 @@ must_fail "a writer stack the demo leaves out" template "workspace binary docume
   template.yaml 's#Location: stacks/document.yaml#Location: stacks/ratchet.yaml#'
 
 # the writer stacks, with the resources they create and with existing ones
-must_fail "a created table without Retain" template "table RatchetTable: DeletionPolicy is not Retain" \
-  stacks/ratchet.yaml '0,/    DeletionPolicy: Retain/s///'
-must_fail "a created table without deletion protection" template "DeletionProtectionEnabled is not" \
+must_fail "a created table without Retain" guard "UpdateReplacePolicy is not Retain" \
+  stacks/ratchet.yaml '0,/    UpdateReplacePolicy: Retain/s///'
+must_fail "a created table without deletion protection" guard "DeletionProtectionEnabled is not" \
   stacks/transactions.yaml '0,/DeletionProtectionEnabled: !If \[DeletionProtectionOn, true, false\]/s//DeletionProtectionEnabled: false/'
 must_fail "a dead-letter table unlike the demo's" template "table DeadLetterTable differs" stacks/counter.yaml \
   '/^  DeadLetterTable:/,/^  [A-Z]/s/AttributeName: Id/AttributeName: Key/'
@@ -133,7 +177,13 @@ must_fail "a wildcard resource" template "wildcard Resource" stacks/ratchet.yaml
   's/- !GetAtt RatchetTable.Arn/- "*"/'
 must_fail "a table parameter that lets a wildcard in" template "parameter TableName names a policy's resource" \
   stacks/document.yaml '0,/AllowedPattern: "\^\$|\^\[A-Za-z0-9_.-\]{3,255}\$"/s//AllowedPattern: ".*"/'
-must_fail "an x86_64 writer stack" template "not [arm64]" stacks/counter.yaml '0,/      - arm64/s//      - x86_64/'
+must_fail "an x86_64 writer stack" guard "Architectures is not [arm64]" stacks/counter.yaml '0,/      - arm64/s//      - x86_64/'
+must_fail "an unencrypted stream" guard "no StreamEncryption with KMS" stacks/document.yaml \
+  '0,/        EncryptionType: KMS/s//        EncryptionType: NONE/'
+must_fail "an alarm notifying always" guard "not the optional AlarmTopicArn" stacks/transactions.yaml \
+  '0,/OKActions: !If \[HasAlarmTopic, \[!Ref AlarmTopicArn\], !Ref AWS::NoValue\]/s//OKActions: [!Ref AlarmTopicArn]/'
+must_fail "a role with a service-wide action" guard "a wildcard Action" stacks/ratchet.yaml \
+  's/                    - kinesis:GetRecords/                    - kinesis:*/'
 must_fail "a CodeUri outside the workspace" template "is not the cargo workspace" stacks/document.yaml \
   's/^    CodeUri: \.\.$/    CodeUri: ./'
 must_fail "a missing iterator-age alarm in a stack" template "IteratorAge for CounterWriterFunction" \
@@ -142,6 +192,14 @@ must_fail "a missing redrive-queue alarm" template "ApproximateNumberOfMessagesV
   stacks/transactions.yaml 's/!GetAtt TxQueueRedrive.QueueName/!GetAtt TxQueue.QueueName/'
 must_fail "an existing queue without its redrive-queue alarm" template "for existing-queue-redrive" \
   stacks/ratchet.yaml 's/!Split \[":", !Ref QueueRedriveArn\]/!Split [":", !Ref QueueArn]/'
+must_fail "a fixed memory size" template "function RatchetWriterFunction: MemorySize is not a parameter" \
+  stacks/ratchet.yaml 's/^    MemorySize: !Ref MemorySize$/    MemorySize: 256/'
+must_fail "a timeout a created queue cannot hold" template "queue DocumentQueue: VisibilityTimeout 360 < 6 x DocumentWriterFunction's timeout 120" \
+  stacks/document.yaml '/^  Timeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 120/'
+must_fail "a timeout beyond Lambda's" template "parameter RollupTimeout (Timeout of CounterRollupFunction)" \
+  stacks/counter.yaml '/^  RollupTimeout:/,/MaxValue:/s/MaxValue: 900/MaxValue: 1000/'
+must_fail "a sweeper timeout the TX queue cannot hold" template "VisibilityTimeout can be 360 < 6 x the function timeout 90" \
+  stacks/transactions.yaml '/^  SweeperTimeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 90/'
 must_fail "a source without partial batch responses" template "without FunctionResponseTypes" \
   stacks/document.yaml '/FunctionResponseTypes:/,+1d'
 must_fail "a stream source without a failure destination" template "without an on-failure destination" \

@@ -1,7 +1,15 @@
 #!/usr/bin/env python3
 """Operational checks of the SAM templates that cfn-lint does not make (run by check-template.sh).
 
-Usage: check_template.py FILE...
+The generic properties of one resource at a time (tables Retain, point-in-time recoverable and
+deletion-protected; queues and streams encrypted; functions on arm64; alarms notifying the
+optional topic; no wildcard action) are CloudFormation Guard rules (scripts/guard/*.guard, run
+by scripts/check_guard.py); what follows needs several resources, templates or configurations.
+
+Usage: check_template.py [--packaged] FILE...
+  --packaged: the templates are `make package`'s (target/package/<stack>[.s3].yaml): each
+  function's code is its binary's zip beside the template, or in S3 at parameters CodeBucket
+  and CodeKeyPrefix, instead of the workspace.
   *.yaml / *.yml: templates to check, each with the stacks it nests from local files
   (`AWS::Serverless::Application` with `Location: stacks/x.yaml`); default: template.yaml.
   *.md: the docs (README.md, docs/*.md); default: README.md and docs/*.md.
@@ -15,12 +23,15 @@ Condition outside table properties reads), with all of them left empty (created)
 (existing). Configurations its Rules refuse
 are skipped. In each, the resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
 Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator relies on:
-  * every DynamoDB table a template can create is Retain (deletion and replacement), point-in-
-    time recoverable and deletion-protected (through the template's parameters), and a table
-    declared by two templates (the dead-letter table) has the same keys in both;
-  * every function runs on arm64, is built by cargo-lambda from a binary of the workspace (its
-    CodeUri, relative to its template, is the workspace), and the all-in-one entry (a template
-    that nests stacks, with them) deploys every function crate of the workspace;
+  * a table declared by two templates (the dead-letter table) has the same keys in both;
+  * every function is built by cargo-lambda from a binary of the workspace (its
+    CodeUri, relative to its template, is the workspace; with --packaged, the binary's zip
+    beside the template or in S3 at parameters CodeBucket + CodeKeyPrefix), and the all-in-one
+    entry (a template that nests stacks, with them) deploys every function crate of the
+    workspace;
+  * every function's MemorySize and Timeout are Number parameters with a default, a MinValue
+    and a MaxValue within Lambda's limits (128-10,240 MB, 1-900 s); the checks below that
+    involve a timeout take its MaxValue (each configuration sets those parameters to it);
   * no IAM policy has a wildcard Action or Resource (except the X-Ray write statement, which
     AWS offers no resource-level permission for), and no parameter that names a resource in a
     policy lets a wildcard in (its AllowedPattern refuses one);
@@ -29,8 +40,8 @@ Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator r
     queue's RedrivePolicy target; an existing queue given by parameter XArn has its redrive
     queue in parameter XRedriveArn) and stream failure destinations, each scheduled function's
     heartbeat (the sweeper's errors and lag, the counter roll-up's lost records and falling
-    behind); alarm actions only when AlarmTopicArn is set;
-  * created Kinesis streams encrypted, created queues with SQS SSE explicit and a visibility
+    behind);
+  * created queues with a visibility
     timeout >= 6x the function timeout (for every allowed value of a parameter that sets it),
     every queue and stream source with partial batch responses (ReportBatchItemFailures),
     MaximumConcurrency on queue sources, an on-failure destination on stream sources, the
@@ -54,6 +65,7 @@ import os
 import re
 import sys
 import tomllib
+import zipfile
 
 import yaml
 
@@ -70,6 +82,8 @@ PSEUDO = {"AWS::Region": "eu-west-1", "AWS::AccountId": "123456789012", "AWS::Pa
 # Values for the parameters that name an existing resource (or an optional setting) when a
 # configuration gives them. Each must match its parameter's AllowedPattern.
 SAMPLES = {
+    "CodeBucket": "example-artifacts",
+    "CodeKeyPrefix": "dynamodb-exactly-once/0.1.0/",
     "StreamArn@Kinesis": "arn:aws:kinesis:eu-west-1:123456789012:stream/existing-stream",
     "StreamArn@DynamoDB": "arn:aws:dynamodb:eu-west-1:123456789012:table/existing-source/stream/"
                           "2026-01-01T00:00:00.000",
@@ -335,6 +349,8 @@ def configurations(t, errors):
     seen, out = set(), []
 
     def add(values, label):
+        for p in timeout_params(t):
+            values.setdefault(p, str(t.params[p].get("MaxValue", t.params[p].get("Default"))))
         for p in sw:
             values.setdefault(p, str(t.params[p].get("Default")))
         for p in required:
@@ -433,6 +449,29 @@ def of_type(view, kind):
     return {k: v for k, v in view.items() if v["Type"] == kind}
 
 
+LAMBDA_LIMITS = {"MemorySize": (128, 10240), "Timeout": (1, 900)}
+
+
+def size_param(t, value):
+    """The parameter a function's MemorySize or Timeout refers to (None when it is fixed)."""
+    if isinstance(value, dict) and isinstance(value.get("Ref"), str) and value["Ref"] in t.params:
+        return value["Ref"]
+    return None
+
+
+def timeout_bound(t, props):
+    """A function's longest timeout: its parameter's MaxValue, or the fixed value."""
+    p = size_param(t, props.get("Timeout"))
+    if p is not None:
+        return number(t.params[p].get("MaxValue"), 900)
+    return number(props.get("Timeout", 3), 3)
+
+
+def timeout_params(t):
+    return {size_param(t, t.function_props(fn).get("Timeout"))
+            for fn in t.of_type("AWS::Serverless::Function").values()} - {None}
+
+
 def number(value, default=0):
     try:
         return int(value)
@@ -441,21 +480,6 @@ def number(value, default=0):
 
 
 # ------------------------------------------------------------------ checks on the raw template
-
-def check_tables(t, errors):
-    for name, table in t.of_type("AWS::DynamoDB::Table").items():
-        for policy in ("DeletionPolicy", "UpdateReplacePolicy"):
-            if table.get(policy) != "Retain":
-                errors.append(f"{t.name}: table {name}: {policy} is not Retain")
-        props = table.get("Properties", {})
-        pitr = props.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled")
-        if pitr != {"Fn::If": ["PitrOn", True, False]}:
-            errors.append(f"{t.name}: table {name}: PointInTimeRecoveryEnabled is not the "
-                          "PointInTimeRecovery parameter")
-        if props.get("DeletionProtectionEnabled") != {"Fn::If": ["DeletionProtectionOn", True, False]}:
-            errors.append(f"{t.name}: table {name}: DeletionProtectionEnabled is not the "
-                          "DeletionProtection parameter")
-
 
 TABLE_SHAPE = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes",
                "TimeToLiveSpecification", "BillingMode", "StreamSpecification")
@@ -488,12 +512,33 @@ def workspace_binaries():
     return binaries
 
 
+def check_packaged_code(t, name, binary, code_uri, errors):
+    """A packaged function's code: <binary>.zip beside the template (a zip holding an
+    executable bootstrap), or {Bucket: !Ref CodeBucket, Key: !Sub "${CodeKeyPrefix}<binary>.zip"}."""
+    s3 = {"Bucket": {"Ref": "CodeBucket"}, "Key": {"Fn::Sub": "${CodeKeyPrefix}" + f"{binary}.zip"}}
+    if code_uri == s3:
+        for p in ("CodeBucket", "CodeKeyPrefix"):
+            if p not in t.params:
+                errors.append(f"{t.name}: function {name}: CodeUri reads parameter {p}, which is not declared")
+        return
+    if code_uri != f"{binary}.zip":
+        errors.append(f"{t.name}: function {name}: CodeUri {code_uri!r} is neither {binary}.zip "
+                      "beside the template nor CodeBucket/CodeKeyPrefix")
+        return
+    path = os.path.join(os.path.dirname(t.path), code_uri)
+    try:
+        with zipfile.ZipFile(path) as z:
+            info = z.getinfo("bootstrap")
+            if not (info.external_attr >> 16) & 0o111:
+                errors.append(f"{t.name}: function {name}: {code_uri}'s bootstrap is not executable")
+    except (OSError, KeyError, zipfile.BadZipFile) as e:
+        errors.append(f"{t.name}: function {name}: {code_uri} is not a zip with a bootstrap ({e})")
+
+
 def check_functions(t, binaries, errors):
     deployed = set()
     for name, fn in t.of_type("AWS::Serverless::Function").items():
         props = t.function_props(fn)
-        if props.get("Architectures") != ["arm64"]:
-            errors.append(f"{t.name}: function {name}: Architectures is {props.get('Architectures')}, not [arm64]")
         meta = fn.get("Metadata", {})
         binary = meta.get("BuildProperties", {}).get("Binary")
         if meta.get("BuildMethod") != "rust-cargolambda":
@@ -502,14 +547,40 @@ def check_functions(t, binaries, errors):
             errors.append(f"{t.name}: function {name}: BuildProperties Binary {binary!r} is not a binary of functions/*")
         deployed.add(binary)
         code_uri = props.get("CodeUri")
+        if PACKAGED:
+            check_packaged_code(t, name, binary, code_uri, errors)
+            code_uri = "<packaged>"
         workspace = os.path.join(os.path.dirname(t.path), str(code_uri))
-        if not isinstance(code_uri, str) or os.path.realpath(workspace) != os.path.realpath(ROOT) \
+        if PACKAGED:
+            pass
+        elif not isinstance(code_uri, str) or os.path.realpath(workspace) != os.path.realpath(ROOT) \
                 or not os.path.isfile(os.path.join(workspace, "Cargo.toml")):
             errors.append(f"{t.name}: function {name}: CodeUri {code_uri!r} is not the cargo "
                           "workspace (relative to the template)")
         if props.get("Handler") != "bootstrap" or not str(props.get("Runtime", "")).startswith("provided."):
             errors.append(f"{t.name}: function {name}: not a custom-runtime bootstrap (Handler/Runtime)")
     return deployed
+
+
+def check_function_sizes(t, errors):
+    """MemorySize and Timeout of every function are parameters a deployment can set, within
+    Lambda's limits."""
+    for name, fn in t.of_type("AWS::Serverless::Function").items():
+        props = t.function_props(fn)
+        for key, (low, high) in LAMBDA_LIMITS.items():
+            p = size_param(t, props.get(key))
+            if p is None:
+                errors.append(f"{t.name}: function {name}: {key} is not a parameter "
+                              f"({props.get(key)!r})")
+                continue
+            spec = t.params[p]
+            lo, hi, default = (number(spec.get(k), None) for k in ("MinValue", "MaxValue", "Default"))
+            if spec.get("Type") != "Number" or None in (lo, hi, default):
+                errors.append(f"{t.name}: parameter {p} ({key} of {name}) needs Type Number, "
+                              "Default, MinValue and MaxValue")
+            elif not (low <= lo <= default <= hi <= high):
+                errors.append(f"{t.name}: parameter {p} ({key} of {name}): {lo} <= {default} <= "
+                              f"{hi} does not hold within Lambda's {low}-{high}")
 
 
 def policy_documents(resources):
@@ -549,18 +620,10 @@ def check_policy_parameters(t, errors):
                           "AllowedPattern lets a wildcard in")
 
 
-def check_alarm_actions(t, errors):
-    topic = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
-    for name, alarm in t.of_type("AWS::CloudWatch::Alarm").items():
-        for key in ("AlarmActions", "OKActions"):
-            if alarm.get("Properties", {}).get(key) != topic:
-                errors.append(f"{t.name}: alarm {name}: {key} is not the optional AlarmTopicArn")
-
-
 def check_queue_visibility(t, errors):
     """A created queue's visibility timeout set by a parameter is >= 6 x the functions'
     timeout for every value the parameter allows (each configuration checks its own value)."""
-    longest = max((number(t.function_props(fn).get("Timeout", 3), 3)
+    longest = max((timeout_bound(t, t.function_props(fn))
                    for fn in t.of_type("AWS::Serverless::Function").values()), default=3)
     for name, q in t.of_type("AWS::SQS::Queue").items():
         visibility = q.get("Properties", {}).get("VisibilityTimeout")
@@ -578,7 +641,7 @@ def check_gap_mapping(t, errors):
     is that timeout + the coordinator's timeout, for every entry."""
     coordinator = [t.function_props(fn) for fn in t.of_type("AWS::Serverless::Function").values()
                    if fn.get("Metadata", {}).get("BuildProperties", {}).get("Binary") == "tx-coordinator"]
-    timeout = number(coordinator[0].get("Timeout", 3), 3) if coordinator else None
+    timeout = timeout_bound(t, coordinator[0]) if coordinator else None
     for fn in t.of_type("AWS::Serverless::Function").values():
         env = t.function_props(fn).get("Environment", {}).get("Variables", {})
         gap = env.get("TX_REDELIVERY_GAP_SECONDS")
@@ -679,14 +742,7 @@ def check_alarms(config, view, where, errors):
 
 
 def check_sources(view, where, errors):
-    for name, stream in of_type(view, "AWS::Kinesis::Stream").items():
-        enc = stream["Properties"].get("StreamEncryption", {})
-        if enc.get("EncryptionType") != "KMS" or not enc.get("KeyId"):
-            errors.append(f"{where}: stream {name}: no StreamEncryption with KMS")
     queues = of_type(view, "AWS::SQS::Queue")
-    for name, q in queues.items():
-        if q["Properties"].get("SqsManagedSseEnabled") is not True:
-            errors.append(f"{where}: queue {name}: SqsManagedSseEnabled is not true")
     functions = of_type(view, "AWS::Serverless::Function")
     for fn, kind, ev in event_sources(view):
         props = functions.get(fn, {}).get("Properties", {})
@@ -819,7 +875,8 @@ def check_docs(templates, docs, errors):
     names = ", ".join(rel(d) for d in docs)
     # A capitalised word ending like a resource, not an IAM action (`dynamodb:DescribeStream`).
     pattern = re.compile(r"(?<![:\w])([A-Z][A-Za-z0-9]*(?:%s))\b" % "|".join(DOC_SUFFIXES))
-    for name in sorted(set(pattern.findall(text))):
+    # (The packaged templates are checked alone: the demo's names are checked with the demo.)
+    for name in [] if PACKAGED else sorted(set(pattern.findall(text))):
         if name not in declared and name not in DOC_SUFFIXES:
             errors.append(f"the docs ({names}) name {name}, which no template declares")
     for t in templates:
@@ -865,8 +922,15 @@ def with_nested(paths, errors):
     return out, entry
 
 
+PACKAGED = False
+
+
 def main():
+    global PACKAGED
     args = sys.argv[1:]
+    if "--packaged" in args:
+        PACKAGED = True
+        args.remove("--packaged")
     paths = [a for a in args if a.endswith((".yaml", ".yml"))] or [os.path.join(ROOT, "template.yaml")]
     docs = [a for a in args if a.endswith(".md")] or \
         [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
@@ -879,12 +943,11 @@ def main():
     deployed = set()
     configs = 0
     for t in templates:
-        check_tables(t, errors)
         functions = check_functions(t, binaries, errors)
         if t in entry:
             deployed |= functions
         check_policy_parameters(t, errors)
-        check_alarm_actions(t, errors)
+        check_function_sizes(t, errors)
         check_queue_visibility(t, errors)
         check_gap_mapping(t, errors)
         for config in configurations(t, errors):
@@ -911,8 +974,8 @@ def main():
             print(f"template-check: {e}", file=sys.stderr)
     if errors:
         sys.exit(1)
-    print(f"template-check: {len(templates)} templates in {configs} configurations: tables retained "
-          "and recoverable, arm64 workspace binaries, no wildcard policies, an alarm per failure "
+    print(f"template-check: {len(templates)} templates in {configs} configurations: tables agree, "
+          "workspace binaries, sizes as parameters, no wildcard policies, an alarm per failure "
           "path, horizons, docs names exist")
 
 

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Build every Lambda function of the workspace for arm64 (Graviton, provided.al2023), as
-# template.yaml deploys them, and print each artifact's size.
+# Build every Lambda function of the workspace for arm64 (Graviton, provided.al2023), as the
+# templates deploy them, then package them for a deployment without a Rust toolchain
+# (scripts/package_templates.py): target/package/<binary>.zip and the packaged writer stacks
+# target/package/<stack>.yaml (code beside) and <stack>.s3.yaml (code in S3). docs/deploy.md.
 #
 # Installs what a fresh clone lacks: the aarch64 Rust target (rustup) and cargo-lambda with
 # zig (PyPI: `cargo-lambda` pulls `ziglang`, which cross-links against glibc 2.x).
-# Artifacts: target/lambda/<function>/bootstrap. Extra arguments go to `cargo lambda build`.
+# Binaries: target/lambda/<function>/bootstrap. Extra arguments go to `cargo lambda build`.
+# PACKAGE_ONLY=1: skip the build, package the binaries already in target/lambda.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${PACKAGE_ONLY:-}" = 1 ]; then
+  exec python3 scripts/package_templates.py
+fi
 
 if ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
   echo "package: adding the Rust target aarch64-unknown-linux-gnu"
@@ -28,11 +35,8 @@ start=$(date +%s)
 cargo lambda build --release --arm64 "${packages[@]}" "$@"
 echo "package: built $count functions for arm64 in $(($(date +%s) - start)) s"
 
-# Size of the binary and of the deployment zip Lambda stores (deflate, as SAM and cargo lambda zip it).
-printf '%-18s %14s %14s\n' function "bootstrap (B)" "zipped (B)"
 for dir in functions/*/; do
-  name=$(basename "$dir")
-  binary=target/lambda/$name/bootstrap
+  binary=target/lambda/$(basename "$dir")/bootstrap
   if [ ! -f "$binary" ]; then
     echo "package: $binary is missing" >&2
     exit 1
@@ -41,10 +45,5 @@ for dir in functions/*/; do
     echo "package: $binary is not an aarch64 binary: $(file -b "$binary")" >&2
     exit 1
   fi
-  zipped=$(python3 -c 'import io, sys, zipfile
-buf = io.BytesIO()
-with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-    z.write(sys.argv[1], "bootstrap")
-print(len(buf.getvalue()))' "$binary")
-  printf '%-18s %14s %14s\n' "$name" "$(stat -c %s "$binary")" "$zipped"
 done
+python3 scripts/package_templates.py

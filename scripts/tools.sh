@@ -68,6 +68,12 @@ if [[ ! "$cfn_version" =~ ^1\.5[12]\. ]]; then
   pip_install 'cfn-lint==1.52.0'
 fi
 
+# CloudFormation Guard's engine for scripts/check_guard.py (the template rules of scripts/guard).
+if ! python3 -c 'import cfn_guard_rs' >/dev/null 2>&1; then
+  echo "tools: installing cfn-guard-rs==0.3.3 (PyPI)"
+  pip_install 'cfn-guard-rs==0.3.3'
+fi
+
 # The Python side of tests/idempotency_powertools.rs: a Powertools function sharing an
 # idempotency table with a Rust one.
 if ! python3 -c 'import aws_lambda_powertools, boto3' >/dev/null 2>&1 \
