@@ -19,6 +19,8 @@ python3 scripts/gen-stacks.py --check
 echo "template-check: stacks/*.yaml are generated from stacks/src"
 docs=(README.md)
 for doc in docs/*.md; do
+  # The lab notes name resources of earlier versions.
+  [ "$doc" = docs/history.md ] && continue
   [ -e "$doc" ] && docs+=("$doc")
 done
 
@@ -230,8 +232,8 @@ must_fail "a journal no roll-up reads" template "no counter-rollup reads it" \
   stacks/counter.yaml '/^  CounterRollupFunction:/,/Events:/s/COUNTER_JOURNAL_TABLE: !Ref CounterJournalTable/COUNTER_JOURNAL_TABLE: other-journal/'
 
 # the docs (README.md and docs/*.md: every file that holds the text)
-must_fail_docs "docs naming a missing alarm" "name NoSuchAlarm" "# dynamo-stream-writes" \
-  's/^# dynamo-stream-writes/# dynamo-stream-writes (see NoSuchAlarm)/'
+must_fail_docs "docs naming a missing alarm" "name NoSuchAlarm" "# dynamodb-exactly-once" \
+  's/^# dynamodb-exactly-once/# dynamodb-exactly-once (see NoSuchAlarm)/'
 must_fail_docs "docs without an alarm's runbook" "TxSweeperNotRunningAlarm has no runbook entry" \
   '`TxSweeperNotRunningAlarm`' 's/`TxSweeperNotRunningAlarm`/TxSweeperNotRunning/g'
 must_fail_docs "docs without a parameter" "parameter StreamBisectBatchOnFunctionError is not documented" \

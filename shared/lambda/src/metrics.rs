@@ -1,7 +1,7 @@
 //! CloudWatch metrics in the Embedded Metric Format (EMF): one JSON line per batch (and per
 //! sweep) on stdout, which Lambda's log pipeline turns into metrics without any API call.
 //!
-//! * Namespace from `METRICS_NAMESPACE` (default `DynamoStreamWrites`; `off` disables).
+//! * Namespace from `METRICS_NAMESPACE` (default `DynamoDbExactlyOnce`; `off` disables).
 //! * Dimensions `Function` (the deployed function's name, `AWS_LAMBDA_FUNCTION_NAME`, so two
 //!   stacks in one account never share a series) and `Protocol` (`ratchet-writer`,
 //!   `counter-writer`, `document-writer`, `tx-coordinator`, `tx-sweeper`).
@@ -33,7 +33,7 @@ use dynamodb_exactly_once::txn::sweep::SweepSummary;
 use crate::summary::BatchSummary;
 
 /// Default metrics namespace.
-pub const DEFAULT_NAMESPACE: &str = "DynamoStreamWrites";
+pub const DEFAULT_NAMESPACE: &str = "DynamoDbExactlyOnce";
 
 /// An EMF document: `values` as counts under the dimensions `Function` and `Protocol`.
 pub fn emf_document(
