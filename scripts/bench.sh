@@ -41,7 +41,13 @@ case "$AWS_ENDPOINT_URL_DYNAMODB" in
     ;;
 esac
 
+# What the benches' JSON figures (target/bench/*.json) are dated with; scripts/charts.py draws
+# the benchmarks page's charts (docs/charts/*.svg) from them at the end.
+export BENCH_DATE=${BENCH_DATE:-$(date -u +%F)}
+export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 for bench in ${BENCHES:-ratchet counter counter-steady counter-shapes txn lease versioning document idempotency processor}; do
   echo
   ./target/release/bench "$bench"
 done
+echo
+python3 scripts/charts.py

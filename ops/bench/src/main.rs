@@ -27,6 +27,7 @@ mod counter_shapes;
 mod counter_steady;
 mod crash;
 mod document;
+mod figures;
 mod idempotency;
 mod lease;
 mod processor;

@@ -116,6 +116,7 @@ fn print_transfers(transfers: usize, latencies_ms: &[u64]) -> Result<(), String>
         "cpu_us/xfer",
         "ddb_us/xfer"
     );
+    let mut figures = crate::figures::Figures::new("txn-transfers");
     for mode in ["spread", "contended"] {
         for kind in ["fast", "native", "native-record", "lock"] {
             let r = spawn_worker(&[
@@ -131,6 +132,7 @@ fn print_transfers(transfers: usize, latencies_ms: &[u64]) -> Result<(), String>
                 _ => "TX lock path",
             };
             print_transfer_row(&format!("{label} {mode}"), &r);
+            figures.push(transfer_figure(kind, mode, 0, &r));
         }
     }
     // The same with a simulated network round trip in front of DynamoDB Local (each
@@ -154,8 +156,10 @@ fn print_transfers(transfers: usize, latencies_ms: &[u64]) -> Result<(), String>
                 _ => "TX fast path",
             };
             print_transfer_row(&format!("{label} {mode} +{latency}ms"), &r);
+            figures.push(transfer_figure(kind, mode, *latency, &r));
         }
     }
+    figures.write();
     println!("spread: each of the {COORDINATORS} coordinators on its own 2 accounts; contended: all among {CONTENDED_ACCOUNTS} accounts.");
     if !latencies_ms.is_empty() {
         println!(
@@ -183,6 +187,16 @@ fn print_transfers(transfers: usize, latencies_ms: &[u64]) -> Result<(), String>
     );
     println!("than the client spends on the whole protocol.");
     Ok(())
+}
+
+/// One point of the chart "transfers/s against the round trip" (`scripts/charts.py`).
+fn transfer_figure(kind: &str, mode: &str, round_trip_ms: u64, r: &Value) -> Value {
+    json!({
+        "kind": kind,
+        "mode": mode,
+        "round_trip_ms": round_trip_ms,
+        "per_second": r.get("per_second").and_then(Value::as_f64).unwrap_or(0.0),
+    })
 }
 
 /// One row of the transfers table from a worker's result.
