@@ -64,6 +64,7 @@ mod txn_missing_old;
 mod txn_numbers;
 mod txn_read_ahead;
 mod txn_redrive;
+mod txn_sizes;
 mod txn_sweep;
 mod versioning;
 mod versioning_check;

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::item::{flag, lock_of, s, token_of, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK};
 use super::item::{ATTR_TRANSIENT, ATTR_VERSION_TOKEN};
-use super::record::{parse_owner, TxHeader, TxState};
+use super::record::{keeps_values, lock_value, parse_owner, TxHeader, TxState};
 use super::request::{recorded_requests, Operation};
 use super::resolve::Resolved;
 use super::sweep::{KeepRetired, Retired};
@@ -150,7 +150,7 @@ impl Coordinator {
         let Some(token) = header.tokens.get(&r.index).cloned() else {
             return self.complete_item(header, r, cost).await;
         };
-        let owner = header.owner();
+        let owner = lock_value(&header.owner(), r.request.op.keeps_values());
         let result = match r.request.op {
             Operation::Delete { .. } => self.delete_held(r, owner, token).await,
             // A ConditionCheck of an absent item carries the delete marker: its guard fails
@@ -208,7 +208,9 @@ impl Coordinator {
         guarded(result, cost)
     }
 
-    /// Undo T's change on one item (restore the image, or delete what did not exist).
+    /// Undo T's change on one item: restore the image; remove the protocol attributes of a
+    /// lock that left the item's values as they were (no image, [`keeps_values`]); delete what
+    /// did not exist (no image, or a transient item).
     pub(super) async fn undo_item(
         &self,
         r: &Resolved,
@@ -216,8 +218,10 @@ impl Coordinator {
         cost: &Cost,
     ) -> Result<(), StoreError> {
         let (owner, token) = held_by(item);
+        let kept = keeps_values(&owner) && !flag(item, ATTR_TRANSIENT);
         let result = match item.get(ATTR_IMAGE) {
             Some(AttributeValue::M(image)) => self.restore(r, image.clone(), owner, token).await,
+            _ if kept => self.unlock(r, owner, token).await,
             _ => self.delete_held(r, owner, token).await,
         };
         guarded(result, cost)

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use super::item::{lock_of, new_token, token_of};
-use super::record::{parse_owner, RollbackReason, TxHeader, TxState};
+use super::record::{lock_value, parse_owner, RollbackReason, TxHeader, TxState};
 use super::resolve::Resolved;
 use super::{Coordinator, Cost};
 use crate::batch::Deadline;
@@ -42,6 +42,8 @@ pub(super) enum LockPhase {
     ConditionFailed(usize),
     /// DynamoDB rejected request `.0` as invalid (its message).
     Invalid(usize, String),
+    /// Request `.0`'s item and the image its lock write saves cannot fit one item (why).
+    TooLarge(usize, String),
     /// The deadline came first.
     Deferred,
 }
@@ -209,6 +211,13 @@ impl Coordinator {
             Some(read) if read.len() == order.len() => read,
             _ => self.read_in_lock_order(resolved).await?,
         };
+        // Decided from the reads before anything is locked: an item too large to carry its
+        // image never ends the attempt half-locked.
+        for (r, item) in order.iter().zip(&current) {
+            if let Some(why) = write::too_large_to_lock(r, item.as_ref()) {
+                return Ok(LockPhase::TooLarge(r.index, why));
+            }
+        }
         let mut lock = ItemLocking {
             header,
             owner: &owner,
@@ -259,7 +268,7 @@ impl Coordinator {
                 return Ok(ItemLock::Stopped(LockPhase::Decided));
             }
             if let Some(item) = current.as_ref().filter(|i| lock_of(i).is_some()) {
-                if lock_of(item) == Some(owner) {
+                if lock_of(item) == Some(lock_value(owner, r.request.op.keeps_values()).as_str()) {
                     let token = token_of(item).unwrap_or_default();
                     return Ok(ItemLock::Held(token.to_string()));
                 }
@@ -295,7 +304,10 @@ impl Coordinator {
                     current = self.get_item(r).await?;
                 }
                 LockWrite::Invalid(message) => {
-                    return Ok(ItemLock::Stopped(LockPhase::Invalid(r.index, message)))
+                    let failure = ItemFailure::Invalid(message);
+                    if let Some(stop) = self.after_failed_entry(r, &mut current, failure).await? {
+                        return Ok(ItemLock::Stopped(stop));
+                    }
                 }
             }
         }

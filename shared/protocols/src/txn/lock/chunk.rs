@@ -24,7 +24,7 @@ use super::{newer_attempt_of, ItemLocking, LockPhase, LockWait, LOCK_WAIT};
 use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::Item;
 use crate::txn::item::{lock_of, new_token, token_of};
-use crate::txn::record::TxHeader;
+use crate::txn::record::{lock_value, TxHeader};
 use crate::txn::resolve::Resolved;
 use crate::txn::{Coordinator, Cost};
 
@@ -194,7 +194,7 @@ impl Coordinator {
                 current[k]
                     .as_ref()
                     .and_then(lock_of)
-                    .is_some_and(|l| l != owner)
+                    .is_some_and(|l| l != lock_value(owner, chunk[k].request.op.keeps_values()))
             });
             if let Some(k) = foreign {
                 if let Some(stop) = self
@@ -228,7 +228,10 @@ impl Coordinator {
         current: &mut [Option<Item>],
     ) -> Result<Sent, StoreError> {
         let owner = lock.owner;
-        let ours = |k: &usize| current[*k].as_ref().and_then(lock_of) == Some(owner);
+        let ours = |k: &usize| {
+            let lock = lock_value(owner, chunk[*k].request.op.keeps_values());
+            current[*k].as_ref().and_then(lock_of) == Some(lock.as_str())
+        };
         let mut held: Vec<(usize, String)> = (0..chunk.len())
             .filter(ours)
             .map(|k| {
@@ -332,6 +335,9 @@ impl Coordinator {
         failure: ItemFailure,
     ) -> Result<Option<LockPhase>, StoreError> {
         match failure {
+            ItemFailure::Invalid(message) if super::write::item_size_exceeded(&message) => {
+                Ok(Some(LockPhase::TooLarge(r.index, message)))
+            }
             ItemFailure::Invalid(message) => Ok(Some(LockPhase::Invalid(r.index, message))),
             ItemFailure::ConditionFailed(now) => {
                 // No item in the reason: absent, or `ALL_OLD` left out; a read tells.
