@@ -20,11 +20,11 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 
 use super::write::{lock_entry, pending_check};
-use super::{newer_attempt_of, ItemLocking, LockPhase, LockWait, LOCK_WAIT};
+use super::{newer_attempt_of, own_lock, ItemLocking, LockPhase, LockWait, OwnLock, LOCK_WAIT};
 use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::Item;
 use crate::txn::item::{lock_of, new_token, token_of};
-use crate::txn::record::{lock_value, TxHeader};
+use crate::txn::record::TxHeader;
 use crate::txn::resolve::Resolved;
 use crate::txn::{Coordinator, Cost};
 
@@ -189,12 +189,18 @@ impl Coordinator {
             {
                 return Ok(ChunkLock::Stopped(LockPhase::Decided));
             }
+            // A lock of this attempt for another request of it: the request is invalid.
+            let own = |k: usize| current[k].as_ref().map(|i| own_lock(owner, chunk[k], i));
+            if let Some((k, OwnLock::OtherRequest(why))) = (0..chunk.len())
+                .filter_map(|k| own(k).map(|o| (k, o)))
+                .find(|(_, o)| matches!(o, OwnLock::OtherRequest(_)))
+            {
+                let stop = LockPhase::Invalid(chunk[k].index, why);
+                return Ok(ChunkLock::Stopped(stop));
+            }
             // Another transaction's lock first: decided as one item's lock write meets it.
             let foreign = (0..chunk.len()).find(|&k| {
-                current[k]
-                    .as_ref()
-                    .and_then(lock_of)
-                    .is_some_and(|l| l != lock_value(owner, chunk[k].request.op.keeps_values()))
+                current[k].as_ref().and_then(lock_of).is_some() && own(k) == Some(OwnLock::NotOurs)
             });
             if let Some(k) = foreign {
                 if let Some(stop) = self
@@ -229,8 +235,9 @@ impl Coordinator {
     ) -> Result<Sent, StoreError> {
         let owner = lock.owner;
         let ours = |k: &usize| {
-            let lock = lock_value(owner, chunk[*k].request.op.keeps_values());
-            current[*k].as_ref().and_then(lock_of) == Some(lock.as_str())
+            current[*k]
+                .as_ref()
+                .is_some_and(|i| own_lock(owner, chunk[*k], i) == OwnLock::Ours)
         };
         let mut held: Vec<(usize, String)> = (0..chunk.len())
             .filter(ours)
@@ -335,7 +342,7 @@ impl Coordinator {
         failure: ItemFailure,
     ) -> Result<Option<LockPhase>, StoreError> {
         match failure {
-            ItemFailure::Invalid(message) if super::write::item_size_exceeded(&message) => {
+            ItemFailure::Invalid(message) if super::size::item_size_exceeded(&message) => {
                 Ok(Some(LockPhase::TooLarge(r.index, message)))
             }
             ItemFailure::Invalid(message) => Ok(Some(LockPhase::Invalid(r.index, message))),
