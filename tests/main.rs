@@ -54,6 +54,7 @@ mod txn_conflicts;
 mod txn_cost;
 mod txn_fast;
 mod txn_fast_edges;
+mod txn_fast_self;
 mod txn_interleave;
 mod txn_issued;
 mod txn_keys;
