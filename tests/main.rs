@@ -64,6 +64,7 @@ mod txn_long;
 mod txn_missing_old;
 mod txn_numbers;
 mod txn_own_lock;
+mod txn_part_pace;
 mod txn_read_ahead;
 mod txn_redrive;
 mod txn_sizes;
