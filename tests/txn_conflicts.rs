@@ -126,6 +126,45 @@ async fn conflicts_retried_by_the_sdk_spend_none_of_its_retry_quota() {
     assert_clean(&base, &env).await;
 }
 
+/// Conflicts outlasting the SDK's attempts (3 here) are sent again by the coordinator's own
+/// short, jittered, bounded loop: every plain write refused four times still goes through.
+#[tokio::test]
+async fn plain_writes_refused_by_conflicts_beyond_the_sdk_attempts_are_sent_again() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    seed(&base, &table, "bob", 0).await;
+    let sent: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let faults = FaultInjector::by_request(move |op, body| {
+        let before = sent
+            .lock()
+            .map(|mut m| {
+                let n = m.entry(body.to_string()).or_default();
+                *n += 1;
+                *n - 1
+            })
+            .unwrap_or(0);
+        match op {
+            "PutItem" | "UpdateItem" | "DeleteItem" if before < 4 => Fault::TransactionConflict,
+            _ => Fault::None,
+        }
+    });
+    let c = env.coordinator(client_with(Some(faults.clone()), 3));
+    let body = transfer(&table, "t-beyond", "alice", "bob", 30);
+    let report = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("every write goes through after four conflicts");
+    assert_eq!(report.outcome, TxOutcome::Committed);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(70), Some(30))
+    );
+    assert_clean(&base, &env).await;
+}
+
 /// Issue 18, finding 5: two TX tables over one items table (blue/green, staging beside prod,
 /// a retained old table). A lock whose transaction record is not in this coordinator's TX
 /// table is another deployment's: it is never undone (that would drop a committed change).

@@ -20,13 +20,19 @@
 //! jittered by its backoff, never by the shared quota, which stays whole for what it is for.
 //! Conflict *cancellations* of a `TransactWriteItems` (`TransactionCanceledException` with
 //! `TransactionConflict` reasons) are never retried by the SDK: the transaction protocol
-//! retries them in its own loops (`txn::fast`, `txn::lock`), outside the quota too.
+//! retries them in its own loops (`txn::fast`, `txn::lock`), outside the quota too; and the
+//! coordinator's plain writes, whose conflicts can outlast the SDK's attempts on a hot
+//! header, are sent again by [`again_on_conflict`], a short local loop outside the quota.
+
+use std::future::Future;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::config::interceptors::{
     BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
 };
 use aws_sdk_dynamodb::config::retry::TokenBucket;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -36,6 +42,38 @@ use aws_smithy_runtime_api::client::interceptors::context::InterceptorContext;
 use aws_smithy_runtime_api::client::orchestrator::OrchestratorError;
 use aws_smithy_runtime_api::client::retries::classifiers::{ClassifyRetry, RetryAction};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
+
+use crate::ddb::retry::Backoff;
+
+/// Sends of a plain write the coordinator makes after the SDK's own (its attempts all met a
+/// conflict): 5 ms doubling up to 100 ms, jittered, 8 times (about 0.5–1 s of waits).
+const CONFLICT_AGAIN: Backoff =
+    Backoff::new(Duration::from_millis(5), Duration::from_millis(100), 8);
+
+/// Send a plain write (`send` builds and sends it) again while DynamoDB refuses it with
+/// `TransactionConflictException` after the SDK's attempts: a short, jittered, bounded local
+/// loop ([`CONFLICT_AGAIN`]) that touches no retry quota. Used by the transaction
+/// coordinator, whose header every lock write checks (a hot item for conflicts); the last
+/// answer is returned as it is.
+pub(crate) async fn again_on_conflict<T, E, R, F, Fut>(mut send: F) -> Result<T, SdkError<E, R>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, SdkError<E, R>>>,
+    E: ProvideErrorMetadata,
+{
+    let mut waits = CONFLICT_AGAIN.delays();
+    loop {
+        let result = send().await;
+        let conflict = match &result {
+            Err(e) => e.code() == Some("TransactionConflictException"),
+            Ok(_) => false,
+        };
+        match (conflict, waits.next()) {
+            (true, Some(wait)) => tokio::time::sleep(wait).await,
+            _ => return result,
+        }
+    }
+}
 
 /// The same client, its retries also covering `TransactionConflictException` on plain
 /// writes, without spending the retry quota on them.

@@ -18,6 +18,7 @@ use super::resolve::Resolved;
 use super::sweep::{KeepRetired, Retired};
 use super::{Coordinator, Cost, Driven, RollbackReason, TxError};
 use crate::ddb::cond::{conditional, Cond};
+use crate::ddb::conflict::again_on_conflict;
 use crate::ddb::error::StoreError;
 use crate::ddb::expr::Placeholders;
 use crate::ddb::item::Item;
@@ -251,19 +252,20 @@ impl Coordinator {
             .set_name("#txpd", ATTR_DELETE)
             .set_name("#txptr", ATTR_TRANSIENT);
         let (names, values) = held.into_maps();
-        let result = self
-            .client
-            .update_item()
-            .table_name(&r.request.table)
-            .set_key(Some(r.key.clone()))
-            .update_expression(UPDATE_UNLOCK)
-            .condition_expression(condition)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map(|o| o.consumed_capacity);
+        let result = {
+            let request = self
+                .client
+                .update_item()
+                .table_name(&r.request.table)
+                .set_key(Some(r.key.clone()))
+                .update_expression(UPDATE_UNLOCK)
+                .condition_expression(condition)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total);
+            again_on_conflict(|| request.clone().send()).await
+        }
+        .map(|o| o.consumed_capacity);
         conditional("UpdateItem", result)
     }
 
@@ -276,18 +278,19 @@ impl Coordinator {
         token: String,
     ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
         let (names, values) = held_by_placeholders(owner, token).into_maps();
-        let result = self
-            .client
-            .put_item()
-            .table_name(&r.request.table)
-            .set_item(Some(image))
-            .condition_expression(CONDITION_HELD_BY)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map(|o| o.consumed_capacity);
+        let result = {
+            let request = self
+                .client
+                .put_item()
+                .table_name(&r.request.table)
+                .set_item(Some(image))
+                .condition_expression(CONDITION_HELD_BY)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total);
+            again_on_conflict(|| request.clone().send()).await
+        }
+        .map(|o| o.consumed_capacity);
         conditional("PutItem", result)
     }
 
@@ -299,18 +302,19 @@ impl Coordinator {
         token: String,
     ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
         let (names, values) = held_by_placeholders(owner, token).into_maps();
-        let result = self
-            .client
-            .delete_item()
-            .table_name(&r.request.table)
-            .set_key(Some(r.key.clone()))
-            .condition_expression(CONDITION_HELD_BY)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map(|o| o.consumed_capacity);
+        let result = {
+            let request = self
+                .client
+                .delete_item()
+                .table_name(&r.request.table)
+                .set_key(Some(r.key.clone()))
+                .condition_expression(CONDITION_HELD_BY)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total);
+            again_on_conflict(|| request.clone().send()).await
+        }
+        .map(|o| o.consumed_capacity);
         conditional("DeleteItem", result)
     }
 

@@ -34,6 +34,7 @@ use super::{
 };
 use crate::ddb::clock::{epoch_millis, epoch_seconds};
 use crate::ddb::cond::{conditional, Cond};
+use crate::ddb::conflict::again_on_conflict;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::ddb::retry::Backoff;
@@ -280,7 +281,7 @@ impl TxTable {
         header: Item,
         cost: &Cost,
     ) -> Result<Creation, StoreError> {
-        let result = self
+        let request = self
             .client
             .put_item()
             .table_name(&self.table)
@@ -288,9 +289,8 @@ impl TxTable {
             .condition_expression(CONDITION_NEW)
             .expression_attribute_names("#txpid", ATTR_TX_ID)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
+            .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
+        let result = again_on_conflict(|| request.clone().send()).await;
         let result = conditional("PutItem", result);
         count(cost, &result, |out| out.consumed_capacity.as_ref());
         match result? {
