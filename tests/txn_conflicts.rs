@@ -5,9 +5,11 @@
 
 use crate::txn_env;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use aws_sdk_dynamodb::config::retry::{RetryPartition, TokenBucket};
+use aws_sdk_dynamodb::types::AttributeValue;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
 use dynamodb_exactly_once::Deadline;
@@ -51,6 +53,110 @@ async fn a_transfer_commits_although_each_plain_write_meets_a_transaction_confli
         "{} conflicts injected",
         faults.injected()
     );
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(70), Some(30))
+    );
+    assert_clean(&base, &env).await;
+}
+
+/// Conflicts retried by the SDK spend none of its retry quota (shared by every client of a
+/// retry partition, process-wide by default): with a quota of 10 tokens (one transient retry,
+/// or two throttling retries), every plain write of a transaction refused twice still goes
+/// through, and another call of the same partition is still retried when throttled.
+#[tokio::test]
+async fn conflicts_retried_by_the_sdk_spend_none_of_its_retry_quota() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    seed(&base, &table, "bob", 0).await;
+    let sent: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let faults = FaultInjector::by_request(move |op, body| {
+        let before = sent
+            .lock()
+            .map(|mut m| {
+                let n = m.entry(body.to_string()).or_default();
+                *n += 1;
+                *n - 1
+            })
+            .unwrap_or(0);
+        match op {
+            "PutItem" | "UpdateItem" | "DeleteItem" if before < 2 => Fault::TransactionConflict,
+            "GetItem" if body.contains("probe") && before < 1 => Fault::Throttle,
+            _ => Fault::None,
+        }
+    });
+    let tiny = RetryPartition::custom("txn-conflicts-tiny-quota")
+        .token_bucket(TokenBucket::new(10))
+        .build();
+    let config = client_with(Some(faults.clone()), 3)
+        .config()
+        .to_builder()
+        .retry_partition(tiny)
+        .build();
+    let tiny_quota = aws_sdk_dynamodb::Client::from_conf(config);
+    let c = env.coordinator(tiny_quota.clone());
+    let body = transfer(&table, "t-quota", "alice", "bob", 30);
+    let report = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("every write goes through after two conflicts");
+    assert_eq!(report.outcome, TxOutcome::Committed);
+    assert!(faults.injected() >= 8, "{} conflicts", faults.injected());
+    let throttled = faults.injected();
+    tiny_quota
+        .get_item()
+        .table_name(&table)
+        .key("PK", AttributeValue::S("probe".into()))
+        .send()
+        .await
+        .expect("a throttled read of the same partition is still retried");
+    assert_eq!(
+        faults.injected(),
+        throttled + 1,
+        "the read was throttled once"
+    );
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "alice"), balance(&now, "bob")),
+        (Some(70), Some(30))
+    );
+    assert_clean(&base, &env).await;
+}
+
+/// Conflicts outlasting the SDK's attempts (3 here) are sent again by the coordinator's own
+/// short, jittered, bounded loop: every plain write refused four times still goes through.
+#[tokio::test]
+async fn plain_writes_refused_by_conflicts_beyond_the_sdk_attempts_are_sent_again() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path().without_heartbeats();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "alice", 100).await;
+    seed(&base, &table, "bob", 0).await;
+    let sent: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let faults = FaultInjector::by_request(move |op, body| {
+        let before = sent
+            .lock()
+            .map(|mut m| {
+                let n = m.entry(body.to_string()).or_default();
+                *n += 1;
+                *n - 1
+            })
+            .unwrap_or(0);
+        match op {
+            "PutItem" | "UpdateItem" | "DeleteItem" if before < 4 => Fault::TransactionConflict,
+            _ => Fault::None,
+        }
+    });
+    let c = env.coordinator(client_with(Some(faults.clone()), 3));
+    let body = transfer(&table, "t-beyond", "alice", "bob", 30);
+    let report = c
+        .run(&message(&c, &body), Deadline::none())
+        .await
+        .expect("every write goes through after four conflicts");
+    assert_eq!(report.outcome, TxOutcome::Committed);
     let now = items(&base, &table).await;
     assert_eq!(
         (balance(&now, "alice"), balance(&now, "bob")),

@@ -1,4 +1,5 @@
-//! Plain writes refused by a transaction in flight are retried by the SDK.
+//! Plain writes refused by a transaction in flight are retried by the SDK, without spending
+//! its retry quota.
 //!
 //! DynamoDB refuses a `PutItem`, `UpdateItem` or `DeleteItem` on an item that an in-flight
 //! `TransactWriteItems` holds with `TransactionConflictException`, *without applying it*. The
@@ -8,23 +9,151 @@
 //! retry policy (the caller's own: attempts, backoff) also covers this code. Every protocol
 //! handle (`try_new`) wraps its client with it: their items may take part in transactions
 //! (this project's, or the application's own `TransactWriteItems`).
+//!
+//! **The retry quota.** The SDK's standard retry takes tokens from a bucket shared by every
+//! client of the process in one retry partition (500 tokens; 10 per transient retry, 5 per
+//! throttling retry; a retry's tokens are forgotten when another retry follows it, and come
+//! back only one per first-attempt success). Conflicts on a hot TX header (every lock write
+//! checks it) would drain it, and then no DynamoDB call of the process is retried, throttling
+//! included. An attempt that ends in a conflict is therefore retried on a bucket of its own
+//! that costs nothing ([`ConflictsSpendNoQuota`]): bounded by the client's attempts and
+//! jittered by its backoff, never by the shared quota, which stays whole for what it is for.
+//! Conflict *cancellations* of a `TransactWriteItems` (`TransactionCanceledException` with
+//! `TransactionConflict` reasons) are never retried by the SDK: the transaction protocol
+//! retries them in its own loops (`txn::fast`, `txn::lock`), outside the quota too; and the
+//! coordinator's plain writes, whose conflicts can outlast the SDK's attempts on a hot
+//! header, are sent again by [`again_on_conflict`], a short local loop outside the quota.
 
+use std::future::Future;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::interceptors::{
+    BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
+};
+use aws_sdk_dynamodb::config::retry::TokenBucket;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::Client;
+use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::InterceptorContext;
 use aws_smithy_runtime_api::client::orchestrator::OrchestratorError;
 use aws_smithy_runtime_api::client::retries::classifiers::{ClassifyRetry, RetryAction};
+use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
-/// The same client, its retries also covering `TransactionConflictException` on plain writes.
+use crate::ddb::retry::Backoff;
+
+/// Sends of a plain write the coordinator makes after the SDK's own (its attempts all met a
+/// conflict): 5 ms doubling up to 100 ms, jittered, 8 times (about 0.5–1 s of waits).
+const CONFLICT_AGAIN: Backoff =
+    Backoff::new(Duration::from_millis(5), Duration::from_millis(100), 8);
+
+/// Send a plain write (`send` builds and sends it) again while DynamoDB refuses it with
+/// `TransactionConflictException` after the SDK's attempts: a short, jittered, bounded local
+/// loop ([`CONFLICT_AGAIN`]) that touches no retry quota. Used by the transaction
+/// coordinator, whose header every lock write checks (a hot item for conflicts); the last
+/// answer is returned as it is.
+pub(crate) async fn again_on_conflict<T, E, R, F, Fut>(mut send: F) -> Result<T, SdkError<E, R>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, SdkError<E, R>>>,
+    E: ProvideErrorMetadata,
+{
+    let mut waits = CONFLICT_AGAIN.delays();
+    loop {
+        let result = send().await;
+        let conflict = match &result {
+            Err(e) => e.code() == Some("TransactionConflictException"),
+            Ok(_) => false,
+        };
+        match (conflict, waits.next()) {
+            (true, Some(wait)) => tokio::time::sleep(wait).await,
+            _ => return result,
+        }
+    }
+}
+
+/// The same client, its retries also covering `TransactionConflictException` on plain
+/// writes, without spending the retry quota on them.
 pub(crate) fn retrying_conflicts(client: Client) -> Client {
     let config = client
         .config()
         .to_builder()
         .retry_classifier(TransactionConflictIsTransient)
+        .interceptor(ConflictsSpendNoQuota)
         .build();
     Client::from_conf(config)
+}
+
+/// Whether an attempt's error is a `TransactionConflictException` of a plain write.
+fn is_conflict(error: &aws_smithy_runtime_api::client::interceptors::context::Error) -> bool {
+    error
+        .downcast_ref::<UpdateItemError>()
+        .is_some_and(UpdateItemError::is_transaction_conflict_exception)
+        || error
+            .downcast_ref::<PutItemError>()
+            .is_some_and(PutItemError::is_transaction_conflict_exception)
+        || error
+            .downcast_ref::<DeleteItemError>()
+            .is_some_and(DeleteItemError::is_transaction_conflict_exception)
+}
+
+/// The operation's own token bucket (its retry partition's), kept while a conflict's attempt
+/// uses a free one.
+#[derive(Debug, Clone)]
+struct PartitionBucket(TokenBucket);
+
+impl Storable for PartitionBucket {
+    type Storer = StoreReplace<Self>;
+}
+
+/// After each attempt, before the retry strategy decides: an attempt that ended in a
+/// `TransactionConflictException` is decided on an unlimited bucket (no token taken, none
+/// forgotten); any other attempt on the partition's own bucket, as without this interceptor.
+#[derive(Debug)]
+struct ConflictsSpendNoQuota;
+
+impl Intercept for ConflictsSpendNoQuota {
+    fn name(&self) -> &'static str {
+        "ConflictsSpendNoQuota"
+    }
+
+    fn read_before_attempt(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if cfg.load::<PartitionBucket>().is_none() {
+            if let Some(bucket) = cfg.load::<TokenBucket>().cloned() {
+                cfg.interceptor_state().store_put(PartitionBucket(bucket));
+            }
+        }
+        Ok(())
+    }
+
+    fn read_after_attempt(
+        &self,
+        context: &FinalizerInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let conflict = match context.output_or_error() {
+            Some(Err(error)) => {
+                OrchestratorError::as_operation_error(error).is_some_and(is_conflict)
+            }
+            _ => false,
+        };
+        let bucket = match (conflict, cfg.load::<PartitionBucket>()) {
+            (true, _) => TokenBucket::unlimited(),
+            (false, Some(PartitionBucket(own))) => own.clone(),
+            (false, None) => return Ok(()),
+        };
+        cfg.interceptor_state().store_put(bucket);
+        Ok(())
+    }
 }
 
 /// `TransactionConflictException` on `PutItem`, `UpdateItem`, `DeleteItem`: retry.
@@ -39,16 +168,7 @@ impl ClassifyRetry for TransactionConflictIsTransient {
         let Some(error) = OrchestratorError::as_operation_error(error) else {
             return RetryAction::NoActionIndicated;
         };
-        let conflict = error
-            .downcast_ref::<UpdateItemError>()
-            .is_some_and(UpdateItemError::is_transaction_conflict_exception)
-            || error
-                .downcast_ref::<PutItemError>()
-                .is_some_and(PutItemError::is_transaction_conflict_exception)
-            || error
-                .downcast_ref::<DeleteItemError>()
-                .is_some_and(DeleteItemError::is_transaction_conflict_exception);
-        if conflict {
+        if is_conflict(error) {
             RetryAction::transient_error()
         } else {
             RetryAction::NoActionIndicated

@@ -98,6 +98,17 @@ impl Run<'_> {
                     format!("request {request}: {message}"),
                 )))
             }
+            Some(RollbackReason::ItemTooLarge) => {
+                let message = self.invalid.clone().unwrap_or_else(|| {
+                    "the item and the image the lock path saves beside its new value would \
+                     exceed DynamoDB's 400 KB item limit"
+                        .into()
+                });
+                Err(TxError::Rejected(Rejection::new(
+                    RejectionCode::ItemTooLarge,
+                    format!("request {request}: {message}"),
+                )))
+            }
             Some(reason) if reason.is_final() => Ok(Ended::Final(if self.decided_here {
                 TxOutcome::RolledBack { request }
             } else {
@@ -350,6 +361,12 @@ impl Coordinator {
             LockPhase::Invalid(i, message) => {
                 run.invalid = Some(message);
                 let why = RollbackReason::InvalidRequest;
+                self.roll_back_by(header, why, Some(i), Some(&run.id), cost)
+                    .await?
+            }
+            LockPhase::TooLarge(i, message) => {
+                run.invalid = Some(message);
+                let why = RollbackReason::ItemTooLarge;
                 self.roll_back_by(header, why, Some(i), Some(&run.id), cost)
                     .await?
             }

@@ -12,12 +12,13 @@ use serde_json::Value;
 
 use super::item::{flag, lock_of, s, token_of, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK};
 use super::item::{ATTR_TRANSIENT, ATTR_VERSION_TOKEN};
-use super::record::{parse_owner, TxHeader, TxState};
+use super::record::{keeps_values, lock_value, parse_owner, TxHeader, TxState};
 use super::request::{recorded_requests, Operation};
 use super::resolve::Resolved;
 use super::sweep::{KeepRetired, Retired};
 use super::{Coordinator, Cost, Driven, RollbackReason, TxError};
 use crate::ddb::cond::{conditional, Cond};
+use crate::ddb::conflict::again_on_conflict;
 use crate::ddb::error::StoreError;
 use crate::ddb::expr::Placeholders;
 use crate::ddb::item::Item;
@@ -150,7 +151,7 @@ impl Coordinator {
         let Some(token) = header.tokens.get(&r.index).cloned() else {
             return self.complete_item(header, r, cost).await;
         };
-        let owner = header.owner();
+        let owner = lock_value(&header.owner(), r.request.op.keeps_values());
         let result = match r.request.op {
             Operation::Delete { .. } => self.delete_held(r, owner, token).await,
             // A ConditionCheck of an absent item carries the delete marker: its guard fails
@@ -208,7 +209,9 @@ impl Coordinator {
         guarded(result, cost)
     }
 
-    /// Undo T's change on one item (restore the image, or delete what did not exist).
+    /// Undo T's change on one item: restore the image; remove the protocol attributes of a
+    /// lock that left the item's values as they were (no image, [`keeps_values`]); delete what
+    /// did not exist (no image, or a transient item).
     pub(super) async fn undo_item(
         &self,
         r: &Resolved,
@@ -216,8 +219,10 @@ impl Coordinator {
         cost: &Cost,
     ) -> Result<(), StoreError> {
         let (owner, token) = held_by(item);
+        let kept = keeps_values(&owner) && !flag(item, ATTR_TRANSIENT);
         let result = match item.get(ATTR_IMAGE) {
             Some(AttributeValue::M(image)) => self.restore(r, image.clone(), owner, token).await,
+            _ if kept => self.unlock(r, owner, token).await,
             _ => self.delete_held(r, owner, token).await,
         };
         guarded(result, cost)
@@ -247,19 +252,20 @@ impl Coordinator {
             .set_name("#txpd", ATTR_DELETE)
             .set_name("#txptr", ATTR_TRANSIENT);
         let (names, values) = held.into_maps();
-        let result = self
-            .client
-            .update_item()
-            .table_name(&r.request.table)
-            .set_key(Some(r.key.clone()))
-            .update_expression(UPDATE_UNLOCK)
-            .condition_expression(condition)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map(|o| o.consumed_capacity);
+        let result = {
+            let request = self
+                .client
+                .update_item()
+                .table_name(&r.request.table)
+                .set_key(Some(r.key.clone()))
+                .update_expression(UPDATE_UNLOCK)
+                .condition_expression(condition)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total);
+            again_on_conflict(|| request.clone().send()).await
+        }
+        .map(|o| o.consumed_capacity);
         conditional("UpdateItem", result)
     }
 
@@ -272,18 +278,19 @@ impl Coordinator {
         token: String,
     ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
         let (names, values) = held_by_placeholders(owner, token).into_maps();
-        let result = self
-            .client
-            .put_item()
-            .table_name(&r.request.table)
-            .set_item(Some(image))
-            .condition_expression(CONDITION_HELD_BY)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map(|o| o.consumed_capacity);
+        let result = {
+            let request = self
+                .client
+                .put_item()
+                .table_name(&r.request.table)
+                .set_item(Some(image))
+                .condition_expression(CONDITION_HELD_BY)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total);
+            again_on_conflict(|| request.clone().send()).await
+        }
+        .map(|o| o.consumed_capacity);
         conditional("PutItem", result)
     }
 
@@ -295,18 +302,19 @@ impl Coordinator {
         token: String,
     ) -> Result<Cond<Option<ConsumedCapacity>>, StoreError> {
         let (names, values) = held_by_placeholders(owner, token).into_maps();
-        let result = self
-            .client
-            .delete_item()
-            .table_name(&r.request.table)
-            .set_key(Some(r.key.clone()))
-            .condition_expression(CONDITION_HELD_BY)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map(|o| o.consumed_capacity);
+        let result = {
+            let request = self
+                .client
+                .delete_item()
+                .table_name(&r.request.table)
+                .set_key(Some(r.key.clone()))
+                .condition_expression(CONDITION_HELD_BY)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total);
+            again_on_conflict(|| request.clone().send()).await
+        }
+        .map(|o| o.consumed_capacity);
         conditional("DeleteItem", result)
     }
 

@@ -4,6 +4,7 @@
 //! "Contention").
 
 mod chunk;
+mod size;
 mod write;
 
 use chunk::{ChunkLock, ItemFailure};
@@ -13,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
-use super::item::{lock_of, new_token, token_of};
-use super::record::{parse_owner, RollbackReason, TxHeader, TxState};
+use super::item::{flag, lock_of, new_token, token_of, ATTR_DELETE, ATTR_TRANSIENT};
+use super::record::{lock_value, parse_owner, RollbackReason, TxHeader, TxState};
+use super::request::Operation;
 use super::resolve::Resolved;
 use super::{Coordinator, Cost};
 use crate::batch::Deadline;
@@ -42,6 +44,8 @@ pub(super) enum LockPhase {
     ConditionFailed(usize),
     /// DynamoDB rejected request `.0` as invalid (its message).
     Invalid(usize, String),
+    /// Request `.0`'s item and the image its lock write saves cannot fit one item (why).
+    TooLarge(usize, String),
     /// The deadline came first.
     Deferred,
 }
@@ -158,6 +162,48 @@ fn lock_order(resolved: &[Resolved]) -> Vec<&Resolved> {
     order
 }
 
+/// Whose lock is on an item, as seen by one request of one attempt.
+#[derive(Debug, PartialEq, Eq)]
+enum OwnLock {
+    /// Unlocked, or another attempt's or transaction's lock.
+    NotOurs,
+    /// This attempt's lock, as this request's own lock write leaves it: adopted as held.
+    Ours,
+    /// This attempt's lock, but not as this request's lock write leaves it (why).
+    OtherRequest(String),
+}
+
+/// Whether `item`'s lock is this attempt's (`owner`) lock for request `r`: the lock's kind
+/// ([`lock_value`], a keep lock or not) and the delete marker are what `r`'s lock write sets
+/// (a `Delete` marks the item; a `ConditionCheck` marks only a transient item it inserted;
+/// an `Update` or `Put` never). One attempt locks one item for one request, so a mismatch
+/// means two requests name one item (records of versions before duplicate keys were
+/// refused): adopting the lock would commit a change that was never applied.
+fn own_lock(owner: &str, r: &Resolved, item: &Item) -> OwnLock {
+    let Some(lock) = lock_of(item) else {
+        return OwnLock::NotOurs;
+    };
+    if parse_owner(lock).is_none() || parse_owner(lock) != parse_owner(owner) {
+        return OwnLock::NotOurs;
+    }
+    let op = &r.request.op;
+    let marked = flag(item, ATTR_DELETE);
+    let expected_mark = match op {
+        Operation::Delete { .. } => true,
+        Operation::ConditionCheck { .. } => flag(item, ATTR_TRANSIENT),
+        Operation::Put { .. } | Operation::Update { .. } => false,
+    };
+    if lock == lock_value(owner, op.keeps_values()) && marked == expected_mark {
+        return OwnLock::Ours;
+    }
+    OwnLock::OtherRequest(format!(
+        "the item of request {} ({}) is locked by this attempt for another request (lock \
+         {lock:?}, delete marker {marked}): two requests name one item",
+        r.index,
+        op.tag()
+    ))
+}
+
 /// Whether `item` is locked by a later attempt of `header`'s own transaction (then this
 /// attempt was decided and restarted: a stale coordinator must not wait on, or roll back, its
 /// own transaction's newer attempt).
@@ -209,6 +255,13 @@ impl Coordinator {
             Some(read) if read.len() == order.len() => read,
             _ => self.read_in_lock_order(resolved).await?,
         };
+        // Decided from the reads before anything is locked: an item too large to carry its
+        // image never ends the attempt half-locked.
+        for (r, item) in order.iter().zip(&current) {
+            if let Some(why) = size::too_large_to_lock(r, item.as_ref()) {
+                return Ok(LockPhase::TooLarge(r.index, why));
+            }
+        }
         let mut lock = ItemLocking {
             header,
             owner: &owner,
@@ -259,9 +312,15 @@ impl Coordinator {
                 return Ok(ItemLock::Stopped(LockPhase::Decided));
             }
             if let Some(item) = current.as_ref().filter(|i| lock_of(i).is_some()) {
-                if lock_of(item) == Some(owner) {
-                    let token = token_of(item).unwrap_or_default();
-                    return Ok(ItemLock::Held(token.to_string()));
+                match own_lock(owner, r, item) {
+                    OwnLock::Ours => {
+                        let token = token_of(item).unwrap_or_default();
+                        return Ok(ItemLock::Held(token.to_string()));
+                    }
+                    OwnLock::OtherRequest(why) => {
+                        return Ok(ItemLock::Stopped(LockPhase::Invalid(r.index, why)));
+                    }
+                    OwnLock::NotOurs => {}
                 }
                 if newer_attempt_of(header, item) {
                     // Our own transaction restarted: this attempt is over (finding 10).
@@ -295,7 +354,10 @@ impl Coordinator {
                     current = self.get_item(r).await?;
                 }
                 LockWrite::Invalid(message) => {
-                    return Ok(ItemLock::Stopped(LockPhase::Invalid(r.index, message)))
+                    let failure = ItemFailure::Invalid(message);
+                    if let Some(stop) = self.after_failed_entry(r, &mut current, failure).await? {
+                        return Ok(ItemLock::Stopped(stop));
+                    }
                 }
             }
         }

@@ -3,7 +3,7 @@
 //! | level | a locked item reads as | cost |
 //! |---|---|---|
 //! | [`Isolation::Uncommitted`] | its current value (a pending `Delete` or a transient item reads as absent) | 1 read |
-//! | [`Isolation::Committed`] | its saved image, unless its holder committed with this item's token (then the new value) | 1 read, + 1 when locked |
+//! | [`Isolation::Committed`] | its saved image (under a keep lock, a check's or a pending delete's, its value), unless its holder committed with this item's token (then the new value) | 1 read, + 1 when locked |
 //! | [`Isolation::Locked`] | a consistent snapshot of several items: one `TransactGetItems` when none is locked (up to 100 items, 4 MB), else taken under a lock (a read-only transaction of `ConditionCheck`s) | 1 read (2 read units per 4 KB per item); under a lock, a transaction (2N + 3 writes) |
 //!
 //! A committed read never returns a change that is not committed: the new value is returned
@@ -20,7 +20,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::item::{flag, lock_of, new_token, token_of};
 use super::lock::LockPhase;
-use super::record::{parse_owner, RollbackReason, TxHeader, TxState};
+use super::record::{keeps_values, lock_value, parse_owner, RollbackReason, TxHeader, TxState};
 use super::request::{Operation, TxMessage, TxRequest};
 use super::resolve::Resolved;
 use super::{plain_json, Coordinator, Cost, TxError, ATTR_DELETE, ATTR_IMAGE, ATTR_TRANSIENT};
@@ -102,6 +102,8 @@ impl Coordinator {
         }
         match item.get(ATTR_IMAGE) {
             Some(AttributeValue::M(image)) => Ok(Some(plain_json(image.clone())?)),
+            // A lock that left the values as they were (a check, a pending delete).
+            _ if keeps_values(&lock) && !flag(&item, ATTR_TRANSIENT) => Ok(Some(plain_json(item)?)),
             _ => Ok(None),
         }
     }
@@ -172,7 +174,10 @@ impl Coordinator {
             .lock_all(&header, &resolved, None, &cost, Deadline::none())
             .await?;
         let values = match phase {
-            LockPhase::Locked(_) => self.read_held(&header.owner(), &resolved).await?,
+            LockPhase::Locked(_) => {
+                let lock = lock_value(&header.owner(), true);
+                self.read_held(&lock, &resolved).await?
+            }
             _ => None,
         };
         self.release(&header, &resolved, &cost).await?;

@@ -190,6 +190,9 @@ pub enum RollbackReason {
     Abandoned,
     /// A locked read released its locks: final.
     Read,
+    /// An item and the image the lock path saves beside its new value would exceed
+    /// DynamoDB's 400 KB item limit: final.
+    ItemTooLarge,
     /// A stored reason this version does not know (written by another version): kept as
     /// read, treated as not final.
     Other(String),
@@ -204,6 +207,7 @@ impl RollbackReason {
             RollbackReason::Conflict => "conflict",
             RollbackReason::Abandoned => "abandoned",
             RollbackReason::Read => "read",
+            RollbackReason::ItemTooLarge => "item_too_large",
             RollbackReason::Other(other) => other,
         }
     }
@@ -216,6 +220,7 @@ impl RollbackReason {
             "conflict" => RollbackReason::Conflict,
             "abandoned" => RollbackReason::Abandoned,
             "read" => RollbackReason::Read,
+            "item_too_large" => RollbackReason::ItemTooLarge,
             other => RollbackReason::Other(other.to_string()),
         }
     }
@@ -224,7 +229,10 @@ impl RollbackReason {
     pub fn is_final(&self) -> bool {
         matches!(
             self,
-            RollbackReason::ConditionFailed | RollbackReason::InvalidRequest | RollbackReason::Read
+            RollbackReason::ConditionFailed
+                | RollbackReason::InvalidRequest
+                | RollbackReason::Read
+                | RollbackReason::ItemTooLarge
         )
     }
 }
@@ -339,8 +347,31 @@ pub fn owner(tx_id: &str, attempt: u64) -> String {
     format!("{tx_id}#{attempt}")
 }
 
-/// Split an owner string into tx id and attempt.
+/// Suffix of the lock of a request that leaves the item's values as they are (a
+/// `ConditionCheck`, a locked read's lock, a `Delete` until its commit): `txId#attempt#k`.
+/// Such a lock saves no `_txImage`; its undo removes the protocol attributes (or deletes a
+/// transient item). A version that does not know the suffix cannot parse the lock (its
+/// attempt is not a number), so it never undoes one (as it would a lock without an image:
+/// by deleting the item); see the module docs, "Failure modes".
+pub const KEEP_LOCK_SUFFIX: &str = "#k";
+
+/// The lock `owner` writes on an item: the owner, with [`KEEP_LOCK_SUFFIX`] when the
+/// request leaves the item's values as they are (`keeps`).
+pub fn lock_value(owner: &str, keeps: bool) -> String {
+    match keeps {
+        true => format!("{owner}{KEEP_LOCK_SUFFIX}"),
+        false => owner.to_string(),
+    }
+}
+
+/// Whether a lock is one that leaves the item's values as they are (no image saved).
+pub fn keeps_values(lock: &str) -> bool {
+    lock.ends_with(KEEP_LOCK_SUFFIX)
+}
+
+/// Split an owner string (or a lock, [`KEEP_LOCK_SUFFIX`] or not) into tx id and attempt.
 pub fn parse_owner(owner: &str) -> Option<(&str, u64)> {
+    let owner = owner.strip_suffix(KEEP_LOCK_SUFFIX).unwrap_or(owner);
     let (tx, attempt) = owner.rsplit_once('#')?;
     Some((tx, attempt.parse().ok()?))
 }
@@ -432,6 +463,13 @@ mod tests {
     #[test]
     fn owner_round_trips() {
         assert_eq!(parse_owner(&owner("t-1", 3)), Some(("t-1", 3)));
+        let keeps = lock_value(&owner("t#k", 3), true);
+        assert_eq!(keeps, "t#k#3#k");
+        assert!(keeps_values(&keeps) && !keeps_values(&owner("t#k", 3)));
+        assert_eq!(parse_owner(&keeps), Some(("t#k", 3)));
+        // What a version without the suffix does: its attempt is no number, no owner.
+        let (_, attempt) = keeps.rsplit_once('#').expect("a separator");
+        assert!(attempt.parse::<u64>().is_err());
     }
 
     #[test]

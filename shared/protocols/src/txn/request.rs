@@ -82,6 +82,16 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Whether its lock leaves the item's values as they are until the decision (a
+    /// `ConditionCheck`; a `Delete`, which deletes only when finalized): such a lock saves no
+    /// image.
+    pub fn keeps_values(&self) -> bool {
+        matches!(
+            self,
+            Operation::Delete { .. } | Operation::ConditionCheck { .. }
+        )
+    }
+
     /// The JSON tag: `Put`, `Update`, `Delete` or `ConditionCheck`.
     pub fn tag(&self) -> &'static str {
         match self {

@@ -34,7 +34,11 @@
 //!   completed header (a failed transaction stays failed on redelivery); when the reason
 //!   carries no item, a consistent read first tells an absent item from a missing `ALL_OLD`;
 //! * an item is held by a lock-path transaction: met as the lock path meets it (finalize,
-//!   undo, or wait on a pending holder up to the patience), then the call is sent again;
+//!   undo, or wait on a pending holder up to the patience), then the call is sent again; held
+//!   by this transaction itself (a duplicate delivery on the lock path, its lock write holding
+//!   the header at the moment of the call, so the header's reason is a conflict): sent again
+//!   after a short wait, as for a conflict (the next call finds the record and resumes it),
+//!   never rolled back as a silent holder;
 //! * `TransactionConflict`, `ThrottlingError`, `ProvisionedThroughputExceeded`: sent again
 //!   after a short jittered wait, up to [`CONFLICT_RETRIES`] times (within the deadline),
 //!   then the run ends as contention and the message is delivered again. Contention never
@@ -60,7 +64,7 @@ use call::{fast_outcome, header_entry, request_entry, FastWrite};
 
 use super::item::{lock_of, new_token};
 use super::lock::LockWait;
-use super::record::{Decided, RollbackReason, TxHeader};
+use super::record::{parse_owner, Decided, RollbackReason, TxHeader};
 use super::request::TxMessage;
 use super::resolve::Resolved;
 use super::{Coordinator, Cost, TxError};
@@ -214,19 +218,13 @@ impl Coordinator {
                     None => Ok(None),
                 }
             }
-            FastWrite::Locked(i, item) => {
-                let r = &run.resolved[i];
-                self.meet_lock(r, &item, &mut again.wait, run.cost).await?;
-                Ok(None)
-            }
+            FastWrite::Locked(i, item) => self.meet_held(run, i, &item, again).await,
             FastWrite::ConditionFailed(i) => Ok(Some(self.record_failed(run, failed(i)).await?)),
             FastWrite::FailedUnread(i) => match self.get_item(&run.resolved[i]).await? {
                 // Absent: the request's own condition failed on the absent item.
                 None => Ok(Some(self.record_failed(run, failed(i)).await?)),
                 Some(item) if lock_of(&item).is_some() => {
-                    let r = &run.resolved[i];
-                    self.meet_lock(r, &item, &mut again.wait, run.cost).await?;
-                    Ok(None)
+                    self.meet_held(run, i, &item, again).await
                 }
                 // There after all (`ALL_OLD` left out): send again, within the budget.
                 Some(_) => again.pause(&run.message.tx_id).await,
@@ -247,6 +245,31 @@ impl Coordinator {
                 StoreError::Inconsistent("fast path: an ending settled twice".into()),
             )),
         }
+    }
+
+    /// Request `i`'s item is locked: met as the lock path meets it (then the call is sent
+    /// again); but a lock of this transaction itself (a duplicate delivery on the lock path,
+    /// whose lock write held the header when this call was cancelled) is only waited out
+    /// (within the conflict budget) and the call sent again: the next call finds the record
+    /// and resumes it, where meeting the lock would roll back its own attempt after the
+    /// patience.
+    async fn meet_held(
+        &self,
+        run: &FastRun<'_>,
+        i: usize,
+        item: &crate::ddb::item::Item,
+        again: &mut SendAgain,
+    ) -> Result<Option<Fast>, TxError> {
+        let tx_id = run.message.tx_id.as_str();
+        let own = lock_of(item)
+            .and_then(parse_owner)
+            .is_some_and(|(tx, _)| tx == tx_id);
+        if own {
+            return again.pause(tx_id).await;
+        }
+        self.meet_lock(&run.resolved[i], item, &mut again.wait, run.cost)
+            .await?;
+        Ok(None)
     }
 
     /// The one call: every request's action, then the header's.

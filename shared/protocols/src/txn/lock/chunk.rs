@@ -20,7 +20,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 
 use super::write::{lock_entry, pending_check};
-use super::{newer_attempt_of, ItemLocking, LockPhase, LockWait, LOCK_WAIT};
+use super::{newer_attempt_of, own_lock, ItemLocking, LockPhase, LockWait, OwnLock, LOCK_WAIT};
 use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::Item;
 use crate::txn::item::{lock_of, new_token, token_of};
@@ -189,12 +189,18 @@ impl Coordinator {
             {
                 return Ok(ChunkLock::Stopped(LockPhase::Decided));
             }
+            // A lock of this attempt for another request of it: the request is invalid.
+            let own = |k: usize| current[k].as_ref().map(|i| own_lock(owner, chunk[k], i));
+            if let Some((k, OwnLock::OtherRequest(why))) = (0..chunk.len())
+                .filter_map(|k| own(k).map(|o| (k, o)))
+                .find(|(_, o)| matches!(o, OwnLock::OtherRequest(_)))
+            {
+                let stop = LockPhase::Invalid(chunk[k].index, why);
+                return Ok(ChunkLock::Stopped(stop));
+            }
             // Another transaction's lock first: decided as one item's lock write meets it.
             let foreign = (0..chunk.len()).find(|&k| {
-                current[k]
-                    .as_ref()
-                    .and_then(lock_of)
-                    .is_some_and(|l| l != owner)
+                current[k].as_ref().and_then(lock_of).is_some() && own(k) == Some(OwnLock::NotOurs)
             });
             if let Some(k) = foreign {
                 if let Some(stop) = self
@@ -228,7 +234,11 @@ impl Coordinator {
         current: &mut [Option<Item>],
     ) -> Result<Sent, StoreError> {
         let owner = lock.owner;
-        let ours = |k: &usize| current[*k].as_ref().and_then(lock_of) == Some(owner);
+        let ours = |k: &usize| {
+            current[*k]
+                .as_ref()
+                .is_some_and(|i| own_lock(owner, chunk[*k], i) == OwnLock::Ours)
+        };
         let mut held: Vec<(usize, String)> = (0..chunk.len())
             .filter(ours)
             .map(|k| {
@@ -332,6 +342,9 @@ impl Coordinator {
         failure: ItemFailure,
     ) -> Result<Option<LockPhase>, StoreError> {
         match failure {
+            ItemFailure::Invalid(message) if super::size::item_size_exceeded(&message) => {
+                Ok(Some(LockPhase::TooLarge(r.index, message)))
+            }
             ItemFailure::Invalid(message) => Ok(Some(LockPhase::Invalid(r.index, message))),
             ItemFailure::ConditionFailed(now) => {
                 // No item in the reason: absent, or `ALL_OLD` left out; a read tells.

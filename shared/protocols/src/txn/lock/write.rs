@@ -1,5 +1,9 @@
 //! The lock write: lock, save the image and apply the request in one conditional write,
-//! which can only land while its attempt is undecided.
+//! which can only land while its attempt is undecided. A `ConditionCheck` or `Delete` (a
+//! locked read's checks included) changes no value before the decision: its lock is a keep
+//! lock (`txId#attempt#k`, [`KEEP_LOCK_SUFFIX`](crate::txn::record::KEEP_LOCK_SUFFIX)) and
+//! saves no image. An `Update` or `Put` whose image and new value cannot fit one item is
+//! refused before anything is locked ([`too_large_to_lock`](super::size::too_large_to_lock)).
 //!
 //! The write is one `TransactWriteItems` of two entries:
 //!
@@ -42,7 +46,7 @@ use crate::ddb::item::Item;
 use crate::txn::item::{
     s, token_of, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT, ATTR_VERSION_TOKEN,
 };
-use crate::txn::record::{header_key, TxHeader, TxState, ATTR_ATTEMPT, ATTR_STATE};
+use crate::txn::record::{header_key, lock_value, TxHeader, TxState, ATTR_ATTEMPT, ATTR_STATE};
 use crate::txn::request::{merge_set_clause, Operation};
 use crate::txn::resolve::Resolved;
 use crate::txn::{Coordinator, Cost};
@@ -303,7 +307,9 @@ impl Coordinator {
     }
 }
 
-/// The item entry of a lock write of `r` by `owner`, the item read as `current`.
+/// The item entry of a lock write of `r` by `owner`, the item read as `current`. A request
+/// that leaves the item's values as they are (`ConditionCheck`, `Delete`) saves no image: its
+/// lock carries [`KEEP_LOCK_SUFFIX`](crate::txn::record::KEEP_LOCK_SUFFIX) instead.
 pub(super) fn lock_entry(
     owner: &str,
     r: &Resolved,
@@ -311,7 +317,11 @@ pub(super) fn lock_entry(
     token: &str,
 ) -> Result<TransactWriteItem, StoreError> {
     let mut expr = LockExpression::new(r, current)?;
-    let image = current.map(|i| AttributeValue::M(i.clone()));
+    let keeps = r.request.op.keeps_values();
+    let owner = &lock_value(owner, keeps);
+    let image = current
+        .filter(|_| !keeps)
+        .map(|i| AttributeValue::M(i.clone()));
     let write = match &r.request.op {
         Operation::Put { item } => {
             let item = locked_item(item, owner, token, image)?;
@@ -397,21 +407,31 @@ mod tests {
     }
 
     #[test]
-    fn a_delete_of_an_unversioned_item_saves_its_image() {
-        let r = resolved(json!({"Delete":{"TableName":"Accounts","Key":{"PK":"a"}}}));
-        let current = item(None);
-        let mut expr = LockExpression::new(&r, Some(&current)).expect("expression");
+    fn a_delete_or_a_check_of_an_item_takes_a_keep_lock_without_its_image() {
+        for request in [
+            json!({"Delete":{"TableName":"Accounts","Key":{"PK":"a"}}}),
+            json!({"ConditionCheck":{"TableName":"Accounts","Key":{"PK":"a"},
+                "ConditionExpression":"attribute_exists(PK)"}}),
+        ] {
+            let r = resolved(request);
+            let entry = lock_entry("t#1", &r, Some(&item(None)), "tok").expect("entry");
+            let update = entry.update().expect("an update");
+            assert!(!update.update_expression().contains("#txpi"), "{update:?}");
+            let names = update.expression_attribute_names().expect("names");
+            assert!(!names.contains_key("#txpi"), "{names:?}");
+            let values = update.expression_attribute_values().expect("values");
+            assert_eq!(values[":txpo"], s("t#1#k"));
+        }
+        // An update keeps its image, under the plain lock.
+        let r = resolved(json!({"Update":{"TableName":"Accounts","Key":{"PK":"a"},
+            "UpdateExpression":"SET n = :n","ExpressionAttributeValues":{":n":1}}}));
+        let entry = lock_entry("t#1", &r, Some(&item(None)), "tok").expect("entry");
+        let update = entry.update().expect("an update");
+        assert!(update.update_expression().contains("#txpi = :txpi"));
         assert_eq!(
-            expr.condition,
-            "attribute_exists(#txpk) AND attribute_not_exists(#txpv) AND attribute_not_exists(#txpl)"
+            update.expression_attribute_values().expect("v")[":txpo"],
+            s("t#1")
         );
-        let image = Some(AttributeValue::M(current));
-        let update = locked_update(&r.request.op, false, image, "t#1", "tok", &mut expr);
-        assert_eq!(
-            update,
-            "SET #txpl = :txpo, #txpv = :txpt, #txpi = :txpi, #txpd = :txptrue"
-        );
-        assert!(!expr.names.contains_key("#txptr"));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::ddb::clock::epoch_millis;
 use crate::ddb::cond::{conditional, Cond};
+use crate::ddb::conflict::again_on_conflict;
 use crate::ddb::error::StoreError;
 use crate::ddb::Cost;
 
@@ -204,20 +205,23 @@ impl TxTable {
         } else {
             CONDITION_VERSION
         };
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(header_key(&from.tx_id)))
-            .update_expression(update.expression)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(update.names))
-            .set_expression_attribute_values(Some(update.values))
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
+        let result = {
+            let request = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(header_key(&from.tx_id)))
+                .update_expression(update.expression)
+                .condition_expression(condition)
+                .set_expression_attribute_names(Some(update.names))
+                .set_expression_attribute_values(Some(update.values))
+                .return_values(ReturnValue::AllNew)
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
+            again_on_conflict(|| request.clone().send()).await
+        };
         let result = conditional("UpdateItem", result);
         count(cost, &result, |out| out.consumed_capacity.as_ref());
         Ok(match result? {
@@ -235,22 +239,23 @@ impl TxTable {
     /// `false`: the attempt was decided meanwhile. One write, plus two index writes (the
     /// index's range key moves).
     pub async fn touch(&self, from: &TxHeader, cost: &Cost) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(header_key(&from.tx_id)))
-            .update_expression(UPDATE_TOUCH)
-            .condition_expression(CONDITION_ATTEMPT_PENDING)
-            .expression_attribute_names("#txpts", ATTR_LAST_TOUCHED)
-            .expression_attribute_names("#txpst", ATTR_STATE)
-            .expression_attribute_names("#txpatt", ATTR_ATTEMPT)
-            .expression_attribute_values(":txpts", n(epoch_millis()))
-            .expression_attribute_values(":txppending", s(TxState::Pending.as_str()))
-            .expression_attribute_values(":txpatt", n(from.attempt))
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
+        let result = {
+            let request = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(header_key(&from.tx_id)))
+                .update_expression(UPDATE_TOUCH)
+                .condition_expression(CONDITION_ATTEMPT_PENDING)
+                .expression_attribute_names("#txpts", ATTR_LAST_TOUCHED)
+                .expression_attribute_names("#txpst", ATTR_STATE)
+                .expression_attribute_names("#txpatt", ATTR_ATTEMPT)
+                .expression_attribute_values(":txpts", n(epoch_millis()))
+                .expression_attribute_values(":txppending", s(TxState::Pending.as_str()))
+                .expression_attribute_values(":txpatt", n(from.attempt))
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
+            again_on_conflict(|| request.clone().send()).await
+        };
         let result = conditional("UpdateItem", result);
         count(cost, &result, |out| out.consumed_capacity.as_ref());
         Ok(matches!(result?, Cond::Done(_)))
@@ -264,19 +269,20 @@ impl TxTable {
         header: &TxHeader,
         cost: &Cost,
     ) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(header_key(&header.tx_id)))
-            .condition_expression(CONDITION_DELETE_COMPLETED)
-            .expression_attribute_names("#txpst", ATTR_STATE)
-            .expression_attribute_names("#txpver", ATTR_VERSION)
-            .expression_attribute_values(":txpdone", s(TxState::Completed.as_str()))
-            .expression_attribute_values(":txpver", n(header.version))
-            .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-            .send()
-            .await;
+        let result = {
+            let request = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .set_key(Some(header_key(&header.tx_id)))
+                .condition_expression(CONDITION_DELETE_COMPLETED)
+                .expression_attribute_names("#txpst", ATTR_STATE)
+                .expression_attribute_names("#txpver", ATTR_VERSION)
+                .expression_attribute_values(":txpdone", s(TxState::Completed.as_str()))
+                .expression_attribute_values(":txpver", n(header.version))
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
+            again_on_conflict(|| request.clone().send()).await
+        };
         let result = conditional("DeleteItem", result);
         count(cost, &result, |out| out.consumed_capacity.as_ref());
         if let Cond::Failed { .. } = result? {
@@ -289,16 +295,17 @@ impl TxTable {
     /// Delete a record's part items (after its header).
     async fn delete_parts(&self, header: &TxHeader, cost: &Cost) -> Result<(), StoreError> {
         for i in 1..=header.parts {
-            let out = self
-                .client
-                .delete_item()
-                .table_name(&self.table)
-                .key(ATTR_TX_ID, s(&header.tx_id))
-                .key(ATTR_PART, s(part_sort_key(header.nonce.as_deref(), i)))
-                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
-                .send()
-                .await
-                .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
+            let out = {
+                let request = self
+                    .client
+                    .delete_item()
+                    .table_name(&self.table)
+                    .key(ATTR_TX_ID, s(&header.tx_id))
+                    .key(ATTR_PART, s(part_sort_key(header.nonce.as_deref(), i)))
+                    .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
+                again_on_conflict(|| request.clone().send()).await
+            }
+            .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
             cost.add(out.consumed_capacity.as_ref());
         }
         Ok(())
