@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check stacks tx-check counter-check checks package readme-check features
+.PHONY: demo test tools lint bench template-check stacks tx-check counter-check checks package readme-check features book
 
 demo:
 	bash scripts/demo.sh
@@ -25,6 +25,12 @@ features:
 	cargo clippy -p dynamodb-exactly-once-lambda --lib --features otel -- -D warnings
 	cargo clippy -p dynamodb-exactly-once-lambda --lib --features sqs -- -D warnings
 	cargo clippy -p dynamodb-exactly-once --lib -- -D warnings
+
+# The docs book as a website in target/book/html (mdBook 0.5.4, installed from crates.io when
+# missing), every link of the site checked.
+book:
+	command -v mdbook >/dev/null 2>&1 || cargo install --locked mdbook --version 0.5.4 --no-default-features --features search
+	python3 scripts/book.py --check
 
 # The README's dependencies and quickstart in a new crate outside the workspace, run against
 # AWS_ENDPOINT_URL_DYNAMODB (`make test` runs it on its DynamoDB Local).

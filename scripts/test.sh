@@ -30,6 +30,13 @@ cat target/template-check.log
 [ "$template_ok" -eq 0 ] || { echo "template checks failed"; exit 1; }
 echo "== docs book"
 python3 scripts/check-docs.py
+# The book as a website: built and its links checked when mdbook is installed (`make book`
+# installs it: a 3-minute build on 2 cores, kept out of a fresh machine's first `make test`).
+if command -v mdbook >/dev/null 2>&1; then
+  python3 scripts/book.py --check
+else
+  echo "book: skipped (no mdbook; make book installs it)"
+fi
 echo "== import cycles"
 python3 scripts/check-cycles.py shared/*/src functions/*/src ops/src ops/bench/src
 echo "== tests"
