@@ -256,7 +256,7 @@ impl Rollup {
         names: &[String],
         cost: &Cost,
     ) -> super::dead::Isolated {
-        match self.apply_events(key, events.clone(), names, cost).await {
+        let mut out = match self.apply_events(key, events.clone(), names, cost).await {
             Ok(applied) => super::dead::Isolated {
                 applied,
                 ..Default::default()
@@ -268,7 +268,9 @@ impl Rollup {
                 failed: Some(e),
                 ..Default::default()
             },
-        }
+        };
+        self.keep_too_old(&mut out, ids, cost).await;
+        out
     }
 
     /// Keep the pass's records the journal's writer did not write as dead letters; a shard whose
