@@ -1,5 +1,5 @@
 //! The roll-up's checkpoints: one item per shard (where it was read to, whether it is done,
-//! when its last record read was created) and one record of the last complete pass, all in
+//! when its last record read was created, which stream lists it) and one record of the last complete pass, all in
 //! one partition of the journal table, so that one `Query` reads them.
 
 use std::collections::HashMap;
@@ -18,6 +18,7 @@ const CREATED: &str = "created";
 const SAVED: &str = "saved";
 const LOST: &str = "lost";
 const COMPLETE: &str = "complete";
+const STREAM: &str = "stream";
 
 /// Where a shard was read to.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -35,6 +36,9 @@ pub(super) struct Checkpoint {
     /// When the journal's TTL deletes this checkpoint (a done shard's, once its shard has
     /// left the stream).
     pub(super) ttl_secs: Option<u64>,
+    /// The stream (ARN) that lists the shard (`None`: saved by a version that did not say,
+    /// taken to be the latest).
+    pub(super) stream: Option<String>,
 }
 
 /// Every checkpoint of the journal, and the start of the last pass that read every shard to
@@ -137,6 +141,10 @@ fn checkpoint(item: &Item) -> Checkpoint {
         saved_secs: number(item, SAVED).unwrap_or(0),
         lost: flag(item, LOST),
         ttl_secs: number(item, TTL_ATTRIBUTE),
+        stream: match item.get(STREAM) {
+            Some(AttributeValue::S(arn)) => Some(arn.clone()),
+            _ => None,
+        },
     }
 }
 
@@ -151,6 +159,9 @@ fn checkpoint_item(shard: &str, c: &Checkpoint) -> Item {
     item.insert(DONE.into(), AttributeValue::Bool(c.done));
     item.insert(LOST.into(), AttributeValue::Bool(c.lost));
     item.insert(SAVED.into(), AttributeValue::N(c.saved_secs.to_string()));
+    if let Some(stream) = &c.stream {
+        item.insert(STREAM.into(), AttributeValue::S(stream.clone()));
+    }
     if let Some(ttl) = c.ttl_secs {
         item.insert(TTL_ATTRIBUTE.into(), AttributeValue::N(ttl.to_string()));
     }

@@ -48,8 +48,8 @@ impl Rollup {
         let stop_at = Instant::now() + budget.min(MAX_RUN);
         let started_ms = self.clock.now_ms();
         let (arn, stream_created_ms) = self.stream_arn().await?;
-        let shards = self.shards(&arn).await?;
         let mut checkpoints = self.checkpoints().await?;
+        let shards = self.shards_to_read(&arn, &checkpoints).await?;
         let mut report = RollupReport {
             shards_listed: shards.len(),
             ..RollupReport::default()
@@ -83,9 +83,7 @@ impl Rollup {
                 stop_at: Instant::now() + left.mul_f64(0.6),
                 room: AtomicUsize::new(self.config.max_events_per_pass.max(1)),
             };
-            let reads = self
-                .read_all(&arn, &shards, &todo, &checkpoints, &pass)
-                .await;
+            let reads = self.read_all(&shards, &todo, &checkpoints, &pass).await;
             let read_shards: Vec<usize> = reads.iter().map(|r| r.shard).collect();
             let moved = self
                 .apply_pass(
@@ -136,7 +134,6 @@ impl Rollup {
     /// Read the shards `todo` (indexes into `shards`) for `pass`, several at once.
     async fn read_all(
         &self,
-        arn: &str,
         shards: &[Shard],
         todo: &[usize],
         checkpoints: &Checkpoints,
@@ -150,7 +147,10 @@ impl Rollup {
                     .cloned()
                     .unwrap_or_default();
                 let shard = &shards[at];
-                async move { self.read_shard(arn, at, shard, &checkpoint, pass).await }
+                async move {
+                    let arn = shard.stream.as_str();
+                    self.read_shard(arn, at, shard, &checkpoint, pass).await
+                }
             })
             .buffer_unordered(self.config.read_concurrency.max(1))
             .collect()
@@ -244,7 +244,7 @@ impl Rollup {
         }
         self.settle_dead(dead, &ids, progress, report, cost).await;
         self.report_dead(kept, report);
-        self.moved_checkpoints(&reads, &ids, checkpoints, progress)
+        self.moved_checkpoints(&reads, shards, checkpoints, progress)
     }
 
     /// Apply one item's events; on a refusal as invalid, isolate the events at fault.
@@ -314,7 +314,7 @@ impl Rollup {
     fn moved_checkpoints(
         &self,
         reads: &[ShardRead],
-        ids: &[String],
+        shards: &[Shard],
         checkpoints: &Checkpoints,
         progress: &Progress,
     ) -> Vec<(usize, Checkpoint)> {
@@ -324,14 +324,15 @@ impl Rollup {
             if progress.blocked.contains(&read.shard) {
                 continue;
             }
+            let shard = &shards[read.shard];
             let old = checkpoints
                 .shards
-                .get(&ids[read.shard])
+                .get(&shard.id)
                 .cloned()
                 .unwrap_or_default();
             let done = read.end == End::Finished;
             if let Some(seq) = &read.last_seq {
-                self.note_position(&ids[read.shard], seq);
+                self.note_position(&shard.id, seq);
             }
             let first_seen = old.saved_secs == 0;
             let due = read.journal_records > 0 && old.saved_secs + CHECKPOINT_EVERY_SECS <= now;
@@ -347,6 +348,7 @@ impl Rollup {
                     saved_secs: now,
                     lost: false,
                     ttl_secs: done.then_some(now + DONE_CHECKPOINT_TTL_SECS),
+                    stream: Some(shard.stream.clone()),
                 },
             ));
         }
