@@ -22,10 +22,16 @@ use crate::ddb::{Cost, ItemKey, StoreError};
 /// A done shard's checkpoint is deleted by the journal's TTL this long after it was done: its
 /// shard leaves the listing once its last record is trimmed, within 24 hours of closing.
 const DONE_CHECKPOINT_TTL_SECS: u64 = 26 * 3600;
-/// A shard's checkpoint is saved at most this often while it moves (always when it is done or
-/// first seen): between saves, the process reads on from its own position, and a new process
-/// reads again at most this much (the watermarks turn those keys away).
-pub(super) const CHECKPOINT_EVERY_SECS: u64 = 10 * 60;
+/// A moving shard's checkpoint is saved when it is this old (always when the shard is done or
+/// first seen), or once [`CHECKPOINT_EVERY_RECORDS`] were read since: between saves, the
+/// process reads on from its own position, and a new process reads again at most this much
+/// (the watermarks turn those keys away: one failed condition per item it touched, billed by
+/// the item's size, however long the stretch). An hour keeps a checkpoint far from the
+/// stream's 24-hour trim and costs one write per shard and hour.
+pub(super) const CHECKPOINT_EVERY_SECS: u64 = 3600;
+/// Records of a shard read by this process since its checkpoint was saved after which it is
+/// saved whatever its age: a new process reads at most this many again (50 `GetRecords`).
+pub(super) const CHECKPOINT_EVERY_RECORDS: usize = 50_000;
 /// The record of the last complete pass is saved at most this often.
 const PASS_EVERY_MS: u64 = 3600 * 1000;
 
@@ -335,10 +341,14 @@ impl Rollup {
                 self.note_position(&shard.id, seq);
             }
             let first_seen = old.saved_secs == 0;
-            let due = read.journal_records > 0 && old.saved_secs + CHECKPOINT_EVERY_SECS <= now;
+            let unsaved = self.unsaved_records(&shard.id, read.records);
+            let due = read.journal_records > 0
+                && (old.saved_secs + CHECKPOINT_EVERY_SECS <= now
+                    || unsaved >= CHECKPOINT_EVERY_RECORDS);
             if !(done || first_seen || due) {
                 continue; // this process reads on from its position
             }
+            self.unsaved_records(&shard.id, usize::MAX);
             moved.push((
                 read.shard,
                 Checkpoint {
@@ -400,6 +410,20 @@ impl Rollup {
         }
         report.write_calls = cost.write_calls();
         report.write_units = cost.billed_write_units();
+    }
+}
+
+impl Rollup {
+    /// Add `read` to the records of `shard` read since its checkpoint was saved (`usize::MAX`:
+    /// it is being saved: start again from 0); the count before a reset.
+    fn unsaved_records(&self, shard: &str, read: usize) -> usize {
+        let mut unsaved = self.unsaved.lock().unwrap_or_else(|p| p.into_inner());
+        let count = unsaved.entry(shard.to_string()).or_insert(0);
+        if read == usize::MAX {
+            return std::mem::take(count);
+        }
+        *count = count.saturating_add(read);
+        *count
     }
 }
 
