@@ -167,3 +167,35 @@ fn checkpoint_item(shard: &str, c: &Checkpoint) -> Item {
     }
     item
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_reads_back_as_saved_with_its_stream() {
+        let saved = Checkpoint {
+            seq: Some("4421584500000000017450".into()),
+            done: true,
+            created_secs: Some(1_800_000_000),
+            saved_secs: 1_800_000_060,
+            lost: false,
+            ttl_secs: Some(1_800_093_660),
+            stream: Some(
+                "arn:aws:dynamodb:us-east-1:1:table/j/stream/2026-11-27T09:00:00.000".into(),
+            ),
+        };
+        assert_eq!(checkpoint(&checkpoint_item("shardId-1", &saved)), saved);
+        let before = Checkpoint {
+            stream: None,
+            ..saved.clone()
+        };
+        let mut item = checkpoint_item("shardId-1", &saved);
+        item.remove(STREAM);
+        assert_eq!(
+            checkpoint(&item),
+            before,
+            "saved by a version that did not say"
+        );
+    }
+}
