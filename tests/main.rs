@@ -13,6 +13,8 @@ mod counter;
 mod counter_check;
 mod counter_journal;
 mod counter_journal_check;
+mod counter_journal_migrate;
+mod counter_journal_reenable;
 mod counter_journal_shapes;
 mod dead_letters;
 mod dead_letters_sqs;

@@ -18,6 +18,8 @@ use dynamodb_exactly_once::ddb::Clock;
 
 #[path = "streams_double/pages.rs"]
 mod pages;
+#[path = "streams_double/reenable.rs"]
+mod reenable;
 #[path = "streams_double/trim.rs"]
 mod trim;
 

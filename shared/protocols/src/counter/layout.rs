@@ -128,6 +128,16 @@ pub(super) struct Grid {
 }
 
 impl Grid {
+    /// `<prefix>forgot` once `removed` (buckets of `layout`) are removed: the newest span end
+    /// of what they held, never below what `layout` forgot already (`None`: nothing forgotten).
+    pub(super) fn forgotten_after(&self, removed: &[Bucket], layout: &Layout) -> Option<u64> {
+        removed
+            .iter()
+            .map(|b| super::forget::span_end(b, &layout.buckets, self.len, self.keep))
+            .chain(layout.forgotten)
+            .max()
+    }
+
     /// The grid of `config`.
     pub(super) fn of(config: &CounterConfig) -> Self {
         let len = config.bucket_seconds();

@@ -42,6 +42,9 @@
 //!   (`is_trimmed_data_access_exception()`, `is_expired_iterator_exception()`, …). `ListStreams`
 //!   is passed through to DynamoDB Local.
 //!
+//! * **Disable and re-enable** ([`StreamsDouble::disable_and_enable_stream`]): a new stream
+//!   (new ARN and label), the old one's shards closed and readable until trimmed.
+//!
 //! Records are timed when the double ingests them: a test that writes and then moves the
 //! clock calls [`StreamsDouble::sync`] in between (any request for the stream does too).
 //!
@@ -364,6 +367,46 @@ impl StreamsDouble {
         self.shared.ingest(stream_arn, completed)
     }
 
+    /// Disable and re-enable the stream of `table` (on DynamoDB Local, through `ddb`), as an
+    /// operator changing the stream's settings does; returns the new stream's ARN.
+    ///
+    /// As on AWS: the old stream's open shards close (no rollover or split after), its records
+    /// stay readable until trimmed ([`Shape::retention`]), then `DescribeStream` of it answers
+    /// `ResourceNotFoundException`; `DescribeTable`'s `LatestStreamArn` (DynamoDB Local's) is
+    /// the new stream, which starts empty with shards of its own. What upstream wrote to the
+    /// old stream before the call is ingested first. Writes while the stream is off are not
+    /// modelled (the switch is instant).
+    pub async fn disable_and_enable_stream(
+        &self,
+        ddb: &aws_sdk_dynamodb::Client,
+        table: &str,
+    ) -> Result<String, String> {
+        let old = latest_stream_arn(ddb, table).await?;
+        self.shared
+            .disable(&old)
+            .await
+            .map_err(|e| format!("{}: {}", e.kind, e.message))?;
+        for enabled in [false, true] {
+            let mut spec =
+                aws_sdk_dynamodb::types::StreamSpecification::builder().stream_enabled(enabled);
+            if enabled {
+                spec = spec.stream_view_type(aws_sdk_dynamodb::types::StreamViewType::NewImage);
+            }
+            ddb.update_table()
+                .table_name(table)
+                .stream_specification(spec.build().map_err(|e| e.to_string())?)
+                .send()
+                .await
+                .map_err(|e| format!("UpdateTable {table} (stream enabled {enabled}): {e:?}"))?;
+        }
+        let new = latest_stream_arn(ddb, table).await?;
+        if new == old {
+            return Err(format!("{table}: the stream kept its ARN {old}"));
+        }
+        self.sync_stream(&new).await?;
+        Ok(new)
+    }
+
     /// What the double served so far.
     pub fn stats(&self) -> Stats {
         self.shared.lock().stats.clone()
@@ -387,6 +430,19 @@ impl StreamsDouble {
     pub fn set_empty_pages(&self, k: usize) {
         self.shared.lock().empty_pages = k;
     }
+}
+
+async fn latest_stream_arn(ddb: &aws_sdk_dynamodb::Client, table: &str) -> Result<String, String> {
+    let out = ddb
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| format!("DescribeTable {table}: {e:?}"))?;
+    out.table()
+        .and_then(|t| t.latest_stream_arn())
+        .map(str::to_string)
+        .ok_or_else(|| format!("{table} has no stream"))
 }
 
 fn view(shard: &model::Shard) -> ShardView {

@@ -86,6 +86,9 @@ pub(crate) struct Stream {
     rollovers: u64,
     splits: u64,
     next_split: usize,
+    /// When the stream was disabled (its table's stream turned off): every shard closed then,
+    /// no rollover or split after, records still readable until trimmed.
+    pub disabled_ms: Option<u64>,
 }
 
 /// The partition hash of a key value: the first 8 bytes of SHA-256 of its canonical JSON.
@@ -116,6 +119,7 @@ impl Stream {
             rollovers: boundaries(rules.rollover_ms, rules.origin_ms, now_ms),
             splits: boundaries(rules.split_ms, rules.origin_ms, now_ms),
             next_split: 0,
+            disabled_ms: None,
         };
         let n = rules.partitions.max(1) as u128;
         let width = (u128::from(u64::MAX) + 1) / n;
@@ -164,8 +168,27 @@ impl Stream {
         shard.id.clone()
     }
 
+    /// Disable the stream at `now_ms` (after the lineage due by then): its open shards close,
+    /// nothing rolls over or splits any more, and what it holds is read until trimmed.
+    pub fn disable(&mut self, rules: &Rules, now_ms: u64) {
+        self.advance(rules, now_ms);
+        for p in 0..self.partitions.len() {
+            self.close_shard(self.partitions[p].shard, now_ms);
+        }
+        self.disabled_ms = Some(now_ms);
+    }
+
+    /// Disabled, and every record trimmed: `DescribeStream` no longer knows it.
+    pub fn vanished(&self) -> bool {
+        self.disabled_ms.is_some() && self.shards.iter().all(|s| s.gone)
+    }
+
     /// Apply every rollover and split due by `now_ms` in clock order, then trim.
     pub fn advance(&mut self, rules: &Rules, now_ms: u64) {
+        if self.disabled_ms.is_some() {
+            self.trim(rules.retention_ms, now_ms);
+            return;
+        }
         loop {
             let at = |every: Option<u64>, done: u64| {
                 every
@@ -244,6 +267,9 @@ impl Stream {
     /// Keep `record` (stream-record JSON) as written now: the double's sequence number and
     /// creation time, in the open shard of the partition owning its key's hash.
     pub fn ingest(&mut self, mut record: Value, now_ms: u64) -> Result<(), String> {
+        if self.disabled_ms.is_some() {
+            return Err(format!("stream {} is disabled", self.arn));
+        }
         let key = record
             .pointer(&format!("/dynamodb/Keys/{}", self.meta.hash_key))
             .cloned()

@@ -185,11 +185,21 @@ pub(crate) fn describe(
         }
         None => 0,
     };
+    if stream.vanished() {
+        return Err(ApiError::not_found(format!(
+            "Requested resource not found: Stream: {} not found",
+            stream.arn
+        )));
+    }
     let candidates: Vec<_> = stream.shards[from..].iter().filter(|s| !s.gone).collect();
     let page = &candidates[..limit.min(candidates.len())];
     let mut description = stream.meta.description.clone();
     description["StreamArn"] = json!(stream.arn);
-    description["StreamStatus"] = json!("ENABLED");
+    let status = match stream.disabled_ms {
+        Some(_) => "DISABLED",
+        None => "ENABLED",
+    };
+    description["StreamStatus"] = json!(status);
     description["Shards"] = page.iter().map(|s| shard_json(s)).collect();
     if let Some(obj) = description.as_object_mut() {
         obj.remove("LastEvaluatedShardId");

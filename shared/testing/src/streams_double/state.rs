@@ -145,6 +145,22 @@ impl Shared {
         Ok(count)
     }
 
+    /// Ingest what upstream wrote to `arn` so far, then stop reading it and disable it (see
+    /// `Stream::disable`).
+    pub async fn disable(&self, arn: &str) -> Result<(), ApiError> {
+        self.feed(arn, true).await?;
+        let mut feeds = self.feeds.lock().await;
+        feeds.remove(arn);
+        let now = self.clock.now_ms();
+        let mut state = self.lock();
+        let stream = state
+            .streams
+            .get_mut(arn)
+            .ok_or_else(|| ApiError::not_found(format!("unknown stream {arn}")))?;
+        stream.disable(&self.rules, now);
+        Ok(())
+    }
+
     /// The streams read from upstream.
     pub async fn fed_streams(&self) -> Vec<String> {
         self.feeds.lock().await.keys().cloned().collect()

@@ -19,7 +19,7 @@ use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, StoreErro
 const MAX_ROUNDS: usize = 8;
 
 /// What applying one item's events did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct ItemApplied {
     /// Keys added by this pass.
     pub(super) applied: usize,
@@ -27,6 +27,8 @@ pub(super) struct ItemApplied {
     pub(super) duplicates: usize,
     /// Updates made.
     pub(super) updates: usize,
+    /// Keys not counted: they arrived before the item forgot inline keys (at that time).
+    pub(super) too_old: Vec<(Event, u64)>,
 }
 
 /// An item of the inline layout as the last `ALL_OLD` showed it: the update is conditioned on
@@ -37,6 +39,8 @@ struct Inline {
     sizes: Vec<(String, usize)>,
     kept: BTreeSet<Bucket>,
     expired: Vec<String>,
+    /// `<prefix>forgot` to set, when removing `expired` raises it.
+    forgotten: Option<u64>,
 }
 
 impl Rollup {
@@ -50,10 +54,12 @@ impl Rollup {
     ) -> Result<ItemApplied, StoreError> {
         let total = events.len();
         let mut inline: Option<Inline> = None;
+        let mut too_old = Vec::new();
         for _ in 0..MAX_ROUNDS {
             if events.is_empty() {
                 return Ok(ItemApplied {
-                    duplicates: total,
+                    duplicates: total - too_old.len(),
+                    too_old,
                     ..ItemApplied::default()
                 });
             }
@@ -66,12 +72,14 @@ impl Rollup {
                     let counted = events.iter().filter(|e| !e.add.is_empty()).count();
                     return Ok(ItemApplied {
                         applied: counted,
-                        duplicates: total - events.len(),
+                        duplicates: total - events.len() - too_old.len(),
                         updates: 1,
+                        too_old,
                     });
                 }
                 Cond::Failed { old: None } => inline = None, // deleted meanwhile
                 Cond::Failed { old: Some(old) } => {
+                    too_old.extend(self.forgotten_events(&old, &mut events));
                     inline = self.reread(&old, &mut events, names);
                 }
             }
@@ -100,6 +108,15 @@ impl Rollup {
         let mut sizes = Vec::new();
         let mut kept = BTreeSet::new();
         let mut expired = Vec::new();
+        let gone: Vec<Bucket> = layout
+            .buckets
+            .iter()
+            .filter(|b| b.until < now)
+            .copied()
+            .collect();
+        let forgotten = Grid::of(config)
+            .forgotten_after(&gone, &layout)
+            .filter(|f| !gone.is_empty() && Some(*f) != layout.forgotten);
         for bucket in layout.buckets {
             let name = config.keys_attribute(&bucket);
             let size = match old.get(&name) {
@@ -119,6 +136,7 @@ impl Rollup {
             sizes,
             kept,
             expired,
+            forgotten,
         })
     }
 
@@ -148,6 +166,10 @@ impl Rollup {
         let mut set = Vec::new();
         let mut conditions = Vec::new();
         let mut moved = BTreeSet::new();
+        self.not_forgotten(&mut p, events, &mut conditions);
+        if inline.is_some_and(|i| i.forgotten.is_some()) {
+            moved.insert(self.config.counter.forgotten_attribute()); // set, not pruned
+        }
         for (shard, (first, last)) in &spans {
             let Some(name) = names.get(*shard) else {
                 return Err(StoreError::Inconsistent(format!("no shard {shard}")));
@@ -239,6 +261,11 @@ impl Rollup {
             }
         }
         remove.extend(inline.expired.iter().map(|name| p.name(name.clone())));
+        if let Some(forgotten) = inline.forgotten {
+            let fg = p.name(self.config.counter.forgotten_attribute());
+            let at = p.value(AttributeValue::N(forgotten.to_string()));
+            set.push(format!("{fg} = {at}"));
+        }
         match inline.kept.is_empty() {
             true => remove.push(lay),
             false => {

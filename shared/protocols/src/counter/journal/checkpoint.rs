@@ -1,5 +1,5 @@
 //! The roll-up's checkpoints: one item per shard (where it was read to, whether it is done,
-//! when its last record read was created) and one record of the last complete pass, all in
+//! when its last record read was created, which stream lists it) and one record of the last complete pass, all in
 //! one partition of the journal table, so that one `Query` reads them.
 
 use std::collections::HashMap;
@@ -18,6 +18,7 @@ const CREATED: &str = "created";
 const SAVED: &str = "saved";
 const LOST: &str = "lost";
 const COMPLETE: &str = "complete";
+const STREAM: &str = "stream";
 
 /// Where a shard was read to.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -35,6 +36,9 @@ pub(super) struct Checkpoint {
     /// When the journal's TTL deletes this checkpoint (a done shard's, once its shard has
     /// left the stream).
     pub(super) ttl_secs: Option<u64>,
+    /// The stream (ARN) that lists the shard (`None`: saved by a version that did not say,
+    /// taken to be the latest).
+    pub(super) stream: Option<String>,
 }
 
 /// Every checkpoint of the journal, and the start of the last pass that read every shard to
@@ -137,6 +141,10 @@ fn checkpoint(item: &Item) -> Checkpoint {
         saved_secs: number(item, SAVED).unwrap_or(0),
         lost: flag(item, LOST),
         ttl_secs: number(item, TTL_ATTRIBUTE),
+        stream: match item.get(STREAM) {
+            Some(AttributeValue::S(arn)) => Some(arn.clone()),
+            _ => None,
+        },
     }
 }
 
@@ -151,8 +159,43 @@ fn checkpoint_item(shard: &str, c: &Checkpoint) -> Item {
     item.insert(DONE.into(), AttributeValue::Bool(c.done));
     item.insert(LOST.into(), AttributeValue::Bool(c.lost));
     item.insert(SAVED.into(), AttributeValue::N(c.saved_secs.to_string()));
+    if let Some(stream) = &c.stream {
+        item.insert(STREAM.into(), AttributeValue::S(stream.clone()));
+    }
     if let Some(ttl) = c.ttl_secs {
         item.insert(TTL_ATTRIBUTE.into(), AttributeValue::N(ttl.to_string()));
     }
     item
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_reads_back_as_saved_with_its_stream() {
+        let saved = Checkpoint {
+            seq: Some("4421584500000000017450".into()),
+            done: true,
+            created_secs: Some(1_800_000_000),
+            saved_secs: 1_800_000_060,
+            lost: false,
+            ttl_secs: Some(1_800_093_660),
+            stream: Some(
+                "arn:aws:dynamodb:us-east-1:1:table/j/stream/2026-11-27T09:00:00.000".into(),
+            ),
+        };
+        assert_eq!(checkpoint(&checkpoint_item("shardId-1", &saved)), saved);
+        let before = Checkpoint {
+            stream: None,
+            ..saved.clone()
+        };
+        let mut item = checkpoint_item("shardId-1", &saved);
+        item.remove(STREAM);
+        assert_eq!(
+            checkpoint(&item),
+            before,
+            "saved by a version that did not say"
+        );
+    }
 }

@@ -203,5 +203,30 @@ impl Isolated {
         self.applied.applied += applied.applied;
         self.applied.duplicates += applied.duplicates;
         self.applied.updates += applied.updates;
+        self.applied.too_old.extend(applied.too_old);
+    }
+}
+
+impl Rollup {
+    /// Keep the keys found too old (they arrived before their item forgot inline keys) as dead
+    /// letters; when they cannot be kept, the item fails (its shards read again next run).
+    pub(super) async fn keep_too_old(&self, out: &mut Isolated, shard_ids: &[String], cost: &Cost) {
+        let too_old = std::mem::take(&mut out.applied.too_old);
+        if too_old.is_empty() || out.failed.is_some() {
+            return;
+        }
+        let letters: Vec<RollupDeadLetter> = too_old
+            .iter()
+            .map(|(e, forgotten)| {
+                let shard = shard_ids.get(e.shard).cloned().unwrap_or_default();
+                let arrived = e.arrived.unwrap_or_default();
+                let reason = super::migrate::too_old_reason(arrived, *forgotten);
+                RollupDeadLetter::of_event(&shard, e, &reason)
+            })
+            .collect();
+        match self.keep_dead_letters(&letters, cost).await {
+            Ok(()) => out.dead.extend(letters),
+            Err(e) => out.failed = Some(e),
+        }
     }
 }

@@ -42,6 +42,9 @@ pub(super) const ITEM_ATTRIBUTE: &str = "k";
 pub(super) const ADD_ATTRIBUTE: &str = "add";
 /// Epoch milliseconds of the put (N): in an `INSERT`'s image, the key's first put.
 pub(super) const AT_ATTRIBUTE: &str = "at";
+/// Epoch seconds when the record's source received it (N), when known: the roll-up refuses a
+/// key that arrived before its counter item forgot inline keys (see `migrate`).
+pub(super) const ARRIVED_ATTRIBUTE: &str = "arr";
 /// Partition keys starting with this are the roll-up's own items, never journal keys (those
 /// are base64url).
 pub(super) const RESERVED_PREFIX: &str = "~";
@@ -92,7 +95,7 @@ pub(super) fn journal_item(
         .iter()
         .map(|(name, delta)| (name.clone(), AttributeValue::N(delta.canonical())))
         .collect();
-    Ok(HashMap::from([
+    let mut item = HashMap::from([
         (JOURNAL_KEY_ATTRIBUTE.to_string(), AttributeValue::S(pk)),
         (JOURNAL_SORT_ATTRIBUTE.to_string(), AttributeValue::S(sk)),
         (
@@ -108,7 +111,14 @@ pub(super) fn journal_item(
             AT_ATTRIBUTE.to_string(),
             AttributeValue::N(now_ms.to_string()),
         ),
-    ]))
+    ]);
+    if let Some(arrived) = record.arrived {
+        item.insert(
+            ARRIVED_ATTRIBUTE.to_string(),
+            AttributeValue::N(arrived.to_string()),
+        );
+    }
+    Ok(item)
 }
 
 /// A stream sequence number, as a fixed-width big-endian integer: ordered as the numbers are.
@@ -160,6 +170,8 @@ pub(super) struct Event {
     pub(super) pk: String,
     /// The key's first put (epoch ms), when the image has it.
     pub(super) at_ms: Option<u64>,
+    /// When the record's source received it (epoch s), when the image has it.
+    pub(super) arrived: Option<u64>,
 }
 
 /// What one stream record of the journal is to the roll-up.
@@ -233,10 +245,12 @@ fn event(shard: usize, seq: &str, image: &HashMap<String, StreamValue>) -> Resul
             _ => Err("delta type".into()),
         })
         .collect::<Result<_, String>>()?;
-    let at_ms = match image.get(AT_ATTRIBUTE) {
+    let number = |name: &str| match image.get(name) {
         Some(StreamValue::N(n)) => n.parse().ok(),
         _ => None,
     };
+    let at_ms = number(AT_ATTRIBUTE);
+    let arrived = number(ARRIVED_ATTRIBUTE);
     Ok(Event {
         shard,
         seq: Seq::parse(seq).ok_or("sequence number")?,
@@ -246,6 +260,7 @@ fn event(shard: usize, seq: &str, image: &HashMap<String, StreamValue>) -> Resul
         hash: hash.clone(),
         pk: pk.clone(),
         at_ms,
+        arrived,
     })
 }
 

@@ -97,6 +97,7 @@ mod checkpoint;
 mod dead;
 mod entry;
 mod gaps;
+mod migrate;
 mod pass;
 mod prune;
 mod read;

@@ -22,10 +22,16 @@ use crate::ddb::{Cost, ItemKey, StoreError};
 /// A done shard's checkpoint is deleted by the journal's TTL this long after it was done: its
 /// shard leaves the listing once its last record is trimmed, within 24 hours of closing.
 const DONE_CHECKPOINT_TTL_SECS: u64 = 26 * 3600;
-/// A shard's checkpoint is saved at most this often while it moves (always when it is done or
-/// first seen): between saves, the process reads on from its own position, and a new process
-/// reads again at most this much (the watermarks turn those keys away).
-pub(super) const CHECKPOINT_EVERY_SECS: u64 = 10 * 60;
+/// A moving shard's checkpoint is saved when it is this old (always when the shard is done or
+/// first seen), or once [`CHECKPOINT_EVERY_RECORDS`] were read since: between saves, the
+/// process reads on from its own position, and a new process reads again at most this much
+/// (the watermarks turn those keys away: one failed condition per item it touched, billed by
+/// the item's size, however long the stretch). An hour keeps a checkpoint far from the
+/// stream's 24-hour trim and costs one write per shard and hour.
+pub(super) const CHECKPOINT_EVERY_SECS: u64 = 3600;
+/// Records of a shard read by this process since its checkpoint was saved after which it is
+/// saved whatever its age: a new process reads at most this many again (50 `GetRecords`).
+pub(super) const CHECKPOINT_EVERY_RECORDS: usize = 50_000;
 /// The record of the last complete pass is saved at most this often.
 const PASS_EVERY_MS: u64 = 3600 * 1000;
 
@@ -48,8 +54,8 @@ impl Rollup {
         let stop_at = Instant::now() + budget.min(MAX_RUN);
         let started_ms = self.clock.now_ms();
         let (arn, stream_created_ms) = self.stream_arn().await?;
-        let shards = self.shards(&arn).await?;
         let mut checkpoints = self.checkpoints().await?;
+        let shards = self.shards_to_read(&arn, &checkpoints).await?;
         let mut report = RollupReport {
             shards_listed: shards.len(),
             ..RollupReport::default()
@@ -83,9 +89,7 @@ impl Rollup {
                 stop_at: Instant::now() + left.mul_f64(0.6),
                 room: AtomicUsize::new(self.config.max_events_per_pass.max(1)),
             };
-            let reads = self
-                .read_all(&arn, &shards, &todo, &checkpoints, &pass)
-                .await;
+            let reads = self.read_all(&shards, &todo, &checkpoints, &pass).await;
             let read_shards: Vec<usize> = reads.iter().map(|r| r.shard).collect();
             let moved = self
                 .apply_pass(
@@ -136,7 +140,6 @@ impl Rollup {
     /// Read the shards `todo` (indexes into `shards`) for `pass`, several at once.
     async fn read_all(
         &self,
-        arn: &str,
         shards: &[Shard],
         todo: &[usize],
         checkpoints: &Checkpoints,
@@ -150,7 +153,10 @@ impl Rollup {
                     .cloned()
                     .unwrap_or_default();
                 let shard = &shards[at];
-                async move { self.read_shard(arn, at, shard, &checkpoint, pass).await }
+                async move {
+                    let arn = shard.stream.as_str();
+                    self.read_shard(arn, at, shard, &checkpoint, pass).await
+                }
             })
             .buffer_unordered(self.config.read_concurrency.max(1))
             .collect()
@@ -244,7 +250,7 @@ impl Rollup {
         }
         self.settle_dead(dead, &ids, progress, report, cost).await;
         self.report_dead(kept, report);
-        self.moved_checkpoints(&reads, &ids, checkpoints, progress)
+        self.moved_checkpoints(&reads, shards, checkpoints, progress)
     }
 
     /// Apply one item's events; on a refusal as invalid, isolate the events at fault.
@@ -256,7 +262,7 @@ impl Rollup {
         names: &[String],
         cost: &Cost,
     ) -> super::dead::Isolated {
-        match self.apply_events(key, events.clone(), names, cost).await {
+        let mut out = match self.apply_events(key, events.clone(), names, cost).await {
             Ok(applied) => super::dead::Isolated {
                 applied,
                 ..Default::default()
@@ -268,7 +274,9 @@ impl Rollup {
                 failed: Some(e),
                 ..Default::default()
             },
-        }
+        };
+        self.keep_too_old(&mut out, ids, cost).await;
+        out
     }
 
     /// Keep the pass's records the journal's writer did not write as dead letters; a shard whose
@@ -312,7 +320,7 @@ impl Rollup {
     fn moved_checkpoints(
         &self,
         reads: &[ShardRead],
-        ids: &[String],
+        shards: &[Shard],
         checkpoints: &Checkpoints,
         progress: &Progress,
     ) -> Vec<(usize, Checkpoint)> {
@@ -322,20 +330,25 @@ impl Rollup {
             if progress.blocked.contains(&read.shard) {
                 continue;
             }
+            let shard = &shards[read.shard];
             let old = checkpoints
                 .shards
-                .get(&ids[read.shard])
+                .get(&shard.id)
                 .cloned()
                 .unwrap_or_default();
             let done = read.end == End::Finished;
             if let Some(seq) = &read.last_seq {
-                self.note_position(&ids[read.shard], seq);
+                self.note_position(&shard.id, seq);
             }
             let first_seen = old.saved_secs == 0;
-            let due = read.journal_records > 0 && old.saved_secs + CHECKPOINT_EVERY_SECS <= now;
+            let unsaved = self.unsaved_records(&shard.id, read.records);
+            let due = read.journal_records > 0
+                && (old.saved_secs + CHECKPOINT_EVERY_SECS <= now
+                    || unsaved >= CHECKPOINT_EVERY_RECORDS);
             if !(done || first_seen || due) {
                 continue; // this process reads on from its position
             }
+            self.unsaved_records(&shard.id, usize::MAX);
             moved.push((
                 read.shard,
                 Checkpoint {
@@ -345,6 +358,7 @@ impl Rollup {
                     saved_secs: now,
                     lost: false,
                     ttl_secs: done.then_some(now + DONE_CHECKPOINT_TTL_SECS),
+                    stream: Some(shard.stream.clone()),
                 },
             ));
         }
@@ -396,6 +410,20 @@ impl Rollup {
         }
         report.write_calls = cost.write_calls();
         report.write_units = cost.billed_write_units();
+    }
+}
+
+impl Rollup {
+    /// Add `read` to the records of `shard` read since its checkpoint was saved (`usize::MAX`:
+    /// it is being saved: start again from 0); the count before a reset.
+    fn unsaved_records(&self, shard: &str, read: usize) -> usize {
+        let mut unsaved = self.unsaved.lock().unwrap_or_else(|p| p.into_inner());
+        let count = unsaved.entry(shard.to_string()).or_insert(0);
+        if read == usize::MAX {
+            return std::mem::take(count);
+        }
+        *count = count.saturating_add(read);
+        *count
     }
 }
 

@@ -100,6 +100,11 @@ impl Rollup {
             .take(50)
             .collect();
         drop(states);
+        let mut removable = removable;
+        let layout = self.config.counter.bucket_attribute();
+        if !item.contains_key(&layout) && self.forgotten_expired(item, now) {
+            removable.push(self.config.counter.forgotten_attribute());
+        }
         if removable.is_empty() {
             return;
         }

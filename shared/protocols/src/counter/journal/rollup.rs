@@ -143,6 +143,8 @@ pub struct Rollup {
     pub(super) states: Arc<Mutex<ShardStates>>,
     /// How far this process read and applied each shard (ahead of the saved checkpoints).
     pub(super) positions: Arc<Mutex<HashMap<String, String>>>,
+    /// Records of each shard this process read since its checkpoint was last saved.
+    pub(super) unsaved: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 impl std::fmt::Debug for Rollup {
@@ -169,6 +171,7 @@ impl Rollup {
             prune: Arc::new(prune_cache()),
             states: Arc::new(Mutex::new(HashMap::new())),
             positions: Arc::new(Mutex::new(HashMap::new())),
+            unsaved: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 

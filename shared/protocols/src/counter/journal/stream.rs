@@ -4,6 +4,9 @@
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_dynamodbstreams::types::{OperationType, ShardIteratorType};
 
+use std::collections::BTreeSet;
+
+use super::checkpoint::Checkpoints;
 use super::entry::{decode, Decoded};
 use super::Rollup;
 use crate::ddb::StoreError;
@@ -11,6 +14,8 @@ use crate::ddb::StoreError;
 /// One shard of the stream.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Shard {
+    /// The stream that lists it (the table's latest, or an earlier one still being finished).
+    pub(super) stream: String,
     pub(super) id: String,
     pub(super) parent: Option<String>,
     /// The shard has an ending sequence number: it is closed and will get no more records.
@@ -96,8 +101,41 @@ impl Rollup {
         }
     }
 
-    /// Every shard of the stream, in the order DynamoDB lists them.
-    pub(super) async fn shards(&self, arn: &str) -> Result<Vec<Shard>, StoreError> {
+    /// The shards to read: the latest stream's, and those of every earlier stream of the table
+    /// a checkpoint not lost names (a stream disabled and enabled again is a new stream; the
+    /// old one's records stay readable for 24 hours), until DynamoDB no longer knows it (then
+    /// its unfinished shards are gaps: they are not listed).
+    pub(super) async fn shards_to_read(
+        &self,
+        latest: &str,
+        checkpoints: &Checkpoints,
+    ) -> Result<Vec<Shard>, StoreError> {
+        let earlier: BTreeSet<&str> = checkpoints
+            .shards
+            .values()
+            .filter(|c| !c.lost)
+            .filter_map(|c| c.stream.as_deref())
+            .filter(|s| *s != latest)
+            .collect();
+        let mut shards = Vec::new();
+        for arn in earlier {
+            match self.shards(arn).await {
+                Ok(listed) => shards.extend(listed),
+                Err(None) => {} // trimmed and gone
+                Err(Some(e)) => return Err(e),
+            }
+        }
+        let listed = self
+            .shards(latest)
+            .await
+            .map_err(|e| e.unwrap_or_else(|| missing(latest)))?;
+        shards.extend(listed);
+        Ok(shards)
+    }
+
+    /// Every shard of the stream, in the order DynamoDB lists them; `Err(None)` when the
+    /// stream is not found.
+    pub(super) async fn shards(&self, arn: &str) -> Result<Vec<Shard>, Option<StoreError>> {
         let mut shards = Vec::new();
         let mut start: Option<String> = None;
         loop {
@@ -108,13 +146,22 @@ impl Rollup {
                 .set_exclusive_start_shard_id(start.take())
                 .send()
                 .await
-                .map_err(|e| StoreError::from_sdk("DescribeStream", e))?;
+                .map_err(|e| {
+                    match e
+                        .as_service_error()
+                        .is_some_and(|e| e.is_resource_not_found_exception())
+                    {
+                        true => None,
+                        false => Some(StoreError::from_sdk("DescribeStream", e)),
+                    }
+                })?;
             let Some(description) = out.stream_description else {
                 break;
             };
             for shard in description.shards() {
                 if let Some(id) = shard.shard_id() {
                     shards.push(Shard {
+                        stream: arn.to_string(),
                         id: id.to_string(),
                         parent: shard.parent_shard_id().map(str::to_string),
                         closed: shard
@@ -215,4 +262,8 @@ impl Rollup {
         }
         Ok(page)
     }
+}
+
+fn missing(arn: &str) -> StoreError {
+    StoreError::Inconsistent(format!("the journal's stream {arn} is not found"))
 }
