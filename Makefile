@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check stacks tx-check counter-check checks package readme-check features book
+.PHONY: demo test tools lint bench template-check stacks tx-check counter-check checks package readme-check features book deny
 
 demo:
 	bash scripts/demo.sh
@@ -31,6 +31,12 @@ features:
 book:
 	command -v mdbook >/dev/null 2>&1 || cargo install --locked mdbook --version 0.5.4 --no-default-features --features search
 	python3 scripts/book.py --check
+
+# Licences, banned crates (a second HTTP/TLS stack) and sources of the dependency graph
+# (deny.toml); advisories too where the RustSec database can be fetched (GitHub).
+deny:
+	command -v cargo-deny >/dev/null 2>&1 || cargo install --locked cargo-deny --version 0.20.2
+	cargo deny check licenses bans sources
 
 # The README's dependencies and quickstart in a new crate outside the workspace, run against
 # AWS_ENDPOINT_URL_DYNAMODB (`make test` runs it on its DynamoDB Local).
