@@ -165,10 +165,18 @@ pub fn steady_table(rows: &[Row]) {
     println!(
         "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"
     );
+    let mut figures = crate::figures::Figures::new("counter-shapes");
     for r in rows {
         let t = &r.totals;
         let journal = per(t.journal_wcu, t.events);
         let total = journal + per(t.rollup_wcu, t.events);
+        figures.push(serde_json::json!({
+            "shards": r.config.shards,
+            "rate": r.config.rate.label(),
+            "items": r.config.items,
+            "events": t.events,
+            "wcu_per_event": total,
+        }));
         let with_idle = total + per(t.skipped as f64 * r.idle.0, t.events);
         let marks: Vec<usize> = r.items.iter().map(|(m, _)| *m).collect();
         let mean = per(marks.iter().sum::<usize>() as f64, marks.len());
@@ -198,6 +206,7 @@ pub fn steady_table(rows: &[Row]) {
             r.shards_listed
         );
     }
+    figures.write();
     println!();
     runs_table(rows);
 }
