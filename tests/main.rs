@@ -13,6 +13,7 @@ mod counter;
 mod counter_check;
 mod counter_journal;
 mod counter_journal_check;
+mod counter_journal_repair;
 mod counter_journal_shapes;
 mod dead_letters;
 mod dead_letters_sqs;

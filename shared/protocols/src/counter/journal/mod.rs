@@ -10,17 +10,18 @@
 //! the window (the journal item's TTL) of its first journaling. Two steps make it hold:
 //!
 //! 1. **Journal** ([`super::Counter`] in [`CounterMode::Journal`](super::CounterMode)): each
-//!    record is an *unconditional* `PutItem` (in `BatchWriteItem`s of 25) of the item
+//!    record is a PartiQL `INSERT` (in `BatchExecuteStatement`s of 25) of the item
 //!    `(pk, sk) = (tag of the counter item [# sub-partition], hash of the idempotency key)`,
-//!    holding the counter item's key, the deltas and a TTL of
-//!    `now + max(window, 14 days) + 1 h` (the hour covers a writer's clock behind; the floor, a
-//!    writer with a shorter window putting the key again). The first put of a key creates the
+//!    holding the counter item's key, the deltas, the put's time `at` and a TTL of
+//!    `at + max(window, 14 days) + 1 h` (the hour covers a writer's clock behind; the floor, a
+//!    writer with a shorter window putting the key first). The first put of a key creates the
 //!    item: the stream gets one `INSERT`. Every later put of the same key (a redelivery, an
-//!    SDK retry, a hedged or concurrent writer) finds the item and is a `MODIFY` (or no stream
-//!    record at all when nothing changed). Only `INSERT`s count, so a key counts once whatever
-//!    the number of puts, with no condition and no read. A key delivered again with other
-//!    deltas still counts its first deltas. All keys of one counter item share a partition
-//!    key, so they reach the stream through one shard lineage (or `journal_spread` of them).
+//!    SDK retry, a hedged or concurrent writer) finds the item and fails alone
+//!    (`DuplicateItem`): the item keeps its **first** put's `at`, deltas and TTL, and the
+//!    stream gets no record. Only `INSERT`s count, so a key counts once whatever the number
+//!    of puts, with no read. A key delivered again with other deltas still counts its first
+//!    deltas. All keys of one counter item share a partition key, so they reach the stream
+//!    through one shard lineage (or `journal_spread` of them).
 //! 2. **Roll-up** ([`Rollup`]): each run lists the shards, reads every unfinished shard in
 //!    parallel from its checkpoint up to the run's start (a record created after it ends the
 //!    shard's read for this run), sums the `INSERT`s per counter item over every shard, and
@@ -40,9 +41,10 @@
 //!
 //! # Cost (as AWS bills it)
 //!
-//! * Journal: 1 write unit per record (the item is ~120 bytes), in `BatchWriteItem` calls of
-//!   up to 25; a redelivered record costs the same 1 unit (0 calls on a warm process: the
-//!   warm-redelivery cache). No condition, no read.
+//! * Journal: 1 write unit per record (the item is ~120 bytes), in `BatchExecuteStatement`
+//!   calls of up to 25; a redelivered record costs the same 1 unit (its refused `INSERT` is
+//!   billed like a failed conditional put; 0 calls on a warm process: the warm-redelivery
+//!   cache) and makes no stream record, so the roll-up reads nothing for it. No read.
 //! * Roll-up: per run, one `UpdateItem` per counter item that had new keys, billed by the
 //!   item's size: its counters and one 35-byte watermark per shard that may still deliver
 //!   its keys (one per sub-partition: the open shard, and for 20 minutes after a rollover its
@@ -59,7 +61,7 @@
 //!
 //! * Writers of one journal must use one `journal_spread` and, above 14 days, one window: a
 //!   key journaled under another spread is a new item (counted again); a key's TTL is its
-//!   last put's.
+//!   first put's.
 //! * A journal put whose response is lost: the SDK or Lambda retries it, the same item is put
 //!   again: no `INSERT`, counted once.
 //! * A roll-up that stops at any call: the next run re-reads from the last checkpoint; the
@@ -82,6 +84,7 @@
 //!
 //! * `entry`: journal, checkpoint and dead-letter items; watermark encoding; decoding images.
 //! * `write`: journaling a batch.
+//! * `insert`: the batch's `INSERT`s (the first put of a key wins).
 //! * `stream`: the stream, its shards, iterators and pages.
 //! * `checkpoint`: the checkpoints and the complete-pass record.
 //! * `read`: reading one shard for one pass.
@@ -97,6 +100,7 @@ mod checkpoint;
 mod dead;
 mod entry;
 mod gaps;
+mod insert;
 mod pass;
 mod prune;
 mod read;
