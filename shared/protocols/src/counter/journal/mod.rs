@@ -97,6 +97,7 @@
 
 mod apply;
 mod checkpoint;
+mod days;
 mod dead;
 mod entry;
 mod gaps;
@@ -104,13 +105,17 @@ mod insert;
 mod pass;
 mod prune;
 mod read;
+mod recount;
+mod repair;
 mod rollup;
 mod stream;
 mod write;
 
+pub use days::{KEEP_DAYS, REPAIR_DAYS};
 pub use dead::RollupDeadLetter;
 pub use entry::{
     JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, MAX_JOURNAL_BATCH, TTL_ATTRIBUTE,
     WATERMARK_KEEP_SECONDS,
 };
+pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
 pub use rollup::{Rollup, RollupConfig, RollupGap, RollupReport};
