@@ -118,6 +118,12 @@ async fn run_repair(h: &Harness, args: &[String]) -> RepairOutcome {
         .expect("repair")
 }
 
+/// Repair the days of epoch seconds `from` to `to` (the checker's operator).
+pub(crate) async fn run_repair_days(h: &Harness, from: u64, to: u64) -> RepairOutcome {
+    let command = runbook_command(&day_of(from), &day_of(to));
+    run_repair(h, &command).await
+}
+
 fn repaired(outcome: RepairOutcome) -> dynamodb_exactly_once::counter::journal::RepairReport {
     match outcome {
         RepairOutcome::Repaired(report) => report,
