@@ -263,3 +263,47 @@ async fn records_of_a_repaired_day_read_during_or_after_the_repair_count_once() 
     }
     h.drop_tables().await;
 }
+
+#[tokio::test]
+async fn day_sums_stay_a_few_days_and_a_typical_item_under_one_kilobyte() {
+    let h = Harness::new(Shape::shards(1)).await;
+    let c = cold(&h);
+    let roll = h.rollup();
+    to_next_day_at(&h, 12);
+    // Eight days, a few keys a day on one item with two counters.
+    for day in 0..8 {
+        let records: Vec<_> = (0..3)
+            .map(|i| {
+                c.record(
+                    crate::counter_journal::key("a"),
+                    [("orders", 1), ("amount_cents", 12_345)],
+                    format!("d{day}k{i}"),
+                )
+                .expect("record")
+            })
+            .collect();
+        h.journal(&c, &records).await;
+        h.run(&roll).await;
+        h.advance(DAY);
+    }
+    let raw =
+        h.c.get_item()
+            .table_name(&h.counters)
+            .set_key(Some(
+                crate::counter_journal::key("a").to_item().expect("key"),
+            ))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("get")
+            .item
+            .expect("item");
+    let days: Vec<&String> = raw.keys().filter(|k| k.starts_with("ctr_d")).collect();
+    let size = dynamodb_exactly_once::ddb::item::item_size(&raw);
+    eprintln!("counter item: {size} bytes, day sums {days:?}");
+    let kept = usize::try_from(dynamodb_exactly_once::counter::journal::KEEP_DAYS).expect("days");
+    assert!(days.len() <= 2 * (kept + 1), "{days:?}");
+    assert!(size < 1024, "{size} bytes: {raw:?}");
+    assert_eq!(h.total("a", "orders").await, 24);
+    h.drop_tables().await;
+}
