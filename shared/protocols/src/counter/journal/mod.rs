@@ -34,6 +34,14 @@
 //!    numbers are compared within their shard only, so the order in which shards (parents,
 //!    children) are read does not matter: sums commute.
 //!
+//! 3. **Repair** ([`Repair`], `ops counter repair`): records the stream lost before the
+//!    roll-up read them (an outage past the stream's 24 hours) are recounted exactly from the
+//!    journal, by whole UTC days of the keys' first put. For that the roll-up's update also
+//!    adds each key to its day's sum on the item (`<prefix>d<yyyymmdd>_<name>`, kept
+//!    [`KEEP_DAYS`] days) on the condition that the day is not marked repaired
+//!    (`<prefix>r<yyyymmdd>`); a refused update drops the keys of repaired days (moving the
+//!    watermarks past them). The proof is in the `repair` module.
+//!
 //! A record that cannot be counted never stops anything: an item update DynamoDB refuses as
 //! invalid is split in halves, in order, down to the single refused record, which becomes a
 //! dead letter (its watermark moves past it); an image the journal's writer did not write is
@@ -49,7 +57,8 @@
 //!   item's size: its counters and one 35-byte watermark per shard that may still deliver
 //!   its keys (one per sub-partition: the open shard, and for 20 minutes after a rollover its
 //!   done parent). With a roll-up every `R` seconds and `r` new keys per second on an item
-//!   that stays under 1 KB, that is `1 / max(1, r × R)` write units per event on top of the
+//!   that stays under 1 KB (the day sums add ~25 bytes per counter and day, for 5–6 days:
+//!   ~250 bytes for two counters with keys every day), that is `1 / max(1, r × R)` write units per event on top of the
 //!   journal's 1: 1.02 at one key a second, 2 at one key a minute or fewer. Per run, a
 //!   checkpoint put per shard that moved (batched by 25) and one `Query` of the checkpoints.
 //!   Stream reads cost a `GetRecords` request unit when polled (up to 10 empty calls per idle
@@ -74,7 +83,9 @@
 //! * Records the roll-up could not read (stopped for longer than the stream's 24 hours, a
 //!   shard that left the stream unfinished): the report's `trimmed` and `gaps` and an ERROR
 //!   log name the shard and the times; the journal items are still in the table for the
-//!   window.
+//!   window, and [`Repair`] recounts the gap's days exactly (days ended an hour ago and begun
+//!   at most [`REPAIR_DAYS`] days ago). A key put more than an hour after its first put's
+//!   day ended by the true clock (a writer's clock that far behind) may be missed by it.
 //! * Checkpoints must never be deleted or rolled back: a shard read again from its start
 //!   after its watermarks were removed (20 minutes after it was done) counts its keys again.
 //! * Reads: [`super::Counter::get`] returns the counter item, which lags the journal by the
@@ -93,6 +104,9 @@
 //! * `dead`: isolating refused records; dead letters.
 //! * `pass`: one run (passes, the report).
 //! * `gaps`: records the stream lost, found from the listing and the checkpoints.
+//! * `days`: the day sums and repaired marks on the counter items.
+//! * `repair`: recounting whole days from the journal; `scan`: its reads of the journal;
+//!   `recount`: one item's day.
 //! * `rollup`: settings, report and the handle.
 
 mod apply;
@@ -108,6 +122,7 @@ mod read;
 mod recount;
 mod repair;
 mod rollup;
+mod scan;
 mod stream;
 mod write;
 

@@ -10,9 +10,13 @@ use aws_sdk_dynamodb::types::{
 
 use super::days;
 use super::dead::RollupDeadLetter;
-use super::repair::{Key, Repair};
+use super::repair::{ItemDay, Repair};
+use super::scan::{add_to, Dead};
 use crate::ddb::number::Number;
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, Read, StoreError};
+
+/// An item-day's keys by the set of counters they add to: how many, and their sums.
+type Groups = BTreeMap<Vec<String>, (usize, BTreeMap<String, Number>)>;
 
 /// Rounds (a roll-up changing the day sums meanwhile) before giving up on an item-day.
 const MAX_ROUNDS: usize = 8;
@@ -27,26 +31,29 @@ pub(super) struct Recounted {
 }
 
 impl Repair {
-    /// Repair `item`'s counters for `day`, whose journaled keys are `keys`.
+    /// Repair the counters of `work`'s item for its day.
     pub(super) async fn recount(
         &self,
-        item: &ItemKey,
-        day: u64,
-        mut keys: Vec<Key>,
+        work: ItemDay,
+        dead: &Dead,
         cost: &Cost,
     ) -> Result<Recounted, StoreError> {
         let prefix = &self.config.counter.attribute_prefix;
+        let (item, day) = (&work.item, work.day);
+        let mut groups = work.groups;
         let mut done = Recounted::default();
         for _ in 0..MAX_ROUNDS {
             let table = &self.config.counter.table;
             let old = crate::ddb::read::get_item(&self.ddb, table, item, Read::Consistent)
                 .await?
                 .unwrap_or_default();
-            done.dead_letters += self.keep_refused(item, &old, &mut keys, cost).await?;
-            let truth = crate::counter::update::sum_deltas(keys.iter().map(|k| &k.add))
-                .map_err(|e| StoreError::Inconsistent(format!("the day's sum: {e}")))?;
-            let truth: BTreeMap<String, Number> =
-                truth.into_iter().map(|(n, s)| (n.to_string(), s)).collect();
+            done.dead_letters += self
+                .keep_refused(&work.item, day, &old, &mut groups, dead, cost)
+                .await?;
+            let mut truth = BTreeMap::new();
+            for (_, sums) in groups.values() {
+                add_to(&mut truth, sums.clone())?;
+            }
             let counted = days::sums_of(prefix, &old, day);
             let names: BTreeSet<&String> = truth.keys().chain(counted.keys()).collect();
             let value = |m: &BTreeMap<String, Number>, n: &str| {
@@ -71,42 +78,46 @@ impl Repair {
     }
 
     /// Keep the keys adding to a counter `old` holds as another type as dead letters (the
-    /// roll-up would have): they leave `keys`. How many.
+    /// roll-up would have): their groups leave `groups`. How many.
     async fn keep_refused(
         &self,
         item: &ItemKey,
+        day: u64,
         old: &Item,
-        keys: &mut Vec<Key>,
+        groups: &mut Groups,
+        dead: &Dead,
         cost: &Cost,
     ) -> Result<usize, StoreError> {
-        let refused = |k: &Key| {
-            k.add.keys().any(|n| {
+        let refused = |names: &Vec<String>| {
+            names.iter().any(|n| {
                 old.get(n)
                     .is_some_and(|v| !matches!(v, AttributeValue::N(_)))
             })
         };
-        let (bad, good): (Vec<Key>, Vec<Key>) = std::mem::take(keys).into_iter().partition(refused);
-        *keys = good;
-        if bad.is_empty() {
-            return Ok(0);
+        let bad: Vec<Vec<String>> = groups.keys().filter(|n| refused(n)).cloned().collect();
+        let mut kept = 0;
+        for names in bad {
+            let keys = self.group_keys(item, day, &names, dead).await?;
+            let letters: Vec<Item> = keys
+                .iter()
+                .map(|k| {
+                    RollupDeadLetter {
+                        shard: "repair".into(),
+                        seq: format!("{}/{}", k.journal.0, k.journal.1),
+                        reason: "the item holds a counter of this key as another type".into(),
+                        journal_key: Some(k.journal.clone()),
+                        item: Some(item.canonical().to_string()),
+                        add: k.add.clone(),
+                    }
+                    .to_item()
+                })
+                .collect();
+            kept += letters.len();
+            crate::ddb::batch::put_all(&self.ddb, &self.config.journal_table, letters, cost)
+                .await?;
+            groups.remove(&names);
         }
-        let letters: Vec<Item> = bad
-            .iter()
-            .map(|k| {
-                RollupDeadLetter {
-                    shard: "repair".into(),
-                    seq: format!("{}/{}", k.journal.0, k.journal.1),
-                    reason: "the item holds a counter of this key as another type".into(),
-                    journal_key: Some(k.journal.clone()),
-                    item: Some(item.canonical().to_string()),
-                    add: k.add.clone(),
-                }
-                .to_item()
-            })
-            .collect();
-        let n = letters.len();
-        crate::ddb::batch::put_all(&self.ddb, &self.config.journal_table, letters, cost).await?;
-        Ok(n)
+        Ok(kept)
     }
 
     /// `total += truth − counted; d_D := truth; r_D := now`, if the day sums are `counted`.

@@ -41,27 +41,22 @@
 //! * A key journaled under another `journal_spread` is another journal item: counted again,
 //!   as by the roll-up.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use futures::StreamExt;
 
 use super::days::{self, DAY_MS, REPAIR_DAYS};
-use super::entry::{
-    ADD_ATTRIBUTE, AT_ATTRIBUTE, DEAD_PARTITION, ITEM_ATTRIBUTE, JOURNAL_KEY_ATTRIBUTE,
-    JOURNAL_SORT_ATTRIBUTE,
-};
 use super::RollupConfig;
 use crate::config::ConfigError;
 use crate::ddb::number::Number;
-use crate::ddb::{Clock, Cost, Item, ItemKey, StoreError};
+use crate::ddb::{Clock, Cost, ItemKey, StoreError};
 
 /// A repaired day must have ended this long ago: a writer's clock behind and its puts in
 /// flight.
 const ENDED_SLACK_MS: u64 = 3_600_000;
 /// Scan segments read at once.
-const DEFAULT_SEGMENTS: i32 = 4;
+pub(super) const DEFAULT_SEGMENTS: i32 = 4;
 /// Counter items repaired at once.
 const DEFAULT_CONCURRENCY: usize = 16;
 
@@ -147,11 +142,15 @@ pub enum RepairProgress {
     },
 }
 
-/// One journaled key of a repaired day.
+/// The journaled keys of one counter item and day (dead letters excepted), summed by the set
+/// of counter names they add to (a group refused as a whole when the item holds one of its
+/// counters as another type).
 #[derive(Debug, Clone)]
-pub(super) struct Key {
-    pub(super) journal: (String, String),
-    pub(super) add: BTreeMap<String, Number>,
+pub(super) struct ItemDay {
+    pub(super) item: ItemKey,
+    pub(super) day: u64,
+    pub(super) keys: usize,
+    pub(super) groups: BTreeMap<Vec<String>, (usize, BTreeMap<String, Number>)>,
 }
 
 /// The repair of one journal (see the module documentation).
@@ -160,7 +159,7 @@ pub struct Repair {
     pub(super) ddb: Client,
     pub(super) config: RollupConfig,
     pub(super) clock: Clock,
-    segments: i32,
+    pub(super) segments: i32,
 }
 
 impl Repair {
@@ -193,30 +192,19 @@ impl Repair {
             days: (days.first..=days.last).map(days::date).collect(),
             ..RepairReport::default()
         };
-        let (by_item, scanned) = self.scan(days, progress).await?;
+        let dead = self.dead_letters().await?;
+        let (work, scanned) = self.scan(days, &dead, progress).await?;
         report.scanned = scanned;
-        report.keys = by_item.values().map(|(_, keys)| keys.len()).sum();
-        let work: Vec<(ItemKey, u64, Vec<Key>)> = by_item
-            .into_values()
-            .flat_map(|(item, keys)| {
-                let mut per_day: BTreeMap<u64, Vec<Key>> = BTreeMap::new();
-                for (day, key) in keys {
-                    per_day.entry(day).or_default().push(key);
-                }
-                per_day.into_iter().map(move |(d, k)| (item.clone(), d, k))
-            })
-            .collect();
+        report.keys = work.iter().map(|w| w.keys).sum();
         report.item_days = work.len();
         let cost = Cost::default();
         let of = work.len();
         let mut results = futures::stream::iter(work)
-            .map(|(item, day, keys)| {
-                let cost = &cost;
+            .map(|work| {
+                let (cost, dead) = (&cost, &dead);
                 async move {
-                    (
-                        item.canonical().to_string(),
-                        self.recount(&item, day, keys, cost).await,
-                    )
+                    let item = work.item.canonical().to_string();
+                    (item, self.recount(work, dead, cost).await)
                 }
             })
             .buffer_unordered(DEFAULT_CONCURRENCY);
@@ -259,142 +247,4 @@ impl Repair {
         }
         None
     }
-
-    /// Every key of `days` in the journal but the dead letters, by counter item, with its
-    /// day; the items scanned.
-    #[allow(clippy::type_complexity)]
-    async fn scan(
-        &self,
-        days: RepairDays,
-        progress: &(dyn Fn(RepairProgress) + Send + Sync),
-    ) -> Result<(BTreeMap<String, (ItemKey, Vec<(u64, Key)>)>, u64), StoreError> {
-        let table = &self.config.journal_table;
-        let estimate = self
-            .ddb
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .ok()
-            .and_then(|o| o.table.and_then(|t| t.item_count))
-            .and_then(|n| u64::try_from(n).ok());
-        let scanned = std::sync::atomic::AtomicU64::new(0);
-        let segments: Vec<Result<Vec<Item>, StoreError>> = futures::stream::iter(0..self.segments)
-            .map(|segment| self.scan_segment(days, segment, &scanned, estimate, progress))
-            .buffer_unordered(usize::try_from(self.segments).unwrap_or(1))
-            .collect()
-            .await;
-        let mut items = Vec::new();
-        for segment in segments {
-            items.extend(segment?);
-        }
-        let dead: HashSet<(String, String)> = items
-            .iter()
-            .filter(|i| text(i, JOURNAL_KEY_ATTRIBUTE) == Some(DEAD_PARTITION))
-            .filter_map(|i| {
-                Some((
-                    text(i, "journal_pk")?.to_string(),
-                    text(i, "journal_sk")?.to_string(),
-                ))
-            })
-            .collect();
-        let mut by_item: BTreeMap<String, (ItemKey, Vec<(u64, Key)>)> = BTreeMap::new();
-        for item in &items {
-            let Some((key, day, journaled)) = journal_key(item) else {
-                continue;
-            };
-            if dead.contains(&journaled.journal) {
-                continue;
-            }
-            by_item
-                .entry(key.canonical().to_string())
-                .or_insert_with(|| (key, Vec::new()))
-                .1
-                .push((day, journaled));
-        }
-        Ok((by_item, scanned.into_inner()))
-    }
-
-    /// One segment of the scan: the journal items of `days`, and every dead letter.
-    async fn scan_segment(
-        &self,
-        days: RepairDays,
-        segment: i32,
-        scanned: &std::sync::atomic::AtomicU64,
-        estimate: Option<u64>,
-        progress: &(dyn Fn(RepairProgress) + Send + Sync),
-    ) -> Result<Vec<Item>, StoreError> {
-        let mut items = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .ddb
-                .scan()
-                .table_name(&self.config.journal_table)
-                .segment(segment)
-                .total_segments(self.segments)
-                .consistent_read(true)
-                .filter_expression("(#at BETWEEN :lo AND :hi) OR #pk = :dead")
-                .expression_attribute_names("#at", AT_ATTRIBUTE)
-                .expression_attribute_names("#pk", JOURNAL_KEY_ATTRIBUTE)
-                .expression_attribute_values(":lo", number(days.first * DAY_MS))
-                .expression_attribute_values(":hi", number((days.last + 1) * DAY_MS - 1))
-                .expression_attribute_values(":dead", AttributeValue::S(DEAD_PARTITION.into()))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| StoreError::from_sdk("Scan", e))?;
-            let n = u64::try_from(out.scanned_count).unwrap_or(0);
-            let items_so_far = scanned.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
-            progress(RepairProgress::Scanned {
-                items: items_so_far,
-                of: estimate,
-            });
-            items.extend(out.items.unwrap_or_default());
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(items),
-            }
-        }
-    }
-}
-
-fn number(n: u64) -> AttributeValue {
-    AttributeValue::N(n.to_string())
-}
-
-fn text<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
-    match item.get(name) {
-        Some(AttributeValue::S(s)) => Some(s),
-        _ => None,
-    }
-}
-
-/// A journal item's counter item, day and key (`None`: not a journal item of a key).
-fn journal_key(item: &Item) -> Option<(ItemKey, u64, Key)> {
-    let pk = text(item, JOURNAL_KEY_ATTRIBUTE)?;
-    if pk.starts_with(super::entry::RESERVED_PREFIX) {
-        return None;
-    }
-    let sk = text(item, JOURNAL_SORT_ATTRIBUTE)?;
-    let Some(AttributeValue::M(key)) = item.get(ITEM_ATTRIBUTE) else {
-        return None;
-    };
-    let key = ItemKey::from_item(key).ok()?;
-    let Some(AttributeValue::N(at)) = item.get(AT_ATTRIBUTE) else {
-        return None;
-    };
-    let day = days::day_of_ms(at.parse().ok()?);
-    let Some(AttributeValue::M(add)) = item.get(ADD_ATTRIBUTE) else {
-        return None;
-    };
-    let add = add
-        .iter()
-        .map(|(name, v)| match v {
-            AttributeValue::N(n) => Number::parse(n).ok().map(|n| (name.clone(), n)),
-            _ => None,
-        })
-        .collect::<Option<_>>()?;
-    let journal = (pk.to_string(), sk.to_string());
-    Some((key, day, Key { journal, add }))
 }
