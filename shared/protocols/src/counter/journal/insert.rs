@@ -44,6 +44,26 @@ fn statement(table: &str) -> String {
     format!("INSERT INTO \"{table}\" VALUE {{{}}}", fields.join(", "))
 }
 
+/// The journal items a `BatchExecuteStatement` of the journal writer inserts, in order (its
+/// statements' parameters back as items; a statement of any other shape: none). For tools
+/// that mirror or meter the writer's calls (the benchmarks' interceptors).
+pub fn statement_items(statements: &[BatchStatementRequest]) -> Vec<Item> {
+    statements
+        .iter()
+        .filter_map(|s| {
+            let parameters = s.parameters();
+            (s.statement().starts_with("INSERT INTO ") && parameters.len() == ATTRIBUTES.len())
+                .then(|| {
+                    ATTRIBUTES
+                        .iter()
+                        .map(|a| a.to_string())
+                        .zip(parameters.iter().cloned())
+                        .collect()
+                })
+        })
+        .collect()
+}
+
 /// Insert `items` (journal items of distinct keys, at most 25) into `table`: a key already
 /// journaled is left as it is. On failure: the positions of the items not known to be in
 /// the journal, and the error.
@@ -54,8 +74,9 @@ pub(super) async fn insert_items(
     cost: &Cost,
 ) -> Result<(), (Vec<usize>, StoreError)> {
     let sql = statement(table);
-    let mut pending: Vec<(usize, BatchStatementRequest)> = Vec::with_capacity(items.len());
+    let mut pending: Vec<(usize, BatchStatementRequest, f64)> = Vec::with_capacity(items.len());
     for (at, mut item) in items.into_iter().enumerate() {
+        let units = units_of(&item);
         let parameters: Option<Vec<AttributeValue>> =
             ATTRIBUTES.iter().map(|a| item.remove(*a)).collect();
         let request = BatchStatementRequest::builder()
@@ -68,22 +89,22 @@ pub(super) async fn insert_items(
                     StoreError::Inconsistent(format!("statement: {e}")),
                 )
             })?;
-        pending.push((at, request));
+        pending.push((at, request, units));
     }
     let mut delays = RETRY_BACKOFF.delays();
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let requests = pending.iter().map(|(_, r)| r.clone()).collect();
+        let requests = pending.iter().map(|(_, r, u)| (r.clone(), *u)).collect();
         let mut refused = match send(client, requests, cost).await {
             Ok(refused) => refused,
-            Err(err) => return Err((pending.iter().map(|(at, _)| *at).collect(), err)),
+            Err(err) => return Err((pending.iter().map(|(at, _, _)| *at).collect(), err)),
         };
         let (mut again, mut lost, mut failed) = (Vec::new(), Vec::new(), None);
-        for (i, (at, request)) in pending.into_iter().enumerate() {
+        for (i, (at, request, units)) in pending.into_iter().enumerate() {
             match refused.remove(&i) {
                 None => {}
-                Some(err) if err.is_retryable() => again.push((at, request)),
+                Some(err) if err.is_retryable() => again.push((at, request, units)),
                 Some(err) => {
                     lost.push(at);
                     failed.get_or_insert(err);
@@ -91,7 +112,7 @@ pub(super) async fn insert_items(
             }
         }
         if let Some(err) = failed {
-            lost.extend(again.iter().map(|(at, _)| *at));
+            lost.extend(again.iter().map(|(at, _, _)| *at));
             return Err((lost, err));
         }
         pending = again;
@@ -103,22 +124,29 @@ pub(super) async fn insert_items(
                 operation: "BatchExecuteStatement",
                 attempts,
             };
-            return Err((pending.iter().map(|(at, _)| *at).collect(), err));
+            return Err((pending.iter().map(|(at, _, _)| *at).collect(), err));
         };
         tokio::time::sleep(delay).await;
     }
 }
 
-/// One `BatchExecuteStatement`: the statements refused (by position) and why; a key already
-/// journaled is not refused.
+/// The write units of inserting `item` (or of its refused `INSERT`: the same item is there).
+fn units_of(item: &Item) -> f64 {
+    let bytes = crate::ddb::item::item_size(item).div_ceil(1024).max(1);
+    f64::from(u32::try_from(bytes).unwrap_or(u32::MAX))
+}
+
+/// One `BatchExecuteStatement` (each statement with its write units): the statements
+/// refused (by position) and why; a key already journaled is not refused.
 async fn send(
     client: &Client,
-    requests: Vec<BatchStatementRequest>,
+    requests: Vec<(BatchStatementRequest, f64)>,
     cost: &Cost,
 ) -> Result<HashMap<usize, StoreError>, StoreError> {
+    let units_each: Vec<f64> = requests.iter().map(|(_, u)| *u).collect();
     let out = client
         .batch_execute_statement()
-        .set_statements(Some(requests))
+        .set_statements(Some(requests.into_iter().map(|(r, _)| r).collect()))
         .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
@@ -126,25 +154,34 @@ async fn send(
             cost.add_failed();
             StoreError::from_sdk("BatchExecuteStatement", e)
         })?;
-    let mut units: f64 = out
+    // AWS bills an INSERT by the item's size, and a refused one (the key is there) like a
+    // failed conditional put: by the existing item's size, the same. DynamoDB Local reports
+    // no capacity for PartiQL: the units are the items' own.
+    let reported: f64 = out
         .consumed_capacity()
         .iter()
         .filter_map(|c| c.capacity_units)
         .sum();
+    let mut written = 0.0;
+    let mut duplicates = 0.0;
     let mut refused = HashMap::new();
     for (i, response) in out.responses().iter().enumerate() {
+        let units = units_each.get(i).copied().unwrap_or(1.0);
         let Some(error) = response.error() else {
+            written += units;
             continue;
         };
         match error.code() {
-            // AWS bills the refused INSERT like a failed conditional put (DynamoDB Local
-            // reports nothing for it): the existing item's size, at least 1 unit.
-            Some(Code::DuplicateItem) => units += 1.0,
+            Some(Code::DuplicateItem) => duplicates += units,
             code => {
                 refused.insert(i, statement_error(code, error.message()));
             }
         }
     }
+    let units = match out.consumed_capacity().is_empty() {
+        true => written + duplicates,
+        false => reported + duplicates,
+    };
     cost.add(Some(
         &ConsumedCapacity::builder().capacity_units(units).build(),
     ));

@@ -132,5 +132,6 @@ pub use entry::{
     JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, MAX_JOURNAL_BATCH, TTL_ATTRIBUTE,
     WATERMARK_KEEP_SECONDS,
 };
+pub use insert::statement_items;
 pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
 pub use rollup::{Rollup, RollupConfig, RollupGap, RollupReport};

@@ -40,6 +40,12 @@
 //!   one is left as it is).
 //! * A key journaled under another `journal_spread` is another journal item: counted again,
 //!   as by the roll-up.
+//! * A key the roll-up took for a duplicate because an item of the inline layout held it in
+//!   its key buckets (a migration from inline: keys applied inline and delivered again to the
+//!   journal writer within the inline window) is counted by the repair: do not repair the
+//!   day of a migration from inline if the gap covers its first hour.
+//! * A key put by a writer of a version that overwrote journal items (before the first put
+//!   won) may have moved to another day: repair only days after every writer was upgraded.
 
 use std::collections::BTreeMap;
 
