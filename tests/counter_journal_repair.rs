@@ -18,7 +18,7 @@ use crate::counter_journal_shapes::{adding, Harness, HOUR};
 
 const DAY: u64 = 24 * HOUR;
 
-/// The journal item of key `idem` on item `pk`: its `at` and `ttl`.
+/// The journaled keys' items: their `at` and `ttl`.
 async fn journal_times(h: &Harness) -> Vec<(u64, u64)> {
     let items =
         h.c.scan()
@@ -40,6 +40,7 @@ async fn journal_times(h: &Harness) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// A writer without the warm-redelivery cache (a new process).
 fn cold(h: &Harness) -> Counter {
     h.counter()
 }
@@ -49,7 +50,10 @@ async fn a_key_put_again_keeps_its_first_put_time_and_makes_no_stream_record() {
     let h = Harness::new(Shape::shards(1)).await;
     let first_ms = h.now.load(Ordering::SeqCst);
     let record = adding(&cold(&h), "a", "n", 1, "k1");
-    assert_eq!(h.journal(&cold(&h), &[record.clone()]).await, ["journaled"]);
+    assert_eq!(
+        h.journal(&cold(&h), std::slice::from_ref(&record)).await,
+        ["journaled"]
+    );
     let before = h.double.stats().records_ingested;
     // Redelivered two hours later to a cold process (no warm cache): put again.
     h.advance(2 * HOUR);

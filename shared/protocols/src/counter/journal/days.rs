@@ -119,10 +119,11 @@ pub(super) fn event_day(event: &Event) -> Option<u64> {
     }
 }
 
+/// Sums by (day, counter name).
+pub(super) type DaySums = BTreeMap<(u64, String), Number>;
+
 /// Per (day, counter name), the sum of `events`' deltas; the days.
-pub(super) fn day_sums(
-    events: &[Event],
-) -> Result<(BTreeMap<(u64, String), Number>, BTreeSet<u64>), String> {
+pub(super) fn day_sums(events: &[Event]) -> Result<(DaySums, BTreeSet<u64>), String> {
     let mut by_day: BTreeMap<u64, Vec<&BTreeMap<String, Number>>> = BTreeMap::new();
     for event in events {
         if let Some(day) = event_day(event) {
