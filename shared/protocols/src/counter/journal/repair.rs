@@ -36,6 +36,10 @@
 //!   [`super::days::REPAIR_DAYS`] days before today (its sums may be gone): refused.
 //! * A counter item whose update DynamoDB refuses (an item over 400 KB): listed in the report
 //!   (`refused_items`), not repaired; run again once fixed.
+//! * A key the roll-up keeps as a dead letter *while* the repair runs (after its read of the
+//!   dead letters) for another reason than a counter of another type (which the repair
+//!   dead-letters too) is counted by the repair and also listed as a letter: check the
+//!   letters of the repaired days before adding any by hand.
 //! * Stopped at any point: run it again (each item-day is repaired on its own and a repaired
 //!   one is left as it is).
 //! * A key journaled under another `journal_spread` is another journal item: counted again,

@@ -63,8 +63,7 @@ impl Repair {
                     let mut sums = ByItemDay::new();
                     let mut start: Option<Item> = None;
                     loop {
-                        let (items, next) = self.scan_page(days, segment, start.take()).await?;
-                        let n = u64::try_from(items.len()).unwrap_or(0);
+                        let (items, n, next) = self.scan_page(days, segment, start.take()).await?;
                         let so_far = scanned.fetch_add(n, Ordering::Relaxed) + n;
                         progress(RepairProgress::Scanned {
                             items: so_far,
@@ -94,13 +93,14 @@ impl Repair {
         Ok((all.into_values().collect(), scanned.into_inner()))
     }
 
-    /// One page of one segment: the items and where the next page starts.
+    /// One page of one segment: the items of the days, how many were read, and where the
+    /// next page starts.
     async fn scan_page(
         &self,
         days: RepairDays,
         segment: i32,
         start: Option<Item>,
-    ) -> Result<(Vec<Item>, Option<Item>), StoreError> {
+    ) -> Result<(Vec<Item>, u64, Option<Item>), StoreError> {
         let out = self
             .ddb
             .scan()
@@ -117,7 +117,8 @@ impl Repair {
             .await
             .map_err(|e| StoreError::from_sdk("Scan", e))?;
         let next = out.last_evaluated_key.filter(|k| !k.is_empty());
-        Ok((out.items.unwrap_or_default(), next))
+        let read = u64::try_from(out.scanned_count).unwrap_or(0);
+        Ok((out.items.unwrap_or_default(), read, next))
     }
 
     /// The keys of `item` and `day` (not dead) adding to exactly the counters `names`.
