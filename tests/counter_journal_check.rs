@@ -34,7 +34,7 @@ use crate::checker::Seeds;
 use crate::counter_journal::{apply, key};
 use crate::counter_journal_repair::run_repair_days;
 use crate::counter_journal_shapes::{Harness, HOUR};
-use dynamodb_exactly_once::counter::journal::{RepairOutcome, REPAIR_DAYS};
+use dynamodb_exactly_once::counter::journal::{RepairOutcome, RollupReport, REPAIR_DAYS};
 
 const ITEMS: usize = 3;
 const KEYS: usize = 24;
@@ -123,18 +123,20 @@ struct Seen {
 }
 
 impl Seen {
-    /// Note a roll-up started at `started_ms` and its report.
-    fn note(
-        &mut self,
-        started_ms: u64,
-        report: &dynamodb_exactly_once::counter::journal::RollupReport,
-    ) {
-        if report.trimmed > 0 {
-            self.gaps += report.trimmed;
-            self.repair_from_ms.get_or_insert(self.caught_up_ms);
-        }
-        if report.caught_up {
-            self.caught_up_ms = self.caught_up_ms.max(started_ms);
+    /// Note the reports of roll-ups started together at `started_ms`. A gap any of them
+    /// reported may hold records a concurrent one took as read (a gap is reported once), so
+    /// only a step without gaps moves the last caught-up time.
+    fn note(&mut self, started_ms: u64, reports: &[&RollupReport]) {
+        let gaps: usize = reports.iter().map(|r| r.trimmed).sum();
+        self.gaps += gaps;
+        match gaps {
+            0 if reports.iter().any(|r| r.caught_up) => {
+                self.caught_up_ms = self.caught_up_ms.max(started_ms)
+            }
+            0 => {}
+            _ => {
+                self.repair_from_ms.get_or_insert(self.caught_up_ms);
+            }
         }
     }
 }
@@ -224,9 +226,8 @@ async fn roll_up(h: &Harness, rng: &mut StdRng, seen: &mut Seen) {
     let started_ms = h.now.load(Ordering::SeqCst);
     let reports =
         futures::future::join_all(rollups.iter().map(|r| r.run(Duration::from_secs(10)))).await;
-    for report in reports.iter().flatten() {
-        seen.note(started_ms, report);
-    }
+    let reports: Vec<&RollupReport> = reports.iter().flatten().collect();
+    seen.note(started_ms, &reports);
     h.double.set_throttle_percent(0);
 }
 
@@ -248,7 +249,7 @@ async fn settle(h: &Harness, seen: &mut Seen) -> Result<(), String> {
             .run(Duration::from_secs(30))
             .await
             .map_err(|e| e.to_string())?;
-        seen.note(h.now.load(Ordering::SeqCst), &report);
+        seen.note(h.now.load(Ordering::SeqCst), &[&report]);
         trace(&format!("settling: {report:?}"));
         let done = report.caught_up;
         last = Some(report);
