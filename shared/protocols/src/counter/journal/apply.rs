@@ -148,7 +148,7 @@ impl Rollup {
         }
         let now = self.clock.now_secs();
         let mut set = Vec::new();
-        let mut conditions: Vec<String> = Vec::new();
+        let mut conditions = Vec::new();
         let mut moved = BTreeSet::new();
         for (shard, (first, last)) in &spans {
             let Some(name) = names.get(*shard) else {
