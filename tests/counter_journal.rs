@@ -244,7 +244,7 @@ async fn a_lost_response_of_a_roll_up_update_is_not_counted_twice() {
 async fn a_lost_response_of_a_journal_put_is_not_counted_twice() {
     let c = client();
     let (counters, journal) = tables(&c).await;
-    let faults = first_of("BatchWriteItem", Fault::LoseResponse);
+    let faults = first_of("BatchExecuteStatement", Fault::LoseResponse);
     let counter = counter(client_with(Some(faults), 3), &counters, &journal);
     let records = ones(&counter, "a", 3);
     assert_eq!(apply(&counter, &records).await, ["journaled"; 3]);
@@ -285,7 +285,7 @@ async fn concurrent_writers_and_concurrent_roll_ups_count_each_key_once() {
 async fn a_record_result_of_the_journal_is_final_or_delivered_again() {
     let c = client();
     let (counters, journal) = tables(&c).await;
-    let faults = first_of("BatchWriteItem", Fault::Refuse);
+    let faults = first_of("BatchExecuteStatement", Fault::Refuse);
     let counter = counter(client_with(Some(faults), 1), &counters, &journal);
     let records = ones(&counter, "a", 2);
     let indexed = records.iter().cloned().enumerate().collect();
@@ -356,6 +356,8 @@ async fn keys_of_an_inline_item_stay_duplicates_and_its_buckets_go_once_expired(
             o.keys()
                 .filter(|k| k.starts_with("ctr_") && !k.starts_with("ctr_w_"))
                 .filter(|k| *k != "ctr_forgot") // kept 15 days (counter_journal_migrate)
+                // The roll-up's day sums (`ctr_d<yyyymmdd>_<name>`) are journal state.
+                .filter(|k| !k.starts_with("ctr_d2"))
                 .collect()
         })
         .unwrap_or_default();

@@ -15,6 +15,7 @@ mod counter_journal;
 mod counter_journal_check;
 mod counter_journal_migrate;
 mod counter_journal_reenable;
+mod counter_journal_repair;
 mod counter_journal_shapes;
 mod dead_letters;
 mod dead_letters_sqs;

@@ -17,6 +17,10 @@
 //! ops mapping try --function F --event E.json [--mapping TEMPLATE]
 //!                                                  the records an event maps to, or the exact
 //!                                                  error (nothing written)
+//! ops counter repair --from YYYY-MM-DD --to YYYY-MM-DD
+//!                                                  recount those UTC days of the counter
+//!                                                  journal exactly (after a reported gap;
+//!                                                  COUNTER_* settings from env)
 //! ops tx seed TABLE PK=BALANCE ...                 accounts for the transaction demo
 //! ops tx status TXID                               a TX record's state (TX_TABLE from env)
 //! ops tx open [--quiet-seconds S]                  open transactions, oldest first
@@ -25,6 +29,7 @@
 //! Endpoint, region and credentials come from the standard AWS environment
 //! (`AWS_ENDPOINT_URL_DYNAMODB` for DynamoDB Local).
 
+mod counter;
 mod dead_letters;
 mod mapping;
 mod tables;
@@ -79,6 +84,11 @@ enum Command {
         #[command(subcommand)]
         command: mapping::MappingCommand,
     },
+    /// The counter's journal mode: `repair` days the roll-up could not read.
+    Counter {
+        #[command(subcommand)]
+        command: counter::CounterCommand,
+    },
     /// Transaction helpers.
     Tx {
         #[command(subcommand)]
@@ -99,6 +109,7 @@ async fn main() -> ExitCode {
         Command::Show { table } => tables::scan(&table, true).await,
         Command::DeadLetters { action, scope } => dead_letters::run(action, scope).await,
         Command::Mapping { command } => mapping::run(command),
+        Command::Counter { command } => counter::run(command).await,
         Command::Tx { command } => txn::run(command).await,
     };
     match result {
@@ -176,5 +187,27 @@ mod tests {
         let err = args(&wrong).expect_err("misspelled");
         assert!(err.contains("did you mean `idempotencyKey`"), "{err}");
         std::fs::remove_file(&path).ok();
+    }
+
+    /// The runbook's repair command (`docs/operate.md`, `CounterRollupTrimmedAlarm`) is one
+    /// this CLI takes as written (the integration test `counter_journal_repair` runs it).
+    #[test]
+    fn the_runbooks_repair_command_parses_as_written() {
+        let page = include_str!("../../docs/operate.md");
+        let line = page
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("ops counter repair "))
+            .expect("the runbook names the repair command");
+        let args = line
+            .replace("<FIRST_DAY>", "2026-11-25")
+            .replace("<LAST_DAY>", "2026-11-26");
+        let cli = Cli::try_parse_from(args.split_whitespace()).expect("arguments");
+        match cli.command {
+            Command::Counter {
+                command: counter::CounterCommand::Repair { from, to },
+            } => assert_eq!((from.as_str(), to.as_str()), ("2026-11-25", "2026-11-26")),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! Journal records made by the journal writer itself, without DynamoDB Local: a `Counter` whose
-//! client takes the items of every `BatchWriteItem` it is about to send and stops the call
+//! client takes the items of every `BatchExecuteStatement` (or `BatchWriteItem`) it is about to send and stops the call
 //! there (an interceptor error, never sent, never retried). The items are exactly the
 //! writer's (`pk`, `sk`, `k`, `add`, `ttl`, `at`); they become stream records
 //! (`dynamodb.Keys` and `dynamodb.NewImage`, an `INSERT`) for `StreamsDouble::inject`.
@@ -9,9 +9,12 @@ use std::sync::{Arc, Mutex};
 use aws_sdk_dynamodb::config::interceptors::BeforeSerializationInterceptorContextMut;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
+use aws_sdk_dynamodb::operation::batch_execute_statement::BatchExecuteStatementInput;
 use aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemInput;
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamodb_exactly_once::counter::journal::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE};
+use dynamodb_exactly_once::counter::journal::{
+    statement_items, JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE,
+};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::{Clock, ItemKey};
 use dynamodb_exactly_once::{Deadline, Item, Protocol};
@@ -32,15 +35,20 @@ impl Intercept for Capture {
         _rc: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let Some(input) = context.input_mut().downcast_mut::<BatchWriteItemInput>() else {
-            return Ok(());
+        let input = context.input_mut();
+        let items: Vec<Item> = match input.downcast_mut::<BatchExecuteStatementInput>() {
+            Some(i) => statement_items(i.statements()),
+            None => match input.downcast_mut::<BatchWriteItemInput>() {
+                Some(i) => i
+                    .request_items
+                    .iter()
+                    .flat_map(|m| m.values())
+                    .flatten()
+                    .filter_map(|r| r.put_request().map(|p| p.item().clone()))
+                    .collect(),
+                None => return Ok(()),
+            },
         };
-        let items = input
-            .request_items
-            .iter()
-            .flat_map(|m| m.values())
-            .flatten()
-            .filter_map(|r| r.put_request().map(|p| p.item().clone()));
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -12,6 +12,9 @@ use aws_sdk_dynamodb::config::interceptors::{
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
+use aws_sdk_dynamodb::operation::batch_execute_statement::{
+    BatchExecuteStatementInput, BatchExecuteStatementOutput,
+};
 use aws_sdk_dynamodb::operation::batch_write_item::{BatchWriteItemInput, BatchWriteItemOutput};
 use aws_sdk_dynamodb::operation::put_item::{PutItemInput, PutItemOutput};
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemInput, UpdateItemOutput};
@@ -77,6 +80,7 @@ type Outputs<'a> = (
     Option<&'a UpdateItemOutput>,
     Option<&'a PutItemOutput>,
     Option<&'a BatchWriteItemOutput>,
+    Option<&'a BatchExecuteStatementOutput>,
 );
 
 impl Meter {
@@ -91,6 +95,13 @@ impl Meter {
         } else if let Some(o) = output.2 {
             let consumed = o.consumed_capacity();
             self.add(&table_of(consumed.first()), units(consumed));
+        } else if let Some(o) = output.3 {
+            // The journal writer's INSERTs (items under 1 KB): DynamoDB Local reports no
+            // capacity for PartiQL; AWS bills each INSERT 1 unit, and a refused one (a key
+            // journaled already) like a failed conditional put, 1 unit.
+            let responses = o.responses();
+            let table = responses.first().and_then(|r| r.table_name());
+            self.add(table.unwrap_or_default(), responses.len() as f64);
         }
     }
 }
@@ -161,8 +172,18 @@ impl Tap {
         &self,
         batch: Option<&BatchWriteItemInput>,
         put: Option<&PutItemInput>,
+        statements: Option<&BatchExecuteStatementInput>,
     ) -> Option<Puts> {
         let mirror = self.mirror.as_ref()?;
+        if let Some(i) = statements {
+            let table = format!("\"{}\"", mirror.table);
+            let ours = i
+                .statements()
+                .iter()
+                .all(|s| s.statement().contains(&table));
+            let items = dynamodb_exactly_once::counter::journal::statement_items(i.statements());
+            return ours.then_some(Puts(items));
+        }
         if let Some(i) = batch {
             let requests = i.request_items.as_ref()?.get(&mirror.table)?;
             let items = requests
@@ -195,9 +216,15 @@ impl Intercept for Tap {
             i.return_consumed_capacity.get_or_insert(total);
         } else if let Some(i) = input.downcast_mut::<BatchWriteItemInput>() {
             i.return_consumed_capacity.get_or_insert(total);
+        } else if let Some(i) = input.downcast_mut::<BatchExecuteStatementInput>() {
+            i.return_consumed_capacity.get_or_insert(total);
         }
         let input = context.input();
-        let puts = self.puts(input.downcast_ref(), input.downcast_ref());
+        let puts = self.puts(
+            input.downcast_ref(),
+            input.downcast_ref(),
+            input.downcast_ref(),
+        );
         if let Some(puts) = puts {
             cfg.interceptor_state().store_put(puts);
         }
@@ -217,7 +244,12 @@ impl Intercept for Tap {
             output.downcast_ref(),
             output.downcast_ref(),
             output.downcast_ref(),
+            output.downcast_ref(),
         ));
+        // The journal writer's INSERTs: only those DynamoDB did not refuse make a record.
+        let inserted: Option<Vec<bool>> = output
+            .downcast_ref::<BatchExecuteStatementOutput>()
+            .map(|o| o.responses().iter().map(|r| r.error().is_none()).collect());
         let unprocessed = output
             .downcast_ref::<BatchWriteItemOutput>()
             .and_then(|o| o.unprocessed_items.as_ref())
@@ -226,7 +258,18 @@ impl Intercept for Tap {
             if unprocessed {
                 return Err("the mirror does not follow unprocessed items".into());
             }
-            mirror.put(items)?;
+            match &inserted {
+                Some(ok) => {
+                    let made: Vec<Item> = items
+                        .iter()
+                        .zip(ok)
+                        .filter(|(_, ok)| **ok)
+                        .map(|(item, _)| item.clone())
+                        .collect();
+                    mirror.put(&made)?;
+                }
+                None => mirror.put(items)?,
+            }
         }
         Ok(())
     }

@@ -21,6 +21,9 @@ use aws_sdk_dynamodb::config::interceptors::{
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
+use aws_sdk_dynamodb::operation::batch_execute_statement::{
+    BatchExecuteStatementInput, BatchExecuteStatementOutput,
+};
 use aws_sdk_dynamodb::operation::batch_write_item::{BatchWriteItemInput, BatchWriteItemOutput};
 use aws_sdk_dynamodb::operation::put_item::{PutItemError, PutItemInput, PutItemOutput};
 use aws_sdk_dynamodb::operation::update_item::{
@@ -233,6 +236,8 @@ impl Intercept for Meter {
             i.return_consumed_capacity
                 .get_or_insert(ReturnConsumedCapacity::Total);
             batch_target(i)
+        } else if let Some(i) = input.downcast_mut::<BatchExecuteStatementInput>() {
+            statements_target(i)
         } else {
             None
         };
@@ -277,6 +282,18 @@ impl Intercept for Meter {
                         .iter()
                         .map(|c| reported(Some(c)))
                         .sum()
+                } else if output
+                    .downcast_ref::<BatchExecuteStatementOutput>()
+                    .is_some()
+                {
+                    // The journal writer's INSERTs: DynamoDB Local reports no capacity for
+                    // PartiQL; AWS bills each by its item (a refused one, a key journaled
+                    // already, like a failed conditional put: the same item's size).
+                    let items = target.map(|t| t.items.as_slice()).unwrap_or_default();
+                    items
+                        .iter()
+                        .map(|(_, item)| units_of(item_size(item)))
+                        .sum()
                 } else {
                     return Ok(());
                 };
@@ -317,6 +334,20 @@ fn put_key(item: &Item) -> Item {
         .iter()
         .filter_map(|name| item.get(*name).map(|v| (name.to_string(), v.clone())))
         .collect::<HashMap<_, _>>()
+}
+
+fn statements_target(input: &BatchExecuteStatementInput) -> Option<Target> {
+    let statement = input.statements().first()?.statement();
+    let table = statement.split('"').nth(1)?.to_string();
+    let items = dynamodb_exactly_once::counter::journal::statement_items(input.statements())
+        .into_iter()
+        .map(|item| (key_text(&put_key(&item)), item))
+        .collect();
+    Some(Target {
+        table,
+        items,
+        whole: true,
+    })
 }
 
 fn batch_target(input: &BatchWriteItemInput) -> Option<Target> {

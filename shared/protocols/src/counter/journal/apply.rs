@@ -69,6 +69,7 @@ impl Rollup {
             {
                 Cond::Done(new) => {
                     self.learn_watermarks(key, new.as_ref());
+                    self.learn_stale_days(key, new.as_ref());
                     let counted = events.iter().filter(|e| !e.add.is_empty()).count();
                     return Ok(ItemApplied {
                         applied: counted,
@@ -80,6 +81,7 @@ impl Rollup {
                 Cond::Failed { old: None } => inline = None, // deleted meanwhile
                 Cond::Failed { old: Some(old) } => {
                     too_old.extend(self.forgotten_events(&old, &mut events));
+                    self.drop_repaired(&old, &mut events);
                     inline = self.reread(&old, &mut events, names);
                 }
             }
@@ -181,17 +183,18 @@ impl Rollup {
             set.push(format!("{w} = {mark}"));
             conditions.push(format!("(attribute_not_exists({w}) OR {w} < {below})"));
         }
-        let add: Vec<String> = sums
+        let mut add: Vec<String> = sums
             .into_iter()
             .map(|(name, sum)| {
                 let n = p.name(name);
                 format!("{n} {}", p.value(AttributeValue::N(sum.canonical())))
             })
             .collect();
+        let added = self.add_day_sums(&mut p, events, &mut add, &mut conditions)?;
         let mut remove: Vec<String> = self
             .prunable(key)
             .into_iter()
-            .filter(|name| !moved.contains(name))
+            .filter(|name| !moved.contains(name) && !added.contains(name))
             .map(|name| p.name(name))
             .collect();
         self.pin_inline(&mut p, inline, &mut set, &mut conditions, &mut remove);
@@ -271,6 +274,68 @@ impl Rollup {
             false => {
                 let layout = p.value(AttributeValue::S(encode(&inline.kept)));
                 set.push(format!("{lay} = {layout}"));
+            }
+        }
+    }
+}
+
+/// The day sums ([`super::days`]): each update adds its keys' deltas to their day's sums too,
+/// on the condition that none of those days is marked repaired; a refused update drops the
+/// keys of the repaired days (the repair counted them) and keeps them for their watermarks.
+impl Rollup {
+    /// Add `events`' day sums to `add`, and a condition per day that it is not repaired; the
+    /// attributes added to.
+    fn add_day_sums(
+        &self,
+        p: &mut Placeholders,
+        events: &[Event],
+        add: &mut Vec<String>,
+        conditions: &mut Vec<String>,
+    ) -> Result<BTreeSet<String>, StoreError> {
+        let prefix = &self.config.counter.attribute_prefix;
+        let (sums, days) = super::days::day_sums(events).map_err(StoreError::Inconsistent)?;
+        let mut added = BTreeSet::new();
+        for ((day, name), sum) in sums {
+            let attribute = super::days::sum_name(prefix, day, &name);
+            added.insert(attribute.clone());
+            let n = p.name(attribute);
+            add.push(format!(
+                "{n} {}",
+                p.value(AttributeValue::N(sum.canonical()))
+            ));
+        }
+        for day in days {
+            let mark = p.name(super::days::mark_name(prefix, day));
+            conditions.push(format!("attribute_not_exists({mark})"));
+        }
+        Ok(added)
+    }
+
+    /// After a refused update: the keys of the days `old` marks repaired add nothing.
+    fn drop_repaired(&self, old: &Item, events: &mut [Event]) {
+        let prefix = &self.config.counter.attribute_prefix;
+        for event in events.iter_mut() {
+            if super::days::event_day(event).is_some_and(|d| super::days::repaired(prefix, old, d))
+            {
+                event.add.clear();
+            }
+        }
+    }
+
+    /// Remember `item`'s day attributes past [`super::days::KEEP_DAYS`]: its next update
+    /// removes them (with the watermarks it may remove).
+    fn learn_stale_days(&self, key: &ItemKey, item: Option<&Item>) {
+        let Some(item) = item else { return };
+        let today = super::days::day_of_ms(self.clock.now_ms());
+        let stale = super::days::stale(&self.config.counter.attribute_prefix, item, today);
+        if stale.is_empty() {
+            return;
+        }
+        let mut cache = self.prune.lock().unwrap_or_else(|p| p.into_inner());
+        match cache.get_mut(key.canonical()) {
+            Some(names) => names.extend(stale),
+            None => {
+                cache.put(key.canonical().to_string(), stale);
             }
         }
     }

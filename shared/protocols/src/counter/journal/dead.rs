@@ -60,7 +60,7 @@ impl RollupDeadLetter {
         }
     }
 
-    fn to_item(&self) -> Item {
+    pub(super) fn to_item(&self) -> Item {
         let s = |v: &str| AttributeValue::S(v.to_string());
         let mut item = HashMap::from([
             (JOURNAL_KEY_ATTRIBUTE.to_string(), s(DEAD_PARTITION)),

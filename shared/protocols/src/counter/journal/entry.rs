@@ -22,9 +22,9 @@ pub const JOURNAL_KEY_ATTRIBUTE: &str = "pk";
 pub const JOURNAL_SORT_ATTRIBUTE: &str = "sk";
 /// The journal items' TTL attribute (N, epoch seconds): the table's TTL must be on it.
 pub const TTL_ATTRIBUTE: &str = "ttl";
-/// A journal item is kept at least this long after its last put, whatever the window: a
-/// writer with a shorter window putting a key again does not shorten the key's life below
-/// the default window of the others (the TTL is the last put's).
+/// A journal item is kept at least this long after its first put, whatever the window of the
+/// writer that put it first (the TTL is the first put's: a put again leaves the item as it
+/// is), so that every writer at the default window or below finds it.
 pub const MIN_RETENTION: std::time::Duration = crate::counter::config::DEFAULT_JOURNAL_WINDOW;
 /// A journal item is kept this much longer than the window: a writer whose clock is up to an
 /// hour behind still keeps its keys for the whole window.
@@ -40,7 +40,7 @@ pub const WATERMARK_KEEP_SECONDS: u64 = 2 * 86_400;
 pub(super) const ITEM_ATTRIBUTE: &str = "k";
 /// Counter name → delta (M of N).
 pub(super) const ADD_ATTRIBUTE: &str = "add";
-/// Epoch milliseconds of the put (N): in an `INSERT`'s image, the key's first put.
+/// Epoch milliseconds of the key's first put (N): a put again leaves it (and the TTL) as it is.
 pub(super) const AT_ATTRIBUTE: &str = "at";
 /// Epoch seconds when the record's source received it (N), when known: the roll-up refuses a
 /// key that arrived before its counter item forgot inline keys (see `migrate`).

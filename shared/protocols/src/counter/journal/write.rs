@@ -1,4 +1,5 @@
-//! Journaling a batch: one unconditional put per distinct key, in `BatchWriteItem`s of 25.
+//! Journaling a batch: one `INSERT` per distinct key (the first put wins), in
+//! `BatchExecuteStatement`s of 25.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,7 +11,6 @@ use super::entry::{
 };
 use crate::batch::{Applied, Deadline, RecordFailure, RecordResult};
 use crate::counter::{Counter, CounterOutcome, CounterRecord};
-use crate::ddb::batch::put_items;
 use crate::ddb::{Cost, StoreError};
 
 /// A distinct key of the batch: its record, and the later records of the same key.
@@ -37,8 +37,8 @@ impl Counter {
         let puts = distinct(records, self.config.journal_spread);
         let cost = Cost::default();
         let now_ms = self.clock.now_ms();
-        // The last put of a key sets its TTL: never less than the default window, so that a
-        // writer with a shorter window putting a key again does not shorten its life.
+        // The first put of a key sets its TTL (a put again leaves the item as it is): never
+        // less than the default window, whatever this writer's.
         let keep = self.config.window.max(MIN_RETENTION).as_secs();
         let ttl = now_ms / 1000 + keep + TTL_SLACK_SECONDS;
         let chunks: Vec<Vec<Put>> = chunked(puts);
@@ -79,7 +79,7 @@ impl Counter {
                 });
             }
         };
-        match put_items(&self.client, table, items, cost).await {
+        match super::insert::insert_items(&self.client, table, items, cost).await {
             Ok(()) => settle(chunk, |_| RecordResult::Done(CounterOutcome::Journaled)),
             Err((pending, err)) => {
                 let err = Arc::new(err);
