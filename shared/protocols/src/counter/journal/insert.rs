@@ -14,8 +14,8 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 
 use super::entry::{
-    ADD_ATTRIBUTE, AT_ATTRIBUTE, ITEM_ATTRIBUTE, JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE,
-    TTL_ATTRIBUTE,
+    ADD_ATTRIBUTE, ARRIVED_ATTRIBUTE, AT_ATTRIBUTE, ITEM_ATTRIBUTE, JOURNAL_KEY_ATTRIBUTE,
+    JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE,
 };
 use crate::ddb::error::ErrorClass;
 use crate::ddb::retry::Backoff;
@@ -28,7 +28,8 @@ const RETRY_BACKOFF: Backoff = Backoff::new(
     8,
 );
 
-/// The attributes of a journal item, in the order the statement's parameters take them.
+/// The attributes of every journal item, in the order the statement's parameters take them,
+/// then those an item has only sometimes (the record's arrival, when its source gave one).
 const ATTRIBUTES: [&str; 6] = [
     JOURNAL_KEY_ATTRIBUTE,
     JOURNAL_SORT_ATTRIBUTE,
@@ -37,11 +38,23 @@ const ATTRIBUTES: [&str; 6] = [
     TTL_ATTRIBUTE,
     AT_ATTRIBUTE,
 ];
+const OPTIONAL_ATTRIBUTES: [&str; 1] = [ARRIVED_ATTRIBUTE];
 
-/// `INSERT INTO "<table>" VALUE {'pk': ?, ...}` (table names hold no quote).
-fn statement(table: &str) -> String {
-    let fields: Vec<String> = ATTRIBUTES.iter().map(|a| format!("'{a}': ?")).collect();
+/// `INSERT INTO "<table>" VALUE {'pk': ?, ...}` for the attributes `names` (table names hold
+/// no quote; the names are the protocol's own).
+fn statement(table: &str, names: &[&str]) -> String {
+    let fields: Vec<String> = names.iter().map(|a| format!("'{a}': ?")).collect();
     format!("INSERT INTO \"{table}\" VALUE {{{}}}", fields.join(", "))
+}
+
+/// The attribute names of a statement `statement` made, in its order.
+fn statement_names(statement: &str) -> Vec<String> {
+    statement
+        .split("'")
+        .collect::<Vec<_>>()
+        .chunks(2)
+        .filter_map(|pair| pair.get(1).map(|name| name.to_string()))
+        .collect()
 }
 
 /// The journal items a `BatchExecuteStatement` of the journal writer inserts, in order (its
@@ -52,14 +65,9 @@ pub fn statement_items(statements: &[BatchStatementRequest]) -> Vec<Item> {
         .iter()
         .filter_map(|s| {
             let parameters = s.parameters();
-            (s.statement().starts_with("INSERT INTO ") && parameters.len() == ATTRIBUTES.len())
-                .then(|| {
-                    ATTRIBUTES
-                        .iter()
-                        .map(|a| a.to_string())
-                        .zip(parameters.iter().cloned())
-                        .collect()
-                })
+            let names = statement_names(s.statement());
+            (s.statement().starts_with("INSERT INTO ") && parameters.len() == names.len())
+                .then(|| names.into_iter().zip(parameters.iter().cloned()).collect())
         })
         .collect()
 }
@@ -73,14 +81,21 @@ pub(super) async fn insert_items(
     items: Vec<Item>,
     cost: &Cost,
 ) -> Result<(), (Vec<usize>, StoreError)> {
-    let sql = statement(table);
     let mut pending: Vec<(usize, BatchStatementRequest, f64)> = Vec::with_capacity(items.len());
     for (at, mut item) in items.into_iter().enumerate() {
         let units = units_of(&item);
+        let names: Vec<&str> = ATTRIBUTES
+            .into_iter()
+            .chain(
+                OPTIONAL_ATTRIBUTES
+                    .into_iter()
+                    .filter(|a| item.contains_key(*a)),
+            )
+            .collect();
         let parameters: Option<Vec<AttributeValue>> =
-            ATTRIBUTES.iter().map(|a| item.remove(*a)).collect();
+            names.iter().map(|a| item.remove(*a)).collect();
         let request = BatchStatementRequest::builder()
-            .statement(&sql)
+            .statement(statement(table, &names))
             .set_parameters(parameters)
             .build()
             .map_err(|e| {
@@ -207,5 +222,37 @@ fn statement_error(code: Option<&Code>, message: Option<&str>) -> StoreError {
         code: code.map_or("Unknown", Code::as_str).to_string(),
         message: crate::text::bounded(message.unwrap_or_default(), 300),
         source: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_statement_names_its_attributes_and_an_item_comes_back_from_its_parameters() {
+        let names = [
+            JOURNAL_KEY_ATTRIBUTE,
+            JOURNAL_SORT_ATTRIBUTE,
+            ARRIVED_ATTRIBUTE,
+        ];
+        let sql = statement("Journal", &names);
+        assert_eq!(
+            sql,
+            r#"INSERT INTO "Journal" VALUE {'pk': ?, 'sk': ?, 'arr': ?}"#
+        );
+        assert_eq!(statement_names(&sql), names);
+        let request = BatchStatementRequest::builder()
+            .statement(sql)
+            .set_parameters(Some(vec![
+                AttributeValue::S("p".into()),
+                AttributeValue::S("s".into()),
+                AttributeValue::N("7".into()),
+            ]))
+            .build()
+            .expect("statement");
+        let items = statement_items(&[request]);
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].get("arr"), Some(&AttributeValue::N("7".into())));
     }
 }
