@@ -58,14 +58,15 @@ pub(crate) fn writer_on(
     if let Some(clock) = clock {
         protocol = protocol.with_clock(Clock::from_fn(move || clock.load(Ordering::SeqCst) * 1000));
     }
-    Writer {
-        function: "counter-writer".into(),
-        protocol,
-        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::builder("counter-writer", protocol)
+        .dead_letters(DeadLetters::new(
+            client,
+            &tables["DeadLetterTable"],
+            "counter-writer",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 async fn counter_writer(client: Client) -> (Writer<Counter>, BTreeMap<String, String>) {
@@ -371,7 +372,7 @@ async fn a_lost_response_retried_by_the_sdk_is_recognised_as_its_own_write() {
         None,
     );
     let r = w
-        .protocol
+        .protocol()
         .parse_record(
             record("a", "d", "k", json!({"n": 2}))
                 .to_string()
@@ -379,7 +380,7 @@ async fn a_lost_response_retried_by_the_sdk_is_recognised_as_its_own_write() {
         )
         .expect("valid");
 
-    let outcome = w.protocol.add(&r).await.expect("add");
+    let outcome = w.protocol().add(&r).await.expect("add");
 
     assert_eq!(lose_first.injected(), 1);
     assert_eq!(
@@ -418,7 +419,7 @@ async fn a_batch_is_coalesced_into_one_write_per_item_and_chunk() {
             .or_default()
             .insert(b["idempotencyKey"].to_string());
     }
-    let max_keys = w.protocol.config().max_keys_per_write();
+    let max_keys = w.protocol().config().max_keys_per_write();
     let expected_calls: usize = distinct.values().map(|k| k.len().div_ceil(max_keys)).sum();
     assert_eq!(
         calls, expected_calls,
@@ -614,7 +615,12 @@ async fn an_item_about_to_overflow_keeps_its_deltas_as_dead_letters() {
     assert!(report.response.failed_ids().is_empty());
     let labels: Vec<&str> = report.results.iter().map(|r| r.label()).collect();
     assert_eq!(labels, ["invalid", "invalid", "applied"]);
-    let letters = w.dead_letters.list().await.expect("dead letters");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 2);
     assert!(letters.iter().all(|l| l.reason.code == "item_full"));
 

@@ -44,12 +44,18 @@ fn history_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<R
         c.history_table = Some(tables["RatchetHistoryTable"].clone());
         c
     };
-    Writer::new(
+    Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        client,
+        &tables["DeadLetterTable"],
+        "ratchet-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 /// Every history row, keyed by `ItemKey|RecordVersion`.
@@ -387,7 +393,7 @@ proptest! {
                 start = end;
             }
 
-            let (model, winners) = model(case, &records, &w.protocol);
+            let (model, winners) = model(case, &records, &w.protocol());
             let prefix = format!("{{\"PK\":\"hcase{case}\",");
             let history: BTreeMap<String, Value> = history_rows(&client, &tables["RatchetHistoryTable"]).await
                 .into_iter()

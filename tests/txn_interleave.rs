@@ -305,7 +305,12 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
     let report = writer.handle_batch(&arrived(120), Deadline::none()).await;
     // then it is kept as a too_old dead letter, and the transfer stays applied once.
     assert_eq!(report.summary.count("committed"), 0, "{:?}", report.summary);
-    let letters = writer.dead_letters.list().await.expect("dead letters");
+    let letters = writer
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, "too_old");
     let now = items(&base, &table).await;

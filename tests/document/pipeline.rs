@@ -62,7 +62,12 @@ async fn bad_paths_and_reserved_attributes_are_rejected_and_kept_as_dead_letters
 
 /// The reason codes of the writer's dead letters, sorted.
 async fn dead_letter_codes(w: &Writer<Document>) -> Vec<String> {
-    let letters = w.dead_letters.list().await.expect("dead letters");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     let mut codes: Vec<String> = letters.iter().map(|l| l.reason.code.to_string()).collect();
     codes.sort();
     codes
@@ -79,10 +84,18 @@ async fn a_transient_failure_holds_back_the_items_later_records_until_redelivery
         c.concurrency = 1;
         c
     };
-    let w = Writer {
-        protocol: Document::try_new(faulty.clone(), config).expect("valid configuration"),
-        ..writer_on(faulty, &tables)
-    };
+    let w = Writer::builder(
+        "document-writer",
+        Document::try_new(faulty.clone(), config).expect("valid configuration"),
+    )
+    .dead_letters(DeadLetters::new(
+        faulty,
+        &tables["DeadLetterTable"],
+        "document-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer");
     let append = |pk: &str, v: &str| rec("list_append", pk, json!({"path": "l", "values": [v]}));
     let batch = sqs_batch(
         &[

@@ -35,7 +35,12 @@ async fn coordinator_handler_on_the_fixtures() {
         "the overdraft rolled back"
     );
     assert_eq!(run("tx-malformed.json").await, no_failures);
-    let letters = writer.dead_letters.list().await.expect("dead letters");
+    let letters = writer
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, "bad_json");
     // Redelivery of the transfer: idempotent.

@@ -16,7 +16,8 @@
 //! * [`processor`]: your own `async fn(Record<T>) -> Result<(), RecordError>` behind the same
 //!   pipeline (typed bodies, partial batch responses, ordering, deadline, dead letters), a
 //!   `tower::Service` built by `Processor::builder`.
-//! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`.
+//! * [`writer`]: a protocol plus its dead-letter sink behind one handler, built by
+//!   `Writer::builder`; `writer_from_env` (the sink from `<PREFIX>_DEAD_LETTER_SINK`).
 //! * [`event_time`]: the producer's event time (from the body) as a record's age.
 //! * [`replay`]: dead letters through a writer again, in source order, one deployment at a
 //!   time, never applied twice.
@@ -65,7 +66,7 @@ pub use run::{
     run_rollup, run_sweeper, run_writer, sweeper_from_env, RollupFunction, SweeperFunction,
 };
 pub use source::{Batch, BatchResponse};
-pub use writer::{writer_from_env, Writer};
+pub use writer::{writer_from_env, Writer, WriterBuilder};
 
 /// The Rust snippets of `docs/processor.md`, compiled as doctests (the SQS sink's needs the
 /// `sqs` feature).

@@ -211,7 +211,7 @@ where
 {
     crate::telemetry::init();
     let client = crate::client::client_from_env().await?;
-    let writer: Writer<P> = writer_from_env(client, spec)?;
+    let writer: Writer<P> = writer_from_env(client, spec).await?;
     lambda_runtime::run(writer).await
 }
 

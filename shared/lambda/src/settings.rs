@@ -4,8 +4,9 @@
 //! its [`FromSettings::NAMES`] (`RATCHET_TOMBSTONE_TTL_SECONDS` is the ratchet's
 //! `tombstone_ttl_seconds`), then validated by the protocol ([`Configured::try_new`]). This
 //! module knows no protocol: a new one only implements those two traits. A writer function
-//! also reads `<PREFIX>_DEAD_LETTER_TABLE` (required), `<PREFIX>_DEADLINE_MARGIN_MS`,
-//! `<PREFIX>_DEPLOYMENT` and `<PREFIX>_EVENT_TIME_POINTER` (see
+//! also reads `<PREFIX>_DEAD_LETTER_SINK` (`table`, with `<PREFIX>_DEAD_LETTER_TABLE`; `sqs`,
+//! with `<PREFIX>_DEAD_LETTER_QUEUE_URL`; `report`), `<PREFIX>_DEADLINE_MARGIN_MS`,
+//! `<PREFIX>_DEPLOYMENT`, `<PREFIX>_EVENT_TIME_POINTER` and `<PREFIX>_RECORD_MAPPING` (see
 //! [`crate::writer::writer_from_env`]). Distinct prefixes matter locally: `cargo lambda watch`
 //! gives every function the same environment.
 
