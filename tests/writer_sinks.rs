@@ -62,7 +62,11 @@ async fn a_writer_with_the_sqs_sink_acknowledges_a_bad_record_once_sqs_took_its_
     assert!(report.response.failed_ids().is_empty(), "{report:?}");
     assert!(matches!(report.results[0], RecordResult::Done(_)));
     assert!(matches!(report.results[1], RecordResult::Rejected(_)));
-    assert_eq!(report.summary.outcomes.get("invalid"), Some(&1), "{report:?}");
+    assert_eq!(
+        report.summary.outcomes.get("invalid"),
+        Some(&1),
+        "{report:?}"
+    );
     let requests = sqs.requests();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].body["QueueUrl"], url.as_str());

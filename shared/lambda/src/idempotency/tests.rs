@@ -23,10 +23,10 @@ async fn count(
     key: &str,
     payload: serde_json::Value,
 ) -> Result<Run<u32>, IdempotencyError<String>> {
-    idem.run("op", key, &payload, None, || async {
-        Ok::<u32, String>(calls.fetch_add(1, Ordering::SeqCst) as u32 + 10)
-    })
-    .await
+    idem.call("op", key)
+        .payload(&payload)
+        .run(|| async { Ok::<u32, String>(calls.fetch_add(1, Ordering::SeqCst) as u32 + 10) })
+        .await
 }
 
 #[tokio::test]
@@ -72,9 +72,9 @@ async fn another_payload_under_a_key_is_refused_not_replayed() {
 async fn a_failed_run_releases_its_key_and_an_in_progress_one_holds_it() {
     let idem = layer(0);
     let failed = idem
-        .run("op", "k", &1, None, || async {
-            Err::<u32, _>("down".to_string())
-        })
+        .call("op", "k")
+        .payload(&1)
+        .run(|| async { Err::<u32, _>("down".to_string()) })
         .await;
     assert!(matches!(failed, Err(IdempotencyError::Handler(ref e)) if e == "down"));
     assert!(idem.persistence().get("fn#op#k").is_none());
@@ -101,10 +101,13 @@ async fn a_claim_past_its_deadline_is_taken_over() {
     // A run whose deadline passed while its function hung (the future is dropped).
     let hung = tokio::time::timeout(
         Duration::from_millis(20),
-        idem.run("op", "k", &1, Some(epoch_millis() + 50), || async {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            Ok::<u32, String>(0)
-        }),
+        idem.call("op", "k")
+            .payload(&1)
+            .deadline_ms(epoch_millis() + 50)
+            .run(|| async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok::<u32, String>(0)
+            }),
     )
     .await;
     assert!(hung.is_err(), "cut off");
