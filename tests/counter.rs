@@ -463,22 +463,24 @@ async fn a_duplicate_inside_the_window_is_rejected_and_past_the_window_is_forgot
     }
     // ... even when other keys roll the item over into a newer bucket meanwhile.
     clock.store(1_000_150, Ordering::SeqCst);
-    w.handle_batch(
-        &sqs_batch(&[record("a", "d", "other", json!({"n": 10}))], 5),
-        Deadline::none(),
-    )
-    .await;
+    let _ = w
+        .handle_batch(
+            &sqs_batch(&[record("a", "d", "other", json!({"n": 10}))], 5),
+            Deadline::none(),
+        )
+        .await;
     assert_eq!(apply(1_000_198).await.summary.count("duplicate"), 1);
 
     // Past the window, once a write has moved the item two buckets on (removing the key's
     // bucket), it counts again: the documented limit, which is why the sources never deliver
     // records older than the window.
     clock.store(1_000_200, Ordering::SeqCst);
-    w.handle_batch(
-        &sqs_batch(&[record("a", "d", "rolls-over", json!({"n": 100}))], 6),
-        Deadline::none(),
-    )
-    .await;
+    let _ = w
+        .handle_batch(
+            &sqs_batch(&[record("a", "d", "rolls-over", json!({"n": 100}))], 6),
+            Deadline::none(),
+        )
+        .await;
     let item = raw_item(&client, &tables["CounterTable"], &item_key("a", "d")).await;
     assert!(
         !item.contains_key("ctr_keys_1000000_1000200"),
@@ -547,7 +549,7 @@ async fn a_writer_whose_clock_is_behind_sees_the_newer_keys_and_writes_its_own_b
     let w_ahead = writer_on(client.clone(), &tables, window, Some(ahead));
     let w_behind = writer_on(client.clone(), &tables, window, Some(behind));
 
-    w_ahead
+    let _ = w_ahead
         .handle_batch(
             &sqs_batch(&[record("a", "d", "k1", json!({"n": 1}))], 0),
             Deadline::none(),

@@ -210,7 +210,7 @@ async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
     let again: Vec<Value> = bodies[1..].to_vec();
     let healthy = document(direct.clone());
     let event = sqs_event(&again);
-    healthy.handle(invocation(event)).await.expect("handled");
+    let _ = healthy.handle(invocation(event)).await.expect("handled");
     let items = scan(&direct, &tables["DocumentTable"]).await;
     assert_eq!(items["a|d"]["l"], json!(["a"]));
     assert_eq!(items["c|d"]["l"], json!(["c"]));

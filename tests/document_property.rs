@@ -389,7 +389,7 @@ async fn pipeline_case(
         };
     }
     faults.lock().map_err(|e| e.to_string())?.on = false;
-    check(&writer.protocol(), &pks, &models).await
+    check(writer.protocol(), &pks, &models).await
 }
 
 #[tokio::test]

@@ -225,7 +225,7 @@ async fn a_failed_user_record_reports_its_aggregate_once() {
     let (plain, plain_tables) = ratchet_writer(setup.clone()).await;
     let unaggregated =
         Batch::from_event(fixture("ratchet-kinesis-unaggregated.json")).expect("kinesis");
-    plain.handle_batch(&unaggregated, Deadline::none()).await;
+    let _ = plain.handle_batch(&unaggregated, Deadline::none()).await;
     assert_eq!(
         ratchet_table(&setup, &tables["RatchetTable"]).await,
         ratchet_table(&setup, &plain_tables["RatchetTable"]).await

@@ -393,7 +393,7 @@ proptest! {
                 start = end;
             }
 
-            let (model, winners) = model(case, &records, &w.protocol());
+            let (model, winners) = model(case, &records, w.protocol());
             let prefix = format!("{{\"PK\":\"hcase{case}\",");
             let history: BTreeMap<String, Value> = history_rows(&client, &tables["RatchetHistoryTable"]).await
                 .into_iter()

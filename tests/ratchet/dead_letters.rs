@@ -31,7 +31,7 @@ async fn each_malformed_kind_is_rejected_with_its_reason_and_kept() {
         );
 
         // Redelivery overwrites the same dead letters instead of piling up copies.
-        w.handle_batch(&batch, Deadline::none()).await;
+        let _ = w.handle_batch(&batch, Deadline::none()).await;
         assert_eq!(
             w.dead_letter_table()
                 .expect("a dead-letter table")
@@ -65,7 +65,7 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
         &[put("u", "a", 1, json!({"Version": 3})), json!("garbage")],
         0,
     );
-    misconfigured.handle_batch(&batch, Deadline::none()).await;
+    let _ = misconfigured.handle_batch(&batch, Deadline::none()).await;
     assert_eq!(
         misconfigured
             .dead_letter_table()

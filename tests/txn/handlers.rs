@@ -60,10 +60,7 @@ async fn sweeper_handler_on_the_schedule_fixture() {
     let _ = dying.run(&message(&dying, &body), Deadline::none()).await;
     let sweeper = env.sweeper(client(), 0, 3600);
     let event = LambdaEvent::new(fixture("tx-sweeper-schedule.json"), Context::default());
-    let function = dynamodb_exactly_once_lambda::SweeperFunction {
-        function: "tx-sweeper".into(),
-        sweeper,
-    };
+    let function = dynamodb_exactly_once_lambda::SweeperFunction::new("tx-sweeper", sweeper);
     let summary = function.handle(event).await.expect("sweep");
     assert_eq!(summary.rolled_back, 1);
     let json = serde_json::to_value(&summary).expect("json");

@@ -73,6 +73,7 @@ impl ReplayScope {
 /// What a dead-letter replay did.
 #[non_exhaustive]
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[must_use = "letters still rejected, conflicted or not removed are not errors; report them"]
 pub struct ReplayReport {
     /// Dead letters whose records now succeeded; they were removed.
     pub replayed: Vec<String>,

@@ -16,18 +16,13 @@ use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::config::{Configured, FromSettings, Settings};
 use dynamodb_exactly_once::ConfigError;
 
-/// A variable that must be set and non-empty.
-pub fn env_required(name: &str) -> Result<String, ConfigError> {
-    env_opt(name).ok_or_else(|| ConfigError::new(name, "is required"))
-}
-
 /// A variable that may be absent (empty counts as absent).
-pub fn env_opt(name: &str) -> Option<String> {
+pub(crate) fn env_opt(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 /// An optional variable parsed as `T`.
-pub fn env_parse<T: FromStr>(name: &str) -> Result<Option<T>, ConfigError>
+pub(crate) fn env_parse<T: FromStr>(name: &str) -> Result<Option<T>, ConfigError>
 where
     T::Err: std::fmt::Display,
 {
@@ -43,6 +38,7 @@ where
 /// A function's identity: its name (dead letters, logs, metrics) and the prefix of its
 /// variables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FunctionSpec {
     /// The function's name, e.g. `ratchet-writer`.
     pub name: &'static str,
@@ -51,6 +47,11 @@ pub struct FunctionSpec {
 }
 
 impl FunctionSpec {
+    /// A function named `name` (dead letters, logs, metrics) reading `<env_prefix>_*`.
+    pub const fn new(name: &'static str, env_prefix: &'static str) -> Self {
+        FunctionSpec { name, env_prefix }
+    }
+
     /// `<PREFIX>_<SETTING>` in upper case.
     pub fn var(&self, setting: &str) -> String {
         format!("{}_{}", self.env_prefix, setting.to_ascii_uppercase())

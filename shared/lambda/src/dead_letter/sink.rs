@@ -33,6 +33,7 @@ use crate::source::SourceRecord;
 /// What a sink did with a rejected record.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
 pub enum Disposal {
     /// Kept durably: the record is acknowledged.
     Kept,

@@ -28,7 +28,8 @@ async fn two_call_sites_with_one_key_each_run_once() {
     let (charged, emailed) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let order = json!({"orderId": "o-1"});
     for _ in 0..2 {
-        idem.call("charge", "o-1")
+        let _ = idem
+            .call("charge", "o-1")
             .payload(&order)
             .run(|| async {
                 charged.fetch_add(1, Ordering::SeqCst);
@@ -36,7 +37,8 @@ async fn two_call_sites_with_one_key_each_run_once() {
             })
             .await
             .expect("charge");
-        idem.call("email", "o-1")
+        let _ = idem
+            .call("email", "o-1")
             .payload(&order)
             .run(|| async {
                 emailed.fetch_add(1, Ordering::SeqCst);
@@ -104,7 +106,8 @@ async fn expires_after_shorter_than_the_deadline_never_frees_a_key_in_progress()
     assert!(matches!(found, Claim::Existing(_)), "{found:?}");
     // A result is kept expires_after from its completion, not from its claim.
     let slow = layer(0, Duration::from_secs(1));
-    slow.call("op", "k")
+    let _ = slow
+        .call("op", "k")
         .payload(&1)
         .deadline_ms(deadline)
         .run(|| async {
@@ -166,7 +169,8 @@ async fn a_resend_with_another_envelope_or_number_spelling_is_a_duplicate() {
     let resend: serde_json::Value =
         serde_json::from_str(r#"{"detail": {"amount": 1.0, "orderId": "o-1"}, "id": "e-1"}"#)
             .expect("json");
-    idem.call("op", "o-1")
+    let _ = idem
+        .call("op", "o-1")
         .payload(&first)
         .run(|| async { Ok::<u32, String>(1) })
         .await
@@ -186,7 +190,8 @@ async fn a_resend_with_another_envelope_or_number_spelling_is_a_duplicate() {
         .build()
         .expect("config");
     let idem = Idempotency::new(InMemory::new(), config);
-    idem.call("op", "o-1")
+    let _ = idem
+        .call("op", "o-1")
         .payload(&first)
         .run(|| async { Ok::<u32, String>(1) })
         .await
@@ -244,19 +249,21 @@ async fn a_record_without_a_key_runs_without_idempotency_when_asked() {
 #[tokio::test]
 async fn replays_and_in_progress_refusals_are_counted() {
     let idem = layer(0, DEFAULT_EXPIRES_AFTER);
-    idem.call("op", "k")
+    let _ = idem
+        .call("op", "k")
         .payload(&1)
         .run(|| async { Ok::<u32, String>(1) })
         .await
         .expect("ran");
-    idem.call("op", "k")
+    let _ = idem
+        .call("op", "k")
         .payload(&1)
         .run(|| async { Ok::<u32, String>(1) })
         .await
         .expect("replayed");
     let now = epoch_millis();
     let held = ClaimRequest::new("fn#op#held", "op", "t", now, now + 60_000, 3600);
-    idem.persistence().claim(&held).await.expect("claimed");
+    let _ = idem.persistence().claim(&held).await.expect("claimed");
     let refused = idem
         .call("op", "held")
         .payload(&1)
@@ -279,7 +286,8 @@ fn a_namespace_with_a_hash_sign_is_refused() {
 #[tokio::test]
 async fn a_stored_result_this_type_cannot_read_is_acknowledged_as_completed() {
     let idem = layer(0, DEFAULT_EXPIRES_AFTER);
-    idem.call("op", "k")
+    let _ = idem
+        .call("op", "k")
         .payload(&1)
         .run(|| async { Ok::<String, String>("v1".into()) })
         .await

@@ -106,6 +106,7 @@ use dynamodb_exactly_once::{ErrorClass, StoreError};
 /// How a call ended.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a replay or a result not stored is not an error; handle it"]
 pub enum Run<T> {
     /// The function ran in this call, and its result is the stored one.
     Ran(T),

@@ -54,7 +54,7 @@ async fn another_payload_under_a_key_is_refused_not_replayed() {
     for cache in [0, 8] {
         let idem = layer(cache);
         let calls = AtomicUsize::new(0);
-        count(&idem, &calls, "k", json!({"a": 1}))
+        let _ = count(&idem, &calls, "k", json!({"a": 1}))
             .await
             .expect("ran");
         let err = count(&idem, &calls, "k", json!({"a": 2}))
@@ -126,8 +126,8 @@ async fn turned_off_the_function_always_runs() {
         .expect("config");
     let idem = Idempotency::new(InMemory::new(), config);
     let calls = AtomicUsize::new(0);
-    count(&idem, &calls, "k", json!(1)).await.expect("ran");
-    count(&idem, &calls, "k", json!(1)).await.expect("ran");
+    let _ = count(&idem, &calls, "k", json!(1)).await.expect("ran");
+    let _ = count(&idem, &calls, "k", json!(1)).await.expect("ran");
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
@@ -247,8 +247,8 @@ async fn the_processor_gives_each_record_the_invocations_cutoff_as_its_deadline(
     };
     let at = epoch_millis() + 60_000;
     let deadline = Deadline::from_epoch_ms(at, Duration::from_secs(2));
-    processor.handle_batch(&batch, deadline).await;
-    processor.handle_batch(&batch, Deadline::none()).await;
+    let _ = processor.handle_batch(&batch, deadline).await;
+    let _ = processor.handle_batch(&batch, Deadline::none()).await;
     let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
     assert_eq!(seen, vec![deadline.cutoff_epoch_ms(), None]);
     assert!(
@@ -268,7 +268,7 @@ async fn a_late_copy_of_a_claim_does_not_reopen_the_completed_key() {
         Some(Claim::Claimed),
         "a retry"
     );
-    store
+    let _ = store
         .complete("fn#op#k", "t", b"1", claim.expires_at_s)
         .await
         .expect("completed");

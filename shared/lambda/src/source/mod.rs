@@ -270,6 +270,7 @@ fn sqs_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventError
 /// The partial batch response matching the source of the batch.
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
+#[must_use = "the partial batch response must be answered to Lambda"]
 pub enum BatchResponse {
     /// Response to a Kinesis batch.
     Kinesis(KinesisEventResponse),
@@ -370,10 +371,10 @@ mod tests {
             .map(|r| r.position.message_group_id.as_deref())
             .collect();
         assert_eq!(groups, [Some("g1"), Some("g2")]);
-        assert!(crate::ordering::is_fifo(&batch));
+        assert!(crate::pipeline::is_fifo(&batch));
         let standard = serde_json::json!({"Records":[{"eventSource":"aws:sqs","messageId":"m1","body":"{}","eventSourceARN":"arn:aws:sqs:us-east-1:1:q"}]});
         let standard = Batch::from_event(standard).expect("sqs event");
-        assert!(!crate::ordering::is_fifo(&standard));
+        assert!(!crate::pipeline::is_fifo(&standard));
     }
 
     #[test]
