@@ -635,16 +635,18 @@ async fn an_item_about_to_overflow_keeps_its_deltas_as_dead_letters() {
         .send()
         .await
         .expect("make room");
-    let replay = Batch {
-        kind: dynamodb_exactly_once_lambda::source::SourceKind::Sqs,
-        records: letters
+    let replay = Batch::new(
+        dynamodb_exactly_once_lambda::source::SourceKind::Sqs,
+        letters
             .iter()
-            .map(|l| dynamodb_exactly_once_lambda::source::SourceRecord {
-                position: l.position.clone(),
-                body: l.payload.clone(),
+            .map(|l| {
+                dynamodb_exactly_once_lambda::source::SourceRecord::new(
+                    l.position.clone(),
+                    l.payload.clone(),
+                )
             })
             .collect(),
-    };
+    );
     deliver_until_done(&w, &replay).await;
     deliver_until_done(&w, &replay).await;
     let got = counters(&client, table).await;

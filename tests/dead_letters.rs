@@ -48,26 +48,21 @@ fn kinesis_batch_of(bodies: &[Vec<u8>], case: usize) -> Batch {
     let records = bodies
         .iter()
         .enumerate()
-        .map(|(i, body)| SourceRecord {
-            position: SourcePosition {
-                kind: SourceKind::Kinesis,
-                source_arn: Some("arn:aws:kinesis:us-east-1:1:stream/s".into()),
-                id: format!("{case:010}{i:010}"),
-                shard_id: Some("shardId-000".into()),
-                partition_key: Some("p".into()),
-                message_group_id: None,
-                sqs_sequence_number: None,
-                sub_record: None,
-                event_id: None,
-                arrived_at_ms: None,
-            },
-            body: body.clone(),
+        .map(|(i, body)| {
+            SourceRecord::new(
+                {
+                    let mut position =
+                        SourcePosition::new(SourceKind::Kinesis, format!("{case:010}{i:010}"));
+                    position.source_arn = Some("arn:aws:kinesis:us-east-1:1:stream/s".into());
+                    position.shard_id = Some("shardId-000".into());
+                    position.partition_key = Some("p".into());
+                    position
+                },
+                body.clone(),
+            )
         })
         .collect();
-    Batch {
-        kind: SourceKind::Kinesis,
-        records,
-    }
+    Batch::new(SourceKind::Kinesis, records)
 }
 
 /// Every record of `batch` was applied or kept with its exact payload.
@@ -133,26 +128,19 @@ fn sqs_batch_arrived(records: &[(serde_json::Value, u64)]) -> Batch {
     let records = records
         .iter()
         .enumerate()
-        .map(|(i, (body, ago))| SourceRecord {
-            position: SourcePosition {
-                kind: SourceKind::Sqs,
-                source_arn: Some("arn:aws:sqs:us-east-1:1:q".into()),
-                id: format!("old{i}"),
-                shard_id: None,
-                partition_key: None,
-                message_group_id: None,
-                sqs_sequence_number: None,
-                sub_record: None,
-                event_id: None,
-                arrived_at_ms: Some(now - ago * 1000),
-            },
-            body: body.to_string().into_bytes(),
+        .map(|(i, (body, ago))| {
+            SourceRecord::new(
+                {
+                    let mut position = SourcePosition::new(SourceKind::Sqs, format!("old{i}"));
+                    position.source_arn = Some("arn:aws:sqs:us-east-1:1:q".into());
+                    position.arrived_at_ms = Some(now - ago * 1000);
+                    position
+                },
+                body.to_string().into_bytes(),
+            )
         })
         .collect();
-    Batch {
-        kind: SourceKind::Sqs,
-        records,
-    }
+    Batch::new(SourceKind::Sqs, records)
 }
 
 #[tokio::test]

@@ -364,10 +364,10 @@ async fn pipeline_case(
         if delivery > 12 {
             return Err(format!("{} records still reported", pending.len()));
         }
-        let batch = Batch {
+        let batch = Batch::new(
             kind,
-            records: pending.iter().map(|i| all.records[*i].clone()).collect(),
-        };
+            pending.iter().map(|i| all.records[*i].clone()).collect(),
+        );
         // Some deliveries get a budget of a few tens of ms: writes in flight are cut off.
         let deadline = if rng.random_bool(0.3) {
             let budget = 250 + rng.random_range(1..40);

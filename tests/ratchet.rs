@@ -346,10 +346,7 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
     assert_eq!(refuse_b.injected(), 2);
 
     // Lambda delivers the failed records again: they complete.
-    let retry = Batch {
-        kind: batch.kind,
-        records: batch.records[..3].to_vec(),
-    };
+    let retry = Batch::new(batch.kind, batch.records[..3].to_vec());
     let report = w.handle_batch(&retry, Deadline::none()).await;
     assert!(report.response.failed_ids().is_empty());
     let items = scan(&setup, &tables["RatchetTable"]).await;

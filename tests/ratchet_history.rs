@@ -274,15 +274,15 @@ async fn rows_left_unprocessed_after_every_retry_are_reported_for_redelivery() {
     );
     // Lambda delivers it again to a healthy writer: every row and the winners are written.
     let healthy = history_writer(setup.clone(), &tables);
-    let retry = Batch {
-        kind: batch.kind,
-        records: batch
+    let retry = Batch::new(
+        batch.kind,
+        batch
             .records
             .iter()
             .filter(|r| failed.contains(&r.position.id))
             .cloned()
             .collect(),
-    };
+    );
     assert!(healthy
         .handle_batch(&retry, Deadline::none())
         .await

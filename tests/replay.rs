@@ -23,25 +23,17 @@ use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 
 fn position(kind: SourceKind, arn: &str, id: &str) -> SourcePosition {
-    SourcePosition {
-        kind,
-        source_arn: Some(arn.into()),
-        id: id.into(),
-        shard_id: (kind == SourceKind::Kinesis).then(|| "shardId-000".to_string()),
-        partition_key: (kind == SourceKind::Kinesis).then(|| "p".to_string()),
-        message_group_id: None,
-        sqs_sequence_number: None,
-        sub_record: None,
-        event_id: None,
-        arrived_at_ms: None,
+    {
+        let mut position = SourcePosition::new(kind, id);
+        position.source_arn = Some(arn.into());
+        position.shard_id = (kind == SourceKind::Kinesis).then(|| "shardId-000".to_string());
+        position.partition_key = (kind == SourceKind::Kinesis).then(|| "p".to_string());
+        position
     }
 }
 
 fn record(position: SourcePosition, body: &Value) -> SourceRecord {
-    SourceRecord {
-        position,
-        body: body.to_string().into_bytes(),
-    }
+    SourceRecord::new(position, body.to_string().into_bytes())
 }
 
 fn writer<P: Protocol>(protocol: P, letters: DeadLetters) -> Writer<P> {

@@ -131,26 +131,21 @@ fn kinesis_keyed(records: &[(&str, Value)]) -> Batch {
     let records = records
         .iter()
         .enumerate()
-        .map(|(i, (key, body))| SourceRecord {
-            position: SourcePosition {
-                kind: SourceKind::Kinesis,
-                source_arn: Some("arn:aws:kinesis:us-east-1:123456789012:stream/Tx".into()),
-                id: format!("{i:020}"),
-                shard_id: Some("shardId-000000000000".into()),
-                partition_key: Some((*key).to_string()),
-                message_group_id: None,
-                sqs_sequence_number: None,
-                sub_record: None,
-                event_id: None,
-                arrived_at_ms: None,
-            },
-            body: body.to_string().into_bytes(),
+        .map(|(i, (key, body))| {
+            SourceRecord::new(
+                {
+                    let mut position = SourcePosition::new(SourceKind::Kinesis, format!("{i:020}"));
+                    position.source_arn =
+                        Some("arn:aws:kinesis:us-east-1:123456789012:stream/Tx".into());
+                    position.shard_id = Some("shardId-000000000000".into());
+                    position.partition_key = Some((*key).to_string());
+                    position
+                },
+                body.to_string().into_bytes(),
+            )
         })
         .collect();
-    Batch {
-        kind: SourceKind::Kinesis,
-        records,
-    }
+    Batch::new(SourceKind::Kinesis, records)
 }
 
 async fn balances(client: &Client, table: &str) -> BTreeMap<String, i64> {

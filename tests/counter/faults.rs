@@ -109,10 +109,7 @@ async fn replaying_dead_letters_isolates_the_poison_record_again() {
         .await
         .expect("dead letters");
     assert_eq!(left.len(), 1);
-    let kept = SourceRecord {
-        position: left[0].position.clone(),
-        body: left[0].payload.clone(),
-    };
+    let kept = SourceRecord::new(left[0].position.clone(), left[0].payload.clone());
     assert_eq!(kept.body, bodies[2].to_string().into_bytes());
     assert_eq!(
         counters(&client, &tables["CounterTable"]).await["a|d"]["n"],

@@ -124,10 +124,7 @@ async fn a_transient_failure_holds_back_the_items_later_records_until_redelivery
     assert!(!items.contains_key("w|d"));
 
     // And the redelivery applies them in order
-    let retry = Batch {
-        kind: batch.kind,
-        records: batch.records[1..].to_vec(),
-    };
+    let retry = Batch::new(batch.kind, batch.records[1..].to_vec());
     assert!(w
         .handle_batch(&retry, Deadline::none())
         .await
@@ -236,15 +233,15 @@ async fn on_kinesis_a_failure_stops_the_shard_so_no_later_append_is_applied_twic
     let failed = report.response.failed_ids();
     assert!(failed.contains(&batch.records[0].position.id), "{failed:?}");
     let lowest = failed.iter().min().cloned().unwrap_or_default();
-    let again = Batch {
-        kind: batch.kind,
-        records: batch
+    let again = Batch::new(
+        batch.kind,
+        batch
             .records
             .iter()
             .filter(|r| r.position.id >= lowest)
             .cloned()
             .collect(),
-    };
+    );
     let healthy = writer_on(setup.clone(), &tables);
     assert!(healthy
         .handle_batch(&again, Deadline::none())
