@@ -179,6 +179,9 @@ must_fail "a wildcard resource" template "wildcard Resource" stacks/ratchet.yaml
   's/- !GetAtt RatchetTable.Arn/- "*"/'
 must_fail "a table parameter that lets a wildcard in" template "parameter TableName names a policy's resource" \
   stacks/document.yaml '0,/AllowedPattern: "\^\$|\^\[A-Za-z0-9_.-\]{3,255}\$"/s//AllowedPattern: ".*"/'
+must_fail "a dead-letter queue parameter that lets a wildcard in" template \
+  "parameter DeadLetterQueueArn names a policy's resource" stacks/counter.yaml \
+  '/^  DeadLetterQueueArn:/,/AllowedPattern:/s/AllowedPattern: .*/AllowedPattern: ".*"/'
 must_fail "an x86_64 writer stack" guard "Architectures is not [arm64]" stacks/counter.yaml '0,/      - arm64/s//      - x86_64/'
 must_fail "an unencrypted stream" guard "no StreamEncryption with KMS" stacks/document.yaml \
   '0,/        EncryptionType: KMS/s//        EncryptionType: NONE/'

@@ -89,6 +89,7 @@ SAMPLES = {
                           "2026-01-01T00:00:00.000",
     "QueueArn": "arn:aws:sqs:eu-west-1:123456789012:existing-queue",
     "QueueRedriveArn": "arn:aws:sqs:eu-west-1:123456789012:existing-queue-redrive",
+    "DeadLetterQueueArn": "arn:aws:sqs:eu-west-1:123456789012:existing-dead-letters",
     "AlarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:oncall",
     "OtelCollectorLayerArn": "arn:aws:lambda:eu-west-1:901920570463:layer:"
                              "aws-otel-collector-arm64-ver-0-117-0:1",

@@ -32,12 +32,18 @@ pub fn ratchet_writer_with(
 ) -> Writer<Ratchet> {
     let mut config = RatchetConfig::new(&tables["RatchetTable"]);
     tweak(&mut config);
-    Writer::new(
+    Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        client,
+        &tables["DeadLetterTable"],
+        "ratchet-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 #[allow(unused_imports)]
@@ -106,10 +112,10 @@ pub fn delete(pk: &str, sk: &str, ts: i64) -> Value {
 /// Parse and write one ratchet record (no batch, no coalescing).
 pub async fn write_one(writer: &Writer<Ratchet>, body: Value) -> RatchetOutcome {
     let record = writer
-        .protocol
+        .protocol()
         .parse_record(body.to_string().as_bytes())
         .expect("valid record");
-    writer.protocol.write(&record).await.expect("write")
+    writer.protocol().write(&record).await.expect("write")
 }
 
 /// A new table whose partition key `key` is a number (named `<unique prefix><name>`).
@@ -201,7 +207,12 @@ pub async fn dead_letter_codes_of_fixture<P: dynamodb_exactly_once::Protocol>(
         response.failed_ids().is_empty(),
         "{name}: malformed records never block"
     );
-    let letters = w.dead_letters.list().await.expect("list dead letters");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("list dead letters");
     for letter in &letters {
         let record = batch
             .records
@@ -213,7 +224,7 @@ pub async fn dead_letter_codes_of_fixture<P: dynamodb_exactly_once::Protocol>(
             "{name}: payload kept byte for byte"
         );
         assert_eq!(letter.position, record.position, "{name}");
-        assert_eq!(letter.function, w.function, "{name}");
+        assert_eq!(letter.function, w.function(), "{name}");
         assert!(!letter.reason.message.is_empty(), "{name}");
     }
     let mut codes: Vec<String> = letters
@@ -254,4 +265,23 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogCapture {
     fn make_writer(&'a self) -> LogCapture {
         self.clone()
     }
+}
+
+/// `w` over another protocol: the same name, dead-letter table, deadline margin, event time
+/// and record mapping.
+pub fn with_protocol<P, Q: dynamodb_exactly_once::Protocol>(
+    w: &Writer<P>,
+    protocol: Q,
+) -> Writer<Q> {
+    let mut builder = Writer::builder(w.function(), protocol).deadline_margin(w.deadline_margin());
+    if let Some(table) = w.dead_letter_table() {
+        builder = builder.dead_letters(table.clone());
+    }
+    if let Some(event_time) = w.event_time() {
+        builder = builder.event_time(event_time.clone());
+    }
+    if let Some(mapping) = w.mapping() {
+        builder = builder.mapping(mapping.clone());
+    }
+    builder.build().expect("valid writer")
 }

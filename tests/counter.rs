@@ -58,14 +58,15 @@ pub(crate) fn writer_on(
     if let Some(clock) = clock {
         protocol = protocol.with_clock(Clock::from_fn(move || clock.load(Ordering::SeqCst) * 1000));
     }
-    Writer {
-        function: "counter-writer".into(),
-        protocol,
-        dead_letters: DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::builder("counter-writer", protocol)
+        .dead_letters(DeadLetters::new(
+            client,
+            &tables["DeadLetterTable"],
+            "counter-writer",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 async fn counter_writer(client: Client) -> (Writer<Counter>, BTreeMap<String, String>) {
@@ -371,7 +372,7 @@ async fn a_lost_response_retried_by_the_sdk_is_recognised_as_its_own_write() {
         None,
     );
     let r = w
-        .protocol
+        .protocol()
         .parse_record(
             record("a", "d", "k", json!({"n": 2}))
                 .to_string()
@@ -379,7 +380,7 @@ async fn a_lost_response_retried_by_the_sdk_is_recognised_as_its_own_write() {
         )
         .expect("valid");
 
-    let outcome = w.protocol.add(&r).await.expect("add");
+    let outcome = w.protocol().add(&r).await.expect("add");
 
     assert_eq!(lose_first.injected(), 1);
     assert_eq!(
@@ -418,7 +419,7 @@ async fn a_batch_is_coalesced_into_one_write_per_item_and_chunk() {
             .or_default()
             .insert(b["idempotencyKey"].to_string());
     }
-    let max_keys = w.protocol.config().max_keys_per_write();
+    let max_keys = w.protocol().config().max_keys_per_write();
     let expected_calls: usize = distinct.values().map(|k| k.len().div_ceil(max_keys)).sum();
     assert_eq!(
         calls, expected_calls,
@@ -462,22 +463,24 @@ async fn a_duplicate_inside_the_window_is_rejected_and_past_the_window_is_forgot
     }
     // ... even when other keys roll the item over into a newer bucket meanwhile.
     clock.store(1_000_150, Ordering::SeqCst);
-    w.handle_batch(
-        &sqs_batch(&[record("a", "d", "other", json!({"n": 10}))], 5),
-        Deadline::none(),
-    )
-    .await;
+    let _ = w
+        .handle_batch(
+            &sqs_batch(&[record("a", "d", "other", json!({"n": 10}))], 5),
+            Deadline::none(),
+        )
+        .await;
     assert_eq!(apply(1_000_198).await.summary.count("duplicate"), 1);
 
     // Past the window, once a write has moved the item two buckets on (removing the key's
     // bucket), it counts again: the documented limit, which is why the sources never deliver
     // records older than the window.
     clock.store(1_000_200, Ordering::SeqCst);
-    w.handle_batch(
-        &sqs_batch(&[record("a", "d", "rolls-over", json!({"n": 100}))], 6),
-        Deadline::none(),
-    )
-    .await;
+    let _ = w
+        .handle_batch(
+            &sqs_batch(&[record("a", "d", "rolls-over", json!({"n": 100}))], 6),
+            Deadline::none(),
+        )
+        .await;
     let item = raw_item(&client, &tables["CounterTable"], &item_key("a", "d")).await;
     assert!(
         !item.contains_key("ctr_keys_1000000_1000200"),
@@ -546,7 +549,7 @@ async fn a_writer_whose_clock_is_behind_sees_the_newer_keys_and_writes_its_own_b
     let w_ahead = writer_on(client.clone(), &tables, window, Some(ahead));
     let w_behind = writer_on(client.clone(), &tables, window, Some(behind));
 
-    w_ahead
+    let _ = w_ahead
         .handle_batch(
             &sqs_batch(&[record("a", "d", "k1", json!({"n": 1}))], 0),
             Deadline::none(),
@@ -614,7 +617,12 @@ async fn an_item_about_to_overflow_keeps_its_deltas_as_dead_letters() {
     assert!(report.response.failed_ids().is_empty());
     let labels: Vec<&str> = report.results.iter().map(|r| r.label()).collect();
     assert_eq!(labels, ["invalid", "invalid", "applied"]);
-    let letters = w.dead_letters.list().await.expect("dead letters");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 2);
     assert!(letters.iter().all(|l| l.reason.code == "item_full"));
 
@@ -627,16 +635,18 @@ async fn an_item_about_to_overflow_keeps_its_deltas_as_dead_letters() {
         .send()
         .await
         .expect("make room");
-    let replay = Batch {
-        kind: dynamodb_exactly_once_lambda::source::SourceKind::Sqs,
-        records: letters
+    let replay = Batch::new(
+        dynamodb_exactly_once_lambda::source::SourceKind::Sqs,
+        letters
             .iter()
-            .map(|l| dynamodb_exactly_once_lambda::source::SourceRecord {
-                position: l.position.clone(),
-                body: l.payload.clone(),
+            .map(|l| {
+                dynamodb_exactly_once_lambda::source::SourceRecord::new(
+                    l.position.clone(),
+                    l.payload.clone(),
+                )
             })
             .collect(),
-    };
+    );
     deliver_until_done(&w, &replay).await;
     deliver_until_done(&w, &replay).await;
     let got = counters(&client, table).await;

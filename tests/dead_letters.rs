@@ -48,26 +48,21 @@ fn kinesis_batch_of(bodies: &[Vec<u8>], case: usize) -> Batch {
     let records = bodies
         .iter()
         .enumerate()
-        .map(|(i, body)| SourceRecord {
-            position: SourcePosition {
-                kind: SourceKind::Kinesis,
-                source_arn: Some("arn:aws:kinesis:us-east-1:1:stream/s".into()),
-                id: format!("{case:010}{i:010}"),
-                shard_id: Some("shardId-000".into()),
-                partition_key: Some("p".into()),
-                message_group_id: None,
-                sqs_sequence_number: None,
-                sub_record: None,
-                event_id: None,
-                arrived_at_ms: None,
-            },
-            body: body.clone(),
+        .map(|(i, body)| {
+            SourceRecord::new(
+                {
+                    let mut position =
+                        SourcePosition::new(SourceKind::Kinesis, format!("{case:010}{i:010}"));
+                    position.source_arn = Some("arn:aws:kinesis:us-east-1:1:stream/s".into());
+                    position.shard_id = Some("shardId-000".into());
+                    position.partition_key = Some("p".into());
+                    position
+                },
+                body.clone(),
+            )
         })
         .collect();
-    Batch {
-        kind: SourceKind::Kinesis,
-        records,
-    }
+    Batch::new(SourceKind::Kinesis, records)
 }
 
 /// Every record of `batch` was applied or kept with its exact payload.
@@ -82,7 +77,12 @@ async fn assert_kept<P: Protocol>(w: &Writer<P>, batch: &Batch) {
         })
         .collect();
     assert!(failed.is_empty(), "{failed:?}");
-    let letters = w.dead_letters.list().await.expect("list");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("list");
     for (record, result) in batch.records.iter().zip(&report.results) {
         if let RecordResult::Rejected(reason) = result {
             assert!(reason.message.len() < 400, "{}", reason.code);
@@ -116,8 +116,7 @@ proptest! {
             let tables = template_tables(&client, &["RatchetTable", "CounterTable", "DeadLetterTable"]).await;
             let ratchet = ratchet_writer_on(client.clone(), &tables);
             assert_kept(&ratchet, &batch).await;
-            let counter = Writer::new("counter-writer", Counter::try_new(client.clone(), CounterConfig::new(&tables["CounterTable"])).expect("valid configuration"), DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer"))
-.with_deadline_margin(Duration::from_secs(1));
+            let counter = Writer::builder("counter-writer", Counter::try_new(client.clone(), CounterConfig::new(&tables["CounterTable"])).expect("valid configuration")).dead_letters(DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer")).deadline_margin(Duration::from_secs(1)).build().expect("valid writer");
             assert_kept(&counter, &batch).await;
         });
     }
@@ -129,26 +128,19 @@ fn sqs_batch_arrived(records: &[(serde_json::Value, u64)]) -> Batch {
     let records = records
         .iter()
         .enumerate()
-        .map(|(i, (body, ago))| SourceRecord {
-            position: SourcePosition {
-                kind: SourceKind::Sqs,
-                source_arn: Some("arn:aws:sqs:us-east-1:1:q".into()),
-                id: format!("old{i}"),
-                shard_id: None,
-                partition_key: None,
-                message_group_id: None,
-                sqs_sequence_number: None,
-                sub_record: None,
-                event_id: None,
-                arrived_at_ms: Some(now - ago * 1000),
-            },
-            body: body.to_string().into_bytes(),
+        .map(|(i, (body, ago))| {
+            SourceRecord::new(
+                {
+                    let mut position = SourcePosition::new(SourceKind::Sqs, format!("old{i}"));
+                    position.source_arn = Some("arn:aws:sqs:us-east-1:1:q".into());
+                    position.arrived_at_ms = Some(now - ago * 1000);
+                    position
+                },
+                body.to_string().into_bytes(),
+            )
         })
         .collect();
-    Batch {
-        kind: SourceKind::Sqs,
-        records,
-    }
+    Batch::new(SourceKind::Sqs, records)
 }
 
 #[tokio::test]
@@ -157,12 +149,15 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
     let tables = template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let mut w = ratchet_writer_on(client.clone(), &tables);
     let config = {
-        let mut c = w.protocol.config().clone();
+        let mut c = w.protocol().config().clone();
         c.tombstone_ttl = Duration::from_secs(60);
         c
     };
-    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), config)
-        .expect("valid configuration");
+    w = crate::common::with_protocol(
+        &w,
+        dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), config)
+            .expect("valid configuration"),
+    );
     // Its item's tombstone may already have expired: applying it could revive a deleted item.
     let late = put("u", "late", 1, serde_json::json!({"v":1}));
     let fresh = put("u", "fresh", 1, serde_json::json!({"v":2}));
@@ -172,16 +167,27 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
 
     assert!(report.response.failed_ids().is_empty());
     assert_eq!(report.summary.count("applied"), 1);
-    let letters = w.dead_letters.list().await.expect("list");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("list");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, "too_old");
     let replay = w
-        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .replay_dead_letters(
+            w.dead_letter_table().expect("a dead-letter table"),
+            &dynamodb_exactly_once_lambda::ReplayScope::all(),
+        )
         .await
         .expect("replay");
     assert_eq!(replay.still_rejected.len(), 1, "a replay keeps refusing it");
     let forced = w
-        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all().forced(true))
+        .replay_dead_letters(
+            w.dead_letter_table().expect("a dead-letter table"),
+            &dynamodb_exactly_once_lambda::ReplayScope::all().forced(true),
+        )
         .await
         .expect("forced");
     assert_eq!(forced.replayed.len(), 1, "an operator can force it");
@@ -193,7 +199,7 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
 async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
     let client = client();
     let tables = template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
-    let w = Writer::new(
+    let w = Writer::builder(
         "counter-writer",
         Counter::try_new(client.clone(), {
             let mut c = CounterConfig::new(&tables["CounterTable"]);
@@ -201,9 +207,15 @@ async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
             c
         })
         .expect("valid configuration"),
-        DeadLetters::new(client.clone(), &tables["DeadLetterTable"], "counter-writer"),
     )
-    .with_deadline_margin(Duration::from_secs(1));
+    .dead_letters(DeadLetters::new(
+        client.clone(),
+        &tables["DeadLetterTable"],
+        "counter-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer");
     // Its key may have left the window: applied again, it could count twice.
     let late = serde_json::json!({"key":{"PK":"a","SK":"b"},"add":{"n":1},"idempotencyKey":"k1"});
     let fresh = serde_json::json!({"key":{"PK":"a","SK":"b"},"add":{"n":1},"idempotencyKey":"k2"});
@@ -213,7 +225,12 @@ async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
 
     assert!(report.response.failed_ids().is_empty());
     assert_eq!(report.summary.count("applied"), 1);
-    let letters = w.dead_letters.list().await.expect("list");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("list");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, "too_old");
 }

@@ -48,20 +48,22 @@ async fn writer(stalled_writes: bool, stalled_letters: bool) -> (Writer<Ratchet>
     let tables = tables_described(&direct, &["RatchetTable", "DeadLetterTable"]).await;
     let stalled = client_for(&proxy::delaying(STALL).await.expect("proxy"), None, 1);
     let pick = |s: bool| if s { stalled.clone() } else { direct.clone() };
-    let w = Writer::new(
+    let w = Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(
             pick(stalled_writes),
             RatchetConfig::new(&tables["RatchetTable"]),
         )
         .expect("valid configuration"),
-        DeadLetters::new(
-            pick(stalled_letters),
-            &tables["DeadLetterTable"],
-            "ratchet-writer",
-        ),
     )
-    .with_deadline_margin(Duration::from_secs(1));
+    .dead_letters(DeadLetters::new(
+        pick(stalled_letters),
+        &tables["DeadLetterTable"],
+        "ratchet-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer");
     (w, tables["RatchetTable"].clone())
 }
 
@@ -150,7 +152,12 @@ async fn a_malformed_head_record_is_kept_although_the_writes_use_up_the_time() {
         [format!("{:020}", 1)],
         "only the stalled write is reported"
     );
-    let letters = w.dead_letters.list().await.expect("dead letters");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 1, "{letters:?}");
     assert_eq!(letters[0].payload, b"{not json");
 }
@@ -171,16 +178,18 @@ async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
     let document = |client| {
         let mut config = DocumentConfig::new(&tables["DocumentTable"]);
         config.concurrency = 1;
-        Writer::new(
+        Writer::builder(
             "document-writer",
             Document::try_new(client, config).expect("valid configuration"),
-            DeadLetters::new(
-                direct.clone(),
-                &tables["DeadLetterTable"],
-                "document-writer",
-            ),
         )
-        .with_deadline_margin(Duration::from_secs(1))
+        .dead_letters(DeadLetters::new(
+            direct.clone(),
+            &tables["DeadLetterTable"],
+            "document-writer",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
     };
     let append = |pk: &str| json!({"op": "list_append", "key": {"PK": pk, "SK": "d"}, "path": "l", "values": [pk]});
     let bodies = [append("a"), append("b"), append("c")];
@@ -201,7 +210,7 @@ async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
     let again: Vec<Value> = bodies[1..].to_vec();
     let healthy = document(direct.clone());
     let event = sqs_event(&again);
-    healthy.handle(invocation(event)).await.expect("handled");
+    let _ = healthy.handle(invocation(event)).await.expect("handled");
     let items = scan(&direct, &tables["DocumentTable"]).await;
     assert_eq!(items["a|d"]["l"], json!(["a"]));
     assert_eq!(items["c|d"]["l"], json!(["c"]));
@@ -230,7 +239,10 @@ fn template_names(w: &Writer<Ratchet>, table: &str) -> std::collections::BTreeMa
         ("RatchetTable".to_string(), table.to_string()),
         (
             "DeadLetterTable".to_string(),
-            w.dead_letters.table().to_string(),
+            w.dead_letter_table()
+                .expect("a dead-letter table")
+                .table()
+                .to_string(),
         ),
     ])
 }
@@ -276,12 +288,18 @@ async fn a_cut_off_counter_batch_keeps_the_items_that_finished() {
         |client| {
             let mut config = CounterConfig::new(&tables["CounterTable"]);
             config.concurrency = 1;
-            Writer::new(
+            Writer::builder(
                 "counter-writer",
                 Counter::try_new(client, config).expect("valid configuration"),
-                DeadLetters::new(direct.clone(), &tables["DeadLetterTable"], "counter-writer"),
             )
-            .with_deadline_margin(Duration::from_secs(1))
+            .dead_letters(DeadLetters::new(
+                direct.clone(),
+                &tables["DeadLetterTable"],
+                "counter-writer",
+            ))
+            .deadline_margin(Duration::from_secs(1))
+            .build()
+            .expect("valid writer")
         },
         [add("a"), add("b"), add("c")],
     )
@@ -296,12 +314,18 @@ async fn a_cut_off_ratchet_batch_keeps_the_items_that_finished() {
         |client| {
             let mut config = RatchetConfig::new(&tables["RatchetTable"]);
             config.concurrency = 1;
-            Writer::new(
+            Writer::builder(
                 "ratchet-writer",
                 Ratchet::try_new(client, config).expect("valid configuration"),
-                DeadLetters::new(direct.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
             )
-            .with_deadline_margin(Duration::from_secs(1))
+            .dead_letters(DeadLetters::new(
+                direct.clone(),
+                &tables["DeadLetterTable"],
+                "ratchet-writer",
+            ))
+            .deadline_margin(Duration::from_secs(1))
+            .build()
+            .expect("valid writer")
         },
         [
             put("a", "s", 1, json!({})),

@@ -32,16 +32,22 @@ async fn tables(client: &Client) -> BTreeMap<String, String> {
 }
 
 fn writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Document> {
-    Writer::new(
+    Writer::builder(
         "document-writer",
         Document::try_new(
             client.clone(),
             DocumentConfig::new(&tables["DocumentTable"]),
         )
         .expect("valid configuration"),
-        DeadLetters::new(client, &tables["DeadLetterTable"], "document-writer"),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        client,
+        &tables["DeadLetterTable"],
+        "document-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 async fn writer(client: &Client) -> (Writer<Document>, BTreeMap<String, String>) {
@@ -102,7 +108,7 @@ fn version(item: &Map<String, Value>) -> u64 {
 async fn list_remove_takes_one_occurrence_and_a_missing_value_is_absent() {
     let client = client();
     let (w, _) = writer(&client).await;
-    let docs = &w.protocol;
+    let docs = w.protocol();
     let append = rec(
         "list_append",
         "u",
@@ -140,7 +146,7 @@ async fn list_remove_takes_one_occurrence_and_a_missing_value_is_absent() {
 async fn unique_append_adds_only_missing_values_and_is_idempotent() {
     let client = client();
     let (w, _) = writer(&client).await;
-    let docs = &w.protocol;
+    let docs = w.protocol();
     let first = rec(
         "list_append",
         "u",
@@ -167,7 +173,7 @@ async fn unique_append_adds_only_missing_values_and_is_idempotent() {
 async fn nested_paths_and_reserved_words_go_through_placeholders() {
     let client = client();
     let (w, _) = writer(&client).await;
-    let docs = &w.protocol;
+    let docs = w.protocol();
     let doc = json!({"profile": {"city": "Lyon"}, "lists": [["x"], ["y", "z", "y"]], "size": []});
     assert_eq!(
         apply(docs, &rec("replace", "u", json!({"document": doc}))).await,
@@ -225,7 +231,7 @@ async fn nested_paths_and_reserved_words_go_through_placeholders() {
 async fn sets_are_never_stored_empty() {
     let client = client();
     let (w, tables) = writer(&client).await;
-    let docs = &w.protocol;
+    let docs = w.protocol();
     let set = |op: &str, values: Value| rec(op, "u", json!({"path": "tags", "values": values}));
 
     // Adding nothing writes nothing: no empty set, not even an item.
@@ -286,7 +292,7 @@ async fn sets_are_never_stored_empty() {
 async fn replace_is_guarded_by_the_version() {
     let client = client();
     let (w, _) = writer(&client).await;
-    let docs = &w.protocol;
+    let docs = w.protocol();
     let create = rec(
         "replace",
         "u",
@@ -344,7 +350,7 @@ async fn replace_is_guarded_by_the_version() {
 async fn concurrent_blind_replaces_each_apply_over_a_distinct_version() {
     let client = client();
     let (w, _) = writer(&client).await;
-    let docs = Arc::new(w.protocol.clone());
+    let docs = Arc::new(w.protocol().clone());
     let tasks: Vec<_> = (0..8)
         .map(|t| {
             let docs = Arc::clone(&docs);
@@ -413,7 +419,7 @@ async fn appender(docs: Arc<Document>, a: usize) -> Vec<(String, DocumentOutcome
 async fn concurrent_removers_and_adders_never_remove_twice_or_lose_an_element() {
     let client = client();
     let (w, _) = writer(&client).await;
-    let docs = Arc::new(w.protocol.clone());
+    let docs = Arc::new(w.protocol().clone());
     let mut initial: Vec<String> = (0..30).map(|i| format!("v{i}")).collect();
     initial.extend(["dup".to_string(), "dup".to_string(), "dup".to_string()]);
     let seed = rec("list_append", "u", json!({"path": "l", "values": initial}));
@@ -488,18 +494,18 @@ async fn a_lost_response_on_a_guarded_remove_does_not_remove_a_second_element() 
         "u",
         json!({"path": "l", "values": ["x", "x", "y"]}),
     );
-    apply(&plain.protocol, &append).await;
+    apply(plain.protocol(), &append).await;
 
     // When the remove is applied but its response is lost, and the SDK sends it again
     let faults = nth_update(0, Fault::LoseResponse);
     let faulty = writer_on(client_with(Some(faults.clone()), 3), &tables);
     let remove = rec("list_remove", "u", json!({"path": "l", "value": "x"}));
-    let outcome = apply(&faulty.protocol, &remove).await;
+    let outcome = apply(faulty.protocol(), &remove).await;
 
     // Then exactly one `x` is gone, and the writer knows its write was applied
     assert_eq!(faults.injected(), 1);
     assert_eq!(outcome, DocumentOutcome::Applied);
-    let item = stored(&plain.protocol, "u").await.expect("doc");
+    let item = stored(plain.protocol(), "u").await.expect("doc");
     assert_eq!(list_of(&item, "l"), [json!("x"), json!("y")]);
     assert_eq!(version(&item), 2);
 }
@@ -530,17 +536,17 @@ async fn a_lost_response_on_a_replace_or_a_set_add_applies_once() {
         json!({"document": {"n": 1}, "expectedVersion": 0}),
     );
     assert_eq!(
-        apply(&faulty.protocol, &replace).await,
+        apply(faulty.protocol(), &replace).await,
         DocumentOutcome::Applied
     );
     let add = rec("set_add", "u", json!({"path": "s", "values": ["a"]}));
     assert_eq!(
-        apply(&faulty.protocol, &add).await,
+        apply(faulty.protocol(), &add).await,
         DocumentOutcome::Applied
     );
 
     assert_eq!(faults.injected(), 2);
-    let item = stored(&plain.protocol, "u").await.expect("doc");
+    let item = stored(plain.protocol(), "u").await.expect("doc");
     assert_eq!(item["n"], json!(1));
     assert_eq!(item["s"], json!(["a"]));
     // The replace made version 1, the set_add version 2: the SDK's retry of each found its

@@ -276,16 +276,18 @@ async fn a_dead_letter_whose_replay_ends_in_conflict_is_kept() {
     let client = client();
     let tables =
         dynamo_testing::template_tables(&client, &["DocumentTable", "DeadLetterTable"]).await;
-    let writer = dynamodb_exactly_once_lambda::Writer::new(
+    let writer = dynamodb_exactly_once_lambda::Writer::builder(
         "document-writer",
         docs(client.clone(), &tables["DocumentTable"]),
-        DeadLetters::new(
-            client.clone(),
-            &tables["DeadLetterTable"],
-            "document-writer",
-        ),
     )
-    .with_deadline_margin(Duration::from_secs(1));
+    .dead_letters(DeadLetters::new(
+        client.clone(),
+        &tables["DeadLetterTable"],
+        "document-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer");
     let body = rec(
         "replace",
         "u",
@@ -294,20 +296,33 @@ async fn a_dead_letter_whose_replay_ends_in_conflict_is_kept() {
     let batch = sqs_batch(&[body], 0);
     let reason = Rejection::new(RejectionCode::ItemTooLarge, "kept for the test");
     writer
-        .dead_letters
+        .dead_letter_table()
+        .expect("a dead-letter table")
         .keep(&batch.records[0], &reason)
         .await
         .expect("kept");
 
     // When it is replayed and ends in `conflict` (not applied)
     let report = writer
-        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .replay_dead_letters(
+            writer.dead_letter_table().expect("a dead-letter table"),
+            &dynamodb_exactly_once_lambda::ReplayScope::all(),
+        )
         .await
         .expect("replay");
 
     // Then the letter stays, to be looked at, instead of being removed as replayed
     assert!(report.replayed.is_empty(), "{report:?}");
-    assert_eq!(writer.dead_letters.list().await.expect("list").len(), 1);
+    assert_eq!(
+        writer
+            .dead_letter_table()
+            .expect("a dead-letter table")
+            .list()
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -336,16 +351,18 @@ fn losing_first_response(
     tables: &std::collections::BTreeMap<String, String>,
 ) -> dynamodb_exactly_once_lambda::Writer<Document> {
     let flaky = client_with(Some(nth_update(0, Fault::LoseResponse)), 1);
-    dynamodb_exactly_once_lambda::Writer::new(
+    dynamodb_exactly_once_lambda::Writer::builder(
         "document-writer",
         docs(flaky, &tables["DocumentTable"]),
-        DeadLetters::new(
-            direct.clone(),
-            &tables["DeadLetterTable"],
-            "document-writer",
-        ),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        direct.clone(),
+        &tables["DeadLetterTable"],
+        "document-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 #[tokio::test]

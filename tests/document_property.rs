@@ -328,12 +328,15 @@ async fn pipeline_case(
         DocumentConfig::new(&tables["DocumentTable"]),
     )
     .map_err(|e| e.to_string())?;
-    let writer = Writer::new(
-        "document-writer",
-        docs,
-        DeadLetters::new(client(), &tables["DeadLetterTable"], "document-writer"),
-    )
-    .with_deadline_margin(Duration::from_millis(250));
+    let writer = Writer::builder("document-writer", docs)
+        .dead_letters(DeadLetters::new(
+            client(),
+            &tables["DeadLetterTable"],
+            "document-writer",
+        ))
+        .deadline_margin(Duration::from_millis(250))
+        .build()
+        .expect("valid writer");
     let kinesis = rng.random_bool(0.5);
     let pks: Vec<String> = (0..ITEMS).map(|i| format!("p{case}s{seed}i{i}")).collect();
     let mut models: BTreeMap<String, Model> = BTreeMap::new();
@@ -361,10 +364,10 @@ async fn pipeline_case(
         if delivery > 12 {
             return Err(format!("{} records still reported", pending.len()));
         }
-        let batch = Batch {
+        let batch = Batch::new(
             kind,
-            records: pending.iter().map(|i| all.records[*i].clone()).collect(),
-        };
+            pending.iter().map(|i| all.records[*i].clone()).collect(),
+        );
         // Some deliveries get a budget of a few tens of ms: writes in flight are cut off.
         let deadline = if rng.random_bool(0.3) {
             let budget = 250 + rng.random_range(1..40);
@@ -386,7 +389,7 @@ async fn pipeline_case(
         };
     }
     faults.lock().map_err(|e| e.to_string())?.on = false;
-    check(&writer.protocol, &pks, &models).await
+    check(writer.protocol(), &pks, &models).await
 }
 
 #[tokio::test]

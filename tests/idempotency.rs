@@ -76,17 +76,13 @@ async fn charge(
     charges: &AtomicUsize,
     order: &str,
 ) -> Result<Run<String>, IdempotencyError<String>> {
-    idem.run(
-        "charge",
-        order,
-        &json!({"order": order, "cents": 250}),
-        None,
-        || async {
+    idem.call("charge", order)
+        .payload(&json!({"order": order, "cents": 250}))
+        .run(|| async {
             charges.fetch_add(1, Ordering::SeqCst);
             Ok::<_, String>(format!("receipt-{order}"))
-        },
-    )
-    .await
+        })
+        .await
 }
 
 #[tokio::test]
@@ -174,12 +170,14 @@ async fn slow(
     idem: &Idempotency<DynamoDbPersistence>,
     charges: &AtomicUsize,
 ) -> Result<Run<u32>, IdempotencyError<String>> {
-    idem.run("charge", "same", &json!({"cents": 1}), None, || async {
-        charges.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        Ok::<_, String>(7)
-    })
-    .await
+    idem.call("charge", "same")
+        .payload(&json!({"cents": 1}))
+        .run(|| async {
+            charges.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok::<_, String>(7)
+        })
+        .await
 }
 
 #[tokio::test]
@@ -219,7 +217,9 @@ async fn through_the_processor_a_redelivered_batch_charges_nothing_again() {
             async move {
                 let key = record.delivery_id();
                 let run = idem
-                    .run("charge", &key, &record.body, None, || async {
+                    .call("charge", &key)
+                    .payload(&record.body)
+                    .run(|| async {
                         charges.fetch_add(1, Ordering::SeqCst);
                         Ok::<_, String>(())
                     })

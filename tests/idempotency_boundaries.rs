@@ -29,18 +29,25 @@ async fn a_function_that_panics_releases_its_key_and_an_immediate_retry_runs() {
     let table = table(&client()).await;
     let idem = layer(&table, Duration::from_secs(3600));
     let deadline = Some(epoch_millis() + 60_000);
-    let panicked = AssertUnwindSafe(idem.run("charge", "o-1", &1, deadline, || async {
-        if deadline.is_some() {
-            panic!("the charge panicked");
-        }
-        Ok::<u32, String>(0)
-    }))
+    let panicked = AssertUnwindSafe(
+        idem.call("charge", "o-1")
+            .payload(&1)
+            .deadline_ms(deadline)
+            .run(|| async {
+                if deadline.is_some() {
+                    panic!("the charge panicked");
+                }
+                Ok::<u32, String>(0)
+            }),
+    )
     .catch_unwind()
     .await;
     assert!(panicked.is_err(), "the panic goes on to the caller");
-    let retry = idem.run("charge", "o-1", &1, deadline, || async {
-        Ok::<u32, String>(7)
-    });
+    let retry = idem
+        .call("charge", "o-1")
+        .payload(&1)
+        .deadline_ms(deadline)
+        .run(|| async { Ok::<u32, String>(7) });
     assert_eq!(retry.await.ok(), Some(Run::Ran(7)));
     assert_eq!(idem.stats().failed, 1);
 }
@@ -54,9 +61,10 @@ async fn a_claim_outlives_a_shorter_expires_after_until_its_deadline() {
     let start = epoch_millis();
     let hung = tokio::time::timeout(
         Duration::from_millis(100),
-        idem.run("charge", "o-1", &1, Some(start + 10_000), || async {
-            std::future::pending::<Result<u32, String>>().await
-        }),
+        idem.call("charge", "o-1")
+            .payload(&1)
+            .deadline_ms(start + 10_000)
+            .run(|| async { std::future::pending::<Result<u32, String>>().await }),
     )
     .await;
     assert!(hung.is_err(), "cut off");
@@ -93,9 +101,15 @@ async fn a_table_with_a_sort_key_keeps_records_under_a_static_partition_key() {
         .build()
         .expect("config");
     let idem = Idempotency::new(persistence, config);
-    let first = idem.run("charge", "o-1", &1, None, || async { Ok::<u32, String>(1) });
+    let first = idem
+        .call("charge", "o-1")
+        .payload(&1)
+        .run(|| async { Ok::<u32, String>(1) });
     assert_eq!(first.await.ok(), Some(Run::Ran(1)));
-    let again = idem.run("charge", "o-1", &1, None, || async { Ok::<u32, String>(2) });
+    let again = idem
+        .call("charge", "o-1")
+        .payload(&1)
+        .run(|| async { Ok::<u32, String>(2) });
     assert_eq!(again.await.ok(), Some(Run::Replayed(1)));
     let items = client()
         .scan()

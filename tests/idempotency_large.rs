@@ -25,12 +25,18 @@ async fn a_result_too_large_for_an_item_is_recorded_completed_and_never_runs_aga
         Ok::<String, String>("x".repeat(450_000))
     };
     let first = idem
-        .run("report", "k", &1, Some(epoch_millis() + 500), big)
+        .call("report", "k")
+        .payload(&1)
+        .deadline_ms(epoch_millis() + 500)
+        .run(big)
         .await;
     assert!(matches!(first, Ok(Run::Ran(_))), "{first:?}");
     tokio::time::sleep(Duration::from_millis(600)).await;
     let again = idem
-        .run("report", "k", &1, Some(epoch_millis() + 500), big)
+        .call("report", "k")
+        .payload(&1)
+        .deadline_ms(epoch_millis() + 500)
+        .run(big)
         .await;
     assert_eq!(
         again.ok(),

@@ -128,16 +128,13 @@ fn rust_layer(table: &str, sort_key: Option<&str>) -> Layer {
 async fn rust_charge(layer: &Layer, order: &Value, runs: &AtomicUsize) -> Outcome {
     let key = order["orderId"].as_str().expect("orderId");
     layer
-        .run(
-            OPERATION,
-            key,
-            order,
-            Some(epoch_millis() + 30_000),
-            || async {
-                runs.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, String>(json!({"chargeId": format!("rs-{key}"), "amount": order["amount"]}))
-            },
-        )
+        .call(OPERATION, key)
+        .payload(order)
+        .deadline_ms(epoch_millis() + 30_000)
+        .run(|| async {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>(json!({"chargeId": format!("rs-{key}"), "amount": order["amount"]}))
+        })
         .await
 }
 
@@ -218,18 +215,15 @@ async fn rust_in_progress(python: &mut Python, rust: &Layer) {
         let (rust, started) = (Arc::clone(rust), Arc::clone(&started));
         tokio::spawn(async move {
             let o4 = json!({"orderId": "o-4", "amount": 7});
-            rust.run(
-                OPERATION,
-                "o-4",
-                &o4,
-                Some(epoch_millis() + 30_000),
-                || async {
+            rust.call(OPERATION, "o-4")
+                .payload(&o4)
+                .deadline_ms(epoch_millis() + 30_000)
+                .run(|| async {
                     started.notify_one();
                     let _ = released.await;
                     Ok::<_, String>(json!({"chargeId": "rs-o-4"}))
-                },
-            )
-            .await
+                })
+                .await
         })
     };
     tokio::time::timeout(Duration::from_secs(10), started.notified())

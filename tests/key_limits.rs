@@ -29,12 +29,18 @@ fn history_writer(
 ) -> Writer<Ratchet> {
     let mut config = RatchetConfig::new(&tables["RatchetTable"]);
     config.history_table = Some(tables["RatchetHistoryTable"].clone());
-    Writer::new(
+    Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        client,
+        &tables["DeadLetterTable"],
+        "ratchet-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 #[tokio::test]
@@ -68,7 +74,12 @@ async fn history_keys_over_the_partition_key_limit_are_refused_before_the_write(
         "{:?}",
         report.summary
     );
-    let kept = writer.dead_letters.list().await.expect("dead letters");
+    let kept = writer
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     let codes: Vec<&str> = kept.iter().map(|l| l.reason.code.as_str()).collect();
     let reasons: Vec<_> = kept.iter().map(|l| &l.reason).collect();
     assert_eq!(codes, ["invalid_key"], "{reasons:?}");

@@ -65,13 +65,19 @@ async fn aggregated_counter_records_count_once_like_unaggregated_ones() {
     let names = ["CounterTable", "DeadLetterTable"];
     let counter = |tables: &BTreeMap<String, String>| {
         let config = dynamodb_exactly_once::counter::CounterConfig::new(&tables["CounterTable"]);
-        Writer::new(
+        Writer::builder(
             "counter-writer",
             dynamodb_exactly_once::counter::Counter::try_new(setup.clone(), config)
                 .expect("valid configuration"),
-            DeadLetters::new(setup.clone(), &tables["DeadLetterTable"], "counter-writer"),
         )
-        .with_deadline_margin(Duration::from_secs(1))
+        .dead_letters(DeadLetters::new(
+            setup.clone(),
+            &tables["DeadLetterTable"],
+            "counter-writer",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
     };
     let agg_tables = dynamo_testing::template_tables(&setup, &names).await;
     let plain_tables = dynamo_testing::template_tables(&setup, &names).await;
@@ -133,7 +139,12 @@ async fn malformed_aggregates_are_dead_lettered_whole() {
         !items.contains_key("User#9|Movie#R"),
         "nothing of a bad aggregate applied"
     );
-    let letters = w.dead_letters.list().await.expect("dead letters");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 4, "{letters:?}");
     let by_tail: BTreeMap<String, _> = letters
         .iter()
@@ -155,7 +166,10 @@ async fn malformed_aggregates_are_dead_lettered_whole() {
 
     // A replay rejects them again, for the same reasons.
     let replay = w
-        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .replay_dead_letters(
+            w.dead_letter_table().expect("a dead-letter table"),
+            &dynamodb_exactly_once_lambda::ReplayScope::all(),
+        )
         .await
         .expect("replay");
     assert_eq!(replay.still_rejected.len(), 4);
@@ -211,7 +225,7 @@ async fn a_failed_user_record_reports_its_aggregate_once() {
     let (plain, plain_tables) = ratchet_writer(setup.clone()).await;
     let unaggregated =
         Batch::from_event(fixture("ratchet-kinesis-unaggregated.json")).expect("kinesis");
-    plain.handle_batch(&unaggregated, Deadline::none()).await;
+    let _ = plain.handle_batch(&unaggregated, Deadline::none()).await;
     assert_eq!(
         ratchet_table(&setup, &tables["RatchetTable"]).await,
         ratchet_table(&setup, &plain_tables["RatchetTable"]).await
@@ -261,7 +275,12 @@ async fn an_aggregate_of_too_many_user_records_is_dead_lettered_whole() {
     // And the batch keeps it as one dead letter, byte for byte
     let report = w.handle_batch(&batch, Deadline::none()).await;
     assert!(report.response.failed_ids().is_empty());
-    let letters = w.dead_letters.list().await.expect("dead letters");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].payload, body);
 }

@@ -26,12 +26,18 @@ fn writer(
 ) -> Writer<Ratchet> {
     let mut config = RatchetConfig::new(&tables["RatchetTable"]);
     configure(&mut config);
-    Writer::new(
+    Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        DeadLetters::new(client.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        client.clone(),
+        &tables["DeadLetterTable"],
+        "ratchet-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 fn key(sk: &str) -> Item {
@@ -56,7 +62,12 @@ async fn codes_after<P: dynamodb_exactly_once::Protocol>(
         "{:?}",
         report.summary
     );
-    let kept = writer.dead_letters.list().await.expect("dead letters");
+    let kept = writer
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     kept.iter()
         .map(|l| l.reason.code.as_str().to_string())
         .collect()
@@ -91,7 +102,7 @@ async fn renamed_ratchet_attributes_are_refused_on_first_contact_not_overwritten
     // When the tombstone flag is renamed, the old tombstone does not read as a live item.
     let renamed_flag = writer(&client, &tables, |c| c.deleted_attribute = "Gone".into());
     let b = ItemKey::from_json(&json!({"PK": "u", "SK": "b"})).expect("key");
-    let read = renamed_flag.protocol.get_json(&b, Read::Consistent).await;
+    let read = renamed_flag.protocol().get_json(&b, Read::Consistent).await;
     assert!(read.is_err(), "a tombstone of other names read as {read:?}");
 
     // Items written under one non-default layout are refused under another.
@@ -144,12 +155,18 @@ fn counter_writer(
 ) -> Writer<Counter> {
     let mut config = CounterConfig::new(&tables["CounterTable"]);
     config.attribute_prefix = prefix.into();
-    Writer::new(
+    Writer::builder(
         name,
         Counter::try_new(client.clone(), config).expect("valid configuration"),
-        DeadLetters::new(client.clone(), &tables["DeadLetterTable"], name),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        client.clone(),
+        &tables["DeadLetterTable"],
+        name,
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 fn count(sk: &str, idempotency_key: &str) -> Value {

@@ -75,3 +75,4 @@ mod txn_sweep;
 mod versioning;
 mod versioning_check;
 mod window_raise;
+mod writer_sinks;

@@ -29,9 +29,12 @@ fn mapped<P: Protocol>(
     template: &str,
 ) -> Writer<P> {
     let letters = DeadLetters::new(client.clone(), &tables["DeadLetterTable"], name);
-    Writer::new(name, protocol, letters)
-        .with_deadline_margin(Duration::from_secs(1))
-        .with_mapping(RecordMapping::new("X_RECORD_MAPPING", template).expect("template"))
+    Writer::builder(name, protocol)
+        .dead_letters(letters)
+        .deadline_margin(Duration::from_secs(1))
+        .mapping(RecordMapping::new("X_RECORD_MAPPING", template).expect("template"))
+        .build()
+        .expect("valid writer")
 }
 
 fn key(pk: &str, sk: &str) -> Item {
@@ -84,7 +87,12 @@ async fn the_counter_counts_an_existing_event_shape_once_per_source_message() {
         .await
         .expect("c2");
     assert_eq!((&c2["amount"], &c2["events"]), (&json!(7), &json!(1)));
-    let letters = writer.dead_letters.list().await.expect("letters");
+    let letters = writer
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("letters");
     let codes: Vec<&str> = letters.iter().map(|l| l.reason.code.as_str()).collect();
     assert_eq!(codes, ["mapping_failed"]);
     assert!(

@@ -168,10 +168,7 @@ fn batch(source: Source, rng: &mut StdRng) -> Batch {
             }
             let sub_sequence_number = size - left;
             r.position.id = aggregate.clone();
-            r.position.sub_record = Some(SubRecord {
-                sub_sequence_number,
-                explicit_hash_key: None,
-            });
+            r.position.sub_record = Some(SubRecord::new(sub_sequence_number));
             left -= 1;
         }
         let key = format!("k{}", seq % KEYS);

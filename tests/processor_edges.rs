@@ -213,7 +213,7 @@ async fn the_handler_sees_sqs_attributes_message_attributes_and_the_lambda_conte
         json!({"tenant": {"stringValue": "t1", "dataType": "String"}});
     let mut invocation = invocation(event, 60_000);
     invocation.context.request_id = "req-42".into();
-    p.handle(invocation).await.expect("handled");
+    let _ = p.handle(invocation).await.expect("handled");
     assert_eq!(
         seen.lock().map(|v| v.clone()).unwrap_or_default(),
         [(

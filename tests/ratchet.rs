@@ -44,7 +44,7 @@ async fn older_put_cannot_revive_tombstone() {
     );
 
     assert_eq!(
-        w.protocol
+        w.protocol()
             .get_json(&key("u", "a"), dynamodb_exactly_once::Read::Consistent)
             .await
             .expect("get"),
@@ -84,7 +84,7 @@ async fn newer_put_replaces_tombstone() {
     );
 
     let item = w
-        .protocol
+        .protocol()
         .get_json(&key("u", "a"), dynamodb_exactly_once::Read::Consistent)
         .await
         .expect("get")
@@ -106,19 +106,19 @@ async fn reads_suppress_tombstones_in_get_batch_get_and_query() {
     write_one(&w, put("u", "c", 1, json!({"v":"c"}))).await;
 
     assert!(w
-        .protocol
+        .protocol()
         .get_json(&key("u", "b"), dynamodb_exactly_once::Read::Consistent)
         .await
         .expect("get")
         .is_none());
     assert!(w
-        .protocol
+        .protocol()
         .get_json(&key("u", "a"), dynamodb_exactly_once::Read::Consistent)
         .await
         .expect("get")
         .is_some());
     let mut got: Vec<String> = w
-        .protocol
+        .protocol()
         .batch_get(&[
             key("u", "a"),
             key("u", "b"),
@@ -133,7 +133,7 @@ async fn reads_suppress_tombstones_in_get_batch_get_and_query() {
     got.sort();
     assert_eq!(got, ["a", "c"]);
     let queried: Vec<String> = w
-        .protocol
+        .protocol()
         .query_partition("PK", &json!("u"))
         .await
         .expect("query")
@@ -318,13 +318,15 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
     let tables =
         dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let mut w = ratchet_writer_on(client_with(Some(refuse_b.clone()), 1), &tables);
-    w.protocol =
+    w = crate::common::with_protocol(
+        &w,
         dynamodb_exactly_once::ratchet::Ratchet::try_new(client_with(Some(refuse_b.clone()), 1), {
-            let mut c = w.protocol.config().clone();
+            let mut c = w.protocol().config().clone();
             c.concurrency = 1;
             c
         })
-        .expect("valid configuration");
+        .expect("valid configuration"),
+    );
     let bodies = [
         put("u", "a", 2, json!({"v":2})),
         put("u", "a", 1, json!({"v":1})),
@@ -344,10 +346,7 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
     assert_eq!(refuse_b.injected(), 2);
 
     // Lambda delivers the failed records again: they complete.
-    let retry = Batch {
-        kind: batch.kind,
-        records: batch.records[..3].to_vec(),
-    };
+    let retry = Batch::new(batch.kind, batch.records[..3].to_vec());
     let report = w.handle_batch(&retry, Deadline::none()).await;
     assert!(report.response.failed_ids().is_empty());
     let items = scan(&setup, &tables["RatchetTable"]).await;

@@ -36,12 +36,18 @@ async fn a_warm_redelivery_costs_no_call_and_a_newer_record_still_writes() {
         .await
         .expect("schema");
     let config = RatchetConfig::new(&tables["RatchetTable"]);
-    let writer = Writer::new(
+    let writer = Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(counted, config.clone()).expect("config"),
-        DeadLetters::new(direct.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
     )
-    .with_deadline_margin(Duration::from_secs(1));
+    .dead_letters(DeadLetters::new(
+        direct.clone(),
+        &tables["DeadLetterTable"],
+        "ratchet-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer");
     // Given a batch applied once (two keys, one of them twice)
     let batch = sqs_batch(
         &[

@@ -73,8 +73,11 @@ fn process(
     }
     let protocol = Ratchet::try_new(client.clone(), config).map_err(|e| e.to_string())?;
     let dead_letters = DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer");
-    let writer = Writer::new("ratchet-writer", protocol, dead_letters)
-        .with_deadline_margin(Duration::from_secs(1));
+    let writer = Writer::builder("ratchet-writer", protocol)
+        .dead_letters(dead_letters)
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer");
     Ok(Arc::new(writer))
 }
 
@@ -104,7 +107,7 @@ fn model(
     let mut newest: BTreeMap<String, RatchetRecord> = BTreeMap::new();
     for body in records {
         let parsed = w
-            .protocol
+            .protocol()
             .parse_record(body.to_string().as_bytes())
             .map_err(|e| e.to_string())?;
         let id = format!(

@@ -44,12 +44,18 @@ fn history_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<R
         c.history_table = Some(tables["RatchetHistoryTable"].clone());
         c
     };
-    Writer::new(
+    Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer"),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        client,
+        &tables["DeadLetterTable"],
+        "ratchet-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 /// Every history row, keyed by `ItemKey|RecordVersion`.
@@ -268,15 +274,15 @@ async fn rows_left_unprocessed_after_every_retry_are_reported_for_redelivery() {
     );
     // Lambda delivers it again to a healthy writer: every row and the winners are written.
     let healthy = history_writer(setup.clone(), &tables);
-    let retry = Batch {
-        kind: batch.kind,
-        records: batch
+    let retry = Batch::new(
+        batch.kind,
+        batch
             .records
             .iter()
             .filter(|r| failed.contains(&r.position.id))
             .cloned()
             .collect(),
-    };
+    );
     assert!(healthy
         .handle_batch(&retry, Deadline::none())
         .await
@@ -387,7 +393,7 @@ proptest! {
                 start = end;
             }
 
-            let (model, winners) = model(case, &records, &w.protocol);
+            let (model, winners) = model(case, &records, w.protocol());
             let prefix = format!("{{\"PK\":\"hcase{case}\",");
             let history: BTreeMap<String, Value> = history_rows(&client, &tables["RatchetHistoryTable"]).await
                 .into_iter()

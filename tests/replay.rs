@@ -23,29 +23,25 @@ use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 
 fn position(kind: SourceKind, arn: &str, id: &str) -> SourcePosition {
-    SourcePosition {
-        kind,
-        source_arn: Some(arn.into()),
-        id: id.into(),
-        shard_id: (kind == SourceKind::Kinesis).then(|| "shardId-000".to_string()),
-        partition_key: (kind == SourceKind::Kinesis).then(|| "p".to_string()),
-        message_group_id: None,
-        sqs_sequence_number: None,
-        sub_record: None,
-        event_id: None,
-        arrived_at_ms: None,
+    {
+        let mut position = SourcePosition::new(kind, id);
+        position.source_arn = Some(arn.into());
+        position.shard_id = (kind == SourceKind::Kinesis).then(|| "shardId-000".to_string());
+        position.partition_key = (kind == SourceKind::Kinesis).then(|| "p".to_string());
+        position
     }
 }
 
 fn record(position: SourcePosition, body: &Value) -> SourceRecord {
-    SourceRecord {
-        position,
-        body: body.to_string().into_bytes(),
-    }
+    SourceRecord::new(position, body.to_string().into_bytes())
 }
 
 fn writer<P: Protocol>(protocol: P, letters: DeadLetters) -> Writer<P> {
-    Writer::new("writer", protocol, letters).with_deadline_margin(Duration::from_secs(1))
+    Writer::builder("writer", protocol)
+        .dead_letters(letters)
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 fn rejection() -> Rejection {
@@ -109,18 +105,23 @@ async fn two_deployments_of_one_binary_replay_only_their_own_letters() {
         ),
         &put("replica", "a", 1, json!({"v": 2})),
     );
-    main.dead_letters
+    main.dead_letter_table()
+        .expect("a dead-letter table")
         .keep(&main_letter, &rejection())
         .await
         .expect("kept");
     replica
-        .dead_letters
+        .dead_letter_table()
+        .expect("a dead-letter table")
         .keep(&replica_letter, &rejection())
         .await
         .expect("kept");
     // when the replica's letters are replayed with the replica's settings,
     let report = replica
-        .replay_dead_letters(&ReplayScope::all())
+        .replay_dead_letters(
+            replica.dead_letter_table().expect("a dead-letter table"),
+            &ReplayScope::all(),
+        )
         .await
         .expect("replay");
     // then only the replica's letter is applied, into the replica's table,
@@ -129,29 +130,39 @@ async fn two_deployments_of_one_binary_replay_only_their_own_letters() {
     assert!(replica_items.contains_key("replica|a"), "{replica_items:?}");
     assert!(!replica_items.contains_key("main|a"), "{replica_items:?}");
     // and the main deployment's letter is still there, for the main deployment to replay.
-    assert_eq!(main.dead_letters.list().await.expect("list").len(), 1);
+    assert_eq!(
+        main.dead_letter_table()
+            .expect("a dead-letter table")
+            .list()
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
     // A replay that names no deployment while letters of two are kept is refused.
-    main.dead_letters
+    main.dead_letter_table()
+        .expect("a dead-letter table")
         .keep(&main_letter, &rejection())
         .await
         .expect("kept");
     replica
-        .dead_letters
+        .dead_letter_table()
+        .expect("a dead-letter table")
         .keep(&replica_letter, &rejection())
         .await
         .expect("kept");
     let unnamed = on("RatchetTable", "x");
-    let unnamed = Writer {
-        dead_letters: DeadLetters::new(c.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
-        ..unnamed
-    };
-    let refused = unnamed.replay_dead_letters(&ReplayScope::all()).await;
+    let all = DeadLetters::new(c.clone(), &tables["DeadLetterTable"], "ratchet-writer");
+    let refused = unnamed.replay_dead_letters(&all, &ReplayScope::all()).await;
     assert!(
         matches!(refused, Err(ReplayError::MixedDeployments(ref d)) if d.len() == 2),
         "{refused:?}"
     );
     let report = main
-        .replay_dead_letters(&ReplayScope::all())
+        .replay_dead_letters(
+            main.dead_letter_table().expect("a dead-letter table"),
+            &ReplayScope::all(),
+        )
         .await
         .expect("replay");
     assert_eq!(report.replayed.len(), 1, "{report:?}");
@@ -178,13 +189,17 @@ async fn a_fifo_group_is_replayed_in_its_sequence_order() {
         );
         p.message_group_id = Some("g".into());
         p.sqs_sequence_number = Some(sequence.into());
-        w.dead_letters
+        w.dead_letter_table()
+            .expect("a dead-letter table")
             .keep(&record(p, &append("fifo", value)), &rejection())
             .await
             .expect("kept");
     }
     let report = w
-        .replay_dead_letters(&ReplayScope::all())
+        .replay_dead_letters(
+            w.dead_letter_table().expect("a dead-letter table"),
+            &ReplayScope::all(),
+        )
         .await
         .expect("replay");
     assert_eq!(report.replayed.len(), 3, "{report:?}");
@@ -204,18 +219,27 @@ async fn a_replay_whose_removals_fail_goes_on_and_never_applies_a_letter_twice()
     let w = document_writer(c.clone(), client_with(Some(no_deletes), 1), &tables);
     for (pk, id) in [("r1", "m-1"), ("r2", "m-2")] {
         let p = position(SourceKind::Sqs, "arn:aws:sqs:us-east-1:1:docs", id);
-        w.dead_letters
+        w.dead_letter_table()
+            .expect("a dead-letter table")
             .keep(&record(p, &append(pk, "x")), &rejection())
             .await
             .expect("kept");
     }
-    let first = w.replay_dead_letters(&ReplayScope::all()).await;
+    let first = w
+        .replay_dead_letters(
+            w.dead_letter_table().expect("a dead-letter table"),
+            &ReplayScope::all(),
+        )
+        .await;
     let first = first.expect("the replay goes on past failed removals");
     assert_eq!(first.replayed.len(), 2, "{first:?}");
     // A second replay, removals working again, removes them without applying them again.
     let healthy = document_writer(c.clone(), c.clone(), &tables);
     let second = healthy
-        .replay_dead_letters(&ReplayScope::all())
+        .replay_dead_letters(
+            healthy.dead_letter_table().expect("a dead-letter table"),
+            &ReplayScope::all(),
+        )
         .await
         .expect("replay");
     assert_eq!(second.removed_applied_earlier.len(), 2, "{second:?}");
@@ -225,7 +249,13 @@ async fn a_replay_whose_removals_fail_goes_on_and_never_applies_a_letter_twice()
         (list(&items, "r1"), list(&items, "r2")),
         (json!(["x"]), json!(["x"]))
     );
-    assert!(healthy.dead_letters.list().await.expect("list").is_empty());
+    assert!(healthy
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("list")
+        .is_empty());
 }
 
 #[tokio::test]
@@ -234,16 +264,30 @@ async fn exported_letters_are_replayed_only_when_asked() {
     let tables = template_tables(&c, &["DocumentTable", "DeadLetterTable"]).await;
     let w = document_writer(c.clone(), c.clone(), &tables);
     let p = position(SourceKind::Sqs, "arn:aws:sqs:us-east-1:1:docs", "m-1");
-    w.dead_letters
+    w.dead_letter_table()
+        .expect("a dead-letter table")
         .keep(&record(p, &append("e", "x")), &rejection())
         .await
         .expect("kept");
-    let letter = w.dead_letters.list().await.expect("list").remove(0);
+    let letter = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("list")
+        .remove(0);
     // Given a letter an export wrote out (its event may have been invoked since),
-    w.dead_letters.mark_exported(&letter).await.expect("marked");
+    w.dead_letter_table()
+        .expect("a dead-letter table")
+        .mark_exported(&letter)
+        .await
+        .expect("marked");
     // a replay leaves it alone,
     let report = w
-        .replay_dead_letters(&ReplayScope::all())
+        .replay_dead_letters(
+            w.dead_letter_table().expect("a dead-letter table"),
+            &ReplayScope::all(),
+        )
         .await
         .expect("replay");
     assert_eq!(report.exported, vec![letter.id.clone()], "{report:?}");
@@ -253,7 +297,10 @@ async fn exported_letters_are_replayed_only_when_asked() {
     );
     // unless asked to take exported letters too.
     let all = ReplayScope::all().with_exported(true);
-    let report = w.replay_dead_letters(&all).await.expect("replay");
+    let report = w
+        .replay_dead_letters(w.dead_letter_table().expect("a dead-letter table"), &all)
+        .await
+        .expect("replay");
     assert_eq!(report.replayed, vec![letter.id], "{report:?}");
     assert_eq!(
         list(&scan(&c, &tables["DocumentTable"]).await, "e"),
@@ -272,13 +319,25 @@ async fn a_letter_with_a_missing_part_does_not_hide_the_others() {
         position(SourceKind::Sqs, "arn:q", "m-small"),
         &append("s", "x"),
     );
-    w.dead_letters.keep(&big, &rejection()).await.expect("kept");
-    w.dead_letters
+    w.dead_letter_table()
+        .expect("a dead-letter table")
+        .keep(&big, &rejection())
+        .await
+        .expect("kept");
+    w.dead_letter_table()
+        .expect("a dead-letter table")
         .keep(&small, &rejection())
         .await
         .expect("kept");
     // Given the big letter's second payload part lost (orphaned, or a listing racing a keep),
-    let big_id = w.dead_letters.list().await.expect("list")[0].id.clone();
+    let big_id = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("list")[0]
+        .id
+        .clone();
     c.delete_item()
         .table_name(&tables["DeadLetterTable"])
         .key(ATTR_ID, AttributeValue::S(part_id(&big_id, 1)))
@@ -287,14 +346,18 @@ async fn a_letter_with_a_missing_part_does_not_hide_the_others() {
         .expect("deleted");
     // the listing still has the small one, and names the big one as incomplete.
     let listing = w
-        .dead_letters
+        .dead_letter_table()
+        .expect("a dead-letter table")
         .listing(&LetterFilter::all())
         .await
         .expect("listing");
     assert_eq!(listing.letters.len(), 1);
     assert_eq!(listing.incomplete.len(), 1, "{:?}", listing.incomplete);
     let report = w
-        .replay_dead_letters(&ReplayScope::all())
+        .replay_dead_letters(
+            w.dead_letter_table().expect("a dead-letter table"),
+            &ReplayScope::all(),
+        )
         .await
         .expect("replay");
     assert_eq!(
@@ -311,9 +374,12 @@ async fn a_reinjected_record_is_as_old_as_its_event_time() {
     let protocol = Counter::try_new(c.clone(), CounterConfig::new(&tables["CounterTable"]))
         .expect("valid configuration");
     let letters = DeadLetters::new(c.clone(), &tables["DeadLetterTable"], "counter-writer");
-    let w = writer(protocol, letters).with_event_time(
-        EventTime::new("COUNTER_EVENT_TIME_POINTER", "/eventTime").expect("pointer"),
-    );
+    let w = Writer::builder("writer", protocol)
+        .dead_letters(letters)
+        .deadline_margin(Duration::from_secs(1))
+        .event_time(EventTime::new("COUNTER_EVENT_TIME_POINTER", "/eventTime").expect("pointer"))
+        .build()
+        .expect("valid writer");
     // A record produced two windows ago, moved back from a redrive queue: SQS gives it a new
     // message id and a new SentTimestamp (now).
     let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
@@ -333,7 +399,12 @@ async fn a_reinjected_record_is_as_old_as_its_event_time() {
     // It is kept as too old, not counted a second time.
     let response = serde_json::to_value(&response).expect("json");
     assert_eq!(response["batchItemFailures"], json!([]));
-    let letters = w.dead_letters.list().await.expect("list");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("list");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, RejectionCode::TooOld);
     assert!(scan(&c, &tables["CounterTable"]).await.is_empty());

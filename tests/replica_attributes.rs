@@ -68,7 +68,12 @@ async fn source_attributes_named_like_replica_attributes_are_refused_not_reinter
         "{:?}",
         report.summary
     );
-    let kept = writer.dead_letters.list().await.expect("dead letters");
+    let kept = writer
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(kept.len(), 3);
     for letter in &kept {
         assert_eq!(

@@ -50,12 +50,18 @@ fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<C
     config.lock_patience = Duration::from_millis(300);
     // Patience must be at least twice the heartbeat interval (TxConfig::validate).
     config.heartbeat_every = Duration::from_millis(150);
-    Writer::new(
+    Writer::builder(
         "tx-coordinator",
         Coordinator::try_new(client.clone(), config).expect("valid configuration"),
-        DeadLetters::new(client, &tables["DeadLetterTable"], "tx-coordinator"),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        client,
+        &tables["DeadLetterTable"],
+        "tx-coordinator",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 /// Move `amount` from `from` (only if it has that much) to `to`.
@@ -125,26 +131,21 @@ fn kinesis_keyed(records: &[(&str, Value)]) -> Batch {
     let records = records
         .iter()
         .enumerate()
-        .map(|(i, (key, body))| SourceRecord {
-            position: SourcePosition {
-                kind: SourceKind::Kinesis,
-                source_arn: Some("arn:aws:kinesis:us-east-1:123456789012:stream/Tx".into()),
-                id: format!("{i:020}"),
-                shard_id: Some("shardId-000000000000".into()),
-                partition_key: Some((*key).to_string()),
-                message_group_id: None,
-                sqs_sequence_number: None,
-                sub_record: None,
-                event_id: None,
-                arrived_at_ms: None,
-            },
-            body: body.to_string().into_bytes(),
+        .map(|(i, (key, body))| {
+            SourceRecord::new(
+                {
+                    let mut position = SourcePosition::new(SourceKind::Kinesis, format!("{i:020}"));
+                    position.source_arn =
+                        Some("arn:aws:kinesis:us-east-1:123456789012:stream/Tx".into());
+                    position.shard_id = Some("shardId-000000000000".into());
+                    position.partition_key = Some((*key).to_string());
+                    position
+                },
+                body.to_string().into_bytes(),
+            )
         })
         .collect();
-    Batch {
-        kind: SourceKind::Kinesis,
-        records,
-    }
+    Batch::new(SourceKind::Kinesis, records)
 }
 
 async fn balances(client: &Client, table: &str) -> BTreeMap<String, i64> {
@@ -264,12 +265,16 @@ async fn fifo_a_dead_lettered_message_lets_its_group_go_on_unless_its_dead_lette
             Fault::None
         }
     });
-    let mut w = coordinator_on(setup.clone(), &tables);
-    w.dead_letters = DeadLetters::new(
-        client_with(Some(refuse_letters), 1),
-        &tables["DeadLetterTable"],
-        "tx-coordinator",
-    );
+    let w = coordinator_on(setup.clone(), &tables);
+    let w = Writer::builder("tx-coordinator", w.protocol().clone())
+        .dead_letters(DeadLetters::new(
+            client_with(Some(refuse_letters), 1),
+            &tables["DeadLetterTable"],
+            "tx-coordinator",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer");
     let report = w.handle_batch(&batch, Deadline::none()).await;
     assert_eq!(report.response.failed_ids(), ["m1", "m2"]);
     assert_eq!(held_back_after(&report.results[2]), Some("m1"));
@@ -285,7 +290,15 @@ async fn fifo_a_dead_lettered_message_lets_its_group_go_on_unless_its_dead_lette
         &report.results,
         &[Some(TxOutcome::AlreadyCommitted), None, Some(ROLLED_BACK)],
     );
-    assert_eq!(w.dead_letters.list().await.expect("list").len(), 1);
+    assert_eq!(
+        w.dead_letter_table()
+            .expect("a dead-letter table")
+            .list()
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -533,7 +546,10 @@ async fn fifo_consecutive_messages_on_one_item_are_one_write_and_a_failure_still
     let mut w = ratchet_writer_on(setup.clone(), &tables);
     let mut config = RatchetConfig::new(&tables["RatchetTable"]);
     config.cache_keys = 0; // every delivery goes to DynamoDB
-    w.protocol = Ratchet::try_new(client_with(Some(plan), 1), config).expect("config");
+    w = crate::common::with_protocol(
+        &w,
+        Ratchet::try_new(client_with(Some(plan), 1), config).expect("config"),
+    );
     // Group c1: four messages on item runA, one on runB, two more on runA; group c2: one.
     let a = |ts: i64| ("c1", put("fifo", "runA", ts, json!({"n": ts})));
     let messages = vec![
@@ -600,11 +616,14 @@ async fn fifo_a_group_of_one_counter_item_is_one_update() {
         CounterConfig::new(&tables["CounterTable"]),
     )
     .expect("config");
-    let w = Writer::new(
-        "counter-writer",
-        counter,
-        DeadLetters::new(setup.clone(), &tables["DeadLetterTable"], "counter-writer"),
-    );
+    let w = Writer::builder("counter-writer", counter)
+        .dead_letters(DeadLetters::new(
+            setup.clone(),
+            &tables["DeadLetterTable"],
+            "counter-writer",
+        ))
+        .build()
+        .expect("valid writer");
     // A FIFO group per customer, five events each
     let event = |c: &str, k: usize| {
         let body = json!({"key": {"PK": c, "SK": "t"}, "add": {"n": 1}, "idempotencyKey": format!("{c}-{k}")});

@@ -39,12 +39,18 @@ pub(crate) fn replica_writer(client: Client, tables: &BTreeMap<String, String>) 
         c.replication = Some(Replication::default());
         c
     };
-    Writer::new(
+    Writer::builder(
         "orders-replica",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-        DeadLetters::new(client, &tables["DeadLetterTable"], "orders-replica"),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        client,
+        &tables["DeadLetterTable"],
+        "orders-replica",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Counter> {
@@ -56,12 +62,18 @@ fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Co
         count: Some("orders".into()),
         sums: vec![("amount".into(), "Amount".into())],
     });
-    Writer::new(
+    Writer::builder(
         "orders-totals",
         Counter::try_new(client.clone(), config).expect("valid configuration"),
-        DeadLetters::new(client, &tables["DeadLetterTable"], "orders-totals"),
     )
-    .with_deadline_margin(Duration::from_secs(1))
+    .dead_letters(DeadLetters::new(
+        client,
+        &tables["DeadLetterTable"],
+        "orders-totals",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer")
 }
 
 /// One change as a stream record, typed images kept as they are.
@@ -278,7 +290,7 @@ async fn replica_converges_to_the_source_whatever_the_delivery() {
         let source = typed_scan(&client, &tables["OrdersTable"]).await;
         let replica = typed_scan(&client, &tables["OrdersReplicaTable"]).await;
         let skip = Replication::default();
-        let config = writer.protocol.config();
+        let config = writer.protocol().config();
         let expected: BTreeMap<String, Item> = source
             .into_iter()
             .map(|(id, item)| {
@@ -540,16 +552,24 @@ async fn changes_without_a_mapping_are_kept_not_applied() {
     let client = client();
     let tables = dynamo_testing::template_tables(&client, &TABLES).await;
     let mut writer = replica_writer(client.clone(), &tables);
-    writer.protocol = Ratchet::try_new(
-        client.clone(),
-        RatchetConfig::new(&tables["OrdersReplicaTable"]),
-    )
-    .expect("valid configuration");
+    writer = crate::common::with_protocol(
+        &writer,
+        Ratchet::try_new(
+            client.clone(),
+            RatchetConfig::new(&tables["OrdersReplicaTable"]),
+        )
+        .expect("valid configuration"),
+    );
     let batch: Batch = Batch::from_event(fixture("orders-dynamodb-stream.json")).expect("event");
     let report = writer.handle_batch(&batch, Deadline::none()).await;
     assert!(report.response.failed_ids().is_empty());
     assert_eq!(report.summary.outcomes.get("invalid"), Some(&5));
-    let kept = writer.dead_letters.list().await.expect("dead letters");
+    let kept = writer
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(kept.len(), 5);
     assert!(kept
         .iter()
@@ -558,9 +578,15 @@ async fn changes_without_a_mapping_are_kept_not_applied() {
         .await
         .is_empty());
     // Configured later, a replay applies them.
-    writer.protocol = replica_writer(client.clone(), &tables).protocol;
+    writer = crate::common::with_protocol(
+        &writer,
+        replica_writer(client.clone(), &tables).protocol().clone(),
+    );
     let replay = writer
-        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .replay_dead_letters(
+            writer.dead_letter_table().expect("a dead-letter table"),
+            &dynamodb_exactly_once_lambda::ReplayScope::all(),
+        )
         .await
         .expect("replay");
     assert_eq!(replay.replayed.len(), 5, "{replay:?}");

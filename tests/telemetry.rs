@@ -26,7 +26,8 @@ async fn every_line_of_a_batch_carries_the_request_id() {
         .map(|(i, b)| json!({"eventSource":"aws:sqs","messageId":format!("m{i}"),"body":b.to_string()}))
         .collect();
 
-    w.handle(LambdaEvent::new(json!({ "Records": records }), context))
+    let _ = w
+        .handle(LambdaEvent::new(json!({ "Records": records }), context))
         .await
         .expect("handled");
 

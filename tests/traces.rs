@@ -163,7 +163,8 @@ async fn a_batch_exports_its_invocation_batch_and_dynamodb_spans_under_the_xray_
     let bodies = [put("u", "a", 1, json!({})), put("u", "b", 1, json!({}))];
 
     // When it is handled.
-    w.handle(LambdaEvent::new(event(&bodies), context))
+    let _ = w
+        .handle(LambdaEvent::new(event(&bodies), context))
         .await
         .expect("handled");
 
@@ -201,7 +202,8 @@ async fn a_batch_exports_its_invocation_batch_and_dynamodb_spans_under_the_xray_
     let mut context = Context::default();
     context.xray_trace_id =
         Some("Root=1-5759e988-00000000000000000000beef;Parent=53995c3f42cd8ad8;Sampled=0".into());
-    w.handle(LambdaEvent::new(event(&bodies[..1]), context))
+    let _ = w
+        .handle(LambdaEvent::new(event(&bodies[..1]), context))
         .await
         .expect("handled");
     let unsampled = bytes("5759e98800000000000000000000beef");

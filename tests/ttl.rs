@@ -14,12 +14,15 @@ async fn tombstones_expire_through_the_tables_ttl() {
     // tombstone lifetime
     let client = client_for(&private_endpoint(), None, 3);
     let (mut w, tables) = ratchet_writer(client.clone()).await;
-    w.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), {
-        let mut c = w.protocol.config().clone();
-        c.tombstone_ttl = std::time::Duration::from_secs(1);
-        c
-    })
-    .expect("valid configuration");
+    w = crate::common::with_protocol(
+        &w,
+        dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), {
+            let mut c = w.protocol().config().clone();
+            c.tombstone_ttl = std::time::Duration::from_secs(1);
+            c
+        })
+        .expect("valid configuration"),
+    );
     write_one(&w, put("u", "live", 1, json!({"v": 1}))).await;
     write_one(&w, delete("u", "gone", 1)).await;
 

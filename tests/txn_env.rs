@@ -254,12 +254,13 @@ pub async fn set_header(
 
 /// The `tx-coordinator` function over `protocol`, its dead letters in the test's table.
 pub fn coordinator_writer(env: &Env, protocol: Coordinator) -> Writer<Coordinator> {
-    Writer {
-        function: "tx-coordinator".into(),
-        protocol,
-        dead_letters: DeadLetters::new(client(), &env.tables["DeadLetterTable"], "tx-coordinator"),
-        deadline_margin: Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    }
+    Writer::builder("tx-coordinator", protocol)
+        .dead_letters(DeadLetters::new(
+            client(),
+            &env.tables["DeadLetterTable"],
+            "tx-coordinator",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }

@@ -256,26 +256,20 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
     );
     let arrived = |ago_secs: u64| {
         let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
-        Batch {
-            kind: SourceKind::Sqs,
-            records: vec![SourceRecord {
-                position: SourcePosition {
-                    kind: SourceKind::Sqs,
-                    source_arn: Some("arn:aws:sqs:us-east-1:1:q".into()),
-                    id: format!("m{ago_secs}"),
-                    shard_id: None,
-                    partition_key: None,
-                    message_group_id: None,
-                    sqs_sequence_number: None,
-                    sub_record: None,
-                    event_id: None,
-                    arrived_at_ms: Some(now - ago_secs * 1000),
+        Batch::new(
+            SourceKind::Sqs,
+            vec![SourceRecord::new(
+                {
+                    let mut position = SourcePosition::new(SourceKind::Sqs, format!("m{ago_secs}"));
+                    position.source_arn = Some("arn:aws:sqs:us-east-1:1:q".into());
+                    position.arrived_at_ms = Some(now - ago_secs * 1000);
+                    position
                 },
-                body: transfer(&table, "old", "a", "b", 10)
+                transfer(&table, "old", "a", "b", 10)
                     .to_string()
                     .into_bytes(),
-            }],
-        }
+            )],
+        )
     };
     // Given a transfer committed, its record set to expire at the end of the retention,
     let report = writer.handle_batch(&arrived(1), Deadline::none()).await;
@@ -305,7 +299,12 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
     let report = writer.handle_batch(&arrived(120), Deadline::none()).await;
     // then it is kept as a too_old dead letter, and the transfer stays applied once.
     assert_eq!(report.summary.count("committed"), 0, "{:?}", report.summary);
-    let letters = writer.dead_letters.list().await.expect("dead letters");
+    let letters = writer
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, "too_old");
     let now = items(&base, &table).await;

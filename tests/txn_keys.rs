@@ -14,7 +14,7 @@ use dynamodb_exactly_once::txn::{Coordinator, Cost, TxError};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
 use dynamodb_exactly_once_lambda::dead_letter::{DeadLetters, LetterFilter};
 use dynamodb_exactly_once_lambda::settings::functions::TX_COORDINATOR;
-use dynamodb_exactly_once_lambda::{ReplayScope, Writer};
+use dynamodb_exactly_once_lambda::ReplayScope;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use txn_env::*;
@@ -186,12 +186,9 @@ async fn the_sweeper_retires_a_record_stranded_on_a_refused_key() {
     let payload: Value = serde_json::from_slice(&letter.payload).expect("JSON payload");
     assert_eq!(payload["txId"], json!("t-stranded"));
     assert_eq!(payload["requests"].as_array().map(Vec::len), Some(2));
-    let writer = Writer {
-        dead_letters: letters.clone(),
-        ..coordinator_writer(&env, env.coordinator(client()))
-    };
+    let writer = coordinator_writer(&env, env.coordinator(client()));
     let replay = writer
-        .replay_dead_letters(&ReplayScope::all())
+        .replay_dead_letters(&letters, &ReplayScope::all())
         .await
         .expect("replay");
     let refused: Vec<_> = replay.still_rejected.iter().map(|(_, r)| r.code).collect();

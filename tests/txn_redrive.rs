@@ -14,6 +14,7 @@ use dynamo_testing::client;
 use dynamodb_exactly_once::rejection::RejectionCode;
 use dynamodb_exactly_once::txn::{Coordinator, TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::event_time::EventTime;
 use dynamodb_exactly_once_lambda::Writer;
 use lambda_runtime::{Context, LambdaEvent};
@@ -41,10 +42,19 @@ fn writer(
     env: &Env,
     event_time: Option<EventTime>,
 ) -> Writer<dynamodb_exactly_once::txn::Coordinator> {
-    Writer {
-        event_time,
-        ..coordinator_writer(env, env.coordinator(client()))
+    let builder = Writer::builder("tx-coordinator", env.coordinator(client()))
+        .dead_letters(DeadLetters::new(
+            client(),
+            &env.tables["DeadLetterTable"],
+            "tx-coordinator",
+        ))
+        .deadline_margin(Duration::from_secs(1));
+    match event_time {
+        Some(event_time) => builder.event_time(event_time),
+        None => builder,
     }
+    .build()
+    .expect("valid writer")
 }
 
 #[tokio::test]
@@ -69,7 +79,12 @@ async fn a_redriven_transaction_older_than_its_record_is_too_old_by_its_event_ti
         serde_json::to_value(answer).expect("json"),
         json!({"batchItemFailures":[]})
     );
-    let letters = guarded.dead_letters.list().await.expect("dead letters");
+    let letters = guarded
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, "too_old");
     let now = items(&base, &table).await;
@@ -89,7 +104,12 @@ async fn a_redriven_transaction_older_than_its_record_is_too_old_by_its_event_ti
         json!({"batchItemFailures":[]})
     );
     // The same message, kept once (its dead letter is keyed by the message).
-    let letters = envelope.dead_letters.list().await.expect("dead letters");
+    let letters = envelope
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, "too_old");
     let after = items(&base, &table).await;

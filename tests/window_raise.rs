@@ -59,10 +59,10 @@ async fn raising_the_counter_window_from_3_to_30_s_alone_never_counts_a_key_twic
     // (applied by the protocol at its clock: the Lambda edge's own age check uses the real one)
     let body = json!({"key":{"PK":"a","SK":"d"},"add":{"n":1},"idempotencyKey":"k"});
     let k = narrow
-        .protocol
+        .protocol()
         .parse_record(body.to_string().as_bytes())
         .expect("valid record");
-    let applied = narrow.protocol.add(&k.arrived_at(then * 1000)).await;
+    let applied = narrow.protocol().add(&k.arrived_at(then * 1000)).await;
     assert_eq!(applied.expect("added"), CounterOutcome::Applied);
     // ... and the window raised to 30 s alone, another key rolling k's bucket out ...
     assert_eq!(deliver(&wide, "other", now).await.0, "applied");

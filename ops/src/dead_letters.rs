@@ -163,12 +163,11 @@ async fn replay_with<P: Protocol + Configured + RecordShape>(
     letters: DeadLetters,
     scope: &ReplayScope,
 ) -> Result<(), String> {
-    let writer: Writer<P> = Writer {
-        dead_letters: letters,
-        ..writer_from_env(client, spec).map_err(|e| e.to_string())?
-    };
+    let writer: Writer<P> = writer_from_env(client, spec)
+        .await
+        .map_err(|e| e.to_string())?;
     let report = writer
-        .replay_dead_letters(scope)
+        .replay_dead_letters(&letters, scope)
         .await
         .map_err(|e| e.to_string())?;
     print_report(&report);

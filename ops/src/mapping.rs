@@ -24,7 +24,7 @@ use dynamodb_exactly_once_lambda::mapping::{RecordMapping, RecordShape, Tried};
 use dynamodb_exactly_once_lambda::settings::functions::{
     COUNTER_WRITER, DOCUMENT_WRITER, RATCHET_WRITER, TX_COORDINATOR,
 };
-use dynamodb_exactly_once_lambda::settings::{env_opt, FunctionSpec};
+use dynamodb_exactly_once_lambda::settings::FunctionSpec;
 use serde_json::{json, Value};
 
 /// Record mapping tools.
@@ -100,7 +100,9 @@ fn try_with<P: Protocol + Configured + RecordShape>(
     let setting = spec.var("RECORD_MAPPING");
     let template = match template {
         Some(t) => t.to_string(),
-        None => env_opt(&setting)
+        None => std::env::var(&setting)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
             .ok_or_else(|| format!("no template: give --mapping or set {setting}"))?,
     };
     let mapping =

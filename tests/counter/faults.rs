@@ -54,7 +54,12 @@ async fn a_record_dynamodb_refuses_is_dead_lettered_alone_and_the_rest_of_its_ch
         labels,
         ["applied", "applied", "invalid", "applied", "applied", "applied"]
     );
-    let letters = w.dead_letters.list().await.expect("dead letters");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, RejectionCode::RejectedByDynamodb);
     assert!(letters[0].reason.message.len() < 300);
@@ -77,12 +82,19 @@ async fn replaying_dead_letters_isolates_the_poison_record_again() {
     ];
     let reason = Rejection::new(RejectionCode::RejectedByDynamodb, "the chunk was refused");
     for r in &sqs_batch(&bodies, 100).records {
-        w.dead_letters.keep(r, &reason).await.expect("keep");
+        w.dead_letter_table()
+            .expect("a dead-letter table")
+            .keep(r, &reason)
+            .await
+            .expect("keep");
     }
 
     // ... when they are replayed through the protocol ...
     let report = w
-        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .replay_dead_letters(
+            w.dead_letter_table().expect("a dead-letter table"),
+            &dynamodb_exactly_once_lambda::ReplayScope::all(),
+        )
         .await
         .expect("replay");
 
@@ -90,12 +102,14 @@ async fn replaying_dead_letters_isolates_the_poison_record_again() {
     assert_eq!(report.replayed.len(), 2, "{report:?}");
     assert_eq!(report.still_rejected.len(), 1, "{report:?}");
     assert!(report.failed.is_empty());
-    let left = w.dead_letters.list().await.expect("dead letters");
+    let left = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(left.len(), 1);
-    let kept = SourceRecord {
-        position: left[0].position.clone(),
-        body: left[0].payload.clone(),
-    };
+    let kept = SourceRecord::new(left[0].position.clone(), left[0].payload.clone());
     assert_eq!(kept.body, bodies[2].to_string().into_bytes());
     assert_eq!(
         counters(&client, &tables["CounterTable"]).await["a|d"]["n"],
@@ -149,7 +163,7 @@ async fn a_versioned_write_whose_response_was_lost_is_written_not_a_conflict() {
     let key = item_key("acct#1", "profile");
 
     let outcome = w
-        .protocol
+        .protocol()
         .put_versioned(
             &key,
             None,
@@ -164,7 +178,12 @@ async fn a_versioned_write_whose_response_was_lost_is_written_not_a_conflict() {
         "the response was lost, the SDK retried"
     );
     assert_eq!(outcome, VersionOutcome::Written { version: 1 });
-    let item = w.protocol.get_json(&key).await.expect("get").expect("item");
+    let item = w
+        .protocol()
+        .get_json(&key)
+        .await
+        .expect("get")
+        .expect("item");
     assert_eq!(item["ctr_version"], json!(1));
 }
 
@@ -183,7 +202,7 @@ async fn read_modify_write_applies_its_change_once_when_a_response_is_lost() {
     let mut changes = 0;
 
     let outcome = w
-        .protocol
+        .protocol()
         .read_modify_write(&key, 5, |current| {
             changes += 1;
             let seen = current
@@ -204,7 +223,12 @@ async fn read_modify_write_applies_its_change_once_when_a_response_is_lost() {
         }
     );
     assert_eq!(changes, 1, "the change was computed and applied once");
-    let item = w.protocol.get_json(&key).await.expect("get").expect("item");
+    let item = w
+        .protocol()
+        .get_json(&key)
+        .await
+        .expect("get")
+        .expect("item");
     assert_eq!(item["edits"], json!(1));
     assert_eq!(item["ctr_version"], json!(1));
 }
@@ -225,7 +249,7 @@ async fn read_modify_write_applies_its_change_once_when_another_writer_lands_bef
     let task = {
         let (a, key) = (Arc::clone(&a), key.clone());
         tokio::spawn(async move {
-            a.protocol
+            a.protocol()
                 .read_modify_write(&key, 5, |current| {
                     let seen = current
                         .and_then(|c| c.get("edits"))
@@ -241,7 +265,7 @@ async fn read_modify_write_applies_its_change_once_when_another_writer_lands_bef
     il.wait_paused("A").await.expect("A's retry is held");
     let label = Map::from_iter([("label".into(), json!("gold"))]);
     let moved = other
-        .protocol
+        .protocol()
         .put_versioned(&key, Some(1), &label)
         .await
         .expect("other write");
@@ -255,7 +279,7 @@ async fn read_modify_write_applies_its_change_once_when_another_writer_lands_bef
         "{outcome:?}"
     );
     let item = other
-        .protocol
+        .protocol()
         .get_json(&key)
         .await
         .expect("get")

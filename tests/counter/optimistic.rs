@@ -7,7 +7,7 @@ use super::*;
 async fn two_optimistic_writers_race_one_wins_the_other_gets_a_conflict() {
     let client = client();
     let (w, tables) = counter_writer(client.clone()).await;
-    let c = &w.protocol;
+    let c = w.protocol();
     let key = item_key("acct#1", "profile");
     let created = c
         .put_versioned(
@@ -60,7 +60,7 @@ async fn read_modify_write_retries_conflicts_and_loses_no_update() {
         let w = Arc::clone(&w);
         let key = key.clone();
         tasks.push(tokio::spawn(async move {
-            w.protocol
+            w.protocol()
                 .read_modify_write(&key, 30, |current| {
                     let seen = current
                         .and_then(|c| c.get("edits"))
@@ -81,7 +81,12 @@ async fn read_modify_write_retries_conflicts_and_loses_no_update() {
         }
     }
 
-    let item = w.protocol.get_json(&key).await.expect("get").expect("item");
+    let item = w
+        .protocol()
+        .get_json(&key)
+        .await
+        .expect("get")
+        .expect("item");
     assert_eq!(item["edits"], json!(6));
     assert_eq!(item["ctr_version"], json!(6));
     assert!(attempts >= 6);
@@ -92,7 +97,7 @@ async fn read_modify_write_gives_up_after_its_bounded_attempts() {
     let client = client();
     let (w, _) = counter_writer(client.clone()).await;
     let key = item_key("acct#1", "busy");
-    let c = &w.protocol;
+    let c = w.protocol();
     c.put_versioned(&key, None, &Map::new())
         .await
         .expect("create");

@@ -294,7 +294,7 @@ async fn a_raised_window_keeps_the_old_age_guard_until_the_old_buckets_are_gone(
     // Key k counted 125 s ago under a 60 s window (its bucket is kept 60 to 120 s).
     let old = windowed(&client, &tables, 60, 2, &then);
     let k = old
-        .protocol
+        .protocol()
         .parse_record(
             record("a", "d", "k", json!({"n": 1}))
                 .to_string()
@@ -302,7 +302,7 @@ async fn a_raised_window_keeps_the_old_age_guard_until_the_old_buckets_are_gone(
         )
         .expect("valid record");
     assert_eq!(
-        old.protocol.add(&k).await.expect("added"),
+        old.protocol().add(&k).await.expect("added"),
         CounterOutcome::Applied
     );
     // The window is raised to 600 s, the age guard kept at the old window (the documented

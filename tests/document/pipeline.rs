@@ -62,7 +62,12 @@ async fn bad_paths_and_reserved_attributes_are_rejected_and_kept_as_dead_letters
 
 /// The reason codes of the writer's dead letters, sorted.
 async fn dead_letter_codes(w: &Writer<Document>) -> Vec<String> {
-    let letters = w.dead_letters.list().await.expect("dead letters");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     let mut codes: Vec<String> = letters.iter().map(|l| l.reason.code.to_string()).collect();
     codes.sort();
     codes
@@ -79,10 +84,18 @@ async fn a_transient_failure_holds_back_the_items_later_records_until_redelivery
         c.concurrency = 1;
         c
     };
-    let w = Writer {
-        protocol: Document::try_new(faulty.clone(), config).expect("valid configuration"),
-        ..writer_on(faulty, &tables)
-    };
+    let w = Writer::builder(
+        "document-writer",
+        Document::try_new(faulty.clone(), config).expect("valid configuration"),
+    )
+    .dead_letters(DeadLetters::new(
+        faulty,
+        &tables["DeadLetterTable"],
+        "document-writer",
+    ))
+    .deadline_margin(Duration::from_secs(1))
+    .build()
+    .expect("valid writer");
     let append = |pk: &str, v: &str| rec("list_append", pk, json!({"path": "l", "values": [v]}));
     let batch = sqs_batch(
         &[
@@ -111,10 +124,7 @@ async fn a_transient_failure_holds_back_the_items_later_records_until_redelivery
     assert!(!items.contains_key("w|d"));
 
     // And the redelivery applies them in order
-    let retry = Batch {
-        kind: batch.kind,
-        records: batch.records[1..].to_vec(),
-    };
+    let retry = Batch::new(batch.kind, batch.records[1..].to_vec());
     assert!(w
         .handle_batch(&retry, Deadline::none())
         .await
@@ -223,15 +233,15 @@ async fn on_kinesis_a_failure_stops_the_shard_so_no_later_append_is_applied_twic
     let failed = report.response.failed_ids();
     assert!(failed.contains(&batch.records[0].position.id), "{failed:?}");
     let lowest = failed.iter().min().cloned().unwrap_or_default();
-    let again = Batch {
-        kind: batch.kind,
-        records: batch
+    let again = Batch::new(
+        batch.kind,
+        batch
             .records
             .iter()
             .filter(|r| r.position.id >= lowest)
             .cloned()
             .collect(),
-    };
+    );
     let healthy = writer_on(setup.clone(), &tables);
     assert!(healthy
         .handle_batch(&again, Deadline::none())

@@ -85,7 +85,7 @@ proptest! {
             // The model: per key, the record with the greatest version.
             let mut model: BTreeMap<String, dynamodb_exactly_once::ratchet::RatchetRecord> = BTreeMap::new();
             for r in &records {
-                let parsed = w.protocol.parse_record(body(case, r).to_string().as_bytes()).expect("valid");
+                let parsed = w.protocol().parse_record(body(case, r).to_string().as_bytes()).expect("valid");
                 let id = format!("case{case}|k{}", r.key);
                 let replace = model.get(&id).is_none_or(|m| parsed.version() > m.version());
                 if replace {

@@ -31,9 +31,14 @@ async fn each_malformed_kind_is_rejected_with_its_reason_and_kept() {
         );
 
         // Redelivery overwrites the same dead letters instead of piling up copies.
-        w.handle_batch(&batch, Deadline::none()).await;
+        let _ = w.handle_batch(&batch, Deadline::none()).await;
         assert_eq!(
-            w.dead_letters.list().await.expect("list").len(),
+            w.dead_letter_table()
+                .expect("a dead-letter table")
+                .list()
+                .await
+                .expect("list")
+                .len(),
             codes.len()
         );
     }
@@ -47,26 +52,38 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     let tables =
         dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let mut misconfigured = ratchet_writer_on(client.clone(), &tables);
-    misconfigured.protocol = dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), {
-        let mut c = dynamodb_exactly_once::ratchet::RatchetConfig::new(&tables["RatchetTable"]);
-        c.ts_attribute = "Version".into();
-        c
-    })
-    .expect("valid configuration");
+    misconfigured = crate::common::with_protocol(
+        &misconfigured,
+        dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), {
+            let mut c = dynamodb_exactly_once::ratchet::RatchetConfig::new(&tables["RatchetTable"]);
+            c.ts_attribute = "Version".into();
+            c
+        })
+        .expect("valid configuration"),
+    );
     let batch = sqs_batch(
         &[put("u", "a", 1, json!({"Version": 3})), json!("garbage")],
         0,
     );
-    misconfigured.handle_batch(&batch, Deadline::none()).await;
+    let _ = misconfigured.handle_batch(&batch, Deadline::none()).await;
     assert_eq!(
-        misconfigured.dead_letters.list().await.expect("list").len(),
+        misconfigured
+            .dead_letter_table()
+            .expect("a dead-letter table")
+            .list()
+            .await
+            .expect("list")
+            .len(),
         2
     );
 
     // When the configuration is fixed and the dead letters are replayed
     let fixed = ratchet_writer_on(client.clone(), &tables);
     let report = fixed
-        .replay_dead_letters(&dynamodb_exactly_once_lambda::ReplayScope::all())
+        .replay_dead_letters(
+            fixed.dead_letter_table().expect("a dead-letter table"),
+            &dynamodb_exactly_once_lambda::ReplayScope::all(),
+        )
         .await
         .expect("replay");
 
@@ -77,7 +94,12 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     );
     assert_eq!(report.still_rejected.len(), 1);
     assert_eq!(report.still_rejected[0].1.code, "not_an_object");
-    let left = fixed.dead_letters.list().await.expect("list");
+    let left = fixed
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("list");
     assert_eq!(
         left.iter()
             .map(|l| l.position.id.as_str())
@@ -85,7 +107,7 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
         ["m1"]
     );
     let item = fixed
-        .protocol
+        .protocol()
         .get_json(&key("u", "a"), dynamodb_exactly_once::Read::Consistent)
         .await
         .expect("get")
@@ -110,7 +132,12 @@ async fn oversized_item_and_schema_mismatch_are_dead_lettered() {
     assert!(report.response.failed_ids().is_empty());
     let labels: Vec<&str> = report.results.iter().map(|r| r.label()).collect();
     assert_eq!(labels, ["invalid", "invalid", "applied"]);
-    let letters = w.dead_letters.list().await.expect("list");
+    let letters = w
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("list");
     let mut codes: Vec<&str> = letters.iter().map(|l| l.reason.code.as_str()).collect();
     codes.sort();
     assert_eq!(codes, ["invalid_key", "item_too_large"]);

@@ -35,7 +35,12 @@ async fn coordinator_handler_on_the_fixtures() {
         "the overdraft rolled back"
     );
     assert_eq!(run("tx-malformed.json").await, no_failures);
-    let letters = writer.dead_letters.list().await.expect("dead letters");
+    let letters = writer
+        .dead_letter_table()
+        .expect("a dead-letter table")
+        .list()
+        .await
+        .expect("dead letters");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason.code, "bad_json");
     // Redelivery of the transfer: idempotent.
@@ -55,10 +60,7 @@ async fn sweeper_handler_on_the_schedule_fixture() {
     let _ = dying.run(&message(&dying, &body), Deadline::none()).await;
     let sweeper = env.sweeper(client(), 0, 3600);
     let event = LambdaEvent::new(fixture("tx-sweeper-schedule.json"), Context::default());
-    let function = dynamodb_exactly_once_lambda::SweeperFunction {
-        function: "tx-sweeper".into(),
-        sweeper,
-    };
+    let function = dynamodb_exactly_once_lambda::SweeperFunction::new("tx-sweeper", sweeper);
     let summary = function.handle(event).await.expect("sweep");
     assert_eq!(summary.rolled_back, 1);
     let json = serde_json::to_value(&summary).expect("json");

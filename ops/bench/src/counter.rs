@@ -102,19 +102,17 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let client = client_with(Some(injector.clone()), 3);
     let tables = template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
     let table = tables["CounterTable"].clone();
-    let writer = Writer {
-        function: "counter-writer".to_string(),
-        protocol: Counter::try_new(client.clone(), CounterConfig::new(&table))
-            .expect("valid configuration"),
-        dead_letters: DeadLetters::new(
+    let protocol =
+        Counter::try_new(client.clone(), CounterConfig::new(&table)).map_err(|e| e.to_string())?;
+    let writer = Writer::builder("counter-writer", protocol)
+        .dead_letters(DeadLetters::new(
             client.clone(),
             &tables["DeadLetterTable"],
             "counter-writer",
-        ),
-        deadline_margin: std::time::Duration::from_secs(1),
-        event_time: None,
-        mapping: None,
-    };
+        ))
+        .deadline_margin(std::time::Duration::from_secs(1))
+        .build()
+        .map_err(|e| e.to_string())?;
     let bodies = match scenario.as_str() {
         "hot" => records(10_000, 1, false),
         _ => records(1000, 10, true),
@@ -153,11 +151,11 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
         "baseline" => {
             for record in &batch.records {
                 let parsed = writer
-                    .protocol
+                    .protocol()
                     .parse_record(&record.body)
                     .map_err(|e| e.to_string())?;
                 match writer
-                    .protocol
+                    .protocol()
                     .add(&parsed)
                     .await
                     .map_err(|e| e.to_string())?

@@ -126,6 +126,9 @@ async fn one_run(
 }
 
 fn writer<P: Protocol>(protocol: P, dead_letters: DeadLetters) -> Writer<P> {
-    Writer::new("document-writer", protocol, dead_letters)
-        .with_deadline_margin(std::time::Duration::from_secs(1))
+    Writer::builder("document-writer", protocol)
+        .dead_letters(dead_letters)
+        .deadline_margin(std::time::Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }

@@ -162,7 +162,9 @@ async fn deliver(
                     .unwrap_or_default()
                     .to_string();
                 layer
-                    .run("charge", &key, &record.body, None, || async {
+                    .call("charge", &key)
+                    .payload(&record.body)
+                    .run(|| async {
                         charged.fetch_add(1, Ordering::SeqCst);
                         let receipt = "r".repeat(result_bytes);
                         Ok::<_, String>(

@@ -174,7 +174,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let setup = client_with(None, 3);
     let tables = template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let client = crate::common::client_with_latency(Some(counter.clone()), latency_ms).await?;
-    let writer = Writer::new(
+    let writer = Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), {
             let mut c = RatchetConfig::new(&tables["RatchetTable"]);
@@ -186,9 +186,15 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
             c
         })
         .expect("valid configuration"),
-        DeadLetters::new(client.clone(), &tables["DeadLetterTable"], "ratchet-writer"),
     )
-    .with_deadline_margin(std::time::Duration::from_secs(1));
+    .dead_letters(DeadLetters::new(
+        client.clone(),
+        &tables["DeadLetterTable"],
+        "ratchet-writer",
+    ))
+    .deadline_margin(std::time::Duration::from_secs(1))
+    .build()
+    .expect("valid writer");
     let bodies = records(n, keys, dup);
     let batch = dynamo_testing::events::kinesis_batch(&bodies);
     crate::common::warm_up(&client, &tables["RatchetTable"], concurrency).await?;
@@ -230,11 +236,11 @@ async fn run_mode(mode: &str, writer: &Writer<Ratchet>, batch: &Batch) -> Result
         "baseline" => {
             for record in &batch.records {
                 let parsed = writer
-                    .protocol
+                    .protocol()
                     .parse_record(&record.body)
                     .map_err(|e| e.to_string())?;
                 writer
-                    .protocol
+                    .protocol()
                     .write(&parsed)
                     .await
                     .map_err(|e| e.to_string())?;

@@ -107,11 +107,14 @@ pub async fn batch(path: &str) -> Result<Value, String> {
     config.fast_path = path != "lock";
     config.group_commit = path == "group";
     let coordinator = Coordinator::try_new(client.clone(), config).expect("valid configuration");
-    let writer = Writer::new(
-        "tx-coordinator",
-        coordinator,
-        DeadLetters::new(client, &t["DeadLetterTable"], "tx-coordinator"),
-    );
+    let writer = Writer::builder("tx-coordinator", coordinator)
+        .dead_letters(DeadLetters::new(
+            client,
+            &t["DeadLetterTable"],
+            "tx-coordinator",
+        ))
+        .build()
+        .expect("valid writer");
     let bodies: Vec<Value> = (0..TRANSFERS).map(|i| transfer(accounts, i)).collect();
     let batch = dynamo_testing::events::sqs_batch(&bodies, 0);
     let mut out = json!({});

@@ -132,21 +132,19 @@ mod tests {
     use super::*;
 
     fn letter(kind: SourceKind, id: &str, sub: Option<u64>, payload: &[u8]) -> DeadLetter {
+        let mut position = SourcePosition::new(kind, id);
+        position.source_arn = Some("arn:aws:sqs:us-east-1:1:q.fifo".into());
+        position.shard_id = (kind == SourceKind::Kinesis).then(|| "shardId-7".to_string());
+        position.partition_key = (kind == SourceKind::Kinesis).then(|| "p".to_string());
+        position.message_group_id = (kind == SourceKind::Sqs).then(|| "g1".to_string());
+        position.sqs_sequence_number =
+            (kind == SourceKind::Sqs).then(|| "18850000000000000002".to_string());
+        position.sub_record = sub.map(SubRecord::new);
+        position.arrived_at_ms = Some(1_700_000_000_123);
         serde_json::from_value::<DeadLetter>(json!({
             "Id": format!("f|{id}"), "Function": "f",
             "Reason": Rejection::new(RejectionCode::BadJson, "x"),
-            "Position": SourcePosition {
-                kind,
-                source_arn: Some("arn:aws:sqs:us-east-1:1:q.fifo".into()),
-                id: id.into(),
-                shard_id: (kind == SourceKind::Kinesis).then(|| "shardId-7".to_string()),
-                partition_key: (kind == SourceKind::Kinesis).then(|| "p".to_string()),
-                message_group_id: (kind == SourceKind::Sqs).then(|| "g1".to_string()),
-                sqs_sequence_number: (kind == SourceKind::Sqs).then(|| "18850000000000000002".to_string()),
-                sub_record: sub.map(|n| SubRecord { sub_sequence_number: n, explicit_hash_key: None }),
-                event_id: None,
-                arrived_at_ms: Some(1_700_000_000_123),
-            },
+            "Position": position,
             "RejectedAt": 0,
         }))
         .map(|mut l| {

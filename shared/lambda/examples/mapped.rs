@@ -9,9 +9,10 @@
 
 use dynamodb_exactly_once::counter::Counter;
 use dynamodb_exactly_once_lambda::client::client_from_env;
+use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::mapping::RecordMapping;
 use dynamodb_exactly_once_lambda::settings::functions::COUNTER_WRITER;
-use dynamodb_exactly_once_lambda::writer::writer_from_env;
+use dynamodb_exactly_once_lambda::Writer;
 
 /// The counter record each event becomes.
 const MAPPING: &str = r#"{
@@ -23,7 +24,12 @@ const MAPPING: &str = r#"{
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     dynamodb_exactly_once_lambda::telemetry::init();
-    let writer = writer_from_env::<Counter>(client_from_env().await?, COUNTER_WRITER)?
-        .with_mapping(RecordMapping::new("MAPPING", MAPPING)?);
+    let client = client_from_env().await?;
+    let counter: Counter = COUNTER_WRITER.from_env(client.clone())?;
+    let table = std::env::var("COUNTER_DEAD_LETTER_TABLE")?;
+    let writer = Writer::builder(COUNTER_WRITER.name, counter)
+        .dead_letters(DeadLetters::new(client, table, COUNTER_WRITER.name))
+        .mapping(RecordMapping::new("MAPPING", MAPPING)?)
+        .build()?;
     lambda_runtime::run(writer).await
 }

@@ -28,7 +28,6 @@
 use dynamodb_exactly_once_lambda::client::sqs_client_from_env;
 use dynamodb_exactly_once_lambda::dead_letter::SqsDeadLetters;
 use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError};
-use dynamodb_exactly_once_lambda::settings::{env_opt, env_required};
 use serde::Deserialize;
 
 /// The name letters, logs and metrics carry.
@@ -65,10 +64,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     dynamodb_exactly_once_lambda::telemetry::init();
     let letters = SqsDeadLetters::new(
         sqs_client_from_env().await?,
-        env_required("ORDERS_DEAD_LETTER_QUEUE_URL")?,
+        std::env::var("ORDERS_DEAD_LETTER_QUEUE_URL")?,
         FUNCTION,
     )
-    .for_deployment(env_opt("AWS_LAMBDA_FUNCTION_NAME"));
+    .for_deployment(std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok());
     let processor = Processor::builder(FUNCTION, handle)
         .dead_letters(letters)
         .build()?;

@@ -4,8 +4,8 @@
 //!
 //! * [`source`]: Kinesis/SQS/DynamoDB Streams event detection, source positions, partial batch
 //!   responses; [`source::kpl`] expands KPL-aggregated Kinesis records.
-//! * [`pipeline`]: one batch through a protocol or a record handler (parse → apply → keep what is rejected →
-//!   partial batch response), returning a report; unordered batches in one `apply`, ordered
+//! * `pipeline` (internal): one batch through a protocol or a record handler (parse → apply → keep what is rejected →
+//!   partial batch response), returning a [`BatchReport`]; unordered batches in one `apply`, ordered
 //!   ones (SQS FIFO by message group; Kinesis by partition key for a protocol that needs it;
 //!   every batch of a protocol that is not idempotent under redelivery, by shard) a key's
 //!   records in order, none after one reported for retry.
@@ -16,7 +16,8 @@
 //! * [`processor`]: your own `async fn(Record<T>) -> Result<(), RecordError>` behind the same
 //!   pipeline (typed bodies, partial batch responses, ordering, deadline, dead letters), a
 //!   `tower::Service` built by `Processor::builder`.
-//! * [`writer`]: a protocol plus its dead letters behind one handler; `writer_from_env`.
+//! * [`writer`]: a protocol plus its dead-letter sink behind one handler, built by
+//!   `Writer::builder`; `writer_from_env` (the sink from `<PREFIX>_DEAD_LETTER_SINK`).
 //! * [`event_time`]: the producer's event time (from the body) as a record's age.
 //! * [`replay`]: dead letters through a writer again, in source order, one deployment at a
 //!   time, never applied twice.
@@ -25,14 +26,20 @@
 //! * [`run`]: writers, the sweeper and the counter journal's roll-up as `tower::Service`s;
 //!   `run_writer` / `run_sweeper` / `run_rollup`, the whole `main` of a ready function.
 //! * [`summary`]: the counts of one batch and its INFO summary line.
-//! * [`metrics`]: CloudWatch metrics per batch in the Embedded Metric Format.
+//! * [`idempotency`]: any async function run once per operation and key (a DynamoDB table,
+//!   Powertools' layout or this crate's), a record handler's `run_record`, a `tower::Layer`.
+//! * [`mapping`]: record mappings, templates turning bodies of another shape into a protocol's
+//!   records (`<PREFIX>_RECORD_MAPPING`).
+//! * `metrics` (internal): CloudWatch metrics per batch in the Embedded Metric Format.
 //! * [`telemetry`]: JSON logs through `tracing`.
-//! * [`otel`]: trace spans (invocation, batch, DynamoDB calls) over OTLP, when configured
+//! * `otel` (internal): trace spans (invocation, batch, DynamoDB calls) over OTLP, when configured
 //!   (the exporter with the cargo feature `otel`, on in the ready functions).
 //! * [`client`]: the DynamoDB (and DynamoDB Streams) client from the standard AWS environment.
 //! * [`error`]: invocation errors and their `Diagnostic`.
 
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
+#![warn(unnameable_types)]
 
 pub mod client;
 pub mod dead_letter;
@@ -40,9 +47,9 @@ pub mod error;
 pub mod event_time;
 pub mod idempotency;
 pub mod mapping;
-pub mod metrics;
-pub mod otel;
-pub mod pipeline;
+mod metrics;
+mod otel;
+mod pipeline;
 pub mod processor;
 pub mod replay;
 pub mod run;
@@ -52,20 +59,15 @@ pub mod summary;
 pub mod telemetry;
 pub mod writer;
 
-/// The former path of the ordering helpers, now in [`pipeline`].
-#[doc(hidden)]
-pub mod ordering {
-    pub use crate::pipeline::{is_fifo, key_of, OrderKey};
-}
-
 pub use error::HandlerError;
+pub use pipeline::BatchReport;
 pub use processor::{Processor, Record, RecordError};
 pub use replay::{ReplayError, ReplayReport, ReplayScope};
 pub use run::{
     run_rollup, run_sweeper, run_writer, sweeper_from_env, RollupFunction, SweeperFunction,
 };
 pub use source::{Batch, BatchResponse};
-pub use writer::{writer_from_env, Writer};
+pub use writer::{writer_from_env, Writer, WriterBuilder};
 
 /// The Rust snippets of `docs/processor.md`, compiled as doctests (the SQS sink's needs the
 /// `sqs` feature).

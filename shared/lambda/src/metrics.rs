@@ -33,10 +33,10 @@ use dynamodb_exactly_once::txn::sweep::SweepSummary;
 use crate::summary::BatchSummary;
 
 /// Default metrics namespace.
-pub const DEFAULT_NAMESPACE: &str = "DynamoDbExactlyOnce";
+pub(crate) const DEFAULT_NAMESPACE: &str = "DynamoDbExactlyOnce";
 
 /// An EMF document: `values` as counts under the dimensions `Function` and `Protocol`.
-pub fn emf_document(
+pub(crate) fn emf_document(
     namespace: &str,
     function: &str,
     protocol: &str,
@@ -67,7 +67,7 @@ pub fn emf_document(
 }
 
 /// The counts of one batch.
-pub fn batch_values(summary: &BatchSummary) -> Vec<(String, f64)> {
+pub(crate) fn batch_values(summary: &BatchSummary) -> Vec<(String, f64)> {
     #[allow(clippy::cast_precision_loss)]
     let count = |n: usize| n as f64;
     let mut values = vec![
@@ -85,7 +85,7 @@ pub fn batch_values(summary: &BatchSummary) -> Vec<(String, f64)> {
 }
 
 /// The counts of one sweep.
-pub fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
+pub(crate) fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
     #[allow(clippy::cast_precision_loss)]
     let count = |n: usize| n as f64;
     #[allow(clippy::cast_precision_loss)]
@@ -110,7 +110,7 @@ pub fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
 }
 
 /// The counts of one journal roll-up.
-pub fn rollup_values(report: &RollupReport) -> Vec<(String, f64)> {
+pub(crate) fn rollup_values(report: &RollupReport) -> Vec<(String, f64)> {
     #[allow(clippy::cast_precision_loss)]
     let count = |n: usize| n as f64;
     #[allow(clippy::cast_precision_loss)]
@@ -140,7 +140,7 @@ pub fn rollup_values(report: &RollupReport) -> Vec<(String, f64)> {
 }
 
 /// Print one EMF line for `protocol` unless metrics are disabled.
-pub fn emit(protocol: &str, values: &[(String, f64)]) {
+pub(crate) fn emit(protocol: &str, values: &[(String, f64)]) {
     let namespace = std::env::var("METRICS_NAMESPACE").unwrap_or_else(|_| DEFAULT_NAMESPACE.into());
     if namespace.is_empty() || namespace == "off" {
         return;
@@ -155,17 +155,17 @@ pub fn emit(protocol: &str, values: &[(String, f64)]) {
 }
 
 /// Print the batch's EMF line unless metrics are disabled.
-pub fn emit_batch_metrics(protocol: &str, summary: &BatchSummary) {
+pub(crate) fn emit_batch_metrics(protocol: &str, summary: &BatchSummary) {
     emit(protocol, &batch_values(summary));
 }
 
 /// Print the sweep's EMF line unless metrics are disabled.
-pub fn emit_sweep_metrics(summary: &SweepSummary) {
+pub(crate) fn emit_sweep_metrics(summary: &SweepSummary) {
     emit("tx-sweeper", &sweep_values(summary));
 }
 
 /// Print the roll-up's EMF line unless metrics are disabled.
-pub fn emit_rollup_metrics(report: &RollupReport) {
+pub(crate) fn emit_rollup_metrics(report: &RollupReport) {
     emit("counter-rollup", &rollup_values(report));
 }
 

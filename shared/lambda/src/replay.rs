@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use dynamodb_exactly_once::ddb::retry::Backoff;
 use dynamodb_exactly_once::{Deadline, Outcome, Protocol, RecordResult, Rejection, StoreError};
 
-use crate::dead_letter::{DeadLetter, LetterFilter};
+use crate::dead_letter::{DeadLetter, DeadLetters, LetterFilter};
 use crate::pipeline::AgeCheck;
 use crate::source::{Batch, SourceKind, SourceRecord};
 use crate::writer::Writer;
@@ -73,6 +73,7 @@ impl ReplayScope {
 /// What a dead-letter replay did.
 #[non_exhaustive]
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[must_use = "letters still rejected, conflicted or not removed are not errors; report them"]
 pub struct ReplayReport {
     /// Dead letters whose records now succeeded; they were removed.
     pub replayed: Vec<String>,
@@ -110,15 +111,17 @@ pub enum ReplayError {
 }
 
 impl<P: Protocol> Writer<P> {
-    /// Run every kept record of this deployment through the protocol again (after a producer
-    /// or configuration fix), in source order. Records that now succeed are removed from the
-    /// dead-letter table; the others stay, with their latest reason. Records older than the
-    /// protocol applies safely stay `too_old` unless the scope is forced.
+    /// Run every record kept in the dead-letter table `letters` (of this deployment) through
+    /// the protocol again (after a producer or configuration fix), in source order. Records
+    /// that now succeed are removed from the table; the others stay there, with their latest
+    /// reason, whatever sink the writer has. Records older than the protocol applies safely
+    /// stay `too_old` unless the scope is forced.
     pub async fn replay_dead_letters(
         &self,
+        letters: &DeadLetters,
         scope: &ReplayScope,
     ) -> Result<ReplayReport, ReplayError> {
-        let listing = self.dead_letters.listing(&scope.filter).await?;
+        let listing = letters.listing(&scope.filter).await?;
         refuse_mixed_deployments(&listing.letters)?;
         let mut report = ReplayReport {
             incomplete: listing.incomplete,
@@ -127,7 +130,7 @@ impl<P: Protocol> Writer<P> {
         let mut pending = Vec::new();
         for letter in listing.letters {
             if letter.replayed_at.is_some() {
-                match self.dead_letters.remove(&letter).await {
+                match letters.remove(&letter).await {
                     Ok(()) => report.removed_applied_earlier.push(letter.id),
                     Err(e) => report.not_removed.push((letter.id, e.to_string())),
                 }
@@ -146,7 +149,8 @@ impl<P: Protocol> Writer<P> {
             let group: Vec<&DeadLetter> =
                 pending.iter().filter(|l| l.position.kind == kind).collect();
             if !group.is_empty() {
-                self.replay_group(kind, &group, ages, &mut report).await;
+                self.replay_group(letters, kind, &group, ages, &mut report)
+                    .await;
             }
         }
         Ok(report)
@@ -154,6 +158,7 @@ impl<P: Protocol> Writer<P> {
 
     async fn replay_group(
         &self,
+        letters: &DeadLetters,
         kind: SourceKind,
         group: &[&DeadLetter],
         ages: AgeCheck,
@@ -169,14 +174,17 @@ impl<P: Protocol> Writer<P> {
                 })
                 .collect(),
         };
-        let results = self.run_batch(&batch, Deadline::none(), ages).await.results;
+        let results = self
+            .run_batch(&batch, Deadline::none(), ages, letters)
+            .await
+            .results;
         for (letter, result) in group.iter().zip(results) {
             let id = letter.id.clone();
             match result {
                 RecordResult::Done(outcome) if outcome.label() == "conflict" => {
                     report.conflicted.push(id)
                 }
-                RecordResult::Done(_) => match self.remove_or_mark(letter).await {
+                RecordResult::Done(_) => match remove_or_mark(letters, letter).await {
                     Ok(()) => report.replayed.push(id),
                     Err(e) => report.not_removed.push((id, e)),
                 },
@@ -185,26 +193,26 @@ impl<P: Protocol> Writer<P> {
             }
         }
     }
+}
 
-    /// Remove an applied letter (retried); failing that, mark it so that no replay applies it
-    /// again. `Err` only when neither held.
-    async fn remove_or_mark(&self, letter: &DeadLetter) -> Result<(), String> {
-        let mut waits = REMOVE_RETRIES.delays();
-        let error = loop {
-            match self.dead_letters.remove(letter).await {
-                Ok(()) => return Ok(()),
-                Err(e) => match waits.next() {
-                    Some(wait) => tokio::time::sleep(wait).await,
-                    None => break e,
-                },
-            }
-        };
-        tracing::warn!(letter = %letter.id, error = %error, "a replayed letter was not removed");
-        self.dead_letters
-            .mark_replayed(letter)
-            .await
-            .map_err(|mark| format!("not removed ({error}) and not marked ({mark})"))
-    }
+/// Remove an applied letter (retried); failing that, mark it so that no replay applies it
+/// again. `Err` only when neither held.
+async fn remove_or_mark(letters: &DeadLetters, letter: &DeadLetter) -> Result<(), String> {
+    let mut waits = REMOVE_RETRIES.delays();
+    let error = loop {
+        match letters.remove(letter).await {
+            Ok(()) => return Ok(()),
+            Err(e) => match waits.next() {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => break e,
+            },
+        }
+    };
+    tracing::warn!(letter = %letter.id, error = %error, "a replayed letter was not removed");
+    letters
+        .mark_replayed(letter)
+        .await
+        .map_err(|mark| format!("not removed ({error}) and not marked ({mark})"))
 }
 
 /// Refuse `letters` kept by several deployments ([`ReplayError::MixedDeployments`]): replay,

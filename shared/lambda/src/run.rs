@@ -61,6 +61,7 @@ where
 /// deadline, its summary answered, logged and emitted as metrics. The schedule's payload is
 /// not used.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SweeperFunction {
     /// The function's name (logs).
     pub function: String,
@@ -69,6 +70,14 @@ pub struct SweeperFunction {
 }
 
 impl SweeperFunction {
+    /// The sweeper function named `function` (logs) running `sweeper`.
+    pub fn new(function: impl Into<String>, sweeper: Sweeper) -> Self {
+        SweeperFunction {
+            function: function.into(),
+            sweeper,
+        }
+    }
+
     /// Run one sweep for this invocation.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<SweepSummary, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
@@ -112,6 +121,7 @@ pub const ROLLUP_MARGIN: Duration = Duration::from_secs(15);
 /// error of the run is the invocation's error (Lambda counts it; the next run starts from the
 /// last checkpoint).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RollupFunction {
     /// The function's name (logs).
     pub function: String,
@@ -122,6 +132,16 @@ pub struct RollupFunction {
 }
 
 impl RollupFunction {
+    /// The roll-up function named `function` (logs) running `rollup`, each run at most
+    /// `max_run`.
+    pub fn new(function: impl Into<String>, rollup: Rollup, max_run: Duration) -> Self {
+        RollupFunction {
+            function: function.into(),
+            rollup,
+            max_run,
+        }
+    }
+
     /// Run the roll-up for this invocation.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<RollupReport, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
@@ -147,7 +167,7 @@ impl RollupFunction {
 
 /// A run's budget: the time left before the cutoff (`None`: no deadline) minus
 /// [`ROLLUP_MARGIN`], at most `max_run`.
-pub fn rollup_budget(left: Option<Duration>, max_run: Duration) -> Duration {
+pub(crate) fn rollup_budget(left: Option<Duration>, max_run: Duration) -> Duration {
     left.map_or(max_run, |left| {
         left.saturating_sub(ROLLUP_MARGIN).min(max_run)
     })
@@ -211,7 +231,7 @@ where
 {
     crate::telemetry::init();
     let client = crate::client::client_from_env().await?;
-    let writer: Writer<P> = writer_from_env(client, spec)?;
+    let writer: Writer<P> = writer_from_env(client, spec).await?;
     lambda_runtime::run(writer).await
 }
 

@@ -4,8 +4,9 @@
 //! its [`FromSettings::NAMES`] (`RATCHET_TOMBSTONE_TTL_SECONDS` is the ratchet's
 //! `tombstone_ttl_seconds`), then validated by the protocol ([`Configured::try_new`]). This
 //! module knows no protocol: a new one only implements those two traits. A writer function
-//! also reads `<PREFIX>_DEAD_LETTER_TABLE` (required), `<PREFIX>_DEADLINE_MARGIN_MS`,
-//! `<PREFIX>_DEPLOYMENT` and `<PREFIX>_EVENT_TIME_POINTER` (see
+//! also reads `<PREFIX>_DEAD_LETTER_SINK` (`table`, with `<PREFIX>_DEAD_LETTER_TABLE`; `sqs`,
+//! with `<PREFIX>_DEAD_LETTER_QUEUE_URL`; `report`), `<PREFIX>_DEADLINE_MARGIN_MS`,
+//! `<PREFIX>_DEPLOYMENT`, `<PREFIX>_EVENT_TIME_POINTER` and `<PREFIX>_RECORD_MAPPING` (see
 //! [`crate::writer::writer_from_env`]). Distinct prefixes matter locally: `cargo lambda watch`
 //! gives every function the same environment.
 
@@ -15,18 +16,13 @@ use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::config::{Configured, FromSettings, Settings};
 use dynamodb_exactly_once::ConfigError;
 
-/// A variable that must be set and non-empty.
-pub fn env_required(name: &str) -> Result<String, ConfigError> {
-    env_opt(name).ok_or_else(|| ConfigError::new(name, "is required"))
-}
-
 /// A variable that may be absent (empty counts as absent).
-pub fn env_opt(name: &str) -> Option<String> {
+pub(crate) fn env_opt(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 /// An optional variable parsed as `T`.
-pub fn env_parse<T: FromStr>(name: &str) -> Result<Option<T>, ConfigError>
+pub(crate) fn env_parse<T: FromStr>(name: &str) -> Result<Option<T>, ConfigError>
 where
     T::Err: std::fmt::Display,
 {
@@ -42,6 +38,7 @@ where
 /// A function's identity: its name (dead letters, logs, metrics) and the prefix of its
 /// variables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FunctionSpec {
     /// The function's name, e.g. `ratchet-writer`.
     pub name: &'static str,
@@ -50,6 +47,11 @@ pub struct FunctionSpec {
 }
 
 impl FunctionSpec {
+    /// A function named `name` (dead letters, logs, metrics) reading `<env_prefix>_*`.
+    pub const fn new(name: &'static str, env_prefix: &'static str) -> Self {
+        FunctionSpec { name, env_prefix }
+    }
+
     /// `<PREFIX>_<SETTING>` in upper case.
     pub fn var(&self, setting: &str) -> String {
         format!("{}_{}", self.env_prefix, setting.to_ascii_uppercase())

@@ -8,6 +8,8 @@ use crate::source::SourceKind;
 
 /// Counts for the batch summary line.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[must_use]
+#[non_exhaustive]
 pub struct BatchSummary {
     /// Records in the batch.
     pub records: usize,
@@ -27,7 +29,7 @@ impl BatchSummary {
     }
 
     /// The INFO summary line of one batch.
-    pub fn log(&self, function: &str, kind: SourceKind) {
+    pub(crate) fn log(&self, function: &str, kind: SourceKind) {
         tracing::info!(
             function,
             source = ?kind,

@@ -6,10 +6,10 @@
 //!   unset) one JSON object per line, event fields flattened, with a `level` field Lambda's
 //!   log-level filtering understands.
 //! * **Context**: every line written while an invocation is handled carries the invocation's
-//!   span ([`invocation_span`]): `request_id`, `trace_id` (X-Ray) and `function`, so "what
+//!   span: `request_id`, `trace_id` (X-Ray) and `function`, so "what
 //!   happened to record X" is one CloudWatch Logs Insights query.
 //! * **Traces**: with `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans go to an OTLP collector as well
-//!   (see [`crate::otel`]); [`traced`] runs an invocation in its span and flushes them, never
+//!   (the cargo feature `otel`); each invocation runs in its span and flushes them, never
 //!   past the invocation's deadline.
 //!
 //! Payloads are never logged: rejection messages quote at most a few dozen characters of an
@@ -31,7 +31,7 @@ use tracing_subscriber::{EnvFilter, Layer, Registry};
 use crate::otel;
 
 /// The log level filter: `AWS_LAMBDA_LOG_LEVEL`, else `RUST_LOG`, else `info`.
-pub fn level_filter() -> EnvFilter {
+pub(crate) fn level_filter() -> EnvFilter {
     let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
         .ok()
         .filter(|l| !l.trim().is_empty())
@@ -42,7 +42,7 @@ pub fn level_filter() -> EnvFilter {
 }
 
 /// Whether `AWS_LAMBDA_LOG_FORMAT` asks for plain text.
-pub fn text_format() -> bool {
+pub(crate) fn text_format() -> bool {
     std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("text"))
 }
 
@@ -105,7 +105,7 @@ fn install() {
 /// Run one invocation's work inside `span`, then flush its trace spans (when traces are on),
 /// waiting for the flush no later than the `deadline`'s cutoff: the answer always leaves
 /// before the deadline.
-pub async fn traced<F: Future>(span: Span, deadline: Deadline, work: F) -> F::Output {
+pub(crate) async fn traced<F: Future>(span: Span, deadline: Deadline, work: F) -> F::Output {
     let output = work.instrument(span).await;
     otel::flush(deadline.cutoff_in()).await;
     output
@@ -113,7 +113,7 @@ pub async fn traced<F: Future>(span: Span, deadline: Deadline, work: F) -> F::Ou
 
 /// The span of one invocation: every line logged inside it carries the request id, the X-Ray
 /// trace id and the function's name; as a trace span, it continues Lambda's X-Ray trace.
-pub fn invocation_span(context: &Context, function: &str) -> Span {
+pub(crate) fn invocation_span(context: &Context, function: &str) -> Span {
     let name = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| function.to_string());
     let span = tracing::info_span!(
         "invocation",

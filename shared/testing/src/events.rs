@@ -23,24 +23,17 @@ pub fn batch(kind: SourceKind, bodies: &[Value], offset: usize) -> Batch {
                 ),
                 _ => (format!("r{n}"), None),
             };
-            SourceRecord {
-                position: SourcePosition {
-                    kind,
-                    source_arn,
-                    id,
-                    shard_id: None,
-                    partition_key: None,
-                    message_group_id: None,
-                    sqs_sequence_number: None,
-                    sub_record: None,
-                    event_id: None,
-                    arrived_at_ms: None,
+            SourceRecord::new(
+                {
+                    let mut position = SourcePosition::new(kind, id);
+                    position.source_arn = source_arn;
+                    position
                 },
-                body: body.to_string().into_bytes(),
-            }
+                body.to_string().into_bytes(),
+            )
         })
         .collect();
-    Batch { kind, records }
+    Batch::new(kind, records)
 }
 
 /// An SQS batch of JSON bodies with message ids `m<offset + i>`.

@@ -60,6 +60,7 @@ impl LetterFilter {
 /// The letters of a listing, in source order, and the ones that cannot be read whole.
 #[non_exhaustive]
 #[derive(Debug, Clone, Default)]
+#[must_use]
 pub struct Listing {
     /// Complete letters, in source order ([`source_order`]).
     pub letters: Vec<DeadLetter>,

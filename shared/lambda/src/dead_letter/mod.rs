@@ -132,6 +132,7 @@ pub fn part_id(id: &str, n: usize) -> String {
 /// One kept record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
 pub struct DeadLetter {
     /// See [`letter_id`].
     pub id: String,

@@ -17,7 +17,9 @@
 //!   unprocessed (they reach `maxReceiveCount` in the same batches). Without such a policy
 //!   the record is delivered again until it expires from the source. The
 //!   [`Processor`](crate::processor::Processor) refuses ordered stream batches until a sink
-//!   is chosen, so `ReportOnly` there is always an explicit choice.
+//!   is chosen, and [`WriterBuilder::build`](crate::writer::WriterBuilder::build) a protocol
+//!   that applies them in order, so `ReportOnly` there is always an explicit choice
+//!   (`<PREFIX>_DEAD_LETTER_SINK=report` for a ready function).
 //!
 //! Invariant for every sink: a rejected record is acknowledged only if its sink answered
 //! [`Disposal::Kept`]; an error or [`Disposal::LeftToSource`] reports it for redelivery.
@@ -33,6 +35,7 @@ use crate::source::SourceRecord;
 /// What a sink did with a rejected record.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
 pub enum Disposal {
     /// Kept durably: the record is acknowledged.
     Kept,

@@ -28,18 +28,24 @@ async fn two_call_sites_with_one_key_each_run_once() {
     let (charged, emailed) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let order = json!({"orderId": "o-1"});
     for _ in 0..2 {
-        idem.run("charge", "o-1", &order, None, || async {
-            charged.fetch_add(1, Ordering::SeqCst);
-            Ok::<(), String>(())
-        })
-        .await
-        .expect("charge");
-        idem.run("email", "o-1", &order, None, || async {
-            emailed.fetch_add(1, Ordering::SeqCst);
-            Ok::<(), String>(())
-        })
-        .await
-        .expect("email");
+        let _ = idem
+            .call("charge", "o-1")
+            .payload(&order)
+            .run(|| async {
+                charged.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), String>(())
+            })
+            .await
+            .expect("charge");
+        let _ = idem
+            .call("email", "o-1")
+            .payload(&order)
+            .run(|| async {
+                emailed.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), String>(())
+            })
+            .await
+            .expect("email");
     }
     assert_eq!(charged.load(Ordering::SeqCst), 1);
     assert_eq!(
@@ -53,17 +59,23 @@ async fn two_call_sites_with_one_key_each_run_once() {
 async fn a_panic_in_the_function_releases_the_key_so_an_immediate_retry_runs() {
     let idem = layer(0, DEFAULT_EXPIRES_AFTER);
     let deadline = Some(epoch_millis() + 60_000);
-    let panicked = std::panic::AssertUnwindSafe(idem.run("op", "k", &1, deadline, || async {
-        if deadline.is_some() {
-            panic!("the function panicked");
-        }
-        Ok::<u32, String>(0)
-    }))
-    .catch_unwind()
-    .await;
+    let panicked =
+        std::panic::AssertUnwindSafe(idem.call("op", "k").payload(&1).deadline_ms(deadline).run(
+            || async {
+                if deadline.is_some() {
+                    panic!("the function panicked");
+                }
+                Ok::<u32, String>(0)
+            },
+        ))
+        .catch_unwind()
+        .await;
     assert!(panicked.is_err(), "the panic goes on to the caller");
     let retry = idem
-        .run("op", "k", &1, deadline, || async { Ok::<u32, String>(7) })
+        .call("op", "k")
+        .payload(&1)
+        .deadline_ms(deadline)
+        .run(|| async { Ok::<u32, String>(7) })
         .await;
     assert_eq!(retry.ok(), Some(Run::Ran(7)));
 }
@@ -76,10 +88,13 @@ async fn expires_after_shorter_than_the_deadline_never_frees_a_key_in_progress()
     // A claims with a 10 s deadline and hangs (its future is dropped, its claim stays).
     let hung = tokio::time::timeout(
         Duration::from_millis(20),
-        idem.run("op", "k", &1, Some(deadline), || async {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            Ok::<u32, String>(0)
-        }),
+        idem.call("op", "k")
+            .payload(&1)
+            .deadline_ms(deadline)
+            .run(|| async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok::<u32, String>(0)
+            }),
     )
     .await;
     assert!(hung.is_err(), "cut off");
@@ -91,15 +106,21 @@ async fn expires_after_shorter_than_the_deadline_never_frees_a_key_in_progress()
     assert!(matches!(found, Claim::Existing(_)), "{found:?}");
     // A result is kept expires_after from its completion, not from its claim.
     let slow = layer(0, Duration::from_secs(1));
-    slow.run("op", "k", &1, Some(deadline), || async {
-        tokio::time::sleep(Duration::from_millis(1_100)).await;
-        Ok::<u32, String>(1)
-    })
-    .await
-    .expect("ran");
-    let again = slow.run("op", "k", &1, Some(deadline), || async {
-        Ok::<u32, String>(2)
-    });
+    let _ = slow
+        .call("op", "k")
+        .payload(&1)
+        .deadline_ms(deadline)
+        .run(|| async {
+            tokio::time::sleep(Duration::from_millis(1_100)).await;
+            Ok::<u32, String>(1)
+        })
+        .await
+        .expect("ran");
+    let again = slow
+        .call("op", "k")
+        .payload(&1)
+        .deadline_ms(deadline)
+        .run(|| async { Ok::<u32, String>(2) });
     assert_eq!(again.await.ok(), Some(Run::Replayed(1)));
 }
 
@@ -108,16 +129,21 @@ async fn a_run_whose_key_was_taken_over_neither_counts_as_stored_nor_caches_its_
     let idem = layer(8, DEFAULT_EXPIRES_AFTER);
     let start = epoch_millis();
     // A holds the key for 50 ms and runs for 150 ms; C takes the key over at 80 ms.
-    let a = idem.run("op", "k", &1, Some(start + 50), || async {
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        Ok::<String, String>("receipt-1".into())
-    });
+    let a = idem
+        .call("op", "k")
+        .payload(&1)
+        .deadline_ms(start + 50)
+        .run(|| async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            Ok::<String, String>("receipt-1".into())
+        });
     let c = async {
         tokio::time::sleep(Duration::from_millis(80)).await;
-        idem.run("op", "k", &1, Some(start + 60_000), || async {
-            Ok::<String, String>("receipt-2".into())
-        })
-        .await
+        idem.call("op", "k")
+            .payload(&1)
+            .deadline_ms(start + 60_000)
+            .run(|| async { Ok::<String, String>("receipt-2".into()) })
+            .await
     };
     let (a, c) = tokio::join!(a, c);
     assert_eq!(c.ok(), Some(Run::Ran("receipt-2".to_string())));
@@ -129,9 +155,10 @@ async fn a_run_whose_key_was_taken_over_neither_counts_as_stored_nor_caches_its_
     );
     assert_eq!(a, Run::NotStored("receipt-1".to_string()));
     assert_eq!(idem.stats().result_not_stored, 1);
-    let d = idem.run("op", "k", &1, None, || async {
-        Ok::<String, String>("receipt-3".into())
-    });
+    let d = idem
+        .call("op", "k")
+        .payload(&1)
+        .run(|| async { Ok::<String, String>("receipt-3".into()) });
     assert_eq!(d.await.ok(), Some(Run::Replayed("receipt-2".to_string())));
 }
 
@@ -142,12 +169,16 @@ async fn a_resend_with_another_envelope_or_number_spelling_is_a_duplicate() {
     let resend: serde_json::Value =
         serde_json::from_str(r#"{"detail": {"amount": 1.0, "orderId": "o-1"}, "id": "e-1"}"#)
             .expect("json");
-    idem.run("op", "o-1", &first, None, || async { Ok::<u32, String>(1) })
+    let _ = idem
+        .call("op", "o-1")
+        .payload(&first)
+        .run(|| async { Ok::<u32, String>(1) })
         .await
         .expect("ran");
-    let again = idem.run("op", "o-1", &resend, None, || async {
-        Ok::<u32, String>(2)
-    });
+    let again = idem
+        .call("op", "o-1")
+        .payload(&resend)
+        .run(|| async { Ok::<u32, String>(2) });
     assert_eq!(
         again.await.ok(),
         Some(Run::Replayed(1)),
@@ -159,18 +190,23 @@ async fn a_resend_with_another_envelope_or_number_spelling_is_a_duplicate() {
         .build()
         .expect("config");
     let idem = Idempotency::new(InMemory::new(), config);
-    idem.run("op", "o-1", &first, None, || async { Ok::<u32, String>(1) })
+    let _ = idem
+        .call("op", "o-1")
+        .payload(&first)
+        .run(|| async { Ok::<u32, String>(1) })
         .await
         .expect("ran");
     let resent = json!({"id": "e-2", "detail": {"orderId": "o-1", "amount": 1}});
-    let again = idem.run("op", "o-1", &resent, None, || async {
-        Ok::<u32, String>(2)
-    });
+    let again = idem
+        .call("op", "o-1")
+        .payload(&resent)
+        .run(|| async { Ok::<u32, String>(2) });
     assert_eq!(again.await.ok(), Some(Run::Replayed(1)));
     let changed = json!({"id": "e-3", "detail": {"orderId": "o-1", "amount": 2}});
-    let again = idem.run("op", "o-1", &changed, None, || async {
-        Ok::<u32, String>(3)
-    });
+    let again = idem
+        .call("op", "o-1")
+        .payload(&changed)
+        .run(|| async { Ok::<u32, String>(3) });
     assert!(matches!(
         again.await,
         Err(IdempotencyError::PayloadMismatch { .. })
@@ -213,17 +249,25 @@ async fn a_record_without_a_key_runs_without_idempotency_when_asked() {
 #[tokio::test]
 async fn replays_and_in_progress_refusals_are_counted() {
     let idem = layer(0, DEFAULT_EXPIRES_AFTER);
-    idem.run("op", "k", &1, None, || async { Ok::<u32, String>(1) })
+    let _ = idem
+        .call("op", "k")
+        .payload(&1)
+        .run(|| async { Ok::<u32, String>(1) })
         .await
         .expect("ran");
-    idem.run("op", "k", &1, None, || async { Ok::<u32, String>(1) })
+    let _ = idem
+        .call("op", "k")
+        .payload(&1)
+        .run(|| async { Ok::<u32, String>(1) })
         .await
         .expect("replayed");
     let now = epoch_millis();
     let held = ClaimRequest::new("fn#op#held", "op", "t", now, now + 60_000, 3600);
-    idem.persistence().claim(&held).await.expect("claimed");
+    let _ = idem.persistence().claim(&held).await.expect("claimed");
     let refused = idem
-        .run("op", "held", &1, None, || async { Ok::<u32, String>(1) })
+        .call("op", "held")
+        .payload(&1)
+        .run(|| async { Ok::<u32, String>(1) })
         .await;
     assert!(refused.is_err());
     let stats = idem.stats();
@@ -242,13 +286,16 @@ fn a_namespace_with_a_hash_sign_is_refused() {
 #[tokio::test]
 async fn a_stored_result_this_type_cannot_read_is_acknowledged_as_completed() {
     let idem = layer(0, DEFAULT_EXPIRES_AFTER);
-    idem.run("op", "k", &1, None, || async {
-        Ok::<String, String>("v1".into())
-    })
-    .await
-    .expect("ran");
+    let _ = idem
+        .call("op", "k")
+        .payload(&1)
+        .run(|| async { Ok::<String, String>("v1".into()) })
+        .await
+        .expect("ran");
     let after_deploy = idem
-        .run("op", "k", &1, None, || async { Ok::<u64, String>(2) })
+        .call("op", "k")
+        .payload(&1)
+        .run(|| async { Ok::<u64, String>(2) })
         .await;
     assert!(after_deploy.is_ok(), "{after_deploy:?}");
     assert!(

@@ -37,7 +37,7 @@ pub(super) struct Cache {
 }
 
 impl Cache {
-    pub fn new(max_keys: usize, max_bytes: usize) -> Self {
+    pub(super) fn new(max_keys: usize, max_bytes: usize) -> Self {
         Cache {
             inner: Mutex::new(Inner {
                 entries: LruCache::unbounded(),
@@ -56,7 +56,7 @@ impl Cache {
     }
 
     /// The live entry of `key` at `now_ms`.
-    pub fn get(&self, key: &str, now_ms: u64) -> Option<Cached> {
+    pub(super) fn get(&self, key: &str, now_ms: u64) -> Option<Cached> {
         if self.max_keys == 0 {
             return None;
         }
@@ -69,7 +69,7 @@ impl Cache {
         Some(hit)
     }
 
-    pub fn put(&self, key: &str, entry: Cached) {
+    pub(super) fn put(&self, key: &str, entry: Cached) {
         let size = entry.bytes(key);
         if self.max_keys == 0 || size > self.max_bytes {
             return;
@@ -87,7 +87,7 @@ impl Cache {
     }
 
     /// Forget `key` (its completion was refused, or it is no longer ours).
-    pub fn remove(&self, key: &str) {
+    pub(super) fn remove(&self, key: &str) {
         let mut inner = self.lock();
         self.remove_locked(&mut inner, key);
     }
@@ -100,7 +100,7 @@ impl Cache {
 
     /// Entries and bytes held.
     #[cfg(test)]
-    pub fn usage(&self) -> (usize, usize) {
+    pub(crate) fn usage(&self) -> (usize, usize) {
         let inner = self.lock();
         (inner.entries.len(), inner.bytes)
     }

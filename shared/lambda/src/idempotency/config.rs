@@ -51,23 +51,68 @@ pub enum PayloadCheck {
 pub struct IdempotencyConfig {
     /// Prefix of every stored key (the function's name), so that two functions sharing a
     /// table never share keys. No `#`.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// How long a completed run's result is kept, from its completion (its record's TTL): a
     /// duplicate arriving later runs again.
-    pub expires_after: Duration,
+    pub(crate) expires_after: Duration,
     /// How long a run holds its key when the caller gives no deadline.
-    pub in_progress_expiry: Duration,
+    pub(crate) in_progress_expiry: Duration,
     /// Which part of a payload must be the same across calls of one key (else
     /// `PayloadMismatch`).
-    pub payload_check: PayloadCheck,
+    pub(crate) payload_check: PayloadCheck,
     /// Completed keys answered from memory, without a call (`0`: none).
-    pub cache_keys: usize,
+    pub(crate) cache_keys: usize,
     /// Bytes of results kept in memory at most.
-    pub cache_bytes: usize,
+    pub(crate) cache_bytes: usize,
     /// What a record without a key does.
-    pub on_missing_key: MissingKey,
+    pub(crate) on_missing_key: MissingKey,
     /// `false`: the handler runs every time, nothing is stored.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
+}
+
+impl IdempotencyConfig {
+    /// Prefix of every stored key (the function's name), so that two functions sharing a
+    /// table never share keys. No `#`.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// How long a completed run's result is kept, from its completion (its record's TTL): a
+    /// duplicate arriving later runs again.
+    pub fn expires_after(&self) -> Duration {
+        self.expires_after
+    }
+
+    /// How long a run holds its key when the caller gives no deadline.
+    pub fn in_progress_expiry(&self) -> Duration {
+        self.in_progress_expiry
+    }
+
+    /// Which part of a payload must be the same across calls of one key (else
+    /// `PayloadMismatch`).
+    pub fn payload_check(&self) -> &PayloadCheck {
+        &self.payload_check
+    }
+
+    /// Completed keys answered from memory, without a call (`0`: none).
+    pub fn cache_keys(&self) -> usize {
+        self.cache_keys
+    }
+
+    /// Bytes of results kept in memory at most.
+    pub fn cache_bytes(&self) -> usize {
+        self.cache_bytes
+    }
+
+    /// What a record without a key does.
+    pub fn on_missing_key(&self) -> MissingKey {
+        self.on_missing_key
+    }
+
+    /// `false`: the handler runs every time, nothing is stored.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
 }
 
 impl IdempotencyConfig {

@@ -174,9 +174,10 @@ where
             let payload = keys.payload(&request);
             let deadline_ms = keys.deadline_ms(&request);
             let run = idempotency
-                .run(&operation, &key, &payload, deadline_ms, move || {
-                    inner.call(request)
-                })
+                .call(&operation, &key)
+                .payload(&payload)
+                .deadline_ms(deadline_ms)
+                .run(move || inner.call(request))
                 .await?;
             match run {
                 Run::Ran(response) | Run::NotStored(response) => Ok(response),

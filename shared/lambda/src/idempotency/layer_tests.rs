@@ -208,13 +208,9 @@ async fn any_request_type_with_a_request_key_and_the_switch_for_unit_tests() {
     // The same through `run`: the stored result comes back as `Replayed`.
     let idem = store(true);
     let run = |n: u32| {
-        idem.run(
-            "op",
-            "k",
-            &1,
-            None,
-            move || async move { Ok::<_, String>(n) },
-        )
+        idem.call("op", "k")
+            .payload(&1)
+            .run(move || async move { Ok::<_, String>(n) })
     };
     assert_eq!(run(1).await.ok(), Some(Run::Ran(1)));
     assert_eq!(run(2).await.ok(), Some(Run::Replayed(1)));

@@ -13,9 +13,11 @@
 //! let config = IdempotencyConfig::builder("orders-fn").build()?;
 //! let idempotency = Idempotency::new(DynamoDbPersistence::new(client, "Idempotency"), config);
 //! let order = serde_json::json!({"orderId": "o-1", "amount": 250});
-//! let deadline_ms = None; // the invocation's deadline (`Context::deadline`), when there is one
 //! let receipt = idempotency
-//!     .run("charge", "o-1", &order, deadline_ms, || charge("o-1"))
+//!     .call("charge", "o-1")
+//!     .payload(&order)
+//!     .deadline_ms(None) // the invocation's deadline (`Context::deadline`), when there is one
+//!     .run(|| charge("o-1"))
 //!     .await?
 //!     .value();
 //! # Ok(()) }
@@ -70,6 +72,7 @@
 
 mod builder;
 mod cache;
+mod call;
 mod config;
 mod dynamodb;
 mod hash;
@@ -82,6 +85,7 @@ mod run;
 mod stats;
 
 pub use builder::DynamoDbPersistenceBuilder;
+pub use call::Call;
 pub use config::{
     IdempotencyConfig, IdempotencyConfigBuilder, MissingKey, PayloadCheck, DEFAULT_CACHE_BYTES,
     DEFAULT_CACHE_KEYS, DEFAULT_EXPIRES_AFTER, DEFAULT_IN_PROGRESS_EXPIRY, DISABLED_ENV,
@@ -102,6 +106,7 @@ use dynamodb_exactly_once::{ErrorClass, StoreError};
 /// How a call ended.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a replay or a result not stored is not an error; handle it"]
 pub enum Run<T> {
     /// The function ran in this call, and its result is the stored one.
     Ran(T),

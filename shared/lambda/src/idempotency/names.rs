@@ -14,29 +14,91 @@ use dynamodb_exactly_once::ConfigError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttributeNames {
     /// The partition key (S): the stored key, or the static value with a sort key.
-    pub key: String,
+    pub(crate) key: String,
     /// The sort key (S) holding the stored key, under [`AttributeNames::static_partition_key`].
-    pub sort_key: Option<String>,
+    pub(crate) sort_key: Option<String>,
     /// The partition key's value when there is a sort key.
-    pub static_partition_key: String,
+    pub(crate) static_partition_key: String,
     /// The status attribute.
-    pub status: String,
+    pub(crate) status: String,
     /// Its value while in progress.
-    pub in_progress_value: String,
+    pub(crate) in_progress_value: String,
     /// Its value once completed.
-    pub completed_value: String,
+    pub(crate) completed_value: String,
     /// Epoch ms until which an in-progress claim holds.
-    pub in_progress_until: String,
+    pub(crate) in_progress_until: String,
     /// The record's TTL (epoch seconds): enable TTL on it.
-    pub expires_at: String,
+    pub(crate) expires_at: String,
     /// The payload's hash.
-    pub payload_hash: String,
+    pub(crate) payload_hash: String,
     /// The claim's token (this layer's own; Powertools ignores it).
-    pub token: String,
+    pub(crate) token: String,
     /// The result's JSON (absent: too large to keep).
-    pub result: String,
+    pub(crate) result: String,
     /// The operation (this layer's own; Powertools ignores it).
-    pub operation: String,
+    pub(crate) operation: String,
+}
+
+impl AttributeNames {
+    /// The partition key (S): the stored key, or the static value with a sort key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The sort key (S) holding the stored key, under [`AttributeNames::static_partition_key`].
+    pub fn sort_key(&self) -> Option<&str> {
+        self.sort_key.as_deref()
+    }
+
+    /// The partition key's value when there is a sort key.
+    pub fn static_partition_key(&self) -> &str {
+        &self.static_partition_key
+    }
+
+    /// The status attribute.
+    pub fn status(&self) -> &str {
+        &self.status
+    }
+
+    /// Its value while in progress.
+    pub fn in_progress_value(&self) -> &str {
+        &self.in_progress_value
+    }
+
+    /// Its value once completed.
+    pub fn completed_value(&self) -> &str {
+        &self.completed_value
+    }
+
+    /// Epoch ms until which an in-progress claim holds.
+    pub fn in_progress_until(&self) -> &str {
+        &self.in_progress_until
+    }
+
+    /// The record's TTL (epoch seconds): enable TTL on it.
+    pub fn expires_at(&self) -> &str {
+        &self.expires_at
+    }
+
+    /// The payload's hash.
+    pub fn payload_hash(&self) -> &str {
+        &self.payload_hash
+    }
+
+    /// The claim's token (this layer's own; Powertools ignores it).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The result's JSON (absent: too large to keep).
+    pub fn result(&self) -> &str {
+        &self.result
+    }
+
+    /// The operation (this layer's own; Powertools ignores it).
+    pub fn operation(&self) -> &str {
+        &self.operation
+    }
 }
 
 impl AttributeNames {

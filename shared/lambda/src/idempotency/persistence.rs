@@ -54,6 +54,7 @@ pub enum Status {
 /// What claiming a key found.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
 pub enum Claim {
     /// The key is ours until the claim's expiry.
     Claimed,
@@ -64,6 +65,7 @@ pub enum Claim {
 /// What a completion did.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
 pub enum Completion {
     /// The result is stored under our token (a retried completion whose earlier attempt
     /// applied meets our token and applies again).

@@ -31,34 +31,7 @@ const COMPLETION_RETRY: Backoff = Backoff::new(
 const MAX_OPERATION_BYTES: usize = 128;
 
 impl<P: Persistence> Idempotency<P> {
-    /// Run `function` once for `key` of `operation` (see the module documentation).
-    /// `operation` names the call site (Powertools' function name): two operations with one
-    /// key each run once. `payload` is what the key stands for (its hash, or the hash of the
-    /// part [`IdempotencyConfig::payload_check`](super::IdempotencyConfig::payload_check)
-    /// names, is checked across calls); `deadline_ms` is the invocation's deadline (epoch
-    /// ms), until which the run holds the key.
-    pub async fn run<T, E, F, Fut>(
-        &self,
-        operation: &str,
-        key: &str,
-        payload: &impl Serialize,
-        deadline_ms: Option<u64>,
-        function: F,
-    ) -> Result<Run<T>, IdempotencyError<E>>
-    where
-        T: Serialize + DeserializeOwned,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        let key = RecordKey {
-            text: key.to_string(),
-            json: Value::String(key.to_string()),
-        };
-        self.run_keyed(operation, &key, payload, deadline_ms, function)
-            .await
-    }
-
-    /// [`Idempotency::run`] with a key read as a JSON value (Powertools' format hashes the
+    /// [`Call::run`](super::Call::run) with a key read as a JSON value (Powertools' format hashes the
     /// value, not its text).
     pub(super) async fn run_keyed<T, E, F, Fut>(
         &self,

@@ -50,7 +50,7 @@ pub(super) enum Event {
 pub const RESULT_NOT_STORED_METRIC: &str = "IdempotencyResultNotStored";
 
 impl Counters {
-    pub fn count(&self, event: Event) {
+    pub(super) fn count(&self, event: Event) {
         let counter = match event {
             Event::Ran => &self.ran,
             Event::Replayed => &self.replayed,
@@ -65,7 +65,7 @@ impl Counters {
         }
     }
 
-    pub fn snapshot(&self) -> IdempotencyStats {
+    pub(super) fn snapshot(&self) -> IdempotencyStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         IdempotencyStats {
             ran: get(&self.ran),

@@ -23,10 +23,10 @@ async fn count(
     key: &str,
     payload: serde_json::Value,
 ) -> Result<Run<u32>, IdempotencyError<String>> {
-    idem.run("op", key, &payload, None, || async {
-        Ok::<u32, String>(calls.fetch_add(1, Ordering::SeqCst) as u32 + 10)
-    })
-    .await
+    idem.call("op", key)
+        .payload(&payload)
+        .run(|| async { Ok::<u32, String>(calls.fetch_add(1, Ordering::SeqCst) as u32 + 10) })
+        .await
 }
 
 #[tokio::test]
@@ -54,7 +54,7 @@ async fn another_payload_under_a_key_is_refused_not_replayed() {
     for cache in [0, 8] {
         let idem = layer(cache);
         let calls = AtomicUsize::new(0);
-        count(&idem, &calls, "k", json!({"a": 1}))
+        let _ = count(&idem, &calls, "k", json!({"a": 1}))
             .await
             .expect("ran");
         let err = count(&idem, &calls, "k", json!({"a": 2}))
@@ -72,9 +72,9 @@ async fn another_payload_under_a_key_is_refused_not_replayed() {
 async fn a_failed_run_releases_its_key_and_an_in_progress_one_holds_it() {
     let idem = layer(0);
     let failed = idem
-        .run("op", "k", &1, None, || async {
-            Err::<u32, _>("down".to_string())
-        })
+        .call("op", "k")
+        .payload(&1)
+        .run(|| async { Err::<u32, _>("down".to_string()) })
         .await;
     assert!(matches!(failed, Err(IdempotencyError::Handler(ref e)) if e == "down"));
     assert!(idem.persistence().get("fn#op#k").is_none());
@@ -101,10 +101,13 @@ async fn a_claim_past_its_deadline_is_taken_over() {
     // A run whose deadline passed while its function hung (the future is dropped).
     let hung = tokio::time::timeout(
         Duration::from_millis(20),
-        idem.run("op", "k", &1, Some(epoch_millis() + 50), || async {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            Ok::<u32, String>(0)
-        }),
+        idem.call("op", "k")
+            .payload(&1)
+            .deadline_ms(epoch_millis() + 50)
+            .run(|| async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok::<u32, String>(0)
+            }),
     )
     .await;
     assert!(hung.is_err(), "cut off");
@@ -123,8 +126,8 @@ async fn turned_off_the_function_always_runs() {
         .expect("config");
     let idem = Idempotency::new(InMemory::new(), config);
     let calls = AtomicUsize::new(0);
-    count(&idem, &calls, "k", json!(1)).await.expect("ran");
-    count(&idem, &calls, "k", json!(1)).await.expect("ran");
+    let _ = count(&idem, &calls, "k", json!(1)).await.expect("ran");
+    let _ = count(&idem, &calls, "k", json!(1)).await.expect("ran");
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
@@ -244,8 +247,8 @@ async fn the_processor_gives_each_record_the_invocations_cutoff_as_its_deadline(
     };
     let at = epoch_millis() + 60_000;
     let deadline = Deadline::from_epoch_ms(at, Duration::from_secs(2));
-    processor.handle_batch(&batch, deadline).await;
-    processor.handle_batch(&batch, Deadline::none()).await;
+    let _ = processor.handle_batch(&batch, deadline).await;
+    let _ = processor.handle_batch(&batch, Deadline::none()).await;
     let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
     assert_eq!(seen, vec![deadline.cutoff_epoch_ms(), None]);
     assert!(
@@ -265,7 +268,7 @@ async fn a_late_copy_of_a_claim_does_not_reopen_the_completed_key() {
         Some(Claim::Claimed),
         "a retry"
     );
-    store
+    let _ = store
         .complete("fn#op#k", "t", b"1", claim.expires_at_s)
         .await
         .expect("completed");

@@ -10,6 +10,7 @@ use crate::source::{Batch, EventError, SourceKind, SourcePosition};
 /// One record of an event through a mapping.
 #[non_exhaustive]
 #[derive(Debug)]
+#[must_use]
 pub struct Tried {
     /// Where the record came from.
     pub position: SourcePosition,

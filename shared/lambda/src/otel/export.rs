@@ -28,7 +28,7 @@ static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
 /// The layer exporting spans, when [`enabled`] (`None` otherwise, or when the exporter cannot
 /// be built: the reason is printed once to stderr and the function runs without traces).
-pub fn layer<S>() -> Option<impl Layer<S> + Send + Sync>
+pub(crate) fn layer<S>() -> Option<impl Layer<S> + Send + Sync>
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
@@ -64,7 +64,7 @@ where
 
 /// Make `span` a child of the X-Ray trace `header` (Lambda's `Root=…;Parent=…;Sampled=…`).
 /// No effect when traces are off or the header is absent or malformed.
-pub fn set_parent(span: &Span, header: Option<&str>) {
+pub(crate) fn set_parent(span: &Span, header: Option<&str>) {
     if PROVIDER.get().is_none() {
         return;
     }
@@ -90,7 +90,7 @@ impl Drop for Flushing {
 /// for the exporter (`None`: until it is done). The blocking export runs on a thread of its
 /// own, so a flush that outlasts `limit` goes on in the background without holding the
 /// answer. No effect when traces are off.
-pub async fn flush(limit: Option<Duration>) {
+pub(crate) async fn flush(limit: Option<Duration>) {
     let Some(provider) = PROVIDER.get() else {
         return;
     };

@@ -33,9 +33,9 @@ mod export;
 mod off;
 
 #[cfg(feature = "otel")]
-pub use export::{flush, layer, set_parent};
+pub(crate) use export::{flush, layer, set_parent};
 #[cfg(not(feature = "otel"))]
-pub use off::{flush, layer, set_parent};
+pub(crate) use off::{flush, layer, set_parent};
 
 use tracing::Span;
 
@@ -43,10 +43,10 @@ use crate::source::SourceKind;
 
 /// Target of the spans that exist for traces only (the batch span): the log lines leave them
 /// out, so every line keeps the invocation span's fields.
-pub const SPAN_TARGET: &str = "dynamodb_exactly_once_lambda::otel";
+pub(crate) const SPAN_TARGET: &str = "dynamodb_exactly_once_lambda::otel";
 
 /// Whether the environment asks for traces.
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     [
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -56,6 +56,6 @@ pub fn enabled() -> bool {
 }
 
 /// The span of one batch (exported as a trace span, left out of log lines).
-pub fn batch_span(function: &str, source: SourceKind, records: usize) -> Span {
+pub(crate) fn batch_span(function: &str, source: SourceKind, records: usize) -> Span {
     tracing::info_span!(target: SPAN_TARGET, "batch", function, source = ?source, records)
 }

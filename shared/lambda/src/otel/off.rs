@@ -10,7 +10,7 @@ use super::enabled;
 
 /// Always `None` in a build without the feature `otel`; says so once on stderr when the
 /// environment asks for traces ([`enabled`]).
-pub fn layer<S>() -> Option<Box<dyn Layer<S> + Send + Sync>>
+pub(crate) fn layer<S>() -> Option<Box<dyn Layer<S> + Send + Sync>>
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
@@ -24,7 +24,7 @@ where
 }
 
 /// No effect in a build without the feature `otel`.
-pub fn set_parent(_span: &Span, _header: Option<&str>) {}
+pub(crate) fn set_parent(_span: &Span, _header: Option<&str>) {}
 
 /// No effect in a build without the feature `otel`.
-pub async fn flush(_limit: Option<Duration>) {}
+pub(crate) async fn flush(_limit: Option<Duration>) {}

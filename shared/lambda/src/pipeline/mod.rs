@@ -58,7 +58,7 @@ pub(crate) use work::{fifo_or, Work};
 /// Whether records older than the protocol's [`Protocol::max_record_age`] are kept as dead
 /// letters (`too_old`) instead of applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AgeCheck {
+pub(crate) enum AgeCheck {
     /// Keep them (deliveries, and replays unless forced).
     Enforce,
     /// Apply them (a forced replay, after an operator checked them).
@@ -67,6 +67,8 @@ pub enum AgeCheck {
 
 /// The result of one batch.
 #[derive(Debug)]
+#[must_use = "the report holds the partial batch response to answer Lambda with"]
+#[non_exhaustive]
 pub struct BatchReport<O> {
     /// What to answer Lambda.
     pub response: BatchResponse,
@@ -77,7 +79,7 @@ pub struct BatchReport<O> {
 }
 
 /// Run one batch through a protocol, rejected records kept through `dead_letters`.
-pub async fn process_batch<P: Protocol>(
+pub(crate) async fn process_batch<P: Protocol>(
     function: &str,
     batch: &Batch,
     protocol: &P,
@@ -121,14 +123,14 @@ pub(crate) async fn process_work<W: Work>(
 }
 
 /// Work time an invocation keeps at least, when its budget is below the deadline margin.
-pub const MIN_WORK_TIME: Duration = Duration::from_millis(500);
+pub(crate) const MIN_WORK_TIME: Duration = Duration::from_millis(500);
 
 /// The deadline of an invocation whose deadline is `deadline_ms` (epoch ms, as Lambda's
 /// context gives it), stopping `margin` before it: when the time left is below `margin` plus
 /// [`MIN_WORK_TIME`] (a function timeout too short for its margin), nothing would ever start;
 /// that invocation then logs an ERROR naming the function timeout and stops
 /// `max(ANSWER_MARGIN, budget / 3)` before the deadline instead.
-pub fn invocation_deadline(function: &str, deadline_ms: u64, margin: Duration) -> Deadline {
+pub(crate) fn invocation_deadline(function: &str, deadline_ms: u64, margin: Duration) -> Deadline {
     let budget = Duration::from_millis(deadline_ms.saturating_sub(epoch_millis()));
     // `0` is no deadline; a budget (a value too small for an epoch time, from `cargo lambda
     // watch`) is read by `Deadline::from_epoch_ms` itself.
@@ -174,7 +176,7 @@ pub(crate) fn refuse<O: Outcome>(function: &str, batch: &Batch, why: &str) -> Ba
 /// The key records of an ordered batch are ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum OrderKey {
+pub(crate) enum OrderKey {
     /// SQS FIFO: the `MessageGroupId`.
     MessageGroup,
     /// Kinesis: the partition key.
@@ -198,7 +200,7 @@ impl OrderKey {
 
 /// Whether a batch is an SQS FIFO batch: its queue's ARN ends in `.fifo`. A message group id
 /// alone does not make a queue FIFO (a standard queue's fair-queue messages carry one too).
-pub fn is_fifo(batch: &Batch) -> bool {
+pub(crate) fn is_fifo(batch: &Batch) -> bool {
     batch.kind == SourceKind::Sqs
         && batch.records.iter().any(|r| {
             r.position
@@ -209,7 +211,7 @@ pub fn is_fifo(batch: &Batch) -> bool {
 }
 
 /// How a batch must be ordered for a protocol (`None`: not at all).
-pub fn key_of<P: Protocol>(batch: &Batch, protocol: &P) -> Option<OrderKey> {
+pub(crate) fn key_of<P: Protocol>(batch: &Batch, protocol: &P) -> Option<OrderKey> {
     let otherwise = if protocol.redelivery() != Redelivery::Idempotent {
         Some(OrderKey::Shard)
     } else if batch.kind == SourceKind::Kinesis && protocol.ordered_by_key() {

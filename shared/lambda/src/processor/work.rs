@@ -30,6 +30,7 @@ pub(super) type Handler<T> =
 /// What a record the handler finished ended in.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
 pub enum Handled {
     /// The handler returned `Ok`: the record is acknowledged.
     Processed,

@@ -54,12 +54,23 @@ pub const MAX_USER_RECORDS: usize = 10_000;
 
 /// A user record's place in its KPL aggregate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SubRecord {
     /// Its index in the aggregate (the KCL's sub-sequence number).
     pub sub_sequence_number: u64,
     /// The explicit hash key the producer gave it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explicit_hash_key: Option<String>,
+}
+
+impl SubRecord {
+    /// The user record at `sub_sequence_number`, without an explicit hash key.
+    pub fn new(sub_sequence_number: u64) -> Self {
+        SubRecord {
+            sub_sequence_number,
+            explicit_hash_key: None,
+        }
+    }
 }
 
 /// The KPL's `AggregatedRecord` message (proto2).

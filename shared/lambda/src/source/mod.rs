@@ -71,6 +71,7 @@ impl std::str::FromStr for SourceKind {
 
 /// Where a record came from: enough to find it again and to replay it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SourcePosition {
     /// The delivering service.
     pub kind: SourceKind,
@@ -107,6 +108,23 @@ pub struct SourcePosition {
 }
 
 impl SourcePosition {
+    /// The record `id` (a sequence number or message id) of `kind`, nothing else known; the
+    /// other fields are set as the source tells them.
+    pub fn new(kind: SourceKind, id: impl Into<String>) -> Self {
+        SourcePosition {
+            kind,
+            source_arn: None,
+            id: id.into(),
+            shard_id: None,
+            partition_key: None,
+            message_group_id: None,
+            sqs_sequence_number: None,
+            sub_record: None,
+            event_id: None,
+            arrived_at_ms: None,
+        }
+    }
+
     /// The record's identity in its source, the same on every delivery of it:
     /// `<kind>|<stream or queue ARN>|<shard>|<sequence number or message id>[:<sub-sequence>]`
     /// (a protocol that is not idempotent derives its op tokens from it).
@@ -126,6 +144,7 @@ impl SourcePosition {
 
 /// One record of a batch: its raw body and its position.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SourceRecord {
     /// Where the record came from.
     pub position: SourcePosition,
@@ -134,13 +153,31 @@ pub struct SourceRecord {
     pub body: Vec<u8>,
 }
 
+impl SourceRecord {
+    /// The record at `position` with `body`.
+    pub fn new(position: SourcePosition, body: impl Into<Vec<u8>>) -> Self {
+        SourceRecord {
+            position,
+            body: body.into(),
+        }
+    }
+}
+
 /// A decoded batch.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Batch {
     /// The delivering service.
     pub kind: SourceKind,
     /// The records, in delivery order.
     pub records: Vec<SourceRecord>,
+}
+
+impl Batch {
+    /// A batch of `records` from `kind`.
+    pub fn new(kind: SourceKind, records: Vec<SourceRecord>) -> Self {
+        Batch { kind, records }
+    }
 }
 
 /// The payload is not a Kinesis or SQS event at all.
@@ -270,6 +307,7 @@ fn sqs_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventError
 /// The partial batch response matching the source of the batch.
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
+#[must_use = "the partial batch response must be answered to Lambda"]
 pub enum BatchResponse {
     /// Response to a Kinesis batch.
     Kinesis(KinesisEventResponse),
@@ -370,10 +408,10 @@ mod tests {
             .map(|r| r.position.message_group_id.as_deref())
             .collect();
         assert_eq!(groups, [Some("g1"), Some("g2")]);
-        assert!(crate::ordering::is_fifo(&batch));
+        assert!(crate::pipeline::is_fifo(&batch));
         let standard = serde_json::json!({"Records":[{"eventSource":"aws:sqs","messageId":"m1","body":"{}","eventSourceARN":"arn:aws:sqs:us-east-1:1:q"}]});
         let standard = Batch::from_event(standard).expect("sqs event");
-        assert!(!crate::ordering::is_fifo(&standard));
+        assert!(!crate::pipeline::is_fifo(&standard));
     }
 
     #[test]

@@ -22,9 +22,11 @@
 //! any size is kept, never refused for its size. Keep the whole payload with the table sink
 //! ([`DeadLetters`](crate::dead_letter::DeadLetters)) when it matters.
 //!
-//! The ready functions keep their dead letters in the table (which `ops dead-letters` lists
-//! and replays); this sink is for the [`Processor`](crate::processor::Processor) and your own
-//! pipelines.
+//! The ready writer functions keep their dead letters in the table (which `ops dead-letters`
+//! lists and replays) unless `<PREFIX>_DEAD_LETTER_SINK=sqs` chooses this sink (see
+//! [`writer_from_env`](crate::writer::writer_from_env)); the
+//! [`Processor`](crate::processor::Processor) and [`Writer`](crate::writer::Writer) take it
+//! with `.dead_letters(..)`.
 
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::operation::send_message::SendMessageError;
