@@ -28,7 +28,7 @@ pub use item::{
 };
 pub use outcome::{Driven, TxError, TxOutcome, TxReport};
 pub use record::{CREATE_AT_ONCE_BYTES, INLINE_REQUEST_BYTES};
-pub use request::TxMessage;
+pub use request::{TxMessage, TxMessageBuilder};
 pub use status::{RollbackReason, TxState, TxStatus};
 
 /// Whether a cancellation reason means "nothing applied, send the call again" (after a short

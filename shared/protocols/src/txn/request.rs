@@ -31,6 +31,7 @@
 //! is written once rather than four times; what differs by kind is matched on the enum, and a
 //! request without its kind's parts cannot be built.
 
+mod build;
 mod expr;
 mod parse;
 
@@ -41,6 +42,7 @@ use serde_json::{Map, Value};
 
 use crate::ddb::item::canonical_json;
 
+pub use build::TxMessageBuilder;
 pub use parse::parse_message;
 pub(crate) use parse::recorded_requests;
 
@@ -188,6 +190,12 @@ pub struct TxMessage {
 }
 
 impl TxMessage {
+    /// A message built in Rust, request by request (see [`TxMessageBuilder`]): the same
+    /// message, validated by the same checks, as the JSON format parsed.
+    pub fn builder(tx_id: impl Into<String>) -> TxMessageBuilder {
+        TxMessageBuilder::new(tx_id)
+    }
+
     /// The requests as the canonical JSON stored in the TX record.
     pub fn requests_json(&self) -> String {
         canonical_json(&Value::Array(self.raw_requests.clone()))
