@@ -12,6 +12,7 @@ use dynamodb_exactly_once::ratchet::RatchetOutcome;
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once::RecordResult;
 use dynamodb_exactly_once_lambda::Batch;
+use futures::TryStreamExt;
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -117,29 +118,35 @@ async fn reads_suppress_tombstones_in_get_batch_get_and_query() {
         .await
         .expect("get")
         .is_some());
-    let mut got: Vec<String> = w
+    // Typed and streamed: each item decodes into the caller's type.
+    #[derive(serde::Deserialize)]
+    struct Row {
+        #[serde(rename = "SK")]
+        sk: String,
+        v: String,
+    }
+    let keys = [
+        key("u", "a"),
+        key("u", "b"),
+        key("u", "c"),
+        key("u", "missing"),
+    ];
+    let mut got: Vec<(String, String)> = w
         .protocol
-        .batch_get(&[
-            key("u", "a"),
-            key("u", "b"),
-            key("u", "c"),
-            key("u", "missing"),
-        ])
+        .batch_get::<Row>(&keys)
+        .map_ok(|r| (r.sk, r.v))
+        .try_collect()
         .await
-        .expect("batch get")
-        .iter()
-        .map(|i| i["SK"].as_str().unwrap_or_default().to_string())
-        .collect();
+        .expect("batch get");
     got.sort();
-    assert_eq!(got, ["a", "c"]);
+    assert_eq!(got, [("a".into(), "a".into()), ("c".into(), "c".into())]);
     let queried: Vec<String> = w
         .protocol
-        .query_partition("PK", &json!("u"))
+        .query_partition::<Row>("PK", &json!("u"))
+        .map_ok(|r| r.sk)
+        .try_collect()
         .await
-        .expect("query")
-        .iter()
-        .map(|i| i["SK"].as_str().unwrap_or_default().to_string())
-        .collect();
+        .expect("query");
     assert_eq!(queried, ["a", "c"]);
 }
 

@@ -79,6 +79,15 @@ pub struct VersionedItem {
     pub written_at_ms: u64,
 }
 
+impl VersionedItem {
+    /// The item's attributes as `T` (an item that does not decode is
+    /// [`StoreError::Inconsistent`]).
+    pub fn item_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
+        serde_json::from_value(Value::Object(self.item.clone()))
+            .map_err(|e| StoreError::Inconsistent(format!("the item does not decode: {e}")))
+    }
+}
+
 /// What made a version.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
