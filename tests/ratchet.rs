@@ -77,7 +77,7 @@ async fn older_put_cannot_revive_tombstone() {
 async fn newer_put_replaces_tombstone() {
     let client = client();
     let (w, _) = ratchet_writer(client.clone()).await;
-    write_one(&w, delete("u", "a", 20)).await;
+    let _ = write_one(&w, delete("u", "a", 20)).await;
 
     assert_eq!(
         write_one(&w, put("u", "a", 30, json!({"Rating":5}))).await,
@@ -101,10 +101,10 @@ async fn newer_put_replaces_tombstone() {
 async fn reads_suppress_tombstones_in_get_batch_get_and_query() {
     let client = client();
     let (w, _) = ratchet_writer(client.clone()).await;
-    write_one(&w, put("u", "a", 1, json!({"v":"a"}))).await;
-    write_one(&w, put("u", "b", 1, json!({"v":"b"}))).await;
-    write_one(&w, delete("u", "b", 2)).await;
-    write_one(&w, put("u", "c", 1, json!({"v":"c"}))).await;
+    let _ = write_one(&w, put("u", "a", 1, json!({"v":"a"}))).await;
+    let _ = write_one(&w, put("u", "b", 1, json!({"v":"b"}))).await;
+    let _ = write_one(&w, delete("u", "b", 2)).await;
+    let _ = write_one(&w, put("u", "c", 1, json!({"v":"c"}))).await;
 
     assert!(w
         .protocol
@@ -188,7 +188,7 @@ async fn equal_timestamps_resolve_the_same_way_in_every_order() {
     for order in orders {
         let (w, tables) = ratchet_writer(client.clone()).await;
         for i in order {
-            write_one(&w, records[i].clone()).await;
+            let _ = write_one(&w, records[i].clone()).await;
         }
         finals.insert(json!(scan(&client, &tables["RatchetTable"]).await).to_string());
     }
@@ -200,13 +200,13 @@ async fn equal_timestamps_resolve_the_same_way_in_every_order() {
 
     // A delete at the same timestamp beats every put, in either order.
     let (w, _) = ratchet_writer(client.clone()).await;
-    write_one(&w, delete("u", "a", 7)).await;
+    let _ = write_one(&w, delete("u", "a", 7)).await;
     assert_eq!(
         write_one(&w, records[0].clone()).await,
         RatchetOutcome::Stale
     );
     let (w, _) = ratchet_writer(client.clone()).await;
-    write_one(&w, records[0].clone()).await;
+    let _ = write_one(&w, records[0].clone()).await;
     assert_eq!(
         write_one(&w, delete("u", "a", 7)).await,
         RatchetOutcome::Applied

@@ -29,7 +29,8 @@ async fn sweeper_touches_only_stale_transactions() {
     // Given 30 finished transactions
     for t in 0..30 {
         let body = transfer(&table, &format!("done{t}"), "acc0", "acc1", 1);
-        c.run(&message(&c, &body), Deadline::none())
+        let _ = c
+            .run(&message(&c, &body), Deadline::none())
             .await
             .expect("done");
     }

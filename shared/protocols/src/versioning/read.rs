@@ -67,6 +67,7 @@ impl Latest {
 }
 
 /// A live item at its version.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct VersionedItem {
     /// The version number.
@@ -115,6 +116,7 @@ impl HistoryOp {
 }
 
 /// One row of the history table.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryEntry {
     /// The version number.
@@ -164,6 +166,7 @@ impl TryFrom<Item> for HistoryEntry {
 }
 
 /// One page of an item's history, newest first.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryPage {
     /// Versions, newest first.
