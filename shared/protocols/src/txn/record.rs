@@ -103,12 +103,6 @@ pub(crate) const SWEEP_INDEX: &str = "Sweep";
 pub const SWEEP_SHARDS: u32 = 16;
 /// Prefix of the sharded `SweepKey` values.
 pub(crate) const SWEEP_OPEN_PREFIX: &str = "open#";
-/// `SweepKey` of open transactions written by versions before the sharded index (read by
-/// the sweeper so that an upgrade strands nothing).
-pub(crate) const SWEEP_OPEN_LEGACY: &str = "open";
-/// `SweepKey` of completed transactions written by versions before completed headers
-/// expired through TTL (the sweeper deletes them after the retention).
-pub(crate) const SWEEP_DONE_LEGACY: &str = "done";
 /// Largest requests JSON kept inline in the header; larger lists go to parts. Small on
 /// purpose: every lock write checks the header in a `TransactWriteItems`, which DynamoDB
 /// bills by the header's size (twice), so the header stays under 1 KB until the commit
@@ -384,11 +378,10 @@ pub(crate) fn sweep_key(tx_id: &str) -> String {
     format!("{SWEEP_OPEN_PREFIX}{shard:02}")
 }
 
-/// Every `SweepKey` an open transaction can have: the shards, then the legacy `open`.
+/// Every `SweepKey` an open transaction can have: the shards.
 pub(crate) fn sweep_keys() -> Vec<String> {
     (0..SWEEP_SHARDS)
         .map(|shard| format!("{SWEEP_OPEN_PREFIX}{shard:02}"))
-        .chain(std::iter::once(SWEEP_OPEN_LEGACY.to_string()))
         .collect()
 }
 
