@@ -403,10 +403,10 @@ async fn appender(docs: Arc<Document>, a: usize) -> Vec<(String, DocumentOutcome
             "u",
             json!({"path": "l", "values": [value], "unique": unique}),
         );
-        apply_until_decided(&docs, &append).await;
+        let _ = apply_until_decided(&docs, &append).await;
         let tag = json!({"path": "tags", "values": [format!("t{a}")]});
-        apply_until_decided(&docs, &rec("set_add", "u", tag.clone())).await;
-        apply_until_decided(&docs, &rec("set_remove", "u", tag)).await;
+        let _ = apply_until_decided(&docs, &rec("set_add", "u", tag.clone())).await;
+        let _ = apply_until_decided(&docs, &rec("set_remove", "u", tag)).await;
     }
     Vec::new()
 }
@@ -494,7 +494,7 @@ async fn a_lost_response_on_a_guarded_remove_does_not_remove_a_second_element() 
         "u",
         json!({"path": "l", "values": ["x", "x", "y"]}),
     );
-    apply(plain.protocol(), &append).await;
+    let _ = apply(plain.protocol(), &append).await;
 
     // When the remove is applied but its response is lost, and the SDK sends it again
     let faults = nth_update(0, Fault::LoseResponse);

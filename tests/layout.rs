@@ -119,8 +119,9 @@ async fn renamed_ratchet_attributes_are_refused_on_first_contact_not_overwritten
         json!(1)
     );
 
-    // Unchanged settings keep working on items written before the layout was recorded.
-    let legacy = Item::from([
+    // An item without a marker under non-default names is of another layout: every
+    // release writes the marker, so only the defaults (or a foreign writer) leave none.
+    let unmarked = Item::from([
         ("PK".into(), AttributeValue::S("u".into())),
         ("SK".into(), AttributeValue::S("d".into())),
         ("W".into(), AttributeValue::N("10".into())),
@@ -132,12 +133,15 @@ async fn renamed_ratchet_attributes_are_refused_on_first_contact_not_overwritten
     client
         .put_item()
         .table_name(&table)
-        .set_item(Some(legacy))
+        .set_item(Some(unmarked))
         .send()
         .await
         .expect("put");
+    let codes = codes_after(&under_w, &[put("u", "d", 11, json!({"v": 3}))], 2).await;
+    assert_eq!(codes, ["layout_mismatch"; 3]);
+    // A ratchet that renamed only the tombstone flag creates new items.
     assert_eq!(
-        write_one(&under_w, put("u", "d", 11, json!({"v": 3}))).await,
+        write_one(&renamed_flag, put("u", "e", 1, json!({"v": 4}))).await,
         RatchetOutcome::Applied
     );
     assert_eq!(

@@ -51,6 +51,7 @@ mod streams_double;
 mod telemetry;
 mod ttl;
 mod txn;
+mod txn_builder;
 mod txn_check;
 mod txn_chunks;
 mod txn_conflicts;

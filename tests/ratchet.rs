@@ -12,6 +12,7 @@ use dynamodb_exactly_once::ratchet::RatchetOutcome;
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once::RecordResult;
 use dynamodb_exactly_once_lambda::Batch;
+use futures::TryStreamExt;
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -76,7 +77,7 @@ async fn older_put_cannot_revive_tombstone() {
 async fn newer_put_replaces_tombstone() {
     let client = client();
     let (w, _) = ratchet_writer(client.clone()).await;
-    write_one(&w, delete("u", "a", 20)).await;
+    let _ = write_one(&w, delete("u", "a", 20)).await;
 
     assert_eq!(
         write_one(&w, put("u", "a", 30, json!({"Rating":5}))).await,
@@ -100,10 +101,10 @@ async fn newer_put_replaces_tombstone() {
 async fn reads_suppress_tombstones_in_get_batch_get_and_query() {
     let client = client();
     let (w, _) = ratchet_writer(client.clone()).await;
-    write_one(&w, put("u", "a", 1, json!({"v":"a"}))).await;
-    write_one(&w, put("u", "b", 1, json!({"v":"b"}))).await;
-    write_one(&w, delete("u", "b", 2)).await;
-    write_one(&w, put("u", "c", 1, json!({"v":"c"}))).await;
+    let _ = write_one(&w, put("u", "a", 1, json!({"v":"a"}))).await;
+    let _ = write_one(&w, put("u", "b", 1, json!({"v":"b"}))).await;
+    let _ = write_one(&w, delete("u", "b", 2)).await;
+    let _ = write_one(&w, put("u", "c", 1, json!({"v":"c"}))).await;
 
     assert!(w
         .protocol()
@@ -117,29 +118,35 @@ async fn reads_suppress_tombstones_in_get_batch_get_and_query() {
         .await
         .expect("get")
         .is_some());
-    let mut got: Vec<String> = w
+    // Typed and streamed: each item decodes into the caller's type.
+    #[derive(serde::Deserialize)]
+    struct Row {
+        #[serde(rename = "SK")]
+        sk: String,
+        v: String,
+    }
+    let keys = [
+        key("u", "a"),
+        key("u", "b"),
+        key("u", "c"),
+        key("u", "missing"),
+    ];
+    let mut got: Vec<(String, String)> = w
         .protocol()
-        .batch_get(&[
-            key("u", "a"),
-            key("u", "b"),
-            key("u", "c"),
-            key("u", "missing"),
-        ])
+        .batch_get::<Row>(&keys)
+        .map_ok(|r| (r.sk, r.v))
+        .try_collect()
         .await
-        .expect("batch get")
-        .iter()
-        .map(|i| i["SK"].as_str().unwrap_or_default().to_string())
-        .collect();
+        .expect("batch get");
     got.sort();
-    assert_eq!(got, ["a", "c"]);
+    assert_eq!(got, [("a".into(), "a".into()), ("c".into(), "c".into())]);
     let queried: Vec<String> = w
         .protocol()
-        .query_partition("PK", &json!("u"))
+        .query_partition::<Row>("PK", &json!("u"))
+        .map_ok(|r| r.sk)
+        .try_collect()
         .await
-        .expect("query")
-        .iter()
-        .map(|i| i["SK"].as_str().unwrap_or_default().to_string())
-        .collect();
+        .expect("query");
     assert_eq!(queried, ["a", "c"]);
 }
 
@@ -181,7 +188,7 @@ async fn equal_timestamps_resolve_the_same_way_in_every_order() {
     for order in orders {
         let (w, tables) = ratchet_writer(client.clone()).await;
         for i in order {
-            write_one(&w, records[i].clone()).await;
+            let _ = write_one(&w, records[i].clone()).await;
         }
         finals.insert(json!(scan(&client, &tables["RatchetTable"]).await).to_string());
     }
@@ -193,13 +200,13 @@ async fn equal_timestamps_resolve_the_same_way_in_every_order() {
 
     // A delete at the same timestamp beats every put, in either order.
     let (w, _) = ratchet_writer(client.clone()).await;
-    write_one(&w, delete("u", "a", 7)).await;
+    let _ = write_one(&w, delete("u", "a", 7)).await;
     assert_eq!(
         write_one(&w, records[0].clone()).await,
         RatchetOutcome::Stale
     );
     let (w, _) = ratchet_writer(client.clone()).await;
-    write_one(&w, records[0].clone()).await;
+    let _ = write_one(&w, records[0].clone()).await;
     assert_eq!(
         write_one(&w, delete("u", "a", 7)).await,
         RatchetOutcome::Applied

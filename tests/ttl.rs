@@ -23,8 +23,8 @@ async fn tombstones_expire_through_the_tables_ttl() {
         })
         .expect("valid configuration"),
     );
-    write_one(&w, put("u", "live", 1, json!({"v": 1}))).await;
-    write_one(&w, delete("u", "gone", 1)).await;
+    let _ = write_one(&w, put("u", "live", 1, json!({"v": 1}))).await;
+    let _ = write_one(&w, delete("u", "gone", 1)).await;
 
     // When DynamoDB's TTL process runs (DynamoDB Local: within about ten seconds)
     let started = std::time::Instant::now();

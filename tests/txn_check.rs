@@ -30,7 +30,7 @@ use dynamo_testing::{client, At, Interleaving};
 use dynamodb_exactly_once::batch::{Protocol, RecordResult};
 use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::TxState;
-use dynamodb_exactly_once::txn::{strip_protocol, Coordinator, TxError, TxMessage, TxOutcome};
+use dynamodb_exactly_once::txn::{Coordinator, TxError, TxMessage, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use futures::StreamExt;
 use rand::rngs::StdRng;
@@ -499,7 +499,6 @@ async fn check_committed_view(
             return Err(format!("{pk}: raw {stored:?} but committed {committed:?}"));
         }
     }
-    let _ = strip_protocol;
     Ok(())
 }
 

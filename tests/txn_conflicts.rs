@@ -198,7 +198,8 @@ async fn a_lock_of_another_tx_table_is_never_undone() {
     assert_eq!(balance(&items(&base, &table).await, "alice"), Some(130));
     // and once A's redelivery finished T, B's redelivery commits U on top of it.
     let a = env.coordinator(client());
-    a.run(&message(&a, &t), Deadline::none())
+    let _ = a
+        .run(&message(&a, &t), Deadline::none())
         .await
         .expect("A again");
     let report = b

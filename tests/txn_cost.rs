@@ -9,7 +9,11 @@ use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::txn::{Coordinator, TxOutcome, CREATE_AT_ONCE_BYTES};
+use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
+
+/// The coordinator's `CREATE_AT_ONCE_BYTES` (internal): requests up to this size are created
+/// with their header in one call.
+const CREATE_AT_ONCE_BYTES: usize = 64 * 1024;
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};
 use txn_env::*;

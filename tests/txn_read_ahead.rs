@@ -33,7 +33,8 @@ async fn a_transaction_of_150_items_reads_in_two_calls_and_finalizes_without_rea
     let c = ahead(&env, client_with(Some(counting.clone()), 3));
     // Warm: the coordinator has looked up the table's key schema (once per process).
     let warm = json!({"txId":"t-warm","requests":[update(&table, "k000", 0)]});
-    c.run(&message(&c, &warm), Deadline::none())
+    let _ = c
+        .run(&message(&c, &warm), Deadline::none())
         .await
         .expect("warm-up");
     counting.reset_counts();

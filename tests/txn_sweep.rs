@@ -1,6 +1,6 @@
 //! The sweeper against DynamoDB Local: it acts on stale transactions only, reads the sharded
-//! index (and the legacy keys of earlier versions), writes nothing for finished ones (they
-//! expire through TTL), and stops at its deadline.
+//! index (its 16 keys, nothing else), writes nothing for finished ones (they expire through
+//! TTL), and stops at its deadline.
 
 use crate::common;
 use crate::txn_env;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::*;
 use dynamo_testing::{client, client_with, FaultInjector};
-use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
+use dynamodb_exactly_once::ddb::clock::epoch_seconds;
 use dynamodb_exactly_once::txn::sweep::{SweepConfig, Sweeper};
 use dynamodb_exactly_once::txn::{RollbackReason, TxState};
 use dynamodb_exactly_once::Deadline;
@@ -29,7 +29,8 @@ async fn sweeper_touches_only_stale_transactions() {
     // Given 30 finished transactions
     for t in 0..30 {
         let body = transfer(&table, &format!("done{t}"), "acc0", "acc1", 1);
-        c.run(&message(&c, &body), Deadline::none())
+        let _ = c
+            .run(&message(&c, &body), Deadline::none())
             .await
             .expect("done");
     }
@@ -46,13 +47,12 @@ async fn sweeper_touches_only_stale_transactions() {
     let counting = FaultInjector::counting();
     let sweeper = env.sweeper(client_with(Some(counting.clone()), 1), 0, 3600);
     let summary = sweeper.sweep(Deadline::none()).await.expect("sweep");
-    // then the sweep acts on the 3 stale ones only: no scan, one index query per shard (16,
-    // the legacy `open` and `done` keys), and writes only for them (rollback + 2 undos +
-    // complete, at most).
+    // then the sweep acts on the 3 stale ones only: no scan, one index query per shard (16),
+    // and writes only for them (rollback + 2 undos + complete, at most).
     assert_eq!(summary.stale, 3, "{summary:?}");
     assert_eq!(counting.calls_of("Scan"), 0);
-    assert_eq!(counting.calls_of("Query"), 18);
-    assert_eq!(summary.index_queries, 18);
+    assert_eq!(counting.calls_of("Query"), 16);
+    assert_eq!(summary.index_queries, 16);
     assert!(summary.oldest_stale_ms > 0);
     let writes = counting.calls_of("UpdateItem")
         + counting.calls_of("PutItem")
@@ -88,53 +88,12 @@ async fn sweeper_touches_only_stale_transactions() {
     // A second sweep finds nothing and writes nothing: the 33 completed records left the
     // index; they expire through TTL at the end of the retention (no deletes by the sweeper).
     let again = sweep_all(&env, client()).await;
-    assert_eq!((again.stale, again.deleted, again.write_calls), (0, 0, 0));
+    assert_eq!((again.stale, again.write_calls), (0, 0));
     let horizon = epoch_seconds() + dynamodb_exactly_once::txn::DEFAULT_RETAIN.as_secs();
     for (_, item) in scan(&base, env.tx()).await {
         let expires = item.get("ExpiresAt").and_then(Value::as_u64).unwrap_or(0);
         assert!(expires.abs_diff(horizon) < 600, "{item:?}");
     }
-}
-
-#[tokio::test]
-async fn the_sweeper_still_handles_records_of_the_unsharded_index() {
-    let base = client();
-    let env = Env::new(&base).await.lock_path().without_heartbeats();
-    let old = epoch_millis() - 10_000;
-    // Given a completed record and a pending one (no locks) written with the old keys,
-    for (tx_id, state, key) in [
-        ("old-done", "completed", "done"),
-        ("old-open", "pending", "open"),
-    ] {
-        base.put_item()
-            .table_name(env.tx())
-            .item("TxId", AttributeValue::S(tx_id.into()))
-            .item("Part", AttributeValue::S("#".into()))
-            .item("State", AttributeValue::S(state.into()))
-            .item("Decision", AttributeValue::S("committed".into()))
-            .item("Version", AttributeValue::N("3".into()))
-            .item("Requests", AttributeValue::S("[]".into()))
-            .item("SweepKey", AttributeValue::S(key.into()))
-            .item("LastTouched", AttributeValue::N(old.to_string()))
-            .send()
-            .await
-            .expect("put");
-    }
-    // a sweep past both thresholds deletes the first and rolls the second back,
-    let summary = env
-        .sweeper(client(), 0, 0)
-        .sweep(Deadline::none())
-        .await
-        .expect("sweep");
-    assert_eq!(
-        (summary.deleted, summary.rolled_back),
-        (1, 1),
-        "{summary:?}"
-    );
-    let left = scan(&base, env.tx()).await;
-    assert_eq!(left.len(), 1, "{left:?}");
-    // and the rolled-back one is completed in the new layout.
-    assert_clean(&base, &env).await;
 }
 
 #[tokio::test]

@@ -191,6 +191,9 @@ async fn restore_writes_version_v_as_version_n_plus_one() {
     let Latest::Live(latest) = store.get(&key).await.expect("get") else {
         panic!("the restore revived the item");
     };
+    // Typed: the latest item decodes into the caller's type.
+    let typed: serde_json::Map<String, serde_json::Value> = latest.item_as().expect("decodes");
+    assert_eq!(Some(typed), v1.item);
     assert_eq!(Some(latest.item), v1.item);
     assert_eq!(
         store

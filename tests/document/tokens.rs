@@ -199,7 +199,7 @@ async fn on_a_throttled_hot_item_a_lost_append_is_applied_once_under_the_writers
                 let mut n = 0;
                 while !stop.load(Ordering::SeqCst) {
                     let r = other.parse_record(append(&format!("o{w}-{n}")).to_string().as_bytes());
-                    other.write(&r.expect("valid")).await.expect("other write");
+                    let _ = other.write(&r.expect("valid")).await.expect("other write");
                     landed.fetch_add(1, Ordering::SeqCst);
                     n += 1;
                 }

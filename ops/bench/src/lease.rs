@@ -102,7 +102,7 @@ async fn takeovers(lease: &Lease, n: usize) -> Result<Latencies, String> {
     let mut waits = Vec::new();
     for i in 0..n {
         let lock = format!("takeover-{i}");
-        lease
+        let _ = lease
             .try_acquire(&lock, "gone")
             .await
             .map_err(|e| e.to_string())?;

@@ -239,7 +239,7 @@ async fn run_mode(mode: &str, writer: &Writer<Ratchet>, batch: &Batch) -> Result
                     .protocol()
                     .parse_record(&record.body)
                     .map_err(|e| e.to_string())?;
-                writer
+                let _ = writer
                     .protocol()
                     .write(&parsed)
                     .await

@@ -315,7 +315,8 @@ async fn writes(fast_path: bool, read_ahead: bool, n: usize) -> Result<Value, St
     let warm = c
         .parse_message(warm.to_string().as_bytes())
         .map_err(|e| e.to_string())?;
-    c.run(&warm, Deadline::none())
+    let _ = c
+        .run(&warm, Deadline::none())
         .await
         .map_err(|e| e.to_string())?;
     counting.reset_counts();

@@ -1,11 +1,8 @@
 //! Sweeper cost with many finished transactions present (`bench txn`, scenario `sweep`).
 //!
-//! * **now**: 100,000 completed headers as completion leaves them (out of the sweep index,
-//!   `ExpiresAt` set): a sweep makes its 18 index queries and no write, whatever their number;
-//!   DynamoDB's TTL deletes them after the retention, at no write cost.
-//! * **before** (the layout of earlier versions, still swept as "legacy"): 10,000 completed
-//!   headers under `SweepKey = done`, past the retention: the sweeper reads and deletes them
-//!   one by one (a `GetItem` and a `DeleteItem` each), at most 1,000 per sweep.
+//! 100,000 completed headers as completion leaves them (out of the sweep index, `ExpiresAt`
+//! set): a sweep makes its 16 index queries and no write, whatever their number; DynamoDB's
+//! TTL deletes them after the retention, at no write cost.
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +17,6 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 const FINISHED: usize = 100_000;
-const LEGACY: usize = 10_000;
 const RETAIN: Duration = Duration::from_secs(24 * 3600);
 
 fn s(v: impl Into<String>) -> AttributeValue {
@@ -31,33 +27,25 @@ fn n(v: u64) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
-/// A completed header: `legacy` = under `SweepKey = done`, touched before the retention;
-/// otherwise as completion leaves it now (no `SweepKey`, `ExpiresAt`).
-fn header(i: usize, legacy: bool) -> Item {
-    let mut item = Item::from([
-        (
-            "TxId".to_string(),
-            s(format!("{}{i}", if legacy { "old-" } else { "done-" })),
-        ),
+/// A completed header as completion leaves it (no `SweepKey`, `ExpiresAt`).
+fn header(i: usize) -> Item {
+    Item::from([
+        ("TxId".to_string(), s(format!("done-{i}"))),
         ("Part".to_string(), s("#")),
         ("State".to_string(), s("completed")),
         ("Decision".to_string(), s("committed")),
         ("Version".to_string(), n(4)),
         ("Attempt".to_string(), n(1)),
         ("Requests".to_string(), s("[]")),
-    ]);
-    if legacy {
-        item.insert("SweepKey".into(), s("done"));
-        let old = epoch_millis() - 2 * 1000 * RETAIN.as_secs();
-        item.insert("LastTouched".into(), n(old));
-    } else {
-        item.insert("LastTouched".into(), n(epoch_millis()));
-        item.insert("ExpiresAt".into(), n(epoch_seconds() + RETAIN.as_secs()));
-    }
-    item
+        ("LastTouched".to_string(), n(epoch_millis())),
+        (
+            "ExpiresAt".to_string(),
+            n(epoch_seconds() + RETAIN.as_secs()),
+        ),
+    ])
 }
 
-async fn put_all(client: &Client, table: &str, count: usize, legacy: bool) -> Result<(), String> {
+async fn put_all(client: &Client, table: &str, count: usize) -> Result<(), String> {
     let batches: Vec<Vec<usize>> = (0..count)
         .collect::<Vec<_>>()
         .chunks(25)
@@ -67,9 +55,7 @@ async fn put_all(client: &Client, table: &str, count: usize, legacy: bool) -> Re
         let mut pending: Vec<WriteRequest> = batch
             .into_iter()
             .map(|i| {
-                let put = PutRequest::builder()
-                    .set_item(Some(header(i, legacy)))
-                    .build();
+                let put = PutRequest::builder().set_item(Some(header(i))).build();
                 put.map(|p| WriteRequest::builder().put_request(p).build())
             })
             .collect::<Result<_, _>>()
@@ -112,16 +98,11 @@ pub async fn run() -> Result<Value, String> {
     config.retain = RETAIN;
     config.redelivery_horizon = RETAIN; // a benchmark: nothing is redelivered
     let sweeper = Sweeper::try_new(client.clone(), config).expect("valid configuration");
-    put_all(&client, &tx, FINISHED, false).await?;
+    put_all(&client, &tx, FINISHED).await?;
     let (now, now_ms) = timed_sweep(&sweeper).await?;
-    put_all(&client, &tx, LEGACY, true).await?;
-    let (before, before_ms) = timed_sweep(&sweeper).await?;
     Ok(json!({
-        "finished": FINISHED, "legacy": LEGACY,
-        "now": {"queries": now.index_queries, "writes": now.write_calls,
-                "deleted": now.deleted, "millis": now_ms},
-        "before": {"queries": before.index_queries, "writes": before.write_calls,
-                   "deleted": before.deleted, "millis": before_ms},
+        "finished": FINISHED,
+        "now": {"queries": now.index_queries, "writes": now.write_calls, "millis": now_ms},
     }))
 }
 
@@ -129,21 +110,16 @@ pub async fn run() -> Result<Value, String> {
 pub fn print(r: &Value) {
     let row = |label: &str, v: &Value| {
         println!(
-            "{label:<52} {:>8} {:>8} {:>8} {:>9}",
-            v["queries"], v["writes"], v["deleted"], v["millis"]
+            "{label:<52} {:>8} {:>8} {:>9}",
+            v["queries"], v["writes"], v["millis"]
         );
     };
     println!(
-        "{:<52} {:>8} {:>8} {:>8} {:>9}",
-        "one sweep with finished transactions present", "queries", "writes", "deleted", "ms"
+        "{:<52} {:>8} {:>8} {:>9}",
+        "one sweep with finished transactions present", "queries", "writes", "ms"
     );
     row(
         &format!("now: {} completed (TTL, out of the index)", r["finished"]),
         &r["now"],
     );
-    row(
-        &format!("before: + {} past retention under `done`", r["legacy"]),
-        &r["before"],
-    );
-    println!("(before: one GetItem + one DeleteItem per finished record, at most 1,000 per key per sweep)");
 }

@@ -59,7 +59,8 @@ async fn handle(p: Arc<Protocols>, record: Record<OrderEvent>) -> Result<(), Rec
     let state = p
         .orders
         .put_record(key(format!("order#{}", e.order_id))?, e.version, e)?;
-    p.orders.write(&state).await?;
+    // `Stale` or `Duplicate` is not an error: a newer (or the same) state is stored.
+    let _outcome = p.orders.write(&state).await?;
     Ok(())
 }
 

@@ -9,7 +9,7 @@
 //!   label (`Applied`, `Stale`, `Invalid`, `HeldBack`, `Deferred`, ...; `Invalid` counts every
 //!   record kept as a dead letter, `too_old` ones included: the reason is in the dead letter,
 //!   not in the metric); the sweeper's `Stale`, `RolledBack`,
-//!   `Finished`, `AlreadyCompleted`, `Deleted`, `Errors`, `StoppedEarly`, `WriteCalls` and
+//!   `Finished`, `AlreadyCompleted`, `Errors`, `StoppedEarly`, `WriteCalls` and
 //!   `OldestStaleSeconds` (its lag: the oldest stale transaction's time without a heartbeat);
 //!   the counter journal's roll-up (`counter-rollup`): `ShardsListed`, `Shards` (read),
 //!   `Passes`, `Records`, `Keys`, `Applied`, `Duplicates`, `ItemUpdates`, `WriteCalls`,
@@ -95,7 +95,6 @@ pub(crate) fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
         ("RolledBack".into(), count(summary.rolled_back)),
         ("Finished".into(), count(summary.finished)),
         ("AlreadyCompleted".into(), count(summary.already_completed)),
-        ("Deleted".into(), count(summary.deleted)),
         // Records retired on a key the table refuses, kept as the coordinator's dead letters.
         ("Invalid".into(), count(summary.dead_letters)),
         ("Errors".into(), count(summary.errors)),

@@ -40,6 +40,7 @@ pub trait Outcome: std::fmt::Debug + Send {
 /// Exhaustive on purpose: every record of a batch ends in exactly one of these four, and code
 /// that answers for a batch (partial batch responses, dead letters) must handle each.
 #[derive(Debug)]
+#[must_use = "a rejected or failed record must be reported to the source"]
 pub enum RecordResult<O> {
     /// The protocol decided the record (an expected outcome, not an error).
     Done(O),
@@ -159,12 +160,24 @@ impl StoreError {
 }
 
 /// What a protocol's batch application returns.
+#[non_exhaustive]
 #[derive(Debug)]
+#[must_use = "the results say which records were applied, rejected or must be delivered again"]
 pub struct Applied<O> {
     /// One result per input record, by the index it was given.
     pub results: Vec<(usize, RecordResult<O>)>,
     /// DynamoDB write calls made.
     pub write_calls: usize,
+}
+
+impl<O> Applied<O> {
+    /// The results of a batch (one per input record, by its index) and the write calls made.
+    pub fn new(results: Vec<(usize, RecordResult<O>)>, write_calls: usize) -> Self {
+        Applied {
+            results,
+            write_calls,
+        }
+    }
 }
 
 /// A write protocol applied to batches.

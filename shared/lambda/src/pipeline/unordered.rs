@@ -24,10 +24,7 @@ pub(super) async fn apply<W: Work>(
     let (applied, ()) = futures::join!(applying, run.keep_rejected(&mut slots));
     let applied = applied.unwrap_or_else(|| {
         tracing::warn!(function = run.function, "cut off at the invocation deadline; the unfinished records are reported for redelivery");
-        Applied {
-            results: Vec::new(),
-            write_calls: 0,
-        }
+        Applied::new(Vec::new(), 0)
     });
     let mut from_apply: Slots<W::Outcome> = slots.iter().map(|_| None).collect();
     for (i, result) in applied.results {

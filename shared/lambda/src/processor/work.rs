@@ -175,10 +175,7 @@ impl<T: Send + 'static> Work for Handling<T> {
                 .buffer_unordered(limit)
                 .collect()
                 .await;
-            Applied {
-                results,
-                write_calls: 0,
-            }
+            Applied::new(results, 0)
         }
     }
 }

@@ -16,7 +16,7 @@ use super::item::Item;
 
 /// The result of a conditional write.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Cond<T> {
+pub(crate) enum Cond<T> {
     /// The condition held and the write was applied.
     Done(T),
     /// The condition failed; nothing was written.
@@ -28,7 +28,7 @@ pub enum Cond<T> {
 }
 
 /// An operation error that can be a failed condition.
-pub trait ConditionFailure {
+pub(crate) trait ConditionFailure {
     /// `Some(old)` when this is a `ConditionalCheckFailedException` (`old`: the `ALL_OLD`
     /// item, if any), `None` for any other error.
     fn condition_failed(&self) -> Option<Option<Item>>;
@@ -51,7 +51,7 @@ condition_failure!(PutItemError, UpdateItemError, DeleteItemError);
 
 /// Decide the result of a conditional `PutItem`, `UpdateItem` or `DeleteItem` named
 /// `operation`.
-pub fn conditional<T, E, R>(
+pub(crate) fn conditional<T, E, R>(
     operation: &'static str,
     result: Result<T, SdkError<E, R>>,
 ) -> Result<Cond<T>, StoreError>

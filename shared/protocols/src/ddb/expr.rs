@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 /// Expression attribute names and values under construction.
 #[derive(Debug, Clone, Default)]
-pub struct Placeholders {
+pub(crate) struct Placeholders {
     prefix: String,
     next: usize,
     names: HashMap<String, String>,
@@ -21,7 +21,7 @@ pub struct Placeholders {
 
 impl Placeholders {
     /// Generated placeholders start with `#<prefix>` / `:<prefix>`.
-    pub fn new(prefix: &str) -> Self {
+    pub(crate) fn new(prefix: &str) -> Self {
         Placeholders {
             prefix: prefix.to_string(),
             ..Placeholders::default()
@@ -34,7 +34,7 @@ impl Placeholders {
     }
 
     /// A fresh name placeholder for `attribute`.
-    pub fn name(&mut self, attribute: impl Into<String>) -> String {
+    pub(crate) fn name(&mut self, attribute: impl Into<String>) -> String {
         let n = self.fresh();
         let placeholder = format!("#{}{n}", self.prefix);
         self.names.insert(placeholder.clone(), attribute.into());
@@ -42,7 +42,7 @@ impl Placeholders {
     }
 
     /// A fresh value placeholder for `value`.
-    pub fn value(&mut self, value: AttributeValue) -> String {
+    pub(crate) fn value(&mut self, value: AttributeValue) -> String {
         let n = self.fresh();
         let placeholder = format!(":{}{n}", self.prefix);
         self.values.insert(placeholder.clone(), value);
@@ -50,27 +50,31 @@ impl Placeholders {
     }
 
     /// Map a fixed name placeholder (`#ts`) used by a named expression constant.
-    pub fn set_name(&mut self, placeholder: &str, attribute: impl Into<String>) -> &mut Self {
+    pub(crate) fn set_name(
+        &mut self,
+        placeholder: &str,
+        attribute: impl Into<String>,
+    ) -> &mut Self {
         self.names.insert(placeholder.to_string(), attribute.into());
         self
     }
 
     /// Map a fixed value placeholder (`:ts`) used by a named expression constant.
-    pub fn set_value(&mut self, placeholder: &str, value: AttributeValue) -> &mut Self {
+    pub(crate) fn set_value(&mut self, placeholder: &str, value: AttributeValue) -> &mut Self {
         self.values.insert(placeholder.to_string(), value);
         self
     }
 
     /// The names map.
     #[cfg(test)]
-    pub fn names(&self) -> &HashMap<String, String> {
+    pub(crate) fn names(&self) -> &HashMap<String, String> {
         &self.names
     }
 
     /// Both maps, for the SDK's `set_expression_attribute_names` / `_values` (an empty map
     /// becomes `None`: DynamoDB refuses empty maps).
     #[allow(clippy::type_complexity)]
-    pub fn into_maps(
+    pub(crate) fn into_maps(
         self,
     ) -> (
         Option<HashMap<String, String>>,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBuilder};
 
 /// A backoff policy: the first wait, the longest wait and how many retries.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     /// The first wait (before jitter).

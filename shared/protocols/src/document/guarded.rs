@@ -29,7 +29,7 @@ use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, StoreErro
 /// `list_remove`'s update (placeholders: `{elem}` the element's path, `#ver`, `:next`;
 /// `{tokens}` the token `SET` terms, `{add}` the token `ADD` clause if any); its condition is
 /// the version guard `AND {elem} = :v`.
-pub const UPDATE_REMOVE_ELEMENT: &str = "REMOVE {elem} SET #ver = :next, {tokens}{add}";
+pub(super) const UPDATE_REMOVE_ELEMENT: &str = "REMOVE {elem} SET #ver = :next, {tokens}{add}";
 
 impl Document {
     /// Tries of a guarded write (the first and its retries).

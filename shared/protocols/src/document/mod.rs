@@ -28,15 +28,16 @@ pub use record::{DocumentOp, DocumentRecord};
 pub use values::SetValues;
 
 /// A guarded write over a version (placeholders `#ver`, `:ver`).
-pub const CONDITION_VERSION_IS: &str = "#ver = :ver";
+pub(crate) const CONDITION_VERSION_IS: &str = "#ver = :ver";
 /// A guarded write over a document that has no version yet.
-pub const CONDITION_NO_VERSION: &str = "attribute_not_exists(#ver)";
+pub(crate) const CONDITION_NO_VERSION: &str = "attribute_not_exists(#ver)";
 /// `set_remove` never creates an item (placeholder `#key`: a key attribute).
-pub const CONDITION_ITEM_EXISTS: &str = "attribute_exists(#key)";
+pub(crate) const CONDITION_ITEM_EXISTS: &str = "attribute_exists(#key)";
 
 /// The outcome of one document record.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
 pub enum DocumentOutcome {
     /// Written.
     Applied,

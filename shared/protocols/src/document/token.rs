@@ -116,14 +116,14 @@ pub(super) struct TokenTerms {
 
 impl TokenTerms {
     /// `{add}` for an update that has an `ADD` clause: `, <term>` or nothing.
-    pub fn add_in_clause(&self) -> String {
+    pub(super) fn add_in_clause(&self) -> String {
         self.add
             .as_ref()
             .map_or(String::new(), |a| format!(", {a}"))
     }
 
     /// `{add}` for an update without an `ADD` clause: ` ADD <term>` or nothing.
-    pub fn add_clause(&self) -> String {
+    pub(super) fn add_clause(&self) -> String {
         self.add
             .as_ref()
             .map_or(String::new(), |a| format!(" ADD {a}"))
@@ -150,11 +150,12 @@ impl EpochCache {
 }
 
 /// The condition of [`Shape::Add`] (placeholders `#toke`, `:toke`).
-pub const CONDITION_EPOCH_REACHED: &str = "#toke >= :toke";
+pub(super) const CONDITION_EPOCH_REACHED: &str = "#toke >= :toke";
 /// The condition of [`Shape::Roll`] (placeholders `#toke`, `:toke`).
-pub const CONDITION_EPOCH_BEFORE: &str = "(attribute_not_exists(#toke) OR #toke < :toke)";
+pub(super) const CONDITION_EPOCH_BEFORE: &str = "(attribute_not_exists(#toke) OR #toke < :toke)";
 /// Neither set holds the token (placeholders `#tok`, `#tokp`, `:tok`).
-pub const CONDITION_TOKEN_ABSENT: &str = "NOT contains(#tok, :tok) AND NOT contains(#tokp, :tok)";
+pub(super) const CONDITION_TOKEN_ABSENT: &str =
+    "NOT contains(#tok, :tok) AND NOT contains(#tokp, :tok)";
 
 impl Document {
     /// The token epoch of the writer's clock.

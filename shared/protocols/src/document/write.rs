@@ -27,20 +27,20 @@ pub(super) enum Tokened {
 
 /// `list_append` (placeholders: `{p}` the list's path, `:empty`, `:vals`, `#ver`, `:one`;
 /// `{tokens}` the token `SET` terms, `{add}` the token `ADD` term if any).
-pub const UPDATE_LIST_APPEND: &str =
+pub(super) const UPDATE_LIST_APPEND: &str =
     "SET {p} = list_append(if_not_exists({p}, :empty), :vals), {tokens} ADD #ver :one{add}";
 /// The guard of a unique append: the list holds none of the values (`{absent}`: one
 /// `NOT contains({p}, :uN)` per value, joined by `AND`).
-pub const CONDITION_NONE_PRESENT: &str = "attribute_not_exists({p}) OR ({absent})";
+pub(super) const CONDITION_NONE_PRESENT: &str = "attribute_not_exists({p}) OR ({absent})";
 /// `set_add` (placeholders: `{p}` the set's path, `:set`, `#ver`, `:one`; `{tokens}`, `{add}`
 /// as in [`UPDATE_LIST_APPEND`]).
-pub const UPDATE_SET_ADD: &str = "ADD {p} :set, #ver :one{add} SET {tokens}";
+pub(super) const UPDATE_SET_ADD: &str = "ADD {p} :set, #ver :one{add} SET {tokens}";
 /// `set_remove` (placeholders: `{p}` the set's path, `:set`, `#ver`, `:one`; `{tokens}`,
 /// `{add}` as in [`UPDATE_LIST_APPEND`]).
-pub const UPDATE_SET_REMOVE: &str = "DELETE {p} :set ADD #ver :one{add} SET {tokens}";
+pub(super) const UPDATE_SET_REMOVE: &str = "DELETE {p} :set ADD #ver :one{add} SET {tokens}";
 
 /// Values of one unique append at most (its condition must fit DynamoDB's 4 KB expressions).
-pub const MAX_UNIQUE_VALUES: usize = 20;
+pub(super) const MAX_UNIQUE_VALUES: usize = 20;
 
 /// One `UpdateItem` under construction.
 #[derive(Debug)]
@@ -52,7 +52,7 @@ pub(super) struct Update {
 
 impl Update {
     /// An update with `#ver` mapped to the version attribute.
-    pub fn new(document: &Document) -> Self {
+    pub(super) fn new(document: &Document) -> Self {
         let mut placeholders = Placeholders::new("d");
         placeholders.set_name("#ver", document.config.version_attribute());
         Update {

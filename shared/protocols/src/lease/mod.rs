@@ -27,17 +27,17 @@ pub const ATTR_LEASE_MS: &str = "LeaseMs";
 pub const ATTR_RELEASED: &str = "Released";
 
 /// Acquire a free lock: no item, or a released one.
-pub const CONDITION_FREE: &str = "attribute_not_exists(#id) OR #rel = :true";
+pub(crate) const CONDITION_FREE: &str = "attribute_not_exists(#id) OR #rel = :true";
 /// Take over: the record version is still the one seen a full lease ago.
-pub const CONDITION_UNCHANGED: &str = "#rv = :seen";
+pub(crate) const CONDITION_UNCHANGED: &str = "#rv = :seen";
 /// Heartbeat or release: still this holder's acquisition, not released.
-pub const CONDITION_HOLDING: &str = "#tok = :tok AND #rel = :false";
+pub(crate) const CONDITION_HOLDING: &str = "#tok = :tok AND #rel = :false";
 /// Every acquisition: a new holder, a new record version, the next fencing token.
-pub const UPDATE_ACQUIRE: &str = "SET #owner = :owner, #rv = :rv, #lease = :lease, #rel = :false, #tok = if_not_exists(#tok, :zero) + :one";
+pub(crate) const UPDATE_ACQUIRE: &str = "SET #owner = :owner, #rv = :rv, #lease = :lease, #rel = :false, #tok = if_not_exists(#tok, :zero) + :one";
 /// A heartbeat: a new record version (and the lease, which may have changed).
-pub const UPDATE_HEARTBEAT: &str = "SET #rv = :rv, #lease = :lease";
+pub(crate) const UPDATE_HEARTBEAT: &str = "SET #rv = :rv, #lease = :lease";
 /// A release: flagged, with a new record version; the token stays.
-pub const UPDATE_RELEASE: &str = "SET #rel = :true, #rv = :rv";
+pub(crate) const UPDATE_RELEASE: &str = "SET #rel = :true, #rv = :rv";
 
 /// Default lease duration.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
@@ -85,6 +85,7 @@ impl LeaseConfig {
 }
 
 /// A lock item as read.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct LockState {
     /// The holder (or the last holder, when released).
@@ -119,6 +120,7 @@ impl LockState {
 /// The result of an acquisition attempt.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
 pub enum AcquireOutcome {
     /// This contender holds the lock.
     Acquired {
@@ -141,6 +143,7 @@ pub enum AcquireOutcome {
 /// The result of a heartbeat.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
 pub enum HeartbeatOutcome {
     /// Still held; the lease runs again from the moment the heartbeat was sent.
     Extended,
@@ -154,6 +157,7 @@ pub enum HeartbeatOutcome {
 /// The result of a release.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
 pub enum ReleaseOutcome {
     /// Released.
     Released,

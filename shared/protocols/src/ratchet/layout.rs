@@ -6,15 +6,13 @@
 //!   [`LAYOUT_ATTRIBUTE`] = a 6-hex-digit digest of the four names with every put and
 //!   tombstone (9 bytes per item, no extra call).
 //! * Every write is conditioned on the stored item being of this layout ([`Layout::guard`]):
-//!   its marker equal to ours (or absent for the defaults); an item without a marker under
-//!   non-default names must carry our timestamp, or none of the default names we replaced (an
-//!   item written under the defaults before a rename). A failed condition is told apart
-//!   from a stale write by the `ALL_OLD` image ([`Layout::foreign`]).
+//!   its marker equal to ours (or absent for the defaults); under non-default names an item
+//!   without a marker is another layout's (written under the defaults), so only an absent
+//!   item (none of our timestamp, none of the default names we replaced) is written without
+//!   our marker stored. A failed condition is told apart from a stale write by the `ALL_OLD`
+//!   image ([`Layout::foreign`]).
 //! * Reads check the same ([`Layout::foreign`]), and also refuse a tombstone (tie-break
 //!   `"1"`) without our flag.
-//!
-//! Not detected: a rename between two non-default layouts of an item not written since this
-//! guard exists (it has no marker and none of the default names).
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};
@@ -71,8 +69,8 @@ impl Layout {
 
     /// The guard's condition and its placeholders (`#lay`, `:lay`, `#ts`, `#old0`, `#old1`):
     /// `attribute_not_exists(#lay)` under the defaults, else
-    /// `#lay = :lay OR (attribute_not_exists(#lay) AND (attribute_exists(#ts) OR
-    /// (attribute_not_exists(#old0) AND ...)))`.
+    /// `#lay = :lay OR (attribute_not_exists(#lay) AND attribute_not_exists(#ts) AND
+    /// attribute_not_exists(#old0) AND ...)` (the item is ours, or absent).
     pub(crate) fn guard(&self) -> Guard {
         let mut names = vec![("#lay".to_string(), LAYOUT_ATTRIBUTE.to_string())];
         let Some(marker) = &self.marker else {
@@ -82,13 +80,11 @@ impl Layout {
                 value: None,
             };
         };
-        let mut legacy = vec!["attribute_exists(#ts)".to_string()];
-        if !self.replaced.is_empty() {
-            let absent: Vec<String> = (0..self.replaced.len())
-                .map(|i| format!("attribute_not_exists(#old{i})"))
-                .collect();
-            legacy.push(format!("({})", absent.join(" AND ")));
-        }
+        let absent: Vec<String> = ["attribute_not_exists(#lay)", "attribute_not_exists(#ts)"]
+            .into_iter()
+            .map(String::from)
+            .chain((0..self.replaced.len()).map(|i| format!("attribute_not_exists(#old{i})")))
+            .collect();
         names.extend(
             self.replaced
                 .iter()
@@ -96,10 +92,7 @@ impl Layout {
                 .map(|(i, n)| (format!("#old{i}"), n.clone())),
         );
         Guard {
-            condition: format!(
-                "#lay = :lay OR (attribute_not_exists(#lay) AND ({}))",
-                legacy.join(" OR ")
-            ),
+            condition: format!("#lay = :lay OR ({})", absent.join(" AND ")),
             names,
             value: Some(marker.clone()),
         }
@@ -111,11 +104,9 @@ impl Layout {
         let why = match (stored, &self.marker) {
             (Some(s), Some(ours)) if s == ours => return self.foreign_tombstone(config, item),
             (Some(s), _) => format!("its layout marker {} differs", quote(s)),
-            (None, Some(_))
-                if !item.contains_key(&config.ts_attribute)
-                    && self.replaced.iter().any(|n| item.contains_key(n)) =>
-            {
-                "it carries the default protocol attribute names".to_string()
+            (None, Some(_)) => {
+                "it carries no layout marker (written under the default protocol attribute names)"
+                    .to_string()
             }
             _ => return self.foreign_tombstone(config, item),
         };

@@ -36,14 +36,14 @@ pub use record::{RatchetOp, RatchetRecord};
 pub use ts::{Ts, TsError, BIG_TS_DIGITS};
 
 /// The write condition of a number timestamp (placeholders: `#ts`, `#tb`, `:ts`, `:tb`).
-pub const CONDITION_NEWER: &str =
+pub(crate) const CONDITION_NEWER: &str =
     "attribute_not_exists(#ts) OR #ts < :ts OR (#ts = :ts AND (attribute_not_exists(#tb) OR #tb < :tb))";
 /// The write condition of a string timestamp (above `u64`, see [`Ts`]): as
 /// [`CONDITION_NEWER`], and a stored number is always older (placeholder `:numeric` = `"N"`).
-pub const CONDITION_NEWER_BIG: &str =
+pub(crate) const CONDITION_NEWER_BIG: &str =
     "attribute_not_exists(#ts) OR attribute_type(#ts, :numeric) OR #ts < :ts OR (#ts = :ts AND (attribute_not_exists(#tb) OR #tb < :tb))";
 /// The query filter that hides tombstones (placeholders: `#del`, `:true`).
-pub const FILTER_LIVE: &str = "attribute_not_exists(#del) OR #del <> :true";
+pub(crate) const FILTER_LIVE: &str = "attribute_not_exists(#del) OR #del <> :true";
 /// Key condition of [`Ratchet::query_partition`].
 const KEY_CONDITION_PARTITION: &str = "#pk = :pk";
 

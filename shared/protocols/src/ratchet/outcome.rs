@@ -5,6 +5,7 @@ use crate::batch::Outcome;
 /// The outcome of one ratchet record.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
 pub enum RatchetOutcome {
     /// Written: it is now the stored version.
     Applied,

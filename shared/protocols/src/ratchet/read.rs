@@ -1,7 +1,9 @@
 //! Reads that never return tombstones: [`Ratchet::get`], [`Ratchet::batch_get`] (filtered in
-//! code) and [`Ratchet::query_partition`] (filtered by the query's `FilterExpression`).
+//! code) and [`Ratchet::query_partition`] (filtered by the query's `FilterExpression`). The
+//! bulk reads are typed streams, in the style of the SDK's paginators.
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use futures::{stream, Stream, StreamExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -82,23 +84,48 @@ impl Ratchet {
         }
     }
 
-    /// Read many items (100 per call, unprocessed keys asked again with backoff); tombstones
-    /// and absent items are left out. The result is in no particular order.
-    pub async fn batch_get(&self, keys: &[ItemKey]) -> Result<Vec<Map<String, Value>>, StoreError> {
-        let mut out = Vec::new();
-        for chunk in keys.chunks(BATCH_GET_KEYS) {
-            let mut request = KeysAndAttributes::builder().consistent_read(true);
-            for key in chunk {
-                request = request.keys(key.to_item()?);
-            }
-            let request = request
-                .build()
-                .map_err(|e| StoreError::Inconsistent(format!("batch get request: {e}")))?;
-            for item in self.batch_get_chunk(request).await? {
-                out.push(item_to_json(item)?);
-            }
+    /// Read many items as `T`, streamed chunk by chunk (100 keys per `BatchGetItem`,
+    /// unprocessed keys asked again with backoff; nothing is sent until the stream is polled);
+    /// tombstones and absent items are left out. The items come in no particular order.
+    ///
+    /// ```no_run
+    /// # async fn example(ratchet: dynamodb_exactly_once::ratchet::Ratchet) -> Result<(), Box<dyn std::error::Error>> {
+    /// use dynamodb_exactly_once::ItemKey;
+    /// use futures::TryStreamExt;
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Rating { stars: u8 }
+    ///
+    /// let keys = [ItemKey::partition("PK", "user#1")?, ItemKey::partition("PK", "user#2")?];
+    /// let ratings: Vec<Rating> = ratchet.batch_get(&keys).try_collect().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn batch_get<'a, T: DeserializeOwned + 'a>(
+        &'a self,
+        keys: &'a [ItemKey],
+    ) -> impl Stream<Item = Result<T, StoreError>> + 'a {
+        stream::iter(keys.chunks(BATCH_GET_KEYS))
+            .then(move |chunk| self.batch_get_keys(chunk))
+            .flat_map(|chunk| {
+                let decoded: Vec<Result<T, StoreError>> = match chunk {
+                    Ok(items) => items.into_iter().map(decode).collect(),
+                    Err(e) => vec![Err(e)],
+                };
+                stream::iter(decoded)
+            })
+    }
+
+    /// The live items of at most [`BATCH_GET_KEYS`] keys.
+    async fn batch_get_keys(&self, chunk: &[ItemKey]) -> Result<Vec<Item>, StoreError> {
+        let mut request = KeysAndAttributes::builder().consistent_read(true);
+        for key in chunk {
+            request = request.keys(key.to_item()?);
         }
-        Ok(out)
+        let request = request
+            .build()
+            .map_err(|e| StoreError::Inconsistent(format!("batch get request: {e}")))?;
+        self.batch_get_chunk(request).await
     }
 
     /// One chunk of keys until none is unprocessed; live items only.
@@ -138,38 +165,62 @@ impl Ratchet {
         Ok(live)
     }
 
-    /// All live items of one partition (`partition_key` = `value`), tombstones filtered out by
-    /// the query itself.
-    pub async fn query_partition(
-        &self,
+    /// The live items of one partition (`partition_key` = `value`) as `T`, streamed page by
+    /// page as the SDK's paginator reads them (nothing is sent until the stream is polled);
+    /// tombstones are filtered out by the query itself.
+    ///
+    /// ```no_run
+    /// # async fn example(ratchet: dynamodb_exactly_once::ratchet::Ratchet) -> Result<(), Box<dyn std::error::Error>> {
+    /// use futures::TryStreamExt;
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Rating { stars: u8 }
+    ///
+    /// let mut ratings = std::pin::pin!(ratchet.query_partition::<Rating>("PK", &"user#1".into()));
+    /// while let Some(rating) = ratings.try_next().await? {
+    ///     println!("{} stars", rating.stars);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn query_partition<'a, T: DeserializeOwned + 'a>(
+        &'a self,
         partition_key: &str,
         value: &Value,
-    ) -> Result<Vec<Map<String, Value>>, StoreError> {
-        let pk_value: AttributeValue = crate::ddb::item::to_attribute_value(value)
-            .map_err(<serde_dynamo::Error as serde::ser::Error>::custom)?;
-        let items = self
-            .client
-            .query()
-            .table_name(&self.config.table)
-            .key_condition_expression(KEY_CONDITION_PARTITION)
-            .filter_expression(FILTER_LIVE)
-            .expression_attribute_names("#pk", partition_key)
-            .expression_attribute_names("#del", &self.config.deleted_attribute)
-            .expression_attribute_values(":pk", pk_value)
-            .expression_attribute_values(":true", AttributeValue::Bool(true))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
-        for item in &items {
-            self.check_layout(item)?;
-        }
-        Ok(items
-            .into_iter()
-            .map(item_to_json)
-            .collect::<Result<_, _>>()?)
+    ) -> impl Stream<Item = Result<T, StoreError>> + 'a {
+        let pk_value: Result<AttributeValue, StoreError> =
+            crate::ddb::item::to_attribute_value(value)
+                .map_err(<serde_dynamo::Error as serde::ser::Error>::custom)
+                .map_err(StoreError::from);
+        let pages = pk_value.map(|pk_value| {
+            self.client
+                .query()
+                .table_name(&self.config.table)
+                .key_condition_expression(KEY_CONDITION_PARTITION)
+                .filter_expression(FILTER_LIVE)
+                .expression_attribute_names("#pk", partition_key)
+                .expression_attribute_names("#del", &self.config.deleted_attribute)
+                .expression_attribute_values(":pk", pk_value)
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .consistent_read(true)
+                .into_paginator()
+                .items()
+                .send()
+        });
+        stream::unfold(Some(pages), move |state| async move {
+            match state? {
+                Err(e) => Some((Err(e), None)),
+                Ok(mut pages) => {
+                    let item = pages.next().await?;
+                    let decoded =
+                        item.map_err(|e| StoreError::from_sdk("Query", e))
+                            .and_then(|item| {
+                                self.check_layout(&item)?;
+                                decode(item)
+                            });
+                    Some((decoded, Some(Ok(pages))))
+                }
+            }
+        })
     }
 }

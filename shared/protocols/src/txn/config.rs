@@ -16,7 +16,7 @@ pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
 /// Default restarts of an aborted attempt within one invocation.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 /// Default items per lock-path `TransactWriteItems`.
-pub const DEFAULT_LOCK_CHUNK: usize = 99;
+pub(super) const DEFAULT_LOCK_CHUNK: usize = 99;
 /// Default transactions (and item writes) in flight at once.
 pub const DEFAULT_CONCURRENCY: usize = 8;
 /// Default redelivery horizon: the longest a message can come back by SQS's own redelivery
@@ -130,7 +130,10 @@ impl TxConfig {
 
 /// `retain` (the idempotency horizon) must cover `redelivery_horizon`: a message delivered
 /// again after its record was deleted would be applied a second time.
-pub fn check_horizons(retain: Duration, redelivery_horizon: Duration) -> Result<(), ConfigError> {
+pub(crate) fn check_horizons(
+    retain: Duration,
+    redelivery_horizon: Duration,
+) -> Result<(), ConfigError> {
     if retain < redelivery_horizon {
         return Err(ConfigError::new(
             "retain_seconds",

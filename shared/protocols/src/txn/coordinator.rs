@@ -161,8 +161,20 @@ impl Coordinator {
         request::parse_message(body, &self.config.allowed_tables)
     }
 
-    /// Run one transaction message to its outcome (or resume it, or report its outcome).
+    /// Run one transaction message to its outcome (or resume it, or report its outcome). A
+    /// message naming a table outside the allow-list (one built with
+    /// [`TxMessage::builder`]) is refused `table_not_allowed`.
     pub async fn run(&self, message: &TxMessage, deadline: Deadline) -> Result<TxReport, TxError> {
+        if let Some(r) = message
+            .requests
+            .iter()
+            .find(|r| !self.config.allowed_tables.contains(&r.table))
+        {
+            return Err(TxError::Rejected(Rejection::new(
+                RejectionCode::TableNotAllowed,
+                format!("table `{}` is not in the allow-list", r.table),
+            )));
+        }
         let cost = Cost::default();
         let outcome = self.run_with(message, deadline, &cost).await?;
         Ok(TxReport {

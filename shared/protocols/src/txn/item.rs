@@ -56,7 +56,7 @@ pub(super) fn new_token() -> String {
 }
 
 /// Remove the protocol attributes from an item read from a table.
-pub fn strip_protocol(mut item: Item) -> Item {
+pub(crate) fn strip_protocol(mut item: Item) -> Item {
     for name in ITEM_PROTOCOL_ATTRIBUTES {
         item.remove(name);
     }
@@ -64,7 +64,7 @@ pub fn strip_protocol(mut item: Item) -> Item {
 }
 
 /// An item as plain JSON without protocol attributes.
-pub fn plain_json(item: Item) -> Result<Map<String, Value>, StoreError> {
+pub(crate) fn plain_json(item: Item) -> Result<Map<String, Value>, StoreError> {
     Ok(item_to_json(strip_protocol(item))?)
 }
 

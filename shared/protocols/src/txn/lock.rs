@@ -177,8 +177,8 @@ enum OwnLock {
 /// ([`lock_value`], a keep lock or not) and the delete marker are what `r`'s lock write sets
 /// (a `Delete` marks the item; a `ConditionCheck` marks only a transient item it inserted;
 /// an `Update` or `Put` never). One attempt locks one item for one request, so a mismatch
-/// means two requests name one item (records of versions before duplicate keys were
-/// refused): adopting the lock would commit a change that was never applied.
+/// means two requests name one item (parsing refuses that, so only a damaged record can):
+/// adopting the lock would commit a change that was never applied.
 fn own_lock(owner: &str, r: &Resolved, item: &Item) -> OwnLock {
     let Some(lock) = lock_of(item) else {
         return OwnLock::NotOurs;
@@ -323,7 +323,7 @@ impl Coordinator {
                     OwnLock::NotOurs => {}
                 }
                 if newer_attempt_of(header, item) {
-                    // Our own transaction restarted: this attempt is over (finding 10).
+                    // Our own transaction restarted: this attempt is over.
                     return Ok(ItemLock::Stopped(LockPhase::Decided));
                 }
                 self.meet_lock(r, item, &mut wait, cost).await?;

@@ -16,19 +16,20 @@ mod status;
 pub mod sweep;
 
 pub use crate::ddb::Cost;
+pub(crate) use config::check_horizons;
 pub use config::{
-    check_horizons, TxConfig, DEFAULT_CONCURRENCY, DEFAULT_HEARTBEAT_EVERY, DEFAULT_LOCK_PATIENCE,
+    TxConfig, DEFAULT_CONCURRENCY, DEFAULT_HEARTBEAT_EVERY, DEFAULT_LOCK_PATIENCE,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN, MAX_ISSUED_AHEAD,
 };
 pub use coordinator::Coordinator;
-pub use fast::{CONFLICT_RETRIES, FAST_MAX_REQUESTS, FAST_MAX_REQUEST_BYTES};
+pub use fast::{FAST_MAX_REQUESTS, FAST_MAX_REQUEST_BYTES};
+pub(crate) use item::plain_json;
 pub use item::{
-    plain_json, strip_protocol, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT,
-    ATTR_VERSION_TOKEN, ITEM_PROTOCOL_ATTRIBUTES,
+    ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT, ATTR_VERSION_TOKEN,
+    ITEM_PROTOCOL_ATTRIBUTES,
 };
 pub use outcome::{Driven, TxError, TxOutcome, TxReport};
-pub use record::{CREATE_AT_ONCE_BYTES, INLINE_REQUEST_BYTES};
-pub use request::TxMessage;
+pub use request::{TxMessage, TxMessageBuilder};
 pub use status::{RollbackReason, TxState, TxStatus};
 
 /// Whether a cancellation reason means "nothing applied, send the call again" (after a short

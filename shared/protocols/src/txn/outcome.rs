@@ -8,6 +8,7 @@ use crate::rejection::Rejection;
 /// How a transaction ended.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
 pub enum TxOutcome {
     /// Committed by this run: every request applied.
     Committed,
@@ -45,6 +46,7 @@ impl Outcome for TxOutcome {
 /// A transaction's outcome and cost.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
+#[must_use = "the report holds the outcome"]
 pub struct TxReport {
     /// The outcome.
     pub outcome: TxOutcome,
@@ -104,6 +106,7 @@ impl TxError {
 /// What [`Coordinator::drive`](super::Coordinator::drive) did.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
 pub enum Driven {
     /// Already completed.
     Nothing,

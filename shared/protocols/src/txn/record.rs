@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Parts are written before the header or in the same `TransactWriteItems`
-//! ([`CREATE_AT_ONCE_BYTES`]), so a header that exists always has all its parts; the
+//! ([`CREATE_AT_ONCE_BYTES`](create::CREATE_AT_ONCE_BYTES)), so a header that exists always has all its parts; the
 //! header is created with `attribute_not_exists(TxId)` (the `txId` idempotency point). Every
 //! creation draws a fresh `Nonce` and writes its parts under it: a second creation of the
 //! same `txId` (a duplicate delivery, or a different body reusing the id) writes parts that
@@ -40,90 +40,83 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 
-pub use create::CREATE_AT_ONCE_BYTES;
 pub(crate) use decided::Decided;
-pub use table::{Creation, Transition, TxTable};
+pub(crate) use table::{Creation, Transition, TxTable};
 
 /// Partition key of the TX table.
-pub const ATTR_TX_ID: &str = "TxId";
+pub(crate) const ATTR_TX_ID: &str = "TxId";
 /// Sort key of the TX table.
-pub const ATTR_PART: &str = "Part";
+pub(crate) const ATTR_PART: &str = "Part";
 /// Sort key value of the header item.
-pub const HEADER_PART: &str = "#";
+pub(crate) const HEADER_PART: &str = "#";
 /// Sort key prefix of request part items.
-pub const REQUEST_PART_PREFIX: &str = "p#";
+pub(crate) const REQUEST_PART_PREFIX: &str = "p#";
 /// `pending` | `committed` | `rolled_back` | `completed`.
-pub const ATTR_STATE: &str = "State";
+pub(crate) const ATTR_STATE: &str = "State";
 /// Incremented by every header write; every header write is conditioned on it.
-pub const ATTR_VERSION: &str = "Version";
+pub(crate) const ATTR_VERSION: &str = "Version";
 /// Restart counter: an attempt aborted by contention or by the sweeper is retried under the
 /// same `txId` with the next attempt; locks name `txId#attempt`.
-pub const ATTR_ATTEMPT: &str = "Attempt";
+pub(crate) const ATTR_ATTEMPT: &str = "Attempt";
 /// The requests (canonical JSON) when they fit in the header.
-pub const ATTR_REQUESTS: &str = "Requests";
+pub(crate) const ATTR_REQUESTS: &str = "Requests";
 /// A fresh random value per creation: names the parts of this record and tells the creator
 /// its own header apart from another delivery's.
-pub const ATTR_NONCE: &str = "Nonce";
+pub(crate) const ATTR_NONCE: &str = "Nonce";
 /// The run that wrote the decision (a random id per coordinator run): a run whose decision
 /// write was applied but answered with an error (then retried and refused) still knows it
 /// decided, and reports `committed` rather than `duplicate`.
-pub const ATTR_DECIDER: &str = "DecidedBy";
+pub(crate) const ATTR_DECIDER: &str = "DecidedBy";
 /// SHA-256 (hex) of the canonical requests JSON.
-pub const ATTR_REQUESTS_HASH: &str = "RequestsHash";
+pub(crate) const ATTR_REQUESTS_HASH: &str = "RequestsHash";
 /// The message's `issuedAt` (epoch ms), when it had one: tells a record hashed with it from
 /// one written before `issuedAt` existed (hashed without it).
-pub const ATTR_ISSUED_AT: &str = "IssuedAt";
+pub(crate) const ATTR_ISSUED_AT: &str = "IssuedAt";
 /// Number of part items holding the requests when they do not fit.
-pub const ATTR_PARTS: &str = "Parts";
+pub(crate) const ATTR_PARTS: &str = "Parts";
 /// A part's chunk of the requests JSON.
-pub const ATTR_CHUNK: &str = "Chunk";
+pub(crate) const ATTR_CHUNK: &str = "Chunk";
 /// At commit: request index → version token its item got from this attempt's lock write.
-pub const ATTR_TOKENS: &str = "Tokens";
+pub(crate) const ATTR_TOKENS: &str = "Tokens";
 /// Why a transaction rolled back: a [`RollbackReason`] (`condition_failed`,
 /// `invalid_request`, `conflict`, `abandoned`, `read`).
-pub const ATTR_REASON: &str = "Reason";
+pub(crate) const ATTR_REASON: &str = "Reason";
 /// The request whose condition failed (or that DynamoDB rejected).
-pub const ATTR_FAILED_REQUEST: &str = "FailedRequest";
+pub(crate) const ATTR_FAILED_REQUEST: &str = "FailedRequest";
 /// Once completed: `committed` or `rolled_back`.
-pub const ATTR_DECISION: &str = "Decision";
+pub(crate) const ATTR_DECISION: &str = "Decision";
 /// Sparse GSI hash key, only while the transaction is not completed: `open#<shard>`
 /// ([`sweep_key`]). Completion removes it, so the index holds open transactions only.
-pub const ATTR_SWEEP_KEY: &str = "SweepKey";
+pub(crate) const ATTR_SWEEP_KEY: &str = "SweepKey";
 /// GSI range key: epoch milliseconds of the creation, of the last restart or of the last
 /// heartbeat of the lock phase (the sweeper's and contenders' sign of life; decisions do
 /// not change it, so they cost no index write).
-pub const ATTR_LAST_TOUCHED: &str = "LastTouched";
+pub(crate) const ATTR_LAST_TOUCHED: &str = "LastTouched";
 /// TTL (epoch seconds): on part items a backstop; on a completed header the end of its
 /// retention (DynamoDB deletes it, without a write by the sweeper).
-pub const ATTR_EXPIRES_AT: &str = "ExpiresAt";
+pub(crate) const ATTR_EXPIRES_AT: &str = "ExpiresAt";
 /// The sweeper's index.
-pub const SWEEP_INDEX: &str = "Sweep";
+pub(crate) const SWEEP_INDEX: &str = "Sweep";
 /// Number of `SweepKey` shards: index writes spread over this many partitions (each takes
 /// about 1,000 writes/s; a committed transaction makes 2, so about 8,000 TX/s in all).
 /// Fixed: the sweeper reads exactly these keys, so changing it strands open entries.
 pub const SWEEP_SHARDS: u32 = 16;
 /// Prefix of the sharded `SweepKey` values.
-pub const SWEEP_OPEN_PREFIX: &str = "open#";
-/// `SweepKey` of open transactions written by versions before the sharded index (read by
-/// the sweeper so that an upgrade strands nothing).
-pub const SWEEP_OPEN_LEGACY: &str = "open";
-/// `SweepKey` of completed transactions written by versions before completed headers
-/// expired through TTL (the sweeper deletes them after the retention).
-pub const SWEEP_DONE_LEGACY: &str = "done";
+pub(crate) const SWEEP_OPEN_PREFIX: &str = "open#";
 /// Largest requests JSON kept inline in the header; larger lists go to parts. Small on
 /// purpose: every lock write checks the header in a `TransactWriteItems`, which DynamoDB
 /// bills by the header's size (twice), so the header stays under 1 KB until the commit
 /// adds its tokens (a two-item transfer stays inline; 100 requests inline would cost about
 /// 12 more write units per item).
-pub const INLINE_REQUEST_BYTES: usize = 640;
+pub(crate) const INLINE_REQUEST_BYTES: usize = 640;
 /// Room one commit token takes in the header (`Tokens` entry: index + 32-hex token + overhead).
-pub const TOKEN_ENTRY_BYTES: usize = 48;
+pub(crate) const TOKEN_ENTRY_BYTES: usize = 48;
 /// Most requests per transaction: the commit tokens of all items must fit in the header.
-pub const MAX_REQUESTS: usize = (350 * 1024) / TOKEN_ENTRY_BYTES;
+pub(crate) const MAX_REQUESTS: usize = (350 * 1024) / TOKEN_ENTRY_BYTES;
 /// Bytes of requests JSON per part item.
-pub const PART_BYTES: usize = 350 * 1024;
+pub(crate) const PART_BYTES: usize = 350 * 1024;
 /// Part items expire (TTL backstop) this long after they are written.
-pub const PART_TTL_SECONDS: u64 = 90 * 24 * 3600;
+pub(crate) const PART_TTL_SECONDS: u64 = 90 * 24 * 3600;
 
 /// The states of a transaction.
 #[non_exhaustive]
@@ -343,7 +336,7 @@ fn decode_tokens(item: &Item) -> Result<BTreeMap<usize, String>, StoreError> {
 }
 
 /// Lock owner string.
-pub fn owner(tx_id: &str, attempt: u64) -> String {
+pub(crate) fn owner(tx_id: &str, attempt: u64) -> String {
     format!("{tx_id}#{attempt}")
 }
 
@@ -353,11 +346,11 @@ pub fn owner(tx_id: &str, attempt: u64) -> String {
 /// transient item). A version that does not know the suffix cannot parse the lock (its
 /// attempt is not a number), so it never undoes one (as it would a lock without an image:
 /// by deleting the item); see the module docs, "Failure modes".
-pub const KEEP_LOCK_SUFFIX: &str = "#k";
+pub(crate) const KEEP_LOCK_SUFFIX: &str = "#k";
 
 /// The lock `owner` writes on an item: the owner, with [`KEEP_LOCK_SUFFIX`] when the
 /// request leaves the item's values as they are (`keeps`).
-pub fn lock_value(owner: &str, keeps: bool) -> String {
+pub(crate) fn lock_value(owner: &str, keeps: bool) -> String {
     match keeps {
         true => format!("{owner}{KEEP_LOCK_SUFFIX}"),
         false => owner.to_string(),
@@ -365,12 +358,12 @@ pub fn lock_value(owner: &str, keeps: bool) -> String {
 }
 
 /// Whether a lock is one that leaves the item's values as they are (no image saved).
-pub fn keeps_values(lock: &str) -> bool {
+pub(crate) fn keeps_values(lock: &str) -> bool {
     lock.ends_with(KEEP_LOCK_SUFFIX)
 }
 
 /// Split an owner string (or a lock, [`KEEP_LOCK_SUFFIX`] or not) into tx id and attempt.
-pub fn parse_owner(owner: &str) -> Option<(&str, u64)> {
+pub(crate) fn parse_owner(owner: &str) -> Option<(&str, u64)> {
     let owner = owner.strip_suffix(KEEP_LOCK_SUFFIX).unwrap_or(owner);
     let (tx, attempt) = owner.rsplit_once('#')?;
     Some((tx, attempt.parse().ok()?))
@@ -378,23 +371,22 @@ pub fn parse_owner(owner: &str) -> Option<(&str, u64)> {
 
 /// The `SweepKey` of an open transaction: `open#<shard>`, the shard a hash of the `txId`
 /// (stable across versions: SHA-256, first four bytes, modulo [`SWEEP_SHARDS`]).
-pub fn sweep_key(tx_id: &str) -> String {
+pub(crate) fn sweep_key(tx_id: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(tx_id.as_bytes());
     let shard = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % SWEEP_SHARDS;
     format!("{SWEEP_OPEN_PREFIX}{shard:02}")
 }
 
-/// Every `SweepKey` an open transaction can have: the shards, then the legacy `open`.
-pub fn sweep_keys() -> Vec<String> {
+/// Every `SweepKey` an open transaction can have: the shards.
+pub(crate) fn sweep_keys() -> Vec<String> {
     (0..SWEEP_SHARDS)
         .map(|shard| format!("{SWEEP_OPEN_PREFIX}{shard:02}"))
-        .chain(std::iter::once(SWEEP_OPEN_LEGACY.to_string()))
         .collect()
 }
 
 /// The header's key.
-pub fn header_key(tx_id: &str) -> Item {
+pub(crate) fn header_key(tx_id: &str) -> Item {
     Item::from([
         (ATTR_TX_ID.to_string(), s(tx_id)),
         (ATTR_PART.to_string(), s(HEADER_PART)),
@@ -414,7 +406,7 @@ fn part_sort_key(nonce: Option<&str>, i: u64) -> String {
 }
 
 /// SHA-256 (hex) of a requests JSON, as kept in `RequestsHash`.
-pub fn requests_hash(requests_json: &str) -> String {
+pub(crate) fn requests_hash(requests_json: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(requests_json.as_bytes()))
 }
@@ -423,7 +415,7 @@ pub fn requests_hash(requests_json: &str) -> String {
 /// message's `issuedAt` when it has one (a transaction is its requests and its issue time;
 /// without one the hash is the requests' alone, as records written before `issuedAt`). The
 /// canonical JSON holds no raw newline, so no requests JSON hashes like a timed one.
-pub fn transaction_hash(requests_json: &str, issued_at_ms: Option<u64>) -> String {
+pub(crate) fn transaction_hash(requests_json: &str, issued_at_ms: Option<u64>) -> String {
     match issued_at_ms {
         None => requests_hash(requests_json),
         Some(at) => requests_hash(&format!("{requests_json}\nissuedAt={at}")),

@@ -31,6 +31,7 @@
 //! is written once rather than four times; what differs by kind is matched on the enum, and a
 //! request without its kind's parts cannot be built.
 
+mod build;
 mod expr;
 mod parse;
 
@@ -41,16 +42,17 @@ use serde_json::{Map, Value};
 
 use crate::ddb::item::canonical_json;
 
-pub use parse::parse_message;
+pub use build::TxMessageBuilder;
+pub(crate) use parse::parse_message;
 pub(crate) use parse::recorded_requests;
 
 /// Attribute names starting with this are the protocol's (locks, images, versions).
-pub const RESERVED_PREFIX: &str = "_tx";
+pub(crate) const RESERVED_PREFIX: &str = "_tx";
 /// Expression placeholders of the protocol start with `#` or `:` followed by this; requests
 /// keep their own names/values maps and may not use it.
-pub const PLACEHOLDER_PREFIX: &str = "txp";
+pub(crate) const PLACEHOLDER_PREFIX: &str = "txp";
 /// Longest accepted transaction id.
-pub const MAX_TX_ID_LEN: usize = 200;
+pub(crate) const MAX_TX_ID_LEN: usize = 200;
 
 /// What a request does: the parts of a `TransactWriteItems` entry that depend on its kind.
 #[non_exhaustive]
@@ -174,6 +176,7 @@ impl TxRequest {
 }
 
 /// A parsed transaction message.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TxMessage {
     /// The idempotency id.
@@ -188,6 +191,12 @@ pub struct TxMessage {
 }
 
 impl TxMessage {
+    /// A message built in Rust, request by request (see [`TxMessageBuilder`]): the same
+    /// message, validated by the same checks, as the JSON format parsed.
+    pub fn builder(tx_id: impl Into<String>) -> TxMessageBuilder {
+        TxMessageBuilder::new(tx_id)
+    }
+
     /// The requests as the canonical JSON stored in the TX record.
     pub fn requests_json(&self) -> String {
         canonical_json(&Value::Array(self.raw_requests.clone()))
@@ -200,14 +209,14 @@ impl TxMessage {
 }
 
 /// The identifier-like tokens of an expression (names, placeholders, keywords, functions).
-pub fn expression_tokens(expr: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn expression_tokens(expr: &str) -> impl Iterator<Item = &str> {
     expr.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '#' || c == ':'))
         .filter(|t| !t.is_empty())
 }
 
 /// Merge the protocol's `SET` assignments into an update expression (DynamoDB allows each
 /// clause once): into its `SET` clause when it has one, as a new clause otherwise.
-pub fn merge_set_clause(expression: &str, assignments: &str) -> String {
+pub(crate) fn merge_set_clause(expression: &str, assignments: &str) -> String {
     // Expressions hold no string literals (values are placeholders), so a token `SET` at a word
     // boundary is the clause keyword.
     let bytes = expression.as_bytes();

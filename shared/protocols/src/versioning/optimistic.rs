@@ -73,6 +73,7 @@ const RMW_BACKOFF: Backoff = Backoff::new(Duration::from_millis(10), Duration::f
 /// The outcome of [`Counter::read_modify_write`].
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
 pub enum RmwOutcome {
     /// Written after `attempts` tries.
     Written {

@@ -67,6 +67,7 @@ impl Latest {
 }
 
 /// A live item at its version.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct VersionedItem {
     /// The version number.
@@ -77,6 +78,15 @@ pub struct VersionedItem {
     pub write_id: String,
     /// When that change was made (epoch ms).
     pub written_at_ms: u64,
+}
+
+impl VersionedItem {
+    /// The item's attributes as `T` (an item that does not decode is
+    /// [`StoreError::Inconsistent`]).
+    pub fn item_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
+        serde_json::from_value(Value::Object(self.item.clone()))
+            .map_err(|e| StoreError::Inconsistent(format!("the item does not decode: {e}")))
+    }
 }
 
 /// What made a version.
@@ -106,6 +116,7 @@ impl HistoryOp {
 }
 
 /// One row of the history table.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryEntry {
     /// The version number.
@@ -155,6 +166,7 @@ impl TryFrom<Item> for HistoryEntry {
 }
 
 /// One page of an item's history, newest first.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryPage {
     /// Versions, newest first.

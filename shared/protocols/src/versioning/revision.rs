@@ -17,7 +17,7 @@ use crate::ddb::item::{canonical_json, item_size, json_to_item, Item, ItemKey, M
 use crate::rejection::{Rejection, RejectionCode};
 
 /// Longest accepted write id (characters).
-pub const MAX_WRITE_ID_CHARS: usize = 256;
+pub(super) const MAX_WRITE_ID_CHARS: usize = 256;
 /// `ClientRequestToken`'s maximum length.
 const TOKEN_CHARS: usize = 36;
 

@@ -81,7 +81,7 @@ pub const FAST_MAX_REQUESTS: usize = 99;
 pub const FAST_MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
 /// Fast-path calls sent again after a `TransactionConflict` (or a throttled item) before the
 /// run ends as contention (about 4–7 s of waits).
-pub const CONFLICT_RETRIES: usize = 40;
+pub(crate) const CONFLICT_RETRIES: usize = 40;
 /// Waits before sending again after a conflict: 5 ms doubling up to 100 ms, jittered.
 const CONFLICT_WAIT: Backoff = Backoff::new(
     Duration::from_millis(5),

@@ -21,7 +21,7 @@ use crate::txn::item::lock_of;
 use crate::txn::{plain_json, Coordinator};
 
 /// Most items `TransactGetItems` reads in one call.
-pub const SNAPSHOT_MAX_ITEMS: usize = 100;
+pub(super) const SNAPSHOT_MAX_ITEMS: usize = 100;
 
 /// Values of a locked read, one per key (`None`: absent).
 type Values = Vec<Option<Map<String, Value>>>;

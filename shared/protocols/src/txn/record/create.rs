@@ -44,16 +44,16 @@ use crate::txn::item::new_token;
 /// Largest requests JSON created with its header in one call. Bounded because a redelivery
 /// that finds the record pays a refused call (AWS may bill its part write too, twice) where
 /// the read-first way pays one read; 64 KB keeps that under about 130 write units.
-pub const CREATE_AT_ONCE_BYTES: usize = 64 * 1024;
+pub(crate) const CREATE_AT_ONCE_BYTES: usize = 64 * 1024;
 
 /// Part items written at once: each is up to [`PART_BYTES`] (350 write units), and all of a
 /// record's parts share its partition key (`TxId`), which takes at most 1,000 write units per
 /// second: two parts (700 units) leave room for the header and a redelivery's writes.
-pub const PARTS_PER_WAVE: usize = 2;
+pub(super) const PARTS_PER_WAVE: usize = 2;
 /// Wait between waves of part writes, from the previous wave's last answer: the writes of two
 /// waves never land within one second (a send is applied before its answer, and the next
 /// wave is sent a second after that answer).
-pub const PART_WAVE_GAP: Duration = Duration::from_secs(1);
+pub(super) const PART_WAVE_GAP: Duration = Duration::from_secs(1);
 
 /// Waits before sending a creation again after a `TransactionConflict`: 5 ms doubling up to
 /// 100 ms, jittered, 6 times; then the read-first way.

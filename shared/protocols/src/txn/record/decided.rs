@@ -41,7 +41,7 @@ pub(crate) struct Decided<'a> {
 
 impl Decided<'_> {
     /// The header item (about 250 bytes: one write unit, two in a transaction).
-    pub fn item(&self) -> Item {
+    pub(crate) fn item(&self) -> Item {
         let now_ms = epoch_millis();
         let expires = (now_ms / 1000).saturating_add(self.retain.as_secs());
         let nonce = hex::encode(rand::random::<u128>().to_be_bytes());

@@ -9,8 +9,8 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 
 use super::{
-    get_s, header_key, n, part_sort_key, parts_prefix, s, TxHeader, TxState, ATTR_ATTEMPT,
-    ATTR_CHUNK, ATTR_LAST_TOUCHED, ATTR_PART, ATTR_STATE, ATTR_TX_ID, ATTR_VERSION,
+    get_s, header_key, n, parts_prefix, s, TxHeader, TxState, ATTR_ATTEMPT, ATTR_CHUNK,
+    ATTR_LAST_TOUCHED, ATTR_PART, ATTR_STATE, ATTR_TX_ID, ATTR_VERSION,
 };
 use crate::ddb::clock::epoch_millis;
 use crate::ddb::cond::{conditional, Cond};
@@ -31,8 +31,6 @@ const CONDITION_VERSION_UNTOUCHED: &str = "#txpver = :txpexpect AND #txpts = :tx
 const UPDATE_TOUCH: &str = "SET #txpts = :txpts";
 /// The heartbeat's condition: the attempt is still pending.
 const CONDITION_ATTEMPT_PENDING: &str = "#txpst = :txppending AND #txpatt = :txpatt";
-/// Deleting a record: only once completed, and only the version the deleter read.
-const CONDITION_DELETE_COMPLETED: &str = "#txpst = :txpdone AND #txpver = :txpver";
 
 /// What creating a TX record found ([`TxTable::create`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -259,56 +257,6 @@ impl TxTable {
         let result = conditional("UpdateItem", result);
         count(cost, &result, |out| out.consumed_capacity.as_ref());
         Ok(matches!(result?, Cond::Done(_)))
-    }
-
-    /// Delete a completed record written before completed headers expired through TTL
-    /// (header conditioned on `completed` and the version read, then its parts). `false`:
-    /// the header was not in that state (someone else acted).
-    pub async fn delete_completed(
-        &self,
-        header: &TxHeader,
-        cost: &Cost,
-    ) -> Result<bool, StoreError> {
-        let result = {
-            let request = self
-                .client
-                .delete_item()
-                .table_name(&self.table)
-                .set_key(Some(header_key(&header.tx_id)))
-                .condition_expression(CONDITION_DELETE_COMPLETED)
-                .expression_attribute_names("#txpst", ATTR_STATE)
-                .expression_attribute_names("#txpver", ATTR_VERSION)
-                .expression_attribute_values(":txpdone", s(TxState::Completed.as_str()))
-                .expression_attribute_values(":txpver", n(header.version))
-                .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
-            again_on_conflict(|| request.clone().send()).await
-        };
-        let result = conditional("DeleteItem", result);
-        count(cost, &result, |out| out.consumed_capacity.as_ref());
-        if let Cond::Failed { .. } = result? {
-            return Ok(false);
-        }
-        self.delete_parts(header, cost).await?;
-        Ok(true)
-    }
-
-    /// Delete a record's part items (after its header).
-    async fn delete_parts(&self, header: &TxHeader, cost: &Cost) -> Result<(), StoreError> {
-        for i in 1..=header.parts {
-            let out = {
-                let request = self
-                    .client
-                    .delete_item()
-                    .table_name(&self.table)
-                    .key(ATTR_TX_ID, s(&header.tx_id))
-                    .key(ATTR_PART, s(part_sort_key(header.nonce.as_deref(), i)))
-                    .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
-                again_on_conflict(|| request.clone().send()).await
-            }
-            .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
-            cost.add(out.consumed_capacity.as_ref());
-        }
-        Ok(())
     }
 }
 

@@ -141,7 +141,10 @@ fn invalid(message: impl Into<String>) -> Rejection {
 ///    the expressions' tokens (`reserved_attribute`, `reserved_placeholder`); then the
 ///    expressions are well-formed on their own (`malformed_expression`). A request's
 ///    rejection message starts with `request <index>: `.
-pub fn parse_message(body: &[u8], allowed: &BTreeSet<String>) -> Result<TxMessage, Rejection> {
+pub(crate) fn parse_message(
+    body: &[u8],
+    allowed: &BTreeSet<String>,
+) -> Result<TxMessage, Rejection> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| reject(RejectionCode::BadJson, format!("the body is not JSON: {e}")))?;
     let not_an_object = || reject(RejectionCode::NotAnObject, "the body must be a JSON object");

@@ -58,8 +58,8 @@ impl SweepConfig {
     }
 
     /// Check the settings: the stale threshold longer than the redelivery gap
-    /// ([`check_stale_after`]), the retention covering the redelivery horizon
-    /// ([`crate::txn::check_horizons`]), a concurrency of at least 1.
+    /// ([`check_stale_after`]), the retention covering the redelivery horizon, a concurrency
+    /// of at least 1.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.table.is_empty() {
             return Err(ConfigError::new("table", "must not be empty"));

@@ -14,12 +14,8 @@
 //! for each shard, concurrently: SweepKey = "open#<shard>" AND LastTouched <= now - stale_after
 //! ```
 //!
-//! Key conditions only: a sweep costs 17 queries (16 shards and the unsharded key `open`) plus
-//! one per page of *stale* transactions, whatever the number of finished ones (no scan, no
-//! filter, no deletes). Records of the unsharded layout (`SweepKey` `open` or `done`, written
-//! by versions before 0.1) are still swept: `done` records are deleted after the retention,
-//! one by one; no new ones are written. That migration code goes once no deployment can hold
-//! such records (15 days after the last one was written).
+//! Key conditions only: a sweep costs 16 queries (one per shard) plus one per page of *stale*
+//! transactions, whatever the number of finished ones (no scan, no filter, no deletes).
 //!
 //! # Index write cost
 //!
@@ -75,9 +71,7 @@ use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::ddb::Cost;
-use crate::txn::record::{
-    sweep_keys, ATTR_LAST_TOUCHED, ATTR_SWEEP_KEY, ATTR_TX_ID, SWEEP_DONE_LEGACY, SWEEP_INDEX,
-};
+use crate::txn::record::{sweep_keys, ATTR_LAST_TOUCHED, ATTR_SWEEP_KEY, ATTR_TX_ID, SWEEP_INDEX};
 use crate::txn::{Coordinator, Driven, TxConfig, TxError, TxStatus};
 
 mod config;
@@ -114,8 +108,6 @@ pub struct SweepSummary {
     /// Of `rolled_back`: records retired on a key the table refuses and kept as dead
     /// letters (see [`KeepRetired`]; EMF `Invalid`).
     pub dead_letters: usize,
-    /// Legacy completed records deleted after the retention.
-    pub deleted: usize,
     /// Transactions that failed (left for the next run).
     pub errors: usize,
     /// Whether the deadline stopped the sweep early.
@@ -308,7 +300,7 @@ impl Sweeper {
             .collect())
     }
 
-    /// One sweep: stale transactions, then legacy completed records; stops at the deadline.
+    /// One sweep of the stale transactions; stops at the deadline.
     pub async fn sweep(&self, deadline: Deadline) -> Result<SweepSummary, SweepError> {
         let cost = Cost::default();
         let mut summary = SweepSummary::default();
@@ -322,11 +314,6 @@ impl Sweeper {
             .max()
             .unwrap_or(0);
         self.drive_all(due, deadline, &cost, &mut summary).await;
-        if !summary.stopped_early {
-            let retain_cutoff = now.saturating_sub(millis(self.config.retain));
-            self.sweep_legacy_done(retain_cutoff, deadline, &cost, &mut summary)
-                .await?;
-        }
         summary.write_calls = cost.write_calls();
         summary.write_units = cost.write_units();
         log_summary(&summary);
@@ -380,42 +367,6 @@ impl Sweeper {
             }
         }
     }
-
-    /// Delete every legacy record (`SweepKey = done`) completed before `cutoff_ms`.
-    async fn sweep_legacy_done(
-        &self,
-        cutoff_ms: u64,
-        deadline: Deadline,
-        cost: &Cost,
-        summary: &mut SweepSummary,
-    ) -> Result<(), StoreError> {
-        let (due, queries) = self.due(SWEEP_DONE_LEGACY, cutoff_ms).await?;
-        summary.index_queries += queries;
-        for d in due {
-            if deadline.expired() {
-                summary.stopped_early = true;
-                return Ok(());
-            }
-            match self.delete_completed(&d.tx_id, cost).await {
-                Ok(true) => summary.deleted += 1,
-                Ok(false) => {}
-                Err(err) => {
-                    summary.errors += 1;
-                    log_error(&d.tx_id, &TxError::Store(err));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Delete one completed record (`false`: gone, or not completed at the version read).
-    async fn delete_completed(&self, tx_id: &str, cost: &Cost) -> Result<bool, StoreError> {
-        let tx = self.coordinator.tx_table();
-        match tx.get(tx_id).await? {
-            Some(h) => tx.delete_completed(&h, cost).await,
-            None => Ok(false),
-        }
-    }
 }
 
 fn log_summary(summary: &SweepSummary) {
@@ -426,7 +377,6 @@ fn log_summary(summary: &SweepSummary) {
         finished = summary.finished,
         already_completed = summary.already_completed,
         dead_letters = summary.dead_letters,
-        deleted = summary.deleted,
         errors = summary.errors,
         stopped_early = summary.stopped_early,
         oldest_stale_ms = summary.oldest_stale_ms,

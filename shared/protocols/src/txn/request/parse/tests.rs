@@ -320,8 +320,8 @@ fn requests_json_is_canonical() {
     );
 }
 
-/// Review finding 10: the sweeper re-parsed recorded requests with the current rules, so a
-/// rule tightened by an upgrade (the expression parser) left older records undrivable forever.
+/// Recorded requests are re-parsed for their shape only: a rule tightened by an upgrade (as
+/// the expression parser was) must not leave a record written before it undrivable.
 #[test]
 fn recorded_requests_are_checked_for_their_shape_only() {
     // An expression today's parser refuses, recorded by a version that accepted it.
