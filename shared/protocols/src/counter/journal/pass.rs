@@ -275,7 +275,7 @@ impl Rollup {
         for (key, pending) in held {
             self.keep_held(key, pending, &ids, &progress.blocked, now_ms);
         }
-        self.moved_checkpoints(&reads, shards, checkpoints, progress)
+        self.moved_checkpoints(&reads, shards, checkpoints, progress, &saving)
     }
 
     /// Apply one item's events; on a refusal as invalid, isolate the events at fault.
@@ -341,13 +341,15 @@ impl Rollup {
         report.letters.extend(dead.into_iter().take(room));
     }
 
-    /// The checkpoints of the shards read that may move (none held back).
+    /// The checkpoints of the shards read that may move (none held back): those of `saving`
+    /// (see [`Self::saving`]) not blocked.
     fn moved_checkpoints(
         &self,
         reads: &[ShardRead],
         shards: &[Shard],
         checkpoints: &Checkpoints,
         progress: &Progress,
+        saving: &HashSet<usize>,
     ) -> Vec<(usize, Checkpoint)> {
         let now = self.clock.now_secs();
         let mut moved = Vec::new();
@@ -365,8 +367,10 @@ impl Rollup {
             if let Some(seq) = &read.last_seq {
                 self.note_position(&shard.id, seq);
             }
-            let unsaved = self.unsaved_records(&shard.id, read.records);
-            if !save_due(read, &old, now, unsaved) {
+            self.unsaved_records(&shard.id, read.records);
+            // Decided before the pass's updates (its held keys were applied for it): a save
+            // that fell due since waits for the next pass.
+            if !saving.contains(&read.shard) {
                 continue; // this process reads on from its position
             }
             self.unsaved_records(&shard.id, usize::MAX);
