@@ -163,3 +163,21 @@ async fn held_keys_of_an_item_whose_update_fails_stay_held_and_count_once() {
     assert_eq!(h.total("a", "n").await, 0b111);
     h.drop_tables().await;
 }
+
+#[tokio::test]
+async fn a_shard_read_to_its_end_applies_its_held_keys_before_it_is_done() {
+    let h = Harness::new(Shape::shards(1).rollover(Duration::from_secs(600))).await;
+    let roll = with_hold(&h, h.c.clone(), 7200, 100);
+    let reports = minutes(&h, &roll, 1).await;
+    assert_eq!(reports[0].held, 1, "{reports:?}");
+    // The shard closes (a rollover): the run that reads it to its end applies key 1.
+    h.advance(10 * MINUTE);
+    let closed = h.run(&roll).await;
+    assert_eq!((closed.held, closed.applied), (0, 1), "{closed:?}");
+    assert_eq!(h.total("a", "n").await, 0b11);
+    let fresh = with_hold(&h, h.c.clone(), 0, 2);
+    let report = h.run(&fresh).await;
+    assert_eq!((report.keys, report.applied), (0, 0), "{report:?}");
+    assert_eq!(h.total("a", "n").await, 0b11);
+    h.drop_tables().await;
+}
