@@ -268,15 +268,18 @@ pub fn sweeper_from_env(
 }
 
 /// The roll-up function of `spec`'s variables: the counter's settings exactly as its writer
-/// reads them (journal mode required), and `<PREFIX>_ROLLUP_SECONDS` (default
-/// [`DEFAULT_ROLLUP_SECONDS`]); errors name the variable.
+/// reads them (journal mode required), `<PREFIX>_ROLLUP_SECONDS` (default
+/// [`DEFAULT_ROLLUP_SECONDS`]) and `<PREFIX>_ROLLUP_HOLD_SECONDS` (`RollupConfig::hold`,
+/// default 0); errors name the variable.
 pub fn rollup_from_env(
     spec: FunctionSpec,
     ddb: aws_sdk_dynamodb::Client,
     streams: aws_sdk_dynamodbstreams::Client,
 ) -> Result<RollupFunction, dynamodb_exactly_once::ConfigError> {
     let counter: CounterConfig = spec.config_from_env()?;
-    let config = RollupConfig::of(counter).map_err(|e| e.renamed(|s| spec.var(s)))?;
+    let mut config = RollupConfig::of(counter).map_err(|e| e.renamed(|s| spec.var(s)))?;
+    let hold = env_parse::<u64>(&spec.var("rollup_hold_seconds"))?;
+    config.hold = Duration::from_secs(hold.unwrap_or(0));
     let seconds = spec.var("rollup_seconds");
     let max_run = match env_parse::<u64>(&seconds)? {
         Some(0) => {

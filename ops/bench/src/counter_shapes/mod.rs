@@ -57,6 +57,10 @@ pub struct Options {
     /// request) instead of mirroring the journal table's puts.
     #[arg(long)]
     upstream: bool,
+    /// Part 1: the roll-up's hold in seconds (`RollupConfig::hold`; 0: none): a cold item's
+    /// keys wait in memory up to this long for its next ones.
+    #[arg(long, default_value_t = 0)]
+    hold_secs: u64,
     /// Roll-up runs without any new key measured at the end of each configuration.
     #[arg(long, default_value_t = 3)]
     idle_runs: usize,

@@ -44,6 +44,8 @@ pub struct Config {
     /// Measured minutes (the end of the span).
     pub window_min: u64,
     pub span_min: u64,
+    /// The roll-up's hold (`RollupConfig::hold`, seconds; 0: none).
+    pub hold_secs: u64,
 }
 
 /// What the measured window's runs added up to.
@@ -65,6 +67,9 @@ pub struct Totals {
     pub get_records: u64,
     pub max_shards_listed: usize,
     pub max_iterator_age_ms: u64,
+    /// The oldest key held in memory at the end of a run (the hold's lag), and the most held.
+    pub max_held_age_ms: u64,
+    pub max_held: usize,
     /// Wall seconds journaling and rolling up in the window.
     pub journal_secs: f64,
     pub rollup_secs: f64,
@@ -80,6 +85,8 @@ impl Totals {
         self.get_records += gets;
         self.max_shards_listed = self.max_shards_listed.max(report.shards_listed);
         self.max_iterator_age_ms = self.max_iterator_age_ms.max(report.iterator_age_ms);
+        self.max_held_age_ms = self.max_held_age_ms.max(report.held_age_ms);
+        self.max_held = self.max_held.max(report.held);
     }
 }
 
@@ -128,13 +135,14 @@ pub fn steady_header(o: &Options, configs: &[Config]) {
     );
     for c in configs {
         println!(
-            "  config: {} shards, {}, spread {}, {} items, measured {:.1} h of {:.1} h",
+            "  config: {} shards, {}, spread {}, {} items, measured {:.1} h of {:.1} h, hold {} s",
             c.shards,
             c.rate.label(),
             c.spread,
             c.items,
             c.window_min as f64 / 60.0,
-            c.span_min as f64 / 60.0
+            c.span_min as f64 / 60.0,
+            c.hold_secs
         );
     }
     println!();
@@ -213,12 +221,12 @@ pub fn steady_table(rows: &[Row]) {
 
 /// The runs' side figures: updates, their units, wall time.
 fn runs_table(rows: &[Row]) {
-    println!("| shards | rate/item | spread | item updates/run | WCU per item update | keys applied | max iterator_age_ms | max shards listed in a run | wall ms/run: journal, roll-up | wall s |");
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|");
+    println!("| shards | rate/item | spread | item updates/run | WCU per item update | keys applied | max iterator_age_ms | hold s, max held keys, max held age ms | max shards listed in a run | wall ms/run: journal, roll-up | wall s |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---|---:|---|---:|");
     for r in rows {
         let t = &r.totals;
         println!(
-            "| {} | {} | {} | {:.2} | {:.3} | {} | {} | {} | {:.0}, {:.0} | {:.1} |",
+            "| {} | {} | {} | {:.2} | {:.3} | {} | {} | {}, {}, {} | {} | {:.0}, {:.0} | {:.1} |",
             r.config.shards,
             r.config.rate.label(),
             r.config.spread,
@@ -226,6 +234,9 @@ fn runs_table(rows: &[Row]) {
             per(t.update_wcu, t.item_updates),
             t.applied,
             t.max_iterator_age_ms,
+            r.config.hold_secs,
+            t.max_held,
+            t.max_held_age_ms,
             t.max_shards_listed,
             per(t.journal_secs * 1000.0, t.runs as usize),
             per(t.rollup_secs * 1000.0, t.runs as usize),

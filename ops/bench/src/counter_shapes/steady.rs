@@ -69,6 +69,7 @@ fn configs(o: &Options) -> Result<Vec<Config>, String> {
                 items,
                 window_min: window.min(span),
                 span_min: span,
+                hold_secs: o.hold_secs,
             });
         }
     }
@@ -80,6 +81,7 @@ fn configs(o: &Options) -> Result<Vec<Config>, String> {
             items: items(1),
             window_min: hours(o.minute_hours).min(span),
             span_min: span,
+            hold_secs: o.hold_secs,
         });
     }
     Ok(out)
@@ -138,7 +140,8 @@ impl Sim {
             mirror,
         };
         let rolling = dynamo_testing::client_intercepted(&dynamo_testing::endpoint(), tap, 3);
-        let rollup_config = RollupConfig::of(config).map_err(|e| e.to_string())?;
+        let mut rollup_config = RollupConfig::of(config).map_err(|e| e.to_string())?;
+        rollup_config.hold = std::time::Duration::from_secs(c.hold_secs);
         let rollup = Rollup::new(rolling, double.client(), rollup_config).with_clock(clock);
         Ok(Sim {
             ddb,

@@ -131,6 +131,7 @@ mod days;
 mod dead;
 mod entry;
 mod gaps;
+mod hold;
 mod insert;
 mod migrate;
 mod pass;

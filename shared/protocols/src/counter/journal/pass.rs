@@ -12,6 +12,7 @@ use futures::StreamExt;
 use super::checkpoint::{Checkpoint, Checkpoints};
 use super::dead::RollupDeadLetter;
 use super::entry::{watermark_name, Event};
+use super::hold::Pending;
 use super::read::{End, Pass, ShardRead};
 use super::rollup::{MAX_LISTED, MAX_RUN};
 use super::stream::{Shard, Start};
@@ -34,6 +35,15 @@ pub(super) const CHECKPOINT_EVERY_SECS: u64 = 3600;
 pub(super) const CHECKPOINT_EVERY_RECORDS: usize = 50_000;
 /// The record of the last complete pass is saved at most this often.
 const PASS_EVERY_MS: u64 = 3600 * 1000;
+
+/// One item's update in a pass: its key, the keys that had been held, the shards it touched,
+/// what applying did.
+type Applied = (
+    ItemKey,
+    Vec<(Event, u64)>,
+    BTreeSet<usize>,
+    super::dead::Isolated,
+);
 
 /// What the passes of a run learned of each shard.
 #[derive(Debug, Default)]
@@ -176,7 +186,13 @@ impl Rollup {
         cost: &Cost,
     ) -> Vec<(usize, Checkpoint)> {
         let ids: Vec<String> = shards.iter().map(|s| s.id.clone()).collect();
-        let mut by_item: BTreeMap<String, (ItemKey, Vec<Event>)> = BTreeMap::new();
+        let now_ms = self.clock.now_ms();
+        let saving = self.saving(&reads, shards, checkpoints);
+        let mut by_item: BTreeMap<String, (ItemKey, Pending)> = self
+            .take_held(&ids, checkpoints)
+            .into_iter()
+            .map(|(item, (key, held))| (item, (key, Pending { new: vec![], held })))
+            .collect();
         let mut dead: Vec<RollupDeadLetter> = Vec::new();
         let mut reads = reads;
         for read in &mut reads {
@@ -214,30 +230,31 @@ impl Rollup {
             for event in read.events.drain(..) {
                 by_item
                     .entry(event.item.canonical().to_string())
-                    .or_insert_with(|| (event.item.clone(), Vec::new()))
+                    .or_insert_with(|| (event.item.clone(), Pending::default()))
                     .1
+                    .new
                     .push(event);
             }
         }
-        let results: Vec<(BTreeSet<usize>, super::dead::Isolated)> =
-            futures::stream::iter(by_item.into_values())
-                .map(|(key, mut events)| {
-                    events.sort_by_key(|e| (e.shard, e.seq));
-                    let touched: BTreeSet<usize> = events.iter().map(|e| e.shard).collect();
-                    let ids = &ids;
-                    async move {
-                        (
-                            touched,
-                            self.apply_item(&key, events, ids, names, cost).await,
-                        )
-                    }
-                })
-                .buffer_unordered(self.config.concurrency.max(1))
-                .collect()
-                .await;
+        let (to_apply, held): (Vec<_>, Vec<_>) = by_item
+            .into_values()
+            .partition(|(_, pending)| !self.holds(pending, &saving, now_ms));
+        let results: Vec<Applied> = futures::stream::iter(to_apply)
+            .map(|(key, pending)| {
+                let events = pending.all();
+                let touched: BTreeSet<usize> = events.iter().map(|e| e.shard).collect();
+                let ids = &ids;
+                async move {
+                    let item = self.apply_item(&key, events, ids, names, cost).await;
+                    (key, pending.held, touched, item)
+                }
+            })
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
         // Refused events were kept as dead letters by their item's isolation.
         let mut kept = Vec::new();
-        for (touched, item) in results {
+        for (key, was_held, touched, item) in results {
             report.applied += item.applied.applied;
             report.duplicates += item.applied.duplicates;
             report.item_updates += item.applied.updates;
@@ -246,11 +263,19 @@ impl Rollup {
                 tracing::warn!(error = %e, "journal roll-up: a counter item was not updated");
                 report.failed_items += 1;
                 progress.blocked.extend(touched);
+                let pending = Pending {
+                    new: vec![],
+                    held: was_held,
+                };
+                self.keep_held(key, pending, &ids, &progress.blocked, now_ms);
             }
         }
         self.settle_dead(dead, &ids, progress, report, cost).await;
         self.report_dead(kept, report);
-        self.moved_checkpoints(&reads, shards, checkpoints, progress)
+        for (key, pending) in held {
+            self.keep_held(key, pending, &ids, &progress.blocked, now_ms);
+        }
+        self.moved_checkpoints(&reads, shards, checkpoints, progress, &saving)
     }
 
     /// Apply one item's events; on a refusal as invalid, isolate the events at fault.
@@ -316,13 +341,15 @@ impl Rollup {
         report.letters.extend(dead.into_iter().take(room));
     }
 
-    /// The checkpoints of the shards read that may move (none held back).
+    /// The checkpoints of the shards read that may move (none held back): those of `saving`
+    /// (see [`Self::saving`]) not blocked.
     fn moved_checkpoints(
         &self,
         reads: &[ShardRead],
         shards: &[Shard],
         checkpoints: &Checkpoints,
         progress: &Progress,
+        saving: &HashSet<usize>,
     ) -> Vec<(usize, Checkpoint)> {
         let now = self.clock.now_secs();
         let mut moved = Vec::new();
@@ -340,12 +367,10 @@ impl Rollup {
             if let Some(seq) = &read.last_seq {
                 self.note_position(&shard.id, seq);
             }
-            let first_seen = old.saved_secs == 0;
-            let unsaved = self.unsaved_records(&shard.id, read.records);
-            let due = read.journal_records > 0
-                && (old.saved_secs + CHECKPOINT_EVERY_SECS <= now
-                    || unsaved >= CHECKPOINT_EVERY_RECORDS);
-            if !(done || first_seen || due) {
+            self.unsaved_records(&shard.id, read.records);
+            // Decided before the pass's updates (its held keys were applied for it): a save
+            // that fell due since waits for the next pass.
+            if !saving.contains(&read.shard) {
                 continue; // this process reads on from its position
             }
             self.unsaved_records(&shard.id, usize::MAX);
@@ -363,6 +388,27 @@ impl Rollup {
             ));
         }
         moved
+    }
+
+    /// The shards read whose checkpoints are saved after this pass unless blocked: held keys of
+    /// theirs are applied in it.
+    fn saving(
+        &self,
+        reads: &[ShardRead],
+        shards: &[Shard],
+        checkpoints: &Checkpoints,
+    ) -> HashSet<usize> {
+        let now = self.clock.now_secs();
+        let mut saving = HashSet::new();
+        for read in reads {
+            let id = &shards[read.shard].id;
+            let old = checkpoints.shards.get(id).cloned().unwrap_or_default();
+            let unsaved = self.unsaved_records(id, 0).saturating_add(read.records);
+            if save_due(read, &old, now, unsaved) {
+                saving.insert(read.shard);
+            }
+        }
+        saving
     }
 
     /// Every listed shard done or read as far as the run's start in this run.
@@ -408,6 +454,7 @@ impl Rollup {
                     .max(now_ms.saturating_sub(secs.saturating_mul(1000)));
             }
         }
+        (report.held, report.held_age_ms) = self.held_now(now_ms);
         report.write_calls = cost.write_calls();
         report.write_units = cost.billed_write_units();
     }
@@ -425,6 +472,16 @@ impl Rollup {
         *count = count.saturating_add(read);
         *count
     }
+}
+
+/// Whether the checkpoint of `read`'s shard (saved as `old`) is saved after it: the shard is
+/// done or first seen, or it moved and the checkpoint is an hour or `unsaved` records old.
+fn save_due(read: &ShardRead, old: &Checkpoint, now: u64, unsaved: usize) -> bool {
+    let done = read.end == End::Finished;
+    let first_seen = old.saved_secs == 0;
+    let due = read.journal_records > 0
+        && (old.saved_secs + CHECKPOINT_EVERY_SECS <= now || unsaved >= CHECKPOINT_EVERY_RECORDS);
+    done || first_seen || due
 }
 
 /// The complete-pass record to save (epoch ms of the run's start), hourly: a `complete` run

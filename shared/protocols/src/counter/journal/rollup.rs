@@ -7,6 +7,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 
 use super::dead::RollupDeadLetter;
+use super::hold::HeldKeys;
 use super::prune::{prune_cache, PruneCache, ShardStates};
 use super::read::KeptIterators;
 use crate::config::ConfigError;
@@ -21,6 +22,8 @@ const DEFAULT_ROLLUP_CONCURRENCY: usize = 16;
 const DEFAULT_READ_CONCURRENCY: usize = 16;
 /// Journaled keys one pass holds in memory before it applies them (about 200 bytes each).
 const DEFAULT_MAX_EVENTS_PER_PASS: usize = 500_000;
+/// Pending keys from which an item is applied whatever the hold.
+const DEFAULT_HOLD_KEYS: usize = 2;
 /// The longest budget of one run (a Lambda invocation lasts at most 15 minutes).
 pub(super) const MAX_RUN: Duration = Duration::from_secs(14 * 60);
 /// Most dead letters and gaps listed in one report (all are counted, and dead letters kept).
@@ -43,6 +46,14 @@ pub struct RollupConfig {
     pub read_concurrency: usize,
     /// Journaled keys one pass holds before applying them.
     pub max_events_per_pass: usize,
+    /// How long a cold item's keys may wait in this process's memory before they are applied
+    /// (0, the default: never). An item with fewer than [`hold_keys`](Self::hold_keys) pending
+    /// keys whose oldest key is younger than this is not updated in this pass: its keys go with
+    /// its next ones, one update for several (see `hold` in the module documentation). Its
+    /// counters lag by up to this much more.
+    pub hold: Duration,
+    /// Pending keys from which an item is applied whatever the hold (at least 1; default 2).
+    pub hold_keys: usize,
 }
 
 impl RollupConfig {
@@ -59,6 +70,8 @@ impl RollupConfig {
             records_per_call: RECORDS_PER_CALL,
             read_concurrency: DEFAULT_READ_CONCURRENCY,
             max_events_per_pass: DEFAULT_MAX_EVENTS_PER_PASS,
+            hold: Duration::ZERO,
+            hold_keys: DEFAULT_HOLD_KEYS,
         })
     }
 }
@@ -118,8 +131,15 @@ pub struct RollupReport {
     pub failed_items: usize,
     /// Shards whose read failed (read again next run).
     pub failed_shards: usize,
-    /// Every shard was read as far as the run's start (or its end), and every key applied.
+    /// Every shard was read as far as the run's start (or its end), and every key read was
+    /// applied or, with a hold, is held in memory (`held` of them: not yet in the counters).
     pub caught_up: bool,
+    /// Keys held in this process's memory at the end of the run (read, not applied: see
+    /// [`RollupConfig::hold`]).
+    pub held: usize,
+    /// The age (milliseconds, from the key's first put) of the oldest key held at the end of
+    /// the run: how far the hold makes the counters lag; 0 when none is held.
+    pub held_age_ms: u64,
     /// How far behind the roll-up is, like Lambda's `IteratorAge`: over the shards *not*
     /// caught up (stopped for time, failed, or held by a failed item), the greatest age
     /// (milliseconds, this process's clock against DynamoDB's approximate creation time) of
@@ -145,6 +165,8 @@ pub struct Rollup {
     pub(super) positions: Arc<Mutex<HashMap<String, String>>>,
     /// Records of each shard this process read since its checkpoint was last saved.
     pub(super) unsaved: Arc<Mutex<HashMap<String, usize>>>,
+    /// Keys of cold items held in memory (see [`RollupConfig::hold`]).
+    pub(super) held: Arc<Mutex<HeldKeys>>,
 }
 
 impl std::fmt::Debug for Rollup {
@@ -172,6 +194,7 @@ impl Rollup {
             states: Arc::new(Mutex::new(HashMap::new())),
             positions: Arc::new(Mutex::new(HashMap::new())),
             unsaved: Arc::new(Mutex::new(HashMap::new())),
+            held: Arc::new(Mutex::new(HeldKeys::new())),
         }
     }
 
