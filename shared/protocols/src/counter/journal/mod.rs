@@ -37,6 +37,13 @@
 //!    numbers are compared within their shard only, so the order in which shards (parents,
 //!    children) are read does not matter: sums commute.
 //!
+//!    **Hold** (opt-in, `RollupConfig::hold`): a cold item's keys may wait in the process's
+//!    memory for its next keys, to be applied with them by one update. A held key is never
+//!    behind a saved checkpoint: every held key of a shard is applied in the pass that saves
+//!    that shard's checkpoint; a failed update blocks its shards and keeps its keys held; a
+//!    held key at or behind a saved checkpoint (applied by whoever saved it) or of a shard no
+//!    longer listed is dropped.
+//!
 //! 3. **Repair** ([`Repair`], `ops counter repair`): records the stream lost before the
 //!    roll-up read them (an outage past the stream's 24 hours) are recounted exactly from the
 //!    journal, by whole UTC days of the keys' first put. For that the roll-up's update also
@@ -66,7 +73,9 @@
 //!   per shard when first seen, when done and hourly while it moves (or per 50,000 records),
 //!   none while idle, plus one pass record an hour: about 1.5 × S + 1 puts an hour for S
 //!   shards rolling over every 4 hours, shared by every key of the table; one `Query` of the
-//!   checkpoints per run.
+//!   checkpoints per run. With a hold `H` and `K = hold_keys`, keys per update
+//!   `n ≈ max(r × R, min(K, 1 + r × H))`: 1.5 units per event at one key a minute with
+//!   `H = 120 s`, or six keys an hour with `H = 600 s`; the counters then lag up to `H` more.
 //!   Stream reads cost a `GetRecords` request unit when polled (up to 10 empty calls per idle
 //!   open shard and run).
 //! * Storage: one ~120-byte journal item (plus DynamoDB's 100 bytes of overhead) per key for
@@ -101,6 +110,11 @@
 //!   window, and [`Repair`] recounts the gap's days exactly (days ended an hour ago and begun
 //!   at most [`REPAIR_DAYS`] days ago). A key put more than an hour after its first put's
 //!   day ended by the true clock (a writer's clock that far behind) may be missed by it.
+//! * A roll-up process that stops with keys held loses them with its in-memory positions: the
+//!   next one reads from the saved checkpoint, before them; a frozen process that wakes after
+//!   another one moved the checkpoint drops its held keys behind it, and the watermarks turn
+//!   away the rest. With a hold, `caught_up` means every key read was applied or held
+//!   (`held` counts those not yet in the counters).
 //! * Checkpoints must never be deleted or rolled back: a shard read again from its start
 //!   after its watermarks were removed (20 minutes after it was done) counts its keys again.
 //! * Reads: [`super::Counter::get`] returns the counter item, which lags the journal by the
@@ -116,6 +130,7 @@
 //! * `read`: reading one shard for one pass.
 //! * `apply`: one item's update across shards.
 //! * `migrate`: the inline age guard for items migrated from the inline mode.
+//! * `hold`: cold items' keys held in memory (opt-in).
 //! * `prune`: which watermarks an item no longer needs.
 //! * `dead`: isolating refused records; dead letters.
 //! * `pass`: one run (passes, the report).
