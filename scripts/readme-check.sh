@@ -6,9 +6,10 @@
 #   scripts/readme-check.sh           the dependency lines resolve offline against this
 #                                     checkout's Cargo.lock, with one HTTP/TLS stack (no
 #                                     hyper 0.14, no rustls 0.21, no h2 0.3)
-#   scripts/readme-check.sh --run     also build the crate (sharing the workspace's target
-#                                     directory: seconds) and run it against
-#                                     AWS_ENDPOINT_URL_DYNAMODB; `make test` runs this
+#   scripts/readme-check.sh --build   also build the crate (sharing the workspace's target
+#                                     directory and dev profile)
+#   scripts/readme-check.sh --run     build it and run it against AWS_ENDPOINT_URL_DYNAMODB
+#                                     (`make test`: --build beside the tests, then --run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -51,13 +52,13 @@ for legacy in "hyper v0.14" "rustls v0.21" "h2 v0.3"; do
 done
 echo "readme-check: the README's dependencies resolve ($(sort -u <<<"$tree" | wc -l) crates, one HTTP/TLS stack)"
 
-if [ "${1:-}" = "--run" ]; then
-  : "${AWS_ENDPOINT_URL_DYNAMODB:?readme-check --run: set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local)}"
-  export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" \
-    AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
+if [ "${1:-}" = "--build" ] || [ "${1:-}" = "--run" ]; then
   # The workspace's target directory and its dev profile (Cargo.toml's [profile.dev] sections,
-  # which a crate outside the workspace does not inherit): the SDK and every other dependency
-  # are the workspace's own builds, so only the library and the new crate compile (seconds).
+  # which a crate outside the workspace does not inherit). Dependencies the workspace builds
+  # with the same features are reused; those it builds with more (serde's `rc`, hyper's
+  # `server`, tracing's `log`, ... that other workspace members ask for) are built again for
+  # this crate, and the crates above them: about 40-60 s on 2 cores from a clean target
+  # directory, so `make test` starts it beside its tests (`--build`) and runs it after.
   profile=(--config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
   for package in $(sed -n 's/^\[profile\.dev\.package\.\([a-z0-9_-]*\)\]$/\1/p' Cargo.toml); do
     profile+=(--config "profile.dev.package.$package.opt-level=2")
@@ -65,6 +66,12 @@ if [ "${1:-}" = "--run" ]; then
   start=$(date +%s)
   CARGO_TARGET_DIR="$root/target" cargo build --offline --quiet "${profile[@]}" --manifest-path "$crate/Cargo.toml"
   echo "readme-check: the README's crate built in $(($(date +%s) - start)) s"
+fi
+
+if [ "${1:-}" = "--run" ]; then
+  : "${AWS_ENDPOINT_URL_DYNAMODB:?readme-check --run: set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local)}"
+  export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" \
+    AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
   out=$("$root/target/debug/readme-crate")
   echo "$out" | sed 's/^/  /'
   # A second run finds the tables it wrote: its first writes are Duplicates too.

@@ -97,14 +97,29 @@ if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --all-features --no-tests=pass --test-threads "${TEST_THREADS:-4}" \
     --failure-output final --no-fail-fast -E 'not test(/^(txn_check|counter_journal_check)::/)' \
     2>&1 | tee target/test-output.log
-  # The README's "Use the library" in a new crate outside the workspace (seconds: it shares
-  # the target directory), run against this DynamoDB Local.
-  echo "== the README's quickstart in a new crate"
-  bash scripts/readme-check.sh --run
   # The journal checker's schedules mostly wait on calls: it runs beside the transaction checker.
   [ "$own_ddb" -eq 1 ] && start_ddb
+  : >target/checkers-output.log
   cargo nextest run --workspace --all-features --no-tests=pass \
-    --failure-output final -E 'test(/^(txn_check|counter_journal_check)::/)' 2>&1 | tee -a target/test-output.log
+    --failure-output final -E 'test(/^(txn_check|counter_journal_check)::/)' \
+    >target/checkers-output.log 2>&1 &
+  checkers_pid=$!
+  # The README's "Use the library" in a new crate outside the workspace. Its build (dependencies
+  # the workspace builds with more features are built again, with a user's crate's features)
+  # goes beside the checkers, which mostly wait on DynamoDB Local, once their own build step
+  # has let go of the target directory's lock.
+  until grep -q "Starting" target/checkers-output.log || ! kill -0 "$checkers_pid" 2>/dev/null; do
+    sleep 0.5
+  done
+  echo "== the README's quickstart in a new crate"
+  readme_ok=0
+  nice -n 10 bash scripts/readme-check.sh --build || readme_ok=$?
+  checkers_ok=0
+  wait "$checkers_pid" || checkers_ok=$?
+  [ "$readme_ok" -eq 0 ] || { echo "readme-check: the README's crate did not build"; exit 1; }
+  bash scripts/readme-check.sh --run
+  cat target/checkers-output.log | tee -a target/test-output.log
+  [ "$checkers_ok" -eq 0 ] || { echo "the checkers failed"; exit 1; }
   cargo test --workspace --all-features --doc 2>&1 | tee -a target/test-output.log
 else
   cargo test --workspace --all-features 2>&1 | tee target/test-output.log
