@@ -38,8 +38,9 @@ deny:
 	command -v cargo-deny >/dev/null 2>&1 || cargo install --locked cargo-deny --version 0.20.2
 	cargo deny check licenses bans sources
 
-# The README's dependencies and quickstart in a new crate outside the workspace, run against
-# AWS_ENDPOINT_URL_DYNAMODB (`make test` runs it on its DynamoDB Local).
+# The README's dependencies and quickstart in a new crate outside the workspace, built and run
+# against AWS_ENDPOINT_URL_DYNAMODB (`make test` checks the crate and runs the same code as the
+# workspace's example).
 readme-check:
 	bash scripts/readme-check.sh --run
 

@@ -6,10 +6,21 @@
 #   scripts/readme-check.sh           the dependency lines resolve offline against this
 #                                     checkout's Cargo.lock, with one HTTP/TLS stack (no
 #                                     hyper 0.14, no rustls 0.21, no h2 0.3)
-#   scripts/readme-check.sh --build   also build the crate (sharing the workspace's target
-#                                     directory and dev profile)
-#   scripts/readme-check.sh --run     build it and run it against AWS_ENDPOINT_URL_DYNAMODB
-#                                     (`make test`: --build beside the tests, then --run)
+#   scripts/readme-check.sh --check   also `cargo check` the crate: the README's dependencies
+#                                     and features are enough for its code (`make test`)
+#   scripts/readme-check.sh --run     build the crate and run it against
+#                                     AWS_ENDPOINT_URL_DYNAMODB (`make readme-check`)
+#   scripts/readme-check.sh --example run the same code as the workspace's example
+#                                     (shared/protocols/examples/quickstart.rs, the README's
+#                                     block character for character: check-docs.py) against
+#                                     AWS_ENDPOINT_URL_DYNAMODB (`make test`, seconds)
+#
+# The crate shares the workspace's target directory and dev profile (Cargo.toml's
+# [profile.dev] sections, which a crate outside the workspace does not inherit). Dependencies
+# the workspace builds with more features (serde's `rc`, hyper's `server`, tracing's `log`, ...
+# that other members ask for) are built again for it with a user's features, and the crates
+# above them: a check takes about 20 s on 2 cores, a build about a minute, so `make test`
+# checks the new crate and runs the example.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -52,27 +63,30 @@ for legacy in "hyper v0.14" "rustls v0.21" "h2 v0.3"; do
 done
 echo "readme-check: the README's dependencies resolve ($(sort -u <<<"$tree" | wc -l) crates, one HTTP/TLS stack)"
 
-if [ "${1:-}" = "--build" ] || [ "${1:-}" = "--run" ]; then
-  # The workspace's target directory and its dev profile (Cargo.toml's [profile.dev] sections,
-  # which a crate outside the workspace does not inherit). Dependencies the workspace builds
-  # with the same features are reused; those it builds with more (serde's `rc`, hyper's
-  # `server`, tracing's `log`, ... that other workspace members ask for) are built again for
-  # this crate, and the crates above them: about 40-60 s on 2 cores from a clean target
-  # directory, so `make test` starts it beside its tests (`--build`) and runs it after.
-  profile=(--config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
-  for package in $(sed -n 's/^\[profile\.dev\.package\.\([a-z0-9_-]*\)\]$/\1/p' Cargo.toml); do
-    profile+=(--config "profile.dev.package.$package.opt-level=2")
-  done
+mode=${1:-}
+profile=(--config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
+for package in $(sed -n 's/^\[profile\.dev\.package\.\([a-z0-9_-]*\)\]$/\1/p' Cargo.toml); do
+  profile+=(--config "profile.dev.package.$package.opt-level=2")
+done
+if [ "$mode" = "--check" ] || [ "$mode" = "--run" ]; then
+  command=check
+  [ "$mode" = "--run" ] && command=build
   start=$(date +%s)
-  CARGO_TARGET_DIR="$root/target" cargo build --offline --quiet "${profile[@]}" --manifest-path "$crate/Cargo.toml"
-  echo "readme-check: the README's crate built in $(($(date +%s) - start)) s"
+  CARGO_TARGET_DIR="$root/target" cargo "$command" --offline --quiet "${profile[@]}" \
+    --manifest-path "$crate/Cargo.toml"
+  echo "readme-check: the README's crate passed cargo $command in $(($(date +%s) - start)) s"
 fi
 
-if [ "${1:-}" = "--run" ]; then
-  : "${AWS_ENDPOINT_URL_DYNAMODB:?readme-check --run: set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local)}"
+if [ "$mode" = "--run" ] || [ "$mode" = "--example" ]; then
+  : "${AWS_ENDPOINT_URL_DYNAMODB:?readme-check: set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local)}"
   export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" \
     AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
-  out=$("$root/target/debug/readme-crate")
+  program="$root/target/debug/readme-crate"
+  if [ "$mode" = "--example" ]; then
+    cargo build --quiet --workspace --all-features --example quickstart
+    program="$root/target/debug/examples/quickstart"
+  fi
+  out=$("$program")
   echo "$out" | sed 's/^/  /'
   # A second run finds the tables it wrote: its first writes are Duplicates too.
   for line in "ratchet: Stale" "stored: Some(Rating { stars: 5 })" "counter: Duplicate"; do
