@@ -52,7 +52,7 @@ stacks:
 bench:
 	bash scripts/bench.sh
 
-# The randomized transaction checker at length (10,000 schedules; `make test` runs 300).
+# The randomized transaction checker at length (10,000 schedules; `make test` runs 200).
 # TX_CHECK_SEED=<seed> TX_CHECK_SCHEDULES=1 make tx-check replays one schedule.
 TX_CHECK_SCHEDULES ?= 10000
 tx-check:
