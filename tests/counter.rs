@@ -13,7 +13,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome, KEY_BYTES};
+use dynamodb_exactly_once::counter::{
+    Counter, CounterConfig, CounterConfigBuilder, CounterOutcome, KEY_BYTES,
+};
 use dynamodb_exactly_once::ddb::item::{item_size, ItemKey};
 use dynamodb_exactly_once::ddb::Clock;
 use dynamodb_exactly_once::versioning::{RmwOutcome, VersionOutcome};
@@ -48,12 +50,12 @@ fn item_key(pk: &str, sk: &str) -> ItemKey {
 pub(crate) fn writer_on(
     client: Client,
     tables: &BTreeMap<String, String>,
-    tweak: impl FnOnce(&mut CounterConfig),
+    tweak: impl FnOnce(CounterConfigBuilder) -> CounterConfigBuilder,
     clock: Option<Arc<AtomicU64>>,
 ) -> Writer<Counter> {
-    let mut config = CounterConfig::new(&tables["CounterTable"]);
-    tweak(&mut config);
-    config.validate().expect("valid test configuration");
+    let config = tweak(CounterConfig::builder(&tables["CounterTable"]))
+        .build()
+        .expect("valid test configuration");
     let mut protocol = Counter::try_new(client.clone(), config).expect("valid configuration");
     if let Some(clock) = clock {
         protocol = protocol.with_clock(Clock::from_fn(move || clock.load(Ordering::SeqCst) * 1000));
@@ -71,7 +73,7 @@ pub(crate) fn writer_on(
 
 async fn counter_writer(client: Client) -> (Writer<Counter>, BTreeMap<String, String>) {
     let tables = dynamo_testing::template_tables(&client, &TABLES).await;
-    (writer_on(client, &tables, |_| {}, None), tables)
+    (writer_on(client, &tables, |c| c, None), tables)
 }
 
 /// The counters of every item (protocol attributes left out), keyed by `PK|SK`.
@@ -196,7 +198,7 @@ async fn same_batch_delivered_twice_counts_once() {
         "a warm process answers a redelivered batch from its cache"
     );
     // Another process (its cache cold) pays one failed conditional write per item, no read
-    let cold = writer_on(client.clone(), &tables, |_| {}, None);
+    let cold = writer_on(client.clone(), &tables, |c| c, None);
     let third = cold.handle_batch(&batch, Deadline::none()).await;
     assert_eq!(third.summary.count("duplicate"), 60);
     assert_eq!(
@@ -302,7 +304,7 @@ async fn lost_responses_with_sdk_retries_never_double_count() {
     let w = writer_on(
         client_with(Some(injector.clone()), 4),
         &tables,
-        |c| c.concurrency = 4,
+        |c| c.concurrency(4),
         None,
     );
     let bodies = traffic(400, 8, 10, "lost-sdk");
@@ -330,12 +332,7 @@ async fn lost_responses_without_sdk_retries_are_redelivered_and_never_double_cou
     let injector = lose_responses(50);
     let setup = client();
     let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
-    let w = writer_on(
-        client_with(Some(injector.clone()), 1),
-        &tables,
-        |_| {},
-        None,
-    );
+    let w = writer_on(client_with(Some(injector.clone()), 1), &tables, |c| c, None);
     let bodies = traffic(300, 6, 10, "lost-redelivery");
 
     let first = w
@@ -368,7 +365,7 @@ async fn a_lost_response_retried_by_the_sdk_is_recognised_as_its_own_write() {
     let w = writer_on(
         client_with(Some(lose_first.clone()), 3),
         &tables,
-        |_| {},
+        |c| c,
         None,
     );
     let r = w
@@ -446,7 +443,7 @@ async fn a_duplicate_inside_the_window_is_rejected_and_past_the_window_is_forgot
     let w = writer_on(
         client.clone(),
         &tables,
-        |c| c.window = Duration::from_secs(100),
+        |c| c.window(Duration::from_secs(100)),
         Some(clock.clone()),
     );
     let one = sqs_batch(&[record("a", "d", "k-window", json!({"n": 1}))], 0);
@@ -501,7 +498,7 @@ async fn item_size_stays_bounded_across_many_windows() {
     let w = writer_on(
         client.clone(),
         &tables,
-        |c| c.window = Duration::from_secs(10),
+        |c| c.window(Duration::from_secs(10)),
         Some(clock.clone()),
     );
     let key = item_key("hot", "d");
@@ -545,7 +542,7 @@ async fn a_writer_whose_clock_is_behind_sees_the_newer_keys_and_writes_its_own_b
     let tables = dynamo_testing::template_tables(&client, &TABLES).await;
     let ahead = Arc::new(AtomicU64::new(2_000_500));
     let behind = Arc::new(AtomicU64::new(2_000_000));
-    let window = |c: &mut CounterConfig| c.window = Duration::from_secs(100);
+    let window = |c: CounterConfigBuilder| c.window(Duration::from_secs(100));
     let w_ahead = writer_on(client.clone(), &tables, window, Some(ahead));
     let w_behind = writer_on(client.clone(), &tables, window, Some(behind));
 
@@ -657,11 +654,13 @@ async fn an_item_about_to_overflow_keeps_its_deltas_as_dead_letters() {
 #[test]
 fn the_capacity_check_rejects_an_impossible_configuration() {
     // A day-long window at 10 new keys per second per item needs megabytes of keys.
-    let mut config = CounterConfig::new("CounterTable");
-    config.window = Duration::from_secs(86_400);
-    config.max_keys_per_second = 10.0;
+    let day = CounterConfig::builder("CounterTable").window(Duration::from_secs(86_400));
 
-    let err = config.validate().expect_err("cannot fit in 400 KB");
+    let err = day
+        .clone()
+        .max_keys_per_second(10.0)
+        .build()
+        .expect_err("cannot fit in 400 KB");
 
     assert_eq!(err.setting, "window_seconds");
     assert!(
@@ -672,14 +671,16 @@ fn the_capacity_check_rejects_an_impossible_configuration() {
     assert!(err.message.contains("> budget"), "{}", err.message);
 
     // The same window fits at the rate it names.
-    let fits = config.capacity();
-    assert!(fits.worst_case_item_bytes > config.item_budget_bytes as f64);
-    config.max_keys_per_second = 0.08;
-    assert!(config.validate().is_ok());
+    let config = day.max_keys_per_second(0.08).build().expect("fits");
+    assert!(config.capacity().worst_case_item_bytes <= config.item_budget_bytes() as f64);
     // And a budget above DynamoDB's limit is refused too.
-    config.item_budget_bytes = 500 * 1024;
     assert_eq!(
-        config.validate().expect_err("over 400 KB").setting,
+        config
+            .to_builder()
+            .item_budget_bytes(500 * 1024)
+            .build()
+            .expect_err("over 400 KB")
+            .setting,
         "item_budget_bytes"
     );
 }

@@ -1,4 +1,4 @@
-//! The randomized checker of the inline counter (`CounterConfig::new`): seeded schedules of waves
+//! The randomized checker of the inline counter (`CounterConfig::builder`): seeded schedules of waves
 //! of concurrent invocations over a few counter items, each invocation a random batch of
 //! idempotency keys (duplicates within and across batches, keys delivered again in later waves),
 //! from SQS or Kinesis, through a writer of its own: a client that refuses attempts or loses their
@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use dynamo_testing::client;
 use dynamo_testing::events::batch;
-use dynamodb_exactly_once::counter::{Counter, CounterConfig};
+use dynamodb_exactly_once::counter::{Counter, CounterConfigBuilder};
 use dynamodb_exactly_once_lambda::Writer;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -73,11 +73,12 @@ impl Process {
         let (concurrency, cache) = (rng.random_range(1..=4), rng.random_bool(0.5));
         let buckets = rng.random_range(2..=4);
         let clock = Arc::new(AtomicU64::new(0));
-        let tweak = |c: &mut CounterConfig| {
-            c.concurrency = concurrency;
-            c.window_buckets = buckets;
-            if !cache {
-                c.cache_keys = 0;
+        let tweak = |c: CounterConfigBuilder| {
+            let c = c.concurrency(concurrency).window_buckets(buckets);
+            if cache {
+                c
+            } else {
+                c.cache_keys(0)
             }
         };
         let writer = writer_on(client, tables, tweak, Some(clock.clone()));

@@ -68,11 +68,14 @@ pub(crate) async fn tables(client: &Client) -> (String, String) {
 }
 
 pub(crate) fn counter(client: Client, counters: &str, journal: &str) -> Counter {
-    Counter::try_new(client, CounterConfig::journal(counters, journal)).expect("config")
+    let config = CounterConfig::builder(counters).journal(journal).build();
+    Counter::try_new(client, config.expect("config")).expect("counter")
 }
 
 pub(crate) fn rollup(client: Client, counters: &str, journal: &str) -> Rollup {
-    let config = RollupConfig::of(CounterConfig::journal(counters, journal)).expect("config");
+    let counter = CounterConfig::builder(counters).journal(journal).build();
+    let config = RollupConfig::builder(counter.expect("counter config")).build();
+    let config = config.expect("config");
     Rollup::new(client, streams_client(), config)
 }
 
@@ -179,9 +182,12 @@ async fn a_key_counts_once_however_often_it_is_journaled_or_rolled_up() {
 }
 
 fn counter_cold(client: Client, counters: &str, journal: &str) -> Counter {
-    let mut config = CounterConfig::journal(counters, journal);
-    config.cache_keys = 0;
-    Counter::try_new(client, config).expect("config")
+    let config = CounterConfig::builder(counters)
+        .journal(journal)
+        .cache_keys(0)
+        .build()
+        .expect("config");
+    Counter::try_new(client, config).expect("counter")
 }
 
 pub(crate) async fn forget_checkpoints(client: &Client, journal: &str) {
@@ -311,9 +317,14 @@ async fn keys_of_an_inline_item_stay_duplicates_and_its_buckets_go_once_expired(
             now.load(std::sync::atomic::Ordering::SeqCst)
         })
     };
-    let inline = Counter::try_new(c.clone(), CounterConfig::new(&counters))
-        .expect("config")
-        .with_clock(clock.clone());
+    let inline = Counter::try_new(
+        c.clone(),
+        CounterConfig::builder(&counters)
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("config")
+    .with_clock(clock.clone());
     let old = [record(&inline, "a", 1, "k1"), record(&inline, "a", 2, "k2")];
     assert_eq!(apply(&inline, &old).await, ["applied", "applied"]);
 
@@ -411,9 +422,12 @@ async fn a_writer_clock_behind_or_other_settings_neither_shortens_the_window_nor
     let behind = dynamodb_exactly_once::ddb::Clock::from_fn(move || (real_now - 1800) * 1000);
     let slow = counter(c.clone(), &counters, &journal).with_clock(behind);
     apply(&slow, &[record(&slow, "a", 3, "k1")]).await;
-    let mut short = CounterConfig::journal(&counters, &journal);
-    short.window = Duration::from_secs(86_400);
-    short.cache_keys = 0;
+    let short = CounterConfig::builder(&counters)
+        .journal(&journal)
+        .window(Duration::from_secs(86_400))
+        .cache_keys(0)
+        .build()
+        .expect("config");
     let other = Counter::try_new(c.clone(), short).expect("config");
     apply(
         &other,
@@ -430,7 +444,7 @@ async fn a_writer_clock_behind_or_other_settings_neither_shortens_the_window_nor
         .expect("scan")
         .items
         .unwrap_or_default();
-    let window = CounterConfig::journal("x", "y").window.as_secs();
+    let window = dynamodb_exactly_once::counter::DEFAULT_JOURNAL_WINDOW.as_secs();
     for item in items.iter().filter(|i| i.contains_key("k")) {
         let Some(AttributeValue::N(ttl)) = item.get("ttl") else {
             panic!("no ttl: {item:?}")

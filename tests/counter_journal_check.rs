@@ -153,9 +153,8 @@ async fn schedule(seed: u64) -> Result<(), String> {
     trace(&format!("schedule {seed}: {}", seen.shape));
     h.poison("i0", "bad").await;
     let warm = {
-        let mut config = h.config();
-        config.cache_keys = 100;
-        Counter::try_new(h.c.clone(), config)
+        let config = h.config().to_builder().cache_keys(100).build();
+        Counter::try_new(h.c.clone(), config.map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?
             .with_clock(h.clock.clone())
     };

@@ -15,9 +15,11 @@ use crate::counter_journal_shapes::{adding, Harness};
 const MINUTE: u64 = 60_000;
 
 fn with_hold(h: &Harness, ddb: aws_sdk_dynamodb::Client, secs: u64, keys: usize) -> Rollup {
-    let mut config = RollupConfig::of(h.config()).expect("config");
-    config.hold = Duration::from_secs(secs);
-    config.hold_keys = keys;
+    let config = RollupConfig::builder(h.config())
+        .hold(Duration::from_secs(secs))
+        .hold_keys(keys)
+        .build()
+        .expect("config");
     Rollup::new(ddb, h.double.client(), config).with_clock(h.clock.clone())
 }
 

@@ -113,8 +113,9 @@ async fn run_repair(h: &Harness, args: &[String]) -> RepairOutcome {
     };
     assert_eq!(&args[..3], ["ops", "counter", "repair"], "{args:?}");
     let days = RepairDays::parse(&arg("--from"), &arg("--to")).expect("days");
-    let config =
-        dynamodb_exactly_once::counter::journal::RollupConfig::of(h.config()).expect("config");
+    let config = dynamodb_exactly_once::counter::journal::RollupConfig::builder(h.config())
+        .build()
+        .expect("config");
     Repair::new(h.c.clone(), config)
         .with_clock(h.clock.clone())
         .run(days, &|_| {})

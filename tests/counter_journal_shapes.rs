@@ -69,9 +69,11 @@ impl Harness {
     }
 
     pub(crate) fn config(&self) -> CounterConfig {
-        let mut config = CounterConfig::journal(&self.counters, &self.journal);
-        config.cache_keys = 0;
-        config
+        CounterConfig::builder(&self.counters)
+            .journal(&self.journal)
+            .cache_keys(0)
+            .build()
+            .expect("config")
     }
 
     pub(crate) fn counter(&self) -> Counter {
@@ -85,7 +87,9 @@ impl Harness {
         ddb: Client,
         streams: aws_sdk_dynamodbstreams::Client,
     ) -> Rollup {
-        let config = RollupConfig::of(self.config()).expect("config");
+        let config = RollupConfig::builder(self.config())
+            .build()
+            .expect("config");
         Rollup::new(ddb, streams, config).with_clock(self.clock.clone())
     }
 
@@ -293,8 +297,10 @@ async fn caught_up_is_false_while_records_are_left() {
     let h = Harness::new(Shape::shards(1).latency(Duration::from_millis(20))).await;
     let counter = h.counter();
     h.journal(&counter, &ones(&counter, "a", 0, 300)).await;
-    let mut config = RollupConfig::of(h.config()).expect("config");
-    config.records_per_call = 10;
+    let config = RollupConfig::builder(h.config())
+        .records_per_call(10)
+        .build()
+        .expect("config");
     let slow = Rollup::new(h.c.clone(), h.double.client(), config).with_clock(h.clock.clone());
     let report = slow.run(Duration::from_millis(300)).await.expect("roll-up");
     assert!(!report.caught_up, "{report:?}");

@@ -116,7 +116,7 @@ proptest! {
             let tables = template_tables(&client, &["RatchetTable", "CounterTable", "DeadLetterTable"]).await;
             let ratchet = ratchet_writer_on(client.clone(), &tables);
             assert_kept(&ratchet, &batch).await;
-            let counter = Writer::builder("counter-writer", Counter::try_new(client.clone(), CounterConfig::new(&tables["CounterTable"])).expect("valid configuration")).dead_letters(DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer")).deadline_margin(Duration::from_secs(1)).build().expect("valid writer");
+            let counter = Writer::builder("counter-writer", Counter::try_new(client.clone(), CounterConfig::builder(&tables["CounterTable"]).build().expect("valid configuration")).expect("valid configuration")).dead_letters(DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer")).deadline_margin(Duration::from_secs(1)).build().expect("valid writer");
             assert_kept(&counter, &batch).await;
         });
     }
@@ -201,11 +201,13 @@ async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
     let tables = template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
     let w = Writer::builder(
         "counter-writer",
-        Counter::try_new(client.clone(), {
-            let mut c = CounterConfig::new(&tables["CounterTable"]);
-            c.window = Duration::from_secs(60);
-            c
-        })
+        Counter::try_new(
+            client.clone(),
+            CounterConfig::builder(&tables["CounterTable"])
+                .window(Duration::from_secs(60))
+                .build()
+                .expect("valid configuration"),
+        )
         .expect("valid configuration"),
     )
     .dead_letters(DeadLetters::new(

@@ -286,8 +286,10 @@ async fn a_cut_off_counter_batch_keeps_the_items_that_finished() {
         |pk: &str| json!({"key": {"PK": pk, "SK": "d"}, "add": {"n": 1}, "idempotencyKey": pk});
     idempotent_cut_off_keeps_finished_items(
         |client| {
-            let mut config = CounterConfig::new(&tables["CounterTable"]);
-            config.concurrency = 1;
+            let config = CounterConfig::builder(&tables["CounterTable"])
+                .concurrency(1)
+                .build()
+                .expect("valid configuration");
             Writer::builder(
                 "counter-writer",
                 Counter::try_new(client, config).expect("valid configuration"),

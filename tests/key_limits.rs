@@ -190,7 +190,13 @@ async fn every_writer_refuses_keys_its_table_would_refuse_before_writing() {
         let ratchet = Ratchet::try_new(c.clone(), RatchetConfig::new(&table)).expect("config");
         let put = json!({"op": "put", "key": key, "ts": 1, "item": {"v": 1}});
         assert_eq!(codes(&ratchet, &[put]).await, [want], "ratchet {key}");
-        let counter = Counter::try_new(c.clone(), CounterConfig::new(&table)).expect("config");
+        let counter = Counter::try_new(
+            c.clone(),
+            CounterConfig::builder(&table)
+                .build()
+                .expect("valid configuration"),
+        )
+        .expect("config");
         let add = json!({"key": key, "add": {"n": 1}, "idempotencyKey": "k"});
         assert_eq!(codes(&counter, &[add]).await, [want], "counter {key}");
         let docs = Document::try_new(c.clone(), DocumentConfig::new(&table)).expect("config");

@@ -64,7 +64,10 @@ async fn aggregated_counter_records_count_once_like_unaggregated_ones() {
     let setup = client();
     let names = ["CounterTable", "DeadLetterTable"];
     let counter = |tables: &BTreeMap<String, String>| {
-        let config = dynamodb_exactly_once::counter::CounterConfig::new(&tables["CounterTable"]);
+        let config =
+            dynamodb_exactly_once::counter::CounterConfig::builder(&tables["CounterTable"])
+                .build()
+                .expect("valid configuration");
         Writer::builder(
             "counter-writer",
             dynamodb_exactly_once::counter::Counter::try_new(setup.clone(), config)

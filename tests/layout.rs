@@ -157,8 +157,10 @@ fn counter_writer(
     prefix: &str,
     name: &str,
 ) -> Writer<Counter> {
-    let mut config = CounterConfig::new(&tables["CounterTable"]);
-    config.attribute_prefix = prefix.into();
+    let config = CounterConfig::builder(&tables["CounterTable"])
+        .attribute_prefix(prefix)
+        .build()
+        .expect("valid configuration");
     Writer::builder(
         name,
         Counter::try_new(client.clone(), config).expect("valid configuration"),

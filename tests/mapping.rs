@@ -49,8 +49,13 @@ async fn the_counter_counts_an_existing_event_shape_once_per_source_message() {
     let client = client();
     let tables =
         dynamo_testing::template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
-    let counter = Counter::try_new(client.clone(), CounterConfig::new(&tables["CounterTable"]))
-        .expect("config");
+    let counter = Counter::try_new(
+        client.clone(),
+        CounterConfig::builder(&tables["CounterTable"])
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("config");
     let writer = mapped(
         &client,
         &tables,

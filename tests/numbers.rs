@@ -84,7 +84,13 @@ async fn the_ratchet_stores_a_20_digit_key_and_a_38_digit_amount_exactly() {
 async fn the_counter_adds_38_digit_deltas_exactly_on_a_20_digit_key() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumCounter", "PK").await;
-    let counter = Counter::try_new(c.clone(), CounterConfig::new(&table)).expect("config");
+    let counter = Counter::try_new(
+        c.clone(),
+        CounterConfig::builder(&table)
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("config");
     let record = |id: &str, delta: &str| {
         format!(r#"{{"key":{{"PK":{KEY}}},"add":{{"n":{delta}}},"idempotencyKey":"{id}"}}"#)
     };
@@ -152,9 +158,12 @@ async fn the_coordinator_commits_a_38_digit_amount_on_a_20_digit_key_exactly() {
     let base = client();
     let env = txn_env::Env::new(&base).await.without_heartbeats();
     let table = crate::common::numeric_key_table(&base, "NumAccounts", "PK").await;
-    let mut config = env.config();
-    config.allowed_tables.insert(table.clone());
-    let c = Coordinator::try_new(client(), config).expect("config");
+    let config = env
+        .builder()
+        .allowed_tables([env.accounts(), table.as_str()])
+        .build()
+        .expect("config");
+    let c = Coordinator::try_new(client(), config).expect("coordinator");
     let body = format!(
         r##"{{"txId":"big","requests":[
             {{"Put":{{"TableName":"{table}","Item":{{"PK":{KEY},"amount":{AMOUNT}}}}}}},

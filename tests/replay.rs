@@ -371,8 +371,13 @@ async fn a_letter_with_a_missing_part_does_not_hide_the_others() {
 async fn a_reinjected_record_is_as_old_as_its_event_time() {
     let c = client();
     let tables = template_tables(&c, &["CounterTable", "DeadLetterTable"]).await;
-    let protocol = Counter::try_new(c.clone(), CounterConfig::new(&tables["CounterTable"]))
-        .expect("valid configuration");
+    let protocol = Counter::try_new(
+        c.clone(),
+        CounterConfig::builder(&tables["CounterTable"])
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("valid configuration");
     let letters = DeadLetters::new(c.clone(), &tables["DeadLetterTable"], "counter-writer");
     let w = Writer::builder("writer", protocol)
         .dead_letters(letters)

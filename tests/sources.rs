@@ -46,10 +46,12 @@ async fn tx_tables(client: &Client) -> BTreeMap<String, String> {
 }
 
 fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Coordinator> {
-    let mut config = TxConfig::new(&tables["TxTable"], [tables["AccountsTable"].as_str()]);
-    config.lock_patience = Duration::from_millis(300);
-    // Patience must be at least twice the heartbeat interval (TxConfig::validate).
-    config.heartbeat_every = Duration::from_millis(150);
+    // Patience must be at least twice the heartbeat interval (checked when built).
+    let config = TxConfig::builder(&tables["TxTable"], [tables["AccountsTable"].as_str()])
+        .lock_patience(Duration::from_millis(300))
+        .heartbeat_every(Duration::from_millis(150))
+        .build()
+        .expect("valid configuration");
     Writer::builder(
         "tx-coordinator",
         Coordinator::try_new(client.clone(), config).expect("valid configuration"),
@@ -613,7 +615,9 @@ async fn fifo_a_group_of_one_counter_item_is_one_update() {
     });
     let counter = Counter::try_new(
         client_with(Some(counting), 1),
-        CounterConfig::new(&tables["CounterTable"]),
+        CounterConfig::builder(&tables["CounterTable"])
+            .build()
+            .expect("valid configuration"),
     )
     .expect("config");
     let w = Writer::builder("counter-writer", counter)

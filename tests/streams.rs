@@ -54,14 +54,16 @@ pub(crate) fn replica_writer(client: Client, tables: &BTreeMap<String, String>) 
 }
 
 fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Counter> {
-    let mut config = CounterConfig::new(&tables["OrdersTotalsTable"]);
-    config.aggregation = Some(Aggregation {
-        group_by: "PK".into(),
-        key_attribute: "PK".into(),
-        sort_key: None,
-        count: Some("orders".into()),
-        sums: vec![("amount".into(), "Amount".into())],
-    });
+    let config = CounterConfig::builder(&tables["OrdersTotalsTable"])
+        .aggregation(Aggregation {
+            group_by: "PK".into(),
+            key_attribute: "PK".into(),
+            sort_key: None,
+            count: Some("orders".into()),
+            sums: vec![("amount".into(), "Amount".into())],
+        })
+        .build()
+        .expect("valid configuration");
     Writer::builder(
         "orders-totals",
         Counter::try_new(client.clone(), config).expect("valid configuration"),

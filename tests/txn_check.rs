@@ -263,18 +263,21 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         if let Some(release_after) = faults(&mut rng, &il, &name) {
             pauses.push((name.clone(), release_after));
         }
-        let mut config = env.config();
-        // Fast-path and lock-path coordinators side by side (one `txId` may take both).
-        config.fast_path = rng.random_bool(0.5);
-        // The lock path item by item or in chunks of 2 or 3 (a schedule's transactions lock
-        // up to 3 items).
-        config.lock_chunk = rng.random_range(1..=3);
-        // Items read one by one, or batched while the record is created (and a commit
-        // finalized without reads).
-        config.read_ahead = rng.random_bool(0.5);
-        config.lock_patience = Duration::from_millis(40);
-        config.heartbeat_every = Duration::from_millis(20);
-        config.concurrency = rng.random_range(1..=3);
+        let config = env
+            .builder()
+            // Fast-path and lock-path coordinators side by side (one `txId` may take both).
+            .fast_path(rng.random_bool(0.5))
+            // The lock path item by item or in chunks of 2 or 3 (a schedule's transactions
+            // lock up to 3 items).
+            .lock_chunk(rng.random_range(1..=3))
+            // Items read one by one, or batched while the record is created (and a commit
+            // finalized without reads).
+            .read_ahead(rng.random_bool(0.5))
+            .lock_patience(Duration::from_millis(40))
+            .heartbeat_every(Duration::from_millis(20))
+            .concurrency(rng.random_range(1..=3))
+            .build()
+            .expect("valid configuration");
         let attempts = rng.random_range(1..=2);
         let c =
             Coordinator::try_new(il.client(&name, attempts), config).expect("valid configuration");

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use txn_env::*;
 
 fn chunked(env: &Env, client: aws_sdk_dynamodb::Client, chunk: usize) -> Coordinator {
-    lock_path_coordinator(env, client, chunk, env.config().read_ahead)
+    lock_path_coordinator(env, client, chunk, env.config().read_ahead())
 }
 
 #[tokio::test]

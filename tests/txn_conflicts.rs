@@ -188,8 +188,11 @@ async fn a_lock_of_another_tx_table_is_never_undone() {
     let t = transfer(&table, "t-a", "bob", "alice", 30);
     assert!(a.run(&message(&a, &t), Deadline::none()).await.is_err());
     // when deployment B, with its own TX table, meets T's lock on alice,
-    let mut config = other.config();
-    config.allowed_tables = [table.clone()].into();
+    let config = other
+        .builder()
+        .allowed_tables([table.clone()])
+        .build()
+        .expect("valid configuration");
     let b = Coordinator::try_new(client(), config).expect("valid configuration");
     let u = transfer(&table, "u-b", "alice", "bob", 10);
     let met = b.run(&message(&b, &u), Deadline::none()).await;

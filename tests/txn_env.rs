@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::txn::sweep::{SweepConfig, SweepSummary, Sweeper};
 use dynamodb_exactly_once::txn::TxMessage;
-use dynamodb_exactly_once::txn::{Coordinator, TxConfig};
+use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxConfigBuilder};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Map, Value};
 
@@ -81,25 +81,32 @@ impl Env {
         &self.tables["TxTable"]
     }
 
-    pub fn config(&self) -> TxConfig {
-        let mut c = TxConfig::new(self.tx(), [self.accounts()]);
-        c.max_attempts = 50;
+    /// The settings of this suite's coordinators, to change before they are built.
+    pub fn builder(&self) -> TxConfigBuilder {
         // Heartbeats off unless a test sets them (tests count their calls; heartbeats are the
         // subject of tests/txn_long.rs): a short patience alone decides contention.
-        c.heartbeat_every = self.heartbeat_every.unwrap_or(Duration::ZERO);
-        c.lock_patience = Duration::from_millis(300).max(c.heartbeat_every * 2);
-        c.fast_path = self.fast_path;
-        // Item by item unless a test asks for chunks: the schedules of this suite name the
-        // lock path's calls one item at a time (`TX_TEST_LOCK_CHUNK` runs them chunked).
-        c.lock_chunk = std::env::var("TX_TEST_LOCK_CHUNK")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1);
-        // Reads one item at a time after the record, and finalize after a read, unless a test
-        // asks otherwise: the schedules name those calls (`TX_TEST_READ_AHEAD=1` runs them
-        // with the reads ahead).
-        c.read_ahead = std::env::var("TX_TEST_READ_AHEAD").is_ok_and(|v| v == "1");
-        c
+        let heartbeat_every = self.heartbeat_every.unwrap_or(Duration::ZERO);
+        TxConfig::builder(self.tx(), [self.accounts()])
+            .max_attempts(50)
+            .heartbeat_every(heartbeat_every)
+            .lock_patience(Duration::from_millis(300).max(heartbeat_every * 2))
+            .fast_path(self.fast_path)
+            // Item by item unless a test asks for chunks: the schedules of this suite name the
+            // lock path's calls one item at a time (`TX_TEST_LOCK_CHUNK` runs them chunked).
+            .lock_chunk(
+                std::env::var("TX_TEST_LOCK_CHUNK")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1),
+            )
+            // Reads one item at a time after the record, and finalize after a read, unless a
+            // test asks otherwise: the schedules name those calls (`TX_TEST_READ_AHEAD=1` runs
+            // them with the reads ahead).
+            .read_ahead(std::env::var("TX_TEST_READ_AHEAD").is_ok_and(|v| v == "1"))
+    }
+
+    pub fn config(&self) -> TxConfig {
+        self.builder().build().expect("valid configuration")
     }
 
     pub fn coordinator(&self, client: Client) -> Coordinator {
@@ -109,19 +116,19 @@ impl Env {
     /// A coordinator that makes one call at a time (reads in lock order, one item write at a
     /// time): its call indices are fixed, which interleaving tests rely on.
     pub fn sequential(&self, client: Client) -> Coordinator {
-        let mut c = self.config();
-        c.concurrency = 1;
-        Coordinator::try_new(client, c).expect("valid configuration")
+        let c = self.builder().concurrency(1).build();
+        Coordinator::try_new(client, c.expect("valid configuration")).expect("coordinator")
     }
 
     pub fn sweeper(&self, client: Client, stale_after_secs: u64, retain_secs: u64) -> Sweeper {
-        let mut c = SweepConfig::new(self.tx());
-        c.stale_after = Duration::from_secs(stale_after_secs);
-        c.retain = Duration::from_secs(retain_secs);
-        // Tests sweep at once and keep records briefly: no redelivery to wait for.
-        c.redelivery_gap = Duration::ZERO;
-        c.redelivery_horizon = Duration::ZERO;
-        Sweeper::try_new(client, c).expect("valid configuration")
+        let c = SweepConfig::builder(self.tx())
+            .stale_after(Duration::from_secs(stale_after_secs))
+            .retain(Duration::from_secs(retain_secs))
+            // Tests sweep at once and keep records briefly: no redelivery to wait for.
+            .redelivery_gap(Duration::ZERO)
+            .redelivery_horizon(Duration::ZERO)
+            .build();
+        Sweeper::try_new(client, c.expect("valid configuration")).expect("sweeper")
     }
 }
 
@@ -208,21 +215,26 @@ pub fn lock_path_coordinator(
     chunk: usize,
     read_ahead: bool,
 ) -> Coordinator {
-    let mut config = env.config();
-    config.fast_path = false;
-    config.lock_chunk = chunk;
-    config.read_ahead = read_ahead;
-    Coordinator::try_new(client, config).expect("valid configuration")
+    let config = env
+        .builder()
+        .fast_path(false)
+        .lock_chunk(chunk)
+        .read_ahead(read_ahead)
+        .build();
+    Coordinator::try_new(client, config.expect("valid configuration")).expect("coordinator")
 }
 
 /// Run `body` on the lock path by a coordinator that dies after 6 DynamoDB calls (describe,
 /// create, two reads, two lock writes): a two-item transaction left holding both items,
 /// pending.
 pub async fn abandon(env: &Env, body: &Value) {
-    let mut config = env.config();
-    config.fast_path = false;
-    config.lock_chunk = 1; // the 6 calls above: one lock write per item
-    config.read_ahead = false;
+    let config = env
+        .builder()
+        .fast_path(false)
+        .lock_chunk(1) // the 6 calls above: one lock write per item
+        .read_ahead(false)
+        .build()
+        .expect("valid configuration");
     let client = dynamo_testing::client_with(Some(dynamo_testing::FaultInjector::fail_from(6)), 1);
     let dying = Coordinator::try_new(client, config).expect("valid configuration");
     assert!(dying

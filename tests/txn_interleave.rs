@@ -246,9 +246,12 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
     let table = env.accounts().to_string();
     seed(&base, &table, "a", 100).await;
     seed(&base, &table, "b", 0).await;
-    let mut config = env.config();
-    config.retain = Duration::from_secs(60);
-    config.redelivery_horizon = Duration::from_secs(30);
+    let config = env
+        .builder()
+        .retain(Duration::from_secs(60))
+        .redelivery_horizon(Duration::from_secs(30))
+        .build()
+        .expect("valid configuration");
     let writer = coordinator_writer(
         &env,
         dynamodb_exactly_once::txn::Coordinator::try_new(client(), config)

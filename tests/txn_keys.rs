@@ -60,11 +60,13 @@ fn bump(table: &str, key: Value) -> Value {
 }
 
 fn coordinator_for(env: &Env, extra: &[&str], fast: bool, counting: &FaultInjector) -> Coordinator {
-    let mut config = env.config();
-    config.fast_path = fast;
-    config
-        .allowed_tables
-        .extend(extra.iter().map(|t| t.to_string()));
+    let allowed = [env.accounts()].into_iter().chain(extra.iter().copied());
+    let config = env
+        .builder()
+        .fast_path(fast)
+        .allowed_tables(allowed)
+        .build()
+        .expect("valid configuration");
     Coordinator::try_new(client_with(Some(counting.clone()), 3), config).expect("valid")
 }
 

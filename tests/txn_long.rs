@@ -42,11 +42,13 @@ fn add_one_to_each(table: &str, tx_id: &str, keys: &[String]) -> Value {
 
 /// A coordinator with the production patience and heartbeat (1 s, 250 ms).
 fn coordinator_with_heartbeats(env: &Env, client: Client) -> Coordinator {
-    let mut c = env.config();
-    c.lock_patience = dynamodb_exactly_once::txn::DEFAULT_LOCK_PATIENCE;
-    c.heartbeat_every = dynamodb_exactly_once::txn::DEFAULT_HEARTBEAT_EVERY;
-    c.concurrency = 1;
-    Coordinator::try_new(client, c).expect("valid configuration")
+    let c = env
+        .builder()
+        .lock_patience(dynamodb_exactly_once::txn::DEFAULT_LOCK_PATIENCE)
+        .heartbeat_every(dynamodb_exactly_once::txn::DEFAULT_HEARTBEAT_EVERY)
+        .concurrency(1)
+        .build();
+    Coordinator::try_new(client, c.expect("valid configuration")).expect("coordinator")
 }
 
 /// Finding 8: a transaction whose lock phase needs three deliveries (each invocation ends
@@ -308,7 +310,7 @@ async fn a_dead_holder_with_a_clock_ahead_is_rolled_back_after_the_patience() {
     // when a contender needs the items, within a deadline of 10 patiences,
     let contender = env.coordinator(client());
     let body = transfer(&table, "t-behind", "alice", "bob", 5);
-    let deadline = Deadline::after(env.config().lock_patience * 10);
+    let deadline = Deadline::after(env.config().lock_patience() * 10);
     let report = contender.run(&message(&contender, &body), deadline).await;
     // then it rolls the silent holder back and commits (it used to wait to its deadline).
     assert_eq!(report.expect("contender").outcome, TxOutcome::Committed);

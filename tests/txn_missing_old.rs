@@ -64,7 +64,7 @@ async fn a_lock_chunk_meeting_a_lock_without_its_item_reads_it_and_commits() {
         &env,
         client_with(Some(faults.clone()), 3),
         2,
-        env.config().read_ahead,
+        env.config().read_ahead(),
     );
     let body = transfer(&table, "t-after", "alice", "bob", 5);
     let report = c.run(&message(&c, &body), Deadline::none()).await;

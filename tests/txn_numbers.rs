@@ -29,8 +29,11 @@ async fn numeric_accounts(client: &Client) -> String {
 }
 
 fn coordinator(env: &Env, numeric: &str) -> Coordinator {
-    let mut config = env.config();
-    config.allowed_tables.insert(numeric.to_string());
+    let config = env
+        .builder()
+        .allowed_tables([env.accounts(), numeric])
+        .build()
+        .expect("valid configuration");
     Coordinator::try_new(client(), config).expect("valid configuration")
 }
 

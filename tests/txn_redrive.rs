@@ -64,7 +64,7 @@ async fn a_redriven_transaction_older_than_its_record_is_too_old_by_its_event_ti
     let table = env.accounts().to_string();
     seed(&base, &table, "alice", 100).await;
     seed(&base, &table, "bob", 20).await;
-    let retain = env.config().retain;
+    let retain = env.config().retain();
     let old = redriven_transfer(&env, retain + Duration::from_secs(86_400));
     // Measured from the event time in the body: refused, kept as a dead letter.
     let guarded = writer(
@@ -154,7 +154,7 @@ async fn a_transaction_issued_longer_ago_than_the_retention_is_too_old_on_any_pa
     for fast in [true, false] {
         let (env, c) = alice_and_bob(&base, fast).await;
         let table = env.accounts().to_string();
-        let retain = u64::try_from(env.config().retain.as_millis()).unwrap_or(u64::MAX);
+        let retain = u64::try_from(env.config().retain().as_millis()).unwrap_or(u64::MAX);
         // The library, no Lambda edge: a copy whose record may have expired is refused.
         let old = transfer_issued(&env, "t-old", Some(now_ms() - retain - 3_600_000));
         match c.run(&message(&c, &old), Deadline::none()).await {

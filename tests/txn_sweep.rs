@@ -156,12 +156,14 @@ async fn a_backlog_of_undrivable_records_does_not_starve_newer_stale_ones() {
             .expect("a poison record");
     }
     // when a sweeper that reads 4 entries per shard runs,
-    let mut config = SweepConfig::new(env.tx());
-    config.stale_after = Duration::ZERO;
-    config.retain = Duration::from_secs(3600);
-    config.redelivery_gap = Duration::ZERO;
-    config.redelivery_horizon = Duration::ZERO;
-    config.max_due_per_shard = 4;
+    let config = SweepConfig::builder(env.tx())
+        .stale_after(Duration::ZERO)
+        .retain(Duration::from_secs(3600))
+        .redelivery_gap(Duration::ZERO)
+        .redelivery_horizon(Duration::ZERO)
+        .max_due_per_shard(4)
+        .build()
+        .expect("valid configuration");
     let sweeper = Sweeper::try_new(client(), config).expect("valid configuration");
     let _ = sweeper.sweep(Deadline::none()).await;
     // then the abandoned transfer is rolled back and its items restored.

@@ -521,7 +521,9 @@ async fn read_modify_write_applies_its_change_once_when_many_versions_land_befor
     // SDK retry is held until twelve other versioned writes have landed
     let setup = client();
     let tables = dynamo_testing::template_tables(&setup, &["CounterTable"]).await;
-    let config = CounterConfig::new(&tables["CounterTable"]);
+    let config = CounterConfig::builder(&tables["CounterTable"])
+        .build()
+        .expect("valid configuration");
     let other = Counter::try_new(setup.clone(), config.clone()).expect("valid");
     let il = dynamo_testing::Interleaving::new();
     il.lose_response("A", dynamo_testing::At::op("UpdateItem"));
@@ -588,7 +590,9 @@ async fn a_versioned_write_in_the_token_epoch_of_the_last_costs_one_request() {
     let counting = FaultInjector::counting();
     let w = Counter::try_new(
         client_with(Some(counting.clone()), 3),
-        CounterConfig::new(&tables["CounterTable"]),
+        CounterConfig::builder(&tables["CounterTable"])
+            .build()
+            .expect("valid configuration"),
     )
     .expect("valid");
     let key = ItemKey::from_json(&json!({"PK": "acct#2", "SK": "settings"})).expect("key");

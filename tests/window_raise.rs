@@ -39,8 +39,8 @@ async fn raising_the_counter_window_from_3_to_30_s_alone_never_counts_a_key_twic
     let now = epoch_millis() / 1000;
     let then = now - 10;
     let window = |secs: u64| {
-        move |c: &mut dynamodb_exactly_once::counter::CounterConfig| {
-            c.window = Duration::from_secs(secs);
+        move |c: dynamodb_exactly_once::counter::CounterConfigBuilder| {
+            c.window(Duration::from_secs(secs))
         }
     };
     let narrow = writer_on(

@@ -41,7 +41,9 @@ async fn repair(from: &str, to: &str) -> Result<(), String> {
     let counter: CounterConfig = COUNTER_WRITER
         .config_from_env()
         .map_err(|e| e.to_string())?;
-    let config = RollupConfig::of(counter).map_err(|e| e.to_string())?;
+    let config = RollupConfig::builder(counter)
+        .build()
+        .map_err(|e| e.to_string())?;
     let client = client_from_env().await.map_err(|e| e.to_string())?;
     let bar = ProgressBar::new_spinner();
     let show = |p: RepairProgress| show(&bar, p);

@@ -69,7 +69,10 @@ async fn seed(table: &str, accounts: &[String]) -> Result<(), String> {
 async fn status(tx_id: &str) -> Result<(), String> {
     let table = std::env::var("TX_TABLE").map_err(|_| "TX_TABLE is not set")?;
     let client = client_from_env().await.map_err(|e| e.to_string())?;
-    let sweeper = Sweeper::try_new(client, SweepConfig::new(table)).map_err(|e| e.to_string())?;
+    let config = SweepConfig::builder(table)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let sweeper = Sweeper::try_new(client, config).map_err(|e| e.to_string())?;
     match sweeper.status(tx_id).await.map_err(|e| e.to_string())? {
         Some(s) => println!(
             "{tx_id}: state={} decision={} attempt={} version={} reason={}",
@@ -87,7 +90,10 @@ async fn status(tx_id: &str) -> Result<(), String> {
 async fn open(quiet_seconds: u64) -> Result<(), String> {
     let table = std::env::var("TX_TABLE").map_err(|_| "TX_TABLE is not set")?;
     let client = client_from_env().await.map_err(|e| e.to_string())?;
-    let sweeper = Sweeper::try_new(client, SweepConfig::new(table)).expect("valid configuration");
+    let config = SweepConfig::builder(table)
+        .build()
+        .expect("valid configuration");
+    let sweeper = Sweeper::try_new(client, config).expect("valid configuration");
     let quiet = std::time::Duration::from_secs(quiet_seconds);
     let open = sweeper
         .open_transactions(quiet)

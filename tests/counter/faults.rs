@@ -154,12 +154,7 @@ async fn a_versioned_write_whose_response_was_lost_is_written_not_a_conflict() {
     let injector = lose_first_update();
     let setup = client();
     let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
-    let w = writer_on(
-        client_with(Some(injector.clone()), 3),
-        &tables,
-        |_| {},
-        None,
-    );
+    let w = writer_on(client_with(Some(injector.clone()), 3), &tables, |c| c, None);
     let key = item_key("acct#1", "profile");
 
     let outcome = w
@@ -192,12 +187,7 @@ async fn read_modify_write_applies_its_change_once_when_a_response_is_lost() {
     let injector = lose_first_update();
     let setup = client();
     let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
-    let w = writer_on(
-        client_with(Some(injector.clone()), 3),
-        &tables,
-        |_| {},
-        None,
-    );
+    let w = writer_on(client_with(Some(injector.clone()), 3), &tables, |c| c, None);
     let key = item_key("acct#1", "settings");
     let mut changes = 0;
 
@@ -240,11 +230,11 @@ async fn read_modify_write_applies_its_change_once_when_another_writer_lands_bef
     // SDK retry is held
     let setup = client();
     let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
-    let other = writer_on(setup.clone(), &tables, |_| {}, None);
+    let other = writer_on(setup.clone(), &tables, |c| c, None);
     let il = dynamo_testing::Interleaving::new();
     il.lose_response("A", dynamo_testing::At::op("UpdateItem"));
     il.pause_before("A", dynamo_testing::At::op("UpdateItem").attempt(2));
-    let a = Arc::new(writer_on(il.client("A", 3), &tables, |_| {}, None));
+    let a = Arc::new(writer_on(il.client("A", 3), &tables, |c| c, None));
     let key = item_key("acct#1", "settings");
     let task = {
         let (a, key) = (Arc::clone(&a), key.clone());

@@ -17,9 +17,9 @@ fn windowed(
     buckets: u32,
     clock: &Arc<AtomicU64>,
 ) -> Writer<Counter> {
-    let tweak = |c: &mut CounterConfig| {
-        c.window = Duration::from_secs(window);
-        c.window_buckets = buckets;
+    let tweak = |c: CounterConfigBuilder| {
+        c.window(Duration::from_secs(window))
+            .window_buckets(buckets)
     };
     writer_on(client.clone(), tables, tweak, Some(clock.clone()))
 }
@@ -311,8 +311,8 @@ async fn a_raised_window_keeps_the_old_age_guard_until_the_old_buckets_are_gone(
         client.clone(),
         &tables,
         |c| {
-            c.window = Duration::from_secs(600);
-            c.max_record_age = Some(Duration::from_secs(60));
+            c.window(Duration::from_secs(600))
+                .max_record_age(Duration::from_secs(60))
         },
         Some(later.clone()),
     );
@@ -328,8 +328,9 @@ async fn a_raised_window_keeps_the_old_age_guard_until_the_old_buckets_are_gone(
     );
     assert_eq!(total(&client, &tables).await, 2);
     // A guard longer than the window is refused when the configuration is built.
-    let mut config = CounterConfig::new(&tables["CounterTable"]);
-    config.max_record_age = Some(Duration::from_secs(7200));
-    let refused = config.validate().expect_err("longer than the window");
+    let refused = CounterConfig::builder(&tables["CounterTable"])
+        .max_record_age(Duration::from_secs(7200))
+        .build()
+        .expect_err("longer than the window");
     assert_eq!(refused.setting, "max_record_age_seconds");
 }

@@ -298,10 +298,12 @@ async fn writes(fast_path: bool, read_ahead: bool, n: usize) -> Result<Value, St
     let client = client_with(Some(counting.clone()), 3);
     let t = tables(&client).await;
     seed(&client, &t.accounts, n).await?;
-    let mut config = TxConfig::new(&t.tx, [&t.accounts]);
-    config.fast_path = fast_path;
-    config.read_ahead = read_ahead;
-    let c = Coordinator::try_new(client, config).expect("valid configuration");
+    let config = TxConfig::builder(&t.tx, [&t.accounts])
+        .fast_path(fast_path)
+        .read_ahead(read_ahead)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let c = Coordinator::try_new(client, config).map_err(|e| e.to_string())?;
     let requests: Vec<Value> = (0..n)
         .map(|a| update(&t.accounts, &format!("acc{a}"), 1, false))
         .collect();
@@ -373,11 +375,13 @@ async fn transfers(
         let t = t.clone();
         let client = crate::common::client_with_latency(None, latency_ms).await?;
         tasks.push(tokio::spawn(async move {
-            let mut config = TxConfig::new(&t.tx, [&t.accounts]);
-            config.max_attempts = 100;
-            config.fast_path = fast_path;
-            // One transfer at a time per coordinator: no batch to group.
-            config.group_commit = false;
+            let config = TxConfig::builder(&t.tx, [&t.accounts])
+                .max_attempts(100)
+                .fast_path(fast_path)
+                // One transfer at a time per coordinator: no batch to group.
+                .group_commit(false)
+                .build()
+                .expect("valid configuration");
             let c = Coordinator::try_new(client.clone(), config).expect("valid configuration");
             let mut rng = rand::rngs::StdRng::seed_from_u64(w as u64);
             let (mut committed, mut calls, mut units) = (0u64, 0u64, 0f64);

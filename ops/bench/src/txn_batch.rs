@@ -103,9 +103,11 @@ pub async fn batch(path: &str) -> Result<Value, String> {
     if path == "native" {
         return native_batch(&client, accounts, &counting).await;
     }
-    let mut config = TxConfig::new(&t["TxTable"], [accounts]);
-    config.fast_path = path != "lock";
-    config.group_commit = path == "group";
+    let config = TxConfig::builder(&t["TxTable"], [accounts])
+        .fast_path(path != "lock")
+        .group_commit(path == "group")
+        .build()
+        .expect("valid configuration");
     let coordinator = Coordinator::try_new(client.clone(), config).expect("valid configuration");
     let writer = Writer::builder("tx-coordinator", coordinator)
         .dead_letters(DeadLetters::new(

@@ -94,9 +94,11 @@ async fn timed_sweep(sweeper: &Sweeper) -> Result<(SweepSummary, u128), String> 
 pub async fn run() -> Result<Value, String> {
     let client = client_with(None, 3);
     let tx = template_tables(&client, &["TxTable"]).await["TxTable"].clone();
-    let mut config = SweepConfig::new(&tx);
-    config.retain = RETAIN;
-    config.redelivery_horizon = RETAIN; // a benchmark: nothing is redelivered
+    let config = SweepConfig::builder(&tx)
+        .retain(RETAIN)
+        .redelivery_horizon(RETAIN) // a benchmark: nothing is redelivered
+        .build()
+        .expect("valid configuration");
     let sweeper = Sweeper::try_new(client.clone(), config).expect("valid configuration");
     put_all(&client, &tx, FINISHED).await?;
     let (now, now_ms) = timed_sweep(&sweeper).await?;

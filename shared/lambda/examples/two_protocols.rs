@@ -71,7 +71,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let protocols = Arc::new(Protocols {
         totals: Counter::try_new(
             client.clone(),
-            CounterConfig::new(std::env::var("TOTALS_TABLE")?),
+            CounterConfig::builder(std::env::var("TOTALS_TABLE")?).build()?,
         )?,
         orders: Ratchet::try_new(
             client.clone(),

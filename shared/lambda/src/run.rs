@@ -82,7 +82,7 @@ impl SweeperFunction {
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<SweepSummary, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
         // At least the answer margin: the cutoff (and the trace flush) stays before the deadline.
-        let margin = self.sweeper.config().deadline_margin.max(ANSWER_MARGIN);
+        let margin = self.sweeper.config().deadline_margin().max(ANSWER_MARGIN);
         let deadline = Deadline::from_epoch_ms(event.context.deadline, margin);
         let summary = traced(span, deadline, self.sweeper.sweep(deadline)).await?;
         crate::metrics::emit_sweep_metrics(&summary);
@@ -277,9 +277,11 @@ pub fn rollup_from_env(
     streams: aws_sdk_dynamodbstreams::Client,
 ) -> Result<RollupFunction, dynamodb_exactly_once::ConfigError> {
     let counter: CounterConfig = spec.config_from_env()?;
-    let mut config = RollupConfig::of(counter).map_err(|e| e.renamed(|s| spec.var(s)))?;
     let hold = env_parse::<u64>(&spec.var("rollup_hold_seconds"))?;
-    config.hold = Duration::from_secs(hold.unwrap_or(0));
+    let config = RollupConfig::builder(counter)
+        .hold(Duration::from_secs(hold.unwrap_or(0)))
+        .build()
+        .map_err(|e| e.renamed(|s| spec.var(s)))?;
     let seconds = spec.var("rollup_seconds");
     let max_run = match env_parse::<u64>(&seconds)? {
         Some(0) => {

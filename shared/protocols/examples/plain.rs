@@ -51,8 +51,13 @@ async fn ratchet(client: Client) -> Result<(), Error> {
 }
 
 async fn counter(client: Client) -> Result<(), Error> {
-    let counter = Counter::try_new(client, CounterConfig::new("ExampleCounters"))
-        .expect("valid configuration");
+    let counter = Counter::try_new(
+        client,
+        CounterConfig::builder("ExampleCounters")
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("valid configuration");
     let bodies = [
         br#"{"key":{"PK":"acct#1"},"add":{"logins":1},"idempotencyKey":"e1"}"#.as_slice(),
         br#"{"key":{"PK":"acct#1"},"add":{"logins":2},"idempotencyKey":"e2"}"#,

@@ -49,7 +49,8 @@ async fn main() -> Result<(), Error> {
     println!("stored: {stored:?}"); // Some(Rating { stars: 5 })
 
     // A delta counts once per idempotency key, however often it is delivered.
-    let counters = Counter::try_new(client, CounterConfig::new("QuickstartCounters"))?;
+    let config = CounterConfig::builder("QuickstartCounters").build()?;
+    let counters = Counter::try_new(client, config)?;
     let account = ItemKey::partition("PK", "acct#42")?;
     let login = counters.record(account, [("logins", 1)], "evt-7")?;
     println!("counter: {:?}", counters.add(&login).await?); // Applied

@@ -33,7 +33,7 @@
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome};
 //!
-//! let counter = Counter::try_new(client, CounterConfig::new("Counters"))?;
+//! let counter = Counter::try_new(client, CounterConfig::builder("Counters").build()?)?;
 //! let login = counter.parse_record(
 //!     br#"{"key":{"PK":"acct#42"},"add":{"logins":1},"idempotencyKey":"evt-7"}"#,
 //! )?;
@@ -50,7 +50,8 @@
 //! use dynamodb_exactly_once::txn::{Coordinator, TxConfig};
 //! use dynamodb_exactly_once::Deadline;
 //!
-//! let coordinator = Coordinator::try_new(client, TxConfig::new("TxTable", ["Accounts"]))?;
+//! let config = TxConfig::builder("TxTable", ["Accounts"]).build()?;
+//! let coordinator = Coordinator::try_new(client, config)?;
 //! let transfer = coordinator.parse_message(br##"{"txId":"transfer-1","requests":[
 //!   {"Update":{"TableName":"Accounts","Key":{"PK":"alice"},"UpdateExpression":"SET #b = #b - :a",
 //!     "ConditionExpression":"#b >= :a","ExpressionAttributeNames":{"#b":"balance"},

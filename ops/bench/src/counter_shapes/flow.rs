@@ -60,11 +60,16 @@ async fn scenario(kind: Kind, rate: usize, o: &Options) -> Result<Outcome, Strin
     let double = StreamsDouble::start(shape, clock.clone()).await?;
     // Synthetic: the double never reads DynamoDB Local's stream of this journal.
     double.add_stream(&tables.arn, "pk");
-    let mut config = CounterConfig::journal(&tables.counters, &tables.journal);
-    config.cache_keys = 0;
-    config.journal_spread = if kind == Kind::Hot { 16 } else { 1 };
+    let config = CounterConfig::builder(&tables.counters)
+        .journal(&tables.journal)
+        .cache_keys(0)
+        .journal_spread(if kind == Kind::Hot { 16 } else { 1 })
+        .build()
+        .map_err(|e| e.to_string())?;
     let writer = Writer::new(config.clone(), clock.clone())?;
-    let rollup_config = RollupConfig::of(config).map_err(|e| e.to_string())?;
+    let rollup_config = RollupConfig::builder(config)
+        .build()
+        .map_err(|e| e.to_string())?;
     let rollup = Rollup::new(ddb, double.client(), rollup_config).with_clock(clock.clone());
     // The writer reads the counter table's key schema once, before the clock starts.
     writer.records(vec![(item_key(0)?, "warm".into())]).await?;

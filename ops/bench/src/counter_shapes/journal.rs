@@ -98,7 +98,10 @@ impl Journal {
 pub async fn billing_check() -> Result<String, String> {
     let ddb = dynamo_testing::client();
     let tables = super::tables::create(&ddb, "check").await?;
-    let config = CounterConfig::journal(&tables.counters, &tables.journal);
+    let config = CounterConfig::builder(&tables.counters)
+        .journal(&tables.journal)
+        .build()
+        .map_err(|e| e.to_string())?;
     let clock = Clock::system();
     let events = |tag: &str| -> Result<Vec<(ItemKey, String)>, String> {
         (0..25)

@@ -130,9 +130,12 @@ impl Sim {
                 })
             }
         };
-        let mut config = CounterConfig::journal(&tables.counters, &tables.journal);
-        config.cache_keys = 0;
-        config.journal_spread = c.spread;
+        let config = CounterConfig::builder(&tables.counters)
+            .journal(&tables.journal)
+            .cache_keys(0)
+            .journal_spread(c.spread)
+            .build()
+            .map_err(|e| e.to_string())?;
         let journal = Journal::new(config.clone(), clock.clone(), mirror.clone())?;
         let rollup_meter = Meter::default();
         let tap = Tap {
@@ -140,8 +143,10 @@ impl Sim {
             mirror,
         };
         let rolling = dynamo_testing::client_intercepted(&dynamo_testing::endpoint(), tap, 3);
-        let mut rollup_config = RollupConfig::of(config).map_err(|e| e.to_string())?;
-        rollup_config.hold = std::time::Duration::from_secs(c.hold_secs);
+        let rollup_config = RollupConfig::builder(config)
+            .hold(std::time::Duration::from_secs(c.hold_secs))
+            .build()
+            .map_err(|e| e.to_string())?;
         let rollup = Rollup::new(rolling, double.client(), rollup_config).with_clock(clock);
         Ok(Sim {
             ddb,

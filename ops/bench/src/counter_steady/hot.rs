@@ -92,7 +92,9 @@ pub async fn run(env: &Env, rate: usize, seconds: usize, start_ms: u64) -> Resul
 
 /// Inline mode at `rate` new keys/s on one item, from its settings: the lines to print.
 pub fn inline_analysis(rate: f64, batch: usize) -> Vec<String> {
-    let config = CounterConfig::new("analysis");
+    let config = CounterConfig::builder("analysis")
+        .build()
+        .expect("valid configuration");
     let kept = config.capacity().retention_seconds as f64;
     let key_bytes = rate * kept * dynamodb_exactly_once::counter::KEY_BYTES as f64;
     let writes = rate / batch as f64;

@@ -43,9 +43,8 @@ async fn prefill(
     keys: usize,
     rate: f64,
 ) -> Result<Prefill, String> {
-    let mut c = config.clone();
-    c.cache_keys = 0;
-    let counter = Counter::try_new(env.ddb.clone(), c)
+    let c = config.to_builder().cache_keys(0).build();
+    let counter = Counter::try_new(env.ddb.clone(), c.map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?
         .with_clock(sim.clock());
     let started = Instant::now();
@@ -64,24 +63,24 @@ async fn prefill(
         writes += 1;
     }
     let seconds = started.elapsed().as_secs_f64();
-    let template = get_raw(env, &config.table, TEMPLATE).await?;
+    let template = get_raw(env, config.table(), TEMPLATE).await?;
     for i in 0..ITEMS {
         let mut item = template.clone();
         item.extend(item_key(i).to_item().map_err(|e| e.to_string())?);
         env.ddb
             .put_item()
-            .table_name(&config.table)
+            .table_name(config.table())
             .set_item(Some(item))
             .send()
             .await
             .map_err(|e| format!("copy: {e:?}"))?;
     }
     Ok(Prefill {
-        keys: stored_keys(&template, &config.attribute_prefix),
+        keys: stored_keys(&template, config.attribute_prefix()),
         item_bytes: item_size(&template),
         writes,
         seconds,
-        phase: layout(&template, &config.attribute_prefix),
+        phase: layout(&template, config.attribute_prefix()),
     })
 }
 
@@ -139,8 +138,9 @@ pub async fn run(
     keys: usize,
 ) -> Result<(Vec<Row>, Prefill, Vec<String>), String> {
     let table = env.table("icounters", &["PK", "SK"], false).await?;
-    let config = CounterConfig::new(&table);
-    config.validate().map_err(|e| e.to_string())?;
+    let config = CounterConfig::builder(&table)
+        .build()
+        .map_err(|e| e.to_string())?;
     let sim = SimClock::at(t0_s * 1000);
     let pre = prefill(env, &config, &sim, t0_s, keys, rate).await?;
     let warm = counter(env, &config, &sim, None)?;
@@ -171,10 +171,11 @@ fn counter(
     sim: &SimClock,
     cache_keys: Option<usize>,
 ) -> Result<Counter, String> {
-    let mut config = config.clone();
+    let mut config = config.to_builder();
     if let Some(keys) = cache_keys {
-        config.cache_keys = keys;
+        config = config.cache_keys(keys);
     }
+    let config = config.build().map_err(|e| e.to_string())?;
     Counter::try_new(env.ddb.clone(), config)
         .map(|c| c.with_clock(sim.clock()))
         .map_err(|e| e.to_string())

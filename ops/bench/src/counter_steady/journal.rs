@@ -46,17 +46,22 @@ impl Journal {
         let journal = env
             .table(&format!("{tag}journal"), &["pk", "sk"], true)
             .await?;
-        let config = CounterConfig::journal(&counters, &journal);
+        let config = CounterConfig::builder(&counters)
+            .journal(&journal)
+            .build()
+            .map_err(|e| e.to_string())?;
         let counter = |cache: Option<usize>| -> Result<Counter, String> {
-            let mut c = config.clone();
+            let mut c = config.to_builder();
             if let Some(keys) = cache {
-                c.cache_keys = keys;
+                c = c.cache_keys(keys);
             }
-            Counter::try_new(env.ddb.clone(), c)
+            Counter::try_new(env.ddb.clone(), c.build().map_err(|e| e.to_string())?)
                 .map(|c| c.with_clock(sim.clock()))
                 .map_err(|e| e.to_string())
         };
-        let rollup_config = RollupConfig::of(config.clone()).map_err(|e| e.to_string())?;
+        let rollup_config = RollupConfig::builder(config.clone())
+            .build()
+            .map_err(|e| e.to_string())?;
         Ok(Journal {
             warm: counter(None)?,
             cold: counter(Some(0))?,

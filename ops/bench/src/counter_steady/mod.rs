@@ -58,7 +58,10 @@ pub async fn run(options: Options) -> Result<(), String> {
     println!("{check}");
     println!();
     // Simulated time starts at a bucket start a few hours before now (times stay in the past).
-    let bucket = dynamodb_exactly_once::counter::CounterConfig::new("x").bucket_seconds();
+    let bucket = dynamodb_exactly_once::counter::CounterConfig::builder("analysis")
+        .build()
+        .map_err(|e| e.to_string())?
+        .bucket_seconds();
     let t0 = (epoch_seconds() / bucket - 4) * bucket;
     let mut checks = Vec::new();
     if !options.only_hot {

@@ -190,7 +190,7 @@ mod tests {
             .build();
         Counter::try_new(
             aws_sdk_dynamodb::Client::from_conf(conf),
-            CounterConfig::new("totals"),
+            CounterConfig::builder("totals").build().expect("valid"),
         )
         .expect("valid configuration")
     }

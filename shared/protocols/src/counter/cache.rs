@@ -22,7 +22,7 @@ use super::config::CounterConfig;
 /// Keys the cache holds by default.
 pub const DEFAULT_CACHE_KEYS: usize = 10_000;
 /// Longest time (seconds) an entry is trusted.
-pub const CACHE_MAX_AGE: u64 = 600;
+pub(crate) const CACHE_MAX_AGE: u64 = 600;
 
 /// (item, key hash) → when it was seen applied (epoch seconds, the protocol's clock).
 type Keys = LruCache<(String, String), u64>;
@@ -83,8 +83,10 @@ mod tests {
 
     #[test]
     fn a_key_is_known_for_half_the_window_at_most_ten_minutes() {
-        let mut config = CounterConfig::new("t");
-        config.window = Duration::from_secs(60);
+        let mut config = CounterConfig::builder("ttt")
+            .window(Duration::from_secs(60))
+            .build()
+            .expect("valid");
         let cache = KeyCache::of(&config);
         cache.note("i", "k", 1000);
         assert!(cache.holds("i", "k", 1000));

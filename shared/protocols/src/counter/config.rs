@@ -1,5 +1,5 @@
-//! Settings of the counter protocol: [`CounterConfig`], the capacity rule ([`Capacity`],
-//! [`CounterConfig::validate`]) and the names of the protocol's own attributes.
+//! Settings of the counter protocol: [`CounterConfig`] (built in `builder.rs`), the capacity
+//! rule ([`Capacity`], checked when built) and the names of the protocol's own attributes.
 
 use std::time::Duration;
 
@@ -26,11 +26,11 @@ pub const DEFAULT_CONCURRENCY: usize = 32;
 pub const KEY_BYTES: usize = 22;
 /// Token slots of versioned writes in the earlier layout (`<prefix>write_token<n>`): still read
 /// for a write that landed before the upgrade, never written (tokens are kept by time now).
-pub const WRITE_TOKEN_SLOTS: u64 = 4;
+pub(crate) const WRITE_TOKEN_SLOTS: u64 = 4;
 /// DynamoDB's limit on an expression's length.
-pub const MAX_EXPRESSION_BYTES: usize = 4096;
+pub(crate) const MAX_EXPRESSION_BYTES: usize = 4096;
 /// DynamoDB's limit on operators and functions in one expression.
-pub const MAX_EXPRESSION_OPERATORS: usize = 300;
+pub(crate) const MAX_EXPRESSION_OPERATORS: usize = 300;
 /// Most buckets an item keeps per setting (W).
 pub const MAX_WINDOW_BUCKETS: u32 = 24;
 /// Longest window accepted (366 days): bucket times stay far from overflowing.
@@ -64,50 +64,24 @@ pub enum CounterMode {
 /// Default window of the journal mode: 14 days (SQS keeps and redrives a message that long).
 pub const DEFAULT_JOURNAL_WINDOW: Duration = Duration::from_secs(14 * 86_400);
 
-/// Settings of the counter protocol.
+/// Settings of the counter protocol; build with [`CounterConfig::builder`].
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterConfig {
-    /// The table written.
-    pub table: String,
-    /// Inline keys (the default of [`CounterConfig::new`]) or a journal
-    /// ([`CounterConfig::journal`]).
-    pub mode: CounterMode,
-    /// Prefix of the protocol attributes (`<prefix>bucket`, `<prefix>keys_<start>_<until>`,
-    /// `<prefix>forgot`, `<prefix>version`, `<prefix>updated`, `<prefix>wtok`, `<prefix>wtokp`,
-    /// `<prefix>wtoke`).
-    pub attribute_prefix: String,
-    /// Duplicates are always rejected within this time of the first application.
-    pub window: Duration,
-    /// Buckets kept in the item per setting (2 ≤ W ≤ 24); buckets are `window / (W - 1)`
-    /// long.
-    pub window_buckets: u32,
-    /// Declared upper bound of new keys per item and second (capacity rule).
-    pub max_keys_per_second: f64,
-    /// Bytes of an item the protocol may plan for (≤ 400 KiB).
-    pub item_budget_bytes: usize,
-    /// Bytes reserved for the item's own data.
-    pub other_data_bytes: usize,
-    /// How many items are written at once.
-    pub concurrency: usize,
-    /// The age guard: a record that reached its source longer ago is kept as a `too_old` dead
-    /// letter instead of being counted (`None`: the window; at most the window). Raising
-    /// `window` does not need it: each item refuses a record that arrived before it forgot
-    /// keys ([`CounterConfig::forgotten_attribute`]). After a switch to the journal mode, keep
-    /// it at the inline window (the roll-up removes inline buckets without that record).
-    pub max_record_age: Option<Duration>,
-    /// Item changes (DynamoDB stream records) aggregated as records (see [`Aggregation`]);
-    /// `None`: changes are refused (`no_change_mapping`).
-    pub aggregation: Option<Aggregation>,
-    /// Keys of the warm-redelivery cache: a key this process applied on an item within half
-    /// the window (at most 10 minutes) is answered `duplicate` without a call (`0`: off).
-    pub cache_keys: usize,
-    /// Journal mode: the partitions one counter item's journal keys spread over (1 to 256;
-    /// default 1). Each DynamoDB partition takes about 1,000 writes a second, so a counter
-    /// item journaled faster needs more; every partition adds a watermark (about 35 bytes)
-    /// to the item. **Fixed for a journal's life**: a key journaled again under another
-    /// spread is a new journal item, and would count twice.
-    pub journal_spread: u32,
+    // Each setting is documented on its getter (`builder.rs`).
+    pub(crate) table: String,
+    pub(crate) mode: CounterMode,
+    pub(crate) attribute_prefix: String,
+    pub(crate) window: Duration,
+    pub(crate) window_buckets: u32,
+    pub(crate) max_keys_per_second: f64,
+    pub(crate) item_budget_bytes: usize,
+    pub(crate) other_data_bytes: usize,
+    pub(crate) concurrency: usize,
+    pub(crate) max_record_age: Option<Duration>,
+    pub(crate) aggregation: Option<Aggregation>,
+    pub(crate) cache_keys: usize,
+    pub(crate) journal_spread: u32,
 }
 
 /// What the capacity rule computes.
@@ -124,42 +98,6 @@ pub struct Capacity {
 }
 
 impl CounterConfig {
-    /// The age guard in force: [`CounterConfig::max_record_age`], or the window.
-    pub fn record_age_limit(&self) -> Duration {
-        self.max_record_age.unwrap_or(self.window)
-    }
-
-    /// Defaults for `table`.
-    pub fn new(table: impl Into<String>) -> Self {
-        CounterConfig {
-            table: table.into(),
-            mode: CounterMode::Inline,
-            attribute_prefix: DEFAULT_ATTRIBUTE_PREFIX.into(),
-            window: DEFAULT_WINDOW,
-            window_buckets: DEFAULT_WINDOW_BUCKETS,
-            max_keys_per_second: DEFAULT_MAX_KEYS_PER_SECOND,
-            item_budget_bytes: DEFAULT_ITEM_BUDGET_BYTES,
-            other_data_bytes: DEFAULT_OTHER_DATA_BYTES,
-            concurrency: DEFAULT_CONCURRENCY,
-            max_record_age: None,
-            aggregation: None,
-            cache_keys: super::cache::DEFAULT_CACHE_KEYS,
-            journal_spread: 1,
-        }
-    }
-
-    /// Journal mode for `table`, journal in `journal_table`, window [`DEFAULT_JOURNAL_WINDOW`]
-    /// (14 days): the mode whose cost does not grow with the window or the rate.
-    pub fn journal(table: impl Into<String>, journal_table: impl Into<String>) -> Self {
-        CounterConfig {
-            mode: CounterMode::Journal {
-                table: journal_table.into(),
-            },
-            window: DEFAULT_JOURNAL_WINDOW,
-            ..CounterConfig::new(table)
-        }
-    }
-
     /// The journal table, in journal mode.
     pub fn journal_table(&self) -> Option<&str> {
         match &self.mode {
@@ -214,7 +152,7 @@ impl CounterConfig {
 
     /// Check the settings, including the capacity rule
     /// `W × bucket_seconds × KEY_BYTES × max_keys_per_second + other ≤ budget`.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.max_record_age.is_some_and(|age| age > self.window) {
             return Err(ConfigError::new(
                 "max_record_age_seconds",
@@ -376,15 +314,20 @@ impl CounterConfig {
 mod tests {
     use super::*;
 
+    /// The defaults, whose fields the tests then change (the builder would refuse some).
+    fn defaults() -> CounterConfig {
+        CounterConfig::builder("counters").build().expect("valid")
+    }
+
     #[test]
     fn default_configuration_fits_and_chunks_within_expression_limits() {
-        let c = CounterConfig::new("counters");
+        let c = defaults();
         assert!(c.validate().is_ok());
         assert_eq!(c.bucket_seconds(), 3600);
         assert_eq!(c.capacity().retention_seconds, 7200);
         assert!(c.max_keys_per_write() >= 50);
         assert_eq!(c.max_keys_per_write(), 70);
-        let w = c.window_buckets as usize;
+        let w = c.window_buckets() as usize;
         let terms = c.max_keys_per_write() * w;
         // Terms, the guard of a first write (W guessed layouts), the age term and AND / NOT.
         assert!(terms * 24 + 32 + 14 * w + 48 <= MAX_EXPRESSION_BYTES);
@@ -405,7 +348,7 @@ mod tests {
     #[test]
     fn the_suggested_maximum_rate_is_itself_accepted() {
         for (window, buckets) in [(3600, 2), (86_400, 2), (600, 24), (7, 3)] {
-            let mut c = CounterConfig::new("counters");
+            let mut c = defaults();
             c.window = Duration::from_secs(window);
             c.window_buckets = buckets;
             c.max_keys_per_second = 1e6;
@@ -422,7 +365,7 @@ mod tests {
     #[test]
     fn absurd_windows_are_refused_without_overflowing() {
         for window in [u64::MAX, u64::MAX / 2, 1 << 40] {
-            let mut c = CounterConfig::new("counters");
+            let mut c = defaults();
             c.window = Duration::from_secs(window);
             c.window_buckets = 24;
             c.max_keys_per_second = 1e-300;
@@ -436,7 +379,7 @@ mod tests {
     #[test]
     fn each_invalid_setting_names_its_variable() {
         let with = |f: fn(&mut CounterConfig)| {
-            let mut c = CounterConfig::new("counters");
+            let mut c = defaults();
             f(&mut c);
             c.validate().map_err(|e| e.setting)
         };

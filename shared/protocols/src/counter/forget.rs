@@ -85,8 +85,10 @@ mod tests {
         use crate::counter::layout::{encode, Grid, Knowledge, Layout, Plan};
         use crate::counter::CounterConfig;
         use aws_sdk_dynamodb::types::AttributeValue;
-        let mut config = CounterConfig::new("counters");
-        config.window = std::time::Duration::from_secs(100); // W = 2 buckets of 100 s
+        let config = CounterConfig::builder("counters")
+            .window(std::time::Duration::from_secs(100)) // W = 2 buckets of 100 s
+            .build()
+            .expect("valid");
         let grid = Grid::of(&config);
         let buckets = BTreeSet::from([span(800, 1_000), span(900, 1_100)]);
         let mut known = Layout {

@@ -49,7 +49,7 @@ use crate::ddb::Item;
 
 /// A writer trusts its clock for removals while it is at most this many of its bucket lengths
 /// ahead of the newest bucket start it did not write itself.
-pub const TRUSTED_BUCKETS: u64 = 2;
+pub(crate) const TRUSTED_BUCKETS: u64 = 2;
 /// Longest time the buckets of the earlier layout are kept after their first read.
 const MAX_LEGACY_KEEP_SECONDS: u64 = 2 * MAX_WINDOW_SECONDS;
 /// Guard of a write planned on a known layout.
@@ -484,7 +484,7 @@ mod tests {
 
     #[test]
     fn the_earlier_layout_is_read_and_kept_for_at_least_a_window() {
-        let config = CounterConfig::new("counters");
+        let config = CounterConfig::builder("counters").build().expect("valid");
         let g = Grid::of(&config);
         let now = 1_800_000_000;
         let number = now / 3600;

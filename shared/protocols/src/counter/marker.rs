@@ -123,7 +123,7 @@ mod tests {
     use super::*;
 
     fn config(prefix: &str) -> CounterConfig {
-        let mut c = CounterConfig::new("t");
+        let mut c = CounterConfig::builder("ttt").build().expect("valid");
         c.attribute_prefix = prefix.into();
         c
     }

@@ -1,6 +1,7 @@
 #![doc = include_str!("../../docs/counter.md")]
 
 mod aggregate;
+mod builder;
 mod cache;
 mod config;
 mod forget;
@@ -21,22 +22,18 @@ use crate::ddb::item::item_to_json;
 use crate::ddb::{Clock, ItemKey, Read, StoreError};
 
 pub use aggregate::{Aggregation, DEFAULT_AGGREGATE_KEY_ATTRIBUTE};
-pub use cache::{CACHE_MAX_AGE, DEFAULT_CACHE_KEYS};
+pub use builder::CounterConfigBuilder;
+pub use cache::DEFAULT_CACHE_KEYS;
 pub use config::{
     Capacity, CounterConfig, CounterMode, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY,
     DEFAULT_ITEM_BUDGET_BYTES, DEFAULT_JOURNAL_WINDOW, DEFAULT_MAX_KEYS_PER_SECOND,
     DEFAULT_OTHER_DATA_BYTES, DEFAULT_WINDOW, DEFAULT_WINDOW_BUCKETS, KEY_BYTES,
-    MAX_EXPRESSION_BYTES, MAX_EXPRESSION_OPERATORS, MAX_WINDOW_BUCKETS, MAX_WINDOW_SECONDS,
+    MAX_WINDOW_BUCKETS, MAX_WINDOW_SECONDS,
 };
-pub use layout::{Bucket, BucketName, TRUSTED_BUCKETS};
+pub use layout::{Bucket, BucketName};
 pub use marker::PREFIX_MARKER_ATTRIBUTE;
-pub use record::{
-    hash_key, CounterRecord, MAX_COUNTERS_PER_RECORD, MAX_IDEMPOTENCY_KEY_BYTES,
-    MAX_REJECTION_BYTES,
-};
+pub use record::{hash_key, CounterRecord, MAX_COUNTERS_PER_RECORD, MAX_IDEMPOTENCY_KEY_BYTES};
 pub use settle::CounterOutcome;
-pub use update::MAX_COUNTERS_PER_WRITE;
-pub use write::{CHUNKS_AT_ONCE, MAX_CONDITION_ROUNDS};
 
 /// The counter protocol on one table.
 #[doc(alias = "idempotency")]
@@ -59,8 +56,8 @@ impl std::fmt::Debug for Counter {
 }
 
 impl Counter {
-    /// The protocol on `config.table` with the system clock, once `config` is valid
-    /// ([`CounterConfig::validate`]: the capacity rule included).
+    /// The protocol on `config.table` with the system clock (`config` is valid: its builder
+    /// checked the capacity rule; the check is made again here).
     pub fn try_new(client: Client, config: CounterConfig) -> Result<Self, crate::ConfigError> {
         config.validate()?;
         let cache = cache::KeyCache::of(&config);

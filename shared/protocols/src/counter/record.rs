@@ -32,7 +32,7 @@ pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 2048;
 /// DynamoDB's limit on an attribute name used through a placeholder.
 const MAX_ATTRIBUTE_NAME_BYTES: usize = 255;
 /// Longest counter rejection message (bytes); longer ones are cut.
-pub const MAX_REJECTION_BYTES: usize = 256;
+pub(crate) const MAX_REJECTION_BYTES: usize = 256;
 /// Characters of a name or value quoted in a message.
 const QUOTED_CHARS: usize = 32;
 
@@ -159,7 +159,7 @@ impl Counter {
     /// use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome};
     /// use dynamodb_exactly_once::ItemKey;
     ///
-    /// let counter = Counter::try_new(client, CounterConfig::new("Counters"))?;
+    /// let counter = Counter::try_new(client, CounterConfig::builder("Counters").build()?)?;
     /// let key = ItemKey::partition("PK", "acct#42")?;
     /// let login = counter.record(key, [("logins", 1)], "evt-7")?;
     /// assert_eq!(counter.add(&login).await?, CounterOutcome::Applied);
@@ -346,8 +346,11 @@ mod tests {
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        Counter::try_new(Client::from_conf(conf), CounterConfig::new("counters"))
-            .expect("valid configuration")
+        Counter::try_new(
+            Client::from_conf(conf),
+            CounterConfig::builder("counters").build().expect("valid"),
+        )
+        .expect("valid configuration")
     }
 
     fn code(body: &str) -> String {

@@ -1,7 +1,9 @@
 //! The counter's configuration from named settings (see [`crate::config`]).
 
+use std::time::Duration;
+
 use super::aggregate::Aggregation;
-use super::CounterConfig;
+use super::{CounterConfig, CounterConfigBuilder};
 use crate::config::{colon_pair, ConfigError, Configured, FromSettings, Settings};
 
 impl FromSettings for CounterConfig {
@@ -36,25 +38,54 @@ impl FromSettings for CounterConfig {
     /// sort key), `change_count` (a counter of live items) and `change_sum`
     /// (`counter:attribute,…`); at least one counter.
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
-        let mut c = match mode_from_settings(s)? {
-            Some(journal) => CounterConfig::journal(s.required("table")?, journal),
-            None => CounterConfig::new(s.required("table")?),
-        };
-        s.set(&mut c.attribute_prefix, "attribute_prefix")?;
-        s.set_secs(&mut c.window, "window_seconds")?;
-        s.set(&mut c.window_buckets, "window_buckets")?;
-        s.set(&mut c.max_keys_per_second, "max_keys_per_second")?;
-        s.set(&mut c.item_budget_bytes, "item_budget_bytes")?;
-        s.set(&mut c.other_data_bytes, "other_data_bytes")?;
-        s.set(&mut c.concurrency, "concurrency")?;
-        s.set(&mut c.cache_keys, "cache_keys")?;
-        s.set(&mut c.journal_spread, "journal_spread")?;
-        if let Some(secs) = s.parse::<u64>("max_record_age_seconds")? {
-            c.max_record_age = Some(std::time::Duration::from_secs(secs));
+        let mut b = CounterConfig::builder(s.required("table")?);
+        if let Some(journal) = mode_from_settings(s)? {
+            b = b.journal(journal);
         }
-        c.aggregation = aggregation_from_settings(s)?;
-        Ok(c)
+        if let Some(v) = s.get("attribute_prefix") {
+            b = b.attribute_prefix(v);
+        }
+        if let Some(v) = s.parse("window_seconds")? {
+            b = b.window(Duration::from_secs(v));
+        }
+        if let Some(v) = s.parse("window_buckets")? {
+            b = b.window_buckets(v);
+        }
+        if let Some(v) = s.parse("max_keys_per_second")? {
+            b = b.max_keys_per_second(v);
+        }
+        b = sizes_from_settings(s, b)?;
+        if let Some(v) = s.parse("max_record_age_seconds")? {
+            b = b.max_record_age(Duration::from_secs(v));
+        }
+        if let Some(aggregation) = aggregation_from_settings(s)? {
+            b = b.aggregation(aggregation);
+        }
+        b.build()
     }
+}
+
+/// `item_budget_bytes`, `other_data_bytes`, `concurrency`, `cache_keys`, `journal_spread`.
+fn sizes_from_settings(
+    s: &Settings<'_>,
+    mut b: CounterConfigBuilder,
+) -> Result<CounterConfigBuilder, ConfigError> {
+    if let Some(v) = s.parse("item_budget_bytes")? {
+        b = b.item_budget_bytes(v);
+    }
+    if let Some(v) = s.parse("other_data_bytes")? {
+        b = b.other_data_bytes(v);
+    }
+    if let Some(v) = s.parse("concurrency")? {
+        b = b.concurrency(v);
+    }
+    if let Some(v) = s.parse("cache_keys")? {
+        b = b.cache_keys(v);
+    }
+    if let Some(v) = s.parse("journal_spread")? {
+        b = b.journal_spread(v);
+    }
+    Ok(b)
 }
 
 /// `Some(journal table)` in journal mode.

@@ -27,7 +27,7 @@ use crate::ddb::number::{Number, NumberError};
 use crate::ddb::{Item, Placeholders, StoreError};
 
 /// Distinct counters one write may add (the update expression stays small).
-pub const MAX_COUNTERS_PER_WRITE: usize = 100;
+pub(crate) const MAX_COUNTERS_PER_WRITE: usize = 100;
 
 /// The records of the write arrived after the item last forgot keys (`#fg`: its
 /// `<prefix>forgot`, `:arr`: the earliest arrival of the write's records, epoch s).
@@ -295,8 +295,10 @@ mod tests {
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        let mut config = CounterConfig::new("counters");
-        config.window_buckets = 3; // buckets of 1800 s, kept 5400 s from their start
+        let config = CounterConfig::builder("counters")
+            .window_buckets(3) // buckets of 1800 s, kept 5400 s from their start
+            .build()
+            .expect("valid");
         let grid = Grid::of(&config);
         let counter = Counter::try_new(aws_sdk_dynamodb::Client::from_conf(conf), config)
             .expect("valid configuration");

@@ -24,9 +24,9 @@ use crate::rejection::{Rejection, RejectionCode};
 /// Chunks of one item written at once. Chunks hold distinct keys, so concurrent writes would
 /// be correct, but DynamoDB serialises the writes of an item anyway and each one rewrites the
 /// whole item (keys included): measured on DynamoDB Local, concurrency only added contention.
-pub const CHUNKS_AT_ONCE: usize = 1;
+pub(crate) const CHUNKS_AT_ONCE: usize = 1;
 /// How many times one chunk is re-planned after a failed condition before giving up.
-pub const MAX_CONDITION_ROUNDS: usize = 8;
+pub(crate) const MAX_CONDITION_ROUNDS: usize = 8;
 
 /// The records of one item in a batch: its distinct keys, and where each key is.
 #[derive(Debug)]

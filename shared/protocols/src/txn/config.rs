@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::builder::TxConfigBuilder;
 use super::outcome::TxError;
 use super::request::TxMessage;
 use crate::config::{ConfigError, Configured, FromSettings, Settings};
@@ -28,58 +29,29 @@ pub const DEFAULT_REDELIVERY_HORIZON: Duration = Duration::from_secs(14 * 24 * 3
 /// retention), above the redelivery horizon.
 pub const DEFAULT_RETAIN: Duration = Duration::from_secs(15 * 24 * 3600);
 
-/// Settings of the transaction protocol.
+/// Settings of the transaction protocol; build with [`TxConfig::builder`].
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxConfig {
-    /// The TX table.
-    pub table: String,
-    /// Tables requests may touch.
-    pub allowed_tables: BTreeSet<String>,
-    /// How long to wait on a pending transaction's lock before rolling it back.
-    pub lock_patience: Duration,
-    /// How often a pending attempt writes a heartbeat (`LastTouched`) while it locks, at
-    /// most: before an item's lock write when the last one (or the creation, or the restart)
-    /// is older than this. A contender rolls back a holder only after waiting
-    /// [`Self::lock_patience`] *and* seeing no heartbeat for as long, so with a patience of
-    /// at least twice this interval a coordinator that is still locking is not rolled back.
-    /// A run that resumes a pending attempt (the message delivered again) writes one before
-    /// locking, which keeps the sweeper away as well. Each costs one write (and two index
-    /// writes): a lock phase shorter than the interval writes none. `Duration::ZERO` turns
-    /// heartbeats off: contenders then roll a holder back after the patience alone, which
-    /// suits transactions that always finish within one invocation.
-    pub heartbeat_every: Duration,
-    /// Restarts of an aborted attempt within one invocation.
-    pub max_attempts: u32,
-    /// Transactions of a batch run at once; also item writes of one finalize.
-    pub concurrency: usize,
-    /// The idempotency horizon: completed records are kept this long (must equal the
-    /// sweeper's retention). Messages older than this (by source arrival time) are refused
-    /// as `too_old` instead of applied: their record may be gone.
-    pub retain: Duration,
-    /// The longest a message can be delivered again (queue retention, redrive); `retain`
-    /// must not be shorter.
-    pub redelivery_horizon: Duration,
-    /// Run a transaction of at most [`FAST_MAX_REQUESTS`](super::FAST_MAX_REQUESTS) requests
-    /// as one `TransactWriteItems` with its header (the fast path; default on). Off: every
-    /// transaction takes the lock path (item locks, saved images), as large ones always do.
-    pub fast_path: bool,
-    /// Commit the fast-path transactions of one batch together, up to 100 actions per
-    /// `TransactWriteItems` (group commit; default on, needs `fast_path`).
-    pub group_commit: bool,
-    /// Items locked by one `TransactWriteItems` on the lock path (1 to 99; default 99): one
-    /// round trip and one header check per chunk. 1 locks item by item.
-    pub lock_chunk: usize,
-    /// The lock path reads its items with strongly consistent `BatchGetItem`s (100 keys each,
-    /// sent at once) while it creates the record, and finalizes a commit it made without
-    /// reading the items again (default on). Off: one `GetItem` per item after the record,
-    /// and a read before each finalize.
-    pub read_ahead: bool,
+    // Each setting is documented on its getter (`builder.rs`).
+    pub(crate) table: String,
+    pub(crate) allowed_tables: BTreeSet<String>,
+    pub(crate) lock_patience: Duration,
+    pub(crate) heartbeat_every: Duration,
+    pub(crate) max_attempts: u32,
+    pub(crate) concurrency: usize,
+    pub(crate) retain: Duration,
+    pub(crate) redelivery_horizon: Duration,
+    pub(crate) fast_path: bool,
+    pub(crate) group_commit: bool,
+    pub(crate) lock_chunk: usize,
+    pub(crate) read_ahead: bool,
 }
 
 impl TxConfig {
-    /// Defaults for the TX table `table` and the given allow-list.
-    pub fn new<I, S>(table: impl Into<String>, allowed: I) -> Self
+    /// Defaults for the TX table `table` and the given allow-list, not validated (the
+    /// sweeper's coordinator has no allow-list).
+    pub(crate) fn defaults<I, S>(table: impl Into<String>, allowed: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -102,7 +74,7 @@ impl TxConfig {
 
     /// Check that the allow-list names a table and not the TX table itself, and that the
     /// idempotency horizon covers the redelivery horizon.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         check_horizons(self.retain, self.redelivery_horizon)?;
         if !self.heartbeat_every.is_zero() && self.lock_patience < self.heartbeat_every * 2 {
             return Err(ConfigError::new(
@@ -227,22 +199,47 @@ impl FromSettings for TxConfig {
             .into_iter()
             .map(table_name)
             .collect::<Vec<_>>();
-        let mut c = TxConfig::new(s.required("table")?, allowed);
-        s.set_millis(&mut c.lock_patience, "lock_patience_ms")?;
-        s.set_millis(&mut c.heartbeat_every, "heartbeat_ms")?;
-        s.set(&mut c.max_attempts, "max_attempts")?;
-        s.set(&mut c.concurrency, "concurrency")?;
-        s.set_secs(&mut c.retain, "retain_seconds")?;
-        s.set_secs(&mut c.redelivery_horizon, "redelivery_horizon_seconds")?;
-        s.set(&mut c.fast_path, "fast_path")?;
-        s.set(&mut c.group_commit, "group_commit")?;
-        s.set(&mut c.lock_chunk, "lock_chunk")?;
-        s.set(&mut c.read_ahead, "read_ahead")?;
-        c.max_attempts = c.max_attempts.max(1);
-        c.concurrency = c.concurrency.max(1);
-        c.lock_chunk = c.lock_chunk.clamp(1, super::FAST_MAX_REQUESTS);
-        Ok(c)
+        let mut b = TxConfig::builder(s.required("table")?, allowed);
+        if let Some(ms) = s.parse("lock_patience_ms")? {
+            b = b.lock_patience(Duration::from_millis(ms));
+        }
+        if let Some(ms) = s.parse("heartbeat_ms")? {
+            b = b.heartbeat_every(Duration::from_millis(ms));
+        }
+        if let Some(n) = s.parse::<u32>("max_attempts")? {
+            b = b.max_attempts(n.max(1));
+        }
+        if let Some(n) = s.parse::<usize>("concurrency")? {
+            b = b.concurrency(n.max(1));
+        }
+        if let Some(secs) = s.parse("retain_seconds")? {
+            b = b.retain(Duration::from_secs(secs));
+        }
+        if let Some(secs) = s.parse("redelivery_horizon_seconds")? {
+            b = b.redelivery_horizon(Duration::from_secs(secs));
+        }
+        switches_from_settings(s, b)?.build()
     }
+}
+
+/// `fast_path`, `group_commit`, `lock_chunk` (clamped to 1–99) and `read_ahead`.
+fn switches_from_settings(
+    s: &Settings<'_>,
+    mut b: TxConfigBuilder,
+) -> Result<TxConfigBuilder, ConfigError> {
+    if let Some(on) = s.parse("fast_path")? {
+        b = b.fast_path(on);
+    }
+    if let Some(on) = s.parse("group_commit")? {
+        b = b.group_commit(on);
+    }
+    if let Some(n) = s.parse::<usize>("lock_chunk")? {
+        b = b.lock_chunk(n.clamp(1, super::FAST_MAX_REQUESTS));
+    }
+    if let Some(on) = s.parse("read_ahead")? {
+        b = b.read_ahead(on);
+    }
+    Ok(b)
 }
 
 /// A table name, or the name in a table ARN.
@@ -277,16 +274,18 @@ mod tests {
             _ => None,
         };
         let c = TxConfig::from_settings(&Settings::new(&lookup)).expect("settings");
-        let names: Vec<&str> = c.allowed_tables.iter().map(String::as_str).collect();
+        let names: Vec<&str> = c.allowed_tables().iter().map(String::as_str).collect();
         assert_eq!(names, ["AccountsTable", "Orders", "my.table-1"]);
     }
 
     #[test]
     fn retention_must_cover_redelivery() {
-        let mut c = TxConfig::new("Tx", ["Accounts"]);
-        assert!(c.validate().is_ok());
-        c.retain = Duration::from_secs(7 * 24 * 3600);
-        let err = c.validate().expect_err("7 days < 14 days");
+        let b = TxConfig::builder("Tx", ["Accounts"]);
+        assert!(b.clone().build().is_ok());
+        let err = b
+            .retain(Duration::from_secs(7 * 24 * 3600))
+            .build()
+            .expect_err("7 days < 14 days");
         assert!(err.to_string().contains("retain_seconds"), "{err}");
     }
 }

@@ -1,5 +1,6 @@
 #![doc = include_str!("../../docs/txn.md")]
 
+mod builder;
 mod config;
 mod coordinator;
 mod decide;
@@ -16,6 +17,7 @@ mod status;
 pub mod sweep;
 
 pub use crate::ddb::Cost;
+pub use builder::TxConfigBuilder;
 pub(crate) use config::check_horizons;
 pub use config::{
     TxConfig, DEFAULT_CONCURRENCY, DEFAULT_HEARTBEAT_EVERY, DEFAULT_LOCK_PATIENCE,

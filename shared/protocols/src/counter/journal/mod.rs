@@ -167,4 +167,4 @@ pub use entry::{
 };
 pub use insert::statement_items;
 pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
-pub use rollup::{Rollup, RollupConfig, RollupGap, RollupReport};
+pub use rollup::{Rollup, RollupConfig, RollupConfigBuilder, RollupGap, RollupReport};

@@ -29,50 +29,167 @@ pub(super) const MAX_RUN: Duration = Duration::from_secs(14 * 60);
 /// Most dead letters and gaps listed in one report (all are counted, and dead letters kept).
 pub(super) const MAX_LISTED: usize = 20;
 
-/// Settings of a [`Rollup`].
+/// Settings of a [`Rollup`]; build with [`RollupConfig::builder`].
 #[non_exhaustive]
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RollupConfig {
-    /// The journal table (with its stream).
-    pub journal_table: String,
+    // Each setting is documented on its getter.
+    pub(crate) journal_table: String,
+    pub(crate) counter: CounterConfig,
+    pub(crate) records_per_call: i32,
+    pub(crate) concurrency: usize,
+    pub(crate) read_concurrency: usize,
+    pub(crate) max_events_per_pass: usize,
+    pub(crate) hold: Duration,
+    pub(crate) hold_keys: usize,
+}
+
+impl RollupConfig {
+    /// A builder with the defaults for the roll-up of `counter`, which must be in journal mode
+    /// ([`RollupConfigBuilder::build`] refuses it otherwise).
+    pub fn builder(counter: CounterConfig) -> RollupConfigBuilder {
+        RollupConfigBuilder {
+            config: RollupConfig {
+                journal_table: counter.journal_table().unwrap_or_default().to_string(),
+                concurrency: counter.concurrency.max(DEFAULT_ROLLUP_CONCURRENCY),
+                counter,
+                records_per_call: RECORDS_PER_CALL,
+                read_concurrency: DEFAULT_READ_CONCURRENCY,
+                max_events_per_pass: DEFAULT_MAX_EVENTS_PER_PASS,
+                hold: Duration::ZERO,
+                hold_keys: DEFAULT_HOLD_KEYS,
+            },
+        }
+    }
+
+    /// A builder starting from this config.
+    pub fn to_builder(&self) -> RollupConfigBuilder {
+        RollupConfigBuilder {
+            config: self.clone(),
+        }
+    }
+
+    /// The journal table (with its stream): the counter's.
+    pub fn journal_table(&self) -> &str {
+        &self.journal_table
+    }
+
     /// The counter settings whose items are written (table, attribute prefix, and the inline
     /// layout's settings to read items that still hold key buckets).
-    pub counter: CounterConfig,
+    pub fn counter(&self) -> &CounterConfig {
+        &self.counter
+    }
+
     /// Records per `GetRecords` call (1 to 1,000).
-    pub records_per_call: i32,
+    pub fn records_per_call(&self) -> i32 {
+        self.records_per_call
+    }
+
     /// Counter items updated at once.
-    pub concurrency: usize,
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
     /// Shards read at once.
-    pub read_concurrency: usize,
+    pub fn read_concurrency(&self) -> usize {
+        self.read_concurrency
+    }
+
     /// Journaled keys one pass holds before applying them.
-    pub max_events_per_pass: usize,
+    pub fn max_events_per_pass(&self) -> usize {
+        self.max_events_per_pass
+    }
+
     /// How long a cold item's keys may wait in this process's memory before they are applied
     /// (0, the default: never). An item with fewer than [`hold_keys`](Self::hold_keys) pending
     /// keys whose oldest key is younger than this is not updated in this pass: its keys go with
     /// its next ones, one update for several (see `hold` in the module documentation). Its
     /// counters lag by up to this much more.
-    pub hold: Duration,
+    pub fn hold(&self) -> Duration {
+        self.hold
+    }
+
     /// Pending keys from which an item is applied whatever the hold (at least 1; default 2).
-    pub hold_keys: usize,
+    pub fn hold_keys(&self) -> usize {
+        self.hold_keys
+    }
+
+    /// The counter in journal mode, and each figure in its range.
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.counter.validate()?;
+        if self.counter.journal_table().is_none() {
+            return Err(ConfigError::new(
+                "mode",
+                "the roll-up needs a counter in journal mode",
+            ));
+        }
+        if !(1..=RECORDS_PER_CALL).contains(&self.records_per_call) {
+            return Err(ConfigError::new("records_per_call", "must be 1 to 1000"));
+        }
+        let at_least_one = [
+            ("rollup_concurrency", self.concurrency),
+            ("read_concurrency", self.read_concurrency),
+            ("max_events_per_pass", self.max_events_per_pass),
+            ("hold_keys", self.hold_keys),
+        ];
+        match at_least_one.into_iter().find(|(_, n)| *n == 0) {
+            Some((setting, _)) => Err(ConfigError::new(setting, "must be at least 1")),
+            None => Ok(()),
+        }
+    }
 }
 
-impl RollupConfig {
-    /// The roll-up of `counter`, which must be in journal mode.
-    pub fn of(counter: CounterConfig) -> Result<Self, ConfigError> {
-        counter.validate()?;
-        let journal_table = counter.journal_table().map(str::to_string).ok_or_else(|| {
-            ConfigError::new("mode", "the roll-up needs a counter in journal mode")
-        })?;
-        Ok(RollupConfig {
-            journal_table,
-            concurrency: counter.concurrency.max(DEFAULT_ROLLUP_CONCURRENCY),
-            counter,
-            records_per_call: RECORDS_PER_CALL,
-            read_concurrency: DEFAULT_READ_CONCURRENCY,
-            max_events_per_pass: DEFAULT_MAX_EVENTS_PER_PASS,
-            hold: Duration::ZERO,
-            hold_keys: DEFAULT_HOLD_KEYS,
-        })
+/// Builds a validated [`RollupConfig`] (see [`RollupConfig::builder`]).
+#[must_use]
+#[derive(Debug, Clone)]
+pub struct RollupConfigBuilder {
+    config: RollupConfig,
+}
+
+impl RollupConfigBuilder {
+    /// Records per `GetRecords` call (1 to 1,000; default 1,000).
+    pub fn records_per_call(mut self, records: i32) -> Self {
+        self.config.records_per_call = records;
+        self
+    }
+
+    /// Counter items updated at once (default: the counter's `concurrency`, at least 16).
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.config.concurrency = concurrency;
+        self
+    }
+
+    /// Shards read at once (default 16; DynamoDB Streams allows two readers per shard).
+    pub fn read_concurrency(mut self, concurrency: usize) -> Self {
+        self.config.read_concurrency = concurrency;
+        self
+    }
+
+    /// Journaled keys one pass holds in memory before it applies them (default 500,000,
+    /// about 200 bytes each).
+    pub fn max_events_per_pass(mut self, keys: usize) -> Self {
+        self.config.max_events_per_pass = keys;
+        self
+    }
+
+    /// How long a cold item's keys may wait in memory (default 0: never; see
+    /// [`RollupConfig::hold`]).
+    pub fn hold(mut self, hold: Duration) -> Self {
+        self.config.hold = hold;
+        self
+    }
+
+    /// Pending keys from which an item is applied whatever the hold (at least 1; default 2).
+    pub fn hold_keys(mut self, keys: usize) -> Self {
+        self.config.hold_keys = keys;
+        self
+    }
+
+    /// The config, once the counter is valid and in journal mode and each figure is in its
+    /// range; the error names the setting at fault.
+    pub fn build(self) -> Result<RollupConfig, ConfigError> {
+        self.config.validate()?;
+        Ok(self.config)
     }
 }
 
@@ -203,5 +320,52 @@ impl Rollup {
     pub fn with_clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal() -> CounterConfig {
+        CounterConfig::builder("counters")
+            .journal("journal")
+            .build()
+            .expect("valid")
+    }
+
+    fn refused(builder: RollupConfigBuilder) -> String {
+        builder.build().expect_err("refused").setting
+    }
+
+    #[test]
+    fn build_refuses_an_inline_counter() {
+        let inline = CounterConfig::builder("counters").build().expect("valid");
+        assert_eq!(refused(RollupConfig::builder(inline)), "mode");
+        let config = RollupConfig::builder(journal()).build().expect("valid");
+        assert_eq!(config.journal_table(), "journal");
+        assert_eq!(config.concurrency(), 32);
+    }
+
+    #[test]
+    fn build_refuses_figures_out_of_range() {
+        let b = RollupConfig::builder(journal());
+        assert_eq!(refused(b.clone().records_per_call(0)), "records_per_call");
+        assert_eq!(
+            refused(b.clone().records_per_call(1001)),
+            "records_per_call"
+        );
+        assert_eq!(refused(b.clone().concurrency(0)), "rollup_concurrency");
+        assert_eq!(refused(b.clone().read_concurrency(0)), "read_concurrency");
+        assert_eq!(
+            refused(b.clone().max_events_per_pass(0)),
+            "max_events_per_pass"
+        );
+        assert_eq!(refused(b.clone().hold_keys(0)), "hold_keys");
+        let held = b.hold(Duration::from_secs(60)).hold_keys(3).build();
+        assert_eq!(
+            held.map(|c| (c.hold().as_secs(), c.hold_keys())),
+            Ok((60, 3))
+        );
     }
 }

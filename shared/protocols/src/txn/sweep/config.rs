@@ -18,49 +18,91 @@ pub const DEFAULT_RETAIN: Duration = crate::txn::DEFAULT_RETAIN;
 pub const DEFAULT_SWEEP_MARGIN: Duration = Duration::from_millis(3000);
 /// Default transactions driven at once.
 pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
-/// Settings of the sweeper.
+/// Settings of the sweeper; build with [`SweepConfig::builder`].
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SweepConfig {
-    /// The TX table.
-    pub table: String,
-    /// A transaction without creation, restart or heartbeat for this long is stale.
-    pub stale_after: Duration,
-    /// Completed records expire this long after completion (the idempotency horizon).
-    pub retain: Duration,
-    /// Stop this long before the invocation deadline.
-    pub deadline_margin: Duration,
-    /// Transactions driven at once.
-    pub concurrency: usize,
-    /// The longest gap between two deliveries of a message (the queue's visibility timeout
-    /// plus the coordinator's timeout): `stale_after` must be longer.
-    pub redelivery_gap: Duration,
-    /// How long a message may be delivered again (checked against `retain`).
-    pub redelivery_horizon: Duration,
-    /// Most stale transactions read from one shard per sweep, half the oldest and half the
-    /// newest (the rest wait for the next run).
-    pub max_due_per_shard: usize,
+    // Each setting is documented on its getter.
+    pub(crate) table: String,
+    pub(crate) stale_after: Duration,
+    pub(crate) retain: Duration,
+    pub(crate) deadline_margin: Duration,
+    pub(crate) concurrency: usize,
+    pub(crate) redelivery_gap: Duration,
+    pub(crate) redelivery_horizon: Duration,
+    pub(crate) max_due_per_shard: usize,
 }
 
 impl SweepConfig {
-    /// Defaults for `table`.
-    pub fn new(table: impl Into<String>) -> Self {
-        SweepConfig {
-            table: table.into(),
-            stale_after: DEFAULT_STALE_AFTER,
-            retain: DEFAULT_RETAIN,
-            deadline_margin: DEFAULT_SWEEP_MARGIN,
-            concurrency: DEFAULT_SWEEP_CONCURRENCY,
-            redelivery_gap: DEFAULT_REDELIVERY_GAP,
-            redelivery_horizon: crate::txn::DEFAULT_REDELIVERY_HORIZON,
-            max_due_per_shard: super::MAX_DUE_PER_KEY,
+    /// A builder with the defaults for the TX table `table`.
+    pub fn builder(table: impl Into<String>) -> SweepConfigBuilder {
+        SweepConfigBuilder {
+            config: SweepConfig {
+                table: table.into(),
+                stale_after: DEFAULT_STALE_AFTER,
+                retain: DEFAULT_RETAIN,
+                deadline_margin: DEFAULT_SWEEP_MARGIN,
+                concurrency: DEFAULT_SWEEP_CONCURRENCY,
+                redelivery_gap: DEFAULT_REDELIVERY_GAP,
+                redelivery_horizon: crate::txn::DEFAULT_REDELIVERY_HORIZON,
+                max_due_per_shard: super::MAX_DUE_PER_KEY,
+            },
         }
+    }
+
+    /// A builder starting from this config.
+    pub fn to_builder(&self) -> SweepConfigBuilder {
+        SweepConfigBuilder {
+            config: self.clone(),
+        }
+    }
+
+    /// The TX table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// A transaction without creation, restart or heartbeat for this long is stale.
+    pub fn stale_after(&self) -> Duration {
+        self.stale_after
+    }
+
+    /// Completed records expire this long after completion (the idempotency horizon).
+    pub fn retain(&self) -> Duration {
+        self.retain
+    }
+
+    /// Stop this long before the invocation deadline.
+    pub fn deadline_margin(&self) -> Duration {
+        self.deadline_margin
+    }
+
+    /// Transactions driven at once.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// The longest gap between two deliveries of a message (the queue's visibility timeout
+    /// plus the coordinator's timeout): `stale_after` must be longer.
+    pub fn redelivery_gap(&self) -> Duration {
+        self.redelivery_gap
+    }
+
+    /// How long a message may be delivered again (checked against `retain`).
+    pub fn redelivery_horizon(&self) -> Duration {
+        self.redelivery_horizon
+    }
+
+    /// Most stale transactions read from one shard per sweep, half the oldest and half the
+    /// newest (the rest wait for the next run).
+    pub fn max_due_per_shard(&self) -> usize {
+        self.max_due_per_shard
     }
 
     /// Check the settings: the stale threshold longer than the redelivery gap
     /// ([`check_stale_after`]), the retention covering the redelivery horizon, a concurrency
     /// of at least 1.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.table.is_empty() {
             return Err(ConfigError::new("table", "must not be empty"));
         }
@@ -70,6 +112,68 @@ impl SweepConfig {
             return Err(ConfigError::new("sweep_concurrency", "must be at least 1"));
         }
         Ok(())
+    }
+}
+
+/// Builds a validated [`SweepConfig`] (see [`SweepConfig::builder`]).
+#[must_use]
+#[derive(Debug, Clone)]
+pub struct SweepConfigBuilder {
+    config: SweepConfig,
+}
+
+impl SweepConfigBuilder {
+    /// The stale threshold (default [`DEFAULT_STALE_AFTER`]; longer than the redelivery gap).
+    pub fn stale_after(mut self, after: Duration) -> Self {
+        self.config.stale_after = after;
+        self
+    }
+
+    /// The retention of completed records (default [`DEFAULT_RETAIN`]; not shorter than the
+    /// redelivery horizon).
+    pub fn retain(mut self, retain: Duration) -> Self {
+        self.config.retain = retain;
+        self
+    }
+
+    /// Time kept in reserve before the invocation deadline (default
+    /// [`DEFAULT_SWEEP_MARGIN`]).
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.config.deadline_margin = margin;
+        self
+    }
+
+    /// Transactions driven at once (default [`DEFAULT_SWEEP_CONCURRENCY`]; at least 1).
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.config.concurrency = concurrency;
+        self
+    }
+
+    /// The longest gap between two deliveries of a message (default
+    /// [`DEFAULT_REDELIVERY_GAP`]; zero skips the stale threshold's check).
+    pub fn redelivery_gap(mut self, gap: Duration) -> Self {
+        self.config.redelivery_gap = gap;
+        self
+    }
+
+    /// How long a message may be delivered again (default
+    /// [`DEFAULT_REDELIVERY_HORIZON`](crate::txn::DEFAULT_REDELIVERY_HORIZON)).
+    pub fn redelivery_horizon(mut self, horizon: Duration) -> Self {
+        self.config.redelivery_horizon = horizon;
+        self
+    }
+
+    /// Most stale transactions read from one shard per sweep (default
+    /// [`MAX_DUE_PER_KEY`](super::MAX_DUE_PER_KEY)).
+    pub fn max_due_per_shard(mut self, due: usize) -> Self {
+        self.config.max_due_per_shard = due;
+        self
+    }
+
+    /// The config, once its settings pass the checks; the error names the setting at fault.
+    pub fn build(self) -> Result<SweepConfig, ConfigError> {
+        self.config.validate()?;
+        Ok(self.config)
     }
 }
 
@@ -114,14 +218,26 @@ impl FromSettings for SweepConfig {
     /// `sweep_concurrency`, `retain_seconds`, `redelivery_horizon_seconds` and
     /// `sweep_margin_ms`.
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
-        let mut c = SweepConfig::new(s.required("table")?);
-        s.set_secs(&mut c.stale_after, "stale_after_seconds")?;
-        s.set_secs(&mut c.redelivery_gap, "redelivery_gap_seconds")?;
-        s.set(&mut c.concurrency, "sweep_concurrency")?;
-        s.set_secs(&mut c.retain, "retain_seconds")?;
-        s.set_secs(&mut c.redelivery_horizon, "redelivery_horizon_seconds")?;
-        s.set_millis(&mut c.deadline_margin, "sweep_margin_ms")?;
-        Ok(c)
+        let mut b = SweepConfig::builder(s.required("table")?);
+        if let Some(secs) = s.parse("stale_after_seconds")? {
+            b = b.stale_after(Duration::from_secs(secs));
+        }
+        if let Some(secs) = s.parse("redelivery_gap_seconds")? {
+            b = b.redelivery_gap(Duration::from_secs(secs));
+        }
+        if let Some(n) = s.parse("sweep_concurrency")? {
+            b = b.concurrency(n);
+        }
+        if let Some(secs) = s.parse("retain_seconds")? {
+            b = b.retain(Duration::from_secs(secs));
+        }
+        if let Some(secs) = s.parse("redelivery_horizon_seconds")? {
+            b = b.redelivery_horizon(Duration::from_secs(secs));
+        }
+        if let Some(ms) = s.parse("sweep_margin_ms")? {
+            b = b.deadline_margin(Duration::from_millis(ms));
+        }
+        b.build()
     }
 }
 
@@ -130,5 +246,32 @@ impl Configured for super::Sweeper {
 
     fn try_new(client: aws_sdk_dynamodb::Client, config: SweepConfig) -> Result<Self, ConfigError> {
         super::Sweeper::try_new(client, config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(builder: SweepConfigBuilder) -> String {
+        builder.build().expect_err("refused").setting
+    }
+
+    #[test]
+    fn build_refuses_what_validation_checks() {
+        let b = SweepConfig::builder("Tx");
+        assert!(b.clone().build().is_ok());
+        assert_eq!(refused(SweepConfig::builder("")), "table");
+        let early = b.clone().stale_after(Duration::from_secs(300));
+        assert_eq!(refused(early.clone()), "stale_after_seconds");
+        assert!(early.redelivery_gap(Duration::ZERO).build().is_ok());
+        let short = b.clone().retain(Duration::from_secs(86_400));
+        assert_eq!(refused(short), "retain_seconds");
+        assert_eq!(refused(b.clone().concurrency(0)), "sweep_concurrency");
+        let c = b.max_due_per_shard(10).build().expect("valid");
+        assert_eq!(
+            c.to_builder().build().map(|c| c.max_due_per_shard()),
+            Ok(10)
+        );
     }
 }

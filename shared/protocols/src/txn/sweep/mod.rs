@@ -79,8 +79,8 @@ mod retired;
 
 pub use crate::txn::record::SWEEP_SHARDS;
 pub use config::{
-    check_stale_after, SweepConfig, DEFAULT_REDELIVERY_GAP, DEFAULT_RETAIN, DEFAULT_STALE_AFTER,
-    DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_MARGIN,
+    check_stale_after, SweepConfig, SweepConfigBuilder, DEFAULT_REDELIVERY_GAP, DEFAULT_RETAIN,
+    DEFAULT_STALE_AFTER, DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_MARGIN,
 };
 pub use retired::{KeepRetired, Retired};
 
@@ -156,10 +156,10 @@ pub struct Sweeper {
 }
 
 impl Sweeper {
-    /// A sweeper with the given settings, once they are valid ([`SweepConfig::validate`]).
+    /// A sweeper with the given settings (checked by their builder, and again here).
     pub fn try_new(client: Client, config: SweepConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let mut tx = TxConfig::new(config.table.clone(), Vec::<String>::new());
+        let mut tx = TxConfig::defaults(config.table.clone(), Vec::<String>::new());
         tx.retain = config.retain;
         Ok(Sweeper {
             coordinator: Coordinator::unchecked(client, tx),
