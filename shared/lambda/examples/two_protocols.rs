@@ -54,7 +54,8 @@ async fn handle(p: Arc<Protocols>, record: Record<OrderEvent>) -> Result<(), Rec
         [("orders", 1), ("amountCents", e.amount_cents)],
         e.event_id.as_str(),
     )?;
-    p.totals.add(&count).await?;
+    // `Duplicate` is not an error: the event was counted once already.
+    let _outcome = p.totals.add(&count).await?;
     // 2. The order's newest state.
     let state = p
         .orders

@@ -154,8 +154,6 @@
 pub mod batch;
 pub mod change;
 pub mod config;
-// `unreachable_pub` is left to the counter's own change (3 items).
-#[allow(unreachable_pub)]
 pub mod counter;
 pub mod ddb;
 pub mod document;

@@ -14,6 +14,7 @@ use crate::ddb::{ErrorClass, ItemKey, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
 
 /// The outcome of one counter record.
+#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CounterOutcome {

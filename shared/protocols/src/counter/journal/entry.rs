@@ -25,16 +25,17 @@ pub const TTL_ATTRIBUTE: &str = "ttl";
 /// A journal item is kept at least this long after its first put, whatever the window of the
 /// writer that put it first (the TTL is the first put's: a put again leaves the item as it
 /// is), so that every writer at the default window or below finds it.
-pub const MIN_RETENTION: std::time::Duration = crate::counter::config::DEFAULT_JOURNAL_WINDOW;
+pub(crate) const MIN_RETENTION: std::time::Duration =
+    crate::counter::config::DEFAULT_JOURNAL_WINDOW;
 /// A journal item is kept this much longer than the window: a writer whose clock is up to an
 /// hour behind still keeps its keys for the whole window.
-pub const TTL_SLACK_SECONDS: u64 = 3600;
+pub(crate) const TTL_SLACK_SECONDS: u64 = 3600;
 /// Records per `BatchWriteItem` (DynamoDB's limit).
-pub const MAX_JOURNAL_BATCH: usize = crate::ddb::batch::BATCH_WRITE_ITEMS;
+pub(crate) const MAX_JOURNAL_BATCH: usize = crate::ddb::batch::BATCH_WRITE_ITEMS;
 /// The watermark of a shard the roll-up knows nothing of (no checkpoint, not listed) is
 /// removed from a counter item this long after it last moved: the stream keeps a record 24
 /// hours, so no record at or below it can be read again.
-pub const WATERMARK_KEEP_SECONDS: u64 = 2 * 86_400;
+pub(crate) const WATERMARK_KEEP_SECONDS: u64 = 2 * 86_400;
 
 /// The counter item's key (M).
 pub(super) const ITEM_ATTRIBUTE: &str = "k";

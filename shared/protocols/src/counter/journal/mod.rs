@@ -161,10 +161,7 @@ mod write;
 
 pub use days::{KEEP_DAYS, REPAIR_DAYS};
 pub use dead::RollupDeadLetter;
-pub use entry::{
-    JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, MAX_JOURNAL_BATCH, TTL_ATTRIBUTE,
-    WATERMARK_KEEP_SECONDS,
-};
+pub use entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE};
 pub use insert::statement_items;
 pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
 pub use rollup::{Rollup, RollupConfig, RollupConfigBuilder, RollupGap, RollupReport};

@@ -99,6 +99,7 @@ impl RepairDays {
 }
 
 /// What [`Repair::run`] did.
+#[must_use = "a refused repair did nothing: handle it"]
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub enum RepairOutcome {
@@ -109,6 +110,7 @@ pub enum RepairOutcome {
 }
 
 /// What a repair found and did.
+#[must_use = "the report holds what was repaired"]
 #[non_exhaustive]
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct RepairReport {

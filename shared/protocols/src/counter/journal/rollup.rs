@@ -140,7 +140,7 @@ impl RollupConfig {
 }
 
 /// Builds a validated [`RollupConfig`] (see [`RollupConfig::builder`]).
-#[must_use]
+#[must_use = "a builder does nothing until `build` is called"]
 #[derive(Debug, Clone)]
 pub struct RollupConfigBuilder {
     config: RollupConfig,
