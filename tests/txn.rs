@@ -192,9 +192,8 @@ async fn crash_at_every_step_leaves_all_or_nothing() {
                 }
             }
             let header = env
-                .coordinator(client())
-                .tx_table()
-                .get(&p)
+                .sweeper(client(), 0, 3600)
+                .status(&p)
                 .await
                 .expect("header");
             if let Some(h) = header {

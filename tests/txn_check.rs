@@ -559,13 +559,9 @@ async fn check_final(
             ));
         }
     }
-    let tx = env.coordinator(base.clone());
+    let tx = env.sweeper(base.clone(), 0, 3600);
     for m in &plan.messages {
-        let header = tx
-            .tx_table()
-            .get(&m.tx_id)
-            .await
-            .map_err(|e| e.to_string())?;
+        let header = tx.status(&m.tx_id).await.map_err(|e| e.to_string())?;
         if let Some(h) = header.filter(|h| h.state != TxState::Completed) {
             return Err(format!("TX record not completed after a sweep: {h:?}"));
         }

@@ -264,6 +264,27 @@ pub async fn set_header(
         .expect("set a header attribute");
 }
 
+/// Write the header of a pending TX record directly, as a version that recorded the
+/// transaction and stopped left it (requests inline, attempt 1, in a sweep shard, last
+/// touched now, no `RequestsHash`: the protocol page's layout). The sweeper drives it.
+pub async fn put_pending(client: &Client, env: &Env, tx_id: &str, requests_json: &str) {
+    let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    client
+        .put_item()
+        .table_name(env.tx())
+        .item("TxId", AttributeValue::S(tx_id.into()))
+        .item("Part", AttributeValue::S("#".into()))
+        .item("State", AttributeValue::S("pending".into()))
+        .item("Version", AttributeValue::N("1".into()))
+        .item("Attempt", AttributeValue::N("1".into()))
+        .item("Requests", AttributeValue::S(requests_json.into()))
+        .item("SweepKey", AttributeValue::S("open#00".into()))
+        .item("LastTouched", AttributeValue::N(now.to_string()))
+        .send()
+        .await
+        .expect("a pending record");
+}
+
 /// The `tx-coordinator` function over `protocol`, its dead letters in the test's table.
 pub fn coordinator_writer(env: &Env, protocol: Coordinator) -> Writer<Coordinator> {
     Writer::builder("tx-coordinator", protocol)

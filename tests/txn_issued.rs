@@ -5,9 +5,9 @@
 
 use crate::txn_env;
 
-use dynamo_testing::client;
+use dynamo_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::txn::{Cost, TxError, TxOutcome};
+use dynamodb_exactly_once::txn::{TxError, TxOutcome, TxState};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
 use serde_json::json;
 use txn_env::*;
@@ -53,14 +53,17 @@ async fn a_record_written_before_issued_at_existed_is_resumed_by_a_message_carry
         seed(&base, &table, "bob", 0).await;
         let c = env.coordinator(client());
         // Given T's record as a version before `issuedAt` wrote it (hash of the requests
-        // alone), left pending: that version ignored the field
+        // alone), left pending: T without the field, run on the lock path by a coordinator
+        // that stops after creating the record (its calls from the third on fail)
         let mut body = transfer(&table, "t-upgrade", "alice", "bob", 30);
+        let stops = client_with(Some(FaultInjector::fail_from(2)), 1);
+        let old = lock_path_coordinator(&env, stops, 1, false);
+        let stopped = old.run(&message(&old, &body), Deadline::none()).await;
+        assert!(stopped.is_err(), "fast path {fast}: {stopped:?}");
+        let left = env.sweeper(client(), 0, 3600).status("t-upgrade").await;
+        let left = left.expect("status").map(|s| s.state);
+        assert_eq!(left, Some(TxState::Pending), "fast path {fast}");
         body["issuedAt"] = json!(epoch_millis() - 1000);
-        let requests_json = message(&c, &body).requests_json();
-        c.tx_table()
-            .create("t-upgrade", &requests_json, None, &Cost::default())
-            .await
-            .expect("create");
         // When the redelivery, carrying `issuedAt`, reaches this version
         let report = c.run(&message(&c, &body), Deadline::none()).await;
         // Then it is the same transaction, resumed and committed once

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use dynamo_testing::{client, client_with, FaultInjector};
-use dynamodb_exactly_once::txn::{Coordinator, Cost, TxError};
+use dynamodb_exactly_once::txn::{Coordinator, TxError};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
 use dynamodb_exactly_once_lambda::dead_letter::{DeadLetters, LetterFilter};
 use dynamodb_exactly_once_lambda::settings::functions::TX_COORDINATOR;
@@ -127,11 +127,7 @@ async fn the_sweeper_retires_a_record_stranded_on_a_refused_key() {
     let body = json!({"txId":"t-stranded","requests":[debit(&table, "alice", 10),
         bump(&table, json!({"PK": 7}))]});
     let canonical = message(&c, &body).requests_json();
-    let cost = Cost::default();
-    c.tx_table()
-        .create("t-stranded", &canonical, None, &cost)
-        .await
-        .expect("create");
+    put_pending(&base, &env, "t-stranded", &canonical).await;
     // When the sweeper, keeping dead letters as the coordinator does, runs twice
     let letters = DeadLetters::new(
         client(),
@@ -216,10 +212,7 @@ async fn a_retired_record_whose_letter_cannot_be_kept_is_kept_by_the_next_sweep(
     let body = json!({"txId":"t-unkept","requests":[debit(&table, "alice", 10),
         bump(&table, json!({"PK": 7}))]});
     let canonical = message(&c, &body).requests_json();
-    c.tx_table()
-        .create("t-unkept", &canonical, None, &Cost::default())
-        .await
-        .expect("create");
+    put_pending(&base, &env, "t-unkept", &canonical).await;
     // When a sweep cannot keep its letter (no such table), then one can
     let keeping = |table: &str| {
         let letters = DeadLetters::new(client(), table, TX_COORDINATOR.name);
@@ -257,14 +250,10 @@ async fn a_record_naming_one_item_twice_under_older_rules_is_still_finished() {
     seed(&base, &table, "alice", 100).await;
     // Given a pending record whose two requests name one item (what a version before the
     // exact number keys recorded for `{"id": 7}` and `{"id": 7.0}`)
-    let c = env.coordinator(client());
     let body = json!({"txId":"t-twice","requests":[update(&table, "alice", 1),
         update(&table, "alice", 2)]});
     let requests_json = serde_json::to_string(&body["requests"]).expect("json");
-    c.tx_table()
-        .create("t-twice", &requests_json, None, &Cost::default())
-        .await
-        .expect("create");
+    put_pending(&base, &env, "t-twice", &requests_json).await;
     // When the sweeper drives it
     let swept = sweep_all(&env, client()).await;
     // Then it is rolled back and completed: the check for two requests on one item is made

@@ -149,6 +149,7 @@
 //! * [`prelude`]: the handles, configs, outcomes and errors most programs need.
 
 #![warn(unreachable_pub)]
+#![warn(unnameable_types)]
 #![warn(missing_docs)]
 
 pub mod batch;

@@ -146,11 +146,6 @@ impl Coordinator {
         &self.config
     }
 
-    /// The TX table.
-    pub fn tx_table(&self) -> &TxTable {
-        &self.tx
-    }
-
     /// The client.
     pub fn client(&self) -> &Client {
         &self.client

@@ -1,6 +1,6 @@
 //! Steps 4–5 of a decided transaction, by any coordinator or the sweeper: finalize (committed
 //! change) or undo (everything else) each item, then mark the record completed; and
-//! [`Coordinator::drive`], the sweeper's step.
+//! `Coordinator::drive_keeping`, the sweeper's step.
 //!
 //! Completion reads each item once, after the decision: since a lock write can only land
 //! while its attempt is pending (the header check of `lock::write`), every lock of the
@@ -323,19 +323,9 @@ impl Coordinator {
     /// after it means a delivery resumed it, which is left alone, [`Driven::Alive`]), finish
     /// if decided. Returns the header after, and what was done; `None` when there is no such
     /// record.
-    pub async fn drive(
-        &self,
-        tx_id: &str,
-        stale_before: u64,
-        cost: &Cost,
-    ) -> Result<Option<(TxHeader, Driven)>, TxError> {
-        self.drive_keeping(tx_id, stale_before, cost, None).await
-    }
-
-    /// [`Self::drive`], handing a record retired on a refused key (rolled back final,
-    /// `invalid_request`) to `keeper` before it is completed (see
-    /// [`crate::txn::sweep::KeepRetired`]).
-    pub async fn drive_keeping(
+    /// A record retired on a refused key (rolled back final, `invalid_request`) is handed to
+    /// `keeper` before it is completed (see [`crate::txn::sweep::KeepRetired`]).
+    pub(crate) async fn drive_keeping(
         &self,
         tx_id: &str,
         stale_before: u64,

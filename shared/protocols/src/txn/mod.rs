@@ -31,7 +31,7 @@ pub use item::{
     ITEM_PROTOCOL_ATTRIBUTES,
 };
 pub use outcome::{Driven, TxError, TxOutcome, TxReport};
-pub use request::{TxMessage, TxMessageBuilder};
+pub use request::{Operation, TxMessage, TxMessageBuilder, TxRequest};
 pub use status::{RollbackReason, TxState, TxStatus};
 
 /// Whether a cancellation reason means "nothing applied, send the call again" (after a short

@@ -103,7 +103,7 @@ impl TxError {
     }
 }
 
-/// What [`Coordinator::drive`](super::Coordinator::drive) did.
+/// What the sweeper's drive step did to one stale transaction (see [`super::sweep`]).
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]

@@ -238,48 +238,48 @@ impl fmt::Display for RollbackReason {
 
 /// A TX record header as read.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TxHeader {
+pub(crate) struct TxHeader {
     /// The transaction id.
-    pub tx_id: String,
+    pub(crate) tx_id: String,
     /// The state.
-    pub state: TxState,
+    pub(crate) state: TxState,
     /// Optimistic-concurrency version.
-    pub version: u64,
+    pub(crate) version: u64,
     /// The attempt.
-    pub attempt: u64,
+    pub(crate) attempt: u64,
     /// Inline requests JSON, when not in parts.
-    pub inline_requests: Option<String>,
+    pub(crate) inline_requests: Option<String>,
     /// Part count.
-    pub parts: u64,
+    pub(crate) parts: u64,
     /// Request index → token (set at commit).
-    pub tokens: BTreeMap<usize, String>,
+    pub(crate) tokens: BTreeMap<usize, String>,
     /// Rollback reason.
-    pub reason: Option<RollbackReason>,
+    pub(crate) reason: Option<RollbackReason>,
     /// Failed request index.
-    pub failed_request: Option<usize>,
+    pub(crate) failed_request: Option<usize>,
     /// Decision once completed.
-    pub decision: Option<TxState>,
+    pub(crate) decision: Option<TxState>,
     /// The creation's nonce (absent on records written before nonces).
-    pub nonce: Option<String>,
+    pub(crate) nonce: Option<String>,
     /// SHA-256 of the requests JSON (absent on records written before hashes).
-    pub requests_hash: Option<String>,
+    pub(crate) requests_hash: Option<String>,
     /// The message's `issuedAt`, hashed with the requests (absent: hashed without it, by a
     /// message without one or by a version before `issuedAt`).
-    pub issued_at_ms: Option<u64>,
+    pub(crate) issued_at_ms: Option<u64>,
     /// The run that wrote the decision, when a coordinator run did.
-    pub decider: Option<String>,
+    pub(crate) decider: Option<String>,
     /// Last state change, epoch ms.
-    pub last_touched_ms: u64,
+    pub(crate) last_touched_ms: u64,
 }
 
 impl TxHeader {
     /// The lock owner string of this attempt: `txId#attempt`.
-    pub fn owner(&self) -> String {
+    pub(crate) fn owner(&self) -> String {
         owner(&self.tx_id, self.attempt)
     }
 
     /// The decision: the state, or the recorded decision once completed.
-    pub fn decision(&self) -> Option<TxState> {
+    pub(crate) fn decision(&self) -> Option<TxState> {
         match self.state {
             TxState::Committed | TxState::RolledBack => Some(self.state),
             TxState::Completed => self.decision,

@@ -125,7 +125,8 @@ impl Operation {
     }
 }
 
-/// One validated request.
+/// One validated request (the [`TxMessage::requests`] of a parsed message).
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TxRequest {
     /// The table (in the allow-list).

@@ -26,8 +26,9 @@ pub struct TxStatus {
     pub last_touched_ms: u64,
 }
 
-impl From<TxHeader> for TxStatus {
-    fn from(h: TxHeader) -> Self {
+impl TxStatus {
+    /// The status a header holds.
+    pub(crate) fn of(h: TxHeader) -> Self {
         TxStatus {
             decision: h.decision(),
             tx_id: h.tx_id,

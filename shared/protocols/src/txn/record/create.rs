@@ -109,7 +109,7 @@ impl TxTable {
     /// * Larger, or when that call keeps meeting conflicts: the header is read first (a
     ///   redelivery finds it and writes no part: each is up to 350 KB of write units, kept 90
     ///   days), then the parts, all at once, then the header.
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         tx_id: &str,
         requests_json: &str,

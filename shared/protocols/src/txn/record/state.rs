@@ -41,7 +41,7 @@ impl TxTable {
     /// `Tokens` or inline `Requests`, which make a large transaction's header up to 350 KB.
     /// What a contender waiting on a pending holder reads at every wait step; its `tokens`
     /// are empty (read the whole header with [`Self::get`] when they matter: a commit).
-    pub async fn get_state(&self, tx_id: &str) -> Result<Option<TxHeader>, StoreError> {
+    pub(crate) async fn get_state(&self, tx_id: &str) -> Result<Option<TxHeader>, StoreError> {
         let out = self
             .client
             .get_item()

@@ -34,7 +34,7 @@ const CONDITION_ATTEMPT_PENDING: &str = "#txpst = :txppending AND #txpatt = :txp
 
 /// What creating a TX record found ([`TxTable::create`]).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Creation {
+pub(crate) enum Creation {
     /// The record did not exist: this is the new header (`pending`, attempt 1).
     Created(TxHeader),
     /// The `txId` is already recorded: its header as it is (the caller compares the stored
@@ -44,7 +44,7 @@ pub enum Creation {
 
 impl Creation {
     /// The header, new or existing.
-    pub fn into_header(self) -> TxHeader {
+    pub(crate) fn into_header(self) -> TxHeader {
         match self {
             Creation::Created(h) | Creation::Exists(h) => h,
         }
@@ -56,7 +56,7 @@ impl Creation {
 /// Every header write is conditioned on the `Version` its writer read, so of two writers
 /// starting from the same header exactly one moves it; the other learns it lost.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Transition {
+pub(crate) enum Transition {
     /// The condition held: the header as written (`ALL_NEW`). This writer moved the record
     /// (for a decision: this writer decided the transaction).
     Moved(TxHeader),
@@ -70,12 +70,12 @@ pub enum Transition {
 
 impl Transition {
     /// Whether this writer moved the record.
-    pub fn is_moved(&self) -> bool {
+    pub(crate) fn is_moved(&self) -> bool {
         matches!(self, Transition::Moved(_))
     }
 
     /// The header after the write, when known without a read.
-    pub fn into_known(self) -> Option<TxHeader> {
+    pub(crate) fn into_known(self) -> Option<TxHeader> {
         match self {
             Transition::Moved(h) | Transition::Lost(h) => Some(h),
             Transition::LostUnread => None,
@@ -85,27 +85,22 @@ impl Transition {
 
 /// Access to the TX table.
 #[derive(Debug, Clone)]
-pub struct TxTable {
+pub(crate) struct TxTable {
     pub(super) client: Client,
     pub(super) table: String,
 }
 
 impl TxTable {
     /// The TX table `table`.
-    pub fn new(client: Client, table: impl Into<String>) -> Self {
+    pub(crate) fn new(client: Client, table: impl Into<String>) -> Self {
         TxTable {
             client,
             table: table.into(),
         }
     }
 
-    /// The table name.
-    pub fn name(&self) -> &str {
-        &self.table
-    }
-
     /// Read a header (strongly consistent).
-    pub async fn get(&self, tx_id: &str) -> Result<Option<TxHeader>, StoreError> {
+    pub(crate) async fn get(&self, tx_id: &str) -> Result<Option<TxHeader>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -119,7 +114,7 @@ impl TxTable {
     }
 
     /// The requests JSON of a header (from the header or its parts).
-    pub async fn requests_json(&self, header: &TxHeader) -> Result<String, StoreError> {
+    pub(crate) async fn requests_json(&self, header: &TxHeader) -> Result<String, StoreError> {
         if let Some(inline) = &header.inline_requests {
             return Ok(inline.clone());
         }
@@ -162,7 +157,7 @@ impl TxTable {
     /// One conditional header transition: `SET`/`REMOVE` on top of `Version + 1`,
     /// conditioned on the version of `from` (see [`Transition`]). `LastTouched` changes only
     /// when `set` names it (a restart), so a decision costs no index write.
-    pub async fn transition(
+    pub(crate) async fn transition(
         &self,
         from: &TxHeader,
         set: &[(&str, AttributeValue)],
@@ -174,7 +169,7 @@ impl TxTable {
 
     /// [`TxTable::transition`], also conditioned on `LastTouched` being what `from` read:
     /// lost to any heartbeat since (a transaction that showed a sign of life is not stale).
-    pub async fn transition_untouched(
+    pub(crate) async fn transition_untouched(
         &self,
         from: &TxHeader,
         set: &[(&str, AttributeValue)],
@@ -236,7 +231,7 @@ impl TxTable {
     /// still being pending (not on `Version`: a heartbeat never makes a decision fail).
     /// `false`: the attempt was decided meanwhile. One write, plus two index writes (the
     /// index's range key moves).
-    pub async fn touch(&self, from: &TxHeader, cost: &Cost) -> Result<bool, StoreError> {
+    pub(crate) async fn touch(&self, from: &TxHeader, cost: &Cost) -> Result<bool, StoreError> {
         let result = {
             let request = self
                 .client

@@ -24,7 +24,7 @@
 //! or a heartbeat (a long lock phase, a resumed delivery) makes 2 more: about
 //! 16 × 1,000 / 2 = 8,000 TX/s for the whole system.
 //!
-//! # What it does (per stale transaction, see [`crate::txn::Coordinator::drive`])
+//! # What it does (per stale transaction, the coordinator's drive step, `txn/finish.rs`)
 //!
 //! * `pending` → `rolled_back` (reason `abandoned`, conditioned on the version it read), then
 //!   undo every item and `→ completed`. A redelivered message restarts it as a new attempt.
@@ -281,7 +281,7 @@ impl Sweeper {
     /// The transaction's state as its TX record holds it (`None`: no record, never seen or
     /// expired after its retention). One consistent read.
     pub async fn status(&self, tx_id: &str) -> Result<Option<TxStatus>, StoreError> {
-        Ok(self.coordinator.tx.get(tx_id).await?.map(TxStatus::from))
+        Ok(self.coordinator.tx.get(tx_id).await?.map(TxStatus::of))
     }
 
     /// Open (not completed) transactions without a sign of life for `quiet` or longer,
