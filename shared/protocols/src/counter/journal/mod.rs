@@ -1,6 +1,10 @@
 //! The counter's journal mode: one small journal item per idempotency key, summed into the
 //! counter items by a roll-up that reads the journal table's DynamoDB stream.
 //!
+//! The writer side is always built. The roll-up ([`Rollup`]) and the repair ([`Repair`]) need
+//! the crate's **`journal` feature** (off by default), which brings in the DynamoDB Streams
+//! client: `dynamodb-exactly-once = { …, features = ["journal"] }`.
+//!
 //! # Invariant
 //!
 //! For every counter item and counter name, once the roll-up has read every shard of the
@@ -122,9 +126,11 @@
 //!
 //! # Layout
 //!
-//! * `entry`: journal, checkpoint and dead-letter items; watermark encoding; decoding images.
+//! * `entry`: the journal items the writer puts (names, encoding).
 //! * `write`: journaling a batch.
 //! * `insert`: the batch's `INSERT`s (the first put of a key wins).
+//! * `event`: the roll-up's side: stream images decoded, sequence numbers, watermarks, its
+//!   own items' partitions.
 //! * `stream`: the stream, its shards, iterators and pages.
 //! * `checkpoint`: the checkpoints and the complete-pass record.
 //! * `read`: reading one shard for one pass.
@@ -140,31 +146,56 @@
 //!   `recount`: one item's day.
 //! * `rollup`: settings, report and the handle.
 
-mod apply;
-mod checkpoint;
-mod days;
-mod dead;
+// The journal's writer (always built: `CounterMode::Journal` needs only DynamoDB).
 mod entry;
-mod gaps;
-mod hold;
 mod insert;
-mod migrate;
-mod pass;
-mod prune;
-mod read;
-mod recount;
-mod repair;
-mod rollup;
-mod scan;
-mod stream;
 mod write;
 
-pub use days::{KEEP_DAYS, REPAIR_DAYS};
-pub use dead::RollupDeadLetter;
-pub use entry::{
-    JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, MAX_JOURNAL_BATCH, TTL_ATTRIBUTE,
-    WATERMARK_KEEP_SECONDS,
-};
+// The roll-up and the repair (feature `journal`: they read the journal's stream with the
+// DynamoDB Streams client, which no other part of the crate needs).
+#[cfg(feature = "journal")]
+mod apply;
+#[cfg(feature = "journal")]
+mod checkpoint;
+#[cfg(feature = "journal")]
+mod days;
+#[cfg(feature = "journal")]
+mod dead;
+#[cfg(feature = "journal")]
+mod event;
+#[cfg(feature = "journal")]
+mod gaps;
+#[cfg(feature = "journal")]
+mod hold;
+#[cfg(feature = "journal")]
+mod migrate;
+#[cfg(feature = "journal")]
+mod pass;
+#[cfg(feature = "journal")]
+mod prune;
+#[cfg(feature = "journal")]
+mod read;
+#[cfg(feature = "journal")]
+mod recount;
+#[cfg(feature = "journal")]
+mod repair;
+#[cfg(feature = "journal")]
+mod rollup;
+#[cfg(feature = "journal")]
+mod scan;
+#[cfg(feature = "journal")]
+mod stream;
+
+pub use entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, MAX_JOURNAL_BATCH, TTL_ATTRIBUTE};
 pub use insert::statement_items;
+
+#[cfg(feature = "journal")]
+pub use days::{KEEP_DAYS, REPAIR_DAYS};
+#[cfg(feature = "journal")]
+pub use dead::RollupDeadLetter;
+#[cfg(feature = "journal")]
+pub use event::WATERMARK_KEEP_SECONDS;
+#[cfg(feature = "journal")]
 pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
+#[cfg(feature = "journal")]
 pub use rollup::{Rollup, RollupConfig, RollupGap, RollupReport};
