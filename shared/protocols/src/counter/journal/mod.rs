@@ -151,51 +151,36 @@ mod entry;
 mod insert;
 mod write;
 
-// The roll-up and the repair (feature `journal`: they read the journal's stream with the
-// DynamoDB Streams client, which no other part of the crate needs).
-#[cfg(feature = "journal")]
-mod apply;
-#[cfg(feature = "journal")]
-mod checkpoint;
-#[cfg(feature = "journal")]
-mod days;
-#[cfg(feature = "journal")]
-mod dead;
-#[cfg(feature = "journal")]
-mod event;
-#[cfg(feature = "journal")]
-mod gaps;
-#[cfg(feature = "journal")]
-mod hold;
-#[cfg(feature = "journal")]
-mod migrate;
-#[cfg(feature = "journal")]
-mod pass;
-#[cfg(feature = "journal")]
-mod prune;
-#[cfg(feature = "journal")]
-mod read;
-#[cfg(feature = "journal")]
-mod recount;
-#[cfg(feature = "journal")]
-mod repair;
-#[cfg(feature = "journal")]
-mod rollup;
-#[cfg(feature = "journal")]
-mod scan;
-#[cfg(feature = "journal")]
-mod stream;
+/// Items built only with the feature `journal`: the roll-up and the repair, which read the
+/// journal's stream with the DynamoDB Streams client (no other part of the crate needs it).
+macro_rules! with_journal_feature {
+    ($($item:item)*) => { $( #[cfg(feature = "journal")] $item )* };
+}
+
+with_journal_feature! {
+    mod apply;
+    mod checkpoint;
+    mod days;
+    mod dead;
+    mod event;
+    mod gaps;
+    mod hold;
+    mod migrate;
+    mod pass;
+    mod prune;
+    mod read;
+    mod recount;
+    mod repair;
+    mod rollup;
+    mod scan;
+    mod stream;
+
+    pub use days::{KEEP_DAYS, REPAIR_DAYS};
+    pub use dead::RollupDeadLetter;
+    pub use event::WATERMARK_KEEP_SECONDS;
+    pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
+    pub use rollup::{Rollup, RollupConfig, RollupGap, RollupReport};
+}
 
 pub use entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, MAX_JOURNAL_BATCH, TTL_ATTRIBUTE};
 pub use insert::statement_items;
-
-#[cfg(feature = "journal")]
-pub use days::{KEEP_DAYS, REPAIR_DAYS};
-#[cfg(feature = "journal")]
-pub use dead::RollupDeadLetter;
-#[cfg(feature = "journal")]
-pub use event::WATERMARK_KEEP_SECONDS;
-#[cfg(feature = "journal")]
-pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
-#[cfg(feature = "journal")]
-pub use rollup::{Rollup, RollupConfig, RollupGap, RollupReport};
