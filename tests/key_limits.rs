@@ -27,8 +27,10 @@ fn history_writer(
     client: aws_sdk_dynamodb::Client,
     tables: &BTreeMap<String, String>,
 ) -> Writer<Ratchet> {
-    let mut config = RatchetConfig::new(&tables["RatchetTable"]);
-    config.history_table = Some(tables["RatchetHistoryTable"].clone());
+    let config = RatchetConfig::builder(&tables["RatchetTable"])
+        .history_table(&tables["RatchetHistoryTable"])
+        .build()
+        .expect("valid configuration");
     Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
@@ -187,7 +189,11 @@ async fn every_writer_refuses_keys_its_table_would_refuse_before_writing() {
     ));
     cases.push((pk_sk.clone(), json!({"PK": "a"}), "invalid_key"));
     for (table, key, want) in cases {
-        let ratchet = Ratchet::try_new(c.clone(), RatchetConfig::new(&table)).expect("config");
+        let ratchet = Ratchet::try_new(
+            c.clone(),
+            RatchetConfig::builder(&table).build().expect("config"),
+        )
+        .expect("config");
         let put = json!({"op": "put", "key": key, "ts": 1, "item": {"v": 1}});
         assert_eq!(codes(&ratchet, &[put]).await, [want], "ratchet {key}");
         let counter = Counter::try_new(c.clone(), CounterConfig::new(&table)).expect("config");

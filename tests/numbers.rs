@@ -70,7 +70,11 @@ fn n(text: &str) -> AttributeValue {
 async fn the_ratchet_stores_a_20_digit_key_and_a_38_digit_amount_exactly() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumRatchet", "PK").await;
-    let ratchet = Ratchet::try_new(c.clone(), RatchetConfig::new(&table)).expect("config");
+    let ratchet = Ratchet::try_new(
+        c.clone(),
+        RatchetConfig::builder(&table).build().expect("config"),
+    )
+    .expect("config");
     let body = format!(
         r#"{{"op":"put","key":{{"PK":{KEY}}},"ts":1,"item":{{"amount":{AMOUNT},"l":[{AMOUNT}]}}}}"#
     );

@@ -84,8 +84,13 @@ async fn two_deployments_of_one_binary_replay_only_their_own_letters() {
     )
     .await;
     let on = |table: &str, deployment: &str| {
-        let protocol = Ratchet::try_new(c.clone(), RatchetConfig::new(&tables[table]))
-            .expect("valid configuration");
+        let protocol = Ratchet::try_new(
+            c.clone(),
+            RatchetConfig::builder(&tables[table])
+                .build()
+                .expect("valid configuration"),
+        )
+        .expect("valid configuration");
         let letters = DeadLetters::new(c.clone(), &tables["DeadLetterTable"], "ratchet-writer")
             .for_deployment(Some(deployment.into()));
         writer(protocol, letters)

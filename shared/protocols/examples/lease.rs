@@ -91,8 +91,13 @@ async fn setup(client: &Client) -> Result<(Lease, Ratchet), Error> {
     let mut config = LeaseConfig::new("ExampleLocks");
     config.lease = Duration::from_secs(1);
     config.poll_interval = Duration::from_millis(100);
-    let ratchet = Ratchet::try_new(client.clone(), RatchetConfig::new("ExampleReports"))
-        .expect("valid configuration");
+    let ratchet = Ratchet::try_new(
+        client.clone(),
+        RatchetConfig::builder("ExampleReports")
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("valid configuration");
     Ok((
         Lease::try_new(client.clone(), config).expect("valid configuration"),
         ratchet,

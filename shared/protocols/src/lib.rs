@@ -18,7 +18,7 @@
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 //!
-//! let ratchet = Ratchet::try_new(client, RatchetConfig::new("Movies"))?;
+//! let ratchet = Ratchet::try_new(client, RatchetConfig::builder("Movies").build()?)?;
 //! let late = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":1,"item":{"v":1}}"#)?;
 //! let delete = ratchet.parse_record(br#"{"op":"delete","key":{"PK":"u1"},"ts":2}"#)?;
 //! ratchet.write(&delete).await?; // a tombstone with a TTL
