@@ -178,8 +178,10 @@ async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
         1,
     );
     let document = |client| {
-        let mut config = DocumentConfig::new(&tables["DocumentTable"]);
-        config.concurrency = 1;
+        let config = DocumentConfig::builder(&tables["DocumentTable"])
+            .concurrency(1)
+            .build()
+            .expect("valid configuration");
         Writer::builder(
             "document-writer",
             Document::try_new(client, config).expect("valid configuration"),

@@ -199,7 +199,11 @@ async fn every_writer_refuses_keys_its_table_would_refuse_before_writing() {
         let counter = Counter::try_new(c.clone(), CounterConfig::new(&table)).expect("config");
         let add = json!({"key": key, "add": {"n": 1}, "idempotencyKey": "k"});
         assert_eq!(codes(&counter, &[add]).await, [want], "counter {key}");
-        let docs = Document::try_new(c.clone(), DocumentConfig::new(&table)).expect("config");
+        let docs = Document::try_new(
+            c.clone(),
+            DocumentConfig::builder(&table).build().expect("config"),
+        )
+        .expect("config");
         let append = json!({"op": "list_append", "key": key, "path": "l", "values": [1]});
         assert_eq!(codes(&docs, &[append]).await, [want], "document {key}");
     }

@@ -112,7 +112,11 @@ async fn the_counter_adds_38_digit_deltas_exactly_on_a_20_digit_key() {
 async fn the_document_writer_stores_a_20_digit_key_and_a_38_digit_amount_exactly() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumDocument", "PK").await;
-    let docs = Document::try_new(c.clone(), DocumentConfig::new(&table)).expect("config");
+    let docs = Document::try_new(
+        c.clone(),
+        DocumentConfig::builder(&table).build().expect("config"),
+    )
+    .expect("config");
     let bodies = [
         format!(r#"{{"op":"replace","key":{{"PK":{KEY}}},"document":{{"amount":{AMOUNT}}}}}"#),
         format!(r#"{{"op":"list_append","key":{{"PK":{KEY}}},"path":"l","values":[{AMOUNT}]}}"#),
@@ -177,7 +181,11 @@ async fn the_coordinator_commits_a_38_digit_amount_on_a_20_digit_key_exactly() {
 async fn numbers_dynamodb_refuses_are_invalid_number_naming_the_rule() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumRefused", "PK").await;
-    let docs = Document::try_new(c.clone(), DocumentConfig::new(&table)).expect("config");
+    let docs = Document::try_new(
+        c.clone(),
+        DocumentConfig::builder(&table).build().expect("config"),
+    )
+    .expect("config");
     let too_precise = "1234567890123456789012345678901234567890";
     for (value, rule) in [
         (too_precise, "at most 38"),

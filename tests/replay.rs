@@ -53,8 +53,13 @@ fn document_writer(
     letters_client: Client,
     tables: &BTreeMap<String, String>,
 ) -> Writer<Document> {
-    let protocol = Document::try_new(client, DocumentConfig::new(&tables["DocumentTable"]))
-        .expect("valid configuration");
+    let protocol = Document::try_new(
+        client,
+        DocumentConfig::builder(&tables["DocumentTable"])
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("valid configuration");
     let letters = DeadLetters::new(
         letters_client,
         &tables["DeadLetterTable"],

@@ -137,7 +137,13 @@ fn a_writer_applying_stream_batches_in_order_needs_a_chosen_sink() {
                 .build(),
         )
     };
-    let document = || Document::try_new(offline(), DocumentConfig::new("Docs")).expect("valid");
+    let document = || {
+        Document::try_new(
+            offline(),
+            DocumentConfig::builder("Docs").build().expect("valid"),
+        )
+        .expect("valid")
+    };
     let err = Writer::builder("document-writer", document())
         .build()
         .expect_err("no sink chosen");

@@ -80,7 +80,7 @@
 //! use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 //! use dynamodb_exactly_once::lease::{AcquireOutcome, Lease, LeaseConfig};
 //!
-//! let docs = Document::try_new(client.clone(), DocumentConfig::new("Documents"))?;
+//! let docs = Document::try_new(client.clone(), DocumentConfig::builder("Documents").build()?)?;
 //! let rm = docs.parse_record(br#"{"op":"list_remove","key":{"PK":"u1"},"path":"friends","value":"bob"}"#)?;
 //! assert_eq!(docs.write(&rm).await?, DocumentOutcome::Absent); // no such friend
 //!
