@@ -95,7 +95,9 @@ async fn history_keys_over_the_partition_key_limit_are_refused_before_the_write(
     let refused = Revision::create(&key, json!({"v": 1})).map(|_| ());
     let store = Versioning::try_new(
         client.clone(),
-        VersioningConfig::new(&tables["VersionedTable"], &tables["VersionedHistoryTable"]),
+        VersioningConfig::builder(&tables["VersionedTable"], &tables["VersionedHistoryTable"])
+            .build()
+            .expect("valid configuration"),
     )
     .expect("valid configuration");
     let applied = match &refused {
@@ -216,7 +218,9 @@ async fn a_versioned_write_refuses_a_key_its_table_would_refuse_before_writing()
     let tables = dynamo_testing::template_tables(&c, &["VersionedHistoryTable"]).await;
     let store = Versioning::try_new(
         c.clone(),
-        VersioningConfig::new(&numeric, &tables["VersionedHistoryTable"]),
+        VersioningConfig::builder(&numeric, &tables["VersionedHistoryTable"])
+            .build()
+            .expect("valid configuration"),
     )
     .expect("config");
     let key = ItemKey::from_json(&json!({"PK": "a"})).expect("key");

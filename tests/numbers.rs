@@ -139,8 +139,13 @@ async fn versioned_writes_store_a_20_digit_key_and_a_38_digit_amount_exactly() {
     let history = dynamo_testing::template_tables(&c, &["VersionedHistoryTable"]).await
         ["VersionedHistoryTable"]
         .clone();
-    let store =
-        Versioning::try_new(c.clone(), VersioningConfig::new(&table, &history)).expect("config");
+    let store = Versioning::try_new(
+        c.clone(),
+        VersioningConfig::builder(&table, &history)
+            .build()
+            .expect("config"),
+    )
+    .expect("config");
     let key = ItemKey::from_json(&json!({"PK": number(KEY)})).expect("key");
     let change = Revision::create(&key, json!({"amount": number(AMOUNT)})).expect("revision");
     assert!(matches!(

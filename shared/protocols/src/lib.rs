@@ -102,7 +102,7 @@
 //! use dynamodb_exactly_once::versioning::{Revision, VersionOutcome, Versioning, VersioningConfig};
 //! use dynamodb_exactly_once::ItemKey;
 //!
-//! let docs = Versioning::try_new(client, VersioningConfig::new("Docs", "DocsHistory"))?;
+//! let docs = Versioning::try_new(client, VersioningConfig::builder("Docs", "DocsHistory").build()?)?;
 //! let key = ItemKey::from_json(&serde_json::json!({"PK": "doc#1"}))?;
 //! docs.apply(&Revision::create(&key, serde_json::json!({"title": "draft"}))?).await?;
 //! let late = Revision::update(&key, 0, serde_json::json!({"title": "stale"}))?;
