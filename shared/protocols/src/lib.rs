@@ -84,7 +84,7 @@
 //! let rm = docs.parse_record(br#"{"op":"list_remove","key":{"PK":"u1"},"path":"friends","value":"bob"}"#)?;
 //! assert_eq!(docs.write(&rm).await?, DocumentOutcome::Absent); // no such friend
 //!
-//! let lease = Lease::try_new(client, LeaseConfig::new("Locks"))?;
+//! let lease = Lease::try_new(client, LeaseConfig::builder("Locks").build()?)?;
 //! if let AcquireOutcome::Acquired { token, holding, .. } =
 //!     lease.acquire("nightly", "worker-a", Duration::from_secs(30)).await?
 //! {
