@@ -24,7 +24,9 @@ features:
 	cargo clippy -p dynamodb-exactly-once-lambda --lib -- -D warnings
 	cargo clippy -p dynamodb-exactly-once-lambda --lib --features otel -- -D warnings
 	cargo clippy -p dynamodb-exactly-once-lambda --lib --features sqs -- -D warnings
+	cargo clippy -p dynamodb-exactly-once-lambda --lib --features journal -- -D warnings
 	cargo clippy -p dynamodb-exactly-once --lib -- -D warnings
+	cargo clippy -p dynamodb-exactly-once --lib --features journal -- -D warnings
 
 # The docs book as a website in target/book/html (mdBook 0.5.4, installed from crates.io when
 # missing), every link of the site checked.

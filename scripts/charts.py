@@ -10,29 +10,30 @@ its figures were measured at. A bench whose JSON is missing keeps its committed 
 
 import html
 import json
+import math
 import os
 import sys
 
-WIDTH, HEIGHT = 640, 360
-LEFT, RIGHT, TOP, BOTTOM = 70, 170, 50, 60
+WIDTH, HEIGHT = 760, 360
+LEFT, RIGHT, TOP, BOTTOM = 70, 210, 50, 60
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
-def nice_max(value):
-    """A round upper bound for an axis."""
+def axis(value, ticks=5):
+    """A round upper bound for an axis and its tick step: the step is 1, 2 or 5 times a power
+    of ten, at most `ticks` steps reach `value`."""
     if value <= 0:
-        return 1
-    magnitude = 10 ** (len(str(int(value))) - 1)
-    for step in (1, 2, 2.5, 5, 10):
-        if step * magnitude >= value:
-            return step * magnitude
-    return 10 * magnitude
+        return 1, 0.25
+    raw = value / ticks
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return step * math.ceil(value / step - 1e-9), step
 
 
 def line_chart(path, title, caption, x_label, y_label, x_values, series):
     """`series`: [(name, {x: y})]; x values are categories, evenly spaced in their order."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    y_max = nice_max(max((y for _, points in series for y in points.values()), default=1))
+    y_max, y_step = axis(max((y for _, points in series for y in points.values()), default=1))
 
     def px(i):
         return LEFT + (plot_w * i / max(1, len(x_values) - 1) if len(x_values) > 1 else plot_w / 2)
@@ -45,8 +46,8 @@ def line_chart(path, title, caption, x_label, y_label, x_values, series):
            f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
            f'<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{html.escape(title)}</text>',
            f'<text x="{LEFT}" y="38" fill="#555">{html.escape(caption)}</text>']
-    for k in range(5):
-        y = y_max * k / 4
+    for k in range(round(y_max / y_step) + 1):
+        y = round(k * y_step, 10)
         out.append(f'<line x1="{LEFT}" y1="{py(y):.1f}" x2="{LEFT + plot_w}" y2="{py(y):.1f}" '
                    f'stroke="#ddd"/>')
         out.append(f'<text x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
@@ -100,7 +101,8 @@ def txn_transfers(doc, out_dir):
 
 
 def counter_shapes(doc, out_dir):
-    rows = doc["rows"]
+    # The unspread rows (one journal partition per item); a row without `spread` is one.
+    rows = [r for r in doc["rows"] if r.get("spread", 1) == 1]
     x_values = sorted({r["shards"] for r in rows})
     series = []
     for rate in dict.fromkeys(r["rate"] for r in rows):
@@ -108,7 +110,7 @@ def counter_shapes(doc, out_dir):
                                             if r["rate"] == rate}))
     line_chart(os.path.join(out_dir, "counter-journal-cost.svg"),
                "Counter journal: billed write units per event",
-               caption(doc, "journal put + roll-up, steady state, rollover every 4 h"),
+               caption(doc, "journal put + roll-up, items < 1 KB, stream rollover every 4 h"),
                "stream shards", "billed WCU per event", x_values, series)
 
 

@@ -29,9 +29,14 @@ for fn in functions/*/; do
   done
 done
 # A user of the library crates gets only what they ask for: no OpenTelemetry without the edge's
-# `otel` feature, no SQS client without `sqs`.
+# `otel` feature, no SQS client without `sqs`, no DynamoDB Streams client without `journal`.
+core=$(cargo tree -q -e normal -p dynamodb-exactly-once --prefix none)
+if grep -q "^aws-sdk-dynamodbstreams " <<<"$core"; then
+  echo "check-deps: dynamodb-exactly-once links aws-sdk-dynamodbstreams without its \`journal\` feature" >&2
+  fail=1
+fi
 edge=$(cargo tree -q -e normal -p dynamodb-exactly-once-lambda --prefix none)
-for optional in opentelemetry aws-sdk-sqs reqwest; do
+for optional in opentelemetry aws-sdk-sqs reqwest aws-sdk-dynamodbstreams; do
   if grep -q "^$optional " <<<"$edge"; then
     echo "check-deps: dynamodb-exactly-once-lambda links $optional without asking for a feature" >&2
     fail=1
@@ -39,4 +44,4 @@ for optional in opentelemetry aws-sdk-sqs reqwest; do
 done
 if [ "$fail" -ne 0 ]; then exit 1; fi
 echo "check-deps: one HTTP/TLS stack; no YAML or test code in the Lambda binaries;" \
-  "no OpenTelemetry or SQS client in the edge crate without its features"
+  "no OpenTelemetry, SQS or DynamoDB Streams client in the library crates without their features"

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use dynamodb_exactly_once::ddb::item::{item_to_json, Item};
-use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+use dynamodb_exactly_once::ratchet::{
+    Ratchet, RatchetConfig, RatchetConfigBuilder, RatchetOutcome,
+};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Writer;
 use serde_json::{json, Map, Value};
@@ -21,17 +23,18 @@ pub async fn ratchet_writer(client: Client) -> (Writer<Ratchet>, BTreeMap<String
 
 /// A ratchet writer on existing tables.
 pub fn ratchet_writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
-    ratchet_writer_with(client, tables, |_| {})
+    ratchet_writer_with(client, tables, |c| c)
 }
 
 /// A ratchet writer on existing tables, its configuration changed by `tweak`.
 pub fn ratchet_writer_with(
     client: Client,
     tables: &BTreeMap<String, String>,
-    tweak: impl FnOnce(&mut RatchetConfig),
+    tweak: impl FnOnce(RatchetConfigBuilder) -> RatchetConfigBuilder,
 ) -> Writer<Ratchet> {
-    let mut config = RatchetConfig::new(&tables["RatchetTable"]);
-    tweak(&mut config);
+    let config = tweak(RatchetConfig::builder(&tables["RatchetTable"]))
+        .build()
+        .expect("valid configuration");
     Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),

@@ -148,11 +148,13 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
     let client = client();
     let tables = template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let mut w = ratchet_writer_on(client.clone(), &tables);
-    let config = {
-        let mut c = w.protocol().config().clone();
-        c.tombstone_ttl = Duration::from_secs(60);
-        c
-    };
+    let config = w
+        .protocol()
+        .config()
+        .to_builder()
+        .tombstone_ttl(Duration::from_secs(60))
+        .build()
+        .expect("valid configuration");
     w = crate::common::with_protocol(
         &w,
         dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), config)

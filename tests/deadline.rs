@@ -52,7 +52,9 @@ async fn writer(stalled_writes: bool, stalled_letters: bool) -> (Writer<Ratchet>
         "ratchet-writer",
         Ratchet::try_new(
             pick(stalled_writes),
-            RatchetConfig::new(&tables["RatchetTable"]),
+            RatchetConfig::builder(&tables["RatchetTable"])
+                .build()
+                .expect("valid configuration"),
         )
         .expect("valid configuration"),
     )
@@ -176,8 +178,10 @@ async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
         1,
     );
     let document = |client| {
-        let mut config = DocumentConfig::new(&tables["DocumentTable"]);
-        config.concurrency = 1;
+        let config = DocumentConfig::builder(&tables["DocumentTable"])
+            .concurrency(1)
+            .build()
+            .expect("valid configuration");
         Writer::builder(
             "document-writer",
             Document::try_new(client, config).expect("valid configuration"),
@@ -314,8 +318,10 @@ async fn a_cut_off_ratchet_batch_keeps_the_items_that_finished() {
     let tables = tables_described(&direct, &["RatchetTable", "DeadLetterTable"]).await;
     idempotent_cut_off_keeps_finished_items(
         |client| {
-            let mut config = RatchetConfig::new(&tables["RatchetTable"]);
-            config.concurrency = 1;
+            let config = RatchetConfig::builder(&tables["RatchetTable"])
+                .concurrency(1)
+                .build()
+                .expect("valid configuration");
             Writer::builder(
                 "ratchet-writer",
                 Ratchet::try_new(client, config).expect("valid configuration"),

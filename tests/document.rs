@@ -36,7 +36,9 @@ fn writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Docume
         "document-writer",
         Document::try_new(
             client.clone(),
-            DocumentConfig::new(&tables["DocumentTable"]),
+            DocumentConfig::builder(&tables["DocumentTable"])
+                .build()
+                .expect("valid configuration"),
         )
         .expect("valid configuration"),
     )

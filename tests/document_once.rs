@@ -12,6 +12,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use dynamo_testing::{client, client_with, At, Fault, FaultInjector, Interleaving};
+use dynamodb_exactly_once::ddb::retry::Backoff;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 use dynamodb_exactly_once::{
     Deadline, ErrorClass, ItemKey, Protocol, RecordResult, Rejection, RejectionCode,
@@ -24,7 +25,13 @@ async fn document_table(client: &Client) -> String {
 }
 
 fn docs(client: Client, table: &str) -> Document {
-    Document::try_new(client, DocumentConfig::new(table)).expect("valid configuration")
+    Document::try_new(
+        client,
+        DocumentConfig::builder(table)
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("valid configuration")
 }
 
 fn rec(op: &str, pk: &str, fields: Value) -> Value {
@@ -215,8 +222,13 @@ async fn a_blind_replace_that_keeps_losing_races_is_delivered_again_not_acknowle
     let table = document_table(&setup).await;
     let other = docs(setup.clone(), &table);
     let il = Interleaving::new();
-    let mut config = DocumentConfig::new(&table);
-    config.backoff.retries = 1;
+    let defaults = DocumentConfig::builder(&table).build().expect("valid");
+    let backoff = defaults.backoff();
+    let config = defaults
+        .to_builder()
+        .backoff(Backoff::new(backoff.first, backoff.max, 1))
+        .build()
+        .expect("valid");
     let replacer = Document::try_new(il.client("A", 1), config).expect("valid");
     let append = other
         .parse_record(
@@ -439,8 +451,10 @@ async fn a_remove_whose_write_landed_unanswered_removes_one_element_when_it_come
 
 /// A document writer whose protocol attributes start with `prefix`.
 fn docs_with_prefix(client: Client, table: &str, prefix: &str) -> Document {
-    let mut config = DocumentConfig::new(table);
-    config.attribute_prefix = prefix.into();
+    let config = DocumentConfig::builder(table)
+        .attribute_prefix(prefix)
+        .build()
+        .expect("valid configuration");
     Document::try_new(client, config).expect("valid configuration")
 }
 

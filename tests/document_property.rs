@@ -200,7 +200,13 @@ async fn one_case(seed: u64, table: &str, case: usize) -> Result<(), String> {
             .retry_partition(partition)
             .build(),
     );
-    let docs = Document::try_new(client, DocumentConfig::new(table)).map_err(|e| e.to_string())?;
+    let docs = Document::try_new(
+        client,
+        DocumentConfig::builder(table)
+            .build()
+            .map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
     let pks: Vec<String> = (0..ITEMS).map(|i| format!("c{case}s{seed}i{i}")).collect();
     let mut models: BTreeMap<String, Model> = BTreeMap::new();
     let mut pending: Vec<(usize, DocumentRecord)> = Vec::new();
@@ -325,7 +331,9 @@ async fn pipeline_case(
     }));
     let docs = Document::try_new(
         faulty_client(&faults, seed),
-        DocumentConfig::new(&tables["DocumentTable"]),
+        DocumentConfig::builder(&tables["DocumentTable"])
+            .build()
+            .map_err(|e| e.to_string())?,
     )
     .map_err(|e| e.to_string())?;
     let writer = Writer::builder("document-writer", docs)

@@ -27,8 +27,10 @@ fn history_writer(
     client: aws_sdk_dynamodb::Client,
     tables: &BTreeMap<String, String>,
 ) -> Writer<Ratchet> {
-    let mut config = RatchetConfig::new(&tables["RatchetTable"]);
-    config.history_table = Some(tables["RatchetHistoryTable"].clone());
+    let config = RatchetConfig::builder(&tables["RatchetTable"])
+        .history_table(&tables["RatchetHistoryTable"])
+        .build()
+        .expect("valid configuration");
     Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
@@ -93,7 +95,9 @@ async fn history_keys_over_the_partition_key_limit_are_refused_before_the_write(
     let refused = Revision::create(&key, json!({"v": 1})).map(|_| ());
     let store = Versioning::try_new(
         client.clone(),
-        VersioningConfig::new(&tables["VersionedTable"], &tables["VersionedHistoryTable"]),
+        VersioningConfig::builder(&tables["VersionedTable"], &tables["VersionedHistoryTable"])
+            .build()
+            .expect("valid configuration"),
     )
     .expect("valid configuration");
     let applied = match &refused {
@@ -187,7 +191,11 @@ async fn every_writer_refuses_keys_its_table_would_refuse_before_writing() {
     ));
     cases.push((pk_sk.clone(), json!({"PK": "a"}), "invalid_key"));
     for (table, key, want) in cases {
-        let ratchet = Ratchet::try_new(c.clone(), RatchetConfig::new(&table)).expect("config");
+        let ratchet = Ratchet::try_new(
+            c.clone(),
+            RatchetConfig::builder(&table).build().expect("config"),
+        )
+        .expect("config");
         let put = json!({"op": "put", "key": key, "ts": 1, "item": {"v": 1}});
         assert_eq!(codes(&ratchet, &[put]).await, [want], "ratchet {key}");
         let counter = Counter::try_new(
@@ -199,7 +207,11 @@ async fn every_writer_refuses_keys_its_table_would_refuse_before_writing() {
         .expect("config");
         let add = json!({"key": key, "add": {"n": 1}, "idempotencyKey": "k"});
         assert_eq!(codes(&counter, &[add]).await, [want], "counter {key}");
-        let docs = Document::try_new(c.clone(), DocumentConfig::new(&table)).expect("config");
+        let docs = Document::try_new(
+            c.clone(),
+            DocumentConfig::builder(&table).build().expect("config"),
+        )
+        .expect("config");
         let append = json!({"op": "list_append", "key": key, "path": "l", "values": [1]});
         assert_eq!(codes(&docs, &[append]).await, [want], "document {key}");
     }
@@ -212,7 +224,9 @@ async fn a_versioned_write_refuses_a_key_its_table_would_refuse_before_writing()
     let tables = dynamo_testing::template_tables(&c, &["VersionedHistoryTable"]).await;
     let store = Versioning::try_new(
         c.clone(),
-        VersioningConfig::new(&numeric, &tables["VersionedHistoryTable"]),
+        VersioningConfig::builder(&numeric, &tables["VersionedHistoryTable"])
+            .build()
+            .expect("valid configuration"),
     )
     .expect("config");
     let key = ItemKey::from_json(&json!({"PK": "a"})).expect("key");

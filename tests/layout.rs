@@ -11,7 +11,9 @@ use aws_sdk_dynamodb::Client;
 use dynamo_testing::client;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::{Item, ItemKey, Read};
-use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
+use dynamodb_exactly_once::ratchet::{
+    Ratchet, RatchetConfig, RatchetConfigBuilder, RatchetOutcome,
+};
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Writer;
@@ -22,10 +24,11 @@ use crate::common::{delete, put, raw_item, sqs_batch, write_one};
 fn writer(
     client: &Client,
     tables: &BTreeMap<String, String>,
-    configure: impl FnOnce(&mut RatchetConfig),
+    configure: impl FnOnce(RatchetConfigBuilder) -> RatchetConfigBuilder,
 ) -> Writer<Ratchet> {
-    let mut config = RatchetConfig::new(&tables["RatchetTable"]);
-    configure(&mut config);
+    let config = configure(RatchetConfig::builder(&tables["RatchetTable"]))
+        .build()
+        .expect("valid configuration");
     Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
@@ -80,7 +83,7 @@ async fn renamed_ratchet_attributes_are_refused_on_first_contact_not_overwritten
         dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let table = tables["RatchetTable"].clone();
     // Given items written under the default names: a put at ts 10, a tombstone at ts 10.
-    let defaults = writer(&client, &tables, |_| {});
+    let defaults = writer(&client, &tables, |c| c);
     let v10 = put("u", "a", 10, json!({"v": "ten"}));
     assert_eq!(write_one(&defaults, v10).await, RatchetOutcome::Applied);
     assert_eq!(
@@ -89,7 +92,7 @@ async fn renamed_ratchet_attributes_are_refused_on_first_contact_not_overwritten
     );
 
     // When the timestamp attribute is renamed and an older record arrives
-    let renamed_ts = writer(&client, &tables, |c| c.ts_attribute = "V".into());
+    let renamed_ts = writer(&client, &tables, |c| c.ts_attribute("V"));
     let older = put("u", "a", 5, json!({"v": "five"}));
     // Then it is refused, and the newer item is untouched.
     assert_eq!(
@@ -100,18 +103,18 @@ async fn renamed_ratchet_attributes_are_refused_on_first_contact_not_overwritten
     assert_eq!(stored["v"], json!("ten"));
 
     // When the tombstone flag is renamed, the old tombstone does not read as a live item.
-    let renamed_flag = writer(&client, &tables, |c| c.deleted_attribute = "Gone".into());
+    let renamed_flag = writer(&client, &tables, |c| c.deleted_attribute("Gone"));
     let b = ItemKey::from_json(&json!({"PK": "u", "SK": "b"})).expect("key");
     let read = renamed_flag.protocol().get_json(&b, Read::Consistent).await;
     assert!(read.is_err(), "a tombstone of other names read as {read:?}");
 
     // Items written under one non-default layout are refused under another.
-    let under_w = writer(&client, &tables, |c| c.ts_attribute = "W".into());
+    let under_w = writer(&client, &tables, |c| c.ts_attribute("W"));
     assert_eq!(
         write_one(&under_w, put("u", "c", 10, json!({"v": 1}))).await,
         RatchetOutcome::Applied
     );
-    let under_x = writer(&client, &tables, |c| c.ts_attribute = "X".into());
+    let under_x = writer(&client, &tables, |c| c.ts_attribute("X"));
     let codes = codes_after(&under_x, &[put("u", "c", 5, json!({"v": 2}))], 1).await;
     assert_eq!(codes, ["layout_mismatch", "layout_mismatch"]);
     assert_eq!(

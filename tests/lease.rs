@@ -25,12 +25,14 @@ async fn lock_table(client: &Client) -> String {
 }
 
 fn lease_on(client: Client, table: &str, lease_ms: u64) -> Lease {
-    Lease::try_new(client, {
-        let mut c = LeaseConfig::new(table);
-        c.lease = Duration::from_millis(lease_ms);
-        c.poll_interval = Duration::from_millis(lease_ms / 8);
-        c
-    })
+    Lease::try_new(
+        client,
+        LeaseConfig::builder(table)
+            .lease(Duration::from_millis(lease_ms))
+            .poll_interval(Duration::from_millis(lease_ms / 8))
+            .build()
+            .expect("valid configuration"),
+    )
     .expect("valid configuration")
 }
 
@@ -288,7 +290,7 @@ fn believe(log: &Log, holding: &Holding, from: Instant, until: Instant) {
 /// to twice the lease) or release at random, until `stop`.
 async fn contender(lease: Lease, lock: String, owner: String, seed: u64, stop: Instant, log: Log) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let lease_ms = u64::try_from(lease.config().lease.as_millis()).unwrap_or(400);
+    let lease_ms = u64::try_from(lease.config().lease().as_millis()).unwrap_or(400);
     while Instant::now() < stop {
         let patience = Duration::from_millis(rng.random_range(0..lease_ms * 2));
         let outcome = lease

@@ -114,8 +114,13 @@ async fn the_ratchet_keeps_the_newest_version_of_an_existing_event_shape() {
     let client = client();
     let tables =
         dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
-    let ratchet = Ratchet::try_new(client.clone(), RatchetConfig::new(&tables["RatchetTable"]))
-        .expect("config");
+    let ratchet = Ratchet::try_new(
+        client.clone(),
+        RatchetConfig::builder(&tables["RatchetTable"])
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("config");
     let writer = mapped(
         &client,
         &tables,

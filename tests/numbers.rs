@@ -70,7 +70,11 @@ fn n(text: &str) -> AttributeValue {
 async fn the_ratchet_stores_a_20_digit_key_and_a_38_digit_amount_exactly() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumRatchet", "PK").await;
-    let ratchet = Ratchet::try_new(c.clone(), RatchetConfig::new(&table)).expect("config");
+    let ratchet = Ratchet::try_new(
+        c.clone(),
+        RatchetConfig::builder(&table).build().expect("config"),
+    )
+    .expect("config");
     let body = format!(
         r#"{{"op":"put","key":{{"PK":{KEY}}},"ts":1,"item":{{"amount":{AMOUNT},"l":[{AMOUNT}]}}}}"#
     );
@@ -114,7 +118,11 @@ async fn the_counter_adds_38_digit_deltas_exactly_on_a_20_digit_key() {
 async fn the_document_writer_stores_a_20_digit_key_and_a_38_digit_amount_exactly() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumDocument", "PK").await;
-    let docs = Document::try_new(c.clone(), DocumentConfig::new(&table)).expect("config");
+    let docs = Document::try_new(
+        c.clone(),
+        DocumentConfig::builder(&table).build().expect("config"),
+    )
+    .expect("config");
     let bodies = [
         format!(r#"{{"op":"replace","key":{{"PK":{KEY}}},"document":{{"amount":{AMOUNT}}}}}"#),
         format!(r#"{{"op":"list_append","key":{{"PK":{KEY}}},"path":"l","values":[{AMOUNT}]}}"#),
@@ -137,8 +145,13 @@ async fn versioned_writes_store_a_20_digit_key_and_a_38_digit_amount_exactly() {
     let history = dynamo_testing::template_tables(&c, &["VersionedHistoryTable"]).await
         ["VersionedHistoryTable"]
         .clone();
-    let store =
-        Versioning::try_new(c.clone(), VersioningConfig::new(&table, &history)).expect("config");
+    let store = Versioning::try_new(
+        c.clone(),
+        VersioningConfig::builder(&table, &history)
+            .build()
+            .expect("config"),
+    )
+    .expect("config");
     let key = ItemKey::from_json(&json!({"PK": number(KEY)})).expect("key");
     let change = Revision::create(&key, json!({"amount": number(AMOUNT)})).expect("revision");
     assert!(matches!(
@@ -182,7 +195,11 @@ async fn the_coordinator_commits_a_38_digit_amount_on_a_20_digit_key_exactly() {
 async fn numbers_dynamodb_refuses_are_invalid_number_naming_the_rule() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumRefused", "PK").await;
-    let docs = Document::try_new(c.clone(), DocumentConfig::new(&table)).expect("config");
+    let docs = Document::try_new(
+        c.clone(),
+        DocumentConfig::builder(&table).build().expect("config"),
+    )
+    .expect("config");
     let too_precise = "1234567890123456789012345678901234567890";
     for (value, rule) in [
         (too_precise, "at most 38"),

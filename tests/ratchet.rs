@@ -327,11 +327,15 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
     let mut w = ratchet_writer_on(client_with(Some(refuse_b.clone()), 1), &tables);
     w = crate::common::with_protocol(
         &w,
-        dynamodb_exactly_once::ratchet::Ratchet::try_new(client_with(Some(refuse_b.clone()), 1), {
-            let mut c = w.protocol().config().clone();
-            c.concurrency = 1;
-            c
-        })
+        dynamodb_exactly_once::ratchet::Ratchet::try_new(
+            client_with(Some(refuse_b.clone()), 1),
+            w.protocol()
+                .config()
+                .to_builder()
+                .concurrency(1)
+                .build()
+                .expect("valid configuration"),
+        )
         .expect("valid configuration"),
     );
     let bodies = [

@@ -35,7 +35,9 @@ async fn a_warm_redelivery_costs_no_call_and_a_newer_record_still_writes() {
     dynamodb_exactly_once::ddb::schema::key_schema(&direct, &tables["RatchetTable"])
         .await
         .expect("schema");
-    let config = RatchetConfig::new(&tables["RatchetTable"]);
+    let config = RatchetConfig::builder(&tables["RatchetTable"])
+        .build()
+        .expect("valid configuration");
     let writer = Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(counted, config.clone()).expect("config"),

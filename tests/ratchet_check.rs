@@ -66,11 +66,12 @@ fn process(
     tables: &BTreeMap<String, String>,
 ) -> Result<Arc<Writer<Ratchet>>, String> {
     let client = faulty_client(rng);
-    let mut config = RatchetConfig::new(&tables["RatchetTable"]);
-    config.concurrency = rng.random_range(1..=8);
+    let mut config =
+        RatchetConfig::builder(&tables["RatchetTable"]).concurrency(rng.random_range(1..=8));
     if rng.random_bool(0.5) {
-        config.cache_keys = 0;
+        config = config.cache_keys(0);
     }
+    let config = config.build().map_err(|e| e.to_string())?;
     let protocol = Ratchet::try_new(client.clone(), config).map_err(|e| e.to_string())?;
     let dead_letters = DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer");
     let writer = Writer::builder("ratchet-writer", protocol)

@@ -39,11 +39,10 @@ async fn history_tables(client: &Client) -> BTreeMap<String, String> {
 }
 
 fn history_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
-    let config = {
-        let mut c = RatchetConfig::new(&tables["RatchetTable"]);
-        c.history_table = Some(tables["RatchetHistoryTable"].clone());
-        c
-    };
+    let config = RatchetConfig::builder(&tables["RatchetTable"])
+        .history_table(&tables["RatchetHistoryTable"])
+        .build()
+        .expect("valid configuration");
     Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
@@ -307,7 +306,7 @@ async fn ratchet_history_table_is_read_from_the_environment() {
     let ratchet = RATCHET_WRITER
         .from_env::<Ratchet>(client())
         .expect("settings");
-    assert_eq!(ratchet.config().history_table.as_deref(), Some("History"));
+    assert_eq!(ratchet.config().history_table(), Some("History"));
     std::env::set_var("RATCHET_HISTORY_TABLE", "Latest");
     assert!(
         RATCHET_WRITER.from_env::<Ratchet>(client()).is_err(),
@@ -319,7 +318,7 @@ async fn ratchet_history_table_is_read_from_the_environment() {
             .from_env::<Ratchet>(client())
             .expect("settings")
             .config()
-            .history_table,
+            .history_table(),
         None
     );
 }

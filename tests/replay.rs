@@ -53,8 +53,13 @@ fn document_writer(
     letters_client: Client,
     tables: &BTreeMap<String, String>,
 ) -> Writer<Document> {
-    let protocol = Document::try_new(client, DocumentConfig::new(&tables["DocumentTable"]))
-        .expect("valid configuration");
+    let protocol = Document::try_new(
+        client,
+        DocumentConfig::builder(&tables["DocumentTable"])
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("valid configuration");
     let letters = DeadLetters::new(
         letters_client,
         &tables["DeadLetterTable"],
@@ -84,8 +89,13 @@ async fn two_deployments_of_one_binary_replay_only_their_own_letters() {
     )
     .await;
     let on = |table: &str, deployment: &str| {
-        let protocol = Ratchet::try_new(c.clone(), RatchetConfig::new(&tables[table]))
-            .expect("valid configuration");
+        let protocol = Ratchet::try_new(
+            c.clone(),
+            RatchetConfig::builder(&tables[table])
+                .build()
+                .expect("valid configuration"),
+        )
+        .expect("valid configuration");
         let letters = DeadLetters::new(c.clone(), &tables["DeadLetterTable"], "ratchet-writer")
             .for_deployment(Some(deployment.into()));
         writer(protocol, letters)

@@ -546,8 +546,10 @@ async fn fifo_consecutive_messages_on_one_item_are_one_write_and_a_failure_still
         })
     };
     let mut w = ratchet_writer_on(setup.clone(), &tables);
-    let mut config = RatchetConfig::new(&tables["RatchetTable"]);
-    config.cache_keys = 0; // every delivery goes to DynamoDB
+    let config = RatchetConfig::builder(&tables["RatchetTable"])
+        .cache_keys(0) // every delivery goes to DynamoDB
+        .build()
+        .expect("valid configuration");
     w = crate::common::with_protocol(
         &w,
         Ratchet::try_new(client_with(Some(plan), 1), config).expect("config"),

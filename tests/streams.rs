@@ -34,11 +34,10 @@ pub(crate) const TABLES: [&str; 4] = [
 ];
 
 pub(crate) fn replica_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
-    let config = {
-        let mut c = RatchetConfig::new(&tables["OrdersReplicaTable"]);
-        c.replication = Some(Replication::default());
-        c
-    };
+    let config = RatchetConfig::builder(&tables["OrdersReplicaTable"])
+        .replication(Replication::default())
+        .build()
+        .expect("valid configuration");
     Writer::builder(
         "orders-replica",
         Ratchet::try_new(client.clone(), config).expect("valid configuration"),
@@ -558,7 +557,9 @@ async fn changes_without_a_mapping_are_kept_not_applied() {
         &writer,
         Ratchet::try_new(
             client.clone(),
-            RatchetConfig::new(&tables["OrdersReplicaTable"]),
+            RatchetConfig::builder(&tables["OrdersReplicaTable"])
+                .build()
+                .expect("valid configuration"),
         )
         .expect("valid configuration"),
     );

@@ -16,11 +16,15 @@ async fn tombstones_expire_through_the_tables_ttl() {
     let (mut w, tables) = ratchet_writer(client.clone()).await;
     w = crate::common::with_protocol(
         &w,
-        dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), {
-            let mut c = w.protocol().config().clone();
-            c.tombstone_ttl = std::time::Duration::from_secs(1);
-            c
-        })
+        dynamodb_exactly_once::ratchet::Ratchet::try_new(
+            client.clone(),
+            w.protocol()
+                .config()
+                .to_builder()
+                .tombstone_ttl(std::time::Duration::from_secs(1))
+                .build()
+                .expect("valid configuration"),
+        )
         .expect("valid configuration"),
     );
     let _ = write_one(&w, put("u", "live", 1, json!({"v": 1}))).await;

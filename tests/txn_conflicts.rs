@@ -225,7 +225,9 @@ async fn a_ratchet_write_that_meets_a_transaction_conflict_is_sent_again() {
     let tables = dynamo_testing::template_tables(&base, &["RatchetTable"]).await;
     let ratchet = dynamodb_exactly_once::ratchet::Ratchet::try_new(
         client_with(Some(conflict_once_per_write()), 3),
-        dynamodb_exactly_once::ratchet::RatchetConfig::new(&tables["RatchetTable"]),
+        dynamodb_exactly_once::ratchet::RatchetConfig::builder(&tables["RatchetTable"])
+            .build()
+            .expect("valid configuration"),
     )
     .expect("valid configuration");
     let record = ratchet

@@ -17,7 +17,9 @@ use serde_json::{json, Value};
 // ------------------------------------------------------------------------- versioning helpers
 
 fn versioning_config(tables: &BTreeMap<String, String>) -> VersioningConfig {
-    VersioningConfig::new(&tables["VersionedTable"], &tables["VersionedHistoryTable"])
+    VersioningConfig::builder(&tables["VersionedTable"], &tables["VersionedHistoryTable"])
+        .build()
+        .expect("valid configuration")
 }
 
 async fn versioned(client: Client) -> (Versioning, BTreeMap<String, String>) {

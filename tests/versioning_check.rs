@@ -279,7 +279,10 @@ async fn seeded_schedules_keep_latest_and_history_in_agreement_and_apply_each_ch
     let setup = client();
     let tables =
         dynamo_testing::template_tables(&setup, &["VersionedTable", "VersionedHistoryTable"]).await;
-    let config = VersioningConfig::new(&tables["VersionedTable"], &tables["VersionedHistoryTable"]);
+    let config =
+        VersioningConfig::builder(&tables["VersionedTable"], &tables["VersionedHistoryTable"])
+            .build()
+            .expect("valid configuration");
     let healthy = Versioning::try_new(setup, config).expect("valid configuration");
     let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
     for seed in seeds.iter() {

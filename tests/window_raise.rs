@@ -97,9 +97,9 @@ async fn raising_the_tombstone_lifetime_alone_never_revives_a_deleted_item() {
         LifetimeLedger::in_dead_letter_table(&tables["DeadLetterTable"], &tables["RatchetTable"]);
     let lifetime = |secs: u64| {
         let ledger = ledger.clone();
-        move |c: &mut dynamodb_exactly_once::ratchet::RatchetConfig| {
-            c.tombstone_ttl = Duration::from_secs(secs);
-            c.lifetime_ledger = Some(ledger);
+        move |c: dynamodb_exactly_once::ratchet::RatchetConfigBuilder| {
+            c.tombstone_ttl(Duration::from_secs(secs))
+                .lifetime_ledger(ledger)
         }
     };
     let short = ratchet_writer_with(client.clone(), &tables, lifetime(60));
@@ -150,9 +150,7 @@ async fn a_ratchet_whose_lifetime_ledger_cannot_be_written_writes_no_tombstone()
     let client = client();
     let (_, tables) = ratchet_writer(client.clone()).await;
     let missing = LifetimeLedger::in_dead_letter_table("no-such-table", &tables["RatchetTable"]);
-    let w = ratchet_writer_with(client.clone(), &tables, |c| {
-        c.lifetime_ledger = Some(missing)
-    });
+    let w = ratchet_writer_with(client.clone(), &tables, |c| c.lifetime_ledger(missing));
     // Given a ledger DynamoDB refuses, when a delete is delivered, then it fails (delivered
     // again) and no tombstone is written that no promise covers.
     let report = w

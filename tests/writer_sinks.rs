@@ -23,8 +23,13 @@ const FUNCTION: &str = "ratchet-writer";
 async fn ratchet_writer(sink: impl DeadLetterSink + 'static) -> Writer<Ratchet> {
     let c = client();
     let tables = template_tables(&c, &["RatchetTable"]).await;
-    let ratchet = Ratchet::try_new(c, RatchetConfig::new(&tables["RatchetTable"]))
-        .expect("valid configuration");
+    let ratchet = Ratchet::try_new(
+        c,
+        RatchetConfig::builder(&tables["RatchetTable"])
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("valid configuration");
     Writer::builder(FUNCTION, ratchet)
         .dead_letters(sink)
         .deadline_margin(Duration::from_secs(1))
@@ -132,7 +137,13 @@ fn a_writer_applying_stream_batches_in_order_needs_a_chosen_sink() {
                 .build(),
         )
     };
-    let document = || Document::try_new(offline(), DocumentConfig::new("Docs")).expect("valid");
+    let document = || {
+        Document::try_new(
+            offline(),
+            DocumentConfig::builder("Docs").build().expect("valid"),
+        )
+        .expect("valid")
+    };
     let err = Writer::builder("document-writer", document())
         .build()
         .expect_err("no sink chosen");
@@ -147,7 +158,11 @@ fn a_writer_applying_stream_batches_in_order_needs_a_chosen_sink() {
         .build()
         .is_ok());
     // An idempotent protocol without a chosen sink reports rejected records.
-    let ratchet = Ratchet::try_new(offline(), RatchetConfig::new("Items")).expect("valid");
+    let ratchet = Ratchet::try_new(
+        offline(),
+        RatchetConfig::builder("Items").build().expect("valid"),
+    )
+    .expect("valid");
     let w = Writer::builder(FUNCTION, ratchet)
         .build()
         .expect("a writer");

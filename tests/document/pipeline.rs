@@ -79,11 +79,10 @@ async fn a_transient_failure_holds_back_the_items_later_records_until_redelivery
     let setup = client();
     let tables = tables(&setup).await;
     let faulty = client_with(Some(nth_update(1, Fault::Refuse)), 1);
-    let config = {
-        let mut c = DocumentConfig::new(&tables["DocumentTable"]);
-        c.concurrency = 1;
-        c
-    };
+    let config = DocumentConfig::builder(&tables["DocumentTable"])
+        .concurrency(1)
+        .build()
+        .expect("valid configuration");
     let w = Writer::builder(
         "document-writer",
         Document::try_new(faulty.clone(), config).expect("valid configuration"),

@@ -20,7 +20,13 @@ async fn document_table(client: &Client) -> String {
 }
 
 fn docs(client: Client, table: &str) -> Document {
-    Document::try_new(client, DocumentConfig::new(table)).expect("valid configuration")
+    Document::try_new(
+        client,
+        DocumentConfig::builder(table)
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("valid configuration")
 }
 
 fn rec(op: &str, pk: &str, fields: Value) -> Value {

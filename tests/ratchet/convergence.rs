@@ -64,7 +64,9 @@ proptest! {
             // decides (a warm cache would turn most stale records away before any write).
             let w = ratchet_writer_with(client.clone(), &tables, |c| {
                 if case % 2 == 1 {
-                    c.cache_keys = 0;
+                    c.cache_keys(0)
+                } else {
+                    c
                 }
             });
 

@@ -54,11 +54,13 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     let mut misconfigured = ratchet_writer_on(client.clone(), &tables);
     misconfigured = crate::common::with_protocol(
         &misconfigured,
-        dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), {
-            let mut c = dynamodb_exactly_once::ratchet::RatchetConfig::new(&tables["RatchetTable"]);
-            c.ts_attribute = "Version".into();
-            c
-        })
+        dynamodb_exactly_once::ratchet::Ratchet::try_new(
+            client.clone(),
+            dynamodb_exactly_once::ratchet::RatchetConfig::builder(&tables["RatchetTable"])
+                .ts_attribute("Version")
+                .build()
+                .expect("valid configuration"),
+        )
         .expect("valid configuration"),
     );
     let batch = sqs_batch(

@@ -31,8 +31,13 @@ pub async fn run(options: Options) -> Result<(), String> {
     );
     let client = client_with(None, 3);
     let table = template_tables(&client, &["LockTable"]).await["LockTable"].clone();
-    let lease =
-        Lease::try_new(client.clone(), LeaseConfig::new(&table)).expect("valid configuration");
+    let lease = Lease::try_new(
+        client.clone(),
+        LeaseConfig::builder(&table)
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("valid configuration");
     // Warm-up: connections, credentials and DynamoDB Local's JIT.
     rounds(&lease, 50).await?;
     let (acquire, heartbeat, release) = rounds(&lease, options.rounds).await?;
@@ -49,9 +54,11 @@ pub async fn run(options: Options) -> Result<(), String> {
     print_row("acquire", acquire);
     print_row("heartbeat", heartbeat);
     print_row("release", release);
-    let mut short = LeaseConfig::new(&table);
-    short.lease = Duration::from_millis(options.takeover_lease_ms);
-    short.poll_interval = Duration::from_millis(options.takeover_lease_ms / 10);
+    let short = LeaseConfig::builder(&table)
+        .lease(Duration::from_millis(options.takeover_lease_ms))
+        .poll_interval(Duration::from_millis(options.takeover_lease_ms / 10))
+        .build()
+        .expect("valid configuration");
     let takeovers = takeovers(
         &Lease::try_new(client, short).expect("valid configuration"),
         options.takeovers,

@@ -177,13 +177,14 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let writer = Writer::builder(
         "ratchet-writer",
         Ratchet::try_new(client.clone(), {
-            let mut c = RatchetConfig::new(&tables["RatchetTable"]);
-            c.concurrency = concurrency;
+            let c = RatchetConfig::builder(&tables["RatchetTable"]).concurrency(concurrency);
             // The baseline and a cold redelivery: no warm-redelivery cache.
-            if mode == "baseline" || mode == "redelivered-cold" {
-                c.cache_keys = 0;
-            }
-            c
+            let c = if mode == "baseline" || mode == "redelivered-cold" {
+                c.cache_keys(0)
+            } else {
+                c
+            };
+            c.build().expect("valid configuration")
         })
         .expect("valid configuration"),
     )

@@ -126,7 +126,10 @@ async fn bench(items: usize, payload: &str) -> Result<Bench, String> {
     let counter = FaultInjector::counting();
     let client = client_with(Some(counter.clone()), 3);
     let tables = template_tables(&client, &["VersionedTable", "VersionedHistoryTable"]).await;
-    let config = VersioningConfig::new(&tables["VersionedTable"], &tables["VersionedHistoryTable"]);
+    let config =
+        VersioningConfig::builder(&tables["VersionedTable"], &tables["VersionedHistoryTable"])
+            .build()
+            .expect("valid configuration");
     let store = Versioning::try_new(client.clone(), config.clone()).expect("valid configuration");
     let mut keys = Vec::with_capacity(items);
     for i in 0..items {
@@ -219,7 +222,7 @@ async fn units(bytes: usize) -> Result<(), String> {
     }
     // What DynamoDB bills: both puts by started KB, twice for a transaction.
     let key = b.keys[0].to_item().map_err(|e| e.to_string())?;
-    let latest = raw(&b, &b.config.table, key).await?;
+    let latest = raw(&b, b.config.table(), key).await?;
     let row_key = [
         (
             "ItemKey".to_string(),
@@ -227,7 +230,7 @@ async fn units(bytes: usize) -> Result<(), String> {
         ),
         ("Version".to_string(), AttributeValue::N("2".into())),
     ];
-    let row = raw(&b, &b.config.history_table, row_key.into_iter().collect()).await?;
+    let row = raw(&b, b.config.history_table(), row_key.into_iter().collect()).await?;
     let kb = |item: &Item| item_size(item).div_ceil(1024);
     println!(
         "{}",

@@ -76,7 +76,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         )?,
         orders: Ratchet::try_new(
             client.clone(),
-            RatchetConfig::new(std::env::var("ORDERS_TABLE")?),
+            RatchetConfig::builder(std::env::var("ORDERS_TABLE")?).build()?,
         )?,
     });
     let builder = Processor::builder(FUNCTION, move |r| handle(Arc::clone(&protocols), r));

@@ -23,8 +23,9 @@
 //!   time, never applied twice.
 //! * [`settings`]: a protocol's settings from `<PREFIX>_<SETTING>` environment variables (no
 //!   protocol known here), the ready functions' names and prefixes.
-//! * [`run`]: writers, the sweeper and the counter journal's roll-up as `tower::Service`s;
-//!   `run_writer` / `run_sweeper` / `run_rollup`, the whole `main` of a ready function.
+//! * [`run`]: writers, the sweeper and (cargo feature `journal`) the counter journal's roll-up
+//!   as `tower::Service`s; `run_writer` / `run_sweeper` / `run_rollup`, the whole `main` of a
+//!   ready function.
 //! * [`summary`]: the counts of one batch and its INFO summary line.
 //! * [`idempotency`]: any async function run once per operation and key (a DynamoDB table,
 //!   Powertools' layout or this crate's), a record handler's `run_record`, a `tower::Layer`.
@@ -34,7 +35,8 @@
 //! * [`telemetry`]: JSON logs through `tracing`.
 //! * `otel` (internal): trace spans (invocation, batch, DynamoDB calls) over OTLP, when configured
 //!   (the exporter with the cargo feature `otel`, on in the ready functions).
-//! * [`client`]: the DynamoDB (and DynamoDB Streams) client from the standard AWS environment.
+//! * [`client`]: the DynamoDB client (and, with `journal`, the DynamoDB Streams one) from the
+//!   standard AWS environment.
 //! * [`error`]: invocation errors and their `Diagnostic`.
 
 #![warn(missing_docs)]
@@ -63,9 +65,9 @@ pub use error::HandlerError;
 pub use pipeline::BatchReport;
 pub use processor::{Processor, Record, RecordError};
 pub use replay::{ReplayError, ReplayReport, ReplayScope};
-pub use run::{
-    run_rollup, run_sweeper, run_writer, sweeper_from_env, RollupFunction, SweeperFunction,
-};
+#[cfg(feature = "journal")]
+pub use run::{run_rollup, RollupFunction};
+pub use run::{run_sweeper, run_writer, sweeper_from_env, SweeperFunction};
 pub use source::{Batch, BatchResponse};
 pub use writer::{writer_from_env, Writer, WriterBuilder};
 

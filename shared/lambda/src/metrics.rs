@@ -26,6 +26,7 @@
 
 use serde_json::{json, Map, Value};
 
+#[cfg(feature = "journal")]
 use dynamodb_exactly_once::counter::journal::RollupReport;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::txn::sweep::SweepSummary;
@@ -109,6 +110,7 @@ pub(crate) fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
 }
 
 /// The counts of one journal roll-up.
+#[cfg(feature = "journal")]
 pub(crate) fn rollup_values(report: &RollupReport) -> Vec<(String, f64)> {
     #[allow(clippy::cast_precision_loss)]
     let count = |n: usize| n as f64;
@@ -164,6 +166,7 @@ pub(crate) fn emit_sweep_metrics(summary: &SweepSummary) {
 }
 
 /// Print the roll-up's EMF line unless metrics are disabled.
+#[cfg(feature = "journal")]
 pub(crate) fn emit_rollup_metrics(report: &RollupReport) {
     emit("counter-rollup", &rollup_values(report));
 }
@@ -241,6 +244,7 @@ mod tests {
         assert!(doc.get("level").is_none());
     }
 
+    #[cfg(feature = "journal")]
     #[test]
     fn rollup_metrics_count_what_the_run_did() {
         let mut report = RollupReport::default();

@@ -88,11 +88,15 @@ async fn main() -> Result<(), Error> {
 async fn setup(client: &Client) -> Result<(Lease, Ratchet), Error> {
     ensure_table(client, "ExampleLocks", "LockId").await?;
     ensure_table(client, "ExampleReports", "PK").await?;
-    let mut config = LeaseConfig::new("ExampleLocks");
-    config.lease = Duration::from_secs(1);
-    config.poll_interval = Duration::from_millis(100);
-    let ratchet = Ratchet::try_new(client.clone(), RatchetConfig::new("ExampleReports"))
-        .expect("valid configuration");
+    let config = LeaseConfig::builder("ExampleLocks")
+        .lease(Duration::from_secs(1))
+        .poll_interval(Duration::from_millis(100))
+        .build()?;
+    let ratchet = Ratchet::try_new(
+        client.clone(),
+        RatchetConfig::builder("ExampleReports").build()?,
+    )
+    .expect("valid configuration");
     Ok((
         Lease::try_new(client.clone(), config).expect("valid configuration"),
         ratchet,

@@ -31,8 +31,13 @@ async fn main() -> Result<(), Error> {
 }
 
 async fn ratchet(client: Client) -> Result<(), Error> {
-    let ratchet =
-        Ratchet::try_new(client, RatchetConfig::new("ExampleMovies")).expect("valid configuration");
+    let ratchet = Ratchet::try_new(
+        client,
+        RatchetConfig::builder("ExampleMovies")
+            .build()
+            .expect("valid configuration"),
+    )
+    .expect("valid configuration");
     let newer =
         ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":20,"item":{"v":2}}"#)?;
     let older =

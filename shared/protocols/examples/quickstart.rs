@@ -38,7 +38,8 @@ async fn main() -> Result<(), Error> {
     create_table(&client, "QuickstartCounters").await?;
 
     // The newest record wins by its own timestamp, whatever order it arrives in.
-    let movies = Ratchet::try_new(client.clone(), RatchetConfig::new("QuickstartMovies"))?;
+    let config = RatchetConfig::builder("QuickstartMovies").build()?;
+    let movies = Ratchet::try_new(client.clone(), config)?;
     let key = ItemKey::partition("PK", "user#1")?;
     let new = movies.put_record(key.clone(), 20u64, &Rating { stars: 5 })?;
     let old = movies.put_record(key.clone(), 10u64, &Rating { stars: 1 })?;

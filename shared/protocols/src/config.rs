@@ -1,8 +1,9 @@
-//! Settings: configurations validated when a protocol is built, filled from named settings
+//! Settings: configurations validated when they are built, filled from named settings
 //! (strings), with errors that name the setting at fault.
 //!
-//! Every protocol's configuration is a struct with public fields and documented defaults
-//! (`RatchetConfig::new(table)` and so on); `try_new(client, config)` validates it. The same
+//! Every protocol's configuration is built by `XConfig::builder(<required>)…build()`
+//! (`RatchetConfig::builder(table)` and so on), which validates it: a config that exists is
+//! valid, and it is read through getters. The same
 //! configuration can also be read from named string settings ([`FromSettings`]), which is how
 //! the Lambda edge fills it from `<PREFIX>_<SETTING>` environment variables without knowing
 //! any protocol: a setting's name is the lower-case suffix of its variable
@@ -145,8 +146,8 @@ pub trait FromSettings: Sized {
     /// Every setting read, e.g. `table`, `concurrency`, `tombstone_ttl_seconds`.
     const NAMES: &'static [&'static str];
 
-    /// The configuration from `settings` (defaults for what is unset). Validation happens when
-    /// the protocol is built ([`Configured::try_new`]).
+    /// The configuration from `settings` (defaults for what is unset), built through the
+    /// configuration's builder, so validated as it is built.
     fn from_settings(settings: &Settings<'_>) -> Result<Self, ConfigError>;
 }
 

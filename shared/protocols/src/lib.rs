@@ -18,7 +18,7 @@
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 //!
-//! let ratchet = Ratchet::try_new(client, RatchetConfig::new("Movies"))?;
+//! let ratchet = Ratchet::try_new(client, RatchetConfig::builder("Movies").build()?)?;
 //! let late = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":1,"item":{"v":1}}"#)?;
 //! let delete = ratchet.parse_record(br#"{"op":"delete","key":{"PK":"u1"},"ts":2}"#)?;
 //! ratchet.write(&delete).await?; // a tombstone with a TTL
@@ -81,11 +81,11 @@
 //! use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 //! use dynamodb_exactly_once::lease::{AcquireOutcome, Lease, LeaseConfig};
 //!
-//! let docs = Document::try_new(client.clone(), DocumentConfig::new("Documents"))?;
+//! let docs = Document::try_new(client.clone(), DocumentConfig::builder("Documents").build()?)?;
 //! let rm = docs.parse_record(br#"{"op":"list_remove","key":{"PK":"u1"},"path":"friends","value":"bob"}"#)?;
 //! assert_eq!(docs.write(&rm).await?, DocumentOutcome::Absent); // no such friend
 //!
-//! let lease = Lease::try_new(client, LeaseConfig::new("Locks"))?;
+//! let lease = Lease::try_new(client, LeaseConfig::builder("Locks").build()?)?;
 //! if let AcquireOutcome::Acquired { token, holding, .. } =
 //!     lease.acquire("nightly", "worker-a", Duration::from_secs(30)).await?
 //! {
@@ -103,7 +103,7 @@
 //! use dynamodb_exactly_once::versioning::{Revision, VersionOutcome, Versioning, VersioningConfig};
 //! use dynamodb_exactly_once::ItemKey;
 //!
-//! let docs = Versioning::try_new(client, VersioningConfig::new("Docs", "DocsHistory"))?;
+//! let docs = Versioning::try_new(client, VersioningConfig::builder("Docs", "DocsHistory").build()?)?;
 //! let key = ItemKey::from_json(&serde_json::json!({"PK": "doc#1"}))?;
 //! docs.apply(&Revision::create(&key, serde_json::json!({"title": "draft"}))?).await?;
 //! let late = Revision::update(&key, 0, serde_json::json!({"title": "stale"}))?;

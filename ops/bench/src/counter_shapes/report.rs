@@ -181,6 +181,7 @@ pub fn steady_table(rows: &[Row]) {
         figures.push(serde_json::json!({
             "shards": r.config.shards,
             "rate": r.config.rate.label(),
+            "spread": r.config.spread,
             "items": r.config.items,
             "events": t.events,
             "wcu_per_event": total,

@@ -130,6 +130,8 @@ pub(super) struct Grid {
 impl Grid {
     /// `<prefix>forgot` once `removed` (buckets of `layout`) are removed: the newest span end
     /// of what they held, never below what `layout` forgot already (`None`: nothing forgotten).
+    /// The journal's roll-up removes inline buckets with it.
+    #[cfg(feature = "journal")]
     pub(super) fn forgotten_after(&self, removed: &[Bucket], layout: &Layout) -> Option<u64> {
         removed
             .iter()

@@ -63,7 +63,9 @@ pub(crate) async fn put_items(
 }
 
 /// Put `items` (distinct keys, any number) into `table`, unconditionally, in `BatchWriteItem`s
-/// of [`BATCH_WRITE_ITEMS`], one after another; the first failure stops it.
+/// of [`BATCH_WRITE_ITEMS`], one after another; the first failure stops it (the journal's
+/// roll-up: its checkpoints and dead letters).
+#[cfg(feature = "journal")]
 pub(crate) async fn put_all(
     client: &Client,
     table: &str,

@@ -94,9 +94,11 @@ mod tests {
 
     #[test]
     fn the_default_prefix_has_no_marker_and_refuses_a_marked_item() {
-        let default = PrefixMarker::of(&DocumentConfig::new("t"));
-        let mut config = DocumentConfig::new("t");
-        config.attribute_prefix = "d_".into();
+        let default = PrefixMarker::of(&DocumentConfig::builder("t").build().expect("valid"));
+        let config = DocumentConfig::builder("t")
+            .attribute_prefix("d_")
+            .build()
+            .expect("valid");
         let renamed = PrefixMarker::of(&config);
         assert_eq!(default.attribute(), None);
         let marked: Item = renamed.attribute().into_iter().collect();

@@ -19,7 +19,8 @@ use crate::ddb::{Cost, Item, ItemKey, StoreError};
 use crate::rejection::Rejection;
 
 pub use config::{
-    DocumentConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, TOKEN_EPOCH,
+    DocumentConfig, DocumentConfigBuilder, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_RETRIES, TOKEN_EPOCH,
 };
 pub use layout::PREFIX_MARKER_ATTRIBUTE;
 pub use path::{AttrPath, Segment, MAX_DEPTH, MAX_INDEX, MAX_PATH_BYTES};
@@ -74,7 +75,7 @@ impl Outcome for DocumentOutcome {
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 ///
-/// let docs = Document::try_new(client, DocumentConfig::new("Documents"))?;
+/// let docs = Document::try_new(client, DocumentConfig::builder("Documents").build()?)?;
 /// let add = docs.parse_record(br#"{"op":"list_append","key":{"PK":"u1"},"path":"friends","values":["bob","ann"]}"#)?;
 /// let remove = docs.parse_record(br#"{"op":"list_remove","key":{"PK":"u1"},"path":"friends","value":"bob"}"#)?;
 /// assert_eq!(docs.write(&add).await?, DocumentOutcome::Applied);
@@ -98,7 +99,7 @@ pub struct Document {
 }
 
 impl Document {
-    /// The protocol on `config.table`.
+    /// The protocol on `config`'s table (a built config is valid; checked again here).
     pub fn try_new(client: Client, config: DocumentConfig) -> Result<Self, crate::ConfigError> {
         config.validate()?;
         Ok(Document {

@@ -430,7 +430,7 @@ mod tests {
     fn parse(body: &str) -> Result<DocumentRecord, Rejection> {
         validate(
             RawRecord::decode(body.as_bytes())?,
-            &DocumentConfig::new("t"),
+            &DocumentConfig::builder("t").build().expect("valid"),
         )
     }
 

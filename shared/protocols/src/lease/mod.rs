@@ -1,6 +1,7 @@
 #![doc = include_str!("../../docs/lease.md")]
 
 mod acquire;
+mod config;
 mod holding;
 
 use std::time::Duration;
@@ -11,6 +12,7 @@ use serde::Deserialize;
 
 use crate::ddb::{Item, StoreError};
 
+pub use config::{LeaseConfig, LeaseConfigBuilder, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL};
 pub use holding::Holding;
 
 /// The lock item's key attribute.
@@ -38,51 +40,6 @@ pub(crate) const UPDATE_ACQUIRE: &str = "SET #owner = :owner, #rv = :rv, #lease 
 pub(crate) const UPDATE_HEARTBEAT: &str = "SET #rv = :rv, #lease = :lease";
 /// A release: flagged, with a new record version; the token stays.
 pub(crate) const UPDATE_RELEASE: &str = "SET #rel = :true, #rv = :rv";
-
-/// Default lease duration.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
-/// Default time between two reads of a contender waiting for a lock.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Settings of the lease lock.
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseConfig {
-    /// The lock table (hash key `LockId`, a string).
-    pub table: String,
-    /// How long an acquisition or heartbeat holds the lock.
-    pub lease: Duration,
-    /// How often a waiting contender reads the lock (sooner sees a release sooner).
-    pub poll_interval: Duration,
-}
-
-impl LeaseConfig {
-    /// Defaults for `table`.
-    pub fn new(table: impl Into<String>) -> Self {
-        LeaseConfig {
-            table: table.into(),
-            lease: DEFAULT_LEASE,
-            poll_interval: DEFAULT_POLL_INTERVAL,
-        }
-    }
-
-    /// Check the settings: a table, a lease and a poll interval above zero.
-    pub fn validate(&self) -> Result<(), crate::ConfigError> {
-        if self.table.is_empty() {
-            return Err(crate::ConfigError::new("table", "must not be empty"));
-        }
-        if self.lease.is_zero() {
-            return Err(crate::ConfigError::new("lease", "must be longer than zero"));
-        }
-        if self.poll_interval.is_zero() {
-            return Err(crate::ConfigError::new(
-                "poll_interval",
-                "must be longer than zero",
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// A lock item as read.
 #[non_exhaustive]
@@ -175,7 +132,7 @@ pub enum ReleaseOutcome {
 /// use std::time::Duration;
 /// use dynamodb_exactly_once::lease::{AcquireOutcome, Lease, LeaseConfig};
 ///
-/// let lease = Lease::try_new(client, LeaseConfig::new("Locks"))?;
+/// let lease = Lease::try_new(client, LeaseConfig::builder("Locks").build()?)?;
 /// match lease.acquire("nightly-report", "worker-a", Duration::from_secs(30)).await? {
 ///     AcquireOutcome::Acquired { token, mut holding, .. } => {
 ///         // ... work, passing `token` to every write; heartbeat every lease / 3:
@@ -198,7 +155,7 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// The lock on `config.table`, once the settings are valid ([`LeaseConfig::validate`]).
+    /// The lock on `config`'s table (a built config is valid; checked again here).
     pub fn try_new(client: Client, config: LeaseConfig) -> Result<Self, crate::ConfigError> {
         config.validate()?;
         Ok(Lease {

@@ -148,10 +148,12 @@ mod tests {
 
     #[test]
     fn defaults_write_no_marker_and_others_a_short_one() {
-        let defaults = RatchetConfig::new("t");
+        let defaults = RatchetConfig::builder("t").build().expect("valid");
         assert_eq!(Layout::of(&defaults).marker(), None);
-        let mut renamed = RatchetConfig::new("t");
-        renamed.ts_attribute = "V".into();
+        let renamed = RatchetConfig::builder("t")
+            .ts_attribute("V")
+            .build()
+            .expect("valid");
         let marker = Layout::of(&renamed).marker().map(str::len);
         assert_eq!(marker, Some(6));
     }

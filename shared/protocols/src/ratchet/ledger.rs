@@ -43,15 +43,13 @@ const LIFETIME_PREFIX: &str = "Lifetime_";
 const MAX_ROUNDS: usize = 4;
 
 /// Where the ledger is: a table whose partition key (a string) is `key_attribute`, and the
-/// ledger item's key value.
+/// ledger item's key value; made by [`LifetimeLedger::in_dead_letter_table`].
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LifetimeLedger {
-    /// The table (the ratchet writer's dead-letter table).
-    pub table: String,
-    /// Its partition key attribute (a string key).
-    pub key_attribute: String,
-    /// The ledger item's key.
-    pub id: String,
+    pub(crate) table: String,
+    pub(crate) key_attribute: String,
+    pub(crate) id: String,
 }
 
 impl LifetimeLedger {
@@ -62,6 +60,21 @@ impl LifetimeLedger {
             key_attribute: "Id".into(),
             id: format!("ratchet-writer|lifetimes|{ratchet_table}"),
         }
+    }
+
+    /// The table (the ratchet writer's dead-letter table).
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Its partition key attribute (a string key).
+    pub fn key_attribute(&self) -> &str {
+        &self.key_attribute
+    }
+
+    /// The ledger item's key.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 }
 

@@ -20,9 +20,9 @@ use crate::rejection::Rejection;
 
 pub use cache::{CACHE_MAX_AGE, DEFAULT_CACHE_KEYS};
 pub use config::{
-    RatchetConfig, Replication, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE,
-    DEFAULT_SKIP_ATTRIBUTES, DEFAULT_TIE_BREAK_ATTRIBUTE, DEFAULT_TOMBSTONE_TTL,
-    DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
+    RatchetConfig, RatchetConfigBuilder, Replication, DEFAULT_CONCURRENCY,
+    DEFAULT_DELETED_ATTRIBUTE, DEFAULT_SKIP_ATTRIBUTES, DEFAULT_TIE_BREAK_ATTRIBUTE,
+    DEFAULT_TOMBSTONE_TTL, DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
 };
 pub use history::{
     history_sort_key, HISTORY_ITEM_ATTRIBUTE, HISTORY_KEY_ATTRIBUTE, HISTORY_OP_ATTRIBUTE,
@@ -53,7 +53,7 @@ const KEY_CONDITION_PARTITION: &str = "#pk = :pk";
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 ///
-/// let ratchet = Ratchet::try_new(client, RatchetConfig::new("Movies"))?;
+/// let ratchet = Ratchet::try_new(client, RatchetConfig::builder("Movies").build()?)?;
 /// let newer = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":2,"item":{"v":2}}"#)?;
 /// let older = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":1,"item":{"v":1}}"#)?;
 /// assert_eq!(ratchet.write(&newer).await?, RatchetOutcome::Applied);
@@ -76,7 +76,7 @@ pub struct Ratchet {
 }
 
 impl Ratchet {
-    /// The protocol on `config.table`, once `config` is valid ([`RatchetConfig::validate`]).
+    /// The protocol on `config`'s table (a built config is valid; checked again here).
     pub fn try_new(client: Client, config: RatchetConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let layout = layout::Layout::of(&config);
@@ -117,18 +117,25 @@ mod tests {
 
     #[test]
     fn the_age_guard_is_the_tombstone_lifetime_unless_kept_lower_and_never_longer() {
-        let mut config = RatchetConfig::new("t");
-        config.tombstone_ttl = std::time::Duration::from_secs(600);
+        let lifetime =
+            RatchetConfig::builder("t").tombstone_ttl(std::time::Duration::from_secs(600));
+        let config = lifetime.clone().build().expect("valid");
         assert_eq!(config.record_age_limit().as_secs(), 600);
         // Raised from 60 s: the guard stays at the old lifetime for one new lifetime.
-        config.max_record_age = Some(std::time::Duration::from_secs(60));
+        let config = config
+            .to_builder()
+            .max_record_age(std::time::Duration::from_secs(60))
+            .build()
+            .expect("valid");
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
         let ratchet = Ratchet::try_new(Client::from_conf(conf), config.clone()).expect("valid");
         assert_eq!(ratchet.max_record_age().map(|d| d.as_secs()), Some(60));
-        config.max_record_age = Some(std::time::Duration::from_secs(601));
-        let refused = config.validate().expect_err("longer than the lifetime");
+        let refused = lifetime
+            .max_record_age(std::time::Duration::from_secs(601))
+            .build()
+            .expect_err("longer than the lifetime");
         assert_eq!(refused.setting, "max_record_age_seconds");
     }
 
@@ -136,8 +143,8 @@ mod tests {
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        Ratchet::try_new(Client::from_conf(conf), RatchetConfig::new("t"))
-            .expect("valid configuration")
+        let config = RatchetConfig::builder("t").build().expect("valid");
+        Ratchet::try_new(Client::from_conf(conf), config).expect("valid configuration")
     }
 
     fn code(body: &str) -> String {

@@ -160,7 +160,8 @@ mod tests {
     }
 
     fn map(change: &ItemChange) -> Result<RatchetRecord, Rejection> {
-        replicate(&RatchetConfig::new("t"), &Replication::default(), change)
+        let config = RatchetConfig::builder("t").build().expect("valid");
+        replicate(&config, &Replication::default(), change)
     }
 
     #[test]

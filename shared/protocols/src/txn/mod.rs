@@ -13,6 +13,7 @@ pub mod read;
 pub(crate) mod record;
 pub(crate) mod request;
 mod resolve;
+mod settings;
 mod status;
 pub mod sweep;
 

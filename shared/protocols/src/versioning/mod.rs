@@ -1,5 +1,6 @@
 #![doc = include_str!("../../docs/versioning.md")]
 
+mod config;
 mod optimistic;
 mod read;
 mod revision;
@@ -9,6 +10,7 @@ use aws_sdk_dynamodb::Client;
 
 use crate::config::ConfigError;
 
+pub use config::{VersioningConfig, VersioningConfigBuilder};
 pub use optimistic::RmwOutcome;
 pub use read::{HistoryEntry, HistoryOp, HistoryPage, Latest, VersionedItem};
 pub use revision::{Revision, RevisionOp};
@@ -52,43 +54,6 @@ const KEY_CONDITION_ALL: &str = "#hk = :hk";
 /// Key condition of a history page after the first.
 const KEY_CONDITION_BEFORE: &str = "#hk = :hk AND #hv < :before";
 
-/// The tables of the versioning protocol.
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VersioningConfig {
-    /// The latest table (the item's own key schema).
-    pub table: String,
-    /// The history table ([`HISTORY_KEY`] (S) + [`HISTORY_VERSION`] (N)).
-    pub history_table: String,
-}
-
-impl VersioningConfig {
-    /// The two tables.
-    pub fn new(table: impl Into<String>, history_table: impl Into<String>) -> Self {
-        VersioningConfig {
-            table: table.into(),
-            history_table: history_table.into(),
-        }
-    }
-
-    /// Both tables named, and distinct.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.table.is_empty() {
-            return Err(ConfigError::new("table", "must not be empty"));
-        }
-        if self.history_table.is_empty() {
-            return Err(ConfigError::new("history_table", "must not be empty"));
-        }
-        if self.table == self.history_table {
-            return Err(ConfigError::new(
-                "history_table",
-                "the latest and the history table must be distinct",
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// The versioning protocol on a latest table and its history table.
 #[doc(alias = "optimistic locking")]
 #[doc(alias = "optimistic concurrency")]
@@ -99,7 +64,7 @@ pub struct Versioning {
 }
 
 impl Versioning {
-    /// The protocol on `config`'s tables, once they are valid ([`VersioningConfig::validate`]).
+    /// The protocol on `config`'s tables (a built config is valid; checked again here).
     pub fn try_new(client: Client, config: VersioningConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         Ok(Versioning {

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
 };
 
-use super::entry::{parse_watermark, seq_value, watermark_value, Event, Seq};
+use super::event::{parse_watermark, seq_value, watermark_value, Event, Seq};
 use super::Rollup;
 use crate::counter::layout::{encode, Bucket, Grid, Layout};
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, StoreError};

@@ -6,9 +6,8 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::entry::{
-    JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, PASS_SORT, ROLLUP_PARTITION, TTL_ATTRIBUTE,
-};
+use super::entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE};
+use super::event::{PASS_SORT, ROLLUP_PARTITION};
 use super::Rollup;
 use crate::ddb::{Cost, Item, StoreError};
 

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::entry::Event;
+use super::event::Event;
 use crate::ddb::number::Number;
 use crate::ddb::Item;
 

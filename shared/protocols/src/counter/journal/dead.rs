@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::apply::ItemApplied;
-use super::entry::{Event, DEAD_PARTITION, JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE};
+use super::entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE};
+use super::event::{Event, DEAD_PARTITION};
 use super::Rollup;
 use crate::ddb::error::ErrorClass;
 use crate::ddb::{Cost, Item, ItemKey, Read, StoreError};

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::checkpoint::Checkpoints;
-use super::entry::{Event, Seq};
+use super::event::{Event, Seq};
 use super::Rollup;
 use crate::ddb::ItemKey;
 

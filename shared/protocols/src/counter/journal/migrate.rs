@@ -25,7 +25,8 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::entry::{Event, MIN_RETENTION, TTL_SLACK_SECONDS};
+use super::entry::{MIN_RETENTION, TTL_SLACK_SECONDS};
+use super::event::Event;
 use super::gaps::RETENTION_SECS;
 use super::Rollup;
 use crate::ddb::{Item, Placeholders};

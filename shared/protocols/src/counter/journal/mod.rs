@@ -1,6 +1,10 @@
 //! The counter's journal mode: one small journal item per idempotency key, summed into the
 //! counter items by a roll-up that reads the journal table's DynamoDB stream.
 //!
+//! The writer side is always built. The roll-up ([`Rollup`]) and the repair ([`Repair`]) need
+//! the crate's **`journal` feature** (off by default), which brings in the DynamoDB Streams
+//! client: `dynamodb-exactly-once = { …, features = ["journal"] }`.
+//!
 //! # Invariant
 //!
 //! For every counter item and counter name, once the roll-up has read every shard of the
@@ -122,9 +126,11 @@
 //!
 //! # Layout
 //!
-//! * `entry`: journal, checkpoint and dead-letter items; watermark encoding; decoding images.
+//! * `entry`: the journal items the writer puts (names, encoding).
 //! * `write`: journaling a batch.
 //! * `insert`: the batch's `INSERT`s (the first put of a key wins).
+//! * `event`: the roll-up's side: stream images decoded, sequence numbers, watermarks, its
+//!   own items' partitions.
 //! * `stream`: the stream, its shards, iterators and pages.
 //! * `checkpoint`: the checkpoints and the complete-pass record.
 //! * `read`: reading one shard for one pass.
@@ -140,28 +146,40 @@
 //!   `recount`: one item's day.
 //! * `rollup`: settings, report and the handle.
 
-mod apply;
-mod checkpoint;
-mod days;
-mod dead;
+// The journal's writer (always built: `CounterMode::Journal` needs only DynamoDB).
 mod entry;
-mod gaps;
-mod hold;
 mod insert;
-mod migrate;
-mod pass;
-mod prune;
-mod read;
-mod recount;
-mod repair;
-mod rollup;
-mod scan;
-mod stream;
 mod write;
 
-pub use days::{KEEP_DAYS, REPAIR_DAYS};
-pub use dead::RollupDeadLetter;
+/// Items built only with the feature `journal`: the roll-up and the repair, which read the
+/// journal's stream with the DynamoDB Streams client (no other part of the crate needs it).
+macro_rules! with_journal_feature {
+    ($($item:item)*) => { $( #[cfg(feature = "journal")] $item )* };
+}
+
+with_journal_feature! {
+    mod apply;
+    mod checkpoint;
+    mod days;
+    mod dead;
+    mod event;
+    mod gaps;
+    mod hold;
+    mod migrate;
+    mod pass;
+    mod prune;
+    mod read;
+    mod recount;
+    mod repair;
+    mod rollup;
+    mod scan;
+    mod stream;
+
+    pub use days::{KEEP_DAYS, REPAIR_DAYS};
+    pub use dead::RollupDeadLetter;
+    pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
+    pub use rollup::{Rollup, RollupConfig, RollupConfigBuilder, RollupGap, RollupReport};
+}
+
 pub use entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE};
 pub use insert::statement_items;
-pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
-pub use rollup::{Rollup, RollupConfig, RollupConfigBuilder, RollupGap, RollupReport};

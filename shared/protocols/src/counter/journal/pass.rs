@@ -11,7 +11,7 @@ use futures::StreamExt;
 
 use super::checkpoint::{Checkpoint, Checkpoints};
 use super::dead::RollupDeadLetter;
-use super::entry::{watermark_name, Event};
+use super::event::{watermark_name, Event};
 use super::hold::Pending;
 use super::read::{End, Pass, ShardRead};
 use super::rollup::{MAX_LISTED, MAX_RUN};

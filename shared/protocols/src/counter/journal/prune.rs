@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::entry::{parse_watermark, watermark_name, WATERMARK_KEEP_SECONDS};
+use super::event::{parse_watermark, watermark_name, WATERMARK_KEEP_SECONDS};
 use super::Rollup;
 use crate::ddb::{Item, ItemKey};
 

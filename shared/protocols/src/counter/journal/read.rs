@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::checkpoint::Checkpoint;
-use super::entry::{Decoded, Event};
+use super::event::{Decoded, Event};
 use super::stream::{Shard, Start};
 use super::Rollup;
 use crate::ddb::StoreError;
@@ -188,7 +188,7 @@ impl Rollup {
     fn start_position(&self, shard: &str, checkpoint: &Checkpoint) -> Option<String> {
         let positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
         let ours = positions.get(shard).cloned();
-        let order = |s: &Option<String>| s.as_deref().and_then(super::entry::Seq::parse);
+        let order = |s: &Option<String>| s.as_deref().and_then(super::event::Seq::parse);
         match (order(&ours), order(&checkpoint.seq)) {
             (Some(a), Some(b)) if a > b => ours,
             (Some(_), None) => ours,

@@ -10,9 +10,10 @@ use futures::StreamExt;
 
 use super::days::{self, DAY_MS};
 use super::entry::{
-    journal_partition, ADD_ATTRIBUTE, AT_ATTRIBUTE, DEAD_PARTITION, ITEM_ATTRIBUTE,
-    JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, RESERVED_PREFIX,
+    journal_partition, ADD_ATTRIBUTE, AT_ATTRIBUTE, ITEM_ATTRIBUTE, JOURNAL_KEY_ATTRIBUTE,
+    JOURNAL_SORT_ATTRIBUTE,
 };
+use super::event::{DEAD_PARTITION, RESERVED_PREFIX};
 use super::repair::{ItemDay, Repair, RepairDays, RepairProgress};
 use crate::ddb::number::Number;
 use crate::ddb::{Item, ItemKey, StoreError};

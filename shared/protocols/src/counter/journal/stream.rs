@@ -7,7 +7,7 @@ use aws_sdk_dynamodbstreams::types::{OperationType, ShardIteratorType};
 use std::collections::BTreeSet;
 
 use super::checkpoint::Checkpoints;
-use super::entry::{decode, Decoded};
+use super::event::{decode, Decoded};
 use super::Rollup;
 use crate::ddb::StoreError;
 
