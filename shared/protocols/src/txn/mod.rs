@@ -31,7 +31,8 @@ pub use item::{
     ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT, ATTR_VERSION_TOKEN,
     ITEM_PROTOCOL_ATTRIBUTES,
 };
-pub use outcome::{Driven, TxError, TxOutcome, TxReport};
+pub(crate) use outcome::Driven;
+pub use outcome::{TxError, TxOutcome, TxReport};
 pub use request::{Operation, TxMessage, TxMessageBuilder, TxRequest};
 pub use status::{RollbackReason, TxState, TxStatus};
 

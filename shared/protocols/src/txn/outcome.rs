@@ -1,5 +1,5 @@
 //! What running or driving a transaction ends with: [`TxOutcome`] (decided), [`TxError`]
-//! (not decided now), [`TxReport`] (outcome and cost), [`Driven`] (the sweeper's step).
+//! (not decided now), [`TxReport`] (outcome and cost), `Driven` (the sweeper's step, crate-internal).
 
 use crate::batch::{Outcome, RecordFailure, RecordResult};
 use crate::ddb::error::StoreError;
@@ -107,7 +107,7 @@ impl TxError {
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
-pub enum Driven {
+pub(crate) enum Driven {
     /// Already completed.
     Nothing,
     /// Rolled back (it was pending) or completed its rollback.
