@@ -1,10 +1,11 @@
 //! `bench counter-steady`: the counter in the steady state of a long-running deployment, one
 //! run against DynamoDB Local (issue 19's measurement). Three designs in five regimes:
 //!
-//! * **project journal** (`CounterConfig::journal`): journal puts by the process under test,
-//!   the roll-up on its schedule ([`journal`]);
-//! * **project inline** (`CounterConfig::new`, today's default): items pre-filled to the
-//!   window's steady state through the protocol with a moving clock ([`inline`]);
+//! * **project journal** (`CounterConfig::builder(table).journal(journal_table)`): journal
+//!   puts by the process under test, the roll-up on its schedule ([`journal`]);
+//! * **project inline** (`CounterConfig::builder(table)`, the library's default): items
+//!   pre-filled to the window's steady state through the protocol with a moving clock
+//!   ([`inline`]);
 //! * **Powertools-equivalent**: Powertools' idempotency algorithm in Rust ([`powertools`]).
 //!
 //! Write units are billed as AWS bills them by the bench's own SDK interceptor ([`meter`]);

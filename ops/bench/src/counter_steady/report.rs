@@ -24,9 +24,9 @@ pub fn header(o: &Options) {
         "  declared rate {} new key/s per item; simulated clock (ddb::Clock::from_fn)",
         o.rate
     );
-    println!("  project inline: CounterConfig::new (window 1 h, 2 buckets of 3600 s, cache on); cold = cache_keys 0");
+    println!("  project inline: CounterConfig::builder(table) (window 1 h, 2 buckets of 3600 s, cache on); cold = cache_keys 0");
     println!(
-        "  project journal: CounterConfig::journal (window 14 d, cache on); roll-up once per {} simulated s, i.e. {} keys per item per run at the declared rate; its cost per event is the runs' cost / keys rolled up",
+        "  project journal: CounterConfig::builder(table).journal(journal_table) (window 14 d, cache on); roll-up once per {} simulated s, i.e. {} keys per item per run at the declared rate; its cost per event is the runs' cost / keys rolled up",
         o.rollup_interval,
         (o.rate * o.rollup_interval as f64).round()
     );
