@@ -129,7 +129,7 @@ impl CounterConfig {
 
 /// Builds a validated [`CounterConfig`] (see [`CounterConfig::builder`]); the setters may come
 /// in any order.
-#[must_use = "a builder does nothing until `build` is called"]
+#[must_use]
 #[derive(Debug, Clone)]
 pub struct CounterConfigBuilder {
     config: CounterConfig,

@@ -107,7 +107,7 @@ impl TxConfig {
 }
 
 /// Builds a validated [`TxConfig`] (see [`TxConfig::builder`]).
-#[must_use = "a builder does nothing until `build` is called"]
+#[must_use]
 #[derive(Debug, Clone)]
 pub struct TxConfigBuilder {
     config: TxConfig,

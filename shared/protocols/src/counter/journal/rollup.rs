@@ -140,7 +140,7 @@ impl RollupConfig {
 }
 
 /// Builds a validated [`RollupConfig`] (see [`RollupConfig::builder`]).
-#[must_use = "a builder does nothing until `build` is called"]
+#[must_use]
 #[derive(Debug, Clone)]
 pub struct RollupConfigBuilder {
     config: RollupConfig,

@@ -116,7 +116,7 @@ impl SweepConfig {
 }
 
 /// Builds a validated [`SweepConfig`] (see [`SweepConfig::builder`]).
-#[must_use = "a builder does nothing until `build` is called"]
+#[must_use]
 #[derive(Debug, Clone)]
 pub struct SweepConfigBuilder {
     config: SweepConfig,
