@@ -54,13 +54,13 @@ pub(crate) fn replica_writer(client: Client, tables: &BTreeMap<String, String>) 
 
 fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Counter> {
     let config = CounterConfig::builder(&tables["OrdersTotalsTable"])
-        .aggregation(Aggregation {
-            group_by: "PK".into(),
-            key_attribute: "PK".into(),
-            sort_key: None,
-            count: Some("orders".into()),
-            sums: vec![("amount".into(), "Amount".into())],
-        })
+        .aggregation(
+            Aggregation::builder("PK")
+                .count("orders")
+                .sum("amount", "Amount")
+                .build()
+                .expect("valid aggregation"),
+        )
         .build()
         .expect("valid configuration");
     Writer::builder(

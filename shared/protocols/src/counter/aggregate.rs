@@ -26,6 +26,7 @@ use serde_json::{Map, Value};
 
 use super::{Counter, CounterRecord};
 use crate::change::{ChangeKind, ItemChange};
+use crate::config::ConfigError;
 use crate::ddb::number::{Number, NumberError};
 use crate::ddb::Item;
 use crate::rejection::{quote, Rejection, RejectionCode};
@@ -33,20 +34,119 @@ use crate::rejection::{quote, Rejection, RejectionCode};
 /// Default partition key attribute of aggregate items.
 pub const DEFAULT_AGGREGATE_KEY_ATTRIBUTE: &str = "PK";
 
-/// How the counter aggregates item changes.
+/// How the counter aggregates item changes; built by [`Aggregation::builder`].
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Aggregation {
-    /// The source attribute whose value names the aggregate item (a key attribute is best).
-    pub group_by: String,
+    pub(crate) group_by: String,
+    pub(crate) key_attribute: String,
+    pub(crate) sort_key: Option<(String, String)>,
+    pub(crate) count: Option<String>,
+    pub(crate) sums: Vec<(String, String)>,
+}
+
+impl Aggregation {
+    /// A builder of the aggregation grouping changes by the source attribute `group_by`
+    /// (a key attribute is best: it never changes), aggregate items keyed by
+    /// [`DEFAULT_AGGREGATE_KEY_ATTRIBUTE`].
+    pub fn builder(group_by: impl Into<String>) -> AggregationBuilder {
+        AggregationBuilder {
+            aggregation: Aggregation {
+                group_by: group_by.into(),
+                key_attribute: DEFAULT_AGGREGATE_KEY_ATTRIBUTE.into(),
+                sort_key: None,
+                count: None,
+                sums: Vec::new(),
+            },
+        }
+    }
+
+    /// The source attribute whose value names the aggregate item.
+    pub fn group_by(&self) -> &str {
+        &self.group_by
+    }
+
     /// The aggregate table's partition key attribute.
-    pub key_attribute: String,
-    /// `(attribute, value)`: a constant sort key of aggregate items, for a table with one
-    /// (e.g. `SK` = `totals` in a single-table design); `None` for a partition key alone.
-    pub sort_key: Option<(String, String)>,
+    pub fn key_attribute(&self) -> &str {
+        &self.key_attribute
+    }
+
+    /// `(attribute, value)`: the constant sort key of aggregate items, if the table has one.
+    pub fn sort_key(&self) -> Option<(&str, &str)> {
+        self.sort_key
+            .as_ref()
+            .map(|(a, v)| (a.as_str(), v.as_str()))
+    }
+
     /// The counter of live items (`+1` insert, `−1` remove), if any.
-    pub count: Option<String>,
-    /// `(counter, source attribute)`: sums of a numeric attribute.
-    pub sums: Vec<(String, String)>,
+    pub fn count(&self) -> Option<&str> {
+        self.count.as_deref()
+    }
+
+    /// `(counter, source attribute)`: the sums of numeric attributes.
+    pub fn sums(&self) -> &[(String, String)] {
+        &self.sums
+    }
+}
+
+/// Builds an [`Aggregation`]; [`AggregationBuilder::build`] checks it.
+#[must_use]
+#[derive(Debug, Clone)]
+pub struct AggregationBuilder {
+    aggregation: Aggregation,
+}
+
+impl AggregationBuilder {
+    /// The aggregate table's partition key attribute (default
+    /// [`DEFAULT_AGGREGATE_KEY_ATTRIBUTE`]).
+    pub fn key_attribute(mut self, attribute: impl Into<String>) -> Self {
+        self.aggregation.key_attribute = attribute.into();
+        self
+    }
+
+    /// A constant sort key of aggregate items, for a table with one (e.g. `SK` = `totals` in a
+    /// single-table design).
+    pub fn sort_key(mut self, attribute: impl Into<String>, value: impl Into<String>) -> Self {
+        self.aggregation.sort_key = Some((attribute.into(), value.into()));
+        self
+    }
+
+    /// The counter of live items: `+1` per insert, `−1` per remove.
+    pub fn count(mut self, counter: impl Into<String>) -> Self {
+        self.aggregation.count = Some(counter.into());
+        self
+    }
+
+    /// One more sum: `counter` adds the changes of the numeric source attribute `attribute`.
+    pub fn sum(mut self, counter: impl Into<String>, attribute: impl Into<String>) -> Self {
+        self.aggregation
+            .sums
+            .push((counter.into(), attribute.into()));
+        self
+    }
+
+    /// The aggregation, if it names its attributes and has a count or a sum.
+    pub fn build(self) -> Result<Aggregation, ConfigError> {
+        let a = self.aggregation;
+        let names = [&a.group_by, &a.key_attribute]
+            .into_iter()
+            .chain(a.sort_key.iter().map(|(attribute, _)| attribute))
+            .chain(a.count.iter())
+            .chain(a.sums.iter().flat_map(|(c, s)| [c, s]));
+        if names.into_iter().any(String::is_empty) {
+            return Err(ConfigError::new(
+                "aggregation",
+                "attribute and counter names must not be empty",
+            ));
+        }
+        if a.count.is_none() && a.sums.is_empty() {
+            return Err(ConfigError::new(
+                "aggregation",
+                "needs a `count` or a `sum` counter",
+            ));
+        }
+        Ok(a)
+    }
 }
 
 impl Aggregation {
@@ -196,13 +296,12 @@ mod tests {
     }
 
     fn aggregation() -> Aggregation {
-        Aggregation {
-            group_by: "Customer".into(),
-            key_attribute: "PK".into(),
-            sort_key: Some(("SK".into(), "totals".into())),
-            count: Some("orders".into()),
-            sums: vec![("amount".into(), "Amount".into())],
-        }
+        Aggregation::builder("Customer")
+            .sort_key("SK", "totals")
+            .count("orders")
+            .sum("amount", "Amount")
+            .build()
+            .expect("valid")
     }
 
     fn order(customer: &str, amount: &str) -> Item {
@@ -276,5 +375,21 @@ mod tests {
         );
         let record = aggregation().record(&counter(), &modify).expect("record");
         assert_eq!(record.add["amount"].canonical(), "0.000000000000000001");
+    }
+
+    #[test]
+    fn an_aggregation_needs_named_attributes_and_a_counter() {
+        let none = Aggregation::builder("Customer")
+            .build()
+            .expect_err("no counter");
+        assert_eq!(none.setting, "aggregation");
+        let unnamed = Aggregation::builder("Customer").count("").build();
+        assert!(unnamed.is_err());
+        let a = aggregation();
+        assert_eq!(a.group_by(), "Customer");
+        assert_eq!(a.key_attribute(), DEFAULT_AGGREGATE_KEY_ATTRIBUTE);
+        assert_eq!(a.sort_key(), Some(("SK", "totals")));
+        assert_eq!(a.count(), Some("orders"));
+        assert_eq!(a.sums(), &[("amount".to_string(), "Amount".to_string())]);
     }
 }

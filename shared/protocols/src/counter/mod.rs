@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 use crate::ddb::item::item_to_json;
 use crate::ddb::{Clock, ItemKey, Read, StoreError};
 
-pub use aggregate::{Aggregation, DEFAULT_AGGREGATE_KEY_ATTRIBUTE};
+pub use aggregate::{Aggregation, AggregationBuilder, DEFAULT_AGGREGATE_KEY_ATTRIBUTE};
 pub use builder::CounterConfigBuilder;
 pub use cache::DEFAULT_CACHE_KEYS;
 pub use config::{

@@ -117,21 +117,25 @@ fn aggregation_from_settings(s: &Settings<'_>) -> Result<Option<Aggregation>, Co
         .get("change_sort_key")
         .map(|v| colon_pair("change_sort_key", &v))
         .transpose()?;
-    let aggregation = Aggregation {
-        group_by,
-        key_attribute: s
-            .get("change_key_attribute")
-            .unwrap_or_else(|| super::DEFAULT_AGGREGATE_KEY_ATTRIBUTE.into()),
-        sort_key,
-        count: s.get("change_count"),
-        sums,
-    };
-    if aggregation.count.is_none() && aggregation.sums.is_empty() {
-        return Err(ConfigError::new(
-            "change_group_by",
-            "aggregation needs `change_count` or `change_sum`",
-        ));
+    let mut builder = Aggregation::builder(group_by);
+    if let Some(attribute) = s.get("change_key_attribute") {
+        builder = builder.key_attribute(attribute);
     }
+    if let Some((attribute, value)) = sort_key {
+        builder = builder.sort_key(attribute, value);
+    }
+    if let Some(counter) = s.get("change_count") {
+        builder = builder.count(counter);
+    }
+    for (counter, attribute) in sums {
+        builder = builder.sum(counter, attribute);
+    }
+    let aggregation = builder.build().map_err(|e| {
+        ConfigError::new(
+            "change_group_by",
+            format!("{} (`change_count` or `change_sum`)", e.message),
+        )
+    })?;
     Ok(Some(aggregation))
 }
 
