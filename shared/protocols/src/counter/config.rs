@@ -85,6 +85,7 @@ pub struct CounterConfig {
 }
 
 /// What the capacity rule computes.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Capacity {
     /// Length of one bucket.

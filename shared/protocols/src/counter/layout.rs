@@ -86,6 +86,7 @@ pub enum BucketName {
 }
 
 /// One key bucket of an item.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Bucket {
     /// Its keys are kept until this epoch second.
