@@ -35,18 +35,15 @@ pub fn ratchet_writer_with(
     let config = tweak(RatchetConfig::builder(&tables["RatchetTable"]))
         .build()
         .expect("valid configuration");
-    Writer::builder(
-        "ratchet-writer",
-        Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-    )
-    .dead_letters(DeadLetters::new(
-        client,
-        &tables["DeadLetterTable"],
-        "ratchet-writer",
-    ))
-    .deadline_margin(Duration::from_secs(1))
-    .build()
-    .expect("valid writer")
+    Writer::builder("ratchet-writer", Ratchet::new(client.clone(), config))
+        .dead_letters(DeadLetters::new(
+            client,
+            &tables["DeadLetterTable"],
+            "ratchet-writer",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 #[allow(unused_imports)]

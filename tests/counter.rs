@@ -56,7 +56,7 @@ pub(crate) fn writer_on(
     let config = tweak(CounterConfig::builder(&tables["CounterTable"]))
         .build()
         .expect("valid test configuration");
-    let mut protocol = Counter::try_new(client.clone(), config).expect("valid configuration");
+    let mut protocol = Counter::new(client.clone(), config);
     if let Some(clock) = clock {
         protocol = protocol.with_clock(Clock::from_fn(move || clock.load(Ordering::SeqCst) * 1000));
     }

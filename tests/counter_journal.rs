@@ -69,7 +69,7 @@ pub(crate) async fn tables(client: &Client) -> (String, String) {
 
 pub(crate) fn counter(client: Client, counters: &str, journal: &str) -> Counter {
     let config = CounterConfig::builder(counters).journal(journal).build();
-    Counter::try_new(client, config.expect("config")).expect("counter")
+    Counter::new(client, config.expect("config"))
 }
 
 pub(crate) fn rollup(client: Client, counters: &str, journal: &str) -> Rollup {
@@ -187,7 +187,7 @@ fn counter_cold(client: Client, counters: &str, journal: &str) -> Counter {
         .cache_keys(0)
         .build()
         .expect("config");
-    Counter::try_new(client, config).expect("counter")
+    Counter::new(client, config)
 }
 
 pub(crate) async fn forget_checkpoints(client: &Client, journal: &str) {
@@ -317,13 +317,12 @@ async fn keys_of_an_inline_item_stay_duplicates_and_its_buckets_go_once_expired(
             now.load(std::sync::atomic::Ordering::SeqCst)
         })
     };
-    let inline = Counter::try_new(
+    let inline = Counter::new(
         c.clone(),
         CounterConfig::builder(&counters)
             .build()
             .expect("valid configuration"),
     )
-    .expect("config")
     .with_clock(clock.clone());
     let old = [record(&inline, "a", 1, "k1"), record(&inline, "a", 2, "k2")];
     assert_eq!(apply(&inline, &old).await, ["applied", "applied"]);
@@ -428,7 +427,7 @@ async fn a_writer_clock_behind_or_other_settings_neither_shortens_the_window_nor
         .cache_keys(0)
         .build()
         .expect("config");
-    let other = Counter::try_new(c.clone(), short).expect("config");
+    let other = Counter::new(c.clone(), short);
     apply(
         &other,
         &[record(&other, "a", 3, "k1"), record(&other, "a", 4, "k2")],

@@ -154,9 +154,7 @@ async fn schedule(seed: u64) -> Result<(), String> {
     h.poison("i0", "bad").await;
     let warm = {
         let config = h.config().to_builder().cache_keys(100).build();
-        Counter::try_new(h.c.clone(), config.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?
-            .with_clock(h.clock.clone())
+        Counter::new(h.c.clone(), config.map_err(|e| e.to_string())?).with_clock(h.clock.clone())
     };
     for _ in 0..rng.random_range(4..12) {
         match rng.random_range(0..10) {
@@ -194,9 +192,7 @@ async fn deliver(
         1 => h.counter(),
         _ => {
             let (plan, attempts) = faults(rng);
-            Counter::try_new(client_with(Some(plan), attempts), h.config())
-                .map_err(|e| e.to_string())?
-                .with_clock(h.clock.clone())
+            Counter::new(client_with(Some(plan), attempts), h.config()).with_clock(h.clock.clone())
         }
     };
     let records: Vec<_> = keys.iter().map(|k| key_record(&writer, *k)).collect();

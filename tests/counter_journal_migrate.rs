@@ -26,13 +26,12 @@ async fn a_late_redelivery_of_a_key_applied_inline_is_too_old_once_its_bucket_is
         Clock::from_fn(move || now.load(Ordering::SeqCst))
     };
     // Given k applied inline (arrived t0) ...
-    let inline = Counter::try_new(
+    let inline = Counter::new(
         c.clone(),
         CounterConfig::builder(&counters)
             .build()
             .expect("valid configuration"),
     )
-    .expect("config")
     .with_clock(clock.clone());
     let k = record(&inline, "a", 1, "k").arrived_at(t0);
     assert_eq!(apply(&inline, &[k]).await, ["applied"]);

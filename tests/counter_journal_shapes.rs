@@ -77,9 +77,7 @@ impl Harness {
     }
 
     pub(crate) fn counter(&self) -> Counter {
-        Counter::try_new(self.c.clone(), self.config())
-            .expect("config")
-            .with_clock(self.clock.clone())
+        Counter::new(self.c.clone(), self.config()).with_clock(self.clock.clone())
     }
 
     pub(crate) fn rollup_with(

@@ -116,7 +116,7 @@ proptest! {
             let tables = template_tables(&client, &["RatchetTable", "CounterTable", "DeadLetterTable"]).await;
             let ratchet = ratchet_writer_on(client.clone(), &tables);
             assert_kept(&ratchet, &batch).await;
-            let counter = Writer::builder("counter-writer", Counter::try_new(client.clone(), CounterConfig::builder(&tables["CounterTable"]).build().expect("valid configuration")).expect("valid configuration")).dead_letters(DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer")).deadline_margin(Duration::from_secs(1)).build().expect("valid writer");
+            let counter = Writer::builder("counter-writer", Counter::new(client.clone(), CounterConfig::builder(&tables["CounterTable"]).build().expect("valid configuration"))).dead_letters(DeadLetters::new(client, &tables["DeadLetterTable"], "counter-writer")).deadline_margin(Duration::from_secs(1)).build().expect("valid writer");
             assert_kept(&counter, &batch).await;
         });
     }
@@ -157,8 +157,7 @@ async fn a_put_older_than_the_tombstone_lifetime_is_kept_and_replayed_only_when_
         .expect("valid configuration");
     w = crate::common::with_protocol(
         &w,
-        dynamodb_exactly_once::ratchet::Ratchet::try_new(client.clone(), config)
-            .expect("valid configuration"),
+        dynamodb_exactly_once::ratchet::Ratchet::new(client.clone(), config),
     );
     // Its item's tombstone may already have expired: applying it could revive a deleted item.
     let late = put("u", "late", 1, serde_json::json!({"v":1}));
@@ -203,14 +202,13 @@ async fn a_counter_record_older_than_the_window_is_kept_not_counted() {
     let tables = template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
     let w = Writer::builder(
         "counter-writer",
-        Counter::try_new(
+        Counter::new(
             client.clone(),
             CounterConfig::builder(&tables["CounterTable"])
                 .window(Duration::from_secs(60))
                 .build()
                 .expect("valid configuration"),
-        )
-        .expect("valid configuration"),
+        ),
     )
     .dead_letters(DeadLetters::new(
         client.clone(),

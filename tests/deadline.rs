@@ -50,13 +50,12 @@ async fn writer(stalled_writes: bool, stalled_letters: bool) -> (Writer<Ratchet>
     let pick = |s: bool| if s { stalled.clone() } else { direct.clone() };
     let w = Writer::builder(
         "ratchet-writer",
-        Ratchet::try_new(
+        Ratchet::new(
             pick(stalled_writes),
             RatchetConfig::builder(&tables["RatchetTable"])
                 .build()
                 .expect("valid configuration"),
-        )
-        .expect("valid configuration"),
+        ),
     )
     .dead_letters(DeadLetters::new(
         pick(stalled_letters),
@@ -182,18 +181,15 @@ async fn a_cut_off_batch_keeps_the_results_of_the_records_that_finished() {
             .concurrency(1)
             .build()
             .expect("valid configuration");
-        Writer::builder(
-            "document-writer",
-            Document::try_new(client, config).expect("valid configuration"),
-        )
-        .dead_letters(DeadLetters::new(
-            direct.clone(),
-            &tables["DeadLetterTable"],
-            "document-writer",
-        ))
-        .deadline_margin(Duration::from_secs(1))
-        .build()
-        .expect("valid writer")
+        Writer::builder("document-writer", Document::new(client, config))
+            .dead_letters(DeadLetters::new(
+                direct.clone(),
+                &tables["DeadLetterTable"],
+                "document-writer",
+            ))
+            .deadline_margin(Duration::from_secs(1))
+            .build()
+            .expect("valid writer")
     };
     let append = |pk: &str| json!({"op": "list_append", "key": {"PK": pk, "SK": "d"}, "path": "l", "values": [pk]});
     let bodies = [append("a"), append("b"), append("c")];
@@ -294,18 +290,15 @@ async fn a_cut_off_counter_batch_keeps_the_items_that_finished() {
                 .concurrency(1)
                 .build()
                 .expect("valid configuration");
-            Writer::builder(
-                "counter-writer",
-                Counter::try_new(client, config).expect("valid configuration"),
-            )
-            .dead_letters(DeadLetters::new(
-                direct.clone(),
-                &tables["DeadLetterTable"],
-                "counter-writer",
-            ))
-            .deadline_margin(Duration::from_secs(1))
-            .build()
-            .expect("valid writer")
+            Writer::builder("counter-writer", Counter::new(client, config))
+                .dead_letters(DeadLetters::new(
+                    direct.clone(),
+                    &tables["DeadLetterTable"],
+                    "counter-writer",
+                ))
+                .deadline_margin(Duration::from_secs(1))
+                .build()
+                .expect("valid writer")
         },
         [add("a"), add("b"), add("c")],
     )
@@ -322,18 +315,15 @@ async fn a_cut_off_ratchet_batch_keeps_the_items_that_finished() {
                 .concurrency(1)
                 .build()
                 .expect("valid configuration");
-            Writer::builder(
-                "ratchet-writer",
-                Ratchet::try_new(client, config).expect("valid configuration"),
-            )
-            .dead_letters(DeadLetters::new(
-                direct.clone(),
-                &tables["DeadLetterTable"],
-                "ratchet-writer",
-            ))
-            .deadline_margin(Duration::from_secs(1))
-            .build()
-            .expect("valid writer")
+            Writer::builder("ratchet-writer", Ratchet::new(client, config))
+                .dead_letters(DeadLetters::new(
+                    direct.clone(),
+                    &tables["DeadLetterTable"],
+                    "ratchet-writer",
+                ))
+                .deadline_margin(Duration::from_secs(1))
+                .build()
+                .expect("valid writer")
         },
         [
             put("a", "s", 1, json!({})),

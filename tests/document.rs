@@ -34,13 +34,12 @@ async fn tables(client: &Client) -> BTreeMap<String, String> {
 fn writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Document> {
     Writer::builder(
         "document-writer",
-        Document::try_new(
+        Document::new(
             client.clone(),
             DocumentConfig::builder(&tables["DocumentTable"])
                 .build()
                 .expect("valid configuration"),
-        )
-        .expect("valid configuration"),
+        ),
     )
     .dead_letters(DeadLetters::new(
         client,

@@ -25,13 +25,12 @@ async fn document_table(client: &Client) -> String {
 }
 
 fn docs(client: Client, table: &str) -> Document {
-    Document::try_new(
+    Document::new(
         client,
         DocumentConfig::builder(table)
             .build()
             .expect("valid configuration"),
     )
-    .expect("valid configuration")
 }
 
 fn rec(op: &str, pk: &str, fields: Value) -> Value {
@@ -229,7 +228,7 @@ async fn a_blind_replace_that_keeps_losing_races_is_delivered_again_not_acknowle
         .backoff(Backoff::new(backoff.first, backoff.max, 1))
         .build()
         .expect("valid");
-    let replacer = Document::try_new(il.client("A", 1), config).expect("valid");
+    let replacer = Document::new(il.client("A", 1), config);
     let append = other
         .parse_record(
             rec("list_append", "u", json!({"path": "l", "values": ["a"]}))
@@ -455,7 +454,7 @@ fn docs_with_prefix(client: Client, table: &str, prefix: &str) -> Document {
         .attribute_prefix(prefix)
         .build()
         .expect("valid configuration");
-    Document::try_new(client, config).expect("valid configuration")
+    Document::new(client, config)
 }
 
 /// Apply one body delivered as `delivery`: its result.

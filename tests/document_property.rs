@@ -200,13 +200,12 @@ async fn one_case(seed: u64, table: &str, case: usize) -> Result<(), String> {
             .retry_partition(partition)
             .build(),
     );
-    let docs = Document::try_new(
+    let docs = Document::new(
         client,
         DocumentConfig::builder(table)
             .build()
             .map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+    );
     let pks: Vec<String> = (0..ITEMS).map(|i| format!("c{case}s{seed}i{i}")).collect();
     let mut models: BTreeMap<String, Model> = BTreeMap::new();
     let mut pending: Vec<(usize, DocumentRecord)> = Vec::new();
@@ -329,13 +328,12 @@ async fn pipeline_case(
         on: true,
         lose_last: true,
     }));
-    let docs = Document::try_new(
+    let docs = Document::new(
         faulty_client(&faults, seed),
         DocumentConfig::builder(&tables["DocumentTable"])
             .build()
             .map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+    );
     let writer = Writer::builder("document-writer", docs)
         .dead_letters(DeadLetters::new(
             client(),

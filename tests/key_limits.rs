@@ -31,18 +31,15 @@ fn history_writer(
         .history_table(&tables["RatchetHistoryTable"])
         .build()
         .expect("valid configuration");
-    Writer::builder(
-        "ratchet-writer",
-        Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-    )
-    .dead_letters(DeadLetters::new(
-        client,
-        &tables["DeadLetterTable"],
-        "ratchet-writer",
-    ))
-    .deadline_margin(Duration::from_secs(1))
-    .build()
-    .expect("valid writer")
+    Writer::builder("ratchet-writer", Ratchet::new(client.clone(), config))
+        .dead_letters(DeadLetters::new(
+            client,
+            &tables["DeadLetterTable"],
+            "ratchet-writer",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 #[tokio::test]
@@ -93,13 +90,12 @@ async fn history_keys_over_the_partition_key_limit_are_refused_before_the_write(
     // The versioning protocol's history has the same shape: refused when the change is built.
     let key = ItemKey::from_json(&json!({"PK": "d".repeat(2040)})).expect("a valid PK");
     let refused = Revision::create(&key, json!({"v": 1})).map(|_| ());
-    let store = Versioning::try_new(
+    let store = Versioning::new(
         client.clone(),
         VersioningConfig::builder(&tables["VersionedTable"], &tables["VersionedHistoryTable"])
             .build()
             .expect("valid configuration"),
-    )
-    .expect("valid configuration");
+    );
     let applied = match &refused {
         Ok(()) => Some(
             store
@@ -191,27 +187,24 @@ async fn every_writer_refuses_keys_its_table_would_refuse_before_writing() {
     ));
     cases.push((pk_sk.clone(), json!({"PK": "a"}), "invalid_key"));
     for (table, key, want) in cases {
-        let ratchet = Ratchet::try_new(
+        let ratchet = Ratchet::new(
             c.clone(),
             RatchetConfig::builder(&table).build().expect("config"),
-        )
-        .expect("config");
+        );
         let put = json!({"op": "put", "key": key, "ts": 1, "item": {"v": 1}});
         assert_eq!(codes(&ratchet, &[put]).await, [want], "ratchet {key}");
-        let counter = Counter::try_new(
+        let counter = Counter::new(
             c.clone(),
             CounterConfig::builder(&table)
                 .build()
                 .expect("valid configuration"),
-        )
-        .expect("config");
+        );
         let add = json!({"key": key, "add": {"n": 1}, "idempotencyKey": "k"});
         assert_eq!(codes(&counter, &[add]).await, [want], "counter {key}");
-        let docs = Document::try_new(
+        let docs = Document::new(
             c.clone(),
             DocumentConfig::builder(&table).build().expect("config"),
-        )
-        .expect("config");
+        );
         let append = json!({"op": "list_append", "key": key, "path": "l", "values": [1]});
         assert_eq!(codes(&docs, &[append]).await, [want], "document {key}");
     }
@@ -222,13 +215,12 @@ async fn a_versioned_write_refuses_a_key_its_table_would_refuse_before_writing()
     let c = client();
     let numeric = table_keyed_by(&c, "VerKeyN", "N").await;
     let tables = dynamo_testing::template_tables(&c, &["VersionedHistoryTable"]).await;
-    let store = Versioning::try_new(
+    let store = Versioning::new(
         c.clone(),
         VersioningConfig::builder(&numeric, &tables["VersionedHistoryTable"])
             .build()
             .expect("valid configuration"),
-    )
-    .expect("config");
+    );
     let key = ItemKey::from_json(&json!({"PK": "a"})).expect("key");
     let change = Revision::create(&key, json!({"v": 1})).expect("revision");
     match store.apply(&change).await {

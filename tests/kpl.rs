@@ -70,8 +70,7 @@ async fn aggregated_counter_records_count_once_like_unaggregated_ones() {
                 .expect("valid configuration");
         Writer::builder(
             "counter-writer",
-            dynamodb_exactly_once::counter::Counter::try_new(setup.clone(), config)
-                .expect("valid configuration"),
+            dynamodb_exactly_once::counter::Counter::new(setup.clone(), config),
         )
         .dead_letters(DeadLetters::new(
             setup.clone(),

@@ -29,18 +29,15 @@ fn writer(
     let config = configure(RatchetConfig::builder(&tables["RatchetTable"]))
         .build()
         .expect("valid configuration");
-    Writer::builder(
-        "ratchet-writer",
-        Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-    )
-    .dead_letters(DeadLetters::new(
-        client.clone(),
-        &tables["DeadLetterTable"],
-        "ratchet-writer",
-    ))
-    .deadline_margin(Duration::from_secs(1))
-    .build()
-    .expect("valid writer")
+    Writer::builder("ratchet-writer", Ratchet::new(client.clone(), config))
+        .dead_letters(DeadLetters::new(
+            client.clone(),
+            &tables["DeadLetterTable"],
+            "ratchet-writer",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 fn key(sk: &str) -> Item {
@@ -164,18 +161,15 @@ fn counter_writer(
         .attribute_prefix(prefix)
         .build()
         .expect("valid configuration");
-    Writer::builder(
-        name,
-        Counter::try_new(client.clone(), config).expect("valid configuration"),
-    )
-    .dead_letters(DeadLetters::new(
-        client.clone(),
-        &tables["DeadLetterTable"],
-        name,
-    ))
-    .deadline_margin(Duration::from_secs(1))
-    .build()
-    .expect("valid writer")
+    Writer::builder(name, Counter::new(client.clone(), config))
+        .dead_letters(DeadLetters::new(
+            client.clone(),
+            &tables["DeadLetterTable"],
+            name,
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 fn count(sk: &str, idempotency_key: &str) -> Value {

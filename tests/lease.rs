@@ -25,7 +25,7 @@ async fn lock_table(client: &Client) -> String {
 }
 
 fn lease_on(client: Client, table: &str, lease_ms: u64) -> Lease {
-    Lease::try_new(
+    Lease::new(
         client,
         LeaseConfig::builder(table)
             .lease(Duration::from_millis(lease_ms))
@@ -33,7 +33,6 @@ fn lease_on(client: Client, table: &str, lease_ms: u64) -> Lease {
             .build()
             .expect("valid configuration"),
     )
-    .expect("valid configuration")
 }
 
 /// The holding of an acquisition that must succeed.

@@ -49,13 +49,12 @@ async fn the_counter_counts_an_existing_event_shape_once_per_source_message() {
     let client = client();
     let tables =
         dynamo_testing::template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
-    let counter = Counter::try_new(
+    let counter = Counter::new(
         client.clone(),
         CounterConfig::builder(&tables["CounterTable"])
             .build()
             .expect("valid configuration"),
-    )
-    .expect("config");
+    );
     let writer = mapped(
         &client,
         &tables,
@@ -114,13 +113,12 @@ async fn the_ratchet_keeps_the_newest_version_of_an_existing_event_shape() {
     let client = client();
     let tables =
         dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
-    let ratchet = Ratchet::try_new(
+    let ratchet = Ratchet::new(
         client.clone(),
         RatchetConfig::builder(&tables["RatchetTable"])
             .build()
             .expect("valid configuration"),
-    )
-    .expect("config");
+    );
     let writer = mapped(
         &client,
         &tables,

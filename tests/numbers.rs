@@ -70,11 +70,10 @@ fn n(text: &str) -> AttributeValue {
 async fn the_ratchet_stores_a_20_digit_key_and_a_38_digit_amount_exactly() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumRatchet", "PK").await;
-    let ratchet = Ratchet::try_new(
+    let ratchet = Ratchet::new(
         c.clone(),
         RatchetConfig::builder(&table).build().expect("config"),
-    )
-    .expect("config");
+    );
     let body = format!(
         r#"{{"op":"put","key":{{"PK":{KEY}}},"ts":1,"item":{{"amount":{AMOUNT},"l":[{AMOUNT}]}}}}"#
     );
@@ -88,13 +87,12 @@ async fn the_ratchet_stores_a_20_digit_key_and_a_38_digit_amount_exactly() {
 async fn the_counter_adds_38_digit_deltas_exactly_on_a_20_digit_key() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumCounter", "PK").await;
-    let counter = Counter::try_new(
+    let counter = Counter::new(
         c.clone(),
         CounterConfig::builder(&table)
             .build()
             .expect("valid configuration"),
-    )
-    .expect("config");
+    );
     let record = |id: &str, delta: &str| {
         format!(r#"{{"key":{{"PK":{KEY}}},"add":{{"n":{delta}}},"idempotencyKey":"{id}"}}"#)
     };
@@ -118,11 +116,10 @@ async fn the_counter_adds_38_digit_deltas_exactly_on_a_20_digit_key() {
 async fn the_document_writer_stores_a_20_digit_key_and_a_38_digit_amount_exactly() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumDocument", "PK").await;
-    let docs = Document::try_new(
+    let docs = Document::new(
         c.clone(),
         DocumentConfig::builder(&table).build().expect("config"),
-    )
-    .expect("config");
+    );
     let bodies = [
         format!(r#"{{"op":"replace","key":{{"PK":{KEY}}},"document":{{"amount":{AMOUNT}}}}}"#),
         format!(r#"{{"op":"list_append","key":{{"PK":{KEY}}},"path":"l","values":[{AMOUNT}]}}"#),
@@ -145,13 +142,12 @@ async fn versioned_writes_store_a_20_digit_key_and_a_38_digit_amount_exactly() {
     let history = dynamo_testing::template_tables(&c, &["VersionedHistoryTable"]).await
         ["VersionedHistoryTable"]
         .clone();
-    let store = Versioning::try_new(
+    let store = Versioning::new(
         c.clone(),
         VersioningConfig::builder(&table, &history)
             .build()
             .expect("config"),
-    )
-    .expect("config");
+    );
     let key = ItemKey::from_json(&json!({"PK": number(KEY)})).expect("key");
     let change = Revision::create(&key, json!({"amount": number(AMOUNT)})).expect("revision");
     assert!(matches!(
@@ -176,7 +172,7 @@ async fn the_coordinator_commits_a_38_digit_amount_on_a_20_digit_key_exactly() {
         .allowed_tables([env.accounts(), table.as_str()])
         .build()
         .expect("config");
-    let c = Coordinator::try_new(client(), config).expect("coordinator");
+    let c = Coordinator::new(client(), config);
     let body = format!(
         r##"{{"txId":"big","requests":[
             {{"Put":{{"TableName":"{table}","Item":{{"PK":{KEY},"amount":{AMOUNT}}}}}}},
@@ -195,11 +191,10 @@ async fn the_coordinator_commits_a_38_digit_amount_on_a_20_digit_key_exactly() {
 async fn numbers_dynamodb_refuses_are_invalid_number_naming_the_rule() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumRefused", "PK").await;
-    let docs = Document::try_new(
+    let docs = Document::new(
         c.clone(),
         DocumentConfig::builder(&table).build().expect("config"),
-    )
-    .expect("config");
+    );
     let too_precise = "1234567890123456789012345678901234567890";
     for (value, rule) in [
         (too_precise, "at most 38"),

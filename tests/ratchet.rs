@@ -327,7 +327,7 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
     let mut w = ratchet_writer_on(client_with(Some(refuse_b.clone()), 1), &tables);
     w = crate::common::with_protocol(
         &w,
-        dynamodb_exactly_once::ratchet::Ratchet::try_new(
+        dynamodb_exactly_once::ratchet::Ratchet::new(
             client_with(Some(refuse_b.clone()), 1),
             w.protocol()
                 .config()
@@ -335,8 +335,7 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
                 .concurrency(1)
                 .build()
                 .expect("valid configuration"),
-        )
-        .expect("valid configuration"),
+        ),
     );
     let bodies = [
         put("u", "a", 2, json!({"v":2})),

@@ -38,18 +38,15 @@ async fn a_warm_redelivery_costs_no_call_and_a_newer_record_still_writes() {
     let config = RatchetConfig::builder(&tables["RatchetTable"])
         .build()
         .expect("valid configuration");
-    let writer = Writer::builder(
-        "ratchet-writer",
-        Ratchet::try_new(counted, config.clone()).expect("config"),
-    )
-    .dead_letters(DeadLetters::new(
-        direct.clone(),
-        &tables["DeadLetterTable"],
-        "ratchet-writer",
-    ))
-    .deadline_margin(Duration::from_secs(1))
-    .build()
-    .expect("valid writer");
+    let writer = Writer::builder("ratchet-writer", Ratchet::new(counted, config.clone()))
+        .dead_letters(DeadLetters::new(
+            direct.clone(),
+            &tables["DeadLetterTable"],
+            "ratchet-writer",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer");
     // Given a batch applied once (two keys, one of them twice)
     let batch = sqs_batch(
         &[
@@ -74,7 +71,7 @@ async fn a_warm_redelivery_costs_no_call_and_a_newer_record_still_writes() {
 
     // And when another writer stored a newer version meanwhile, a record between the two is
     // not answered from the cache: DynamoDB says stale; one above both is written.
-    let other = Ratchet::try_new(direct.clone(), config).expect("config");
+    let other = Ratchet::new(direct.clone(), config);
     let newer = other
         .parse_record(put("u", "a", 20, json!({"v": 2})).to_string().as_bytes())
         .expect("record");

@@ -72,7 +72,7 @@ fn process(
         config = config.cache_keys(0);
     }
     let config = config.build().map_err(|e| e.to_string())?;
-    let protocol = Ratchet::try_new(client.clone(), config).map_err(|e| e.to_string())?;
+    let protocol = Ratchet::new(client.clone(), config);
     let dead_letters = DeadLetters::new(client, &tables["DeadLetterTable"], "ratchet-writer");
     let writer = Writer::builder("ratchet-writer", protocol)
         .dead_letters(dead_letters)

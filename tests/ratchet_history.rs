@@ -43,18 +43,15 @@ fn history_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<R
         .history_table(&tables["RatchetHistoryTable"])
         .build()
         .expect("valid configuration");
-    Writer::builder(
-        "ratchet-writer",
-        Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-    )
-    .dead_letters(DeadLetters::new(
-        client,
-        &tables["DeadLetterTable"],
-        "ratchet-writer",
-    ))
-    .deadline_margin(Duration::from_secs(1))
-    .build()
-    .expect("valid writer")
+    Writer::builder("ratchet-writer", Ratchet::new(client.clone(), config))
+        .dead_letters(DeadLetters::new(
+            client,
+            &tables["DeadLetterTable"],
+            "ratchet-writer",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 /// Every history row, keyed by `ItemKey|RecordVersion`.

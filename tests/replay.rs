@@ -53,13 +53,12 @@ fn document_writer(
     letters_client: Client,
     tables: &BTreeMap<String, String>,
 ) -> Writer<Document> {
-    let protocol = Document::try_new(
+    let protocol = Document::new(
         client,
         DocumentConfig::builder(&tables["DocumentTable"])
             .build()
             .expect("valid configuration"),
-    )
-    .expect("valid configuration");
+    );
     let letters = DeadLetters::new(
         letters_client,
         &tables["DeadLetterTable"],
@@ -89,13 +88,12 @@ async fn two_deployments_of_one_binary_replay_only_their_own_letters() {
     )
     .await;
     let on = |table: &str, deployment: &str| {
-        let protocol = Ratchet::try_new(
+        let protocol = Ratchet::new(
             c.clone(),
             RatchetConfig::builder(&tables[table])
                 .build()
                 .expect("valid configuration"),
-        )
-        .expect("valid configuration");
+        );
         let letters = DeadLetters::new(c.clone(), &tables["DeadLetterTable"], "ratchet-writer")
             .for_deployment(Some(deployment.into()));
         writer(protocol, letters)
@@ -381,13 +379,12 @@ async fn a_letter_with_a_missing_part_does_not_hide_the_others() {
 async fn a_reinjected_record_is_as_old_as_its_event_time() {
     let c = client();
     let tables = template_tables(&c, &["CounterTable", "DeadLetterTable"]).await;
-    let protocol = Counter::try_new(
+    let protocol = Counter::new(
         c.clone(),
         CounterConfig::builder(&tables["CounterTable"])
             .build()
             .expect("valid configuration"),
-    )
-    .expect("valid configuration");
+    );
     let letters = DeadLetters::new(c.clone(), &tables["DeadLetterTable"], "counter-writer");
     let w = Writer::builder("writer", protocol)
         .dead_letters(letters)

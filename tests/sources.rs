@@ -52,18 +52,15 @@ fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<C
         .heartbeat_every(Duration::from_millis(150))
         .build()
         .expect("valid configuration");
-    Writer::builder(
-        "tx-coordinator",
-        Coordinator::try_new(client.clone(), config).expect("valid configuration"),
-    )
-    .dead_letters(DeadLetters::new(
-        client,
-        &tables["DeadLetterTable"],
-        "tx-coordinator",
-    ))
-    .deadline_margin(Duration::from_secs(1))
-    .build()
-    .expect("valid writer")
+    Writer::builder("tx-coordinator", Coordinator::new(client.clone(), config))
+        .dead_letters(DeadLetters::new(
+            client,
+            &tables["DeadLetterTable"],
+            "tx-coordinator",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 /// Move `amount` from `from` (only if it has that much) to `to`.
@@ -550,10 +547,7 @@ async fn fifo_consecutive_messages_on_one_item_are_one_write_and_a_failure_still
         .cache_keys(0) // every delivery goes to DynamoDB
         .build()
         .expect("valid configuration");
-    w = crate::common::with_protocol(
-        &w,
-        Ratchet::try_new(client_with(Some(plan), 1), config).expect("config"),
-    );
+    w = crate::common::with_protocol(&w, Ratchet::new(client_with(Some(plan), 1), config));
     // Group c1: four messages on item runA, one on runB, two more on runA; group c2: one.
     let a = |ts: i64| ("c1", put("fifo", "runA", ts, json!({"n": ts})));
     let messages = vec![
@@ -615,13 +609,12 @@ async fn fifo_a_group_of_one_counter_item_is_one_update() {
         }
         Fault::None
     });
-    let counter = Counter::try_new(
+    let counter = Counter::new(
         client_with(Some(counting), 1),
         CounterConfig::builder(&tables["CounterTable"])
             .build()
             .expect("valid configuration"),
-    )
-    .expect("config");
+    );
     let w = Writer::builder("counter-writer", counter)
         .dead_letters(DeadLetters::new(
             setup.clone(),

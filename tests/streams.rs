@@ -38,18 +38,15 @@ pub(crate) fn replica_writer(client: Client, tables: &BTreeMap<String, String>) 
         .replication(Replication::default())
         .build()
         .expect("valid configuration");
-    Writer::builder(
-        "orders-replica",
-        Ratchet::try_new(client.clone(), config).expect("valid configuration"),
-    )
-    .dead_letters(DeadLetters::new(
-        client,
-        &tables["DeadLetterTable"],
-        "orders-replica",
-    ))
-    .deadline_margin(Duration::from_secs(1))
-    .build()
-    .expect("valid writer")
+    Writer::builder("orders-replica", Ratchet::new(client.clone(), config))
+        .dead_letters(DeadLetters::new(
+            client,
+            &tables["DeadLetterTable"],
+            "orders-replica",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Counter> {
@@ -63,18 +60,15 @@ fn totals_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Co
         )
         .build()
         .expect("valid configuration");
-    Writer::builder(
-        "orders-totals",
-        Counter::try_new(client.clone(), config).expect("valid configuration"),
-    )
-    .dead_letters(DeadLetters::new(
-        client,
-        &tables["DeadLetterTable"],
-        "orders-totals",
-    ))
-    .deadline_margin(Duration::from_secs(1))
-    .build()
-    .expect("valid writer")
+    Writer::builder("orders-totals", Counter::new(client.clone(), config))
+        .dead_letters(DeadLetters::new(
+            client,
+            &tables["DeadLetterTable"],
+            "orders-totals",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer")
 }
 
 /// One change as a stream record, typed images kept as they are.
@@ -555,13 +549,12 @@ async fn changes_without_a_mapping_are_kept_not_applied() {
     let mut writer = replica_writer(client.clone(), &tables);
     writer = crate::common::with_protocol(
         &writer,
-        Ratchet::try_new(
+        Ratchet::new(
             client.clone(),
             RatchetConfig::builder(&tables["OrdersReplicaTable"])
                 .build()
                 .expect("valid configuration"),
-        )
-        .expect("valid configuration"),
+        ),
     );
     let batch: Batch = Batch::from_event(fixture("orders-dynamodb-stream.json")).expect("event");
     let report = writer.handle_batch(&batch, Deadline::none()).await;

@@ -16,7 +16,7 @@ async fn tombstones_expire_through_the_tables_ttl() {
     let (mut w, tables) = ratchet_writer(client.clone()).await;
     w = crate::common::with_protocol(
         &w,
-        dynamodb_exactly_once::ratchet::Ratchet::try_new(
+        dynamodb_exactly_once::ratchet::Ratchet::new(
             client.clone(),
             w.protocol()
                 .config()
@@ -24,8 +24,7 @@ async fn tombstones_expire_through_the_tables_ttl() {
                 .tombstone_ttl(std::time::Duration::from_secs(1))
                 .build()
                 .expect("valid configuration"),
-        )
-        .expect("valid configuration"),
+        ),
     );
     let _ = write_one(&w, put("u", "live", 1, json!({"v": 1}))).await;
     let _ = write_one(&w, delete("u", "gone", 1)).await;

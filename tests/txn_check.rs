@@ -279,8 +279,7 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
             .build()
             .expect("valid configuration");
         let attempts = rng.random_range(1..=2);
-        let c =
-            Coordinator::try_new(il.client(&name, attempts), config).expect("valid configuration");
+        let c = Coordinator::new(il.client(&name, attempts), config);
         let as_batch = rng.random_bool(0.5);
         tasks.push(tokio::spawn(deliver(
             c,

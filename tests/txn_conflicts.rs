@@ -193,7 +193,7 @@ async fn a_lock_of_another_tx_table_is_never_undone() {
         .allowed_tables([table.clone()])
         .build()
         .expect("valid configuration");
-    let b = Coordinator::try_new(client(), config).expect("valid configuration");
+    let b = Coordinator::new(client(), config);
     let u = transfer(&table, "u-b", "alice", "bob", 10);
     let met = b.run(&message(&b, &u), Deadline::none()).await;
     // then it does not undo T's change: its run fails, to be retried,
@@ -223,13 +223,12 @@ async fn a_lock_of_another_tx_table_is_never_undone() {
 async fn a_ratchet_write_that_meets_a_transaction_conflict_is_sent_again() {
     let base = client();
     let tables = dynamo_testing::template_tables(&base, &["RatchetTable"]).await;
-    let ratchet = dynamodb_exactly_once::ratchet::Ratchet::try_new(
+    let ratchet = dynamodb_exactly_once::ratchet::Ratchet::new(
         client_with(Some(conflict_once_per_write()), 3),
         dynamodb_exactly_once::ratchet::RatchetConfig::builder(&tables["RatchetTable"])
             .build()
             .expect("valid configuration"),
-    )
-    .expect("valid configuration");
+    );
     let record = ratchet
         .parse_record(br#"{"op":"put","key":{"PK":"a","SK":"b"},"ts":1,"item":{"v":1}}"#)
         .expect("valid record");

@@ -110,14 +110,14 @@ impl Env {
     }
 
     pub fn coordinator(&self, client: Client) -> Coordinator {
-        Coordinator::try_new(client, self.config()).expect("valid configuration")
+        Coordinator::new(client, self.config())
     }
 
     /// A coordinator that makes one call at a time (reads in lock order, one item write at a
     /// time): its call indices are fixed, which interleaving tests rely on.
     pub fn sequential(&self, client: Client) -> Coordinator {
         let c = self.builder().concurrency(1).build();
-        Coordinator::try_new(client, c.expect("valid configuration")).expect("coordinator")
+        Coordinator::new(client, c.expect("valid configuration"))
     }
 
     pub fn sweeper(&self, client: Client, stale_after_secs: u64, retain_secs: u64) -> Sweeper {
@@ -128,7 +128,7 @@ impl Env {
             .redelivery_gap(Duration::ZERO)
             .redelivery_horizon(Duration::ZERO)
             .build();
-        Sweeper::try_new(client, c.expect("valid configuration")).expect("sweeper")
+        Sweeper::new(client, c.expect("valid configuration"))
     }
 }
 
@@ -221,7 +221,7 @@ pub fn lock_path_coordinator(
         .lock_chunk(chunk)
         .read_ahead(read_ahead)
         .build();
-    Coordinator::try_new(client, config.expect("valid configuration")).expect("coordinator")
+    Coordinator::new(client, config.expect("valid configuration"))
 }
 
 /// Run `body` on the lock path by a coordinator that dies after 6 DynamoDB calls (describe,
@@ -236,7 +236,7 @@ pub async fn abandon(env: &Env, body: &Value) {
         .build()
         .expect("valid configuration");
     let client = dynamo_testing::client_with(Some(dynamo_testing::FaultInjector::fail_from(6)), 1);
-    let dying = Coordinator::try_new(client, config).expect("valid configuration");
+    let dying = Coordinator::new(client, config);
     assert!(dying
         .run(&message(&dying, body), Deadline::none())
         .await

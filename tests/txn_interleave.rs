@@ -254,8 +254,7 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
         .expect("valid configuration");
     let writer = coordinator_writer(
         &env,
-        dynamodb_exactly_once::txn::Coordinator::try_new(client(), config)
-            .expect("valid configuration"),
+        dynamodb_exactly_once::txn::Coordinator::new(client(), config),
     );
     let arrived = |ago_secs: u64| {
         let now = dynamodb_exactly_once::ddb::clock::epoch_millis();

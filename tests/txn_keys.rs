@@ -67,7 +67,7 @@ fn coordinator_for(env: &Env, extra: &[&str], fast: bool, counting: &FaultInject
         .allowed_tables(allowed)
         .build()
         .expect("valid configuration");
-    Coordinator::try_new(client_with(Some(counting.clone()), 3), config).expect("valid")
+    Coordinator::new(client_with(Some(counting.clone()), 3), config)
 }
 
 fn assert_invalid_key(result: &Result<impl std::fmt::Debug, TxError>, what: &str) {

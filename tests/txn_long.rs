@@ -48,7 +48,7 @@ fn coordinator_with_heartbeats(env: &Env, client: Client) -> Coordinator {
         .heartbeat_every(dynamodb_exactly_once::txn::DEFAULT_HEARTBEAT_EVERY)
         .concurrency(1)
         .build();
-    Coordinator::try_new(client, c.expect("valid configuration")).expect("coordinator")
+    Coordinator::new(client, c.expect("valid configuration"))
 }
 
 /// Finding 8: a transaction whose lock phase needs three deliveries (each invocation ends

@@ -34,7 +34,7 @@ fn coordinator(env: &Env, numeric: &str) -> Coordinator {
         .allowed_tables([env.accounts(), numeric])
         .build()
         .expect("valid configuration");
-    Coordinator::try_new(client(), config).expect("valid configuration")
+    Coordinator::new(client(), config)
 }
 
 fn update(table: &str, id: serde_json::Value, expression: &str, amount: &str) -> serde_json::Value {

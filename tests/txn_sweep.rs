@@ -164,7 +164,7 @@ async fn a_backlog_of_undrivable_records_does_not_starve_newer_stale_ones() {
         .max_due_per_shard(4)
         .build()
         .expect("valid configuration");
-    let sweeper = Sweeper::try_new(client(), config).expect("valid configuration");
+    let sweeper = Sweeper::new(client(), config);
     let _ = sweeper.sweep(Deadline::none()).await;
     // then the abandoned transfer is rolled back and its items restored.
     let now = items(&base, &table).await;

@@ -26,10 +26,7 @@ async fn versioned(client: Client) -> (Versioning, BTreeMap<String, String>) {
     let tables =
         dynamo_testing::template_tables(&client, &["VersionedTable", "VersionedHistoryTable"])
             .await;
-    (
-        Versioning::try_new(client, versioning_config(&tables)).expect("valid configuration"),
-        tables,
-    )
+    (Versioning::new(client, versioning_config(&tables)), tables)
 }
 
 fn doc(id: &str) -> ItemKey {
@@ -341,8 +338,7 @@ async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Revision, u
             written(store, &create(key, "old")).await;
             let change = update(key, 1, "new");
             let lost = FaultInjector::new(|_, _| Fault::LoseResponse);
-            let lossy = Versioning::try_new(client_with(Some(lost), 1), store.config().clone())
-                .expect("valid configuration");
+            let lossy = Versioning::new(client_with(Some(lost), 1), store.config().clone());
             assert!(lossy.apply(&change).await.is_err(), "the response was lost");
             (change, 2)
         }
@@ -353,8 +349,7 @@ async fn scenario(store: &Versioning, name: &str, key: &ItemKey) -> (Revision, u
                 .and_then(|c| c.with_write_id("message-1"))
                 .expect("ok");
             let lost = FaultInjector::new(|_, _| Fault::LoseResponse);
-            let lossy = Versioning::try_new(client_with(Some(lost), 1), store.config().clone())
-                .expect("valid configuration");
+            let lossy = Versioning::new(client_with(Some(lost), 1), store.config().clone());
             assert!(lossy.apply(&first).await.is_err(), "the response was lost");
             let later = first.written_at_ms() + 1000;
             let again = first.with_written_at(later);
@@ -391,11 +386,10 @@ async fn a_crash_or_lost_response_at_every_call_leaves_latest_and_history_consis
                 let (change, expected) = scenario(&healthy, name, &key).await;
                 let injector =
                     FaultInjector::new(move |i, _| if i == k { fault } else { Fault::None });
-                let faulty = Versioning::try_new(
+                let faulty = Versioning::new(
                     client_with(Some(injector.clone()), 1),
                     versioning_config(&tables),
-                )
-                .expect("valid configuration");
+                );
                 let result = faulty.apply(&change).await;
                 if injector.injected() == 0 {
                     assert_eq!(
@@ -451,11 +445,10 @@ async fn a_lost_transaction_response_does_not_create_a_second_version() {
             Fault::None
         }
     });
-    let store = Versioning::try_new(
+    let store = Versioning::new(
         client_with(Some(lose_first.clone()), 3),
         versioning_config(&tables),
-    )
-    .expect("valid configuration");
+    );
     let change = Revision::update(&key, 1, json!({"t": "b"})).expect("ok");
 
     // DynamoDB applies the transaction, the response is lost, the SDK sends it again.
@@ -526,11 +519,11 @@ async fn read_modify_write_applies_its_change_once_when_many_versions_land_befor
     let config = CounterConfig::builder(&tables["CounterTable"])
         .build()
         .expect("valid configuration");
-    let other = Counter::try_new(setup.clone(), config.clone()).expect("valid");
+    let other = Counter::new(setup.clone(), config.clone());
     let il = dynamo_testing::Interleaving::new();
     il.lose_response("A", dynamo_testing::At::op("UpdateItem"));
     il.pause_before("A", dynamo_testing::At::op("UpdateItem").attempt(2));
-    let a = Counter::try_new(il.client("A", 3), config).expect("valid");
+    let a = Counter::new(il.client("A", 3), config);
     let key = ItemKey::from_json(&json!({"PK": "acct#1", "SK": "settings"})).expect("key");
     let changes = Arc::new(AtomicUsize::new(0));
     let task = {
@@ -590,13 +583,12 @@ async fn a_versioned_write_in_the_token_epoch_of_the_last_costs_one_request() {
     let setup = client();
     let tables = dynamo_testing::template_tables(&setup, &["CounterTable"]).await;
     let counting = FaultInjector::counting();
-    let w = Counter::try_new(
+    let w = Counter::new(
         client_with(Some(counting.clone()), 3),
         CounterConfig::builder(&tables["CounterTable"])
             .build()
             .expect("valid configuration"),
-    )
-    .expect("valid");
+    );
     let key = ItemKey::from_json(&json!({"PK": "acct#2", "SK": "settings"})).expect("key");
     let label = |l: &str| Map::from_iter([("label".into(), json!(l))]);
     let epoch = || dynamodb_exactly_once::ddb::clock::epoch_millis() / 30_000;

@@ -112,8 +112,8 @@ fn item_key(seed: u64, item: usize) -> Result<ItemKey, String> {
 }
 
 /// A store whose client refuses attempts or loses their responses at a random rate.
-fn faulty(config: &VersioningConfig, rng: &mut StdRng) -> Result<Versioning, String> {
-    Versioning::try_new(faulty_client(rng), config.clone()).map_err(|e| e.to_string())
+fn faulty(config: &VersioningConfig, rng: &mut StdRng) -> Versioning {
+    Versioning::new(faulty_client(rng), config.clone())
 }
 
 /// One writer's changes; what it was told of each, by write id.
@@ -123,7 +123,7 @@ async fn writer(
     w: u64,
 ) -> Result<BTreeMap<String, Reported>, String> {
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(31).wrapping_add(w));
-    let store = faulty(healthy.config(), &mut rng)?;
+    let store = faulty(healthy.config(), &mut rng);
     let mut reported = BTreeMap::new();
     for j in 0..CHANGES {
         let item = rng.random_range(0..ITEMS);
@@ -283,7 +283,7 @@ async fn seeded_schedules_keep_latest_and_history_in_agreement_and_apply_each_ch
         VersioningConfig::builder(&tables["VersionedTable"], &tables["VersionedHistoryTable"])
             .build()
             .expect("valid configuration");
-    let healthy = Versioning::try_new(setup, config).expect("valid configuration");
+    let healthy = Versioning::new(setup, config);
     let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
     for seed in seeds.iter() {
         match schedule(&healthy, seed).await {

@@ -23,13 +23,12 @@ const FUNCTION: &str = "ratchet-writer";
 async fn ratchet_writer(sink: impl DeadLetterSink + 'static) -> Writer<Ratchet> {
     let c = client();
     let tables = template_tables(&c, &["RatchetTable"]).await;
-    let ratchet = Ratchet::try_new(
+    let ratchet = Ratchet::new(
         c,
         RatchetConfig::builder(&tables["RatchetTable"])
             .build()
             .expect("valid configuration"),
-    )
-    .expect("valid configuration");
+    );
     Writer::builder(FUNCTION, ratchet)
         .dead_letters(sink)
         .deadline_margin(Duration::from_secs(1))
@@ -138,11 +137,10 @@ fn a_writer_applying_stream_batches_in_order_needs_a_chosen_sink() {
         )
     };
     let document = || {
-        Document::try_new(
+        Document::new(
             offline(),
             DocumentConfig::builder("Docs").build().expect("valid"),
         )
-        .expect("valid")
     };
     let err = Writer::builder("document-writer", document())
         .build()
@@ -158,11 +156,10 @@ fn a_writer_applying_stream_batches_in_order_needs_a_chosen_sink() {
         .build()
         .is_ok());
     // An idempotent protocol without a chosen sink reports rejected records.
-    let ratchet = Ratchet::try_new(
+    let ratchet = Ratchet::new(
         offline(),
         RatchetConfig::builder("Items").build().expect("valid"),
-    )
-    .expect("valid");
+    );
     let w = Writer::builder(FUNCTION, ratchet)
         .build()
         .expect("a writer");

@@ -72,7 +72,7 @@ async fn status(tx_id: &str) -> Result<(), String> {
     let config = SweepConfig::builder(table)
         .build()
         .map_err(|e| e.to_string())?;
-    let sweeper = Sweeper::try_new(client, config).map_err(|e| e.to_string())?;
+    let sweeper = Sweeper::new(client, config);
     match sweeper.status(tx_id).await.map_err(|e| e.to_string())? {
         Some(s) => println!(
             "{tx_id}: state={} decision={} attempt={} version={} reason={}",
@@ -93,7 +93,7 @@ async fn open(quiet_seconds: u64) -> Result<(), String> {
     let config = SweepConfig::builder(table)
         .build()
         .expect("valid configuration");
-    let sweeper = Sweeper::try_new(client, config).expect("valid configuration");
+    let sweeper = Sweeper::new(client, config);
     let quiet = std::time::Duration::from_secs(quiet_seconds);
     let open = sweeper
         .open_transactions(quiet)

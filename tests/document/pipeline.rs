@@ -83,18 +83,15 @@ async fn a_transient_failure_holds_back_the_items_later_records_until_redelivery
         .concurrency(1)
         .build()
         .expect("valid configuration");
-    let w = Writer::builder(
-        "document-writer",
-        Document::try_new(faulty.clone(), config).expect("valid configuration"),
-    )
-    .dead_letters(DeadLetters::new(
-        faulty,
-        &tables["DeadLetterTable"],
-        "document-writer",
-    ))
-    .deadline_margin(Duration::from_secs(1))
-    .build()
-    .expect("valid writer");
+    let w = Writer::builder("document-writer", Document::new(faulty.clone(), config))
+        .dead_letters(DeadLetters::new(
+            faulty,
+            &tables["DeadLetterTable"],
+            "document-writer",
+        ))
+        .deadline_margin(Duration::from_secs(1))
+        .build()
+        .expect("valid writer");
     let append = |pk: &str, v: &str| rec("list_append", pk, json!({"path": "l", "values": [v]}));
     let batch = sqs_batch(
         &[

@@ -20,13 +20,12 @@ async fn document_table(client: &Client) -> String {
 }
 
 fn docs(client: Client, table: &str) -> Document {
-    Document::try_new(
+    Document::new(
         client,
         DocumentConfig::builder(table)
             .build()
             .expect("valid configuration"),
     )
-    .expect("valid configuration")
 }
 
 fn rec(op: &str, pk: &str, fields: Value) -> Value {

@@ -54,14 +54,13 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     let mut misconfigured = ratchet_writer_on(client.clone(), &tables);
     misconfigured = crate::common::with_protocol(
         &misconfigured,
-        dynamodb_exactly_once::ratchet::Ratchet::try_new(
+        dynamodb_exactly_once::ratchet::Ratchet::new(
             client.clone(),
             dynamodb_exactly_once::ratchet::RatchetConfig::builder(&tables["RatchetTable"])
                 .ts_attribute("Version")
                 .build()
                 .expect("valid configuration"),
-        )
-        .expect("valid configuration"),
+        ),
     );
     let batch = sqs_batch(
         &[put("u", "a", 1, json!({"Version": 3})), json!("garbage")],

@@ -102,13 +102,12 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let client = client_with(Some(injector.clone()), 3);
     let tables = template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
     let table = tables["CounterTable"].clone();
-    let protocol = Counter::try_new(
+    let protocol = Counter::new(
         client.clone(),
         CounterConfig::builder(&table)
             .build()
             .map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+    );
     let writer = Writer::builder("counter-writer", protocol)
         .dead_letters(DeadLetters::new(
             client.clone(),

@@ -88,13 +88,12 @@ async fn one_run(
 ) -> Result<(f64, f64), String> {
     let counting = FaultInjector::counting();
     let c = client_for(endpoint, Some(counting.clone()), 3);
-    let docs = Document::try_new(
+    let docs = Document::new(
         c.clone(),
         DocumentConfig::builder(&tables["DocumentTable"])
             .build()
             .map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+    );
     let letters = DeadLetters::new(client(), &tables["DeadLetterTable"], "document-writer");
     let run = rand::random::<u32>();
     let bodies: Vec<Value> = (0..RECORDS)

@@ -31,13 +31,12 @@ pub async fn run(options: Options) -> Result<(), String> {
     );
     let client = client_with(None, 3);
     let table = template_tables(&client, &["LockTable"]).await["LockTable"].clone();
-    let lease = Lease::try_new(
+    let lease = Lease::new(
         client.clone(),
         LeaseConfig::builder(&table)
             .build()
             .expect("valid configuration"),
-    )
-    .expect("valid configuration");
+    );
     // Warm-up: connections, credentials and DynamoDB Local's JIT.
     rounds(&lease, 50).await?;
     let (acquire, heartbeat, release) = rounds(&lease, options.rounds).await?;
@@ -59,11 +58,7 @@ pub async fn run(options: Options) -> Result<(), String> {
         .poll_interval(Duration::from_millis(options.takeover_lease_ms / 10))
         .build()
         .expect("valid configuration");
-    let takeovers = takeovers(
-        &Lease::try_new(client, short).expect("valid configuration"),
-        options.takeovers,
-    )
-    .await?;
+    let takeovers = takeovers(&Lease::new(client, short), options.takeovers).await?;
     print_row("takeover", takeovers);
     println!(
         "(takeover: from the first read of an abandoned lock to holding it; lease {} ms, poll every {} ms)",

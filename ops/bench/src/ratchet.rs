@@ -176,7 +176,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     let client = crate::common::client_with_latency(Some(counter.clone()), latency_ms).await?;
     let writer = Writer::builder(
         "ratchet-writer",
-        Ratchet::try_new(client.clone(), {
+        Ratchet::new(client.clone(), {
             let c = RatchetConfig::builder(&tables["RatchetTable"]).concurrency(concurrency);
             // The baseline and a cold redelivery: no warm-redelivery cache.
             let c = if mode == "baseline" || mode == "redelivered-cold" {
@@ -185,8 +185,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
                 c
             };
             c.build().expect("valid configuration")
-        })
-        .expect("valid configuration"),
+        }),
     )
     .dead_letters(DeadLetters::new(
         client.clone(),

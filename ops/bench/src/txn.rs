@@ -303,7 +303,7 @@ async fn writes(fast_path: bool, read_ahead: bool, n: usize) -> Result<Value, St
         .read_ahead(read_ahead)
         .build()
         .map_err(|e| e.to_string())?;
-    let c = Coordinator::try_new(client, config).map_err(|e| e.to_string())?;
+    let c = Coordinator::new(client, config);
     let requests: Vec<Value> = (0..n)
         .map(|a| update(&t.accounts, &format!("acc{a}"), 1, false))
         .collect();
@@ -382,7 +382,7 @@ async fn transfers(
                 .group_commit(false)
                 .build()
                 .expect("valid configuration");
-            let c = Coordinator::try_new(client.clone(), config).expect("valid configuration");
+            let c = Coordinator::new(client.clone(), config);
             let mut rng = rand::rngs::StdRng::seed_from_u64(w as u64);
             let (mut committed, mut calls, mut units) = (0u64, 0u64, 0f64);
             let mut billed = 0f64;

@@ -108,7 +108,7 @@ pub async fn batch(path: &str) -> Result<Value, String> {
         .group_commit(path == "group")
         .build()
         .expect("valid configuration");
-    let coordinator = Coordinator::try_new(client.clone(), config).expect("valid configuration");
+    let coordinator = Coordinator::new(client.clone(), config);
     let writer = Writer::builder("tx-coordinator", coordinator)
         .dead_letters(DeadLetters::new(
             client,

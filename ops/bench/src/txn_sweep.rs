@@ -99,7 +99,7 @@ pub async fn run() -> Result<Value, String> {
         .redelivery_horizon(RETAIN) // a benchmark: nothing is redelivered
         .build()
         .expect("valid configuration");
-    let sweeper = Sweeper::try_new(client.clone(), config).expect("valid configuration");
+    let sweeper = Sweeper::new(client.clone(), config);
     put_all(&client, &tx, FINISHED).await?;
     let (now, now_ms) = timed_sweep(&sweeper).await?;
     Ok(json!({

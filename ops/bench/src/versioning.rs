@@ -130,7 +130,7 @@ async fn bench(items: usize, payload: &str) -> Result<Bench, String> {
         VersioningConfig::builder(&tables["VersionedTable"], &tables["VersionedHistoryTable"])
             .build()
             .expect("valid configuration");
-    let store = Versioning::try_new(client.clone(), config.clone()).expect("valid configuration");
+    let store = Versioning::new(client.clone(), config.clone());
     let mut keys = Vec::with_capacity(items);
     for i in 0..items {
         let key =

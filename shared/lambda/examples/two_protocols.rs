@@ -70,14 +70,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     dynamodb_exactly_once_lambda::telemetry::init();
     let client = client_from_env().await?;
     let protocols = Arc::new(Protocols {
-        totals: Counter::try_new(
+        totals: Counter::new(
             client.clone(),
             CounterConfig::builder(std::env::var("TOTALS_TABLE")?).build()?,
-        )?,
-        orders: Ratchet::try_new(
+        ),
+        orders: Ratchet::new(
             client.clone(),
             RatchetConfig::builder(std::env::var("ORDERS_TABLE")?).build()?,
-        )?,
+        ),
     });
     let builder = Processor::builder(FUNCTION, move |r| handle(Arc::clone(&protocols), r));
     let builder = match std::env::var("ORDERS_DEAD_LETTER_TABLE") {

@@ -2,12 +2,13 @@
 //!
 //! A protocol's configuration is read from `<PREFIX>_<SETTING>` variables, one per name of
 //! its [`FromSettings::NAMES`] (`RATCHET_TOMBSTONE_TTL_SECONDS` is the ratchet's
-//! `tombstone_ttl_seconds`), then validated by the protocol ([`Configured::try_new`]). This
-//! module knows no protocol: a new one only implements those two traits. A writer function
-//! also reads `<PREFIX>_DEAD_LETTER_SINK` (`table`, with `<PREFIX>_DEAD_LETTER_TABLE`; `sqs`,
-//! with `<PREFIX>_DEAD_LETTER_QUEUE_URL`; `report`), `<PREFIX>_DEADLINE_MARGIN_MS`,
-//! `<PREFIX>_DEPLOYMENT`, `<PREFIX>_EVENT_TIME_POINTER` and `<PREFIX>_RECORD_MAPPING` (see
-//! [`crate::writer::writer_from_env`]). Distinct prefixes matter locally: `cargo lambda watch`
+//! `tombstone_ttl_seconds`) and built, so validated, by its builder
+//! ([`FromSettings::from_settings`]); the protocol is then built from it
+//! ([`Configured::new`]). This module knows no protocol: a new one only implements those two
+//! traits. A writer function also reads `<PREFIX>_DEAD_LETTER_SINK` (`table`, with
+//! `<PREFIX>_DEAD_LETTER_TABLE`; `sqs`, with `<PREFIX>_DEAD_LETTER_QUEUE_URL`; `report`),
+//! `<PREFIX>_DEADLINE_MARGIN_MS`, `<PREFIX>_DEPLOYMENT`, `<PREFIX>_EVENT_TIME_POINTER` and
+//! `<PREFIX>_RECORD_MAPPING` (see [`crate::writer::writer_from_env`]). Distinct prefixes matter locally: `cargo lambda watch`
 //! gives every function the same environment.
 
 use std::str::FromStr;
@@ -66,7 +67,7 @@ impl FunctionSpec {
     /// `P` from this function's variables, validated; errors name the variable.
     pub fn from_env<P: Configured>(&self, client: Client) -> Result<P, ConfigError> {
         let config = self.config_from_env::<P::Config>()?;
-        P::try_new(client, config).map_err(|e| e.renamed(|s| self.var(s)))
+        Ok(P::new(client, config))
     }
 }
 

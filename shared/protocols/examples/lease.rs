@@ -92,15 +92,11 @@ async fn setup(client: &Client) -> Result<(Lease, Ratchet), Error> {
         .lease(Duration::from_secs(1))
         .poll_interval(Duration::from_millis(100))
         .build()?;
-    let ratchet = Ratchet::try_new(
+    let ratchet = Ratchet::new(
         client.clone(),
         RatchetConfig::builder("ExampleReports").build()?,
-    )
-    .expect("valid configuration");
-    Ok((
-        Lease::try_new(client.clone(), config).expect("valid configuration"),
-        ratchet,
-    ))
+    );
+    Ok((Lease::new(client.clone(), config), ratchet))
 }
 
 /// Worker B waits for the lock: it takes over once A's record version stayed unchanged for a

@@ -31,13 +31,12 @@ async fn main() -> Result<(), Error> {
 }
 
 async fn ratchet(client: Client) -> Result<(), Error> {
-    let ratchet = Ratchet::try_new(
+    let ratchet = Ratchet::new(
         client,
         RatchetConfig::builder("ExampleMovies")
             .build()
             .expect("valid configuration"),
-    )
-    .expect("valid configuration");
+    );
     let newer =
         ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":20,"item":{"v":2}}"#)?;
     let older =
@@ -56,13 +55,12 @@ async fn ratchet(client: Client) -> Result<(), Error> {
 }
 
 async fn counter(client: Client) -> Result<(), Error> {
-    let counter = Counter::try_new(
+    let counter = Counter::new(
         client,
         CounterConfig::builder("ExampleCounters")
             .build()
             .expect("valid configuration"),
-    )
-    .expect("valid configuration");
+    );
     let bodies = [
         br#"{"key":{"PK":"acct#1"},"add":{"logins":1},"idempotencyKey":"e1"}"#.as_slice(),
         br#"{"key":{"PK":"acct#1"},"add":{"logins":2},"idempotencyKey":"e2"}"#,

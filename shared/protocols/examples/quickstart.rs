@@ -39,7 +39,7 @@ async fn main() -> Result<(), Error> {
 
     // The newest record wins by its own timestamp, whatever order it arrives in.
     let config = RatchetConfig::builder("QuickstartMovies").build()?;
-    let movies = Ratchet::try_new(client.clone(), config)?;
+    let movies = Ratchet::new(client.clone(), config);
     let key = ItemKey::partition("PK", "user#1")?;
     let new = movies.put_record(key.clone(), 20u64, &Rating { stars: 5 })?;
     let old = movies.put_record(key.clone(), 10u64, &Rating { stars: 1 })?;
@@ -51,7 +51,7 @@ async fn main() -> Result<(), Error> {
 
     // A delta counts once per idempotency key, however often it is delivered.
     let config = CounterConfig::builder("QuickstartCounters").build()?;
-    let counters = Counter::try_new(client, config)?;
+    let counters = Counter::new(client, config);
     let account = ItemKey::partition("PK", "acct#42")?;
     let login = counters.record(account, [("logins", 1)], "evt-7")?;
     println!("counter: {:?}", counters.add(&login).await?); // Applied

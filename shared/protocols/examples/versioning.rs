@@ -27,11 +27,10 @@ async fn main() -> Result<(), Error> {
         .next()
         .unwrap_or_else(|| "VersionedHistoryTable".into());
     let config = aws_config::load_from_env().await;
-    let docs = Versioning::try_new(
+    let docs = Versioning::new(
         Client::new(&config),
         VersioningConfig::builder(table, history).build()?,
-    )
-    .expect("valid configuration");
+    );
     let key = ItemKey::from_json(&json!({"PK": "doc#1"}))?;
     let cost = Cost::default();
 

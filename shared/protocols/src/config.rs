@@ -156,7 +156,7 @@ pub trait Configured: Sized {
     /// Its configuration.
     type Config: FromSettings;
 
-    /// The protocol on `config`, or the first setting at fault.
-    fn try_new(client: aws_sdk_dynamodb::Client, config: Self::Config)
-        -> Result<Self, ConfigError>;
+    /// The protocol on `config` (built, so valid: the fallible step is
+    /// [`FromSettings::from_settings`]).
+    fn new(client: aws_sdk_dynamodb::Client, config: Self::Config) -> Self;
 }

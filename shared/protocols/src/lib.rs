@@ -18,7 +18,7 @@
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 //!
-//! let ratchet = Ratchet::try_new(client, RatchetConfig::builder("Movies").build()?)?;
+//! let ratchet = Ratchet::new(client, RatchetConfig::builder("Movies").build()?);
 //! let late = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":1,"item":{"v":1}}"#)?;
 //! let delete = ratchet.parse_record(br#"{"op":"delete","key":{"PK":"u1"},"ts":2}"#)?;
 //! ratchet.write(&delete).await?; // a tombstone with a TTL
@@ -33,7 +33,7 @@
 //! # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome};
 //!
-//! let counter = Counter::try_new(client, CounterConfig::builder("Counters").build()?)?;
+//! let counter = Counter::new(client, CounterConfig::builder("Counters").build()?);
 //! let login = counter.parse_record(
 //!     br#"{"key":{"PK":"acct#42"},"add":{"logins":1},"idempotencyKey":"evt-7"}"#,
 //! )?;
@@ -51,7 +51,7 @@
 //! use dynamodb_exactly_once::Deadline;
 //!
 //! let config = TxConfig::builder("TxTable", ["Accounts"]).build()?;
-//! let coordinator = Coordinator::try_new(client, config)?;
+//! let coordinator = Coordinator::new(client, config);
 //! let transfer = coordinator.parse_message(br##"{"txId":"transfer-1","requests":[
 //!   {"Update":{"TableName":"Accounts","Key":{"PK":"alice"},"UpdateExpression":"SET #b = #b - :a",
 //!     "ConditionExpression":"#b >= :a","ExpressionAttributeNames":{"#b":"balance"},
@@ -81,11 +81,11 @@
 //! use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 //! use dynamodb_exactly_once::lease::{AcquireOutcome, Lease, LeaseConfig};
 //!
-//! let docs = Document::try_new(client.clone(), DocumentConfig::builder("Documents").build()?)?;
+//! let docs = Document::new(client.clone(), DocumentConfig::builder("Documents").build()?);
 //! let rm = docs.parse_record(br#"{"op":"list_remove","key":{"PK":"u1"},"path":"friends","value":"bob"}"#)?;
 //! assert_eq!(docs.write(&rm).await?, DocumentOutcome::Absent); // no such friend
 //!
-//! let lease = Lease::try_new(client, LeaseConfig::builder("Locks").build()?)?;
+//! let lease = Lease::new(client, LeaseConfig::builder("Locks").build()?);
 //! if let AcquireOutcome::Acquired { token, holding, .. } =
 //!     lease.acquire("nightly", "worker-a", Duration::from_secs(30)).await?
 //! {
@@ -103,7 +103,7 @@
 //! use dynamodb_exactly_once::versioning::{Revision, VersionOutcome, Versioning, VersioningConfig};
 //! use dynamodb_exactly_once::ItemKey;
 //!
-//! let docs = Versioning::try_new(client, VersioningConfig::builder("Docs", "DocsHistory").build()?)?;
+//! let docs = Versioning::new(client, VersioningConfig::builder("Docs", "DocsHistory").build()?);
 //! let key = ItemKey::from_json(&serde_json::json!({"PK": "doc#1"}))?;
 //! docs.apply(&Revision::create(&key, serde_json::json!({"title": "draft"}))?).await?;
 //! let late = Revision::update(&key, 0, serde_json::json!({"title": "stale"}))?;
@@ -158,6 +158,8 @@ pub mod config;
 pub mod counter;
 pub mod ddb;
 pub mod document;
+#[cfg(test)]
+mod handles_test;
 pub mod lease;
 pub mod prelude;
 pub mod ratchet;

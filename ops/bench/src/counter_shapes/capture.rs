@@ -69,9 +69,7 @@ impl Writer {
         let capture = Capture::default();
         let captured = Arc::clone(&capture.0);
         let client = dynamo_testing::client_intercepted(&dynamo_testing::endpoint(), capture, 1);
-        let counter = Counter::try_new(client, config)
-            .map_err(|e| e.to_string())?
-            .with_clock(clock);
+        let counter = Counter::new(client, config).with_clock(clock);
         Ok(Writer { counter, captured })
     }
 

@@ -41,9 +41,7 @@ impl Journal {
         };
         let client = dynamo_testing::client_intercepted(&dynamo_testing::endpoint(), tap, 3);
         let table = config.journal_table().unwrap_or_default().to_string();
-        let counter = Counter::try_new(client, config)
-            .map_err(|e| e.to_string())?
-            .with_clock(clock);
+        let counter = Counter::new(client, config).with_clock(clock);
         Ok(Journal::Real {
             counter,
             meter,

@@ -44,9 +44,8 @@ async fn prefill(
     rate: f64,
 ) -> Result<Prefill, String> {
     let c = config.to_builder().cache_keys(0).build();
-    let counter = Counter::try_new(env.ddb.clone(), c.map_err(|e| e.to_string())?)
-        .map_err(|e| e.to_string())?
-        .with_clock(sim.clock());
+    let counter =
+        Counter::new(env.ddb.clone(), c.map_err(|e| e.to_string())?).with_clock(sim.clock());
     let started = Instant::now();
     let mut writes = 0;
     for step in 0..keys.div_ceil(FILL_STEP) {
@@ -176,9 +175,7 @@ fn counter(
         config = config.cache_keys(keys);
     }
     let config = config.build().map_err(|e| e.to_string())?;
-    Counter::try_new(env.ddb.clone(), config)
-        .map(|c| c.with_clock(sim.clock()))
-        .map_err(|e| e.to_string())
+    Ok(Counter::new(env.ddb.clone(), config).with_clock(sim.clock()))
 }
 
 /// One regime's invocations from simulated second `start`, timed, with calls and units.

@@ -55,9 +55,8 @@ impl Journal {
             if let Some(keys) = cache {
                 c = c.cache_keys(keys);
             }
-            Counter::try_new(env.ddb.clone(), c.build().map_err(|e| e.to_string())?)
-                .map(|c| c.with_clock(sim.clock()))
-                .map_err(|e| e.to_string())
+            let config = c.build().map_err(|e| e.to_string())?;
+            Ok(Counter::new(env.ddb.clone(), config).with_clock(sim.clock()))
         };
         let rollup_config = RollupConfig::builder(config.clone())
             .build()

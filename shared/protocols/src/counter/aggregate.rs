@@ -288,11 +288,10 @@ mod tests {
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        Counter::try_new(
+        Counter::new(
             aws_sdk_dynamodb::Client::from_conf(conf),
             CounterConfig::builder("totals").build().expect("valid"),
         )
-        .expect("valid configuration")
     }
 
     fn aggregation() -> Aggregation {

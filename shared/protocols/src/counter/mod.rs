@@ -57,16 +57,15 @@ impl std::fmt::Debug for Counter {
 
 impl Counter {
     /// The protocol on `config.table` with the system clock (`config` is valid: its builder
-    /// checked the capacity rule; the check is made again here).
-    pub fn try_new(client: Client, config: CounterConfig) -> Result<Self, crate::ConfigError> {
-        config.validate()?;
+    /// checked the capacity rule).
+    pub fn new(client: Client, config: CounterConfig) -> Self {
         let cache = cache::KeyCache::of(&config);
-        Ok(Counter {
+        Counter {
             client: crate::ddb::conflict::retrying_conflicts(client),
             config,
             clock: Clock::system(),
             cache,
-        })
+        }
     }
 
     /// The same protocol with another clock (tests move time with it).

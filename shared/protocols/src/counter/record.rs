@@ -159,7 +159,7 @@ impl Counter {
     /// use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome};
     /// use dynamodb_exactly_once::ItemKey;
     ///
-    /// let counter = Counter::try_new(client, CounterConfig::builder("Counters").build()?)?;
+    /// let counter = Counter::new(client, CounterConfig::builder("Counters").build()?);
     /// let key = ItemKey::partition("PK", "acct#42")?;
     /// let login = counter.record(key, [("logins", 1)], "evt-7")?;
     /// assert_eq!(counter.add(&login).await?, CounterOutcome::Applied);
@@ -346,11 +346,10 @@ mod tests {
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        Counter::try_new(
+        Counter::new(
             Client::from_conf(conf),
             CounterConfig::builder("counters").build().expect("valid"),
         )
-        .expect("valid configuration")
     }
 
     fn code(body: &str) -> String {

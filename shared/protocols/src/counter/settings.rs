@@ -142,10 +142,7 @@ fn aggregation_from_settings(s: &Settings<'_>) -> Result<Option<Aggregation>, Co
 impl Configured for super::Counter {
     type Config = CounterConfig;
 
-    fn try_new(
-        client: aws_sdk_dynamodb::Client,
-        config: CounterConfig,
-    ) -> Result<Self, ConfigError> {
-        super::Counter::try_new(client, config)
+    fn new(client: aws_sdk_dynamodb::Client, config: CounterConfig) -> Self {
+        super::Counter::new(client, config)
     }
 }

@@ -300,8 +300,7 @@ mod tests {
             .build()
             .expect("valid");
         let grid = Grid::of(&config);
-        let counter = Counter::try_new(aws_sdk_dynamodb::Client::from_conf(conf), config)
-            .expect("valid configuration");
+        let counter = Counter::new(aws_sdk_dynamodb::Client::from_conf(conf), config);
         let t: u64 = 1_800_000_000;
         let span = |start: u64| Bucket {
             until: start + 5400,

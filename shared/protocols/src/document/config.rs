@@ -78,8 +78,7 @@ impl DocumentConfig {
         self.backoff
     }
 
-    /// Check the settings ([`DocumentConfigBuilder::build`] and [`super::Document::try_new`]
-    /// call it).
+    /// Check the settings ([`DocumentConfigBuilder::build`] calls it).
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.table.is_empty() {
             return Err(ConfigError::new("table", "must not be empty"));
@@ -170,11 +169,8 @@ impl FromSettings for DocumentConfig {
 impl Configured for super::Document {
     type Config = DocumentConfig;
 
-    fn try_new(
-        client: aws_sdk_dynamodb::Client,
-        config: DocumentConfig,
-    ) -> Result<Self, ConfigError> {
-        super::Document::try_new(client, config)
+    fn new(client: aws_sdk_dynamodb::Client, config: DocumentConfig) -> Self {
+        super::Document::new(client, config)
     }
 }
 

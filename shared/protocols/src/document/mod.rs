@@ -75,7 +75,7 @@ impl Outcome for DocumentOutcome {
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 ///
-/// let docs = Document::try_new(client, DocumentConfig::builder("Documents").build()?)?;
+/// let docs = Document::new(client, DocumentConfig::builder("Documents").build()?);
 /// let add = docs.parse_record(br#"{"op":"list_append","key":{"PK":"u1"},"path":"friends","values":["bob","ann"]}"#)?;
 /// let remove = docs.parse_record(br#"{"op":"list_remove","key":{"PK":"u1"},"path":"friends","value":"bob"}"#)?;
 /// assert_eq!(docs.write(&add).await?, DocumentOutcome::Applied);
@@ -99,16 +99,15 @@ pub struct Document {
 }
 
 impl Document {
-    /// The protocol on `config`'s table (a built config is valid; checked again here).
-    pub fn try_new(client: Client, config: DocumentConfig) -> Result<Self, crate::ConfigError> {
-        config.validate()?;
-        Ok(Document {
+    /// The protocol on `config`'s table (a built config is valid: its builder checked it).
+    pub fn new(client: Client, config: DocumentConfig) -> Self {
+        Document {
             client: crate::ddb::conflict::retrying_conflicts(client),
             marker: layout::PrefixMarker::of(&config),
             config,
             clock: crate::ddb::Clock::system(),
             epochs: std::sync::Arc::default(),
-        })
+        }
     }
 
     /// The same protocol with another clock for its token epochs (tests move time with it).

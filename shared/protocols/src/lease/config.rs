@@ -54,7 +54,7 @@ impl LeaseConfig {
     }
 
     /// Check the settings: a table, a lease and a poll interval above zero
-    /// ([`LeaseConfigBuilder::build`] and [`super::Lease::try_new`] call it).
+    /// ([`LeaseConfigBuilder::build`] calls it).
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.table.is_empty() {
             return Err(ConfigError::new("table", "must not be empty"));

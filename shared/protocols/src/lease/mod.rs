@@ -132,7 +132,7 @@ pub enum ReleaseOutcome {
 /// use std::time::Duration;
 /// use dynamodb_exactly_once::lease::{AcquireOutcome, Lease, LeaseConfig};
 ///
-/// let lease = Lease::try_new(client, LeaseConfig::builder("Locks").build()?)?;
+/// let lease = Lease::new(client, LeaseConfig::builder("Locks").build()?);
 /// match lease.acquire("nightly-report", "worker-a", Duration::from_secs(30)).await? {
 ///     AcquireOutcome::Acquired { token, mut holding, .. } => {
 ///         // ... work, passing `token` to every write; heartbeat every lease / 3:
@@ -155,13 +155,12 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// The lock on `config`'s table (a built config is valid; checked again here).
-    pub fn try_new(client: Client, config: LeaseConfig) -> Result<Self, crate::ConfigError> {
-        config.validate()?;
-        Ok(Lease {
+    /// The lock on `config`'s table (a built config is valid: its builder checked it).
+    pub fn new(client: Client, config: LeaseConfig) -> Self {
+        Lease {
             client: crate::ddb::conflict::retrying_conflicts(client),
             config,
-        })
+        }
     }
 
     /// The settings.

@@ -143,8 +143,7 @@ impl RatchetConfig {
 
     /// Check the settings: a table, the protocol attributes distinct and non-empty, a history
     /// table other than the table, a concurrency of at least 1, an age guard no longer than
-    /// the tombstone lifetime. [`RatchetConfigBuilder::build`] and [`super::Ratchet::try_new`]
-    /// call it.
+    /// the tombstone lifetime. [`RatchetConfigBuilder::build`] calls it.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.table.is_empty() {
             return Err(ConfigError::new("table", "must not be empty"));
@@ -270,11 +269,8 @@ impl FromSettings for RatchetConfig {
 impl Configured for super::Ratchet {
     type Config = RatchetConfig;
 
-    fn try_new(
-        client: aws_sdk_dynamodb::Client,
-        config: RatchetConfig,
-    ) -> Result<Self, ConfigError> {
-        super::Ratchet::try_new(client, config)
+    fn new(client: aws_sdk_dynamodb::Client, config: RatchetConfig) -> Self {
+        super::Ratchet::new(client, config)
     }
 }
 

@@ -14,7 +14,6 @@ mod write;
 
 use aws_sdk_dynamodb::Client;
 
-use crate::config::ConfigError;
 use crate::ddb::Item;
 use crate::rejection::Rejection;
 
@@ -53,7 +52,7 @@ const KEY_CONDITION_PARTITION: &str = "#pk = :pk";
 /// # async fn example(client: aws_sdk_dynamodb::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 ///
-/// let ratchet = Ratchet::try_new(client, RatchetConfig::builder("Movies").build()?)?;
+/// let ratchet = Ratchet::new(client, RatchetConfig::builder("Movies").build()?);
 /// let newer = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":2,"item":{"v":2}}"#)?;
 /// let older = ratchet.parse_record(br#"{"op":"put","key":{"PK":"u1"},"ts":1,"item":{"v":1}}"#)?;
 /// assert_eq!(ratchet.write(&newer).await?, RatchetOutcome::Applied);
@@ -76,18 +75,17 @@ pub struct Ratchet {
 }
 
 impl Ratchet {
-    /// The protocol on `config`'s table (a built config is valid; checked again here).
-    pub fn try_new(client: Client, config: RatchetConfig) -> Result<Self, ConfigError> {
-        config.validate()?;
+    /// The protocol on `config`'s table (a built config is valid: its builder checked it).
+    pub fn new(client: Client, config: RatchetConfig) -> Self {
         let layout = layout::Layout::of(&config);
         let cache = cache::VersionCache::new(config.cache_keys, config.tombstone_ttl);
-        Ok(Ratchet {
+        Ratchet {
             client: crate::ddb::conflict::retrying_conflicts(client),
             config,
             layout,
             cache,
             ledger: std::sync::Arc::default(),
-        })
+        }
     }
 
     /// The settings.
@@ -130,7 +128,7 @@ mod tests {
         let conf = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        let ratchet = Ratchet::try_new(Client::from_conf(conf), config.clone()).expect("valid");
+        let ratchet = Ratchet::new(Client::from_conf(conf), config.clone());
         assert_eq!(ratchet.max_record_age().map(|d| d.as_secs()), Some(60));
         let refused = lifetime
             .max_record_age(std::time::Duration::from_secs(601))
@@ -144,7 +142,7 @@ mod tests {
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
         let config = RatchetConfig::builder("t").build().expect("valid");
-        Ratchet::try_new(Client::from_conf(conf), config).expect("valid configuration")
+        Ratchet::new(Client::from_conf(conf), config)
     }
 
     fn code(body: &str) -> String {

@@ -90,7 +90,7 @@ impl Ratchet {
     /// #[derive(serde::Serialize)]
     /// struct Rating { stars: u8 }
     ///
-    /// let ratchet = Ratchet::try_new(client, RatchetConfig::builder("Movies").build()?)?;
+    /// let ratchet = Ratchet::new(client, RatchetConfig::builder("Movies").build()?);
     /// let key = ItemKey::partition("PK", "user#1")?.with_sort("SK", "movie#a")?;
     /// let record = ratchet.put_record(key, 1_721_770_090_000u64, &Rating { stars: 5 })?;
     /// ratchet.write(&record).await?;

@@ -120,15 +120,10 @@ impl Run<'_> {
 }
 
 impl Coordinator {
-    /// A coordinator with the given settings.
-    pub fn try_new(client: Client, config: TxConfig) -> Result<Self, crate::ConfigError> {
-        config.validate()?;
-        Ok(Coordinator::unchecked(client, config))
-    }
-
-    /// A coordinator whose settings are not validated: the sweeper's, which drives existing
-    /// transactions and needs no allow-list.
-    pub(crate) fn unchecked(client: Client, config: TxConfig) -> Self {
+    /// A coordinator with the given settings (a built config is valid: its builder checked it).
+    /// The sweeper's coordinator has a crate-made config with an empty allow-list: it drives
+    /// existing transactions only.
+    pub fn new(client: Client, config: TxConfig) -> Self {
         // Finalize, undo, header transitions and heartbeats are plain writes: one that meets
         // another transaction's TransactWriteItems is refused unapplied and sent again.
         let client = crate::ddb::conflict::retrying_conflicts(client);

@@ -88,8 +88,8 @@ fn table_name(entry: String) -> String {
 impl Configured for super::Coordinator {
     type Config = TxConfig;
 
-    fn try_new(client: aws_sdk_dynamodb::Client, config: TxConfig) -> Result<Self, ConfigError> {
-        super::Coordinator::try_new(client, config)
+    fn new(client: aws_sdk_dynamodb::Client, config: TxConfig) -> Self {
+        super::Coordinator::new(client, config)
     }
 }
 

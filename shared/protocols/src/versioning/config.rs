@@ -43,8 +43,7 @@ impl VersioningConfig {
         &self.history_table
     }
 
-    /// Both tables named, and distinct ([`VersioningConfigBuilder::build`] and
-    /// [`super::Versioning::try_new`] call it).
+    /// Both tables named, and distinct ([`VersioningConfigBuilder::build`] calls it).
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.table.is_empty() {
             return Err(ConfigError::new("table", "must not be empty"));

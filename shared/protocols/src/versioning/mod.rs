@@ -8,8 +8,6 @@ mod write;
 
 use aws_sdk_dynamodb::Client;
 
-use crate::config::ConfigError;
-
 pub use config::{VersioningConfig, VersioningConfigBuilder};
 pub use optimistic::RmwOutcome;
 pub use read::{HistoryEntry, HistoryOp, HistoryPage, Latest, VersionedItem};
@@ -64,13 +62,12 @@ pub struct Versioning {
 }
 
 impl Versioning {
-    /// The protocol on `config`'s tables (a built config is valid; checked again here).
-    pub fn try_new(client: Client, config: VersioningConfig) -> Result<Self, ConfigError> {
-        config.validate()?;
-        Ok(Versioning {
+    /// The protocol on `config`'s tables (a built config is valid: its builder checked it).
+    pub fn new(client: Client, config: VersioningConfig) -> Self {
+        Versioning {
             client: crate::ddb::conflict::retrying_conflicts(client),
             config,
-        })
+        }
     }
 
     /// The settings.

@@ -244,8 +244,8 @@ impl FromSettings for SweepConfig {
 impl Configured for super::Sweeper {
     type Config = SweepConfig;
 
-    fn try_new(client: aws_sdk_dynamodb::Client, config: SweepConfig) -> Result<Self, ConfigError> {
-        super::Sweeper::try_new(client, config)
+    fn new(client: aws_sdk_dynamodb::Client, config: SweepConfig) -> Self {
+        super::Sweeper::new(client, config)
     }
 }
 

@@ -66,7 +66,6 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use crate::batch::Deadline;
-use crate::config::ConfigError;
 use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
@@ -156,16 +155,15 @@ pub struct Sweeper {
 }
 
 impl Sweeper {
-    /// A sweeper with the given settings (checked by their builder, and again here).
-    pub fn try_new(client: Client, config: SweepConfig) -> Result<Self, ConfigError> {
-        config.validate()?;
+    /// A sweeper with the given settings (a built config is valid: its builder checked it).
+    pub fn new(client: Client, config: SweepConfig) -> Self {
         let mut tx = TxConfig::defaults(config.table.clone(), Vec::<String>::new());
         tx.retain = config.retain;
-        Ok(Sweeper {
-            coordinator: Coordinator::unchecked(client, tx),
+        Sweeper {
+            coordinator: Coordinator::new(client, tx),
             config,
             keeper: None,
-        })
+        }
     }
 
     /// The same sweeper, handing every record it retires on a key the table refuses to
