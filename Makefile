@@ -44,6 +44,7 @@ deny:
 # against AWS_ENDPOINT_URL_DYNAMODB (`make test` checks the crate and runs the same code as the
 # workspace's example).
 readme-check:
+	bash scripts/tools.sh
 	bash scripts/readme-check.sh --run
 
 # The writer stacks (stacks/*.yaml) from their sources (stacks/src: each stack's own part and

