@@ -12,7 +12,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::apply::ItemApplied;
 use super::entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE};
 use super::event::{Event, DEAD_PARTITION};
-use super::Rollup;
+use super::rollup::MAX_LISTED;
+use super::{Rollup, RollupReport};
 use crate::ddb::error::ErrorClass;
 use crate::ddb::{Cost, Item, ItemKey, Read, StoreError};
 
@@ -229,5 +230,44 @@ impl Rollup {
             Ok(()) => out.dead.extend(letters),
             Err(e) => out.failed = Some(e),
         }
+    }
+}
+
+impl Rollup {
+    /// Apply one item's events; on a refusal as invalid, isolate the events at fault.
+    pub(super) async fn apply_item(
+        &self,
+        key: &ItemKey,
+        events: Vec<Event>,
+        ids: &[String],
+        names: &[String],
+        cost: &Cost,
+    ) -> Isolated {
+        let mut out = match self.apply_events(key, events.clone(), names, cost).await {
+            Ok(applied) => Isolated {
+                applied,
+                ..Default::default()
+            },
+            Err(e) if e.class() == ErrorClass::InvalidRequest => {
+                self.isolate(key, events, ids, names, cost).await
+            }
+            Err(e) => Isolated {
+                failed: Some(e),
+                ..Default::default()
+            },
+        };
+        self.keep_too_old(&mut out, ids, cost).await;
+        out
+    }
+
+    /// Log and count dead letters kept.
+    pub(super) fn report_dead(&self, dead: Vec<RollupDeadLetter>, report: &mut RollupReport) {
+        for letter in &dead {
+            tracing::error!(shard = %letter.shard, seq = %letter.seq, item = ?letter.item, reason = %letter.reason,
+                "journal roll-up: a journal record was not counted (kept as a dead letter)");
+        }
+        report.dead_letters += dead.len();
+        let room = MAX_LISTED.saturating_sub(report.letters.len());
+        report.letters.extend(dead.into_iter().take(room));
     }
 }

@@ -14,10 +14,9 @@ use super::dead::RollupDeadLetter;
 use super::event::{watermark_name, Event};
 use super::hold::Pending;
 use super::read::{End, Pass, ShardRead};
-use super::rollup::{MAX_LISTED, MAX_RUN};
+use super::rollup::MAX_RUN;
 use super::stream::{Shard, Start};
 use super::{Rollup, RollupReport};
-use crate::ddb::error::ErrorClass;
 use crate::ddb::{Cost, ItemKey, StoreError};
 
 /// A done shard's checkpoint is deleted by the journal's TTL this long after it was done: its
@@ -193,9 +192,47 @@ impl Rollup {
             .into_iter()
             .map(|(item, (key, held))| (item, (key, Pending { new: vec![], held })))
             .collect();
-        let mut dead: Vec<RollupDeadLetter> = Vec::new();
         let mut reads = reads;
-        for read in &mut reads {
+        let dead = self.take_in(&mut reads, &ids, checkpoints, progress, report, &mut by_item);
+        let (to_apply, held): (Vec<_>, Vec<_>) = by_item
+            .into_values()
+            .partition(|(_, pending)| !self.holds(pending, &saving, now_ms));
+        let results: Vec<Applied> = futures::stream::iter(to_apply)
+            .map(|(key, pending)| {
+                let events = pending.all();
+                let touched: BTreeSet<usize> = events.iter().map(|e| e.shard).collect();
+                let ids = &ids;
+                async move {
+                    let item = self.apply_item(&key, events, ids, names, cost).await;
+                    (key, pending.held, touched, item)
+                }
+            })
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        let kept = self.count_applied(results, &ids, progress, report, now_ms);
+        self.settle_dead(dead, &ids, progress, report, cost).await;
+        self.report_dead(kept, report);
+        for (key, pending) in held {
+            self.keep_held(key, pending, &ids, &progress.blocked, now_ms);
+        }
+        self.moved_checkpoints(&reads, shards, checkpoints, progress, &saving)
+    }
+
+    /// Take in one pass's reads: count them, note each shard's end and failure, report the
+    /// records the stream lost, and group the events by item into `by_item`; the records the
+    /// journal's writer did not write, as dead letters.
+    fn take_in(
+        &self,
+        reads: &mut [ShardRead],
+        ids: &[String],
+        checkpoints: &Checkpoints,
+        progress: &mut Progress,
+        report: &mut RollupReport,
+        by_item: &mut BTreeMap<String, (ItemKey, Pending)>,
+    ) -> Vec<RollupDeadLetter> {
+        let mut dead: Vec<RollupDeadLetter> = Vec::new();
+        for read in reads {
             report.records += read.records;
             report.keys += read.events.len();
             progress.ends.insert(read.shard, read.end);
@@ -236,22 +273,19 @@ impl Rollup {
                     .push(event);
             }
         }
-        let (to_apply, held): (Vec<_>, Vec<_>) = by_item
-            .into_values()
-            .partition(|(_, pending)| !self.holds(pending, &saving, now_ms));
-        let results: Vec<Applied> = futures::stream::iter(to_apply)
-            .map(|(key, pending)| {
-                let events = pending.all();
-                let touched: BTreeSet<usize> = events.iter().map(|e| e.shard).collect();
-                let ids = &ids;
-                async move {
-                    let item = self.apply_item(&key, events, ids, names, cost).await;
-                    (key, pending.held, touched, item)
-                }
-            })
-            .buffer_unordered(self.config.concurrency.max(1))
-            .collect()
-            .await;
+        dead
+    }
+
+    /// Count what the pass's item updates did; an item whose update failed blocks its shards
+    /// and keeps its held keys. The events its isolation refused, as dead letters.
+    fn count_applied(
+        &self,
+        results: Vec<Applied>,
+        ids: &[String],
+        progress: &mut Progress,
+        report: &mut RollupReport,
+        now_ms: u64,
+    ) -> Vec<RollupDeadLetter> {
         // Refused events were kept as dead letters by their item's isolation.
         let mut kept = Vec::new();
         for (key, was_held, touched, item) in results {
@@ -267,41 +301,10 @@ impl Rollup {
                     new: vec![],
                     held: was_held,
                 };
-                self.keep_held(key, pending, &ids, &progress.blocked, now_ms);
+                self.keep_held(key, pending, ids, &progress.blocked, now_ms);
             }
         }
-        self.settle_dead(dead, &ids, progress, report, cost).await;
-        self.report_dead(kept, report);
-        for (key, pending) in held {
-            self.keep_held(key, pending, &ids, &progress.blocked, now_ms);
-        }
-        self.moved_checkpoints(&reads, shards, checkpoints, progress, &saving)
-    }
-
-    /// Apply one item's events; on a refusal as invalid, isolate the events at fault.
-    async fn apply_item(
-        &self,
-        key: &ItemKey,
-        events: Vec<Event>,
-        ids: &[String],
-        names: &[String],
-        cost: &Cost,
-    ) -> super::dead::Isolated {
-        let mut out = match self.apply_events(key, events.clone(), names, cost).await {
-            Ok(applied) => super::dead::Isolated {
-                applied,
-                ..Default::default()
-            },
-            Err(e) if e.class() == ErrorClass::InvalidRequest => {
-                self.isolate(key, events, ids, names, cost).await
-            }
-            Err(e) => super::dead::Isolated {
-                failed: Some(e),
-                ..Default::default()
-            },
-        };
-        self.keep_too_old(&mut out, ids, cost).await;
-        out
+        kept
     }
 
     /// Keep the pass's records the journal's writer did not write as dead letters; a shard whose
@@ -328,17 +331,6 @@ impl Rollup {
                 }
             }
         }
-    }
-
-    /// Log and count dead letters kept.
-    fn report_dead(&self, dead: Vec<RollupDeadLetter>, report: &mut RollupReport) {
-        for letter in &dead {
-            tracing::error!(shard = %letter.shard, seq = %letter.seq, item = ?letter.item, reason = %letter.reason,
-                "journal roll-up: a journal record was not counted (kept as a dead letter)");
-        }
-        report.dead_letters += dead.len();
-        let room = MAX_LISTED.saturating_sub(report.letters.len());
-        report.letters.extend(dead.into_iter().take(room));
     }
 
     /// The checkpoints of the shards read that may move (none held back): those of `saving`
