@@ -11,6 +11,9 @@ use super::event::{PASS_SORT, ROLLUP_PARTITION};
 use super::Rollup;
 use crate::ddb::{Cost, Item, StoreError};
 
+/// The record of the last complete pass is saved at most this often.
+const PASS_EVERY_MS: u64 = 3600 * 1000;
+
 const SEQ: &str = "seq";
 const DONE: &str = "done";
 const CREATED: &str = "created";
@@ -165,6 +168,19 @@ fn checkpoint_item(shard: &str, c: &Checkpoint) -> Item {
         item.insert(TTL_ATTRIBUTE.into(), AttributeValue::N(ttl.to_string()));
     }
     item
+}
+
+/// The complete-pass record to save (epoch ms of the run's start), hourly: a `complete` run
+/// whose stored record is an hour old or missing; noted in `checkpoints`.
+pub(super) fn pass_record(complete: bool, checkpoints: &mut Checkpoints, started_ms: u64) -> Option<u64> {
+    let stale = checkpoints
+        .complete_ms
+        .is_none_or(|at| at.saturating_add(PASS_EVERY_MS) <= started_ms);
+    let pass_ms = (complete && stale).then_some(started_ms);
+    if pass_ms.is_some() {
+        checkpoints.complete_ms = pass_ms;
+    }
+    pass_ms
 }
 
 #[cfg(test)]

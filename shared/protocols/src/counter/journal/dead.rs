@@ -12,8 +12,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::apply::ItemApplied;
 use super::entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE};
 use super::event::{Event, DEAD_PARTITION};
-use super::rollup::MAX_LISTED;
-use super::{Rollup, RollupReport};
+use super::Rollup;
 use crate::ddb::error::ErrorClass;
 use crate::ddb::{Cost, Item, ItemKey, Read, StoreError};
 
@@ -258,16 +257,5 @@ impl Rollup {
         };
         self.keep_too_old(&mut out, ids, cost).await;
         out
-    }
-
-    /// Log and count dead letters kept.
-    pub(super) fn report_dead(&self, dead: Vec<RollupDeadLetter>, report: &mut RollupReport) {
-        for letter in &dead {
-            tracing::error!(shard = %letter.shard, seq = %letter.seq, item = ?letter.item, reason = %letter.reason,
-                "journal roll-up: a journal record was not counted (kept as a dead letter)");
-        }
-        report.dead_letters += dead.len();
-        let room = MAX_LISTED.saturating_sub(report.letters.len());
-        report.letters.extend(dead.into_iter().take(room));
     }
 }

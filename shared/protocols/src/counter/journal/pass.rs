@@ -14,7 +14,7 @@ use super::dead::RollupDeadLetter;
 use super::event::{watermark_name, Event};
 use super::hold::Pending;
 use super::read::{End, Pass, ShardRead};
-use super::rollup::MAX_RUN;
+use super::rollup::{MAX_LISTED, MAX_RUN};
 use super::stream::{Shard, Start};
 use super::{Rollup, RollupReport};
 use crate::ddb::{Cost, ItemKey, StoreError};
@@ -32,8 +32,6 @@ pub(super) const CHECKPOINT_EVERY_SECS: u64 = 3600;
 /// Records of a shard read by this process since its checkpoint was saved after which it is
 /// saved whatever its age: a new process reads at most this many again (50 `GetRecords`).
 pub(super) const CHECKPOINT_EVERY_RECORDS: usize = 50_000;
-/// The record of the last complete pass is saved at most this often.
-const PASS_EVERY_MS: u64 = 3600 * 1000;
 
 /// One item's update in a pass: its key, the keys that had been held, the shards it touched,
 /// what applying did.
@@ -124,7 +122,7 @@ impl Rollup {
                 })
                 .collect();
             let complete = todo.is_empty() && self.complete(&shards, &checkpoints, &progress);
-            let pass_ms = pass_record(complete, &mut checkpoints, started_ms);
+            let pass_ms = super::checkpoint::pass_record(complete, &mut checkpoints, started_ms);
             if let Err(e) = self
                 .save_checkpoints(std::mem::take(&mut saves), pass_ms, &cost)
                 .await
@@ -333,6 +331,17 @@ impl Rollup {
         }
     }
 
+    /// Log and count dead letters kept.
+    fn report_dead(&self, dead: Vec<RollupDeadLetter>, report: &mut RollupReport) {
+        for letter in &dead {
+            tracing::error!(shard = %letter.shard, seq = %letter.seq, item = ?letter.item, reason = %letter.reason,
+                "journal roll-up: a journal record was not counted (kept as a dead letter)");
+        }
+        report.dead_letters += dead.len();
+        let room = MAX_LISTED.saturating_sub(report.letters.len());
+        report.letters.extend(dead.into_iter().take(room));
+    }
+
     /// The checkpoints of the shards read that may move (none held back): those of `saving`
     /// (see [`Self::saving`]) not blocked.
     fn moved_checkpoints(
@@ -474,17 +483,4 @@ fn save_due(read: &ShardRead, old: &Checkpoint, now: u64, unsaved: usize) -> boo
     let due = read.journal_records > 0
         && (old.saved_secs + CHECKPOINT_EVERY_SECS <= now || unsaved >= CHECKPOINT_EVERY_RECORDS);
     done || first_seen || due
-}
-
-/// The complete-pass record to save (epoch ms of the run's start), hourly: a `complete` run
-/// whose stored record is an hour old or missing; noted in `checkpoints`.
-fn pass_record(complete: bool, checkpoints: &mut Checkpoints, started_ms: u64) -> Option<u64> {
-    let stale = checkpoints
-        .complete_ms
-        .is_none_or(|at| at.saturating_add(PASS_EVERY_MS) <= started_ms);
-    let pass_ms = (complete && stale).then_some(started_ms);
-    if pass_ms.is_some() {
-        checkpoints.complete_ms = pass_ms;
-    }
-    pass_ms
 }
