@@ -51,7 +51,13 @@ pub async fn run(env: &Env, rate: usize, seconds: usize, start_ms: u64) -> Resul
     }
     hot.write_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let end = start_ms + seconds as u64 * 1000;
+    // The roll-up's run starts at the span's end, or at the real time if journaling took
+    // longer: it reads each shard up to its run's start, and DynamoDB Local stamps stream
+    // records with the real time.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let end = (start_ms + seconds as u64 * 1000).max(now_ms);
     let report = j.roll_up(end).await?;
     hot.rollup_runs = 1;
     hot.counter_updates = report.item_updates;
