@@ -46,6 +46,16 @@ pub fn ratchet_writer_with(
         .expect("valid writer")
 }
 
+/// A ratchet writer in history mode on existing tables (`RatchetHistoryTable`).
+pub fn ratchet_history_writer(
+    client: Client,
+    tables: &BTreeMap<String, String>,
+) -> Writer<Ratchet> {
+    ratchet_writer_with(client, tables, |c| {
+        c.history_table(&tables["RatchetHistoryTable"])
+    })
+}
+
 #[allow(unused_imports)]
 pub use dynamo_testing::events::sqs_batch;
 

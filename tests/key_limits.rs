@@ -7,9 +7,6 @@
 //! 2,048-byte partition and 1,024-byte sort key limits, binary-keyed tables), described once
 //! per process: a key the table would refuse is `invalid_key` before any write.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use dynamo_testing::client;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::{ItemKey, StoreError};
@@ -17,30 +14,9 @@ use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once::versioning::{Revision, Versioning, VersioningConfig};
 use dynamodb_exactly_once::{Deadline, Protocol, RecordResult};
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::Writer;
 use serde_json::{json, Value};
 
 use crate::common::{scan, sqs_batch};
-
-fn history_writer(
-    client: aws_sdk_dynamodb::Client,
-    tables: &BTreeMap<String, String>,
-) -> Writer<Ratchet> {
-    let config = RatchetConfig::builder(&tables["RatchetTable"])
-        .history_table(&tables["RatchetHistoryTable"])
-        .build()
-        .expect("valid configuration");
-    Writer::builder("ratchet-writer", Ratchet::new(client.clone(), config))
-        .dead_letters(DeadLetters::new(
-            client,
-            &tables["DeadLetterTable"],
-            "ratchet-writer",
-        ))
-        .deadline_margin(Duration::from_secs(1))
-        .build()
-        .expect("valid writer")
-}
 
 #[tokio::test]
 async fn history_keys_over_the_partition_key_limit_are_refused_before_the_write() {
@@ -58,7 +34,7 @@ async fn history_keys_over_the_partition_key_limit_are_refused_before_the_write(
     .await;
     // Given a key within the latest table's limits (PK 1200 bytes, SK 1000) whose canonical
     // form, the history partition key, has more than 2048 bytes, next to an ordinary record.
-    let writer = history_writer(client.clone(), &tables);
+    let writer = crate::common::ratchet_history_writer(client.clone(), &tables);
     let long = json!({"op": "put", "key": {"PK": "p".repeat(1200), "SK": "s".repeat(1000)},
         "ts": 5, "item": {"v": 1}});
     let short = json!({"op": "put", "key": {"PK": "u1", "SK": "a"}, "ts": 5, "item": {"v": 1}});

@@ -8,7 +8,6 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use aws_sdk_dynamodb::config::interceptors::{
     BeforeDeserializationInterceptorContextMut, BeforeTransmitInterceptorContextMut,
@@ -20,10 +19,9 @@ use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use common::*;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOp, RatchetOutcome};
+use dynamodb_exactly_once::ratchet::{Ratchet, RatchetOp, RatchetOutcome};
 use dynamodb_exactly_once::{Deadline, RecordResult};
-use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use dynamodb_exactly_once_lambda::{Batch, Writer};
+use dynamodb_exactly_once_lambda::Batch;
 use lambda_runtime::{Context, LambdaEvent};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -36,22 +34,6 @@ async fn history_tables(client: &Client) -> BTreeMap<String, String> {
         &["RatchetTable", "RatchetHistoryTable", "DeadLetterTable"],
     )
     .await
-}
-
-fn history_writer(client: Client, tables: &BTreeMap<String, String>) -> Writer<Ratchet> {
-    let config = RatchetConfig::builder(&tables["RatchetTable"])
-        .history_table(&tables["RatchetHistoryTable"])
-        .build()
-        .expect("valid configuration");
-    Writer::builder("ratchet-writer", Ratchet::new(client.clone(), config))
-        .dead_letters(DeadLetters::new(
-            client,
-            &tables["DeadLetterTable"],
-            "ratchet-writer",
-        ))
-        .deadline_margin(Duration::from_secs(1))
-        .build()
-        .expect("valid writer")
 }
 
 /// Every history row, keyed by `ItemKey|RecordVersion`.
@@ -92,7 +74,7 @@ async fn history_rows(
 async fn late_duplicate_and_deleted_records_all_land_in_history() {
     let client = client();
     let tables = history_tables(&client).await;
-    let w = history_writer(client.clone(), &tables);
+    let w = crate::common::ratchet_history_writer(client.clone(), &tables);
     let event = fixture("ratchet-history-sqs.json");
 
     let response = w
@@ -182,7 +164,10 @@ async fn a_record_is_acknowledged_only_when_its_history_row_and_latest_write_are
     let batch = sqs_batch(&bodies, 0);
 
     // History refused: nothing acknowledged, and the latest table is not written either.
-    let no_history = history_writer(client_with(Some(refuse("BatchWriteItem")), 1), &tables);
+    let no_history = crate::common::ratchet_history_writer(
+        client_with(Some(refuse("BatchWriteItem")), 1),
+        &tables,
+    );
     let report = no_history.handle_batch(&batch, Deadline::none()).await;
     assert_eq!(report.response.failed_ids(), ["m0", "m1", "m2"]);
     assert!(
@@ -191,14 +176,15 @@ async fn a_record_is_acknowledged_only_when_its_history_row_and_latest_write_are
     );
 
     // Latest refused: history rows are written, records still reported.
-    let no_latest = history_writer(client_with(Some(refuse("PutItem")), 1), &tables);
+    let no_latest =
+        crate::common::ratchet_history_writer(client_with(Some(refuse("PutItem")), 1), &tables);
     let report = no_latest.handle_batch(&batch, Deadline::none()).await;
     assert_eq!(report.response.failed_ids(), ["m0", "m1", "m2"]);
     let rows = history_rows(&setup, &tables["RatchetHistoryTable"]).await;
     assert_eq!(rows.len(), 3);
 
     // The redelivery completes both; the history is unchanged.
-    let healthy = history_writer(setup.clone(), &tables);
+    let healthy = crate::common::ratchet_history_writer(setup.clone(), &tables);
     let report = healthy.handle_batch(&batch, Deadline::none()).await;
     assert!(report.response.failed_ids().is_empty());
     assert_eq!(
@@ -217,7 +203,7 @@ async fn unprocessed_history_rows_are_retried() {
     let tables = history_tables(&setup).await;
     // DynamoDB leaves 5 rows of each of the first three BatchWriteItem calls unprocessed.
     let unprocessed = Unprocessed::new(3, 5);
-    let w = history_writer(unprocessed.client(), &tables);
+    let w = crate::common::ratchet_history_writer(unprocessed.client(), &tables);
     let bodies: Vec<Value> = (0..60)
         .map(|i| put("u", &format!("k{i}"), i, json!({"i": i})))
         .collect();
@@ -248,7 +234,7 @@ async fn rows_left_unprocessed_after_every_retry_are_reported_for_redelivery() {
     let tables = history_tables(&setup).await;
     // Every call leaves its last row unprocessed: the backoff runs out for one row per chunk.
     let unprocessed = Unprocessed::new(usize::MAX, 1);
-    let w = history_writer(unprocessed.client(), &tables);
+    let w = crate::common::ratchet_history_writer(unprocessed.client(), &tables);
     let bodies = [
         put("u", "a", 1, json!({})),
         put("u", "b", 1, json!({})),
@@ -269,7 +255,7 @@ async fn rows_left_unprocessed_after_every_retry_are_reported_for_redelivery() {
         1
     );
     // Lambda delivers it again to a healthy writer: every row and the winners are written.
-    let healthy = history_writer(setup.clone(), &tables);
+    let healthy = crate::common::ratchet_history_writer(setup.clone(), &tables);
     let retry = Batch::new(
         batch.kind,
         batch
@@ -374,7 +360,7 @@ proptest! {
             let case = CASE.fetch_add(1, Ordering::SeqCst);
             let client = client();
             let tables = property_tables(&client).await;
-            let w = history_writer(client.clone(), &tables);
+            let w = crate::common::ratchet_history_writer(client.clone(), &tables);
 
             let mut delivered: Vec<usize> = (0..records.len()).collect();
             delivered.extend(dups.iter().map(|d| d % records.len()));
