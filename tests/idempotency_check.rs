@@ -44,8 +44,14 @@ use crate::idempotency::table;
 
 const ACTORS: usize = 3;
 const MESSAGES: usize = 2;
-/// Deliveries of one message by one actor before the schedule fails as stuck.
+/// Deliveries of one message by one actor that found its key free (not in progress) before
+/// the schedule fails as stuck.
 const DELIVERIES: usize = 200;
+/// The longest one actor delivers one message before the schedule fails as stuck, however
+/// many deliveries found the key in progress: a claim holds at most to its deadline (2.4 s
+/// ahead at most), but a crashed delivery's claim and a claim whose answer was lost hold to
+/// theirs one after another, and on a loaded machine each in-progress answer takes longer.
+const STUCK_AFTER: Duration = Duration::from_secs(60);
 /// The size of a result too large for one item.
 const LARGE: usize = 420_000;
 
@@ -180,7 +186,10 @@ async fn deliver_until_answered(
     setting: Setting,
     shared: &Shared,
 ) -> Result<(), String> {
-    for _ in 0..DELIVERIES {
+    let started = std::time::Instant::now();
+    let mut tally = Tally::default();
+    while tally.free < DELIVERIES && started.elapsed() < STUCK_AFTER {
+        tally.free += 1;
         let (low, high) = setting.deadlines_ms;
         let ahead = rng.random_range(low..high);
         let record = message(seed, m, epoch_millis() + ahead);
@@ -202,12 +211,16 @@ async fn deliver_until_answered(
             let crash = Duration::from_millis(rng.random_range(0..60));
             match tokio::time::timeout(crash, run).await {
                 Ok(outcome) => outcome,
-                Err(_) => continue, // abandoned: its claim holds the key to the deadline
+                Err(_) => {
+                    tally.abandoned += 1;
+                    continue; // abandoned: its claim holds the key to the deadline
+                }
             }
         } else {
             run.await
         };
         let Ok(outcome) = outcome else {
+            tally.panicked += 1;
             continue; // the function panicked: the key was released, deliver again
         };
         let stored = match outcome {
@@ -215,10 +228,16 @@ async fn deliver_until_answered(
             Ok(Run::ReplayedWithoutValue(_)) => Some(None),
             Ok(_) => None, // NotStored: not the stored value, by its own word
             Err(IdempotencyError::InProgress { .. }) => {
+                // Not counted against DELIVERIES: another delivery holds the key.
+                tally.free -= 1;
+                tally.in_progress += 1;
                 tokio::time::sleep(Duration::from_millis(rng.random_range(20..60))).await;
                 continue;
             }
-            Err(e) if e.is_retryable() != Some(false) => continue,
+            Err(e) if e.is_retryable() != Some(false) => {
+                tally.retryable += 1;
+                continue;
+            }
             Err(e) => return Err(format!("message {m}: {e}")),
         };
         if let Some(execution) = stored {
@@ -227,8 +246,20 @@ async fn deliver_until_answered(
         return Ok(());
     }
     Err(format!(
-        "message {m}: no value after {DELIVERIES} deliveries"
+        "message {m}: no value after {:.1} s: {tally:?}",
+        started.elapsed().as_secs_f64()
     ))
+}
+
+/// What one actor's deliveries of one message met, for the stuck message.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Deliveries that found the key free (the rest of these counts included).
+    free: usize,
+    in_progress: usize,
+    abandoned: usize,
+    panicked: usize,
+    retryable: usize,
 }
 
 /// The invariants, per message.
