@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use dynamodb_exactly_once::counter::CounterConfig;
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use serde_json::Value;
 
 use super::journal::{apply, Journal};
@@ -54,10 +55,7 @@ pub async fn run(env: &Env, rate: usize, seconds: usize, start_ms: u64) -> Resul
     // The roll-up's run starts at the span's end, or at the real time if journaling took
     // longer: it reads each shard up to its run's start, and DynamoDB Local stamps stream
     // records with the real time.
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let end = (start_ms + seconds as u64 * 1000).max(now_ms);
+    let end = (start_ms + seconds as u64 * 1000).max(epoch_millis());
     let report = j.roll_up(end).await?;
     hot.rollup_runs = 1;
     hot.counter_updates = report.item_updates;

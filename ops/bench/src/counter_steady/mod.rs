@@ -21,7 +21,7 @@ mod setup;
 mod sim;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamodb_exactly_once::ddb::clock::epoch_seconds;
+use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
 use dynamodb_exactly_once::ddb::item::item_size;
 
 use setup::Env;
@@ -67,7 +67,7 @@ pub async fn run(options: Options) -> Result<(), String> {
     // The journal designs' clock starts at the real time instead: the roll-up reads each shard
     // up to its run's start, and DynamoDB Local stamps stream records with the real time (a
     // clock hours behind it found no record to roll up).
-    let journal_t0_ms = epoch_seconds() * 1000;
+    let journal_t0_ms = epoch_millis();
     let mut checks = Vec::new();
     if !options.only_hot {
         checks = regimes(&env, &options, t0, journal_t0_ms).await?;
