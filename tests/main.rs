@@ -35,6 +35,7 @@ mod key_limits;
 mod kpl;
 mod layout;
 mod lease;
+mod ledger;
 mod mapping;
 mod numbers;
 mod processor;

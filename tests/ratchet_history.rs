@@ -281,6 +281,39 @@ async fn rows_left_unprocessed_after_every_retry_are_reported_for_redelivery() {
     assert_eq!(latest["u|a"]["Timestamp"], json!(2));
 }
 
+/// A key the latest table would refuse is found before any write: the record is an
+/// `invalid_key` dead letter and its history holds no row of it.
+#[tokio::test]
+async fn a_key_the_latest_table_refuses_is_an_invalid_key_dead_letter_with_no_history_row() {
+    let client = client();
+    let tables = history_tables(&client).await;
+    let w = crate::common::ratchet_history_writer(client.clone(), &tables);
+    // Given a record whose PK is a number (the table's PK is a string) beside a valid one ...
+    let bad = json!({"op":"put","key":{"PK":5,"SK":"x"},"ts":1,"item":{"v":1}});
+    let batch = sqs_batch(&[bad, put("good", "x", 1, json!({"v": 1}))], 0);
+    // ... when the batch is written in history mode ...
+    let report = w.handle_batch(&batch, Deadline::none()).await;
+    // ... then the bad one is kept as invalid_key, the good one applied, and only the good
+    // one has a history row.
+    let code = match &report.results[0] {
+        RecordResult::Rejected(reason) => Some(reason.code),
+        _ => None,
+    };
+    assert_eq!(
+        code,
+        Some(dynamodb_exactly_once::RejectionCode::InvalidKey),
+        "{:?}",
+        report.results[0].label()
+    );
+    assert_eq!(report.results[1].label(), "applied");
+    let rows = history_rows(&client, &tables["RatchetHistoryTable"]).await;
+    let keys: Vec<&str> = rows
+        .values()
+        .filter_map(|r| r["ItemKey"].as_str())
+        .collect();
+    assert_eq!(keys, [r#"{"PK":"good","SK":"x"}"#]);
+}
+
 #[tokio::test]
 async fn ratchet_history_table_is_read_from_the_environment() {
     use dynamodb_exactly_once_lambda::settings::functions::RATCHET_WRITER;

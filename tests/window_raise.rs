@@ -88,13 +88,16 @@ async fn raising_the_counter_window_from_3_to_30_s_alone_never_counts_a_key_twic
 }
 
 /// An expired tombstone is deleted by TTL, so nothing of it says which lifetime it was written
-/// with: the writers' lifetime ledger (in the dead-letter table) does.
+/// with: the writers' lifetime ledger (in its own table) does.
 #[tokio::test]
 async fn raising_the_tombstone_lifetime_alone_never_revives_a_deleted_item() {
     let client = client();
-    let (_, tables) = ratchet_writer(client.clone()).await;
-    let ledger =
-        LifetimeLedger::in_dead_letter_table(&tables["DeadLetterTable"], &tables["RatchetTable"]);
+    let tables = dynamo_testing::template_tables(
+        &client,
+        &["RatchetTable", "DeadLetterTable", "RatchetLedgerTable"],
+    )
+    .await;
+    let ledger = LifetimeLedger::new(&tables["RatchetLedgerTable"], &tables["RatchetTable"]);
     let lifetime = |secs: u64| {
         let ledger = ledger.clone();
         move |c: dynamodb_exactly_once::ratchet::RatchetConfigBuilder| {
@@ -149,7 +152,7 @@ async fn raising_the_tombstone_lifetime_alone_never_revives_a_deleted_item() {
 async fn a_ratchet_whose_lifetime_ledger_cannot_be_written_writes_no_tombstone() {
     let client = client();
     let (_, tables) = ratchet_writer(client.clone()).await;
-    let missing = LifetimeLedger::in_dead_letter_table("no-such-table", &tables["RatchetTable"]);
+    let missing = LifetimeLedger::new("no-such-table", &tables["RatchetTable"]);
     let w = ratchet_writer_with(client.clone(), &tables, |c| c.lifetime_ledger(missing));
     // Given a ledger DynamoDB refuses, when a delete is delivered, then it fails (delivered
     // again) and no tombstone is written that no promise covers.

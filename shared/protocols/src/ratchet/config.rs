@@ -222,6 +222,7 @@ impl FromSettings for RatchetConfig {
         "changes",
         "change_skip_attributes",
         "cache_keys",
+        "ledger_table",
         "dead_letter_table",
     ];
 
@@ -230,8 +231,10 @@ impl FromSettings for RatchetConfig {
     /// `history_table` (history mode), `changes` (`replicate`: item changes replicated;
     /// unset or `none`: refused) and `change_skip_attributes` (comma-separated names or
     /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]), `cache_keys` (the
-    /// warm-redelivery cache, `0`: off) and `dead_letter_table` (the writer's dead letters:
-    /// there the lifetime ledger, [`super::LifetimeLedger::in_dead_letter_table`]).
+    /// warm-redelivery cache, `0`: off), `ledger_table` (the lifetime ledger,
+    /// [`super::LifetimeLedger::new`]) and `dead_letter_table` (the writer's dead letters: with
+    /// a ledger table, the ledger item an earlier version kept there is moved from it,
+    /// [`super::LifetimeLedger::moving_from`]).
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
         let mut b = RatchetConfig::builder(s.required("table")?);
         let c = &mut b.config;
@@ -246,9 +249,13 @@ impl FromSettings for RatchetConfig {
             c.max_record_age = Some(Duration::from_secs(secs));
         }
         c.history_table = s.get("history_table");
-        c.lifetime_ledger = s
-            .get("dead_letter_table")
-            .map(|t| super::LifetimeLedger::in_dead_letter_table(t, &c.table));
+        c.lifetime_ledger = s.get("ledger_table").map(|t| {
+            let ledger = super::LifetimeLedger::new(t, &c.table);
+            match s.get("dead_letter_table") {
+                Some(letters) => ledger.moving_from(letters),
+                None => ledger,
+            }
+        });
         c.replication = match s.get("changes").as_deref() {
             None | Some("none") => None,
             Some("replicate") => Some(match s.list("change_skip_attributes") {
@@ -453,7 +460,7 @@ mod tests {
         assert_eq!(defaults.tombstone_ttl(), DEFAULT_TOMBSTONE_TTL);
         assert_eq!(defaults.record_age_limit(), DEFAULT_TOMBSTONE_TTL);
         assert!(defaults.history_table().is_none() && defaults.replication().is_none());
-        let ledger = super::super::LifetimeLedger::in_dead_letter_table("DLQ", "T");
+        let ledger = super::super::LifetimeLedger::new("Ledger", "T").moving_from("DLQ");
         let c = RatchetConfig::builder("T")
             .ts_attribute("ts")
             .deleted_attribute("del")

@@ -3,24 +3,32 @@
 //!
 //! An expired tombstone is deleted by TTL, so nothing of it says which lifetime it was written
 //! with. Each writer therefore promises in one ledger item (key
-//! `ratchet-writer|lifetimes|<table>`, in the dead-letter table) the time until which it may
-//! write tombstones of its lifetime `L` (attribute `Lifetime_<L>`: `now` plus
-//! [`LEDGER_LEASE`], renewed at half the lease, before any tombstone is written past it). A tombstone of lifetime `L'` written before `promise(L')`
-//! guards every older put while it exists; once it is gone (after `promise(L') + L'` at the
-//! latest) a put that arrived before it is older than `L'`. So a writer of lifetime `L` keeps
-//! the guard at `L'` while `now < promise(L') + L` (after that every such put is older than
-//! `L` anyway):
+//! `ratchet-writer|lifetimes|<table>`, in a ledger table of its own: never among the dead
+//! letters, whose readers take every item for a failure) the time until which it may write
+//! tombstones of its lifetime `L` (attribute `Lifetime_<L>`: `now` plus [`LEDGER_LEASE`],
+//! renewed at half the lease, before any tombstone is written past it). A tombstone of
+//! lifetime `L'` written before `promise(L')` guards every older put while it exists; once it
+//! is gone (after `promise(L') + L'` at the latest) a put that arrived before it is older than
+//! `L'`. So a writer of lifetime `L` keeps the guard at `L'` while `now < promise(L') + L`
+//! (after that every such put is older than `L` anyway):
 //!
 //! ```text
 //!  guard(now) = min(L, min { L' < L : promise(L') + L > now })
 //! ```
 //!
 //! The item is replaced whole by a `PutItem` conditioned on its version (`LedgerVersion`), its
-//! previous state read from `ALL_OLD` (so a writer needs only `PutItem` on keys of its
-//! function, which it already has for its dead letters). Write cost: one `PutItem` (two on a
-//! cold start: the first one learns the item) per process and half lease. Failure modes: the
-//! ledger cannot be written (throttling, a missing table): the batch's records fail
-//! (retryable) before any tombstone is written past the promise.
+//! previous state read from `ALL_OLD` (so a writer needs only `PutItem` on the ledger table).
+//! Write cost: one `PutItem` (two on a cold start: the first one learns the item) per process
+//! and half lease. Failure modes: the ledger cannot be written (throttling, a missing table):
+//! the batch's records fail (retryable) before any tombstone is written past the promise.
+//!
+//! **Moving an earlier item.** Versions before the ledger table kept the item in the writer's
+//! dead-letter table ([`LifetimeLedger::moving_from`]). At each renewal a writer reads that
+//! item (a consistent `GetItem`), writes its promises into the ledger with its own (the later
+//! promise of each lifetime wins), and only then deletes it, conditioned on the version it
+//! read: a writer of the earlier version still running (a rolling deploy) that renews it
+//! again leaves it for the next renewal to move. Cost while nothing is left to move: one
+//! `GetItem` (0.5 read unit) per process and half lease.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -43,26 +51,38 @@ const LIFETIME_PREFIX: &str = "Lifetime_";
 const MAX_ROUNDS: usize = 4;
 
 /// Where the ledger is: a table whose partition key (a string) is `key_attribute`, and the
-/// ledger item's key value; made by [`LifetimeLedger::in_dead_letter_table`].
+/// ledger item's key value; made by [`LifetimeLedger::new`].
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LifetimeLedger {
     pub(crate) table: String,
     pub(crate) key_attribute: String,
     pub(crate) id: String,
+    /// A dead-letter table an earlier version kept the item in (same key attribute and id).
+    pub(crate) legacy: Option<String>,
 }
 
 impl LifetimeLedger {
-    /// The ledger of the ratchet on `ratchet_table` in the dead-letter table `table` (key `Id`).
-    pub fn in_dead_letter_table(table: impl Into<String>, ratchet_table: &str) -> Self {
+    /// The ledger of the ratchet on `ratchet_table`, in the ledger table `table` (a string
+    /// partition key `Id`; the stacks' `RatchetLedgerTable`).
+    pub fn new(table: impl Into<String>, ratchet_table: &str) -> Self {
         LifetimeLedger {
             table: table.into(),
             key_attribute: "Id".into(),
             id: format!("ratchet-writer|lifetimes|{ratchet_table}"),
+            legacy: None,
         }
     }
 
-    /// The table (the ratchet writer's dead-letter table).
+    /// Also move the item that versions before the ledger table kept in the dead-letter table
+    /// `dead_letter_table` (key `Id`, the same id) into this ledger, then delete it there (see
+    /// the module docs; the writer needs `GetItem` and `DeleteItem` on that one key).
+    pub fn moving_from(mut self, dead_letter_table: impl Into<String>) -> Self {
+        self.legacy = Some(dead_letter_table.into());
+        self
+    }
+
+    /// The ledger table.
     pub fn table(&self) -> &str {
         &self.table
     }
@@ -75,6 +95,11 @@ impl LifetimeLedger {
     /// The ledger item's key.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The dead-letter table an earlier item is moved from ([`LifetimeLedger::moving_from`]).
+    pub fn moving_from_table(&self) -> Option<&str> {
+        self.legacy.as_deref()
     }
 }
 
@@ -110,7 +135,8 @@ impl LedgerState {
         guard(own, &self.get().promises, now)
     }
 
-    /// Renew this writer's promise when less than half the lease is left.
+    /// Renew this writer's promise when less than half the lease is left (and move an earlier
+    /// item into the ledger, when there is one).
     pub(super) async fn renew(
         &self,
         client: &Client,
@@ -123,8 +149,12 @@ impl LedgerState {
         if known.version.is_some() && known.promises.get(&own).is_some_and(|p| *p > now + half) {
             return Ok(());
         }
+        let legacy = read_legacy(client, ledger).await?;
         for _ in 0..MAX_ROUNDS {
             let mut next = known.clone();
+            if let Some(old) = &legacy {
+                merge(&mut next.promises, &old.promises);
+            }
             next.promises.insert(own, now + LEDGER_LEASE.as_secs());
             next.version = Some(known.version.map_or(1, |v| v + 1));
             let mut request = client
@@ -144,6 +174,9 @@ impl LedgerState {
             match conditional("PutItem", request.send().await)? {
                 Cond::Done(_) => {
                     self.set(next);
+                    if let Some(old) = legacy {
+                        delete_legacy(client, ledger, old.version).await?;
+                    }
                     return Ok(());
                 }
                 Cond::Failed { old } => known = read(&old.unwrap_or_default()),
@@ -153,6 +186,57 @@ impl LedgerState {
             what: format!("the lifetime ledger {}", ledger.id),
             attempts: MAX_ROUNDS,
         })
+    }
+}
+
+/// The item an earlier version kept in the dead-letter table, if it is still there.
+async fn read_legacy(
+    client: &Client,
+    ledger: &LifetimeLedger,
+) -> Result<Option<Known>, StoreError> {
+    let Some(table) = &ledger.legacy else {
+        return Ok(None);
+    };
+    let got = client
+        .get_item()
+        .table_name(table)
+        .key(&ledger.key_attribute, AttributeValue::S(ledger.id.clone()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+    Ok(got.item.map(|item| read(&item)))
+}
+
+/// Delete the moved item, unless a writer of the earlier version wrote it again since it was
+/// read (then the next renewal moves it).
+async fn delete_legacy(
+    client: &Client,
+    ledger: &LifetimeLedger,
+    version: Option<u64>,
+) -> Result<(), StoreError> {
+    let Some(table) = &ledger.legacy else {
+        return Ok(());
+    };
+    let request = client
+        .delete_item()
+        .table_name(table)
+        .key(&ledger.key_attribute, AttributeValue::S(ledger.id.clone()))
+        .expression_attribute_names("#v", VERSION_ATTRIBUTE);
+    let request = match version {
+        Some(v) => request
+            .condition_expression("#v = :v")
+            .expression_attribute_values(":v", AttributeValue::N(v.to_string())),
+        None => request.condition_expression("attribute_not_exists(#v)"),
+    };
+    conditional("DeleteItem", request.send().await).map(|_| ())
+}
+
+/// The later promise of each lifetime.
+fn merge(into: &mut BTreeMap<u64, u64>, from: &BTreeMap<u64, u64>) {
+    for (lifetime, promise) in from {
+        let kept = into.entry(*lifetime).or_insert(*promise);
+        *kept = (*kept).max(*promise);
     }
 }
 
