@@ -73,6 +73,7 @@ mod txn_part_pace;
 mod txn_read_ahead;
 mod txn_redrive;
 mod txn_sizes;
+mod txn_sizes_resume;
 mod txn_sweep;
 mod versioning;
 mod versioning_check;

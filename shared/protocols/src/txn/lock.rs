@@ -256,9 +256,10 @@ impl Coordinator {
             _ => self.read_in_lock_order(resolved).await?,
         };
         // Decided from the reads before anything is locked: an item too large to carry its
-        // image never ends the attempt half-locked.
+        // image never ends the attempt half-locked. Sized as committed, so that a resumed
+        // attempt, or one meeting another lock, decides as the first delivery did.
         for (r, item) in order.iter().zip(&current) {
-            if let Some(why) = size::too_large_to_lock(r, item.as_ref()) {
+            if let Some(why) = size::too_large_to_lock(&owner, r, item.as_ref()) {
                 return Ok(LockPhase::TooLarge(r.index, why));
             }
         }
