@@ -75,6 +75,7 @@ mod txn_redrive;
 mod txn_sizes;
 mod txn_sizes_resume;
 mod txn_sweep;
+mod txn_versions;
 mod versioning;
 mod versioning_check;
 mod window_raise;

@@ -8,7 +8,8 @@
 //! absent), and a schedule may run in any of the modes of [`plan::Modes`]: accounts of
 //! 100–190 KB with deliveries cut short mid-lock-phase, a pool item keyed by a number spelled
 //! several ways, a transaction over 10–12 large accounts (chunks cut by bytes), and the
-//! previous release's lock format on the locks left before redelivery. The invariants:
+//! previous release's lock format (attempts an "older coordinator" started and left locking
+//! before the schedule's coordinators run). The invariants:
 //!
 //! * every generated transaction is valid, so no delivery may reject one (`Rejected`), and a
 //!   rejected one must have applied nothing;
@@ -180,6 +181,13 @@ async fn schedule(tables: Arc<Tables>, seed: u64) -> Result<(), String> {
     let plan = plan::plan(seed, &table, &tables.numeric);
     plan::seed_plan(&base, &table, &plan).await;
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let mut downgraded = 0;
+    if plan.modes.previous_format {
+        // A rolling deploy: older coordinators started some messages and died; this
+        // release's coordinators deliver them again.
+        downgraded =
+            modes::leave_attempts_of_the_previous_release(&tables, &base, &plan, &mut rng).await?;
+    }
     let il = Interleaving::new();
     let mut tasks = Vec::new();
     let mut pauses = Vec::new();
@@ -272,10 +280,7 @@ async fn schedule(tables: Arc<Tables>, seed: u64) -> Result<(), String> {
     }
     sweeper.await.map_err(|e| format!("sweeper task: {e}"))?;
     reader.await.map_err(|e| format!("reader task: {e}"))??;
-    if plan.modes.previous_format {
-        // The attempts left locking were started by the previous release.
-        modes::downgrade_keep_locks(&base, &table, &plan).await;
-    }
+
     let t1 = Instant::now();
     // Redelivery: every message until it is final (as SQS would), by a healthy coordinator.
     let healthy = Coordinator::new(
@@ -312,7 +317,7 @@ async fn schedule(tables: Arc<Tables>, seed: u64) -> Result<(), String> {
     let result = check_final(&base, &tables, &plan, &reports).await;
     if std::env::var("TX_CHECK_VERBOSE").is_ok() {
         eprintln!(
-            "seed {seed} {:?}: run {:?}, redeliver {:?}, check {:?}",
+            "seed {seed} {:?} ({downgraded} locks downgraded): run {:?}, redeliver {:?}, check {:?}",
             plan.modes,
             t1 - t0,
             t2 - t1,

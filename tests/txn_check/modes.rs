@@ -1,61 +1,51 @@
 //! The checker's modes that touch the table directly: locks rewritten in the previous
 //! release's format, and the pool item of the number-key mode.
 
-use std::collections::HashMap;
-
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::txn::ITEM_PROTOCOL_ATTRIBUTES;
+
+use dynamo_testing::Interleaving;
+use dynamodb_exactly_once::txn::Coordinator;
+use dynamodb_exactly_once::Deadline;
+use rand::rngs::StdRng;
+use rand::Rng;
 
 use super::plan::Plan;
+use super::Tables;
+use crate::txn_env::{downgrade_keep_lock, message};
+
+/// Previous-format mode, before the schedule's actors: "an older coordinator" starts every
+/// message on the lock path and dies after a few calls (their attempts are left
+/// locking), then every keep lock left is rewritten as that release writes it. Returns how
+/// many locks were rewritten.
+pub async fn leave_attempts_of_the_previous_release(
+    tables: &Tables,
+    client: &Client,
+    plan: &Plan,
+    rng: &mut StdRng,
+) -> Result<usize, String> {
+    let il = Interleaving::new();
+    for (t, m) in plan.messages.iter().enumerate() {
+        let name = format!("old{t}");
+        il.crash_from(&name, rng.random_range(3..9));
+        let config = tables
+            .builder()
+            .fast_path(false)
+            .lock_chunk(rng.random_range(1..=3))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let old = Coordinator::new(il.client(&name, 1), config);
+        let _ = old.run(&message(&old, &m.body), Deadline::none()).await;
+    }
+    Ok(downgrade_keep_locks(client, tables.env.accounts(), plan).await)
+}
 
 /// Rewrite every keep lock (`txId#attempt#k`) on the plan's accounts as the release before
-/// keep locks wrote it: the plain lock `txId#attempt`, and the item's values saved as its
-/// image unless the lock inserted the item (a check of an absent item: `_txTransient`).
-/// Markers and token stay. Returns how many locks were rewritten.
+/// keep locks wrote it ([`downgrade_keep_lock`]). Returns how many locks were rewritten.
 pub async fn downgrade_keep_locks(client: &Client, table: &str, plan: &Plan) -> usize {
     let mut rewritten = 0;
     for pk in &plan.accounts {
-        let Ok(out) = client
-            .get_item()
-            .table_name(table)
-            .key("PK", AttributeValue::S(pk.clone()))
-            .consistent_read(true)
-            .send()
-            .await
-        else {
-            continue;
-        };
-        let Some(item) = out.item().cloned() else {
-            continue;
-        };
-        let Some(lock) = item.get("_txLock").and_then(|v| v.as_s().ok()).cloned() else {
-            continue;
-        };
-        let Some(plain) = lock.strip_suffix("#k") else {
-            continue;
-        };
-        let mut old = item.clone();
-        old.insert("_txLock".into(), AttributeValue::S(plain.to_string()));
-        let transient = matches!(item.get("_txTransient"), Some(AttributeValue::Bool(true)));
-        if !transient {
-            let values: HashMap<String, AttributeValue> = item
-                .iter()
-                .filter(|(k, _)| !ITEM_PROTOCOL_ATTRIBUTES.contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            old.insert("_txImage".into(), AttributeValue::M(values));
-        }
-        let put = client
-            .put_item()
-            .table_name(table)
-            .set_item(Some(old))
-            .condition_expression("#l = :keep")
-            .expression_attribute_names("#l", "_txLock")
-            .expression_attribute_values(":keep", AttributeValue::S(lock.clone()))
-            .send()
-            .await;
-        if put.is_ok() {
+        if downgrade_keep_lock(client, table, pk).await {
             rewritten += 1;
         }
     }

@@ -28,9 +28,10 @@ pub struct Modes {
     pub numbers: bool,
     /// 10–12 large accounts and a transaction checking all of them: chunks cut by bytes.
     pub wide: bool,
-    /// Before redelivery, every keep lock left on an item is rewritten as the previous
-    /// release wrote it (`txId#attempt`, the image saved): locks of an attempt an older
-    /// coordinator started.
+    /// Before the schedule's coordinators, every message is started by a lock-path
+    /// coordinator that dies after a few calls, and every keep lock left is rewritten as the previous release wrote
+    /// it (`txId#attempt`, the image saved): attempts an older coordinator started during a
+    /// deploy, resumed by this release.
     pub previous_format: bool,
 }
 
