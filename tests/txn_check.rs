@@ -4,15 +4,23 @@
 //! a random call, coordinators on the fast path and on the lock path side by side (each
 //! running its messages one by one or as one batch, which group-commits them), and a
 //! reader at `Committed` and `Locked` isolation, checked after every schedule against the
-//! invariants:
+//! invariants. Transactions also check a third account (`ConditionCheck`, existing or
+//! absent), and a schedule may run in any of the modes of [`plan::Modes`]: accounts of
+//! 100–190 KB with deliveries cut short mid-lock-phase, a pool item keyed by a number spelled
+//! several ways, a transaction over 10–12 large accounts (chunks cut by bytes), and the
+//! previous release's lock format (attempts an "older coordinator" started and left locking
+//! before the schedule's coordinators run). The invariants:
 //!
+//! * every generated transaction is valid, so no delivery may reject one (`Rejected`), and a
+//!   rejected one must have applied nothing;
 //! * the sum of the balances is conserved, and no balance is negative (also in every locked
 //!   read taken during the schedule);
 //! * each `txId` is applied at most once, and exactly once when any delivery reported it
 //!   committed (every transaction also `ADD`s 1 to its own journal item);
 //! * the raw table equals the committed view (read at `Isolation::Committed`) once every
 //!   message is final;
-//! * after a sweep, no lock, image or marker is left and every TX record is completed.
+//! * after a sweep, no lock, image or marker is left and every TX record is completed;
+//! * the pool item (number-key mode) counts each applied transaction once.
 //!
 //! `TX_CHECK_SCHEDULES` (default 300) schedules, `TX_CHECK_PARALLEL` (default 8) at a time;
 //! `TX_CHECK_SEED` sets the first seed (default: from the clock, printed). A failure names the
@@ -21,7 +29,7 @@
 
 use crate::txn_env;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,8 +46,12 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Map, Value};
 use txn_env::*;
 
-const COORDINATORS: usize = 4;
-const INITIAL: i64 = 100;
+#[path = "txn_check/modes.rs"]
+mod modes;
+#[path = "txn_check/plan.rs"]
+mod plan;
+
+use plan::{Msg, Plan, INITIAL};
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -48,118 +60,18 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// One message of a schedule.
-#[derive(Debug, Clone)]
-struct Msg {
-    tx_id: String,
-    body: Value,
+/// The tables of a run: the suite's, and the number-keyed table of the pool item.
+struct Tables {
+    env: Env,
+    numeric: String,
 }
 
-/// A schedule's accounts and messages, from its seed.
-struct Plan {
-    prefix: String,
-    accounts: Vec<String>,
-    existing: BTreeSet<String>,
-    /// Per coordinator, the messages it is delivered (duplicates included).
-    deliveries: Vec<Vec<Msg>>,
-    messages: Vec<Msg>,
-}
-
-fn journal(table: &str, key: &str) -> Value {
-    json!({"Update":{"TableName":table,"Key":{"PK":key},
-        "UpdateExpression":"ADD #n :one","ExpressionAttributeNames":{"#n":"applied"},
-        "ExpressionAttributeValues":{":one":1}}})
-}
-
-fn credit(table: &str, pk: &str, amount: i64) -> Value {
-    json!({"Update":{"TableName":table,"Key":{"PK":pk},
-        "UpdateExpression":"SET #b = #b + :d","ConditionExpression":"attribute_exists(#b)",
-        "ExpressionAttributeNames":{"#b":"balance"},"ExpressionAttributeValues":{":d":amount}}})
-}
-
-/// A random transfer, create (money moved into a new account) or delete (an account's whole
-/// balance, as the generator guesses it, moved out, then the account deleted).
-fn random_requests(
-    rng: &mut StdRng,
-    table: &str,
-    accounts: &[String],
-    guess: &mut BTreeMap<String, i64>,
-) -> Vec<Value> {
-    let a = accounts[rng.random_range(0..accounts.len())].clone();
-    let mut b = accounts[rng.random_range(0..accounts.len())].clone();
-    if a == b {
-        b = accounts[(accounts.iter().position(|x| *x == a).unwrap_or(0) + 1) % accounts.len()]
-            .clone();
-    }
-    match rng.random_range(0..10) {
-        0..=5 => {
-            let amount = rng.random_range(1..=60);
-            vec![debit(table, &a, amount), credit(table, &b, amount)]
-        }
-        6 | 7 => {
-            let amount = rng.random_range(1..=40);
-            vec![
-                debit(table, &a, amount),
-                json!({"Put":{"TableName":table,"Item":{"PK":b,"balance":amount},
-                    "ConditionExpression":"attribute_not_exists(PK)"}}),
-            ]
-        }
-        _ => {
-            let all = guess.get(&a).copied().unwrap_or(INITIAL);
-            guess.insert(a.clone(), 0);
-            vec![
-                json!({"Delete":{"TableName":table,"Key":{"PK":a},
-                    "ConditionExpression":"#b = :all",
-                    "ExpressionAttributeNames":{"#b":"balance"},
-                    "ExpressionAttributeValues":{":all":all}}}),
-                credit(table, &b, all),
-            ]
-        }
-    }
-}
-
-fn plan(seed: u64, table: &str) -> Plan {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let prefix = format!("c{seed}");
-    let n = rng.random_range(3..=6);
-    let accounts: Vec<String> = (0..n).map(|i| format!("{prefix}-a{i}")).collect();
-    let existing: BTreeSet<String> = accounts
-        .iter()
-        .filter(|_| rng.random_bool(0.8))
-        .cloned()
-        .collect();
-    let mut guess = BTreeMap::new();
-    let count = rng.random_range(COORDINATORS..=COORDINATORS + 2);
-    let mut messages = Vec::new();
-    for t in 0..count {
-        let tx_id = format!("{prefix}-t{t}");
-        let mut requests = random_requests(&mut rng, table, &accounts, &mut guess);
-        requests.push(journal(table, &format!("{prefix}-j{t}")));
-        if rng.random_bool(0.5) {
-            requests.reverse();
-        }
-        let mut body = json!({"txId":tx_id,"requests":requests});
-        // Half the transactions carry the producer's issue time (hashed with the requests).
-        if rng.random_bool(0.5) {
-            body["issuedAt"] = json!(dynamodb_exactly_once::ddb::clock::epoch_millis());
-        }
-        messages.push(Msg { tx_id, body });
-    }
-    let mut deliveries = vec![Vec::new(); COORDINATORS];
-    for (i, m) in messages.iter().enumerate() {
-        deliveries[i % COORDINATORS].push(m.clone());
-        if rng.random_bool(0.3) {
-            // A producer retry: the same message delivered to another coordinator.
-            let other = (i + rng.random_range(1..COORDINATORS)) % COORDINATORS;
-            deliveries[other].push(m.clone());
-        }
-    }
-    Plan {
-        prefix,
-        accounts,
-        existing,
-        deliveries,
-        messages,
+impl Tables {
+    /// The suite's settings, with the number-keyed table allowed.
+    fn builder(&self) -> dynamodb_exactly_once::txn::TxConfigBuilder {
+        self.env
+            .builder()
+            .allowed_tables([self.env.accounts(), self.numeric.as_str()])
     }
 }
 
@@ -205,14 +117,26 @@ fn faults(rng: &mut StdRng, il: &Interleaving, name: &str) -> Option<Release> {
     None
 }
 
-type Reports = Vec<(String, Result<TxOutcome, String>)>;
+/// Why a delivery did not end with an outcome.
+#[derive(Debug)]
+enum NotDone {
+    /// Refused as never able to succeed: a generated transaction is valid, so a bug.
+    Rejected(String),
+    /// Failed, deferred or crashed: delivered again.
+    Other,
+}
+
+type Reports = Vec<(String, Result<TxOutcome, NotDone>)>;
 
 async fn deliver(
     c: Coordinator,
     messages: Vec<Msg>,
     as_batch: bool,
+    cut_after: Option<Duration>,
     finished: Arc<AtomicUsize>,
 ) -> Reports {
+    // A delivery cut short: its deadline comes mid-lock-phase, and the next one resumes.
+    let deadline = || cut_after.map_or(Deadline::none(), Deadline::after);
     let mut out = Vec::new();
     if as_batch {
         // One batch through `apply`: a fast-path coordinator commits its members in groups.
@@ -221,11 +145,12 @@ async fn deliver(
             .enumerate()
             .filter_map(|(i, m)| Some((i, c.parse_message(m.body.to_string().as_bytes()).ok()?)))
             .collect();
-        let applied = c.apply(parsed, Deadline::none()).await;
+        let applied = c.apply(parsed, deadline()).await;
         for (i, result) in applied.results {
             let result = match result {
                 RecordResult::Done(o) => Ok(o),
-                other => Err(other.label().to_string()),
+                RecordResult::Rejected(r) => Err(NotDone::Rejected(format!("{r:?}"))),
+                _ => Err(NotDone::Other),
             };
             out.push((messages[i].tx_id.clone(), result));
         }
@@ -234,10 +159,13 @@ async fn deliver(
             let Ok(parsed) = c.parse_message(m.body.to_string().as_bytes()) else {
                 continue;
             };
-            let result = c.run(&parsed, Deadline::none()).await;
+            let result = c.run(&parsed, deadline()).await;
             out.push((
                 m.tx_id,
-                result.map(|r| r.outcome).map_err(|e| e.to_string()),
+                result.map(|r| r.outcome).map_err(|e| match e {
+                    TxError::Rejected(r) => NotDone::Rejected(r.to_string()),
+                    _ => NotDone::Other,
+                }),
             ));
         }
     }
@@ -246,14 +174,20 @@ async fn deliver(
 }
 
 /// Run one schedule and check it; `Err` names what broke.
-async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
+async fn schedule(tables: Arc<Tables>, seed: u64) -> Result<(), String> {
     let base = client();
+    let env = &tables.env;
     let table = env.accounts().to_string();
-    let plan = plan(seed, &table);
-    for a in &plan.existing {
-        seed_account(&base, &table, a).await;
-    }
+    let plan = plan::plan(seed, &table, &tables.numeric);
+    plan::seed_plan(&base, &table, &plan).await;
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let mut downgraded = 0;
+    if plan.modes.previous_format {
+        // A rolling deploy: older coordinators started some messages and died; this
+        // release's coordinators deliver them again.
+        downgraded =
+            modes::leave_attempts_of_the_previous_release(&tables, &base, &plan, &mut rng).await?;
+    }
     let il = Interleaving::new();
     let mut tasks = Vec::new();
     let mut pauses = Vec::new();
@@ -263,13 +197,17 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         if let Some(release_after) = faults(&mut rng, &il, &name) {
             pauses.push((name.clone(), release_after));
         }
-        let config = env
+        let config = tables
             .builder()
             // Fast-path and lock-path coordinators side by side (one `txId` may take both).
             .fast_path(rng.random_bool(0.5))
             // The lock path item by item or in chunks of 2 or 3 (a schedule's transactions
-            // lock up to 3 items).
-            .lock_chunk(rng.random_range(1..=3))
+            // lock up to 5 items), or (wide mode) in chunks cut by bytes alone.
+            .lock_chunk(if plan.modes.wide && rng.random_bool(0.7) {
+                64
+            } else {
+                rng.random_range(1..=3)
+            })
             // Items read one by one, or batched while the record is created (and a commit
             // finalized without reads).
             .read_ahead(rng.random_bool(0.5))
@@ -281,15 +219,18 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
         let attempts = rng.random_range(1..=2);
         let c = Coordinator::new(il.client(&name, attempts), config);
         let as_batch = rng.random_bool(0.5);
+        let cut_after = (plan.modes.large && rng.random_bool(0.5))
+            .then(|| Duration::from_millis(rng.random_range(5..120)));
         tasks.push(tokio::spawn(deliver(
             c,
             messages.clone(),
             as_batch,
+            cut_after,
             finished.clone(),
         )));
     }
     let reader = tokio::spawn(read_during(
-        env.clone(),
+        tables.clone(),
         plan.accounts.clone(),
         plan.existing.len(),
         Duration::from_millis(rng.random_range(0..100)),
@@ -339,9 +280,13 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
     }
     sweeper.await.map_err(|e| format!("sweeper task: {e}"))?;
     reader.await.map_err(|e| format!("reader task: {e}"))??;
+
     let t1 = Instant::now();
     // Redelivery: every message until it is final (as SQS would), by a healthy coordinator.
-    let healthy = env.coordinator(client());
+    let healthy = Coordinator::new(
+        client(),
+        tables.builder().build().map_err(|e| e.to_string())?,
+    );
     for m in &plan.messages {
         let parsed = healthy
             .parse_message(m.body.to_string().as_bytes())
@@ -355,7 +300,8 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
                     break;
                 }
                 Err(TxError::Rejected(r)) => {
-                    reports.push((m.tx_id.clone(), Err(r.to_string())));
+                    let why = NotDone::Rejected(r.to_string());
+                    reports.push((m.tx_id.clone(), Err(why)));
                     break;
                 }
                 Err(e) if tries < 20 => {
@@ -367,11 +313,12 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
     }
     let t2 = Instant::now();
     check_committed_view(&healthy, &base, &table, &plan).await?;
-    sweep_all(&env, client()).await;
-    let result = check_final(&base, &env, &plan, &reports).await;
+    sweep_all(env, client()).await;
+    let result = check_final(&base, &tables, &plan, &reports).await;
     if std::env::var("TX_CHECK_VERBOSE").is_ok() {
         eprintln!(
-            "seed {seed}: run {:?}, redeliver {:?}, check {:?}",
+            "seed {seed} {:?} ({downgraded} locks downgraded): run {:?}, redeliver {:?}, check {:?}",
+            plan.modes,
             t1 - t0,
             t2 - t1,
             t2.elapsed()
@@ -383,14 +330,15 @@ async fn schedule(env: Arc<Env>, seed: u64) -> Result<(), String> {
 /// Readers during the schedule: every account at `Committed` (never negative), then all of
 /// them at `Locked`, a snapshot: when it succeeds, the balances add up to the money there is.
 async fn read_during(
-    env: Arc<Env>,
+    tables: Arc<Tables>,
     accounts: Vec<String>,
     existing: usize,
     after: Duration,
 ) -> Result<(), String> {
     tokio::time::sleep(after).await;
-    let c = env.coordinator(client());
-    let table = env.accounts().to_string();
+    let config = tables.builder().build().map_err(|e| e.to_string())?;
+    let c = Coordinator::new(client(), config);
+    let table = tables.env.accounts().to_string();
     let keys: Vec<(String, Map<String, Value>)> = accounts
         .iter()
         .map(|pk| {
@@ -420,10 +368,6 @@ async fn read_during(
         }
         _ => Ok(()),
     }
-}
-
-async fn seed_account(client: &aws_sdk_dynamodb::Client, table: &str, pk: &str) {
-    seed(client, table, pk, INITIAL).await;
 }
 
 /// The schedule's items (accounts and journals) by `PK`: one consistent `BatchGetItem` (the
@@ -506,10 +450,11 @@ async fn check_committed_view(
 
 async fn check_final(
     base: &aws_sdk_dynamodb::Client,
-    env: &Env,
+    tables: &Tables,
     plan: &Plan,
     reports: &Reports,
 ) -> Result<(), String> {
+    let env = &tables.env;
     let now = schedule_items(base, env.accounts(), plan).await?;
     let mut sum = 0;
     for a in &plan.accounts {
@@ -535,6 +480,7 @@ async fn check_final(
             }
         }
     }
+    let mut applied_count = 0;
     for (t, m) in plan.messages.iter().enumerate() {
         let applied = now
             .get(&format!("{}-j{t}", plan.prefix))
@@ -551,13 +497,29 @@ async fn check_final(
                     Ok(TxOutcome::RolledBack { .. } | TxOutcome::AlreadyRolledBack { .. })
                 )
         });
-        if applied > 1 || (committed && applied != 1) || (rolled_back && applied != 0) {
+        let rejected = reports.iter().find_map(|(id, r)| match r {
+            Err(NotDone::Rejected(why)) if *id == m.tx_id => Some(why),
+            _ => None,
+        });
+        if applied > 1
+            || (committed && applied != 1)
+            || ((rolled_back || rejected.is_some()) && applied != 0)
+        {
             return Err(format!(
-                "{}: applied {applied} times (committed reported: {committed}, rolled back reported: {rolled_back})",
+                "{}: applied {applied} times (committed reported: {committed}, rolled back \
+                 reported: {rolled_back}, rejected: {rejected:?})",
                 m.tx_id
             ));
         }
+        if let Some(why) = rejected {
+            return Err(format!(
+                "{}: a valid transaction was rejected ({:?}): {why}",
+                m.tx_id, plan.modes
+            ));
+        }
+        applied_count += usize::try_from(applied).unwrap_or(0);
     }
+    modes::check_pool(base, &tables.numeric, plan, applied_count).await?;
     let tx = env.sweeper(base.clone(), 0, 3600);
     for m in &plan.messages {
         let header = tx.status(&m.tx_id).await.map_err(|e| e.to_string())?;
@@ -580,12 +542,14 @@ async fn random_schedules_keep_every_invariant() {
             .unwrap_or(0),
     );
     eprintln!("tx-check: {schedules} schedules from seed {first} ({parallel} at a time)");
-    let env = Arc::new(Env::new(&client()).await);
+    let env = Env::new(&client()).await;
+    let numeric = crate::common::numeric_key_table(&client(), "CheckPool", "id").await;
+    let tables = Arc::new(Tables { env, numeric });
     let started = Instant::now();
     let runs = (0..schedules).map(|i| {
-        let (env, seed) = (env.clone(), first + i);
+        let (tables, seed) = (tables.clone(), first + i);
         async move {
-            let run = tokio::spawn(schedule(env, seed)).await;
+            let run = tokio::spawn(schedule(tables, seed)).await;
             (
                 seed,
                 run.map_err(|e| format!("panicked: {e}")).and_then(|r| r),

@@ -297,3 +297,50 @@ pub fn coordinator_writer(env: &Env, protocol: Coordinator) -> Writer<Coordinato
         .build()
         .expect("valid writer")
 }
+
+/// Rewrite the keep lock (`txId#attempt#k`) on item `pk`, if any, as the release before keep
+/// locks wrote it: the plain lock `txId#attempt`, and the item's values saved as its image
+/// unless the lock inserted the item (a check or delete of an absent item: `_txTransient`).
+/// Markers and token stay. Returns whether a lock was rewritten.
+pub async fn downgrade_keep_lock(client: &Client, table: &str, pk: &str) -> bool {
+    let Ok(out) = client
+        .get_item()
+        .table_name(table)
+        .key("PK", AttributeValue::S(pk.into()))
+        .consistent_read(true)
+        .send()
+        .await
+    else {
+        return false;
+    };
+    let Some(item) = out.item().cloned() else {
+        return false;
+    };
+    let Some(lock) = item.get("_txLock").and_then(|v| v.as_s().ok()).cloned() else {
+        return false;
+    };
+    let Some(plain) = lock.strip_suffix("#k") else {
+        return false;
+    };
+    let mut old = item.clone();
+    old.insert("_txLock".into(), AttributeValue::S(plain.to_string()));
+    if !matches!(item.get("_txTransient"), Some(AttributeValue::Bool(true))) {
+        let protocol = dynamodb_exactly_once::txn::ITEM_PROTOCOL_ATTRIBUTES;
+        let values: std::collections::HashMap<String, AttributeValue> = item
+            .iter()
+            .filter(|(k, _)| !protocol.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        old.insert("_txImage".into(), AttributeValue::M(values));
+    }
+    client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(old))
+        .condition_expression("#l = :keep")
+        .expression_attribute_names("#l", "_txLock")
+        .expression_attribute_values(":keep", AttributeValue::S(lock.clone()))
+        .send()
+        .await
+        .is_ok()
+}

@@ -118,10 +118,14 @@ impl Coordinator {
         if header.state != TxState::Pending {
             return Ok(Transition::Lost(header.clone()));
         }
+        let (reason, detail) = why.stored();
         let mut set = vec![
             (record::ATTR_STATE, s(TxState::RolledBack.as_str())),
-            (record::ATTR_REASON, s(why.as_str())),
+            (record::ATTR_REASON, s(reason)),
         ];
+        if let Some(detail) = detail {
+            set.push((record::ATTR_REASON_DETAIL, s(detail)));
+        }
         if let Some(i) = request {
             set.push((
                 record::ATTR_FAILED_REQUEST,
@@ -155,6 +159,7 @@ impl Coordinator {
         let remove = [
             record::ATTR_EXPIRES_AT,
             record::ATTR_REASON,
+            record::ATTR_REASON_DETAIL,
             record::ATTR_FAILED_REQUEST,
             record::ATTR_DECISION,
             record::ATTR_TOKENS,

@@ -4,19 +4,20 @@
 //! "Contention").
 
 mod chunk;
+mod own;
 mod size;
 mod write;
 
 use chunk::{ChunkLock, ItemFailure};
+use own::{own_lock, OwnLock};
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
-use super::item::{flag, lock_of, new_token, token_of, ATTR_DELETE, ATTR_TRANSIENT};
-use super::record::{lock_value, parse_owner, RollbackReason, TxHeader, TxState};
-use super::request::Operation;
+use super::item::{lock_of, new_token, token_of};
+use super::record::{parse_owner, RollbackReason, TxHeader, TxState};
 use super::resolve::Resolved;
 use super::{Coordinator, Cost};
 use crate::batch::Deadline;
@@ -162,48 +163,6 @@ fn lock_order(resolved: &[Resolved]) -> Vec<&Resolved> {
     order
 }
 
-/// Whose lock is on an item, as seen by one request of one attempt.
-#[derive(Debug, PartialEq, Eq)]
-enum OwnLock {
-    /// Unlocked, or another attempt's or transaction's lock.
-    NotOurs,
-    /// This attempt's lock, as this request's own lock write leaves it: adopted as held.
-    Ours,
-    /// This attempt's lock, but not as this request's lock write leaves it (why).
-    OtherRequest(String),
-}
-
-/// Whether `item`'s lock is this attempt's (`owner`) lock for request `r`: the lock's kind
-/// ([`lock_value`], a keep lock or not) and the delete marker are what `r`'s lock write sets
-/// (a `Delete` marks the item; a `ConditionCheck` marks only a transient item it inserted;
-/// an `Update` or `Put` never). One attempt locks one item for one request, so a mismatch
-/// means two requests name one item (parsing refuses that, so only a damaged record can):
-/// adopting the lock would commit a change that was never applied.
-fn own_lock(owner: &str, r: &Resolved, item: &Item) -> OwnLock {
-    let Some(lock) = lock_of(item) else {
-        return OwnLock::NotOurs;
-    };
-    if parse_owner(lock).is_none() || parse_owner(lock) != parse_owner(owner) {
-        return OwnLock::NotOurs;
-    }
-    let op = &r.request.op;
-    let marked = flag(item, ATTR_DELETE);
-    let expected_mark = match op {
-        Operation::Delete { .. } => true,
-        Operation::ConditionCheck { .. } => flag(item, ATTR_TRANSIENT),
-        Operation::Put { .. } | Operation::Update { .. } => false,
-    };
-    if lock == lock_value(owner, op.keeps_values()) && marked == expected_mark {
-        return OwnLock::Ours;
-    }
-    OwnLock::OtherRequest(format!(
-        "the item of request {} ({}) is locked by this attempt for another request (lock \
-         {lock:?}, delete marker {marked}): two requests name one item",
-        r.index,
-        op.tag()
-    ))
-}
-
 /// Whether `item` is locked by a later attempt of `header`'s own transaction (then this
 /// attempt was decided and restarted: a stale coordinator must not wait on, or roll back, its
 /// own transaction's newer attempt).
@@ -256,9 +215,10 @@ impl Coordinator {
             _ => self.read_in_lock_order(resolved).await?,
         };
         // Decided from the reads before anything is locked: an item too large to carry its
-        // image never ends the attempt half-locked.
+        // image never ends the attempt half-locked. Sized as committed, so that a resumed
+        // attempt, or one meeting another lock, decides as the first delivery did.
         for (r, item) in order.iter().zip(&current) {
-            if let Some(why) = size::too_large_to_lock(r, item.as_ref()) {
+            if let Some(why) = size::too_large_to_lock(&owner, r, item.as_ref()) {
                 return Ok(LockPhase::TooLarge(r.index, why));
             }
         }

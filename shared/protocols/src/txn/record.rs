@@ -81,6 +81,10 @@ pub(crate) const ATTR_TOKENS: &str = "Tokens";
 /// Why a transaction rolled back: a [`RollbackReason`] (`condition_failed`,
 /// `invalid_request`, `conflict`, `abandoned`, `read`).
 pub(crate) const ATTR_REASON: &str = "Reason";
+/// A final reason the previous release does not know, stored beside `Reason =
+/// invalid_request` (a final reason to every release): `item_too_large`. A release that reads
+/// only `Reason` sees a final rollback and never restarts the transaction.
+pub(crate) const ATTR_REASON_DETAIL: &str = "ReasonDetail";
 /// The request whose condition failed (or that DynamoDB rejected).
 pub(crate) const ATTR_FAILED_REQUEST: &str = "FailedRequest";
 /// Once completed: `committed` or `rolled_back`.
@@ -205,6 +209,29 @@ impl RollbackReason {
         }
     }
 
+    /// The stored `Reason` and `ReasonDetail`: a final reason the previous release does not
+    /// know (`item_too_large`) is stored as `invalid_request`, which every release reads as
+    /// final, with the reason as its detail ([`RollbackReason::parse_stored`] reads it back).
+    pub(crate) fn stored(&self) -> (&str, Option<&str>) {
+        match self {
+            RollbackReason::ItemTooLarge => ("invalid_request", Some(self.as_str())),
+            other => (other.as_str(), None),
+        }
+    }
+
+    /// Parse a stored `Reason` and its `ReasonDetail` ([`RollbackReason::stored`]).
+    pub(crate) fn parse_stored(reason: &str, detail: Option<&str>) -> RollbackReason {
+        match (
+            RollbackReason::parse(reason),
+            detail.map(RollbackReason::parse),
+        ) {
+            (RollbackReason::InvalidRequest, Some(RollbackReason::ItemTooLarge)) => {
+                RollbackReason::ItemTooLarge
+            }
+            (parsed, _) => parsed,
+        }
+    }
+
     /// Parse a stored value (never fails: an unknown value is [`RollbackReason::Other`]).
     pub fn parse(s: &str) -> RollbackReason {
         match s {
@@ -306,7 +333,9 @@ impl TryFrom<&Item> for TxHeader {
             inline_requests: get_s(item, ATTR_REQUESTS),
             parts: get_n(item, ATTR_PARTS).unwrap_or(0),
             tokens: decode_tokens(item)?,
-            reason: get_s(item, ATTR_REASON).map(|s| RollbackReason::parse(&s)),
+            reason: get_s(item, ATTR_REASON).map(|s| {
+                RollbackReason::parse_stored(&s, get_s(item, ATTR_REASON_DETAIL).as_deref())
+            }),
             failed_request: get_n(item, ATTR_FAILED_REQUEST).and_then(|v| usize::try_from(v).ok()),
             decision: get_s(item, ATTR_DECISION).and_then(|s| TxState::parse(&s)),
             nonce: get_s(item, ATTR_NONCE),
@@ -506,5 +535,34 @@ mod tests {
         ] {
             assert_eq!(RollbackReason::parse(reason.as_str()), reason);
         }
+    }
+
+    /// The reasons the release before `item_too_large` (`4aa95ce`) parses as final: every
+    /// final reason this release stores must be one of them, or a redelivery reaching that
+    /// release would restart a transaction this one ended (review X2).
+    #[test]
+    fn every_final_reason_is_stored_as_one_the_previous_release_reads_as_final() {
+        const PREVIOUS_FINAL: [&str; 3] = ["condition_failed", "invalid_request", "read"];
+        for reason in [
+            RollbackReason::ConditionFailed,
+            RollbackReason::InvalidRequest,
+            RollbackReason::Conflict,
+            RollbackReason::Abandoned,
+            RollbackReason::Read,
+            RollbackReason::ItemTooLarge,
+        ] {
+            let (stored, detail) = reason.stored();
+            assert_eq!(
+                PREVIOUS_FINAL.contains(&stored),
+                reason.is_final(),
+                "{reason:?} stored as {stored:?}"
+            );
+            assert_eq!(RollbackReason::parse_stored(stored, detail), reason);
+        }
+        // A record this release wrote before the detail existed still reads as it was.
+        assert_eq!(
+            RollbackReason::parse_stored("item_too_large", None),
+            RollbackReason::ItemTooLarge
+        );
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::{
     header_key, n, s, transaction_hash, RollbackReason, TxState, ATTR_ATTEMPT, ATTR_DECIDER,
     ATTR_DECISION, ATTR_EXPIRES_AT, ATTR_FAILED_REQUEST, ATTR_ISSUED_AT, ATTR_LAST_TOUCHED,
-    ATTR_NONCE, ATTR_REASON, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_VERSION,
+    ATTR_NONCE, ATTR_REASON, ATTR_REASON_DETAIL, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_VERSION,
 };
 use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
@@ -66,7 +66,11 @@ impl Decided<'_> {
         item.insert(ATTR_LAST_TOUCHED.into(), n(now_ms));
         item.insert(ATTR_EXPIRES_AT.into(), n(expires));
         if let Some((reason, request)) = &self.rolled_back {
-            item.insert(ATTR_REASON.into(), s(reason.as_str()));
+            let (stored, detail) = reason.stored();
+            item.insert(ATTR_REASON.into(), s(stored));
+            if let Some(detail) = detail {
+                item.insert(ATTR_REASON_DETAIL.into(), s(detail));
+            }
             item.insert(ATTR_FAILED_REQUEST.into(), n(request));
         }
         item

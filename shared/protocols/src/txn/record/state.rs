@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use super::{
     header_key, TxHeader, ATTR_ATTEMPT, ATTR_DECIDER, ATTR_DECISION, ATTR_FAILED_REQUEST,
-    ATTR_ISSUED_AT, ATTR_LAST_TOUCHED, ATTR_PART, ATTR_REASON, ATTR_REQUESTS_HASH, ATTR_STATE,
-    ATTR_TX_ID, ATTR_VERSION,
+    ATTR_ISSUED_AT, ATTR_LAST_TOUCHED, ATTR_PART, ATTR_REASON, ATTR_REASON_DETAIL,
+    ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_TX_ID, ATTR_VERSION,
 };
 use crate::ddb::error::StoreError;
 
@@ -13,7 +13,7 @@ use super::table::TxTable;
 
 /// The attributes [`TxTable::get_state`] reads.
 const PROJECTION_STATE: &str =
-    "#txpid, #txppart, #txpst, #txpver, #txpatt, #txpdec, #txprsn, #txpfr, #txpby, #txpts, #txphash, #txpiss";
+    "#txpid, #txppart, #txpst, #txpver, #txpatt, #txpdec, #txprsn, #txprsd, #txpfr, #txpby, #txpts, #txphash, #txpiss";
 
 fn state_names() -> HashMap<String, String> {
     [
@@ -24,6 +24,7 @@ fn state_names() -> HashMap<String, String> {
         ("#txpatt", ATTR_ATTEMPT),
         ("#txpdec", ATTR_DECISION),
         ("#txprsn", ATTR_REASON),
+        ("#txprsd", ATTR_REASON_DETAIL),
         ("#txpfr", ATTR_FAILED_REQUEST),
         ("#txpby", ATTR_DECIDER),
         ("#txpts", ATTR_LAST_TOUCHED),
