@@ -210,12 +210,13 @@ impl Persistence for DynamoDbPersistence {
         &self,
         key: &str,
         token: &str,
-        result: &[u8],
+        result: Option<&[u8]>,
         expires_at_s: u64,
     ) -> Result<Completion, StoreError> {
         let names = &self.names;
+        let result = result.unwrap_or_default();
         let text = String::from_utf8_lossy(result).into_owned();
-        let keep = self.fits(key, token, &text, expires_at_s);
+        let keep = !result.is_empty() && self.fits(key, token, &text, expires_at_s);
         let update = if keep {
             "SET #st = :done, #exp = :exp, #res = :res REMOVE #until"
         } else {

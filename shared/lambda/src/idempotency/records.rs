@@ -59,7 +59,7 @@ impl<P: Persistence> Idempotency<P> {
 
 /// A failed run as the processor's answer: in progress is delivered again (it is replayed
 /// once the first run completed); a store error by its class; the function's own error as it
-/// says; a reused key, a record without a key, or a result that cannot be serialized can
+/// says; a reused key, a record without a key, or a payload that cannot be serialized can
 /// never succeed and are rejected (dead letters). A stored result that cannot be read back
 /// is no error: `Run::ReplayedWithoutValue`, acknowledged.
 impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
@@ -85,7 +85,7 @@ impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
             ),
             IdempotencyError::Result(e) => reject(
                 RejectionCode::RejectedByHandler,
-                format!("idempotency result: {e}"),
+                format!("idempotency payload: {e}"),
             ),
         }
     }

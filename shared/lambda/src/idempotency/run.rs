@@ -178,35 +178,49 @@ impl<P: Persistence> Idempotency<P> {
                 std::panic::resume_unwind(panic);
             }
         };
+        // The effect ran: the key is never released now. A result that cannot be serialized
+        // is recorded as completed without it (duplicates: `ReplayedWithoutValue`).
         let result = match serde_json::to_vec(&value) {
-            Ok(result) => result,
+            Ok(result) => Some(result),
             Err(e) => {
-                self.release(claim).await;
-                return Err(IdempotencyError::Result(e));
+                tracing::warn!(key = %claim.key, error = %e,
+                    "the result cannot be serialized: recorded as completed without it; duplicates are acknowledged without a value");
+                self.counters.count(Event::ResultNotSerialized);
+                None
             }
         };
         Ok(self.completed(claim, value, result).await)
     }
 
     /// The answer of a run that finished: stored (cached), or not the stored value.
-    async fn completed<T>(&self, claim: &ClaimRequest, value: T, result: Vec<u8>) -> Run<T> {
+    async fn completed<T>(
+        &self,
+        claim: &ClaimRequest,
+        value: T,
+        result: Option<Vec<u8>>,
+    ) -> Run<T> {
         let expires_at_s =
             (epoch_millis() / 1000).saturating_add(self.config.expires_after.as_secs());
-        match self.store_result(claim, &result, expires_at_s).await {
+        match self
+            .store_result(claim, result.as_deref(), expires_at_s)
+            .await
+        {
             Ok(Completion::Stored) => {
                 self.remember(
                     &claim.key,
                     &claim.payload_hash,
                     Some(claim.operation.clone()),
-                    Some(result),
+                    result,
                     expires_at_s,
                 );
                 self.counters.count(super::stats::Event::Ran);
                 Run::Ran(value)
             }
             Ok(Completion::StoredWithoutResult { bytes }) => {
-                tracing::warn!(key = %claim.key, bytes,
+                if bytes > 0 {
+                    tracing::warn!(key = %claim.key, bytes,
                     "the result is too large for one item: recorded as completed without it; duplicates are acknowledged without a value");
+                }
                 self.remember(
                     &claim.key,
                     &claim.payload_hash,
@@ -247,7 +261,7 @@ impl<P: Persistence> Idempotency<P> {
     async fn store_result(
         &self,
         claim: &ClaimRequest,
-        result: &[u8],
+        result: Option<&[u8]>,
         expires_at_s: u64,
     ) -> Result<Completion, StoreError> {
         let mut waits = COMPLETION_RETRY.delays();

@@ -23,6 +23,8 @@ pub struct IdempotencyStats {
     pub result_not_stored: u64,
     /// Runs that failed or panicked (their key released).
     pub failed: u64,
+    /// Runs whose result could not be serialized (recorded as completed without it).
+    pub result_not_serialized: u64,
 }
 
 #[derive(Debug, Default)]
@@ -33,6 +35,7 @@ pub(super) struct Counters {
     in_progress: AtomicU64,
     result_not_stored: AtomicU64,
     failed: AtomicU64,
+    result_not_serialized: AtomicU64,
 }
 
 /// One counted event.
@@ -44,6 +47,7 @@ pub(super) enum Event {
     InProgress,
     ResultNotStored,
     Failed,
+    ResultNotSerialized,
 }
 
 /// The EMF metric of a result not stored.
@@ -58,6 +62,7 @@ impl Counters {
             Event::InProgress => &self.in_progress,
             Event::ResultNotStored => &self.result_not_stored,
             Event::Failed => &self.failed,
+            Event::ResultNotSerialized => &self.result_not_serialized,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if matches!(event, Event::ResultNotStored) {
@@ -74,6 +79,7 @@ impl Counters {
             in_progress: get(&self.in_progress),
             result_not_stored: get(&self.result_not_stored),
             failed: get(&self.failed),
+            result_not_serialized: get(&self.result_not_serialized),
         }
     }
 }
