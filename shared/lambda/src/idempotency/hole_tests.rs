@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};
 
@@ -86,4 +88,95 @@ async fn p1_a_result_that_cannot_be_serialized_keeps_the_key_and_the_redelivery_
         "charged on every receive"
     );
     assert_eq!(idem.stats().replayed_without_value, 1, "{:?}", idem.stats());
+}
+
+/// A processor charging `/orderId` once through `run_record`, counting its runs per order.
+fn charging(
+    idem: &Arc<Idempotency<InMemory>>,
+    runs: &Arc<std::sync::Mutex<Vec<String>>>,
+) -> crate::processor::ProcessorBuilder<Value> {
+    let (store, runs) = (Arc::clone(idem), Arc::clone(runs));
+    Processor::builder("payments", move |record: Record<Value>| {
+        let (store, runs) = (Arc::clone(&store), Arc::clone(&runs));
+        async move {
+            let keys =
+                KeySource::pointer("/orderId").map_err(|e| RecordError::retry(e.to_string()))?;
+            let order = record.body["orderId"].to_string();
+            let _ = store
+                .run_record("charge", &keys, &record, || async {
+                    if let Ok(mut runs) = runs.lock() {
+                        runs.push(order);
+                    }
+                    Ok::<_, RecordError>(1u8)
+                })
+                .await?;
+            Ok(())
+        }
+    })
+}
+
+#[tokio::test]
+async fn p2_a_key_held_briefly_by_another_run_is_waited_for_not_reported_on_an_ordered_stream() {
+    let idem = idempotency(IdempotencyConfig::builder("fn"));
+    let runs = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let processor = charging(&idem, &runs)
+        .dead_letters(ReportOnly)
+        .build()
+        .expect("processor");
+    // Another actor (a run in another shard, or one that died) holds `k` for one more second.
+    let now = epoch_millis();
+    let held = ClaimRequest::new("fn#charge#k", "charge", "other", now, now + 1000, 3600);
+    assert_eq!(
+        idem.persistence().claim(&held).await.ok(),
+        Some(Claim::Claimed)
+    );
+    let bodies = [
+        json!({"orderId": "k"}),
+        json!({"orderId": "r2"}),
+        json!({"orderId": "r3"}),
+    ];
+    let kinesis = batch(SourceKind::Kinesis, &bodies);
+    let deadline = Deadline::from_epoch_ms(now + 10_000, Duration::from_secs(2));
+    let report = processor.handle_batch(&kinesis, deadline).await;
+    assert!(
+        report.response.failed_ids().is_empty(),
+        "reported at once, burning the mapping's retries: {:?}",
+        report.summary
+    );
+    let runs = runs.lock().map(|r| r.clone()).unwrap_or_default();
+    assert_eq!(runs, ["\"k\"", "\"r2\"", "\"r3\""]);
+    assert!(epoch_millis() >= now + 1000, "k ran only after the hold");
+}
+
+#[tokio::test]
+async fn p2_a_hold_past_the_records_own_cutoff_is_reported_at_once() {
+    let idem = idempotency(IdempotencyConfig::builder("fn"));
+    let runs = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let processor = charging(&idem, &runs)
+        .dead_letters(ReportOnly)
+        .build()
+        .expect("processor");
+    let now = epoch_millis();
+    let held = ClaimRequest::new("fn#charge#k", "charge", "other", now, now + 600_000, 3600);
+    assert_eq!(
+        idem.persistence().claim(&held).await.ok(),
+        Some(Claim::Claimed)
+    );
+    let kinesis = batch(
+        SourceKind::Kinesis,
+        &[json!({"orderId": "k"}), json!({"orderId": "r2"})],
+    );
+    let deadline = Deadline::from_epoch_ms(now + 10_000, Duration::from_secs(2));
+    let report = processor.handle_batch(&kinesis, deadline).await;
+    assert_eq!(
+        report.response.failed_ids(),
+        ["100", "101"],
+        "{:?}",
+        report.summary
+    );
+    assert!(
+        epoch_millis() < now + 2000,
+        "no wait for a hold that outlasts the invocation"
+    );
+    assert!(runs.lock().map(|r| r.is_empty()).unwrap_or(false));
 }

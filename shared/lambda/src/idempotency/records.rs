@@ -52,8 +52,15 @@ impl<P: Persistence> Idempotency<P> {
             Err(e) => return Err(IdempotencyError::Key(e)),
         };
         let payload = body.unwrap_or_else(|| Value::String(hex::encode(&record.raw)));
-        self.run_keyed(operation, &key, &payload, record.deadline_ms(), function)
-            .await
+        self.run_keyed(
+            operation,
+            &key,
+            &payload,
+            record.deadline_ms(),
+            true,
+            function,
+        )
+        .await
     }
 }
 

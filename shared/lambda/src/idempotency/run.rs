@@ -27,6 +27,14 @@ const COMPLETION_RETRY: Backoff = Backoff::new(
     8,
 );
 
+/// Waits before claiming again a key whose holder's claim ends before this run's deadline
+/// (the delays grow to 1 s; the loop is bounded by the deadline, not by this count).
+const HOLDER_WAIT: Backoff = Backoff::new(
+    std::time::Duration::from_millis(20),
+    std::time::Duration::from_secs(1),
+    usize::MAX,
+);
+
 /// Longest operation name.
 const MAX_OPERATION_BYTES: usize = 128;
 
@@ -39,6 +47,7 @@ impl<P: Persistence> Idempotency<P> {
         key: &RecordKey,
         payload: &impl Serialize,
         deadline_ms: Option<u64>,
+        wait_for_holder: bool,
         function: F,
     ) -> Result<Run<T>, IdempotencyError<E>>
     where
@@ -72,7 +81,7 @@ impl<P: Persistence> Idempotency<P> {
         let until_ms = deadline_ms
             .unwrap_or_else(|| now_ms.saturating_add(millis(self.config.in_progress_expiry)));
         let token = format!("{:032x}", rand::random::<u128>());
-        let request = ClaimRequest::new(
+        let mut request = ClaimRequest::new(
             stored_key,
             operation,
             token,
@@ -81,10 +90,54 @@ impl<P: Persistence> Idempotency<P> {
             self.config.expires_after.as_secs(),
         )
         .with_payload_hash(hash);
-        match self.persistence.claim(&request).await {
+        let wait_until_ms = deadline_ms.filter(|_| wait_for_holder);
+        match self.claim_or_wait(&mut request, wait_until_ms).await {
             Err(e) => Err(IdempotencyError::Store(e)),
             Ok(Claim::Claimed) => self.run_claimed(&request, function).await,
             Ok(Claim::Existing(record)) => self.found(&request, record),
+        }
+    }
+
+    /// Claim the key. With `wait_until_ms` (this run's own deadline), a live claim of
+    /// another run (same operation and payload) that ends before it is waited for, and the
+    /// key claimed again, until that run completed (replayed) or its claim lapsed (run
+    /// here): a stream retried at once would otherwise spend the mapping's
+    /// `MaximumRetryAttempts` on `InProgress` in milliseconds. A claim that outlasts the
+    /// deadline is answered at once.
+    async fn claim_or_wait(
+        &self,
+        request: &mut ClaimRequest,
+        wait_until_ms: Option<u64>,
+    ) -> Result<Claim, StoreError> {
+        let mut waits = HOLDER_WAIT.delays();
+        loop {
+            let claim = self.persistence.claim(request).await?;
+            let (Some(limit), Claim::Existing(record)) = (wait_until_ms, &claim) else {
+                return Ok(claim);
+            };
+            let Status::InProgress { until_ms } = record.status else {
+                return Ok(claim);
+            };
+            let same_operation = record
+                .operation
+                .as_deref()
+                .is_none_or(|op| op == request.operation);
+            let now = epoch_millis();
+            if !same_operation
+                || !self.matches(&request.payload_hash, &record.payload_hash)
+                || until_ms >= limit
+            {
+                return Ok(claim);
+            }
+            // Never sleep far past the holder's end: the claim is free 1 ms after it.
+            let to_free = until_ms.saturating_add(1).saturating_sub(now).max(1);
+            let wait = waits.next().map_or(to_free, |w| millis(w).min(to_free));
+            if now.saturating_add(wait) >= limit {
+                return Ok(claim);
+            }
+            self.counters.count(Event::Waited);
+            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            request.now_ms = epoch_millis();
         }
     }
 

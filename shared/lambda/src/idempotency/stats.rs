@@ -25,6 +25,9 @@ pub struct IdempotencyStats {
     pub failed: u64,
     /// Runs whose result could not be serialized (recorded as completed without it).
     pub result_not_serialized: u64,
+    /// Waits for another run's claim that ends before this record's deadline (one per
+    /// sleep; the key is claimed again after each).
+    pub waited: u64,
 }
 
 #[derive(Debug, Default)]
@@ -36,6 +39,7 @@ pub(super) struct Counters {
     result_not_stored: AtomicU64,
     failed: AtomicU64,
     result_not_serialized: AtomicU64,
+    waited: AtomicU64,
 }
 
 /// One counted event.
@@ -48,6 +52,7 @@ pub(super) enum Event {
     ResultNotStored,
     Failed,
     ResultNotSerialized,
+    Waited,
 }
 
 /// The EMF metric of a result not stored.
@@ -63,6 +68,7 @@ impl Counters {
             Event::ResultNotStored => &self.result_not_stored,
             Event::Failed => &self.failed,
             Event::ResultNotSerialized => &self.result_not_serialized,
+            Event::Waited => &self.waited,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if matches!(event, Event::ResultNotStored) {
@@ -80,6 +86,7 @@ impl Counters {
             result_not_stored: get(&self.result_not_stored),
             failed: get(&self.failed),
             result_not_serialized: get(&self.result_not_serialized),
+            waited: get(&self.waited),
         }
     }
 }
