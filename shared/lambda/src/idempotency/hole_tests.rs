@@ -180,3 +180,145 @@ async fn p2_a_hold_past_the_records_own_cutoff_is_reported_at_once() {
     );
     assert!(runs.lock().map(|r| r.is_empty()).unwrap_or(false));
 }
+
+/// The in-memory store spelling keys and hashes as Powertools does.
+#[derive(Debug, Default)]
+struct PowertoolsInMemory(InMemory);
+
+impl Persistence for PowertoolsInMemory {
+    async fn claim(
+        &self,
+        request: &ClaimRequest,
+    ) -> Result<Claim, dynamodb_exactly_once::StoreError> {
+        self.0.claim(request).await
+    }
+
+    async fn complete(
+        &self,
+        key: &str,
+        token: &str,
+        result: Option<&[u8]>,
+        expires_at_s: u64,
+    ) -> Result<Completion, dynamodb_exactly_once::StoreError> {
+        self.0.complete(key, token, result, expires_at_s).await
+    }
+
+    async fn release(
+        &self,
+        key: &str,
+        token: &str,
+    ) -> Result<(), dynamodb_exactly_once::StoreError> {
+        self.0.release(key, token).await
+    }
+
+    fn format(&self) -> RecordFormat {
+        RecordFormat::Powertools
+    }
+}
+
+/// An inner service counting its calls, answering a receipt.
+fn receipts(
+    calls: &Arc<AtomicUsize>,
+) -> impl tower_service::Service<
+    Record<Value>,
+    Response = String,
+    Error = RecordError,
+    Future = impl std::future::Future<Output = Result<String, RecordError>> + Send,
+> + Clone
+       + Send
+       + Sync
+       + 'static {
+    let calls = Arc::clone(calls);
+    lambda_runtime::service_fn(move |record: Record<Value>| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        async move { Ok(format!("receipt {}", record.body["orderId"])) }
+    })
+}
+
+#[tokio::test]
+async fn p5_the_tower_layer_hashes_a_numeric_key_as_its_json_value_as_run_record_and_python_do() {
+    use tower_layer::Layer;
+    let config = IdempotencyConfig::builder("payments")
+        .cache_keys(0)
+        .build()
+        .expect("config");
+    let idem = Arc::new(Idempotency::new(PowertoolsInMemory::default(), config));
+    let keys = KeySource::pointer("/orderId").expect("pointer");
+    let order = json!({"orderId": 5});
+    let record = Record::new(
+        order.clone(),
+        position(SourceKind::Sqs, "m-1"),
+        order.to_string().into_bytes(),
+    );
+    // Python's key for `{"orderId": 5}`: md5 of `json.dumps(5)`, i.e. of `5`.
+    let python_key = format!(
+        "payments.charge#{}",
+        hex::encode(<md5::Md5 as md5::Digest>::digest(b"5"))
+    );
+    let ran = idem
+        .run_record("charge", &keys, &record, || async {
+            Ok::<_, String>("receipt 5".to_string())
+        })
+        .await;
+    assert_eq!(ran.ok(), Some(Run::Ran("receipt 5".to_string())));
+    assert!(
+        idem.persistence().0.get(&python_key).is_some(),
+        "run_record wrote Python's key"
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let processor = Processor::service_builder(
+        "payments",
+        IdempotencyLayer::new(Arc::clone(&idem), "charge", keys).layer(receipts(&calls)),
+    )
+    .build()
+    .expect("processor");
+    let report = processor
+        .handle_batch(&batch(SourceKind::Sqs, &[order]), Deadline::none())
+        .await;
+    assert!(
+        report.response.failed_ids().is_empty(),
+        "{:?}",
+        report.summary
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        0,
+        "the layer charged again under another key"
+    );
+}
+
+#[tokio::test]
+async fn p6_behind_the_processor_a_completed_duplicate_without_a_readable_response_is_acknowledged()
+{
+    use tower_layer::Layer;
+    let idem = idempotency(IdempotencyConfig::builder("fn"));
+    let keys = KeySource::pointer("/orderId").expect("pointer");
+    let order = json!({"orderId": "o-1"});
+    let record = Record::new(
+        order.clone(),
+        position(SourceKind::Sqs, "m-1"),
+        order.to_string().into_bytes(),
+    );
+    // The response type before a deploy: a number.
+    let ran = idem
+        .run_record("charge", &keys, &record, || async { Ok::<_, String>(7u64) })
+        .await;
+    assert_eq!(ran.ok(), Some(Run::Ran(7)));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let processor = Processor::service_builder(
+        "payments",
+        IdempotencyLayer::new(Arc::clone(&idem), "charge", keys).layer(receipts(&calls)),
+    )
+    .dead_letters(ReportOnly)
+    .build()
+    .expect("processor");
+    let report = processor
+        .handle_batch(&batch(SourceKind::Sqs, &[order]), Deadline::none())
+        .await;
+    assert!(
+        report.response.failed_ids().is_empty(),
+        "{:?}",
+        report.summary
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}

@@ -155,6 +155,16 @@ impl<T> KeySource<T> {
         self.key_with(record, body.as_ref()).map(|key| key.text)
     }
 
+    /// The key of `record` as the JSON value read (a string for the source's ids): what
+    /// Powertools' format hashes.
+    pub fn key_json_of(&self, record: &Record<T>) -> Result<Value, KeyError> {
+        let body = match self {
+            KeySource::Expression(e) if e.reads_body => serde_json::from_slice(&record.raw).ok(),
+            _ => None,
+        };
+        self.key_with(record, body.as_ref()).map(|key| key.json)
+    }
+
     /// The key of `record` whose raw body was parsed into `body` (`None`: not JSON).
     pub(super) fn key_with(
         &self,
@@ -218,6 +228,17 @@ impl KeyExpression {
 pub(super) struct RecordKey {
     pub text: String,
     pub json: Value,
+}
+
+impl RecordKey {
+    /// The key of a JSON value already checked (its text as [`key_text`] spells it).
+    pub(super) fn of(json: Value) -> Self {
+        let text = match &json {
+            Value::String(s) => s.clone(),
+            other => canonical_json(other),
+        };
+        RecordKey { text, json }
+    }
 }
 
 /// The key a value read stands for: a string as it is, `null` refused, anything else as its

@@ -68,7 +68,8 @@ impl<P: Persistence> Idempotency<P> {
 /// once the first run completed); a store error by its class; the function's own error as it
 /// says; a reused key, a record without a key, or a payload that cannot be serialized can
 /// never succeed and are rejected (dead letters). A stored result that cannot be read back
-/// is no error: `Run::ReplayedWithoutValue`, acknowledged.
+/// is no error: `Run::ReplayedWithoutValue`, acknowledged (the tower layer's
+/// [`IdempotencyError::Completed`] is [`RecordError::Completed`], acknowledged too).
 impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
     fn from(err: IdempotencyError<E>) -> Self {
         let reject = |code, message: String| RecordError::Reject(Rejection::new(code, message));
@@ -86,10 +87,9 @@ impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
                 reject(RejectionCode::InvalidIdempotencyKey, e.to_string())
             }
             IdempotencyError::Key(e) => reject(RejectionCode::MissingIdempotencyKey, e.to_string()),
-            IdempotencyError::Completed { key, why } => reject(
-                RejectionCode::RejectedByHandler,
-                format!("the key {key:?} completed earlier; its stored response cannot be given ({why:?})"),
-            ),
+            IdempotencyError::Completed { key, why } => RecordError::completed(format!(
+                "the key {key:?} completed earlier; its stored response cannot be given ({why:?})"
+            )),
             IdempotencyError::Result(e) => reject(
                 RejectionCode::RejectedByHandler,
                 format!("idempotency payload: {e}"),

@@ -62,6 +62,11 @@ impl<P: Persistence> Idempotency<P> {
                 .map_err(IdempotencyError::Handler);
         }
         check_operation(operation)?;
+        if key.text.is_empty() {
+            return Err(IdempotencyError::Key(KeyError::Empty {
+                expression: "the key given".into(),
+            }));
+        }
         let format = self.persistence.format();
         let stored_key = format.stored_key(&self.config.namespace, operation, &key.text, &key.json);
         let hash = self.payload_hash(payload)?;

@@ -37,6 +37,7 @@
 //! | returns `Ok(())` | acknowledged (`processed`) | no |
 //! | returns [`RecordError::Retry`] (or panics) | delivered again (`failed`) | yes |
 //! | returns [`RecordError::Reject`], or the body does not deserialize (`invalid_body`) | given to the dead-letter sink: kept and acknowledged ([`DeadLetters`](crate::dead_letter::DeadLetters), `invalid`), or reported for the source's own dead-letter queue ([`ReportOnly`], `rejected_reported`) | only if not kept |
+//! | returns [`RecordError::Completed`] (the work completed in an earlier delivery) | acknowledged (`completed_earlier`) | no |
 //! | is not started before the deadline's margin, or still runs at the cut-off | delivered again (`deferred`, `failed`) | yes |
 //!
 //! Order: an SQS FIFO batch by message group, always (a group's records one at a time, none
