@@ -119,6 +119,14 @@ impl IdempotencyConfig {
     /// A builder with the defaults, keys under `namespace`; turned off when an environment
     /// variable of [`DISABLED_ENV`] is `true` or `1`.
     pub fn builder(namespace: impl Into<String>) -> IdempotencyConfigBuilder {
+        Self::builder_reading(namespace, |name| std::env::var(name).ok())
+    }
+
+    /// [`IdempotencyConfig::builder`] with the environment read through `env` (tests).
+    pub(crate) fn builder_reading(
+        namespace: impl Into<String>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> IdempotencyConfigBuilder {
         IdempotencyConfigBuilder {
             config: IdempotencyConfig {
                 namespace: namespace.into(),
@@ -128,7 +136,7 @@ impl IdempotencyConfig {
                 cache_keys: DEFAULT_CACHE_KEYS,
                 cache_bytes: DEFAULT_CACHE_BYTES,
                 on_missing_key: MissingKey::Reject,
-                enabled: !disabled_by_env(),
+                enabled: !disabled_by(env),
             },
         }
     }
@@ -165,10 +173,6 @@ impl IdempotencyConfig {
         }
         Ok(())
     }
-}
-
-fn disabled_by_env() -> bool {
-    disabled_by(|name| std::env::var(name).ok())
 }
 
 /// Whether a variable of [`DISABLED_ENV`], as `lookup` reads it, is `true` or `1`.
@@ -273,9 +277,15 @@ impl IdempotencyConfigBuilder {
         self
     }
 
-    /// The configuration, once valid.
+    /// The configuration, once valid. A configuration turned off (by [`DISABLED_ENV`] or
+    /// [`enabled(false)`](Self::enabled)) logs a WARN naming why: every run then runs the
+    /// function, stores nothing and says so (`Run::NotStored`, `stats().disabled`).
     pub fn build(self) -> Result<IdempotencyConfig, ConfigError> {
         self.config.validate()?;
+        if !self.config.enabled {
+            tracing::warn!(namespace = %self.config.namespace, switch = %DISABLED_ENV.join(" or "),
+                "idempotency is turned off (the environment variable `IDEMPOTENCY_DISABLED` or `POWERTOOLS_IDEMPOTENCY_DISABLED`, or `enabled(false)`): every duplicate runs its function again");
+        }
         Ok(self.config)
     }
 }

@@ -322,3 +322,61 @@ async fn p6_behind_the_processor_a_completed_duplicate_without_a_readable_respon
     );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
+
+/// Log lines captured in memory.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn text(&self) -> String {
+        let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut b) = self.0.lock() {
+            b.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Logs;
+    fn make_writer(&'a self) -> Logs {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn p7_the_environment_switch_warns_when_built_and_every_run_says_not_stored() {
+    let logs = Logs::default();
+    let subscriber =
+        crate::telemetry::json_subscriber(tracing_subscriber::EnvFilter::new("info"), logs.clone());
+    let env = |name: &str| (name == "POWERTOOLS_IDEMPOTENCY_DISABLED").then(|| "true".to_string());
+    let config = tracing::subscriber::with_default(subscriber, || {
+        IdempotencyConfig::builder_reading("fn", env).build()
+    })
+    .expect("config");
+    let text = logs.text();
+    assert!(
+        text.contains("\"level\":\"WARN\"") && text.contains("POWERTOOLS_IDEMPOTENCY_DISABLED"),
+        "silent: {text:?}"
+    );
+    let idem = Idempotency::new(InMemory::new(), config);
+    let run = idem
+        .call("op", "k")
+        .run(|| async { Ok::<u8, String>(1) })
+        .await;
+    assert_eq!(
+        run.ok(),
+        Some(Run::NotStored(1)),
+        "not `Ran`, which says stored"
+    );
+    assert_eq!(idem.stats().disabled, 1);
+}

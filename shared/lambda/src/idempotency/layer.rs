@@ -191,6 +191,7 @@ where
         let operation = Arc::clone(&self.operation);
         Box::pin(async move {
             if !idempotency.config.enabled {
+                idempotency.counters.count(super::stats::Event::Disabled);
                 return inner.call(request).await.map_err(IdempotencyError::Handler);
             }
             let key = match keys.key_json(&request) {

@@ -34,10 +34,7 @@ impl<P: Persistence> Idempotency<P> {
         Fut: Future<Output = Result<R, E>>,
     {
         if !self.config.enabled {
-            return function()
-                .await
-                .map(Run::Ran)
-                .map_err(IdempotencyError::Handler);
+            return self.run_disabled(function).await;
         }
         let body: Option<Value> = serde_json::from_slice(&record.raw).ok();
         let key = match keys.key_with(record, body.as_ref()) {

@@ -56,10 +56,7 @@ impl<P: Persistence> Idempotency<P> {
         Fut: Future<Output = Result<T, E>>,
     {
         if !self.config.enabled {
-            return function()
-                .await
-                .map(Run::Ran)
-                .map_err(IdempotencyError::Handler);
+            return self.run_disabled(function).await;
         }
         check_operation(operation)?;
         if key.text.is_empty() {
@@ -303,6 +300,23 @@ impl<P: Persistence> Idempotency<P> {
                 Run::NotStored(value)
             }
         }
+    }
+
+    /// The layer turned off: the function runs, nothing is claimed or stored
+    /// (`NotStored`, counted).
+    pub(super) async fn run_disabled<T, E, F, Fut>(
+        &self,
+        function: F,
+    ) -> Result<Run<T>, IdempotencyError<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.counters.count(Event::Disabled);
+        function()
+            .await
+            .map(Run::NotStored)
+            .map_err(IdempotencyError::Handler)
     }
 
     async fn release(&self, claim: &ClaimRequest) {

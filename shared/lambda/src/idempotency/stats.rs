@@ -28,6 +28,8 @@ pub struct IdempotencyStats {
     /// Waits for another run's claim that ends before this record's deadline (one per
     /// sleep; the key is claimed again after each).
     pub waited: u64,
+    /// Runs with the layer turned off (nothing claimed or stored: `Run::NotStored`).
+    pub disabled: u64,
 }
 
 #[derive(Debug, Default)]
@@ -40,6 +42,7 @@ pub(super) struct Counters {
     failed: AtomicU64,
     result_not_serialized: AtomicU64,
     waited: AtomicU64,
+    disabled: AtomicU64,
 }
 
 /// One counted event.
@@ -53,6 +56,7 @@ pub(super) enum Event {
     Failed,
     ResultNotSerialized,
     Waited,
+    Disabled,
 }
 
 /// The EMF metric of a result not stored.
@@ -69,6 +73,7 @@ impl Counters {
             Event::Failed => &self.failed,
             Event::ResultNotSerialized => &self.result_not_serialized,
             Event::Waited => &self.waited,
+            Event::Disabled => &self.disabled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if matches!(event, Event::ResultNotStored) {
@@ -87,6 +92,7 @@ impl Counters {
             failed: get(&self.failed),
             result_not_serialized: get(&self.result_not_serialized),
             waited: get(&self.waited),
+            disabled: get(&self.disabled),
         }
     }
 }
