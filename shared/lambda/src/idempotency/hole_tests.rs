@@ -380,3 +380,32 @@ async fn p7_the_environment_switch_warns_when_built_and_every_run_says_not_store
     );
     assert_eq!(idem.stats().disabled, 1);
 }
+
+fn offline_client() -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+#[test]
+fn p4_powertools_sort_key_mode_needs_the_peers_static_key_and_keeps_settings_made_before() {
+    // A sort key set before `.powertools()` is kept, not silently dropped.
+    let kept = DynamoDbPersistence::builder(offline_client(), "t")
+        .sort_key_attr("sk")
+        .powertools()
+        .static_partition_key("idempotency#payments")
+        .build()
+        .expect("layout");
+    assert_eq!(kept.names().sort_key(), Some("sk"));
+    assert_eq!(kept.names().static_partition_key(), "idempotency#payments");
+    assert_eq!(kept.names().key(), "id");
+    // Without the peer's static key, the Rust function's own name would be used: refused.
+    let refused = DynamoDbPersistence::builder(offline_client(), "t")
+        .powertools()
+        .sort_key_attr("sk")
+        .build();
+    let err = refused.expect_err("refused without the peer's static key");
+    assert!(err.to_string().contains("static_partition_key"), "{err}");
+}
