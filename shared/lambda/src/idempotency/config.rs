@@ -68,6 +68,9 @@ pub struct IdempotencyConfig {
     pub(crate) on_missing_key: MissingKey,
     /// `false`: the handler runs every time, nothing is stored.
     pub(crate) enabled: bool,
+    /// The operation is the whole key prefix (Powertools' `key_prefix`), without the
+    /// namespace.
+    pub(crate) operation_as_key_prefix: bool,
 }
 
 impl IdempotencyConfig {
@@ -113,6 +116,11 @@ impl IdempotencyConfig {
     pub fn enabled(&self) -> bool {
         self.enabled
     }
+
+    /// Whether the operation is the whole key prefix (Powertools' `key_prefix`).
+    pub fn operation_as_key_prefix(&self) -> bool {
+        self.operation_as_key_prefix
+    }
 }
 
 impl IdempotencyConfig {
@@ -137,6 +145,7 @@ impl IdempotencyConfig {
                 cache_bytes: DEFAULT_CACHE_BYTES,
                 on_missing_key: MissingKey::Reject,
                 enabled: !disabled_by(env),
+                operation_as_key_prefix: false,
             },
         }
     }
@@ -267,6 +276,16 @@ impl IdempotencyConfigBuilder {
     /// What a record without a key does (default [`MissingKey::Reject`]).
     pub fn on_missing_key(mut self, what: MissingKey) -> Self {
         self.config.on_missing_key = what;
+        self
+    }
+
+    /// `true`: the operation is the whole key prefix, without the namespace, as Powertools'
+    /// `@idempotent_function(.., key_prefix=..)` (Python 3.x): stored keys
+    /// are `<operation>#<md5>` in Powertools' format (`<operation>#<key>` in the native
+    /// one), and the operation may then hold a `.` or a `#` (default `false`:
+    /// `<namespace>.<operation>#<md5>`, Powertools' default prefix).
+    pub fn operation_as_key_prefix(mut self, on: bool) -> Self {
+        self.config.operation_as_key_prefix = on;
         self
     }
 

@@ -37,19 +37,26 @@ impl RecordFormat {
     /// The stored key of `key` (read as the JSON value `json`) for `operation` under
     /// `namespace`.
     pub fn stored_key(self, namespace: &str, operation: &str, key: &str, json: &Value) -> String {
+        let prefix = match self {
+            RecordFormat::Native => format!("{namespace}#{operation}"),
+            RecordFormat::Powertools => format!("{namespace}.{operation}"),
+        };
+        self.prefixed_key(&prefix, key, json)
+    }
+
+    /// The stored key of `key` (read as the JSON value `json`) under a whole key `prefix`
+    /// (Powertools' `key_prefix`): `<prefix>#<key>` (native), `<prefix>#<md5>` (Powertools).
+    pub fn prefixed_key(self, prefix: &str, key: &str, json: &Value) -> String {
         match self {
             RecordFormat::Native => {
-                let full = format!("{namespace}#{operation}#{key}");
+                let full = format!("{prefix}#{key}");
                 if full.len() <= MAX_KEY_BYTES {
                     return full;
                 }
                 let digest = hex::encode(Sha256::digest(key.as_bytes()));
-                format!("{namespace}#{operation}#sha256:{digest}")
+                format!("{prefix}#sha256:{digest}")
             }
-            RecordFormat::Powertools => {
-                let data = python_json(json);
-                format!("{namespace}.{operation}#{}", md5_hex(&data))
-            }
+            RecordFormat::Powertools => format!("{prefix}#{}", md5_hex(&python_json(json))),
         }
     }
 

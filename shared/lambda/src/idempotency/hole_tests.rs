@@ -409,3 +409,33 @@ fn p4_powertools_sort_key_mode_needs_the_peers_static_key_and_keeps_settings_mad
     let err = refused.expect_err("refused without the peer's static key");
     assert!(err.to_string().contains("static_partition_key"), "{err}");
 }
+
+#[tokio::test]
+async fn p8_a_powertools_key_prefix_without_a_dot_is_written_as_python_writes_it() {
+    let config = IdempotencyConfig::builder("payments")
+        .operation_as_key_prefix(true)
+        .cache_keys(0)
+        .build()
+        .expect("config");
+    let idem = Idempotency::new(PowertoolsInMemory::default(), config);
+    // Python: IdempotencyConfig(key_prefix="orders"), key "o-7": `orders#<md5 of "\"o-7\"">`.
+    let python_key = format!(
+        "orders#{}",
+        hex::encode(<md5::Md5 as md5::Digest>::digest(b"\"o-7\""))
+    );
+    let ran = idem
+        .call("orders", "o-7")
+        .run(|| async { Ok::<u8, String>(1) })
+        .await;
+    assert_eq!(ran.ok(), Some(Run::Ran(1)));
+    assert!(
+        idem.persistence().0.get(&python_key).is_some(),
+        "not Python's key"
+    );
+    // A prefix with `#` is Powertools' too (its key ends in a fixed-length digest).
+    let hashed = idem
+        .call("orders#v2", "o-7")
+        .run(|| async { Ok::<u8, String>(2) })
+        .await;
+    assert_eq!(hashed.ok(), Some(Run::Ran(2)));
+}

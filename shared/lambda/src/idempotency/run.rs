@@ -58,14 +58,22 @@ impl<P: Persistence> Idempotency<P> {
         if !self.config.enabled {
             return self.run_disabled(function).await;
         }
-        check_operation(operation)?;
+        let format = self.persistence.format();
+        let prefixed = self.config.operation_as_key_prefix;
+        check_operation(
+            operation,
+            prefixed && format == super::RecordFormat::Powertools,
+        )?;
         if key.text.is_empty() {
             return Err(IdempotencyError::Key(KeyError::Empty {
                 expression: "the key given".into(),
             }));
         }
-        let format = self.persistence.format();
-        let stored_key = format.stored_key(&self.config.namespace, operation, &key.text, &key.json);
+        let stored_key = if prefixed {
+            format.prefixed_key(operation, &key.text, &key.json)
+        } else {
+            format.stored_key(&self.config.namespace, operation, &key.text, &key.json)
+        };
         let hash = self.payload_hash(payload)?;
         let now_ms = epoch_millis();
         if let Some(cached) = self.cache.get(&stored_key, now_ms) {
@@ -405,9 +413,11 @@ impl<P: Persistence> Idempotency<P> {
     }
 }
 
-/// An operation is 1 to 128 bytes without `#` (which separates it from the key).
-fn check_operation<E>(operation: &str) -> Result<(), IdempotencyError<E>> {
-    if operation.is_empty() || operation.len() > MAX_OPERATION_BYTES || operation.contains('#') {
+/// An operation is 1 to 128 bytes without `#` (which separates it from the key), unless it is
+/// a whole Powertools key prefix (`hash_allowed`: the key after it is a fixed-length digest).
+fn check_operation<E>(operation: &str, hash_allowed: bool) -> Result<(), IdempotencyError<E>> {
+    let hash = !hash_allowed && operation.contains('#');
+    if operation.is_empty() || operation.len() > MAX_OPERATION_BYTES || hash {
         return Err(IdempotencyError::Key(KeyError::Operation {
             operation: operation.to_string(),
         }));
