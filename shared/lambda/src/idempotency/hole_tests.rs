@@ -325,10 +325,10 @@ async fn p6_behind_the_processor_a_completed_duplicate_without_a_readable_respon
 
 /// Log lines captured in memory.
 #[derive(Clone, Default)]
-struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+pub(super) struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl Logs {
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();
         String::from_utf8_lossy(&bytes).into_owned()
     }

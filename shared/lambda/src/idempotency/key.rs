@@ -253,12 +253,31 @@ fn key_text(expression: String, value: Value) -> Result<RecordKey, KeyError> {
                 reason: "the value is null".into(),
             })
         }
+        other if is_empty_value(other) => {
+            return Err(KeyError::Unreadable {
+                expression,
+                reason: format!(
+                    "the value {} is empty (as Powertools, which runs such a record without \
+                     idempotency, reads it)",
+                    canonical_json(other)
+                ),
+            })
+        }
         other => canonical_json(other),
     };
     if text.is_empty() {
         return Err(KeyError::Empty { expression });
     }
     Ok(RecordKey { text, json: value })
+}
+
+/// An array or object that is empty or holds only `null`s: Powertools' "no key".
+fn is_empty_value(value: &Value) -> bool {
+    match value {
+        Value::Array(items) => items.iter().all(Value::is_null),
+        Value::Object(map) => map.values().all(Value::is_null),
+        _ => false,
+    }
 }
 
 impl<T> Clone for KeySource<T> {

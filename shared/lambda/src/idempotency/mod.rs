@@ -255,6 +255,9 @@ mod boundary_tests;
 #[cfg(test)]
 mod hole_tests;
 
+#[cfg(test)]
+mod small_hole_tests;
+
 /// `docs/idempotency.md`, whose Rust snippets are compiled as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../../docs/idempotency.md")]

@@ -88,6 +88,7 @@ impl<P: Persistence> Idempotency<P> {
             };
             return self.answer_existing(&stored_key, operation, &hash, stored);
         }
+        let deadline_ms = deadline_ms.and_then(|d| epoch_deadline(d, now_ms));
         let until_ms = deadline_ms
             .unwrap_or_else(|| now_ms.saturating_add(millis(self.config.in_progress_expiry)));
         let token = format!("{:032x}", rand::random::<u128>());
@@ -380,6 +381,10 @@ impl<P: Persistence> Idempotency<P> {
         let part = match pointers {
             None => value,
             Some(pointers) => {
+                if pointers.iter().all(|p| value.pointer(p).is_none()) {
+                    tracing::warn!(pointers = ?pointers,
+                        "no validate_payload_at pointer matches the payload: its part is hashed as null, as Powertools does, so the check compares nothing");
+                }
                 let mut parts: Vec<Value> = pointers
                     .iter()
                     .map(|p| value.pointer(p).cloned().unwrap_or(Value::Null))
@@ -423,6 +428,23 @@ fn check_operation<E>(operation: &str, hash_allowed: bool) -> Result<(), Idempot
         }));
     }
     Ok(())
+}
+
+/// A deadline as an epoch time in the future: `0` is none, a value too small to be an epoch
+/// time (before 2001) is a budget from now (`cargo lambda watch` sends the function's timeout
+/// that way), a time already past is none (a claim until then would hold nothing).
+fn epoch_deadline(deadline_ms: u64, now_ms: u64) -> Option<u64> {
+    const EPOCH_2001_MS: u64 = 978_307_200_000;
+    match deadline_ms {
+        0 => None,
+        budget if budget < EPOCH_2001_MS => Some(now_ms.saturating_add(budget)),
+        past if past <= now_ms => {
+            tracing::warn!(deadline_ms = past, now_ms,
+                "the deadline given is already past: the key is held for in_progress_expiry instead");
+            None
+        }
+        at => Some(at),
+    }
 }
 
 fn millis(d: std::time::Duration) -> u64 {
