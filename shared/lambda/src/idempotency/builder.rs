@@ -55,6 +55,17 @@ impl DynamoDbPersistenceBuilder {
         self
     }
 
+    /// TypeScript Powertools' record format (`@aws-lambda-powertools/idempotency` 2.35.0):
+    /// the attribute names and status values of [`powertools`](Self::powertools), keys
+    /// `<operation>#<base64 md5>` where the operation is the TypeScript function's
+    /// `AWS_LAMBDA_FUNCTION_NAME` (or its `keyPrefix`), payload hashes the base64 MD5 of
+    /// `JSON.stringify` over case-insensitively sorted keys, and `data` a native DynamoDB
+    /// value (a map for an object). See `docs/idempotency.md`.
+    pub fn powertools_typescript(mut self) -> Self {
+        self.format = RecordFormat::PowertoolsTypeScript;
+        self
+    }
+
     /// The partition key's name.
     pub fn key_attr(mut self, name: impl Into<String>) -> Self {
         self.set.key = Some(name.into());
@@ -108,7 +119,7 @@ impl DynamoDbPersistenceBuilder {
     /// The persistence, once its names are valid (non-empty, all different; with
     /// Powertools' format and a sort key, the static partition key given).
     pub fn build(self) -> Result<DynamoDbPersistence, ConfigError> {
-        let powertools = self.format == RecordFormat::Powertools;
+        let powertools = self.format.is_powertools();
         let mut names = if powertools {
             AttributeNames::powertools()
         } else {

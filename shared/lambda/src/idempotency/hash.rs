@@ -14,12 +14,16 @@
 //!   serde_json's `arbitrary_precision`), and numbers with a fraction or an
 //!   exponent that an f64 holds exactly as written (Python parses them as `float` and
 //!   prints its shortest repr).
+//! * [`RecordFormat::PowertoolsTypeScript`]: as `@aws-lambda-powertools/idempotency` 2.35.0
+//!   spells them: `<operation>#<base64 md5 of JSON.stringify(deepSort(key))>`, the payload
+//!   hash the base64 MD5 of the same text of the part (see `js_json`).
 
 use dynamodb_exactly_once::ddb::item::canonical_json;
 use md5::Md5;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::js_json::js_json;
 use super::MAX_KEY_BYTES;
 
 /// How a store's records spell keys and payload hashes (see the module documentation).
@@ -31,6 +35,12 @@ pub enum RecordFormat {
     Native,
     /// aws-lambda-powertools' `<function>.<operation>#<md5>`, MD5 of Python's `json.dumps`.
     Powertools,
+    /// TypeScript Powertools' (`@aws-lambda-powertools/idempotency` 2.35.0)
+    /// `<operation>#<base64 md5>` (the operation is its key prefix: the TypeScript function's
+    /// `AWS_LAMBDA_FUNCTION_NAME`, or its `keyPrefix`), MD5 of `JSON.stringify` over keys
+    /// sorted case-insensitively ([`js_json`](super::js_json)), results as native DynamoDB
+    /// values.
+    PowertoolsTypeScript,
 }
 
 impl RecordFormat {
@@ -40,6 +50,7 @@ impl RecordFormat {
         let prefix = match self {
             RecordFormat::Native => format!("{namespace}#{operation}"),
             RecordFormat::Powertools => format!("{namespace}.{operation}"),
+            RecordFormat::PowertoolsTypeScript => operation.to_string(),
         };
         self.prefixed_key(&prefix, key, json)
     }
@@ -57,7 +68,19 @@ impl RecordFormat {
                 format!("{prefix}#sha256:{digest}")
             }
             RecordFormat::Powertools => format!("{prefix}#{}", md5_hex(&python_json(json))),
+            RecordFormat::PowertoolsTypeScript => {
+                format!("{prefix}#{}", md5_base64(&js_json(json)))
+            }
         }
+    }
+
+    /// Whether the key's prefix is Powertools' (a `#` allowed in it: the key after it is a
+    /// fixed-length digest).
+    pub(super) fn is_powertools(self) -> bool {
+        matches!(
+            self,
+            RecordFormat::Powertools | RecordFormat::PowertoolsTypeScript
+        )
     }
 
     /// The hash of a payload (or of the part of it that is validated).
@@ -67,12 +90,18 @@ impl RecordFormat {
                 hex::encode(&Sha256::digest(canonical_json(part).as_bytes())[..16])
             }
             RecordFormat::Powertools => md5_hex(&python_json(part)),
+            RecordFormat::PowertoolsTypeScript => md5_base64(&js_json(part)),
         }
     }
 }
 
 fn md5_hex(text: &str) -> String {
     hex::encode(Md5::digest(text.as_bytes()))
+}
+
+fn md5_base64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(Md5::digest(text.as_bytes()))
 }
 
 /// `json.dumps(value, sort_keys=True)` as CPython writes it (see the module documentation

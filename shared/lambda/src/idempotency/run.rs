@@ -59,11 +59,9 @@ impl<P: Persistence> Idempotency<P> {
             return self.run_disabled(function).await;
         }
         let format = self.persistence.format();
-        let prefixed = self.config.operation_as_key_prefix;
-        check_operation(
-            operation,
-            prefixed && format == super::RecordFormat::Powertools,
-        )?;
+        let prefixed = self.config.operation_as_key_prefix
+            || format == super::RecordFormat::PowertoolsTypeScript;
+        check_operation(operation, prefixed && format.is_powertools())?;
         if key.text.is_empty() {
             return Err(IdempotencyError::Key(KeyError::Empty {
                 expression: "the key given".into(),
