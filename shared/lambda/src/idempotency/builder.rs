@@ -66,6 +66,17 @@ impl DynamoDbPersistenceBuilder {
         self
     }
 
+    /// Powertools for Java's record format (`powertools-idempotency` 2.10.0, read from its
+    /// source; Java cannot run here): the names and status values of
+    /// [`powertools`](Self::powertools), keys `<namespace>.<operation>#<md5 hex>` (the Java
+    /// function's name and the `@Idempotent` method's name) of the text Java hashes (a string
+    /// without quotes, an object as Jackson's compact JSON), a string result stored raw. See
+    /// `docs/idempotency.md`.
+    pub fn powertools_java(mut self) -> Self {
+        self.format = RecordFormat::PowertoolsJava;
+        self
+    }
+
     /// The partition key's name.
     pub fn key_attr(mut self, name: impl Into<String>) -> Self {
         self.set.key = Some(name.into());

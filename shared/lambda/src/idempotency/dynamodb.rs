@@ -111,6 +111,12 @@ impl DynamoDbPersistence {
     /// the native value (`M` for an object, `S` for a string, ...; `None`: not one DynamoDB
     /// can hold, e.g. a number outside its range).
     fn result_value(&self, result: &[u8]) -> Option<AttributeValue> {
+        if self.format == RecordFormat::PowertoolsJava {
+            // Java stores a `String` result as it is, anything else as JSON.
+            if let Ok(serde_json::Value::String(text)) = serde_json::from_slice(result) {
+                return Some(AttributeValue::S(text));
+            }
+        }
         if self.format != RecordFormat::PowertoolsTypeScript {
             return Some(AttributeValue::S(
                 String::from_utf8_lossy(result).into_owned(),
@@ -125,6 +131,12 @@ impl DynamoDbPersistence {
         match (self.format, value?) {
             (RecordFormat::PowertoolsTypeScript, v) => {
                 serde_json::to_vec(&to_json_value(v).ok()?).ok()
+            }
+            (RecordFormat::PowertoolsJava, AttributeValue::S(text))
+                if serde_json::from_str::<serde_json::Value>(text).is_err() =>
+            {
+                // A `String` result Java stored raw.
+                serde_json::to_vec(text).ok()
             }
             (_, AttributeValue::S(text)) => Some(text.clone().into_bytes()),
             _ => None,

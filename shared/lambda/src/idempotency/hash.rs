@@ -23,6 +23,7 @@ use md5::Md5;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::java_text::java_text;
 use super::js_json::js_json;
 use super::MAX_KEY_BYTES;
 
@@ -41,6 +42,11 @@ pub enum RecordFormat {
     /// sorted case-insensitively ([`js_json`](super::js_json)), results as native DynamoDB
     /// values.
     PowertoolsTypeScript,
+    /// Powertools for Java's (`powertools-idempotency` 2.10.0) `<function>.<method>#<md5 hex>`
+    /// of the text `generateHash` digests ([`java_text`](super::java_text): a string
+    /// without quotes, an object as Jackson's compact JSON); a `String` result stored raw.
+    /// Read from its source: Java cannot run here, a corpus of keys is checked instead.
+    PowertoolsJava,
 }
 
 impl RecordFormat {
@@ -51,6 +57,7 @@ impl RecordFormat {
             RecordFormat::Native => format!("{namespace}#{operation}"),
             RecordFormat::Powertools => format!("{namespace}.{operation}"),
             RecordFormat::PowertoolsTypeScript => operation.to_string(),
+            RecordFormat::PowertoolsJava => format!("{namespace}.{operation}"),
         };
         self.prefixed_key(&prefix, key, json)
     }
@@ -71,6 +78,7 @@ impl RecordFormat {
             RecordFormat::PowertoolsTypeScript => {
                 format!("{prefix}#{}", md5_base64(&js_json(json)))
             }
+            RecordFormat::PowertoolsJava => format!("{prefix}#{}", md5_hex(&java_text(json))),
         }
     }
 
@@ -91,6 +99,7 @@ impl RecordFormat {
             }
             RecordFormat::Powertools => md5_hex(&python_json(part)),
             RecordFormat::PowertoolsTypeScript => md5_base64(&js_json(part)),
+            RecordFormat::PowertoolsJava => md5_hex(&java_text(part)),
         }
     }
 }

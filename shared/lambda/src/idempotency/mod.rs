@@ -80,6 +80,7 @@ mod call;
 mod config;
 mod dynamodb;
 mod hash;
+mod java_text;
 mod js_json;
 mod key;
 mod layer;
