@@ -39,11 +39,11 @@ pub enum RecordFormat {
     /// TypeScript Powertools' (`@aws-lambda-powertools/idempotency` 2.35.0)
     /// `<operation>#<base64 md5>` (the operation is its key prefix: the TypeScript function's
     /// `AWS_LAMBDA_FUNCTION_NAME`, or its `keyPrefix`), MD5 of `JSON.stringify` over keys
-    /// sorted case-insensitively ([`js_json`](super::js_json)), results as native DynamoDB
+    /// sorted case-insensitively (`js_json`), results as native DynamoDB
     /// values.
     PowertoolsTypeScript,
     /// Powertools for Java's (`powertools-idempotency` 2.10.0) `<function>.<method>#<md5 hex>`
-    /// of the text `generateHash` digests ([`java_text`](super::java_text): a string
+    /// of the text `generateHash` digests (`java_text`: a string
     /// without quotes, an object as Jackson's compact JSON); a `String` result stored raw.
     /// Read from its source: Java cannot run here, a corpus of keys is checked instead.
     PowertoolsJava,
