@@ -81,3 +81,19 @@ if ! python3 -c 'import aws_lambda_powertools, boto3' >/dev/null 2>&1 \
   echo "tools: installing aws-lambda-powertools==3.37.0 and boto3==1.43.11 (PyPI)"
   pip_install 'aws-lambda-powertools==3.37.0' 'boto3==1.43.11'
 fi
+
+# The TypeScript side of tests/idempotency_powertools_ts.rs: a Node function on TypeScript
+# Powertools' idempotency utility sharing a table with a Rust one (its own prefix, pinned).
+ts=.tools/powertools-ts
+if ! grep -qs '"version": "2.35.0"' "$ts/node_modules/@aws-lambda-powertools/idempotency/package.json"; then
+  echo "tools: installing @aws-lambda-powertools/idempotency@2.35.0 and @aws-sdk/client-dynamodb@3.1169.0 (npm)"
+  mkdir -p "$ts"
+  [ -f "$ts/package.json" ] || echo '{"private": true}' > "$ts/package.json"
+  if ! log=$(cd "$ts" && npm install --no-audit --no-fund --loglevel=error \
+    @aws-lambda-powertools/idempotency@2.35.0 @aws-sdk/client-dynamodb@3.1169.0 \
+    @aws-sdk/lib-dynamodb@3.1169.0 2>&1); then
+    echo "$log" >&2
+    echo "tools: npm could not install TypeScript Powertools into $ts/ (above)" >&2
+    exit 1
+  fi
+fi

@@ -17,11 +17,12 @@ use aws_sdk_dynamodb::Client;
 use dynamo_testing::client;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
-    DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, KeySource, RecordFormat,
-    Run,
+    DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, IdempotencyLayer,
+    KeySource, RecordFormat, Run,
 };
 use dynamodb_exactly_once_lambda::processor::Record;
 use serde_json::{json, Value};
+use tower_layer::Layer as _;
 
 /// Powertools' key prefix for `charge` in a script run as `__main__`:
 /// `<AWS_LAMBDA_FUNCTION_NAME>.<module>.<qualname>`.
@@ -42,6 +43,11 @@ struct Python {
 
 impl Python {
     fn start(table: &str, sort_key: Option<&str>) -> Python {
+        Python::start_with(table, sort_key, None)
+    }
+
+    /// With the decorator's `key_prefix`, when given.
+    fn start_with(table: &str, sort_key: Option<&str>, key_prefix: Option<&str>) -> Python {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/powertools/idempotent_function.py"
@@ -50,6 +56,7 @@ impl Python {
             .arg(script)
             .env("TABLE", table)
             .env("SORT_KEY_ATTR", sort_key.unwrap_or_default())
+            .env("KEY_PREFIX", key_prefix.unwrap_or_default())
             .env("AWS_ENDPOINT_URL_DYNAMODB", dynamo_testing::endpoint())
             .env("AWS_ACCESS_KEY_ID", "local")
             .env("AWS_SECRET_ACCESS_KEY", "local")
@@ -266,6 +273,52 @@ async fn number_keys(python: &mut Python, rust: &Layer) {
     assert_eq!(
         replayed.ok(),
         Some(Run::Replayed(json!({"chargeId": "py-5", "amount": 1})))
+    );
+    // The tower layer reads the same JSON value: Python's record, the service not called.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let inner = lambda_runtime::service_fn(move |_: Record<Value>| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { Ok::<Value, String>(json!("rs")) }
+    });
+    let mut service = IdempotencyLayer::new(Arc::clone(rust), OPERATION, keys).layer(inner);
+    std::future::poll_fn(|cx| tower_service::Service::poll_ready(&mut service, cx))
+        .await
+        .expect("ready");
+    let answer = tower_service::Service::call(&mut service, record).await;
+    assert_eq!(answer.ok(), Some(json!({"chargeId": "py-5", "amount": 1})));
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_python_key_prefix_is_met_by_a_rust_operation_used_as_the_whole_prefix() {
+    if !powertools_installed() {
+        eprintln!("SKIPPED: python3 has no aws_lambda_powertools (run scripts/tools.sh)");
+        return;
+    }
+    let table = powertools_table(&client(), None).await;
+    let mut python = Python::start_with(&table, None, Some("orders"));
+    let persistence = DynamoDbPersistence::builder(client(), &table)
+        .powertools()
+        .build()
+        .expect("layout");
+    let config = IdempotencyConfig::builder(FUNCTION)
+        .operation_as_key_prefix(true)
+        .validate_payload_at(["/amount"])
+        .cache_keys(0)
+        .build()
+        .expect("config");
+    let rust = Idempotency::new(persistence, config);
+    let o7 = json!({"orderId": "o-7", "amount": 3});
+    assert_eq!(python.charge(&o7)["ran"], json!(true));
+    let replayed = rust
+        .call("orders", "o-7")
+        .payload(&o7)
+        .run(|| async { Ok::<Value, String>(json!("rs")) })
+        .await;
+    assert_eq!(
+        replayed.ok(),
+        Some(Run::Replayed(json!({"chargeId": "py-o-7", "amount": 3})))
     );
 }
 

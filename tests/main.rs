@@ -30,6 +30,7 @@ mod idempotency_check;
 mod idempotency_interleave;
 mod idempotency_large;
 mod idempotency_powertools;
+mod idempotency_powertools_ts;
 mod interleave;
 mod key_limits;
 mod kpl;

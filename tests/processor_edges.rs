@@ -1,5 +1,5 @@
-//! The batch processor at its edges: records held back behind a rejected one under the
-//! default sink (never discarded unrun), raw bodies and record metadata, the Lambda context,
+//! The batch processor at its edges: an ordered stream batch with no sink chosen (run, with an
+//! ERROR), raw bodies and record metadata, the Lambda context,
 //! a budget below the deadline margin.
 
 use std::time::Duration;
@@ -7,8 +7,12 @@ use std::time::Duration;
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::dead_letter::ReportOnly;
 use dynamodb_exactly_once_lambda::processor::{Processor, StreamOrder};
+use dynamodb_exactly_once_lambda::telemetry::json_subscriber;
 use dynamodb_exactly_once_lambda::Batch;
 use serde_json::json;
+use tracing_subscriber::EnvFilter;
+
+use crate::common::LogCapture;
 
 use crate::processor::{
     dead_letters, handle, invocation, kinesis_event, kinesis_orders, order, Calls, Order,
@@ -23,28 +27,40 @@ fn defaults(calls: &Calls) -> Processor<Order> {
 }
 
 #[tokio::test]
-async fn an_ordered_stream_batch_without_a_chosen_sink_is_refused_before_anything_runs() {
-    // Given the processor's defaults (no dead-letter sink chosen, shard order) and a Kinesis
-    // batch whose head can never succeed
+async fn an_ordered_stream_batch_without_a_chosen_sink_runs_under_report_only_with_an_error() {
+    // Given the processor's defaults (no dead-letter sink chosen, shard order)
     let calls = Calls::default();
     let p = defaults(&calls);
+    let capture = LogCapture::default();
+    let _guard =
+        tracing::subscriber::set_default(json_subscriber(EnvFilter::new("info"), capture.clone()));
+
+    // When a valid Kinesis batch is delivered
+    let valid: Vec<_> = (1..4)
+        .map(|i| ("k", order(&format!("ok-{i}"), 1).to_string()))
+        .collect();
+    let answered = p.handle(invocation(kinesis_event(&valid), 60_000)).await;
+
+    // Then it runs (no invocation error: a mapping's retries would discard it unrun), and
+    // an ERROR line names the choice to make
+    let answered = answered.expect("no invocation error");
+    assert!(answered.failed_ids().is_empty());
+    assert_eq!(calls.seen(), ["ok-1", "ok-2", "ok-3"]);
+    let logs = capture.text();
+    assert!(
+        logs.contains("\"level\":\"ERROR\"") && logs.contains(".dead_letters("),
+        "{logs}"
+    );
+
+    // And a poison head is reported with its held-back records, as under `ReportOnly`
     let mut records = vec![("k", "not JSON".to_string())];
-    records.extend((1..4).map(|i| ("k", order(&format!("ok-{i}"), 1).to_string())));
-    let event = kinesis_event(&records);
-
-    // When it is delivered
-    let refused = p.handle(invocation(event.clone(), 60_000)).await;
-
-    // Then the invocation is refused, naming the choice to make, and nothing ran: the held
-    // back records could otherwise be discarded by the source without ever running
-    let err = refused.expect_err("refused");
-    assert!(err.to_string().contains(".dead_letters("), "{err}");
-    let batch = Batch::from_event(event.clone()).expect("batch");
+    records.extend((4..6).map(|i| ("k", order(&format!("ok-{i}"), 1).to_string())));
+    let batch = Batch::from_event(kinesis_event(&records)).expect("batch");
     let report = p.handle_batch(&batch, Deadline::none()).await;
-    assert_eq!(report.response.failed_ids().len(), 4);
-    assert!(calls.seen().is_empty(), "{:?}", calls.seen());
+    assert_eq!(report.response.failed_ids().len(), 3);
+    assert_eq!(calls.seen().len(), 3, "{:?}", calls.seen());
 
-    // And an SQS batch, or a stream run unordered, is not affected
+    // And an SQS batch is not affected
     let sqs = crate::processor::sqs_event(&[order("ok-9", 1)], None);
     assert!(p
         .handle(invocation(sqs, 60_000))

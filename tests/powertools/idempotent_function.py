@@ -8,7 +8,8 @@ and waits for one more line before it returns. Answers one JSON line per command
 
 Environment: TABLE, SORT_KEY_ATTR (optional: Powertools' sort-key mode, the partition key
 `id` then holds "idempotency#<function>"), AWS_ENDPOINT_URL_DYNAMODB (boto3 honours it), AWS_LAMBDA_FUNCTION_NAME
-(the key's prefix: "<function>.__main__.charge#<md5>"), dummy credentials.
+(the key's prefix: "<function>.__main__.charge#<md5>"), KEY_PREFIX (optional: the decorator's
+`key_prefix`, the key then "<KEY_PREFIX>#<md5>"), dummy credentials.
 """
 
 import json
@@ -33,7 +34,12 @@ config = IdempotencyConfig(
 ran = False
 
 
-@idempotent_function(data_keyword_argument="order", persistence_store=persistence, config=config)
+@idempotent_function(
+    data_keyword_argument="order",
+    persistence_store=persistence,
+    config=config,
+    key_prefix=os.environ.get("KEY_PREFIX") or None,
+)
 def charge(order):
     global ran
     ran = True

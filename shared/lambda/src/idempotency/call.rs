@@ -89,6 +89,7 @@ impl<'a, P: Persistence, S: Serialize> Call<'a, P, S> {
                 &key,
                 self.payload,
                 self.deadline_ms,
+                false,
                 function,
             )
             .await

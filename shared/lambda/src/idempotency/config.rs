@@ -68,6 +68,9 @@ pub struct IdempotencyConfig {
     pub(crate) on_missing_key: MissingKey,
     /// `false`: the handler runs every time, nothing is stored.
     pub(crate) enabled: bool,
+    /// The operation is the whole key prefix (Powertools' `key_prefix`), without the
+    /// namespace.
+    pub(crate) operation_as_key_prefix: bool,
 }
 
 impl IdempotencyConfig {
@@ -113,12 +116,25 @@ impl IdempotencyConfig {
     pub fn enabled(&self) -> bool {
         self.enabled
     }
+
+    /// Whether the operation is the whole key prefix (Powertools' `key_prefix`).
+    pub fn operation_as_key_prefix(&self) -> bool {
+        self.operation_as_key_prefix
+    }
 }
 
 impl IdempotencyConfig {
     /// A builder with the defaults, keys under `namespace`; turned off when an environment
     /// variable of [`DISABLED_ENV`] is `true` or `1`.
     pub fn builder(namespace: impl Into<String>) -> IdempotencyConfigBuilder {
+        Self::builder_reading(namespace, |name| std::env::var(name).ok())
+    }
+
+    /// [`IdempotencyConfig::builder`] with the environment read through `env` (tests).
+    pub(crate) fn builder_reading(
+        namespace: impl Into<String>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> IdempotencyConfigBuilder {
         IdempotencyConfigBuilder {
             config: IdempotencyConfig {
                 namespace: namespace.into(),
@@ -128,7 +144,8 @@ impl IdempotencyConfig {
                 cache_keys: DEFAULT_CACHE_KEYS,
                 cache_bytes: DEFAULT_CACHE_BYTES,
                 on_missing_key: MissingKey::Reject,
-                enabled: !disabled_by_env(),
+                enabled: !disabled_by(env),
+                operation_as_key_prefix: false,
             },
         }
     }
@@ -165,10 +182,6 @@ impl IdempotencyConfig {
         }
         Ok(())
     }
-}
-
-fn disabled_by_env() -> bool {
-    disabled_by(|name| std::env::var(name).ok())
 }
 
 /// Whether a variable of [`DISABLED_ENV`], as `lookup` reads it, is `true` or `1`.
@@ -266,6 +279,16 @@ impl IdempotencyConfigBuilder {
         self
     }
 
+    /// `true`: the operation is the whole key prefix, without the namespace, as Powertools'
+    /// `@idempotent_function(.., key_prefix=..)` (Python 3.x): stored keys
+    /// are `<operation>#<md5>` in Powertools' format (`<operation>#<key>` in the native
+    /// one), and the operation may then hold a `.` or a `#` (default `false`:
+    /// `<namespace>.<operation>#<md5>`, Powertools' default prefix).
+    pub fn operation_as_key_prefix(mut self, on: bool) -> Self {
+        self.config.operation_as_key_prefix = on;
+        self
+    }
+
     /// `false` turns the layer off: the handler always runs (for unit tests; the
     /// environment's [`DISABLED_ENV`] does the same).
     pub fn enabled(mut self, on: bool) -> Self {
@@ -273,9 +296,15 @@ impl IdempotencyConfigBuilder {
         self
     }
 
-    /// The configuration, once valid.
+    /// The configuration, once valid. A configuration turned off (by [`DISABLED_ENV`] or
+    /// [`enabled(false)`](Self::enabled)) logs a WARN naming why: every run then runs the
+    /// function, stores nothing and says so (`Run::NotStored`, `stats().disabled`).
     pub fn build(self) -> Result<IdempotencyConfig, ConfigError> {
         self.config.validate()?;
+        if !self.config.enabled {
+            tracing::warn!(namespace = %self.config.namespace, switch = %DISABLED_ENV.join(" or "),
+                "idempotency is turned off (the environment variable `IDEMPOTENCY_DISABLED` or `POWERTOOLS_IDEMPOTENCY_DISABLED`, or `enabled(false)`): every duplicate runs its function again");
+        }
         Ok(self.config)
     }
 }

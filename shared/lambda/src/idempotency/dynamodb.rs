@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::ddb::item::item_size;
+use dynamodb_exactly_once::ddb::item::{item_size, to_attribute_value, to_json_value};
 use dynamodb_exactly_once::{Item, StoreError};
 
 use super::names::AttributeNames;
@@ -95,7 +95,7 @@ impl DynamoDbPersistence {
 
     /// Whether the completed record, with `result`, fits in one item (the operation and hash
     /// counted at their longest).
-    fn fits(&self, key: &str, token: &str, result: &str, expires_at_s: u64) -> bool {
+    fn fits(&self, key: &str, token: &str, result: &AttributeValue, expires_at_s: u64) -> bool {
         let names = &self.names;
         let mut item = self.key(key);
         item.insert(names.status.clone(), s(&names.completed_value));
@@ -103,7 +103,44 @@ impl DynamoDbPersistence {
         item.insert(names.token.clone(), s(token));
         item.insert(names.operation.clone(), s(&"o".repeat(128)));
         item.insert(names.payload_hash.clone(), s(&"h".repeat(64)));
-        item_size(&item) + names.result.len() + result.len() <= MAX_ITEM_BYTES
+        item.insert(names.result.clone(), result.clone());
+        item_size(&item) <= MAX_ITEM_BYTES
+    }
+
+    /// The stored form of a result's JSON: its text (`S`), or in TypeScript Powertools' format
+    /// the native value (`M` for an object, `S` for a string, ...; `None`: not one DynamoDB
+    /// can hold, e.g. a number outside its range).
+    fn result_value(&self, result: &[u8]) -> Option<AttributeValue> {
+        if self.format == RecordFormat::PowertoolsJava {
+            // Java stores a `String` result as it is, anything else as JSON.
+            if let Ok(serde_json::Value::String(text)) = serde_json::from_slice(result) {
+                return Some(AttributeValue::S(text));
+            }
+        }
+        if self.format != RecordFormat::PowertoolsTypeScript {
+            return Some(AttributeValue::S(
+                String::from_utf8_lossy(result).into_owned(),
+            ));
+        }
+        let json: serde_json::Value = serde_json::from_slice(result).ok()?;
+        to_attribute_value(&json).ok()
+    }
+
+    /// A stored result as JSON bytes (`None`: absent, or not readable).
+    fn result_of(&self, value: Option<&AttributeValue>) -> Option<Vec<u8>> {
+        match (self.format, value?) {
+            (RecordFormat::PowertoolsTypeScript, v) => {
+                serde_json::to_vec(&to_json_value(v).ok()?).ok()
+            }
+            (RecordFormat::PowertoolsJava, AttributeValue::S(text))
+                if serde_json::from_str::<serde_json::Value>(text).is_err() =>
+            {
+                // A `String` result Java stored raw.
+                serde_json::to_vec(text).ok()
+            }
+            (_, AttributeValue::S(text)) => Some(text.clone().into_bytes()),
+            _ => None,
+        }
     }
 
     /// The record of a stored item (`None`: not a record of this layout).
@@ -124,7 +161,7 @@ impl DynamoDbPersistence {
             }
         } else if status == names.completed_value {
             Status::Completed {
-                result: text(&names.result).map(String::into_bytes),
+                result: self.result_of(item.get(&names.result)),
             }
         } else {
             return None;
@@ -210,12 +247,15 @@ impl Persistence for DynamoDbPersistence {
         &self,
         key: &str,
         token: &str,
-        result: &[u8],
+        result: Option<&[u8]>,
         expires_at_s: u64,
     ) -> Result<Completion, StoreError> {
         let names = &self.names;
-        let text = String::from_utf8_lossy(result).into_owned();
-        let keep = self.fits(key, token, &text, expires_at_s);
+        let bytes = result.map_or(0, <[u8]>::len);
+        let value = result
+            .and_then(|r| self.result_value(r))
+            .filter(|v| self.fits(key, token, v, expires_at_s));
+        let keep = value.is_some();
         let update = if keep {
             "SET #st = :done, #exp = :exp, #res = :res REMOVE #until"
         } else {
@@ -226,8 +266,8 @@ impl Persistence for DynamoDbPersistence {
             (":exp".to_string(), n(expires_at_s)),
             (":tok".to_string(), s(token)),
         ]);
-        if keep {
-            values.insert(":res".to_string(), AttributeValue::S(text));
+        if let Some(value) = value {
+            values.insert(":res".to_string(), value);
         }
         let outcome = self
             .client
@@ -248,9 +288,7 @@ impl Persistence for DynamoDbPersistence {
         let stored = if keep {
             Completion::Stored
         } else {
-            Completion::StoredWithoutResult {
-                bytes: result.len(),
-            }
+            Completion::StoredWithoutResult { bytes }
         };
         match outcome {
             Ok(_) => Ok(stored),

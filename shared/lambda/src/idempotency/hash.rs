@@ -14,12 +14,17 @@
 //!   serde_json's `arbitrary_precision`), and numbers with a fraction or an
 //!   exponent that an f64 holds exactly as written (Python parses them as `float` and
 //!   prints its shortest repr).
+//! * [`RecordFormat::PowertoolsTypeScript`]: as `@aws-lambda-powertools/idempotency` 2.35.0
+//!   spells them: `<operation>#<base64 md5 of JSON.stringify(deepSort(key))>`, the payload
+//!   hash the base64 MD5 of the same text of the part (see `js_json`).
 
 use dynamodb_exactly_once::ddb::item::canonical_json;
 use md5::Md5;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::java_text::java_text;
+use super::js_json::js_json;
 use super::MAX_KEY_BYTES;
 
 /// How a store's records spell keys and payload hashes (see the module documentation).
@@ -31,26 +36,59 @@ pub enum RecordFormat {
     Native,
     /// aws-lambda-powertools' `<function>.<operation>#<md5>`, MD5 of Python's `json.dumps`.
     Powertools,
+    /// TypeScript Powertools' (`@aws-lambda-powertools/idempotency` 2.35.0)
+    /// `<operation>#<base64 md5>` (the operation is its key prefix: the TypeScript function's
+    /// `AWS_LAMBDA_FUNCTION_NAME`, or its `keyPrefix`), MD5 of `JSON.stringify` over keys
+    /// sorted case-insensitively (`js_json`), results as native DynamoDB
+    /// values.
+    PowertoolsTypeScript,
+    /// Powertools for Java's (`powertools-idempotency` 2.10.0) `<function>.<method>#<md5 hex>`
+    /// of the text `generateHash` digests (`java_text`: a string
+    /// without quotes, an object as Jackson's compact JSON); a `String` result stored raw.
+    /// Read from its source: Java cannot run here, a corpus of keys is checked instead.
+    PowertoolsJava,
 }
 
 impl RecordFormat {
     /// The stored key of `key` (read as the JSON value `json`) for `operation` under
     /// `namespace`.
     pub fn stored_key(self, namespace: &str, operation: &str, key: &str, json: &Value) -> String {
+        let prefix = match self {
+            RecordFormat::Native => format!("{namespace}#{operation}"),
+            RecordFormat::Powertools => format!("{namespace}.{operation}"),
+            RecordFormat::PowertoolsTypeScript => operation.to_string(),
+            RecordFormat::PowertoolsJava => format!("{namespace}.{operation}"),
+        };
+        self.prefixed_key(&prefix, key, json)
+    }
+
+    /// The stored key of `key` (read as the JSON value `json`) under a whole key `prefix`
+    /// (Powertools' `key_prefix`): `<prefix>#<key>` (native), `<prefix>#<md5>` (Powertools).
+    pub fn prefixed_key(self, prefix: &str, key: &str, json: &Value) -> String {
         match self {
             RecordFormat::Native => {
-                let full = format!("{namespace}#{operation}#{key}");
+                let full = format!("{prefix}#{key}");
                 if full.len() <= MAX_KEY_BYTES {
                     return full;
                 }
                 let digest = hex::encode(Sha256::digest(key.as_bytes()));
-                format!("{namespace}#{operation}#sha256:{digest}")
+                format!("{prefix}#sha256:{digest}")
             }
-            RecordFormat::Powertools => {
-                let data = python_json(json);
-                format!("{namespace}.{operation}#{}", md5_hex(&data))
+            RecordFormat::Powertools => format!("{prefix}#{}", md5_hex(&python_json(json))),
+            RecordFormat::PowertoolsTypeScript => {
+                format!("{prefix}#{}", md5_base64(&js_json(json)))
             }
+            RecordFormat::PowertoolsJava => format!("{prefix}#{}", md5_hex(&java_text(json))),
         }
+    }
+
+    /// Whether the key's prefix is Powertools' (a `#` allowed in it: the key after it is a
+    /// fixed-length digest).
+    pub(super) fn is_powertools(self) -> bool {
+        matches!(
+            self,
+            RecordFormat::Powertools | RecordFormat::PowertoolsTypeScript
+        )
     }
 
     /// The hash of a payload (or of the part of it that is validated).
@@ -60,12 +98,19 @@ impl RecordFormat {
                 hex::encode(&Sha256::digest(canonical_json(part).as_bytes())[..16])
             }
             RecordFormat::Powertools => md5_hex(&python_json(part)),
+            RecordFormat::PowertoolsTypeScript => md5_base64(&js_json(part)),
+            RecordFormat::PowertoolsJava => md5_hex(&java_text(part)),
         }
     }
 }
 
 fn md5_hex(text: &str) -> String {
     hex::encode(Md5::digest(text.as_bytes()))
+}
+
+fn md5_base64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(Md5::digest(text.as_bytes()))
 }
 
 /// `json.dumps(value, sort_keys=True)` as CPython writes it (see the module documentation

@@ -155,6 +155,16 @@ impl<T> KeySource<T> {
         self.key_with(record, body.as_ref()).map(|key| key.text)
     }
 
+    /// The key of `record` as the JSON value read (a string for the source's ids): what
+    /// Powertools' format hashes.
+    pub fn key_json_of(&self, record: &Record<T>) -> Result<Value, KeyError> {
+        let body = match self {
+            KeySource::Expression(e) if e.reads_body => serde_json::from_slice(&record.raw).ok(),
+            _ => None,
+        };
+        self.key_with(record, body.as_ref()).map(|key| key.json)
+    }
+
     /// The key of `record` whose raw body was parsed into `body` (`None`: not JSON).
     pub(super) fn key_with(
         &self,
@@ -220,6 +230,17 @@ pub(super) struct RecordKey {
     pub json: Value,
 }
 
+impl RecordKey {
+    /// The key of a JSON value already checked (its text as [`key_text`] spells it).
+    pub(super) fn of(json: Value) -> Self {
+        let text = match &json {
+            Value::String(s) => s.clone(),
+            other => canonical_json(other),
+        };
+        RecordKey { text, json }
+    }
+}
+
 /// The key a value read stands for: a string as it is, `null` refused, anything else as its
 /// canonical JSON (numbers in their one DynamoDB spelling, `1.0` as `1`; objects with sorted
 /// keys, whatever serde_json's `preserve_order`).
@@ -232,12 +253,31 @@ fn key_text(expression: String, value: Value) -> Result<RecordKey, KeyError> {
                 reason: "the value is null".into(),
             })
         }
+        other if is_empty_value(other) => {
+            return Err(KeyError::Unreadable {
+                expression,
+                reason: format!(
+                    "the value {} is empty (as Powertools, which runs such a record without \
+                     idempotency, reads it)",
+                    canonical_json(other)
+                ),
+            })
+        }
         other => canonical_json(other),
     };
     if text.is_empty() {
         return Err(KeyError::Empty { expression });
     }
     Ok(RecordKey { text, json: value })
+}
+
+/// An array or object that is empty or holds only `null`s: Powertools' "no key".
+fn is_empty_value(value: &Value) -> bool {
+    match value {
+        Value::Array(items) => items.iter().all(Value::is_null),
+        Value::Object(map) => map.values().all(Value::is_null),
+        _ => false,
+    }
 }
 
 impl<T> Clone for KeySource<T> {

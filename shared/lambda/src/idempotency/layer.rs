@@ -33,8 +33,8 @@ use serde_json::Value;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::key::{KeyError, KeySource};
-use super::{Idempotency, IdempotencyError, Persistence, Run};
+use super::key::{KeyError, KeySource, RecordKey};
+use super::{Idempotency, IdempotencyError, MissingKey, Persistence, Run};
 use crate::processor::Record;
 
 /// How a request names its run: the key, the payload the key stands for (hashed and compared
@@ -42,6 +42,14 @@ use crate::processor::Record;
 pub trait RequestKey<Req>: Send + Sync {
     /// The request's idempotency key.
     fn key(&self, request: &Req) -> Result<String, KeyError>;
+
+    /// The key as the JSON value it was read from: Powertools' format hashes the value, so a
+    /// number `5` and a string `"5"` are two keys there (and one in the native format, whose
+    /// key is the text: a string as it is, anything else its canonical JSON). Default: the
+    /// [`key`](Self::key) as a string.
+    fn key_json(&self, request: &Req) -> Result<Value, KeyError> {
+        self.key(request).map(Value::String)
+    }
 
     /// What the key stands for: another payload under the same key is
     /// [`IdempotencyError::PayloadMismatch`].
@@ -52,6 +60,13 @@ pub trait RequestKey<Req>: Send + Sync {
     fn deadline_ms(&self, _request: &Req) -> Option<u64> {
         None
     }
+
+    /// Whether a request whose key another run holds waits for that run, when its claim ends
+    /// before this request's deadline (as [`Idempotency::run_record`] does), instead of
+    /// failing at once with [`IdempotencyError::InProgress`]. Default: `false`.
+    fn wait_for_holder(&self) -> bool {
+        false
+    }
 }
 
 /// A processor record: the key as the [`KeySource`] says, the payload its body as
@@ -61,6 +76,10 @@ impl<T> RequestKey<Record<T>> for KeySource<T> {
         self.key_of(record)
     }
 
+    fn key_json(&self, record: &Record<T>) -> Result<Value, KeyError> {
+        self.key_json_of(record)
+    }
+
     fn payload(&self, record: &Record<T>) -> Value {
         serde_json::from_slice(&record.raw)
             .unwrap_or_else(|_| Value::String(hex::encode(&record.raw)))
@@ -68,6 +87,10 @@ impl<T> RequestKey<Record<T>> for KeySource<T> {
 
     fn deadline_ms(&self, record: &Record<T>) -> Option<u64> {
         record.deadline_ms()
+    }
+
+    fn wait_for_holder(&self) -> bool {
+        true
     }
 }
 
@@ -168,17 +191,30 @@ where
         let operation = Arc::clone(&self.operation);
         Box::pin(async move {
             if !idempotency.config.enabled {
+                idempotency.counters.count(super::stats::Event::Disabled);
                 return inner.call(request).await.map_err(IdempotencyError::Handler);
             }
-            let key = keys.key(&request).map_err(IdempotencyError::Key)?;
+            let key = match keys.key_json(&request) {
+                Ok(json) => RecordKey::of(json),
+                Err(e) if idempotency.config.on_missing_key == MissingKey::Run => {
+                    tracing::warn!(operation = %operation, error = %e, "no idempotency key: the service is called without idempotency");
+                    return inner.call(request).await.map_err(IdempotencyError::Handler);
+                }
+                Err(e) => return Err(IdempotencyError::Key(e)),
+            };
             let payload = keys.payload(&request);
             let deadline_ms = keys.deadline_ms(&request);
             let run = idempotency
-                .call(&operation, &key)
-                .payload(&payload)
-                .deadline_ms(deadline_ms)
-                .run(move || inner.call(request))
+                .run_keyed(
+                    &operation,
+                    &key,
+                    &payload,
+                    deadline_ms,
+                    keys.wait_for_holder(),
+                    move || inner.call(request),
+                )
                 .await?;
+            let key = key.text;
             match run {
                 Run::Ran(response) | Run::NotStored(response) => Ok(response),
                 Run::Replayed(response) => {

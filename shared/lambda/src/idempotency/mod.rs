@@ -60,7 +60,11 @@
 //! # Failure modes
 //! * The table is unavailable: [`IdempotencyError::Store`] (retryable as the error says);
 //!   the function did not run.
-//! * The result cannot be serialized: [`IdempotencyError::Result`]. A stored result the
+//! * The result cannot be serialized (a map with non-string keys): the effect ran, so the
+//!   key is kept, recorded as completed without a value (logged, counted in
+//!   [`IdempotencyStats::result_not_serialized`]); duplicates are
+//!   [`Run::ReplayedWithoutValue`]. A payload that cannot be serialized is
+//!   [`IdempotencyError::Result`] (the function did not run). A stored result the
 //!   caller's type cannot read (a deploy changed it) is [`Run::ReplayedWithoutValue`]: the
 //!   run completed; logged and counted.
 //! * A result too large for one item (400 KB with the record's attributes) is recorded as
@@ -76,6 +80,8 @@ mod call;
 mod config;
 mod dynamodb;
 mod hash;
+mod java_text;
+mod js_json;
 mod key;
 mod layer;
 mod names;
@@ -171,8 +177,8 @@ pub enum IdempotencyError<E> {
     /// The store failed; the function did not run.
     #[error(transparent)]
     Store(StoreError),
-    /// A result could not be serialized.
-    #[error("idempotency result: {0}")]
+    /// A payload could not be serialized (the function did not run).
+    #[error("idempotency payload: {0}")]
     Result(#[source] serde_json::Error),
     /// The tower layer only: the key's run completed earlier, but its response cannot be
     /// given ([`Run::ReplayedWithoutValue`]); the service was not called.
@@ -247,6 +253,12 @@ mod tests;
 
 #[cfg(test)]
 mod boundary_tests;
+
+#[cfg(test)]
+mod hole_tests;
+
+#[cfg(test)]
+mod small_hole_tests;
 
 /// `docs/idempotency.md`, whose Rust snippets are compiled as doctests.
 #[cfg(doctest)]

@@ -121,14 +121,15 @@ impl AttributeNames {
         }
     }
 
-    /// aws-lambda-powertools' names and values (its `DynamoDBPersistenceLayer` defaults);
-    /// the static partition key `idempotency#<AWS_LAMBDA_FUNCTION_NAME>` as Powertools'.
+    /// aws-lambda-powertools' names and values (its `DynamoDBPersistenceLayer` defaults).
+    /// Its static partition key (sort-key mode) is the sharing function's
+    /// `idempotency#<AWS_LAMBDA_FUNCTION_NAME>`, which only that function knows: the
+    /// builder requires it with a sort key.
     pub fn powertools() -> Self {
-        let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_default();
         AttributeNames {
             key: "id".into(),
             sort_key: None,
-            static_partition_key: format!("idempotency#{function}"),
+            static_partition_key: "idempotency".into(),
             status: "status".into(),
             in_progress_value: "INPROGRESS".into(),
             completed_value: "COMPLETED".into(),

@@ -70,9 +70,9 @@ pub enum Completion {
     /// The result is stored under our token (a retried completion whose earlier attempt
     /// applied meets our token and applies again).
     Stored,
-    /// Stored as completed without the result, which is too large for one item.
+    /// Stored as completed without the result: too large for one item, or none given.
     StoredWithoutResult {
-        /// The result's size.
+        /// The result's size (0: none given).
         bytes: usize,
     },
     /// Refused: our claim expired and another run holds the key (its record, when known).
@@ -142,12 +142,13 @@ pub trait Persistence: Send + Sync {
         request: &ClaimRequest,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
-    /// Record the result of the run holding `token`, kept until `expires_at_s`.
+    /// Record the result of the run holding `token`, kept until `expires_at_s` (`None`: the
+    /// run completed, its result is not kept: it could not be serialized).
     fn complete(
         &self,
         key: &str,
         token: &str,
-        result: &[u8],
+        result: Option<&[u8]>,
         expires_at_s: u64,
     ) -> impl Future<Output = Result<Completion, StoreError>> + Send;
 
@@ -229,17 +230,20 @@ impl Persistence for InMemory {
         &self,
         key: &str,
         token: &str,
-        result: &[u8],
+        result: Option<&[u8]>,
         expires_at_s: u64,
     ) -> Result<Completion, StoreError> {
         let mut records = self.lock();
         match records.get_mut(key) {
             Some(record) if record.token == token => {
                 record.status = Status::Completed {
-                    result: Some(result.to_vec()),
+                    result: result.map(<[u8]>::to_vec),
                 };
                 record.expires_at_s = expires_at_s;
-                Ok(Completion::Stored)
+                Ok(match result {
+                    Some(_) => Completion::Stored,
+                    None => Completion::StoredWithoutResult { bytes: 0 },
+                })
             }
             other => Ok(Completion::TakenOver(other.cloned())),
         }

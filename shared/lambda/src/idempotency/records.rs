@@ -34,10 +34,7 @@ impl<P: Persistence> Idempotency<P> {
         Fut: Future<Output = Result<R, E>>,
     {
         if !self.config.enabled {
-            return function()
-                .await
-                .map(Run::Ran)
-                .map_err(IdempotencyError::Handler);
+            return self.run_disabled(function).await;
         }
         let body: Option<Value> = serde_json::from_slice(&record.raw).ok();
         let key = match keys.key_with(record, body.as_ref()) {
@@ -52,16 +49,24 @@ impl<P: Persistence> Idempotency<P> {
             Err(e) => return Err(IdempotencyError::Key(e)),
         };
         let payload = body.unwrap_or_else(|| Value::String(hex::encode(&record.raw)));
-        self.run_keyed(operation, &key, &payload, record.deadline_ms(), function)
-            .await
+        self.run_keyed(
+            operation,
+            &key,
+            &payload,
+            record.deadline_ms(),
+            true,
+            function,
+        )
+        .await
     }
 }
 
 /// A failed run as the processor's answer: in progress is delivered again (it is replayed
 /// once the first run completed); a store error by its class; the function's own error as it
-/// says; a reused key, a record without a key, or a result that cannot be serialized can
+/// says; a reused key, a record without a key, or a payload that cannot be serialized can
 /// never succeed and are rejected (dead letters). A stored result that cannot be read back
-/// is no error: `Run::ReplayedWithoutValue`, acknowledged.
+/// is no error: `Run::ReplayedWithoutValue`, acknowledged (the tower layer's
+/// [`IdempotencyError::Completed`] is [`RecordError::Completed`], acknowledged too).
 impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
     fn from(err: IdempotencyError<E>) -> Self {
         let reject = |code, message: String| RecordError::Reject(Rejection::new(code, message));
@@ -79,13 +84,12 @@ impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
                 reject(RejectionCode::InvalidIdempotencyKey, e.to_string())
             }
             IdempotencyError::Key(e) => reject(RejectionCode::MissingIdempotencyKey, e.to_string()),
-            IdempotencyError::Completed { key, why } => reject(
-                RejectionCode::RejectedByHandler,
-                format!("the key {key:?} completed earlier; its stored response cannot be given ({why:?})"),
-            ),
+            IdempotencyError::Completed { key, why } => RecordError::completed(format!(
+                "the key {key:?} completed earlier; its stored response cannot be given ({why:?})"
+            )),
             IdempotencyError::Result(e) => reject(
                 RejectionCode::RejectedByHandler,
-                format!("idempotency result: {e}"),
+                format!("idempotency payload: {e}"),
             ),
         }
     }

@@ -27,6 +27,14 @@ const COMPLETION_RETRY: Backoff = Backoff::new(
     8,
 );
 
+/// Waits before claiming again a key whose holder's claim ends before this run's deadline
+/// (the delays grow to 1 s; the loop is bounded by the deadline, not by this count).
+const HOLDER_WAIT: Backoff = Backoff::new(
+    std::time::Duration::from_millis(20),
+    std::time::Duration::from_secs(1),
+    usize::MAX,
+);
+
 /// Longest operation name.
 const MAX_OPERATION_BYTES: usize = 128;
 
@@ -39,6 +47,7 @@ impl<P: Persistence> Idempotency<P> {
         key: &RecordKey,
         payload: &impl Serialize,
         deadline_ms: Option<u64>,
+        wait_for_holder: bool,
         function: F,
     ) -> Result<Run<T>, IdempotencyError<E>>
     where
@@ -47,14 +56,22 @@ impl<P: Persistence> Idempotency<P> {
         Fut: Future<Output = Result<T, E>>,
     {
         if !self.config.enabled {
-            return function()
-                .await
-                .map(Run::Ran)
-                .map_err(IdempotencyError::Handler);
+            return self.run_disabled(function).await;
         }
-        check_operation(operation)?;
         let format = self.persistence.format();
-        let stored_key = format.stored_key(&self.config.namespace, operation, &key.text, &key.json);
+        let prefixed = self.config.operation_as_key_prefix
+            || format == super::RecordFormat::PowertoolsTypeScript;
+        check_operation(operation, prefixed && format.is_powertools())?;
+        if key.text.is_empty() {
+            return Err(IdempotencyError::Key(KeyError::Empty {
+                expression: "the key given".into(),
+            }));
+        }
+        let stored_key = if prefixed {
+            format.prefixed_key(operation, &key.text, &key.json)
+        } else {
+            format.stored_key(&self.config.namespace, operation, &key.text, &key.json)
+        };
         let hash = self.payload_hash(payload)?;
         let now_ms = epoch_millis();
         if let Some(cached) = self.cache.get(&stored_key, now_ms) {
@@ -69,10 +86,11 @@ impl<P: Persistence> Idempotency<P> {
             };
             return self.answer_existing(&stored_key, operation, &hash, stored);
         }
+        let deadline_ms = deadline_ms.and_then(|d| epoch_deadline(d, now_ms));
         let until_ms = deadline_ms
             .unwrap_or_else(|| now_ms.saturating_add(millis(self.config.in_progress_expiry)));
         let token = format!("{:032x}", rand::random::<u128>());
-        let request = ClaimRequest::new(
+        let mut request = ClaimRequest::new(
             stored_key,
             operation,
             token,
@@ -81,10 +99,54 @@ impl<P: Persistence> Idempotency<P> {
             self.config.expires_after.as_secs(),
         )
         .with_payload_hash(hash);
-        match self.persistence.claim(&request).await {
+        let wait_until_ms = deadline_ms.filter(|_| wait_for_holder);
+        match self.claim_or_wait(&mut request, wait_until_ms).await {
             Err(e) => Err(IdempotencyError::Store(e)),
             Ok(Claim::Claimed) => self.run_claimed(&request, function).await,
             Ok(Claim::Existing(record)) => self.found(&request, record),
+        }
+    }
+
+    /// Claim the key. With `wait_until_ms` (this run's own deadline), a live claim of
+    /// another run (same operation and payload) that ends before it is waited for, and the
+    /// key claimed again, until that run completed (replayed) or its claim lapsed (run
+    /// here): a stream retried at once would otherwise spend the mapping's
+    /// `MaximumRetryAttempts` on `InProgress` in milliseconds. A claim that outlasts the
+    /// deadline is answered at once.
+    async fn claim_or_wait(
+        &self,
+        request: &mut ClaimRequest,
+        wait_until_ms: Option<u64>,
+    ) -> Result<Claim, StoreError> {
+        let mut waits = HOLDER_WAIT.delays();
+        loop {
+            let claim = self.persistence.claim(request).await?;
+            let (Some(limit), Claim::Existing(record)) = (wait_until_ms, &claim) else {
+                return Ok(claim);
+            };
+            let Status::InProgress { until_ms } = record.status else {
+                return Ok(claim);
+            };
+            let same_operation = record
+                .operation
+                .as_deref()
+                .is_none_or(|op| op == request.operation);
+            let now = epoch_millis();
+            if !same_operation
+                || !self.matches(&request.payload_hash, &record.payload_hash)
+                || until_ms >= limit
+            {
+                return Ok(claim);
+            }
+            // Never sleep far past the holder's end: the claim is free 1 ms after it.
+            let to_free = until_ms.saturating_add(1).saturating_sub(now).max(1);
+            let wait = waits.next().map_or(to_free, |w| millis(w).min(to_free));
+            if now.saturating_add(wait) >= limit {
+                return Ok(claim);
+            }
+            self.counters.count(Event::Waited);
+            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            request.now_ms = epoch_millis();
         }
     }
 
@@ -178,35 +240,49 @@ impl<P: Persistence> Idempotency<P> {
                 std::panic::resume_unwind(panic);
             }
         };
+        // The effect ran: the key is never released now. A result that cannot be serialized
+        // is recorded as completed without it (duplicates: `ReplayedWithoutValue`).
         let result = match serde_json::to_vec(&value) {
-            Ok(result) => result,
+            Ok(result) => Some(result),
             Err(e) => {
-                self.release(claim).await;
-                return Err(IdempotencyError::Result(e));
+                tracing::warn!(key = %claim.key, error = %e,
+                    "the result cannot be serialized: recorded as completed without it; duplicates are acknowledged without a value");
+                self.counters.count(Event::ResultNotSerialized);
+                None
             }
         };
         Ok(self.completed(claim, value, result).await)
     }
 
     /// The answer of a run that finished: stored (cached), or not the stored value.
-    async fn completed<T>(&self, claim: &ClaimRequest, value: T, result: Vec<u8>) -> Run<T> {
+    async fn completed<T>(
+        &self,
+        claim: &ClaimRequest,
+        value: T,
+        result: Option<Vec<u8>>,
+    ) -> Run<T> {
         let expires_at_s =
             (epoch_millis() / 1000).saturating_add(self.config.expires_after.as_secs());
-        match self.store_result(claim, &result, expires_at_s).await {
+        match self
+            .store_result(claim, result.as_deref(), expires_at_s)
+            .await
+        {
             Ok(Completion::Stored) => {
                 self.remember(
                     &claim.key,
                     &claim.payload_hash,
                     Some(claim.operation.clone()),
-                    Some(result),
+                    result,
                     expires_at_s,
                 );
                 self.counters.count(super::stats::Event::Ran);
                 Run::Ran(value)
             }
             Ok(Completion::StoredWithoutResult { bytes }) => {
-                tracing::warn!(key = %claim.key, bytes,
+                if bytes > 0 {
+                    tracing::warn!(key = %claim.key, bytes,
                     "the result is too large for one item: recorded as completed without it; duplicates are acknowledged without a value");
+                }
                 self.remember(
                     &claim.key,
                     &claim.payload_hash,
@@ -233,6 +309,23 @@ impl<P: Persistence> Idempotency<P> {
         }
     }
 
+    /// The layer turned off: the function runs, nothing is claimed or stored
+    /// (`NotStored`, counted).
+    pub(super) async fn run_disabled<T, E, F, Fut>(
+        &self,
+        function: F,
+    ) -> Result<Run<T>, IdempotencyError<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.counters.count(Event::Disabled);
+        function()
+            .await
+            .map(Run::NotStored)
+            .map_err(IdempotencyError::Handler)
+    }
+
     async fn release(&self, claim: &ClaimRequest) {
         self.counters.count(Event::Failed);
         if let Err(err) = self.persistence.release(&claim.key, &claim.token).await {
@@ -247,7 +340,7 @@ impl<P: Persistence> Idempotency<P> {
     async fn store_result(
         &self,
         claim: &ClaimRequest,
-        result: &[u8],
+        result: Option<&[u8]>,
         expires_at_s: u64,
     ) -> Result<Completion, StoreError> {
         let mut waits = COMPLETION_RETRY.delays();
@@ -286,6 +379,10 @@ impl<P: Persistence> Idempotency<P> {
         let part = match pointers {
             None => value,
             Some(pointers) => {
+                if pointers.iter().all(|p| value.pointer(p).is_none()) {
+                    tracing::warn!(pointers = ?pointers,
+                        "no validate_payload_at pointer matches the payload: its part is hashed as null, as Powertools does, so the check compares nothing");
+                }
                 let mut parts: Vec<Value> = pointers
                     .iter()
                     .map(|p| value.pointer(p).cloned().unwrap_or(Value::Null))
@@ -319,14 +416,33 @@ impl<P: Persistence> Idempotency<P> {
     }
 }
 
-/// An operation is 1 to 128 bytes without `#` (which separates it from the key).
-fn check_operation<E>(operation: &str) -> Result<(), IdempotencyError<E>> {
-    if operation.is_empty() || operation.len() > MAX_OPERATION_BYTES || operation.contains('#') {
+/// An operation is 1 to 128 bytes without `#` (which separates it from the key), unless it is
+/// a whole Powertools key prefix (`hash_allowed`: the key after it is a fixed-length digest).
+fn check_operation<E>(operation: &str, hash_allowed: bool) -> Result<(), IdempotencyError<E>> {
+    let hash = !hash_allowed && operation.contains('#');
+    if operation.is_empty() || operation.len() > MAX_OPERATION_BYTES || hash {
         return Err(IdempotencyError::Key(KeyError::Operation {
             operation: operation.to_string(),
         }));
     }
     Ok(())
+}
+
+/// A deadline as an epoch time in the future: `0` is none, a value too small to be an epoch
+/// time (before 2001) is a budget from now (`cargo lambda watch` sends the function's timeout
+/// that way), a time already past is none (a claim until then would hold nothing).
+fn epoch_deadline(deadline_ms: u64, now_ms: u64) -> Option<u64> {
+    const EPOCH_2001_MS: u64 = 978_307_200_000;
+    match deadline_ms {
+        0 => None,
+        budget if budget < EPOCH_2001_MS => Some(now_ms.saturating_add(budget)),
+        past if past <= now_ms => {
+            tracing::warn!(deadline_ms = past, now_ms,
+                "the deadline given is already past: the key is held for in_progress_expiry instead");
+            None
+        }
+        at => Some(at),
+    }
 }
 
 fn millis(d: std::time::Duration) -> u64 {

@@ -23,6 +23,13 @@ pub struct IdempotencyStats {
     pub result_not_stored: u64,
     /// Runs that failed or panicked (their key released).
     pub failed: u64,
+    /// Runs whose result could not be serialized (recorded as completed without it).
+    pub result_not_serialized: u64,
+    /// Waits for another run's claim that ends before this record's deadline (one per
+    /// sleep; the key is claimed again after each).
+    pub waited: u64,
+    /// Runs with the layer turned off (nothing claimed or stored: `Run::NotStored`).
+    pub disabled: u64,
 }
 
 #[derive(Debug, Default)]
@@ -33,6 +40,9 @@ pub(super) struct Counters {
     in_progress: AtomicU64,
     result_not_stored: AtomicU64,
     failed: AtomicU64,
+    result_not_serialized: AtomicU64,
+    waited: AtomicU64,
+    disabled: AtomicU64,
 }
 
 /// One counted event.
@@ -44,6 +54,9 @@ pub(super) enum Event {
     InProgress,
     ResultNotStored,
     Failed,
+    ResultNotSerialized,
+    Waited,
+    Disabled,
 }
 
 /// The EMF metric of a result not stored.
@@ -58,6 +71,9 @@ impl Counters {
             Event::InProgress => &self.in_progress,
             Event::ResultNotStored => &self.result_not_stored,
             Event::Failed => &self.failed,
+            Event::ResultNotSerialized => &self.result_not_serialized,
+            Event::Waited => &self.waited,
+            Event::Disabled => &self.disabled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if matches!(event, Event::ResultNotStored) {
@@ -74,6 +90,9 @@ impl Counters {
             in_progress: get(&self.in_progress),
             result_not_stored: get(&self.result_not_stored),
             failed: get(&self.failed),
+            result_not_serialized: get(&self.result_not_serialized),
+            waited: get(&self.waited),
+            disabled: get(&self.disabled),
         }
     }
 }

@@ -269,7 +269,7 @@ async fn a_late_copy_of_a_claim_does_not_reopen_the_completed_key() {
         "a retry"
     );
     let _ = store
-        .complete("fn#op#k", "t", b"1", claim.expires_at_s)
+        .complete("fn#op#k", "t", Some(b"1"), claim.expires_at_s)
         .await
         .expect("completed");
     let late = store.claim(&claim).await.expect("answered");

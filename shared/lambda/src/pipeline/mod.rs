@@ -155,24 +155,6 @@ pub(crate) fn invocation_deadline(function: &str, deadline_ms: u64, margin: Dura
     Deadline::from_epoch_ms(deadline_ms, reduced)
 }
 
-/// A batch refused as a whole before any record ran (a configuration that could lose
-/// records on this source): every record reported for redelivery, one ERROR logged.
-pub(crate) fn refuse<O: Outcome>(function: &str, batch: &Batch, why: &str) -> BatchReport<O> {
-    tracing::error!(function, source = batch.kind.as_str(), records = batch.records.len(), error = %why,
-        "batch refused before any record ran; every record is reported");
-    let results: Vec<RecordResult<O>> = batch
-        .records
-        .iter()
-        .map(|_| RecordResult::Deferred)
-        .collect();
-    let (response, summary) = answer(function, batch, &results, 0);
-    BatchReport {
-        response,
-        summary,
-        results,
-    }
-}
-
 /// The key records of an ordered batch are ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -37,6 +37,7 @@
 //! | returns `Ok(())` | acknowledged (`processed`) | no |
 //! | returns [`RecordError::Retry`] (or panics) | delivered again (`failed`) | yes |
 //! | returns [`RecordError::Reject`], or the body does not deserialize (`invalid_body`) | given to the dead-letter sink: kept and acknowledged ([`DeadLetters`](crate::dead_letter::DeadLetters), `invalid`), or reported for the source's own dead-letter queue ([`ReportOnly`], `rejected_reported`) | only if not kept |
+//! | returns [`RecordError::Completed`] (the work completed in an earlier delivery) | acknowledged (`completed_earlier`) | no |
 //! | is not started before the deadline's margin, or still runs at the cut-off | delivered again (`deferred`, `failed`) | yes |
 //!
 //! Order: an SQS FIFO batch by message group, always (a group's records one at a time, none
@@ -47,9 +48,9 @@
 //! per source.
 //!
 //! Dead letters: an ordered stream batch (Kinesis, DynamoDB Streams; [`StreamOrder::Shard`]
-//! or [`StreamOrder::PartitionKey`]) is refused until a sink is chosen with
-//! [`ProcessorBuilder::dead_letters`] (under [`ReportOnly`] the records held back behind a
-//! rejected one share its fate). Bodies: JSON into `T` ([`Processor::builder`]), bytes
+//! or [`StreamOrder::PartitionKey`]) logs an ERROR until a sink is chosen with
+//! [`ProcessorBuilder::dead_letters`]: it runs under [`ReportOnly`], where the records held
+//! back behind a rejected one share its fate. Bodies: JSON into `T` ([`Processor::builder`]), bytes
 //! ([`Processor::raw_builder`]), text ([`Processor::text_builder`]), your decoder
 //! ([`Processor::decoder_builder`]); a DynamoDB stream record as [`DynamoDbChange<T>`], its
 //! images typed. Each record carries the Lambda context and its source's metadata
@@ -153,8 +154,8 @@ impl<T> std::fmt::Debug for Processor<T> {
 
 impl<T: DeserializeOwned + Send + 'static> Processor<T> {
     /// A processor named `function` (the name its dead letters, logs and metrics carry) running
-    /// `handler` on every record. Defaults: no dead-letter sink chosen ([`ReportOnly`] on SQS
-    /// and unordered streams; an ordered stream batch is refused until one is chosen, see
+    /// `handler` on every record. Defaults: no dead-letter sink chosen ([`ReportOnly`]; an
+    /// ordered stream batch logs an ERROR until one is chosen, see
     /// [`Processor::handle_batch`]), [`StreamOrder::Shard`], [`DEFAULT_CONCURRENCY`], a
     /// deadline margin of 2 s.
     pub fn builder<H, F>(function: impl Into<String>, handler: H) -> ProcessorBuilder<T>
@@ -260,10 +261,6 @@ impl<T: Send + 'static> Processor<T> {
             let batch = Batch::from_event(event.payload).inspect_err(|err| {
                 tracing::error!(error = %err, "the payload is not a Kinesis, SQS or DynamoDB Streams batch");
             })?;
-            if let Some(refused) = self.refusal(&batch) {
-                tracing::error!(function = %self.function, error = %refused, "batch refused before any record ran");
-                return Err(refused.into());
-            }
             Ok(self.run(&batch, deadline, &extras).await.response)
         })
         .await
@@ -273,10 +270,11 @@ impl<T: Send + 'static> Processor<T> {
     /// summary logged and emitted as metrics.
     ///
     /// A stream batch run in order ([`StreamOrder::Shard`] or [`StreamOrder::PartitionKey`])
-    /// by a processor whose dead-letter sink was not chosen is refused before any record runs
-    /// (every record reported; [`Processor::handle`] fails the invocation, naming the choice):
-    /// under [`ReportOnly`] the records held back behind a rejected one share its fate, and
-    /// when the source gives up on it they are discarded without ever running.
+    /// by a processor whose dead-letter sink was not chosen runs under [`ReportOnly`], with
+    /// an ERROR line per batch naming the choice: the records held back behind a rejected
+    /// one share its fate, and when the source gives up on it they are discarded without
+    /// ever running. (Failing the invocation instead would discard every batch unrun once
+    /// the mapping's retries ran out.)
     pub async fn handle_batch(&self, batch: &Batch, deadline: Deadline) -> BatchReport<Handled> {
         self.run(batch, deadline, &Extras::default()).await
     }
@@ -287,8 +285,9 @@ impl<T: Send + 'static> Processor<T> {
         deadline: Deadline,
         extras: &Extras,
     ) -> BatchReport<Handled> {
-        if let Some(refused) = self.refusal(batch) {
-            return crate::pipeline::refuse(&self.function, batch, &refused.to_string());
+        if let Some(warning) = self.unchosen_sink(batch) {
+            tracing::error!(function = %self.function, error = %warning,
+                "an ordered stream batch with no dead-letter sink chosen: run under ReportOnly");
         }
         let span = batch_span(&self.function, batch.kind, batch.records.len());
         let work = WithExtras {
@@ -315,9 +314,9 @@ impl<T: Send + 'static> Processor<T> {
         &self.function
     }
 
-    /// Why this processor must not run `batch`: an ordered stream batch with no dead-letter
+    /// What is wrong with running `batch` here: an ordered stream batch with no dead-letter
     /// sink chosen (see [`Processor::handle_batch`]).
-    fn refusal(&self, batch: &Batch) -> Option<ConfigError> {
+    fn unchosen_sink(&self, batch: &Batch) -> Option<ConfigError> {
         let stream = matches!(batch.kind, SourceKind::Kinesis | SourceKind::DynamoDb);
         let ordered = self.work.stream_order != StreamOrder::Unordered;
         (stream && ordered && !self.sink_chosen && !batch.records.is_empty()).then(|| {
@@ -369,9 +368,9 @@ impl<T: Send + 'static> ProcessorBuilder<T> {
     /// then acknowledged), [`ReportOnly`] (reported for the source's own dead-letter queue or
     /// on-failure destination), or your own [`DeadLetterSink`].
     ///
-    /// Unchosen, rejected records are reported as under [`ReportOnly`] on SQS and on
-    /// unordered streams; an ordered stream batch is refused (see
-    /// [`Processor::handle_batch`]): choose a sink for Kinesis and DynamoDB Streams.
+    /// Unchosen, rejected records are reported as under [`ReportOnly`]; an ordered stream
+    /// batch also logs an ERROR (see [`Processor::handle_batch`]): choose a sink for Kinesis
+    /// and DynamoDB Streams.
     pub fn dead_letters(mut self, sink: impl DeadLetterSink + 'static) -> Self {
         self.dead_letters = Some(Arc::new(sink));
         self

@@ -199,9 +199,26 @@ pub enum RecordError {
     /// [`ReportOnly`](crate::dead_letter::ReportOnly)).
     #[error("rejected: {0}")]
     Reject(Rejection),
+    /// The record's work completed in an earlier delivery, whose result cannot be given here
+    /// (the idempotency layer's [`IdempotencyError::Completed`]): acknowledged, nothing ran
+    /// (the processor counts it `completed_earlier`).
+    ///
+    /// [`IdempotencyError::Completed`]: crate::idempotency::IdempotencyError::Completed
+    #[error("completed earlier: {reason}")]
+    Completed {
+        /// Why, for logs (bounded to [`MAX_REASON_CHARS`]).
+        reason: String,
+    },
 }
 
 impl RecordError {
+    /// Acknowledge the record: its work completed in an earlier delivery, for `reason`.
+    pub fn completed(reason: impl Into<String>) -> Self {
+        RecordError::Completed {
+            reason: bounded(&reason.into(), MAX_REASON_CHARS),
+        }
+    }
+
     /// Deliver the record again, for `reason`.
     pub fn retry(reason: impl Into<String>) -> Self {
         RecordError::Retry {

@@ -34,12 +34,16 @@ pub(super) type Handler<T> =
 pub enum Handled {
     /// The handler returned `Ok`: the record is acknowledged.
     Processed,
+    /// The handler returned [`RecordError::Completed`]: the record's work completed in an
+    /// earlier delivery; acknowledged.
+    CompletedEarlier,
 }
 
 impl Outcome for Handled {
     fn label(&self) -> &'static str {
         match self {
             Handled::Processed => "processed",
+            Handled::CompletedEarlier => "completed_earlier",
         }
     }
 }
@@ -204,6 +208,10 @@ impl<T: Send + 'static> Handling<T> {
             }
             Some(Ok(Ok(()))) => RecordResult::Done(Handled::Processed),
             Some(Ok(Err(RecordError::Reject(reason)))) => RecordResult::Rejected(reason),
+            Some(Ok(Err(RecordError::Completed { reason }))) => {
+                tracing::warn!(reason = %reason, "the record completed in an earlier delivery; acknowledged");
+                RecordResult::Done(Handled::CompletedEarlier)
+            }
             Some(Ok(Err(err))) => RecordResult::Failed(RecordFailure::External(Box::new(err))),
         }
     }

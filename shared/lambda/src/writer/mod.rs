@@ -146,11 +146,11 @@ impl<P: Protocol> WriterBuilder<P> {
 
     /// The writer, or the setting at fault. A protocol that asks for in-order stream batches
     /// ([`Protocol::ordered_by_key`], or not idempotent under redelivery,
-    /// [`Protocol::redelivery`]) is refused without a chosen sink, as the
-    /// [`Processor`](crate::processor::Processor) refuses its ordered stream batches: under
-    /// [`ReportOnly`] the records held back behind a rejected one share its fate, discarded
-    /// never applied when the source gives up on it. Choose [`ReportOnly`] explicitly to
-    /// accept that.
+    /// [`Protocol::redelivery`]) is refused without a chosen sink (the
+    /// [`Processor`](crate::processor::Processor), which cannot know its source when built,
+    /// logs an ERROR per ordered stream batch instead): under [`ReportOnly`] the records held
+    /// back behind a rejected one share its fate, discarded never applied when the source
+    /// gives up on it. Choose [`ReportOnly`] explicitly to accept that.
     pub fn build(self) -> Result<Writer<P>, ConfigError> {
         if self.function.trim().is_empty() {
             return Err(ConfigError::new("function", "must not be empty"));
