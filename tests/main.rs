@@ -36,6 +36,7 @@ mod kpl;
 mod layout;
 mod lease;
 mod mapping;
+mod mapping_emulator;
 mod numbers;
 mod processor;
 mod processor_check;

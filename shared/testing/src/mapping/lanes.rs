@@ -34,8 +34,9 @@ pub(crate) struct Lane {
     since_ms: Option<u64>,
     /// Failed invocations of the records at the head.
     attempt: u32,
-    /// A bisected batch's size limit.
-    max_batch: Option<usize>,
+    /// The sizes of the bisected batches at the head, in order (`BisectBatchOnFunctionError`:
+    /// each half is invoked on its own).
+    segments: VecDeque<usize>,
     window: Option<Window>,
 }
 
@@ -52,11 +53,34 @@ impl Lane {
         self.pending.is_empty() && self.window.is_none()
     }
 
-    /// Remove the `n` records at the head.
+    /// Remove the `n` records at the head (and them from the bisected batches).
     fn pop(&mut self, n: usize, now_ms: u64) -> Vec<StreamRecord> {
         let out = self.pending.drain(..n.min(self.pending.len())).collect();
         self.since_ms = (!self.pending.is_empty()).then_some(now_ms);
+        let mut left = n;
+        while left > 0 {
+            let Some(front) = self.segments.front_mut() else {
+                break;
+            };
+            let used = left.min(*front);
+            *front -= used;
+            left -= used;
+            if *front == 0 {
+                self.segments.pop_front();
+            }
+        }
         out
+    }
+
+    /// The head batch of `n` records failed: invoke its halves one after the other.
+    fn bisect(&mut self, n: usize) {
+        if self.segments.front() == Some(&n) {
+            self.segments.pop_front();
+        } else {
+            self.segments.clear();
+        }
+        self.segments.push_front(n - n / 2);
+        self.segments.push_front(n / 2);
     }
 }
 
@@ -169,7 +193,6 @@ impl Mapping {
             }
             let invokes = l.attempt;
             l.attempt = 0;
-            l.max_batch = None;
             self.discard(id, lane, aged, Condition::RecordAgeExceeded, invokes, None);
         }
     }
@@ -212,9 +235,9 @@ impl Mapping {
             caught_up: shard.caught_up,
         };
         let limit = l
-            .max_batch
-            .unwrap_or(self.config.batch_size)
-            .min(self.config.batch_size);
+            .segments
+            .front()
+            .map_or(self.config.batch_size, |n| (*n).min(self.config.batch_size));
         let (take, window) = match self.config.tumbling_window {
             None => (
                 self.ready(l, limit, ctx).then(|| fit(&l.pending, limit))?,
@@ -251,7 +274,7 @@ impl Mapping {
         !l.pending.is_empty()
             && (l.pending.len() >= limit
                 || l.attempt > 0
-                || l.max_batch.is_some()
+                || !l.segments.is_empty()
                 || ctx.ended
                 || l.since_ms
                     .is_some_and(|s| ctx.now_ms.saturating_sub(s) >= window_ms))
@@ -380,7 +403,6 @@ impl Mapping {
             l.pop(n, now_ms);
             if n > 0 {
                 l.attempt = 0;
-                l.max_batch = None;
             }
         }
         self.stats.records_succeeded += n as u64;
@@ -429,7 +451,6 @@ impl Mapping {
         if max_retries.is_some_and(|m| l.attempt > m) {
             let invokes = l.attempt;
             l.attempt = 0;
-            l.max_batch = None;
             if plan.is_some_and(|w| w.is_final) {
                 l.window = None;
             }
@@ -442,7 +463,7 @@ impl Mapping {
                 Some(why),
             );
         } else if bisect && n > 1 {
-            l.max_batch = Some(n / 2);
+            l.bisect(n);
             l.attempt = 0;
             self.stats.bisections += 1;
         }

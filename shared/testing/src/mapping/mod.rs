@@ -30,8 +30,9 @@
 //!   `itemIdentifier` fails the whole batch.
 //! * **Failures** (a function error, a kill, a timeout, a lost response): the batch is
 //!   retried. With `BisectBatchOnFunctionError` a failed batch of more than one record is
-//!   halved first (the emulator's reading: halves start a fresh retry count, so a poison
-//!   record is isolated before retries run out). After `MaximumRetryAttempts` retries, or once
+//!   split in two, and each half is invoked on its own, first half first (the emulator's
+//!   reading: halves start a fresh retry count, so a poison record is isolated before retries
+//!   run out). After `MaximumRetryAttempts` retries, or once
 //!   its records are older than `MaximumRecordAgeInSeconds` (checked before every invoke), a
 //!   batch is discarded: its description goes to the on-failure destination
 //!   ([`Mapping::on_failure_messages`], Lambda's JSON: `requestContext.condition`,

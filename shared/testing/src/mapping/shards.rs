@@ -288,30 +288,38 @@ async fn read_shard(
     limit: i32,
 ) -> Read {
     let mut read = Read::default();
-    for _ in 0..PAGES_PER_STEP {
-        let Some(iterator) = iterator(client, arn, shard, &mut read).await else {
-            return read;
+    let mut pages = 0;
+    // Two more calls than pages: an expired iterator or a trimmed position is taken again
+    // in the same step.
+    for _ in 0..PAGES_PER_STEP + 2 {
+        let iterator = match iterator(client, arn, shard, &mut read).await {
+            Next::Iterator(it) => it,
+            Next::Again => continue,
+            Next::Stop => return read,
         };
-        let out = match client
+        let sent = client
             .get_records()
             .shard_iterator(iterator)
             .limit(limit)
             .send()
-            .await
-        {
+            .await;
+        shard.iterator = None;
+        let out = match sent {
             Ok(out) => out,
             Err(e) => {
                 let service = e.as_service_error();
                 if service.is_some_and(|s| s.is_trimmed_data_access_exception()) {
-                    read.trimmed.push(shard.read_after.take());
-                    shard.start = ShardIteratorType::TrimHorizon;
-                } else if !service.is_some_and(|s| s.is_expired_iterator_exception()) {
-                    read.errors += 1;
+                    trimmed(shard, &mut read);
+                    continue;
                 }
-                shard.iterator = None;
+                if service.is_some_and(|s| s.is_expired_iterator_exception()) {
+                    continue;
+                }
+                read.errors += 1;
                 return read;
             }
         };
+        pages += 1;
         shard.iterator = out.next_shard_iterator().map(str::to_string);
         shard.ended = shard.iterator.is_none();
         let page = out.records();
@@ -325,26 +333,40 @@ async fn read_shard(
                 Err(_) => read.errors += 1,
             }
         }
-        if shard.ended
-            || (!page.is_empty() && shard.caught_up)
-            || read.records.len() >= limit as usize
-        {
+        let full = read.records.len() >= limit as usize;
+        if shard.ended || (!page.is_empty() && shard.caught_up) || full || pages == PAGES_PER_STEP {
             return read;
         }
     }
     read
 }
 
+/// A position older than the stream keeps: restart at `TRIM_HORIZON`, as Lambda does.
+fn trimmed(shard: &mut Shard, read: &mut Read) {
+    read.trimmed.push(shard.read_after.take());
+    shard.start = ShardIteratorType::TrimHorizon;
+    shard.iterator = None;
+}
+
+/// What to read with next.
+enum Next {
+    Iterator(String),
+    /// Repositioned (trimmed): ask again.
+    Again,
+    /// The call failed (counted) or the shard is gone.
+    Stop,
+}
+
 /// The shard's iterator, taken again (after the last record read, or at its start) when it
-/// has none. `None`: the call failed (counted) or the shard is gone.
+/// has none.
 async fn iterator(
     client: &aws_sdk_dynamodbstreams::Client,
     arn: &str,
     shard: &mut Shard,
     read: &mut Read,
-) -> Option<String> {
+) -> Next {
     if let Some(it) = &shard.iterator {
-        return Some(it.clone());
+        return Next::Iterator(it.clone());
     }
     let mut call = client
         .get_shard_iterator()
@@ -357,24 +379,28 @@ async fn iterator(
         None => call.shard_iterator_type(shard.start.clone()),
     };
     match call.send().await {
-        Ok(out) => {
-            shard.iterator = out.shard_iterator().map(str::to_string);
-            if shard.iterator.is_none() {
-                shard.ended = true;
+        Ok(out) => match out.shard_iterator() {
+            Some(it) => {
+                shard.iterator = Some(it.to_string());
+                Next::Iterator(it.to_string())
             }
-            shard.iterator.clone()
-        }
+            None => {
+                shard.ended = true;
+                Next::Stop
+            }
+        },
         Err(e) => {
             let service = e.as_service_error();
             if service.is_some_and(|s| s.is_trimmed_data_access_exception()) {
-                read.trimmed.push(shard.read_after.take());
-                shard.start = ShardIteratorType::TrimHorizon;
-            } else if service.is_some_and(|s| s.is_resource_not_found_exception()) {
+                trimmed(shard, read);
+                return Next::Again;
+            }
+            if service.is_some_and(|s| s.is_resource_not_found_exception()) {
                 shard.gone = true;
             } else {
                 read.errors += 1;
             }
-            None
+            Next::Stop
         }
     }
 }
