@@ -241,3 +241,96 @@ async fn filtered_records_never_reach_the_function_and_are_checkpointed_past() {
     let b: u128 = seqs(&events(&log)[0])[1].parse().expect("number");
     assert!(tip > b, "the checkpoint passed the filtered MODIFY after b");
 }
+
+/// A fresh DynamoDB Local table (`pk` S) with a NEW_IMAGE stream: its name and stream ARN.
+async fn table(c: &aws_sdk_dynamodb::Client) -> (String, String) {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+        StreamSpecification, StreamViewType,
+    };
+    let name = format!("{}emutable", unique_prefix());
+    let out = c
+        .create_table()
+        .table_name(&name)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("pk")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("attribute"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("pk")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key"),
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewImage)
+                .build()
+                .expect("stream"),
+        )
+        .send()
+        .await
+        .expect("table");
+    let arn = out
+        .table_description()
+        .and_then(|t| t.latest_stream_arn())
+        .expect("stream arn")
+        .to_string();
+    (name, arn)
+}
+
+#[tokio::test]
+async fn a_dynamodb_local_tables_stream_is_read_through_the_double_and_directly() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let c = dynamo_testing::client();
+    let (name, arn) = table(&c).await;
+    for (pk, n) in [("a", "1"), ("b", "2"), ("a", "3")] {
+        c.put_item()
+            .table_name(&name)
+            .item("pk", AttributeValue::S(pk.into()))
+            .item("n", AttributeValue::N(n.into()))
+            .send()
+            .await
+            .expect("put");
+    }
+    let e = env(Shape::shards(4)).await;
+    let through_double = e.double.client();
+    let direct = dynamo_testing::streams_client();
+    for (label, client) in [("double", through_double), ("DynamoDB Local", direct)] {
+        let config = config().filter_pattern(json!({"eventName": ["INSERT", "MODIFY"]}));
+        let mut m = Mapping::new(client, &arn, config.build().expect("config"))
+            .with_clock(e.shared.clone());
+        let (log, h) = handler(|_, _| Ok(Value::Null));
+        m.run_until_idle(&h, 20).await.expect("run");
+        let mut got: Vec<(String, String)> = events(&log)
+            .iter()
+            .flat_map(records)
+            .map(|r| {
+                let image = &r["dynamodb"]["NewImage"];
+                (
+                    image["pk"]["S"].as_str().unwrap_or("?").to_string(),
+                    image["n"]["N"].as_str().unwrap_or("?").to_string(),
+                )
+            })
+            .collect();
+        let a: Vec<&str> = got
+            .iter()
+            .filter(|(k, _)| k == "a")
+            .map(|(_, n)| n.as_str())
+            .collect();
+        assert_eq!(a, ["1", "3"], "{label}: a's records in order");
+        got.sort();
+        assert_eq!(got.len(), 3, "{label}: {got:?}");
+        let cp = m.checkpoints();
+        assert!(
+            cp.values().any(|c| c.sequence_number.is_some()),
+            "{label}: {cp:?}"
+        );
+    }
+}
