@@ -143,3 +143,86 @@ impl<F: Future + Unpin> Future for KillAt<F> {
         }
     }
 }
+
+/// A seeded fault plan for randomized checkers ([`super::Mapping::set_faults`]): each
+/// invocation, with `percent` % probability, meets one fault drawn evenly from: killed at
+/// an await (the k-th `Pending`, k drawn from 0 to `max_polls`), response lost, delivered
+/// twice. The same seed gives the same faults for the same sequence of invocations.
+pub fn seeded_faults(
+    seed: u64,
+    percent: u32,
+    max_polls: u32,
+) -> impl FnMut(&InvocationInfo) -> Fault + Send + 'static {
+    let mut state = seed;
+    move |_info: &InvocationInfo| {
+        let mut next = || {
+            // splitmix64
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        if next() % 100 >= u64::from(percent) {
+            return Fault::None;
+        }
+        match next() % 3 {
+            0 => Fault::KillAfterPolls((next() % (u64::from(max_polls) + 1)) as u32),
+            1 => Fault::LoseResponse,
+            _ => Fault::Duplicate,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> InvocationInfo {
+        InvocationInfo {
+            n: 0,
+            shard_id: "s".into(),
+            lane: 0,
+            records: 1,
+            attempt: 0,
+            final_for_window: false,
+        }
+    }
+
+    #[test]
+    fn a_seeded_plan_repeats_and_respects_its_rate() {
+        let draw = |seed| {
+            let mut plan = seeded_faults(seed, 30, 4);
+            (0..1000).map(|_| plan(&info())).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(7), draw(7));
+        assert_ne!(draw(7), draw(8));
+        let faults = draw(7).iter().filter(|f| **f != Fault::None).count();
+        assert!((200..400).contains(&faults), "{faults} of 1000 at 30 %");
+        assert!(draw(7).iter().all(|f| match f {
+            Fault::KillAfterPolls(k) => *k <= 4,
+            _ => true,
+        }));
+    }
+
+    #[tokio::test]
+    async fn a_kill_drops_the_future_at_its_kth_await() {
+        let steps = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let s = std::sync::Arc::clone(&steps);
+        let h = move |_: Value| {
+            let s = std::sync::Arc::clone(&s);
+            async move {
+                for _ in 0..5 {
+                    s.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                }
+                Ok::<_, String>(Value::Null)
+            }
+        };
+        let ended = run(&h, Value::Null, Fault::KillAfterPolls(2)).await;
+        assert_eq!(ended, Ended::Failed("killed".into()));
+        assert_eq!(steps.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let ended = run(&h, Value::Null, Fault::KillAfterPolls(100)).await;
+        assert_eq!(ended, Ended::Answered(Value::Null));
+    }
+}

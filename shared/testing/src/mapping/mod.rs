@@ -61,8 +61,9 @@
 //! [`Mapping::step`] lists the shards, reads each readable shard (up to 4 pages) and runs
 //! one invocation per ready lane, all shards at once; [`Mapping::run_until_idle`] steps until
 //! nothing is read or invoked twice in a row. Faults per invocation come from a plan
-//! ([`Mapping::set_faults`]): kill the handler's future at its k-th await, time it out, lose
-//! its response, deliver the batch twice. Rollovers and trims come from the double's
+//! ([`Mapping::set_faults`], or [`seeded_faults`] for a randomized checker): kill the
+//! handler's future at its k-th await, time it out, lose its response, deliver the batch
+//! twice. Rollovers and trims come from the double's
 //! [`crate::Shape`] and the shared clock.
 //!
 //! Known gaps: Lambda's polling rate (4 per second per shard), its invocation concurrency
@@ -92,7 +93,7 @@ use dynamodb_exactly_once::ddb::Clock;
 use serde_json::Value;
 
 pub use config::{ConfigError, MappingConfig, MappingConfigBuilder, StartingPosition};
-pub use handler::{Fault, Handler, InvocationInfo};
+pub use handler::{seeded_faults, Fault, Handler, InvocationInfo};
 pub use payload::Condition;
 
 use shards::Shard;
