@@ -15,6 +15,7 @@ mod counter_journal;
 mod counter_journal_check;
 mod counter_journal_hold;
 mod counter_journal_mapping;
+mod counter_journal_mapping_check;
 mod counter_journal_migrate;
 mod counter_journal_reenable;
 mod counter_journal_repair;
