@@ -9,6 +9,9 @@
 //! bench counter-shapes [--days D --fast-hours H --seconds S --interval S --hot-rates R,...]
 //!                                    counter journal at N shards with rollover (Streams double):
 //!                                    WCU/event in the steady state; throughput and lag
+//! bench mapping [--shards N --rate R --seconds S --batch-size B --batching-window W]
+//!                                    a handler through the event source mapping emulator over
+//!                                    the Streams double: throughput and lag
 //! bench txn [--transfers N]          transaction protocol vs TransactWriteItems
 //! bench document                   document writer: source order (now) vs items concurrently (before)
 //! bench lease [--rounds N]           lease lock: acquire / heartbeat / release / takeover latency
@@ -30,6 +33,7 @@ mod document;
 mod figures;
 mod idempotency;
 mod lease;
+mod mapping;
 mod processor;
 mod ratchet;
 mod txn;
@@ -63,6 +67,9 @@ enum Command {
     /// The counter journal at the stream shapes DynamoDB has (N shards, rollover) through the
     /// Streams double: write units per event in the steady state, throughput and lag.
     CounterShapes(counter_shapes::Options),
+    /// A stream handler through the event source mapping emulator over the Streams double
+    /// at N shards: throughput and lag.
+    Mapping(mapping::Options),
     /// The transaction protocol against native TransactWriteItems.
     Txn {
         /// Transfers per throughput run.
@@ -106,6 +113,7 @@ async fn main() -> ExitCode {
         Command::Counter => counter::run().await,
         Command::CounterSteady(options) => counter_steady::run(options).await,
         Command::CounterShapes(options) => counter_shapes::run(options).await,
+        Command::Mapping(options) => mapping::run(options).await,
         Command::Txn { transfers } => txn::run(transfers).await,
         Command::Document => document::run().await,
         Command::Idempotency => idempotency::run().await,

@@ -3,7 +3,7 @@
 //! Per-record failures never end up here: they go into `batchItemFailures` (or the
 //! dead-letter table). An `Err` from a handler means Lambda retries the entire batch (or the
 //! schedule), so it is reserved for payloads that are not a batch at all and for a sweep that
-//! could not read its index, and for a journal roll-up that stopped on an error. `From<HandlerError> for Diagnostic` gives CloudWatch a readable
+//! could not read its index. `From<HandlerError> for Diagnostic` gives CloudWatch a readable
 //! `errorType` (`InvalidEvent`, `Retryable`, `NonRetryable`) instead of a Rust type path.
 
 use dynamodb_exactly_once::txn::sweep::SweepError;
@@ -22,14 +22,6 @@ pub enum HandlerError {
     /// The sweep could not run (its index could not be read).
     #[error(transparent)]
     Sweep(#[from] SweepError),
-    /// The counter journal's roll-up stopped on an error (what it applied stays applied; the
-    /// next run starts from the last checkpoint).
-    #[error("journal roll-up: {0}")]
-    Rollup(#[source] StoreError),
-    /// The roll-up was still running at the invocation's cutoff (the next run starts from the
-    /// last checkpoint).
-    #[error("journal roll-up: cut off at the invocation deadline")]
-    RollupCutOff,
     /// The function's configuration cannot handle this batch safely (nothing ran; every
     /// record is delivered again once the configuration is fixed).
     #[error(transparent)]
@@ -43,8 +35,6 @@ impl HandlerError {
             HandlerError::Event(_) => "InvalidEvent",
             HandlerError::Sweep(SweepError::Store(e)) => store_error_type(e),
             HandlerError::Sweep(_) => "NonRetryable",
-            HandlerError::Rollup(e) => store_error_type(e),
-            HandlerError::RollupCutOff => "Retryable",
             HandlerError::Config(_) => "Configuration",
         }
     }

@@ -11,13 +11,14 @@
 //!   not in the metric); the sweeper's `Stale`, `RolledBack`,
 //!   `Finished`, `AlreadyCompleted`, `Errors`, `StoppedEarly`, `WriteCalls` and
 //!   `OldestStaleSeconds` (its lag: the oldest stale transaction's time without a heartbeat);
-//!   the counter journal's roll-up (`counter-rollup`): `ShardsListed`, `Shards` (read),
-//!   `Passes`, `Records`, `Keys`, `Applied`, `Duplicates`, `ItemUpdates`, `WriteCalls`,
-//!   `WriteUnits`, `Trimmed` (gaps: records that left the stream unread, keys missing from the
-//!   counters), `FailedItems`, `FailedShards`, `DeadLetters` (journal records not counted, kept
-//!   with their reason), `CaughtUp` (1 when every shard was read as far as the run's start and
-//!   every key applied) and `IteratorAgeMilliseconds` (over the shards not caught up, the age of
-//!   the last record each was read to; 0 when all are).
+//!   the counter journal's roll-up (`counter-rollup`, one line per batch of the journal's
+//!   stream, whatever its outcome): `Records`, `Keys`, `Applied`, `Duplicates`, `ItemUpdates`,
+//!   `WriteCalls`, `WriteUnits`, `FailedItems`, `DeadLetters` (journal records not counted,
+//!   kept with their reason), `RetriedBatches` (1 when the batch answered a failure: the
+//!   mapping delivers it again from there), `CutOff` (1 when the invocation's deadline cut it
+//!   off; also 1 for an event the roll-up cannot handle) and `BatchAgeMilliseconds` (the age
+//!   of the batch's oldest record: how far the counters lag; Lambda's own `IteratorAge` is the
+//!   newest's).
 //! * The idempotency layer's `IdempotencyResultNotStored` (`Protocol` = `idempotency`): a run
 //!   whose result could not be stored, the one case in which it gives up "once".
 //! * **They survive any application log level**: with Lambda's advanced logging controls a
@@ -27,7 +28,7 @@
 use serde_json::{json, Map, Value};
 
 #[cfg(feature = "journal")]
-use dynamodb_exactly_once::counter::journal::RollupReport;
+use dynamodb_exactly_once::counter::journal::RollupBatchReport;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::txn::sweep::SweepSummary;
 
@@ -109,17 +110,21 @@ pub(crate) fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
     ]
 }
 
-/// The counts of one journal roll-up.
+/// The counts of one journal roll-up batch (`cut`: cut off at the invocation's deadline;
+/// `age_ms`: the age of its oldest record, when known).
 #[cfg(feature = "journal")]
-pub(crate) fn rollup_values(report: &RollupReport) -> Vec<(String, f64)> {
+pub(crate) fn rollup_batch_values(
+    report: &RollupBatchReport,
+    cut: bool,
+    age_ms: Option<u64>,
+) -> Vec<(String, f64)> {
     #[allow(clippy::cast_precision_loss)]
     let count = |n: usize| n as f64;
     #[allow(clippy::cast_precision_loss)]
     let calls = report.write_calls as f64;
+    #[allow(clippy::cast_precision_loss)]
+    let age = age_ms.unwrap_or(0) as f64;
     vec![
-        ("ShardsListed".into(), count(report.shards_listed)),
-        ("Shards".into(), count(report.shards)),
-        ("Passes".into(), count(report.passes)),
         ("Records".into(), count(report.records)),
         ("Keys".into(), count(report.keys)),
         ("Applied".into(), count(report.applied)),
@@ -127,16 +132,14 @@ pub(crate) fn rollup_values(report: &RollupReport) -> Vec<(String, f64)> {
         ("ItemUpdates".into(), count(report.item_updates)),
         ("WriteCalls".into(), calls),
         ("WriteUnits".into(), report.write_units),
-        ("Trimmed".into(), count(report.trimmed)),
         ("FailedItems".into(), count(report.failed_items)),
-        ("FailedShards".into(), count(report.failed_shards)),
         ("DeadLetters".into(), count(report.dead_letters)),
-        ("CaughtUp".into(), f64::from(u8::from(report.caught_up))),
-        #[allow(clippy::cast_precision_loss)]
         (
-            "IteratorAgeMilliseconds".into(),
-            report.iterator_age_ms as f64,
+            "RetriedBatches".into(),
+            f64::from(u8::from(report.retry_from.is_some())),
         ),
+        ("CutOff".into(), f64::from(u8::from(cut))),
+        ("BatchAgeMilliseconds".into(), age),
     ]
 }
 
@@ -165,10 +168,14 @@ pub(crate) fn emit_sweep_metrics(summary: &SweepSummary) {
     emit("tx-sweeper", &sweep_values(summary));
 }
 
-/// Print the roll-up's EMF line unless metrics are disabled.
+/// Print the roll-up batch's EMF line unless metrics are disabled.
 #[cfg(feature = "journal")]
-pub(crate) fn emit_rollup_metrics(report: &RollupReport) {
-    emit("counter-rollup", &rollup_values(report));
+pub(crate) fn emit_rollup_batch_metrics(
+    report: &RollupBatchReport,
+    cut: bool,
+    age_ms: Option<u64>,
+) {
+    emit("counter-rollup", &rollup_batch_values(report, cut, age_ms));
 }
 
 fn camel(label: &str) -> String {
@@ -246,21 +253,25 @@ mod tests {
 
     #[cfg(feature = "journal")]
     #[test]
-    fn rollup_metrics_count_what_the_run_did() {
-        let mut report = RollupReport::default();
+    fn rollup_metrics_count_what_the_batch_did_whatever_its_outcome() {
+        let mut report = RollupBatchReport::default();
         report.keys = 3;
         report.applied = 2;
         report.duplicates = 1;
-        report.trimmed = 1;
         report.write_units = 2.5;
-        report.caught_up = true;
-        let doc = emf_document("Ns", "f", "counter-rollup", &rollup_values(&report), None);
+        report.retry_from = Some("12".into());
+        let values = rollup_batch_values(&report, false, Some(1500));
+        let doc = emf_document("Ns", "f", "counter-rollup", &values, None);
         assert_eq!(doc["Keys"], 3.0);
         assert_eq!(doc["Applied"], 2.0);
         assert_eq!(doc["Duplicates"], 1.0);
-        assert_eq!(doc["Trimmed"], 1.0);
         assert_eq!(doc["WriteUnits"], 2.5);
-        assert_eq!(doc["CaughtUp"], 1.0);
+        assert_eq!(doc["RetriedBatches"], 1.0);
+        assert_eq!(doc["CutOff"], 0.0);
+        assert_eq!(doc["BatchAgeMilliseconds"], 1500.0);
+        let cut = rollup_batch_values(&RollupBatchReport::default(), true, None);
+        let doc = emf_document("Ns", "f", "counter-rollup", &cut, None);
+        assert_eq!(doc["CutOff"], 1.0);
         assert_eq!(doc["FailedItems"], 0.0);
     }
 }

@@ -3,8 +3,8 @@
 //! composes with lambda_runtime's layers and the user's own; [`run_writer`], [`run_sweeper`]
 //! and [`run_rollup`] are the whole `main` of a ready function.
 //!
-//! [`RollupFunction`] and [`run_rollup`] need the crate's `journal` feature (the DynamoDB
-//! Streams client).
+//! [`RollupFunction`] and [`run_rollup`] need the crate's `journal` feature (the counter
+//! journal's roll-up).
 //!
 //! ```no_run
 //! use dynamodb_exactly_once::ratchet::Ratchet;
@@ -39,9 +39,7 @@ use crate::writer::{writer_from_env, Writer};
 #[cfg(feature = "journal")]
 mod rollup;
 #[cfg(feature = "journal")]
-pub use rollup::{
-    rollup_from_env, run_rollup, RollupFunction, DEFAULT_ROLLUP_SECONDS, ROLLUP_MARGIN,
-};
+pub use rollup::{rollup_from_env, run_rollup, RollupFunction};
 
 /// The future of one invocation.
 pub type Invocation<T> = Pin<Box<dyn Future<Output = Result<T, HandlerError>> + Send>>;

@@ -95,8 +95,7 @@ pub mod functions {
         name: "tx-coordinator",
         env_prefix: "TX",
     };
-    /// `counter-rollup`: `COUNTER_*` (counter-writer's settings, journal mode), and
-    /// `COUNTER_ROLLUP_SECONDS`.
+    /// `counter-rollup`: `COUNTER_*` (counter-writer's settings, journal mode).
     pub const COUNTER_ROLLUP: FunctionSpec = FunctionSpec {
         name: "counter-rollup",
         env_prefix: "COUNTER",

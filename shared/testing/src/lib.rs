@@ -22,6 +22,9 @@
 //! # Layout
 //!
 //! * [`local`]: DynamoDB Local, clients, tables from `template.yaml`.
+//! * [`mapping`]: an emulator of Lambda's DynamoDB Streams event source mapping (lineage,
+//!   batches, partial batch responses, bisect, retries, on-failure messages, filters,
+//!   parallelization, tumbling windows), invoking a handler with Lambda's JSON.
 //! * [`faults`]: the fault-injecting interceptor.
 //! * [`interleave`]: the interleaving harness (pauses and releases per actor).
 //! * [`events`]: event and batch builders.
@@ -36,6 +39,7 @@ pub mod events;
 pub mod faults;
 pub mod interleave;
 pub mod local;
+pub mod mapping;
 pub mod proxy;
 pub mod remote;
 pub mod streams_double;

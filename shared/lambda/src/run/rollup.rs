@@ -1,37 +1,37 @@
-//! The counter journal's roll-up as a function (feature `journal`): [`RollupFunction`], a
-//! `tower::Service` running one [`Rollup::run`] per invocation, and [`run_rollup`], the whole
+//! The counter journal's roll-up as the handler of the journal table's DynamoDB Streams event
+//! source mapping (feature `journal`): [`RollupFunction`], a `tower::Service` applying one
+//! shard's batch per invocation ([`Rollup::apply_batch`]), and [`run_rollup`], the whole
 //! `main` of the ready `counter-rollup`.
+//!
+//! The event is the mapping's, with a tumbling window (`TumblingWindowInSeconds` of 1 or
+//! more): Lambda names the batch's shard (`shardId`) only in a window's event, and the
+//! watermarks that make a batch delivered again count once are per shard. An event without
+//! `shardId` fails as a whole with a `Configuration` error (nothing applied; the mapping
+//! delivers it again once the window is set). The answer is the partial batch response: at
+//! most one failure, the lowest sequence number to deliver again.
 
+use std::collections::HashMap;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
+use aws_lambda_events::dynamodb::{Event, EventRecord, TimeWindowEvent, TimeWindowEventResponse};
+use aws_lambda_events::streams::DynamoDbBatchItemFailure;
 use dynamodb_exactly_once::batch::ANSWER_MARGIN;
-use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig, RollupReport};
+use dynamodb_exactly_once::counter::journal::{Rollup, RollupBatchReport, RollupConfig};
 use dynamodb_exactly_once::counter::CounterConfig;
-use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once::{ConfigError, Deadline, ItemChange};
 use lambda_runtime::{LambdaEvent, Service};
 use serde_json::Value;
 
 use super::Invocation;
 use crate::error::HandlerError;
-use crate::settings::{env_parse, FunctionSpec};
+use crate::settings::FunctionSpec;
+use crate::source::dynamodb::change_of;
+use crate::source::EventError;
 use crate::telemetry::{invocation_span, traced};
 
-/// The longest roll-up run by default (`<PREFIX>_ROLLUP_SECONDS`): with the function's 70 s
-/// timeout, 20 s are left for the work in flight and the answer.
-pub const DEFAULT_ROLLUP_SECONDS: u64 = 50;
-
-/// Kept before the invocation deadline when the roll-up's budget comes from the time left:
-/// a run finishes the work in flight after its budget (a page of updates, a checkpoint; one
-/// call is bounded by the client's operation timeout, 10 s by default).
-pub const ROLLUP_MARGIN: Duration = Duration::from_secs(15);
-
-/// The scheduled roll-up of the counter's journal as a function: one
-/// [`Rollup::run`] per invocation, for the time left minus [`ROLLUP_MARGIN`] and at most
-/// `max_run`; its report answered, logged (one summary line, ERROR when records were lost
-/// to the stream's retention) and emitted as metrics. The schedule's payload is not used. An
-/// error of the run is the invocation's error (Lambda counts it; the next run starts from the
-/// last checkpoint).
+/// The counter journal's roll-up as the handler of the journal's stream (see the module
+/// documentation): each invocation's batch applied, its report logged (one summary line,
+/// ERROR when records became dead letters) and emitted as metrics, whatever the outcome.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RollupFunction {
@@ -39,59 +39,128 @@ pub struct RollupFunction {
     pub function: String,
     /// The roll-up.
     pub rollup: Rollup,
-    /// The longest run.
-    pub max_run: Duration,
+}
+
+/// One invocation's batch as the mapping sent it.
+#[derive(Debug)]
+struct MappingBatch {
+    shard: Option<String>,
+    changes: Vec<ItemChange>,
+    /// The window's state (answered as it came: the roll-up keeps nothing in it).
+    state: HashMap<String, String>,
+    /// `ApproximateCreationDateTime` of the oldest record, epoch ms.
+    oldest_ms: Option<u64>,
 }
 
 impl RollupFunction {
-    /// The roll-up function named `function` (logs) running `rollup`, each run at most
-    /// `max_run`.
-    pub fn new(function: impl Into<String>, rollup: Rollup, max_run: Duration) -> Self {
+    /// The roll-up function named `function` (logs) running `rollup`.
+    pub fn new(function: impl Into<String>, rollup: Rollup) -> Self {
         RollupFunction {
             function: function.into(),
             rollup,
-            max_run,
         }
     }
 
-    /// Run the roll-up for this invocation.
-    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<RollupReport, HandlerError> {
+    /// Apply this invocation's batch; the answer is the mapping's response (a
+    /// `TimeWindowEventResponse`).
+    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
         let deadline = Deadline::from_epoch_ms(event.context.deadline, ANSWER_MARGIN);
-        let budget = rollup_budget(deadline.cutoff_in(), self.max_run);
-        let run = async {
-            let report = deadline
-                .bound(self.rollup.run(budget))
-                .await
-                .ok_or(HandlerError::RollupCutOff)?
-                .map_err(|e| {
-                    tracing::error!(error = %e, "journal roll-up failed; the next run resumes from the last checkpoint");
-                    HandlerError::Rollup(e)
-                })?;
-            log_rollup(&self.function, budget, &report);
-            Ok::<_, HandlerError>(report)
+        let batch = parse(event.payload)?;
+        let Some(shard) = batch.shard.clone() else {
+            crate::metrics::emit_rollup_batch_metrics(&RollupBatchReport::default(), true, None);
+            return Err(HandlerError::Config(ConfigError::new(
+                "TumblingWindowInSeconds",
+                "the roll-up needs the batch's shard, which Lambda sends only with a tumbling \
+                 window: set the mapping's TumblingWindowInSeconds to 1 or more",
+            )));
         };
-        let report = traced(span, deadline, run).await?;
-        crate::metrics::emit_rollup_metrics(&report);
-        Ok(report)
+        let run = async {
+            match deadline
+                .bound(self.rollup.apply_batch(&shard, &batch.changes))
+                .await
+            {
+                Some(report) => (report, false),
+                None => (cut_off(&shard, &batch.changes), true),
+            }
+        };
+        let (report, cut) = traced(span, deadline, run).await;
+        let age_ms = batch
+            .oldest_ms
+            .map(|at| dynamodb_exactly_once::ddb::clock::epoch_millis().saturating_sub(at));
+        log_batch(&self.function, &report, cut, age_ms);
+        crate::metrics::emit_rollup_batch_metrics(&report, cut, age_ms);
+        Ok(response(&report, batch.state))
     }
 }
 
-/// A run's budget: the time left before the cutoff (`None`: no deadline) minus
-/// [`ROLLUP_MARGIN`], at most `max_run`.
-pub(crate) fn rollup_budget(left: Option<Duration>, max_run: Duration) -> Duration {
-    left.map_or(max_run, |left| {
-        left.saturating_sub(ROLLUP_MARGIN).min(max_run)
+/// The report of a batch cut off at the invocation's deadline: delivered again from its
+/// first record (what was applied, the watermarks turn away).
+fn cut_off(shard: &str, changes: &[ItemChange]) -> RollupBatchReport {
+    let mut report = RollupBatchReport::default();
+    report.shard = shard.to_string();
+    report.records = changes.len();
+    report.retry_from = changes.first().map(|c| c.sequence_number.clone());
+    report
+}
+
+/// The mapping's event: a window's (`window` present) or a plain DynamoDB stream event.
+fn parse(payload: Value) -> Result<MappingBatch, HandlerError> {
+    let malformed = |e: serde_json::Error| {
+        HandlerError::Event(EventError::UnknownShape(format!(
+            "not a DynamoDB stream event: {e}"
+        )))
+    };
+    let (records, shard, state) = if payload.get("window").is_some() {
+        let event: TimeWindowEvent = serde_json::from_value(payload).map_err(malformed)?;
+        let window = event.time_window_properties;
+        (event.dynamo_db_event.records, window.shard_id, window.state)
+    } else {
+        let event: Event = serde_json::from_value(payload).map_err(malformed)?;
+        (event.records, None, HashMap::new())
+    };
+    let oldest_ms = records
+        .iter()
+        .map(|r| r.change.approximate_creation_date_time.timestamp_millis())
+        .filter(|ms| *ms > 0)
+        .min()
+        .and_then(|ms| u64::try_from(ms).ok());
+    Ok(MappingBatch {
+        shard,
+        changes: records.into_iter().filter_map(change).collect(),
+        state,
+        oldest_ms,
     })
 }
 
-fn log_rollup(function: &str, budget: Duration, report: &RollupReport) {
+/// A record's change; one that is not a change (the mapping's filter passes `INSERT`s only)
+/// is left out with a warning: nothing in it can count.
+fn change(record: EventRecord) -> Option<ItemChange> {
+    let id = record.event_id.clone();
+    change_of(record)
+        .inspect_err(|e| tracing::warn!(event_id = %id, reason = %e.message, "journal roll-up: a record that is not an item change was skipped"))
+        .ok()
+}
+
+/// The partial batch response: at most one failure, the lowest sequence number to deliver
+/// again; `state` answered as it came.
+fn response(report: &RollupBatchReport, state: HashMap<String, String>) -> Value {
+    let mut response = TimeWindowEventResponse::default();
+    response.time_window_event_response_properties.state = state;
+    if let Some(seq) = &report.retry_from {
+        let mut failure = DynamoDbBatchItemFailure::default();
+        failure.item_identifier = Some(seq.clone());
+        response.batch_item_failures.push(failure);
+    }
+    serde_json::to_value(response).unwrap_or(Value::Null)
+}
+
+fn log_batch(function: &str, report: &RollupBatchReport, cut: bool, age_ms: Option<u64>) {
     macro_rules! summary {
         ($level:ident) => {
             tracing::$level!(
                 function,
-                budget_ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
-                shards = report.shards,
+                shard = %report.shard,
                 records = report.records,
                 keys = report.keys,
                 applied = report.applied,
@@ -99,20 +168,19 @@ fn log_rollup(function: &str, budget: Duration, report: &RollupReport) {
                 item_updates = report.item_updates,
                 write_calls = report.write_calls,
                 write_units = report.write_units,
-                trimmed = report.trimmed,
                 failed_items = report.failed_items,
-                failed_shards = report.failed_shards,
                 dead_letters = report.dead_letters,
-                caught_up = report.caught_up,
-                iterator_age_ms = report.iterator_age_ms,
+                retry_from = report.retry_from.as_deref().unwrap_or(""),
+                cut_off = cut,
+                age_ms = age_ms.unwrap_or(0),
                 summary = %serde_json::to_string(report).unwrap_or_default(),
-                "roll-up summary"
+                "roll-up batch summary"
             )
         };
     }
-    if report.trimmed > 0 || report.dead_letters > 0 {
+    if report.dead_letters > 0 {
         summary!(error);
-    } else if report.failed_items > 0 || report.failed_shards > 0 {
+    } else if report.retry_from.is_some() || cut {
         summary!(warn);
     } else {
         summary!(info);
@@ -120,9 +188,9 @@ fn log_rollup(function: &str, budget: Duration, report: &RollupReport) {
 }
 
 impl Service<LambdaEvent<Value>> for RollupFunction {
-    type Response = RollupReport;
+    type Response = Value;
     type Error = HandlerError;
-    type Future = Invocation<RollupReport>;
+    type Future = Invocation<Value>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), HandlerError>> {
         Poll::Ready(Ok(()))
@@ -135,82 +203,44 @@ impl Service<LambdaEvent<Value>> for RollupFunction {
 }
 
 /// The roll-up function of `spec`'s variables: the counter's settings exactly as its writer
-/// reads them (journal mode required), `<PREFIX>_ROLLUP_SECONDS` (default
-/// [`DEFAULT_ROLLUP_SECONDS`]) and `<PREFIX>_ROLLUP_HOLD_SECONDS` (`RollupConfig::hold`,
-/// default 0); errors name the variable.
+/// reads them (journal mode required); errors name the variable.
 pub fn rollup_from_env(
     spec: FunctionSpec,
     ddb: aws_sdk_dynamodb::Client,
-    streams: aws_sdk_dynamodbstreams::Client,
-) -> Result<RollupFunction, dynamodb_exactly_once::ConfigError> {
+) -> Result<RollupFunction, ConfigError> {
     let counter: CounterConfig = spec.config_from_env()?;
-    let hold = env_parse::<u64>(&spec.var("rollup_hold_seconds"))?;
     let config = RollupConfig::builder(counter)
-        .hold(Duration::from_secs(hold.unwrap_or(0)))
         .build()
         .map_err(|e| e.renamed(|s| spec.var(s)))?;
-    let seconds = spec.var("rollup_seconds");
-    let max_run = match env_parse::<u64>(&seconds)? {
-        Some(0) => {
-            return Err(dynamodb_exactly_once::ConfigError::new(
-                &seconds,
-                "must be at least 1",
-            ))
-        }
-        Some(s) => Duration::from_secs(s),
-        None => Duration::from_secs(DEFAULT_ROLLUP_SECONDS),
-    };
     Ok(RollupFunction {
         function: spec.name.into(),
-        rollup: Rollup::new(ddb, streams, config),
-        max_run,
+        rollup: Rollup::for_mapping(ddb, config),
     })
 }
 
-/// The whole `main` of the counter journal's roll-up function (see [`run_writer`](super::run_writer)): the
-/// DynamoDB and DynamoDB Streams clients from one SDK configuration
-/// ([`crate::client::streams_client`]), the roll-up from `spec`'s variables
-/// ([`rollup_from_env`]).
+/// The whole `main` of the counter journal's roll-up function (see
+/// [`run_writer`](super::run_writer)): the DynamoDB client from the SDK's configuration, the
+/// roll-up from `spec`'s variables ([`rollup_from_env`]).
 pub async fn run_rollup(spec: FunctionSpec) -> Result<(), lambda_runtime::Error> {
     crate::telemetry::init();
     let config = crate::client::sdk_config_from_env().await?;
     let ddb = aws_sdk_dynamodb::Client::new(&config);
-    let streams = crate::client::streams_client(&config);
-    let function = rollup_from_env(spec, ddb, streams)?;
+    let function = rollup_from_env(spec, ddb)?;
     lambda_runtime::run(function).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    #[test]
-    fn the_budget_leaves_the_margin_and_is_capped() {
-        let max = Duration::from_secs(50);
-        assert_eq!(rollup_budget(None, max), max);
-        assert_eq!(rollup_budget(Some(Duration::from_secs(69)), max), max);
-        assert_eq!(
-            rollup_budget(Some(Duration::from_secs(30)), max),
-            Duration::from_secs(15)
-        );
-        assert_eq!(
-            rollup_budget(Some(Duration::from_secs(3)), max),
-            Duration::ZERO
-        );
-    }
-
-    fn offline_clients() -> (aws_sdk_dynamodb::Client, aws_sdk_dynamodbstreams::Client) {
+    fn offline_client() -> aws_sdk_dynamodb::Client {
         let ddb = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .build();
-        let streams = aws_sdk_dynamodbstreams::Config::builder()
-            .behavior_version(aws_sdk_dynamodbstreams::config::BehaviorVersion::latest())
-            .build();
-        (
-            aws_sdk_dynamodb::Client::from_conf(ddb),
-            aws_sdk_dynamodbstreams::Client::from_conf(streams),
-        )
+        aws_sdk_dynamodb::Client::from_conf(ddb)
     }
+
     #[test]
     fn the_rollup_reads_the_counter_settings_and_needs_journal_mode() {
         let spec = FunctionSpec {
@@ -219,22 +249,54 @@ mod tests {
         };
         // Variables of this test's own prefix only: nothing else reads them.
         std::env::set_var("ROLLUPTEST_TABLE", "Counters");
-        let (ddb, streams) = offline_clients();
-        let err = rollup_from_env(spec, ddb.clone(), streams.clone())
-            .expect_err("inline mode has no journal");
+        let err = rollup_from_env(spec, offline_client()).expect_err("inline mode has no journal");
         assert_eq!(err.setting, "ROLLUPTEST_MODE");
         std::env::set_var("ROLLUPTEST_JOURNAL_TABLE", "CountersJournal");
-        let function = rollup_from_env(spec, ddb.clone(), streams.clone()).expect("journal mode");
-        assert_eq!(
-            function.max_run,
-            Duration::from_secs(DEFAULT_ROLLUP_SECONDS)
-        );
+        let function = rollup_from_env(spec, offline_client()).expect("journal mode");
         assert_eq!(function.function, "rollup-test");
-        std::env::set_var("ROLLUPTEST_ROLLUP_SECONDS", "20");
-        let function = rollup_from_env(spec, ddb.clone(), streams.clone()).expect("20 s");
-        assert_eq!(function.max_run, Duration::from_secs(20));
-        std::env::set_var("ROLLUPTEST_ROLLUP_SECONDS", "soon");
-        let err = rollup_from_env(spec, ddb, streams).expect_err("not a number");
-        assert_eq!(err.setting, "ROLLUPTEST_ROLLUP_SECONDS");
+    }
+
+    fn record(seq: &str) -> Value {
+        json!({
+            "eventID": format!("e{seq}"), "eventName": "INSERT", "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+            "eventSourceARN": "arn:aws:dynamodb:us-east-1:1:table/j/stream/2026-11-29T00:00:00.000",
+            "dynamodb": {"ApproximateCreationDateTime": 1_800_000_000.0, "SequenceNumber": seq,
+                "SizeBytes": 10, "StreamViewType": "NEW_IMAGE",
+                "Keys": {"pk": {"S": "a"}, "sk": {"S": "b"}}, "NewImage": {"pk": {"S": "a"}}}
+        })
+    }
+
+    #[test]
+    fn a_window_event_names_its_shard_and_a_plain_event_does_not() {
+        let window = json!({
+            "Records": [record("100"), record("200")],
+            "window": {"start": "2026-11-29T00:00:00Z", "end": "2026-11-29T00:01:00Z"},
+            "state": {"k": "v"}, "shardId": "shardId-00000001-aa",
+            "eventSourceARN": "arn:aws:dynamodb:us-east-1:1:table/j/stream/2026-11-29T00:00:00.000",
+            "isFinalInvokeForWindow": false, "isWindowTerminatedEarly": false
+        });
+        let batch = parse(window).expect("window event");
+        assert_eq!(batch.shard.as_deref(), Some("shardId-00000001-aa"));
+        assert_eq!(batch.changes.len(), 2);
+        assert_eq!(batch.oldest_ms, Some(1_800_000_000_000));
+        assert_eq!(batch.state.get("k").map(String::as_str), Some("v"));
+        let plain = parse(json!({"Records": [record("100")]})).expect("plain event");
+        assert_eq!(plain.shard, None);
+        assert!(parse(json!({"nothing": 1})).is_err());
+    }
+
+    #[test]
+    fn the_response_names_only_the_lowest_failed_record() {
+        let mut report = RollupBatchReport::default();
+        let ok = response(&report, HashMap::new());
+        assert_eq!(ok["batchItemFailures"], json!([]));
+        report.retry_from = Some("200".into());
+        let failed = response(&report, HashMap::from([("k".into(), "v".into())]));
+        assert_eq!(
+            failed["batchItemFailures"],
+            json!([{"itemIdentifier": "200"}])
+        );
+        assert_eq!(failed["state"], json!({"k": "v"}));
     }
 }

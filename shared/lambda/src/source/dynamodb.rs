@@ -78,6 +78,13 @@ pub fn decode_change(body: &[u8]) -> Result<ItemChange, Rejection> {
     let invalid = |m: String| Rejection::new(RejectionCode::InvalidChange, bounded(&m, 300));
     let record: EventRecord = serde_json::from_slice(body)
         .map_err(|e| invalid(format!("not a DynamoDB stream record: {e}")))?;
+    change_of(record)
+}
+
+/// The item change of a DynamoDB stream record as Lambda delivers it: `invalid_change` when
+/// its `eventName` is not one of a change or it has no `SequenceNumber`.
+pub fn change_of(record: EventRecord) -> Result<ItemChange, Rejection> {
+    let invalid = |m: String| Rejection::new(RejectionCode::InvalidChange, bounded(&m, 300));
     let kind = ChangeKind::from_event_name(&record.event_name).ok_or_else(|| {
         invalid(format!(
             "eventName must be INSERT, MODIFY or REMOVE, got {}",

@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::types::{
 use super::event::{parse_watermark, seq_value, watermark_value, Event, Seq};
 use super::Rollup;
 use crate::counter::layout::{encode, Bucket, Grid, Layout};
-use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, StoreError};
+use crate::ddb::{conditional, Cond, Cost, ErrorClass, Item, ItemKey, Placeholders, StoreError};
 
 /// Conditional rounds for one item before the roll-up gives up on it for this pass.
 const MAX_ROUNDS: usize = 8;
@@ -152,10 +152,8 @@ impl Rollup {
         cost: &Cost,
     ) -> Result<Cond<Option<Item>>, StoreError> {
         let mut p = Placeholders::new("j");
-        let sums =
-            crate::counter::update::sum_deltas(events.iter().map(|e| &e.add)).map_err(|e| {
-                StoreError::Inconsistent(format!("the deltas of one roll-up write: {e}"))
-            })?;
+        let sums = crate::counter::update::sum_deltas(events.iter().map(|e| &e.add))
+            .map_err(|e| refused_sum(format!("the deltas of one roll-up write: {e}")))?;
         // Per shard: the first and last sequence numbers of its events.
         let mut spans: BTreeMap<usize, (Seq, Seq)> = BTreeMap::new();
         for event in events {
@@ -279,6 +277,19 @@ impl Rollup {
     }
 }
 
+/// A sum of deltas DynamoDB cannot hold (past 38 digits or its range): refused as DynamoDB
+/// refuses such an `ADD`, so that the refused record is isolated as a dead letter and the rest
+/// of its item counts (never a failure that blocks the shard).
+fn refused_sum(message: String) -> StoreError {
+    StoreError::Sdk {
+        operation: "UpdateItem",
+        class: ErrorClass::InvalidRequest,
+        code: "ValidationException".into(),
+        message,
+        source: None,
+    }
+}
+
 /// The day sums ([`super::days`]): each update adds its keys' deltas to their day's sums too,
 /// on the condition that none of those days is marked repaired; a refused update drops the
 /// keys of the repaired days (the repair counted them) and keeps them for their watermarks.
@@ -293,7 +304,7 @@ impl Rollup {
         conditions: &mut Vec<String>,
     ) -> Result<BTreeSet<String>, StoreError> {
         let prefix = &self.config.counter.attribute_prefix;
-        let (sums, days) = super::days::day_sums(events).map_err(StoreError::Inconsistent)?;
+        let (sums, days) = super::days::day_sums(events).map_err(refused_sum)?;
         let mut added = BTreeSet::new();
         for ((day, name), sum) in sums {
             let attribute = super::days::sum_name(prefix, day, &name);

@@ -105,7 +105,8 @@ pub(super) enum Decoded {
     Invalid(String),
 }
 
-/// Decode one stream record of the journal (`insert`: an `INSERT`).
+/// Decode one stream record of the journal (`insert`: an `INSERT`), as the Streams client
+/// reads it.
 pub(super) fn decode(
     shard: usize,
     seq: &str,
@@ -113,9 +114,23 @@ pub(super) fn decode(
     keys: Option<&HashMap<String, StreamValue>>,
     image: Option<&HashMap<String, StreamValue>>,
 ) -> Decoded {
-    let reserved = |m: Option<&HashMap<String, StreamValue>>| {
+    let keys = keys.map(stream_item);
+    let image = image.map(stream_item);
+    decode_item(shard, seq, insert, keys.as_ref(), image.as_ref())
+}
+
+/// Decode one stream record of the journal (`insert`: an `INSERT`) whose key and new image
+/// are attribute values (as an event source mapping delivers them).
+pub(super) fn decode_item(
+    shard: usize,
+    seq: &str,
+    insert: bool,
+    keys: Option<&Item>,
+    image: Option<&Item>,
+) -> Decoded {
+    let reserved = |m: Option<&Item>| {
         matches!(m.and_then(|m| m.get(JOURNAL_KEY_ATTRIBUTE)),
-            Some(StreamValue::S(pk)) if pk.starts_with(RESERVED_PREFIX))
+            Some(AttributeValue::S(pk)) if pk.starts_with(RESERVED_PREFIX))
     };
     if reserved(keys) || reserved(image) {
         return Decoded::Own;
@@ -134,35 +149,31 @@ pub(super) fn decode(
     }
 }
 
-fn event(shard: usize, seq: &str, image: &HashMap<String, StreamValue>) -> Result<Event, String> {
-    let Some(StreamValue::S(pk)) = image.get(JOURNAL_KEY_ATTRIBUTE) else {
+fn event(shard: usize, seq: &str, image: &Item) -> Result<Event, String> {
+    let Some(AttributeValue::S(pk)) = image.get(JOURNAL_KEY_ATTRIBUTE) else {
         return Err("no journal partition key".into());
     };
-    let Some(StreamValue::S(hash)) = image.get(JOURNAL_SORT_ATTRIBUTE) else {
+    let Some(AttributeValue::S(hash)) = image.get(JOURNAL_SORT_ATTRIBUTE) else {
         return Err("no key hash (sort key)".into());
     };
-    let Some(StreamValue::M(key)) = image.get(ITEM_ATTRIBUTE) else {
+    let Some(AttributeValue::M(key)) = image.get(ITEM_ATTRIBUTE) else {
         return Err("no counter item key".into());
     };
-    let key: Item = key
-        .iter()
-        .map(|(name, value)| Ok((name.clone(), key_value(value).ok_or("key type")?)))
-        .collect::<Result<_, &str>>()?;
-    let item = ItemKey::from_item(&key).map_err(|e| format!("counter item key: {e}"))?;
-    let Some(StreamValue::M(add)) = image.get(ADD_ATTRIBUTE) else {
+    let item = ItemKey::from_item(key).map_err(|e| format!("counter item key: {e}"))?;
+    let Some(AttributeValue::M(add)) = image.get(ADD_ATTRIBUTE) else {
         return Err("no deltas".into());
     };
     let add = add
         .iter()
         .map(|(name, value)| match value {
-            StreamValue::N(n) => Number::parse(n)
+            AttributeValue::N(n) => Number::parse(n)
                 .map(|d| (name.clone(), d))
                 .map_err(|_| format!("delta of {}", crate::text::quote(name))),
             _ => Err("delta type".into()),
         })
         .collect::<Result<_, String>>()?;
     let number = |name: &str| match image.get(name) {
-        Some(StreamValue::N(n)) => n.parse().ok(),
+        Some(AttributeValue::N(n)) => n.parse().ok(),
         _ => None,
     };
     let at_ms = number(AT_ATTRIBUTE);
@@ -180,14 +191,29 @@ fn event(shard: usize, seq: &str, image: &HashMap<String, StreamValue>) -> Resul
     })
 }
 
-/// A key attribute's value (S, N or B) in the DynamoDB client's type.
-fn key_value(value: &StreamValue) -> Option<AttributeValue> {
-    match value {
-        StreamValue::S(s) => Some(AttributeValue::S(s.clone())),
-        StreamValue::N(n) => Some(AttributeValue::N(n.clone())),
-        StreamValue::B(b) => Some(AttributeValue::B(b.clone())),
-        _ => None,
-    }
+/// A Streams client's image as the DynamoDB client's attribute values (a value of a type
+/// this version does not know is left out: the journal's writer never writes one).
+fn stream_item(image: &HashMap<String, StreamValue>) -> Item {
+    image
+        .iter()
+        .filter_map(|(name, value)| Some((name.clone(), stream_value(value)?)))
+        .collect()
+}
+
+fn stream_value(value: &StreamValue) -> Option<AttributeValue> {
+    Some(match value {
+        StreamValue::S(s) => AttributeValue::S(s.clone()),
+        StreamValue::N(n) => AttributeValue::N(n.clone()),
+        StreamValue::B(b) => AttributeValue::B(b.clone()),
+        StreamValue::Bool(b) => AttributeValue::Bool(*b),
+        StreamValue::Null(n) => AttributeValue::Null(*n),
+        StreamValue::Ss(v) => AttributeValue::Ss(v.clone()),
+        StreamValue::Ns(v) => AttributeValue::Ns(v.clone()),
+        StreamValue::Bs(v) => AttributeValue::Bs(v.clone()),
+        StreamValue::M(m) => AttributeValue::M(stream_item(m)),
+        StreamValue::L(l) => AttributeValue::L(l.iter().filter_map(stream_value).collect()),
+        _ => return None,
+    })
 }
 
 /// A shard's tag in a counter item's watermark name: 48 bits of SHA-256, base64url.

@@ -173,12 +173,14 @@ with_journal_feature! {
     mod repair;
     mod rollup;
     mod scan;
+    mod shard_batch;
     mod stream;
 
     pub use days::{KEEP_DAYS, REPAIR_DAYS};
     pub use dead::RollupDeadLetter;
     pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
     pub use rollup::{Rollup, RollupConfig, RollupConfigBuilder, RollupGap, RollupReport};
+    pub use shard_batch::RollupBatchReport;
 }
 
 pub use entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE};

@@ -315,6 +315,20 @@ impl Rollup {
         }
     }
 
+    /// The roll-up of `config` as the handler of the journal's event source mapping
+    /// ([`Rollup::apply_batch`]): it reads no stream itself, so it needs no Streams client
+    /// (the one it holds, for [`Rollup::run`], is never configured nor called).
+    pub fn for_mapping(ddb: Client, config: RollupConfig) -> Self {
+        let streams = aws_sdk_dynamodbstreams::Config::builder()
+            .behavior_version(aws_sdk_dynamodbstreams::config::BehaviorVersion::latest())
+            .build();
+        Rollup::new(
+            ddb,
+            aws_sdk_dynamodbstreams::Client::from_conf(streams),
+            config,
+        )
+    }
+
     /// The same roll-up with another clock (watermark times, the run's snapshot; tests move
     /// time with it).
     pub fn with_clock(mut self, clock: Clock) -> Self {
