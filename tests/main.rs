@@ -31,6 +31,7 @@ mod idempotency_interleave;
 mod idempotency_large;
 mod idempotency_powertools;
 mod interleave;
+mod kafka;
 mod key_limits;
 mod kpl;
 mod layout;

@@ -15,6 +15,7 @@ fn position(kind: SourceKind) -> SourcePosition {
         sub_record: None,
         event_id: None,
         arrived_at_ms: Some(1_700_000_000_123),
+        kafka: None,
     }
 }
 
