@@ -32,6 +32,7 @@ mod idempotency_large;
 mod idempotency_powertools;
 mod interleave;
 mod kafka;
+mod kafka_writers;
 mod key_limits;
 mod kpl;
 mod layout;
