@@ -142,3 +142,59 @@ async fn kafka_a_cut_off_record_reports_itself_and_the_rest_of_its_partition_onl
     seen.sort();
     assert_eq!(seen, ["ok-a1", "ok-b", "sleep-a2"]);
 }
+
+#[tokio::test]
+async fn kafka_a_handler_reads_the_records_topic_offset_key_and_headers() {
+    // Given a handler that keeps each record's Kafka position
+    let letters = dead_letters().await;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    let p = dynamodb_exactly_once_lambda::processor::Processor::builder(
+        "orders",
+        move |r: dynamodb_exactly_once_lambda::processor::Record<Value>| {
+            let keep = keep.clone();
+            async move {
+                let k = r.kafka().expect("a Kafka record");
+                let header = k
+                    .header("source")
+                    .map(|h| String::from_utf8_lossy(h).into_owned());
+                let key = k
+                    .key
+                    .clone()
+                    .map(|b| String::from_utf8_lossy(&b).into_owned());
+                if let Ok(mut seen) = keep.lock() {
+                    seen.push((k.record_id(), key, header));
+                }
+                Ok::<(), dynamodb_exactly_once_lambda::processor::RecordError>(())
+            }
+        },
+    )
+    .dead_letters(letters)
+    .build()
+    .expect("processor");
+
+    // When it runs a batch
+    let failed = run_value(&p, kafka_event(&[("orders", 2, &[(30, order("a", 1))])])).await;
+
+    // Then it saw them
+    assert!(failed.is_empty());
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(
+        seen,
+        [(
+            "orders-2:30".to_string(),
+            Some("k30".to_string()),
+            Some("test".to_string())
+        )]
+    );
+}
+
+async fn run_value(
+    p: &dynamodb_exactly_once_lambda::processor::Processor<Value>,
+    event: Value,
+) -> Vec<String> {
+    p.handle(invocation(event, 60_000))
+        .await
+        .expect("handled")
+        .failed_ids()
+}
