@@ -509,20 +509,20 @@ def kafka(partitions, source="aws:kafka", arn=None, servers="b-1.ratings.abc123.
 RATINGS_CLUSTER = "arn:aws:kafka:us-east-1:123456789012:cluster/ratings/6f0c0b7e-1111-2222-3333-444455556666-1"
 write("ratchet-kafka-batch.json", kafka({
     ("ratings", 0): [
-        (100, 1721770090000, "User#1", put("User#1", "Movie#A", 1721770090000, Rating=3)),
-        (101, 1721770091000, "User#1", put("User#1", "Movie#A", 1721770091000, Rating=4)),
-        (102, 1721770092000, "User#1", put("User#1", "Movie#A", 1721770092000, Rating=5, Review="great")),
+        (100, 1721770090000, "User#21", put("User#21", "Movie#A", 1721770090000, Rating=3)),
+        (101, 1721770091000, "User#21", put("User#21", "Movie#A", 1721770091000, Rating=4)),
+        (102, 1721770092000, "User#21", put("User#21", "Movie#A", 1721770092000, Rating=5, Review="great")),
     ],
     ("ratings", 1): [
-        (57, 1721770090500, "User#2", put("User#2", "Movie#B", 1721770090500, Rating=2)),
-        (58, 1721770093000, "User#2", put("User#2", "Movie#B", 1721770093000, Rating=1, Review="meh")),
+        (57, 1721770090500, "User#22", put("User#22", "Movie#B", 1721770090500, Rating=2)),
+        (58, 1721770093000, "User#22", put("User#22", "Movie#B", 1721770093000, Rating=1, Review="meh")),
     ],
 }, arn=RATINGS_CLUSTER))
 write("ratchet-kafka-malformed.json", kafka({
     ("ratings", 0): [
-        (200, 1721770090000, "User#4", put("User#4", "Movie#D", 1721770090000, Rating=4)),
-        (201, 1721770090100, "User#4", "{this is not json"),
-        (202, 1721770090200, "User#4", {"op": "upsert", "key": {"PK": "User#4", "SK": "Movie#E"}, "ts": 1721770090000}),
-        (203, 1721770090300, "User#4", put("User#4", "Movie#D", 1721770091000, Rating=5)),
+        (200, 1721770090000, "User#24", put("User#24", "Movie#D", 1721770090000, Rating=4)),
+        (201, 1721770090100, "User#24", "{this is not json"),
+        (202, 1721770090200, "User#24", {"op": "upsert", "key": {"PK": "User#24", "SK": "Movie#E"}, "ts": 1721770090000}),
+        (203, 1721770090300, "User#24", put("User#24", "Movie#D", 1721770091000, Rating=5)),
     ],
 }, source="SelfManagedKafka", servers="kafka-1.example.internal:9096,kafka-2.example.internal:9096"))
