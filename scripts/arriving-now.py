@@ -3,7 +3,8 @@
 
 The writers keep records older than their protocol applies safely (ratchet: the tombstone
 lifetime; counter: the duplicate window) as `too_old` dead letters, judged by Kinesis
-`approximateArrivalTimestamp`, SQS `SentTimestamp` and DynamoDB `ApproximateCreationDateTime`. The samples in events/ carry fixed
+`approximateArrivalTimestamp`, SQS `SentTimestamp`, DynamoDB `ApproximateCreationDateTime` and
+Kafka `timestamp`. The samples in events/ carry fixed
 times; the demo delivers them as new. Usage: arriving-now.py EVENT.json OUT.json
 """
 import json
@@ -21,5 +22,8 @@ for record in event.get("Records", []):
         record["dynamodb"]["ApproximateCreationDateTime"] = float(int(now))
     if isinstance(record.get("attributes"), dict):
         record["attributes"]["SentTimestamp"] = str(int(now * 1000))
+for partition in (event.get("records") or {}).values():
+    for record in partition:
+        record["timestamp"] = int(now * 1000)
 with open(out, "w") as f:
     json.dump(event, f, indent=2)

@@ -209,6 +209,10 @@ must_fail "a source without partial batch responses" template "without FunctionR
   stacks/document.yaml '/FunctionResponseTypes:/,+1d'
 must_fail "a stream source without a failure destination" template "without an on-failure destination" \
   stacks/counter.yaml '/^      DestinationConfig:/,+2d'
+must_fail "a Kafka source without partial batch responses" template "Kafka source without FunctionResponseTypes" \
+  stacks/ratchet.yaml '/^  RatchetWriterKafkaSource:/,/^  RatchetKafkaFailures:/{/FunctionResponseTypes:/,+1d}'
+must_fail "a Kafka source without its lag alarm" template "a Kafka consumer falling behind" \
+  stacks/document.yaml 's/MetricName: OffsetLag$/MetricName: OffsetLagged/'
 must_fail "an unknown function binary" template "'tx-sweep' is not a binary" stacks/transactions.yaml \
   's/Binary: tx-sweeper/Binary: tx-sweep/'
 must_fail "a sweeper that retries" template "schedule retries" stacks/transactions.yaml \

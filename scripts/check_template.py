@@ -43,8 +43,9 @@ Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator r
     behind);
   * created queues with a visibility
     timeout >= 6x the function timeout (for every allowed value of a parameter that sets it),
-    every queue and stream source with partial batch responses (ReportBatchItemFailures),
-    MaximumConcurrency on queue sources, an on-failure destination on stream sources, the
+    every queue, stream and Kafka source with partial batch responses (ReportBatchItemFailures),
+    MaximumConcurrency on queue sources, an on-failure destination on stream and Kafka sources
+    (and an OffsetLag alarm on Kafka ones), the
     sweeper alone and never retried;
   * the counter journal: a created journal table has a stream with new images and a TTL on
     `ttl`, a counter-rollup reads every journal a counter-writer writes, with the same
@@ -71,8 +72,13 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The only statement allowed a wildcard Resource: X-Ray has no resource-level permissions.
+# The only statements allowed a wildcard Resource: X-Ray has no resource-level permissions,
+# nor have the EC2 network interface actions a Kafka (MSK) event source's pollers need in the
+# cluster's VPC.
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+KAFKA_ENI_ACTIONS = {"ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+                     "ec2:DescribeNetworkInterfaces", "ec2:DescribeSecurityGroups",
+                     "ec2:DescribeSubnets", "ec2:DescribeVpcs"}
 # Names the docs may use that are not resources of a template.
 DOC_SUFFIXES = ("Table", "Role", "Alarm", "Queue", "QueueRedrive", "StreamFailures",
                 "Function", "Stream", "LogGroup")
@@ -106,6 +112,12 @@ SAMPLES = {
     "WindowSeconds": "3600",
     "MaxRecordAgeSeconds": "3600",
     "CounterWindowSeconds": "3600",
+    "KafkaClusterArn": "arn:aws:kafka:eu-west-1:123456789012:cluster/existing-cluster/"
+                       "6f0c0b7e-1111-2222-3333-444455556666-1",
+    "KafkaBootstrapServers": "kafka-1.example.internal:9096,kafka-2.example.internal:9096",
+    "KafkaTopic": "orders",
+    "KafkaConsumerGroupId": "orders-writer",
+    "KafkaSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kafka-writer-AbCdEf",
 }
 # The alarms a scheduled function needs besides its errors and its schedule not running, by
 # binary: (what, EMF metric).
@@ -438,6 +450,8 @@ def event_sources(view):
                 kind = "SQS"
             elif target == "AWS::DynamoDB::Table" and attribute(source) == "StreamArn":
                 kind = "DynamoDB"
+            elif props.get("SelfManagedEventSource") or props.get("Topics"):
+                kind = "Kafka"
             elif isinstance(source, str) and source.startswith("arn:"):
                 kind = {"kinesis": "Kinesis", "sqs": "SQS", "dynamodb": "DynamoDB"}.get(
                     source.split(":")[2])
@@ -671,7 +685,8 @@ def check_policies(view, where, errors):
             if any("*" in str(a) for a in actions):
                 errors.append(f"{where}: policy of {name}, statement {sid}: wildcard Action {actions}")
             resources = [str(r) for r in as_list(st.get("Resource", []))]
-            if any("*" in r for r in resources) and not set(actions) <= XRAY_ACTIONS:
+            if any("*" in r for r in resources) and not set(actions) <= XRAY_ACTIONS \
+                    and not set(actions) <= KAFKA_ENI_ACTIONS:
                 errors.append(f"{where}: policy of {name}, statement {sid}: wildcard Resource {resources}")
     for name, role in of_type(view, "AWS::IAM::Role").items():
         for arn in as_list(role["Properties"].get("ManagedPolicyArns", [])):
@@ -716,6 +731,11 @@ def check_alarms(config, view, where, errors):
             dest = ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
             if dest:
                 failure_queues.add(ident(dest))
+        elif kind == "Kafka":
+            need("a Kafka consumer falling behind", "AWS/Lambda", "OffsetLag", "FunctionName", fn)
+            dest = ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+            if dest:
+                failure_queues.add(ident(dest))
         elif kind == "SQS":
             queue = ident(ev["Source"])
             need("a queue backlog", "AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", queue)
@@ -748,7 +768,7 @@ def check_sources(view, where, errors):
     for fn, kind, ev in event_sources(view):
         props = functions.get(fn, {}).get("Properties", {})
         timeout = number(props.get("Timeout", 3), 3)
-        if kind in ("SQS", "Kinesis", "DynamoDB") and \
+        if kind in ("SQS", "Kinesis", "DynamoDB", "Kafka") and \
                 "ReportBatchItemFailures" not in as_list(ev.get("FunctionResponseTypes", [])):
             errors.append(f"{where}: {fn}: {kind} source without FunctionResponseTypes "
                           "ReportBatchItemFailures (failures it reports would be dropped)")
@@ -760,7 +780,7 @@ def check_sources(view, where, errors):
                     errors.append(f"{where}: queue {queue}: VisibilityTimeout {visibility} < 6 x {fn}'s timeout {timeout}")
             if "MaximumConcurrency" not in ev.get("ScalingConfig", {}):
                 errors.append(f"{where}: {fn}: SQS source {queue} without ScalingConfig MaximumConcurrency")
-        if kind in ("Kinesis", "DynamoDB"):
+        if kind in ("Kinesis", "DynamoDB", "Kafka"):
             if not ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination"):
                 errors.append(f"{where}: {fn}: {kind} source without an on-failure destination")
         if kind in ("ScheduleV2", "Schedule"):

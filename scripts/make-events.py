@@ -480,3 +480,49 @@ write("tx-fifo.json", sqs_fifo([
     ("dan", tx_transfer("fifo-dan-2", "dan", "eve", 40)),
     ("ann", tx_transfer("fifo-ann-3", "ann", "ben", 10)),
 ], "tx-fifo", TX_FIFO_QUEUE))
+
+
+def kafka(partitions, source="aws:kafka", arn=None, servers="b-1.ratings.abc123.c2.kafka.us-east-1.amazonaws.com:9098"):
+    """A Kafka event as Lambda delivers it (Amazon MSK, or `SelfManagedKafka`): `partitions`
+    maps `(topic, partition)` to `(offset, timestamp ms, key, body)` records; values and keys
+    base64, one `producer` header (its bytes as numbers), timestamps `LOG_APPEND_TIME`."""
+    records = {}
+    for (topic, partition), batch in partitions.items():
+        records["%s-%d" % (topic, partition)] = [{
+            "topic": topic, "partition": partition, "offset": offset, "timestamp": ts,
+            "timestampType": "LOG_APPEND_TIME",
+            "key": base64.b64encode(key.encode()).decode(),
+            "value": base64.b64encode((body if isinstance(body, str) else json.dumps(body, separators=(",", ":"))).encode()).decode(),
+            "headers": [{"producer": list(b"ratings-api")}],
+        } for offset, ts, key, body in batch]
+    event = {"eventSource": source}
+    if arn:
+        event["eventSourceArn"] = arn
+    event["bootstrapServers"] = servers
+    event["records"] = records
+    return event
+
+
+# A batch over two partitions of `ratings` (keyed by user, so each user's ratings are in one
+# partition, in offset order), and a self-managed cluster's batch with a poison value and an
+# unknown op between two good records of one partition.
+RATINGS_CLUSTER = "arn:aws:kafka:us-east-1:123456789012:cluster/ratings/6f0c0b7e-1111-2222-3333-444455556666-1"
+write("ratchet-kafka-batch.json", kafka({
+    ("ratings", 0): [
+        (100, 1721770090000, "User#21", put("User#21", "Movie#A", 1721770090000, Rating=3)),
+        (101, 1721770091000, "User#21", put("User#21", "Movie#A", 1721770091000, Rating=4)),
+        (102, 1721770092000, "User#21", put("User#21", "Movie#A", 1721770092000, Rating=5, Review="great")),
+    ],
+    ("ratings", 1): [
+        (57, 1721770090500, "User#22", put("User#22", "Movie#B", 1721770090500, Rating=2)),
+        (58, 1721770093000, "User#22", put("User#22", "Movie#B", 1721770093000, Rating=1, Review="meh")),
+    ],
+}, arn=RATINGS_CLUSTER))
+write("ratchet-kafka-malformed.json", kafka({
+    ("ratings", 0): [
+        (200, 1721770090000, "User#24", put("User#24", "Movie#D", 1721770090000, Rating=4)),
+        (201, 1721770090100, "User#24", "{this is not json"),
+        (202, 1721770090200, "User#24", {"op": "upsert", "key": {"PK": "User#24", "SK": "Movie#E"}, "ts": 1721770090000}),
+        (203, 1721770090300, "User#24", put("User#24", "Movie#D", 1721770091000, Rating=5)),
+    ],
+}, source="SelfManagedKafka", servers="kafka-1.example.internal:9096,kafka-2.example.internal:9096"))

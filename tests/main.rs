@@ -34,6 +34,8 @@ mod idempotency_large;
 mod idempotency_powertools;
 mod idempotency_powertools_ts;
 mod interleave;
+mod kafka;
+mod kafka_writers;
 mod key_limits;
 mod kpl;
 mod layout;

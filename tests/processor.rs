@@ -57,7 +57,7 @@ pub(crate) async fn handle(calls: Calls, record: Record<Order>) -> Result<(), Re
     Ok(())
 }
 
-fn processor(
+pub(crate) fn processor(
     calls: &Calls,
     sink: impl DeadLetterSink + 'static,
     order: StreamOrder,
@@ -91,7 +91,7 @@ pub(crate) fn invocation(event: Value, budget_ms: u64) -> LambdaEvent<Value> {
     LambdaEvent::new(event, context)
 }
 
-async fn run(p: &Processor<Order>, event: Value) -> Vec<String> {
+pub(crate) async fn run(p: &Processor<Order>, event: Value) -> Vec<String> {
     p.handle(invocation(event, 60_000))
         .await
         .expect("handled")

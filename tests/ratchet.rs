@@ -489,6 +489,8 @@ async fn fixtures_round_trip_and_match_their_source() {
         let batch = Batch::from_event(fixture(&name)).expect("decodes");
         let expected = if name.contains("kinesis") {
             "Kinesis"
+        } else if name.contains("kafka") {
+            "Kafka"
         } else {
             "Sqs"
         };

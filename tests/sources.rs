@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 // ------------------------------------------------------------------- transactions
 
 /// The coordinator's tables and a writer on them.
-async fn tx_tables(client: &Client) -> BTreeMap<String, String> {
+pub(crate) async fn tx_tables(client: &Client) -> BTreeMap<String, String> {
     let tables =
         dynamo_testing::template_tables(client, &["TxTable", "AccountsTable", "DeadLetterTable"])
             .await;
@@ -45,7 +45,10 @@ async fn tx_tables(client: &Client) -> BTreeMap<String, String> {
     tables
 }
 
-fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Coordinator> {
+pub(crate) fn coordinator_on(
+    client: Client,
+    tables: &BTreeMap<String, String>,
+) -> Writer<Coordinator> {
     // Patience must be at least twice the heartbeat interval (checked when built).
     let config = TxConfig::builder(&tables["TxTable"], [tables["AccountsTable"].as_str()])
         .lock_patience(Duration::from_millis(300))
@@ -64,7 +67,7 @@ fn coordinator_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<C
 }
 
 /// Move `amount` from `from` (only if it has that much) to `to`.
-fn transfer(table: &str, tx_id: &str, from: &str, to: &str, amount: i64) -> Value {
+pub(crate) fn transfer(table: &str, tx_id: &str, from: &str, to: &str, amount: i64) -> Value {
     json!({"txId": tx_id, "requests": [
         {"Update": {"TableName": table, "Key": {"PK": from},
             "UpdateExpression": "SET #b = #b - :a", "ConditionExpression": "#b >= :a",
@@ -87,7 +90,7 @@ fn transfers(table: &str) -> Vec<(&'static str, Value)> {
 }
 
 /// Every request of transaction `tx_id` refused (as by a throttled or unreachable DynamoDB).
-fn refuse_tx(tx_id: &'static str) -> FaultInjector {
+pub(crate) fn refuse_tx(tx_id: &'static str) -> FaultInjector {
     let needle = format!("\"{tx_id}\"");
     FaultInjector::by_request(move |_, body| {
         if body.contains(&needle) {
@@ -147,7 +150,7 @@ fn kinesis_keyed(records: &[(&str, Value)]) -> Batch {
     Batch::new(SourceKind::Kinesis, records)
 }
 
-async fn balances(client: &Client, table: &str) -> BTreeMap<String, i64> {
+pub(crate) async fn balances(client: &Client, table: &str) -> BTreeMap<String, i64> {
     scan(client, table)
         .await
         .into_iter()

@@ -53,7 +53,7 @@ pub struct Scope {
     /// Only letters kept by this deployment (its Lambda function name, as in `list`).
     #[arg(long)]
     pub deployment: Option<String>,
-    /// Only letters of this source kind: kinesis, sqs or dynamodb.
+    /// Only letters of this source kind: kinesis, sqs, dynamodb or kafka.
     #[arg(long)]
     pub kind: Option<String>,
     /// Only letters of this stream or queue ARN.

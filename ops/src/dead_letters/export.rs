@@ -65,6 +65,9 @@ pub fn event_of(letters: &[DeadLetter]) -> Result<Value, String> {
             "the letters come from several source kinds: export one --kind at a time".into(),
         );
     }
+    if kind == SourceKind::Kafka {
+        return kafka_event(letters);
+    }
     let records: Result<Vec<Value>, String> = letters
         .iter()
         .map(|l| match kind {
@@ -76,6 +79,50 @@ pub fn event_of(letters: &[DeadLetter]) -> Result<Value, String> {
         })
         .collect();
     Ok(json!({ "Records": records? }))
+}
+
+/// Kafka letters as one Amazon MSK (or self-managed) event: `records` keyed
+/// `<topic>-<partition>`, each record with its key, headers and timestamp as kept. A letter
+/// kept whole (`bad_kafka_record`) is its record's JSON as delivered.
+fn kafka_event(letters: &[DeadLetter]) -> Result<Value, String> {
+    let mut partitions: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    for l in letters {
+        let Some(k) = &l.position.kafka else {
+            return Err(format!(
+                "letter {}: a Kafka letter without its position",
+                l.id
+            ));
+        };
+        let record = match &k.defect {
+            Some(_) => serde_json::from_slice(&l.payload)
+                .map_err(|e| format!("letter {}: the kept record is not JSON: {e}", l.id))?,
+            None => {
+                let headers: Vec<Value> = k
+                    .headers
+                    .iter()
+                    .map(|h| json!({ h.name.clone(): h.value }))
+                    .collect();
+                json!({
+                    "topic": k.topic, "partition": k.partition, "offset": k.offset,
+                    "timestamp": k.timestamp_ms, "timestampType": k.timestamp_type,
+                    "key": k.key.as_ref().map(|b| BASE64.encode(b)),
+                    "value": BASE64.encode(&l.payload),
+                    "headers": headers,
+                })
+            }
+        };
+        partitions
+            .entry(k.topic_partition())
+            .or_default()
+            .push(record);
+    }
+    let arn = letters.first().and_then(|l| l.position.source_arn.clone());
+    let source = if arn.is_some() {
+        "aws:kafka"
+    } else {
+        "SelfManagedKafka"
+    };
+    Ok(json!({ "eventSource": source, "eventSourceArn": arn, "records": partitions }))
 }
 
 fn sqs_record(l: &DeadLetter) -> Value {
@@ -152,6 +199,39 @@ mod tests {
             l
         })
         .expect("a letter")
+    }
+
+    #[test]
+    fn kafka_letters_export_as_the_event_they_came_in() {
+        // Given letters decoded from an MSK event over two partitions (one value not JSON)
+        let event = json!({"eventSource": "aws:kafka",
+            "eventSourceArn": "arn:aws:kafka:us-east-1:1:cluster/c/x",
+            "records": {"t-0": [{"topic": "t", "partition": 0, "offset": 4,
+                "timestamp": 1_700_000_000_123_i64, "timestampType": "LOG_APPEND_TIME",
+                "key": "azE=", "value": "e25vdA==", "headers": [{"h": [1, 255]}]}],
+                "t-1": [{"topic": "t", "partition": 1, "offset": 9, "timestamp": 1,
+                "timestampType": "CREATE_TIME", "value": "e30=", "headers": []}]}});
+        let batch = Batch::from_event(event).expect("kafka event");
+        let letters: Vec<DeadLetter> = batch
+            .records
+            .iter()
+            .map(|r| {
+                let mut l = letter(SourceKind::Kafka, &r.position.id, None, &r.body);
+                l.position = r.position.clone();
+                l
+            })
+            .collect();
+
+        // When they are exported, the event decodes to the same positions and payloads
+        let again = Batch::from_event(event_of(&letters).expect("an event")).expect("kafka");
+        assert_eq!(again.kind, SourceKind::Kafka);
+        let pairs = |b: &Batch| -> Vec<(SourcePosition, Vec<u8>)> {
+            b.records
+                .iter()
+                .map(|r| (r.position.clone(), r.body.clone()))
+                .collect()
+        };
+        assert_eq!(pairs(&again), pairs(&batch));
     }
 
     #[test]

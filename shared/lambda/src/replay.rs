@@ -145,7 +145,7 @@ impl<P: Protocol> Writer<P> {
         } else {
             AgeCheck::Enforce
         };
-        for kind in [SourceKind::Kinesis, SourceKind::DynamoDb, SourceKind::Sqs] {
+        for kind in SourceKind::ALL {
             let group: Vec<&DeadLetter> =
                 pending.iter().filter(|l| l.position.kind == kind).collect();
             if !group.is_empty() {

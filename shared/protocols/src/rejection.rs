@@ -108,6 +108,13 @@ pub enum RejectionCode {
     /// The record's body does not fit the function's record mapping (not JSON, or a field
     /// the mapping reads is absent or of the wrong type): the Lambda edge's field mappings.
     MappingFailed,
+    /// A Kafka record that cannot be read (its value, key or headers not what Lambda's Kafka
+    /// events carry, or more key and header bytes than a position keeps): kept whole, as
+    /// delivered (the Lambda edge's Kafka source).
+    BadKafkaRecord,
+    /// A Kafka value that does not decode under the function's value format (schema-registry
+    /// framing, Avro or Protobuf bytes that do not fit the schema given in the settings).
+    UndecodableValue,
     /// A code this version does not know (read from an older or newer dead letter). Stays
     /// last: serde's fallback variant must be (new codes go just before it).
     #[serde(other)]
@@ -162,6 +169,8 @@ impl RejectionCode {
             RejectionCode::RejectedByHandler => "rejected_by_handler",
             RejectionCode::LayoutMismatch => "layout_mismatch",
             RejectionCode::MappingFailed => "mapping_failed",
+            RejectionCode::BadKafkaRecord => "bad_kafka_record",
+            RejectionCode::UndecodableValue => "undecodable_value",
         }
     }
 }

@@ -100,10 +100,17 @@ pub fn stream_batch(records: &[Value]) -> Batch {
 }
 
 /// A stored sample event as if its records reached the source now: Kinesis
-/// `approximateArrivalTimestamp` and SQS `SentTimestamp` set to the current time (the
-/// writers keep records older than their protocol applies safely as `too_old` dead letters).
+/// `approximateArrivalTimestamp`, SQS `SentTimestamp` and Kafka `timestamp` set to the current
+/// time (the writers keep records older than their protocol applies safely as `too_old` dead
+/// letters).
 pub fn arriving_now(mut event: Value) -> Value {
     let now_ms = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    let partitions = event.get_mut("records").and_then(Value::as_object_mut);
+    for record in partitions.into_iter().flat_map(|p| p.values_mut()) {
+        for record in record.as_array_mut().into_iter().flatten() {
+            record["timestamp"] = now_ms.into();
+        }
+    }
     let records = event.get_mut("Records").and_then(Value::as_array_mut);
     for record in records.into_iter().flatten() {
         if let Some(kinesis) = record.get_mut("kinesis").and_then(Value::as_object_mut) {
@@ -121,4 +128,56 @@ pub fn arriving_now(mut event: Value) -> Value {
         }
     }
     event
+}
+
+/// The cluster ARN of [`kafka_event`]s.
+pub const KAFKA_CLUSTER_ARN: &str =
+    "arn:aws:kafka:us-east-1:123456789012:cluster/orders/6f0c0b7e-1111-2222-3333-444455556666-1";
+
+/// One partition of a [`kafka_event`]: topic, partition, and its records as
+/// `(offset, value)`.
+pub type KafkaPartition<'a> = (&'a str, i64, &'a [(i64, Value)]);
+
+/// An Amazon MSK event as Lambda delivers it: `partitions` are `(topic, partition, records)`,
+/// each record `(offset, value)` with its value's JSON as the base64 value, timestamped now
+/// (`LOG_APPEND_TIME`), a key `k<offset>` and one header `source: test`. A value that is a
+/// JSON string is sent as that string's bytes (so a test can send a value that is not JSON).
+pub fn kafka_event(partitions: &[KafkaPartition<'_>]) -> Value {
+    use base64::engine::general_purpose::STANDARD as BASE64;
+    use base64::Engine;
+    let now_ms = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    let mut records = serde_json::Map::new();
+    for (topic, partition, batch) in partitions {
+        let list: Vec<Value> = batch
+            .iter()
+            .map(|(offset, value)| {
+                let bytes = match value {
+                    Value::String(text) => text.clone().into_bytes(),
+                    other => other.to_string().into_bytes(),
+                };
+                serde_json::json!({
+                    "topic": topic, "partition": partition, "offset": offset,
+                    "timestamp": now_ms, "timestampType": "LOG_APPEND_TIME",
+                    "key": BASE64.encode(format!("k{offset}")),
+                    "value": BASE64.encode(bytes),
+                    "headers": [{"source": [116, 101, 115, 116]}],
+                })
+            })
+            .collect();
+        records.insert(format!("{topic}-{partition}"), Value::Array(list));
+    }
+    serde_json::json!({
+        "eventSource": "aws:kafka",
+        "eventSourceArn": KAFKA_CLUSTER_ARN,
+        "bootstrapServers": "b-1.orders.kafka.us-east-1.amazonaws.com:9098",
+        "records": records,
+    })
+}
+
+/// A Kafka batch as the Lambda edge decodes [`kafka_event`].
+pub fn kafka_batch(partitions: &[KafkaPartition<'_>]) -> Batch {
+    match Batch::from_event(kafka_event(partitions)) {
+        Ok(batch) => batch,
+        Err(err) => panic!("a kafka_event is a Kafka batch: {err}"),
+    }
 }

@@ -210,7 +210,7 @@ fn join_parts(letter: &mut DeadLetter, mut rest: Vec<(usize, Vec<u8>)>) -> Resul
 
 /// The order records had in their source: by source (kind, ARN), then per shard by sequence
 /// number compared as a number (KPL user records of one aggregate by sub-sequence number),
-/// SQS FIFO messages by `SequenceNumber`, and letters without a position order (standard SQS)
+/// SQS FIFO messages by `SequenceNumber`, Kafka records per topic-partition by offset, and letters without a position order (standard SQS)
 /// by when they were rejected. Ties by id.
 pub fn source_order(a: &DeadLetter, b: &DeadLetter) -> Ordering {
     let (pa, pb) = (&a.position, &b.position);
@@ -232,6 +232,7 @@ fn kind_rank(kind: SourceKind) -> u8 {
         SourceKind::Kinesis => 0,
         SourceKind::DynamoDb => 1,
         SourceKind::Sqs => 2,
+        SourceKind::Kafka => 3,
     }
 }
 
@@ -240,6 +241,8 @@ fn sequence(p: &SourcePosition) -> Option<&str> {
     match p.kind {
         SourceKind::Kinesis | SourceKind::DynamoDb => Some(&p.id),
         SourceKind::Sqs => p.sqs_sequence_number.as_deref(),
+        // `<topic>-<partition>:<offset>`, the shard being `<topic>-<partition>`.
+        SourceKind::Kafka => p.id.rsplit_once(':').map(|(_, offset)| offset),
     }
 }
 
@@ -285,6 +288,7 @@ mod tests {
                 }),
                 event_id: None,
                 arrived_at_ms: None,
+                kafka: None,
             },
             rejected_at: 0,
             parts: 1,

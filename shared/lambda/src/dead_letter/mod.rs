@@ -88,7 +88,8 @@ pub const MAX_REASON_CHARS: usize = 1024;
 /// message ids per queue):
 /// `<function>|kinesis|<deployment>|<stream arn>|<shard>|<sequence number>` or
 /// `<function>|sqs|<deployment>|<queue arn>|<message id>` or
-/// `<function>|dynamodb|<deployment>|<stream arn>|<sequence number>` (unique per stream) (`-`
+/// `<function>|dynamodb|<deployment>|<stream arn>|<sequence number>` (unique per stream) or
+/// `<function>|kafka|<deployment>|<cluster arn>|<topic>-<partition>:<offset>` (`-`
 /// for what the event did not carry; without a deployment, its segment is absent, as in
 /// letters kept before deployments were recorded). A user
 /// record of a KPL aggregate shares its aggregate's sequence number and adds its
@@ -118,7 +119,7 @@ pub fn letter_id(function: &str, deployment: Option<&str>, position: &SourcePosi
                 None => format!("{function}|{kind}|{arn}|{shard}|{id}"),
             }
         }
-        SourceKind::Sqs | SourceKind::DynamoDb => {
+        SourceKind::Sqs | SourceKind::DynamoDb | SourceKind::Kafka => {
             format!("{function}|{kind}|{arn}|{}", position.id)
         }
     }
@@ -289,6 +290,7 @@ mod tests {
             }),
             event_id: None,
             arrived_at_ms: None,
+            kafka: None,
         };
         let letter = DeadLetter {
             id: letter_id(&"f".repeat(64), Some(&"d".repeat(64)), &position),
@@ -323,6 +325,7 @@ mod tests {
             sub_record: None,
             event_id: None,
             arrived_at_ms: None,
+            kafka: None,
         };
         assert_eq!(
             letter_id("f", None, &kinesis),
@@ -352,6 +355,7 @@ mod tests {
             sub_record: None,
             event_id: None,
             arrived_at_ms: None,
+            kafka: None,
         };
         assert_eq!(letter_id("f", None, &sqs), "f|sqs|-|m1");
         assert_eq!(letter_id("f", Some("d"), &sqs), "f|sqs|d|-|m1");
@@ -372,6 +376,7 @@ mod tests {
             sub_record: None,
             event_id: None,
             arrived_at_ms: None,
+            kafka: None,
         };
         let kinesis = SourcePosition {
             kind: SourceKind::Kinesis,

@@ -42,6 +42,7 @@ pub fn retired_record(retired: &Retired) -> SourceRecord {
             sub_record: None,
             event_id: None,
             arrived_at_ms: None,
+            kafka: None,
         },
         body,
     }

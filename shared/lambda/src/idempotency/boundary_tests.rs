@@ -234,6 +234,7 @@ async fn a_record_without_a_key_runs_without_idempotency_when_asked() {
         sub_record: None,
         event_id: None,
         arrived_at_ms: None,
+        kafka: None,
     };
     let body = json!({"other": 1});
     let record = Record::new(body.clone(), position, body.to_string().into_bytes());

@@ -163,6 +163,7 @@ async fn a_record_runs_once_per_key_held_until_its_deadline_and_one_without_a_ke
         sub_record: None,
         event_id: None,
         arrived_at_ms: None,
+        kafka: None,
     };
     let body = json!({"orderId": "o-1", "cents": 5});
     let deadline = epoch_millis() + 60_000;
@@ -241,6 +242,7 @@ async fn the_processor_gives_each_record_the_invocations_cutoff_as_its_deadline(
                 sub_record: None,
                 event_id: None,
                 arrived_at_ms: None,
+                kafka: None,
             },
             body: b"{}".to_vec(),
         }],

@@ -18,10 +18,17 @@ pub(crate) enum Field {
     ArrivalTime,
     DeliveryId,
     Body,
+    Topic,
+    Partition,
+    Offset,
+    Timestamp,
+    TimestampType,
+    Key,
+    Headers,
 }
 
 impl Field {
-    const ALL: [(&'static str, Field); 8] = [
+    const ALL: [(&'static str, Field); 15] = [
         ("id", Field::Id),
         ("sequenceNumber", Field::SequenceNumber),
         ("messageId", Field::MessageId),
@@ -30,6 +37,13 @@ impl Field {
         ("arrivalTime", Field::ArrivalTime),
         ("deliveryId", Field::DeliveryId),
         ("body", Field::Body),
+        ("topic", Field::Topic),
+        ("partition", Field::Partition),
+        ("offset", Field::Offset),
+        ("timestamp", Field::Timestamp),
+        ("timestampType", Field::TimestampType),
+        ("key", Field::Key),
+        ("headers", Field::Headers),
     ];
 
     fn parse(name: &str) -> Result<Field, String> {
@@ -50,9 +64,16 @@ impl Field {
             .map_or("?", |(n, _)| n)
     }
 
-    /// The field's value for a record (`None`: the record has none).
+    /// The field's value for a record (`None`: the record has none). The Kafka fields
+    /// (`$topic`, `$partition`, `$offset`, `$timestamp` in epoch ms, `$timestampType`, `$key`
+    /// and `$headers`) are absent on the other sources; `$key` and each header are read as
+    /// UTF-8 text (a key that is not is absent, a header that is not is left out of
+    /// `$headers`, an object of names to their last value).
     pub(crate) fn value(self, body: &Value, position: &SourcePosition) -> Option<Value> {
-        use crate::source::SourceKind::{Kinesis, Sqs};
+        if let Some(value) = self.kafka_value(position) {
+            return value;
+        }
+        use crate::source::SourceKind::{Kafka, Kinesis, Sqs};
         let id = || match &position.sub_record {
             Some(sub) => format!("{}:{}", position.id, sub.sub_sequence_number),
             None => position.id.clone(),
@@ -62,6 +83,7 @@ impl Field {
             Field::Id => text(Some(id())),
             Field::SequenceNumber => match position.kind {
                 Sqs => text(position.sqs_sequence_number.clone()),
+                Kafka => None,
                 _ => text(Some(id())),
             },
             Field::MessageId => text((position.kind == Sqs).then(|| position.id.clone())),
@@ -75,7 +97,40 @@ impl Field {
             Field::ArrivalTime => position.arrived_at_ms.map(Value::from),
             Field::DeliveryId => text(Some(position.delivery_id())),
             Field::Body => Some(body.clone()),
+            Field::Topic
+            | Field::Partition
+            | Field::Offset
+            | Field::Timestamp
+            | Field::TimestampType
+            | Field::Key
+            | Field::Headers => None,
         }
+    }
+
+    /// A Kafka field's value (`Some(None)`: the record has none), `None` for other fields.
+    fn kafka_value(self, position: &SourcePosition) -> Option<Option<Value>> {
+        let kafka = position.kafka.as_ref();
+        let utf8 = |b: &[u8]| std::str::from_utf8(b).ok().map(str::to_string);
+        let value = match self {
+            Field::Topic => kafka.map(|k| Value::from(k.topic.clone())),
+            Field::Partition => kafka.map(|k| Value::from(k.partition)),
+            Field::Offset => kafka.map(|k| Value::from(k.offset)),
+            Field::Timestamp => kafka.and_then(|k| k.timestamp_ms).map(Value::from),
+            Field::TimestampType => kafka.and_then(|k| k.timestamp_type.clone().map(Value::from)),
+            Field::Key => kafka.and_then(|k| k.key.as_deref().and_then(utf8).map(Value::from)),
+            Field::Headers => kafka.map(|k| {
+                let mut map = serde_json::Map::new();
+                for h in &k.headers {
+                    match utf8(&h.value) {
+                        Some(text) => map.insert(h.name.clone(), Value::from(text)),
+                        None => map.remove(&h.name),
+                    };
+                }
+                Value::Object(map)
+            }),
+            _ => return None,
+        };
+        Some(value)
     }
 }
 

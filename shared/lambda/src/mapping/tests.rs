@@ -15,6 +15,7 @@ fn position(kind: SourceKind) -> SourcePosition {
         sub_record: None,
         event_id: None,
         arrived_at_ms: Some(1_700_000_000_123),
+        kafka: None,
     }
 }
 
@@ -284,4 +285,36 @@ fn every_template_in_the_mapping_page_compiles_and_gives_a_writers_record() {
             RecordMapping::new("M", template)
         );
     }
+}
+
+#[test]
+fn kafka_fields_read_topic_partition_offset_timestamp_key_and_headers() {
+    use crate::source::{KafkaHeader, KafkaPosition};
+    let mut kafka = KafkaPosition::new("orders", 3, 41);
+    kafka.timestamp_ms = Some(1_700_000_000_500);
+    kafka.timestamp_type = Some("LOG_APPEND_TIME".into());
+    kafka.key = Some(b"customer-7".to_vec());
+    kafka.headers = vec![
+        KafkaHeader::new("tenant", b"old".to_vec()),
+        KafkaHeader::new("tenant", b"acme".to_vec()),
+        KafkaHeader::new("blob", vec![0xff, 0xfe]),
+    ];
+    let record = SourceRecord::new(kafka.into_position(None), br#"{"v":1}"#.to_vec());
+    let template = r#"{"t":"$topic","p":"$partition","o":"$offset","ts":"$timestamp",
+        "tt":"$timestampType","k":"$key","h":"$headers","tenant":"$headers|/tenant",
+        "id":"=order#{$topic}/{$partition}/{$offset}","seq":"$sequenceNumber|default(null)"}"#;
+    let mapping = RecordMapping::new("X_RECORD_MAPPING", template).expect("valid template");
+    let out: Value = serde_json::from_slice(&mapping.map(&record).expect("mapped")).expect("json");
+    assert_eq!(
+        out,
+        json!({"t":"orders","p":3,"o":41,"ts":1_700_000_000_500_i64,"tt":"LOG_APPEND_TIME",
+            "k":"customer-7","h":{"tenant":"acme"},"tenant":"acme","id":"order#orders/3/41",
+            "seq":null})
+    );
+    // On another source the Kafka fields are absent: the record fails the mapping.
+    let sqs = mapped(r#"{"t":"$topic"}"#, SourceKind::Sqs, r#"{"v":1}"#);
+    assert_eq!(
+        sqs.expect_err("no topic").code,
+        RejectionCode::MappingFailed
+    );
 }

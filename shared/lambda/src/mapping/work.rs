@@ -24,7 +24,7 @@ impl<P: Protocol> Work for Mapped<'_, P> {
     fn parse(&self, record: &SourceRecord) -> Result<P::Record, Rejection> {
         match record.position.kind {
             SourceKind::DynamoDb => Work::parse(self.protocol, record),
-            SourceKind::Kinesis | SourceKind::Sqs => {
+            SourceKind::Kinesis | SourceKind::Sqs | SourceKind::Kafka => {
                 let body = self.mapping.map(record)?;
                 self.protocol
                     .parse_delivered(&body, &record.position.delivery_id())

@@ -21,7 +21,8 @@
 //! # Layout
 //!
 //! This module owns what every batch goes through: parsing (a KPL aggregate that cannot be
-//! expanded is rejected here, `bad_aggregate`, see [`crate::source::kpl`]), the choice of
+//! expanded is rejected here, `bad_aggregate`, see [`crate::source::kpl`]; so is a Kafka
+//! record that cannot be read, `bad_kafka_record`, see [`crate::source::kafka`]), the choice of
 //! route ([`key_of`]), the types the routes share (`Run`, `Slots`, `Parsed`) and the answer
 //! (ids in the partial batch response are named once: the user records of one aggregate share
 //! it). Then a batch takes one of two routes, child modules that only import from here:
@@ -29,9 +30,10 @@
 //! * `unordered`: the whole batch in one `apply` of the protocol, the parse-time dead letters
 //!   beside it, then the dead letters of what the protocol rejected.
 //! * `ordered`: SQS FIFO batches (by message group), Kinesis batches of a protocol that
-//!   needs per-key order ([`Protocol::ordered_by_key`], by partition key), and every batch of
-//!   a protocol that is not idempotent under redelivery ([`Protocol::redelivery`], by shard: a
-//!   stream batch, or a standard queue's batch, as one sequence): a key's records one after
+//!   needs per-key order ([`Protocol::ordered_by_key`], by partition key; Kafka batches by
+//!   topic-partition), and every batch of a protocol that is not idempotent under redelivery
+//!   ([`Protocol::redelivery`], by shard: a stream batch, or a standard queue's batch, as one
+//!   sequence; a Kafka batch as one sequence per topic-partition): a key's records one after
 //!   the other, each bounded by the deadline on its own (what finished keeps its result at a
 //!   cut-off), each rejected one kept before the key goes on, a failure holding back the
 //!   key's later records.
@@ -46,7 +48,7 @@ use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode};
 
 use crate::dead_letter::{DeadLetterSink, Disposal};
-use crate::source::kpl;
+use crate::source::{kafka, kpl};
 use crate::source::{Batch, BatchResponse, SourceKind, SourcePosition, SourceRecord};
 
 mod ordered;
@@ -165,7 +167,8 @@ pub(crate) enum OrderKey {
     PartitionKey,
     /// Kinesis and DynamoDB Streams: the shard (a delivered batch is one shard: the whole
     /// batch in sequence order, as Lambda's restart-from-the-lowest-reported rule needs); a
-    /// standard queue's batch is one sequence too.
+    /// standard queue's batch is one sequence too. Kafka: the topic-partition (a batch spans
+    /// several: each in offset order, a failure holding back its own partition only).
     Shard,
 }
 
@@ -198,6 +201,9 @@ pub(crate) fn key_of<P: Protocol>(batch: &Batch, protocol: &P) -> Option<OrderKe
         Some(OrderKey::Shard)
     } else if batch.kind == SourceKind::Kinesis && protocol.ordered_by_key() {
         Some(OrderKey::PartitionKey)
+    } else if batch.kind == SourceKind::Kafka && protocol.ordered_by_key() {
+        // A Kafka key lives in one partition: partition order keeps key order.
+        Some(OrderKey::Shard)
     } else {
         None
     };
@@ -300,7 +306,8 @@ fn parse_all<W: Work>(
     let mut valid = Vec::new();
     let now = epoch_millis();
     for (i, record) in batch.records.iter().enumerate() {
-        if let Some(reason) = kpl::defect(record).or_else(|| too_old(record, max_age, now)) {
+        let defect = kpl::defect(record).or_else(|| kafka::defect(record));
+        if let Some(reason) = defect.or_else(|| too_old(record, max_age, now)) {
             results.push(Some(RecordResult::Rejected(reason)));
             continue;
         }

@@ -270,6 +270,7 @@ mod tests {
                     sub_record: None,
                     event_id: None,
                     arrived_at_ms: None,
+                    kafka: None,
                 },
                 body: Vec::new(),
             })

@@ -63,7 +63,7 @@ impl<P: Protocol> Work for P {
     fn parse(&self, record: &SourceRecord) -> Result<P::Record, Rejection> {
         match record.position.kind {
             SourceKind::DynamoDb => self.parse_change(&decode_change(&record.body)?),
-            SourceKind::Kinesis | SourceKind::Sqs => {
+            SourceKind::Kinesis | SourceKind::Sqs | SourceKind::Kafka => {
                 self.parse_delivered(&record.body, &record.position.delivery_id())
             }
         }

@@ -317,7 +317,10 @@ impl<T: Send + 'static> Processor<T> {
     /// What is wrong with running `batch` here: an ordered stream batch with no dead-letter
     /// sink chosen (see [`Processor::handle_batch`]).
     fn unchosen_sink(&self, batch: &Batch) -> Option<ConfigError> {
-        let stream = matches!(batch.kind, SourceKind::Kinesis | SourceKind::DynamoDb);
+        let stream = matches!(
+            batch.kind,
+            SourceKind::Kinesis | SourceKind::DynamoDb | SourceKind::Kafka
+        );
         let ordered = self.work.stream_order != StreamOrder::Unordered;
         (stream && ordered && !self.sink_chosen && !batch.records.is_empty()).then(|| {
             ConfigError::new(

@@ -10,7 +10,7 @@ use lambda_runtime::Context;
 use dynamodb_exactly_once::ddb::error::bounded;
 use dynamodb_exactly_once::{ErrorClass, Rejection, RejectionCode, StoreError};
 
-use crate::source::{MessageAttribute, RecordMetadata, SourceKind, SourcePosition};
+use crate::source::{KafkaPosition, MessageAttribute, RecordMetadata, SourceKind, SourcePosition};
 
 /// Longest reason kept from a handler's error (characters): logs stay bounded.
 pub const MAX_REASON_CHARS: usize = 300;
@@ -157,6 +157,11 @@ impl<T> Record<T> {
     /// SQS FIFO: the message group.
     pub fn message_group_id(&self) -> Option<&str> {
         self.position.message_group_id.as_deref()
+    }
+
+    /// Kafka: the record's topic, partition, offset, timestamp and its type, key and headers.
+    pub fn kafka(&self) -> Option<&KafkaPosition> {
+        self.position.kafka.as_ref()
     }
 
     /// Kinesis: the user record's sub-sequence number in its KPL aggregate.

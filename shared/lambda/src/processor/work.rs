@@ -158,7 +158,10 @@ impl<T: Send + 'static> Work for Handling<T> {
         let stream = match (batch.kind, self.stream_order) {
             (SourceKind::Sqs, _) | (_, StreamOrder::Unordered) => None,
             (SourceKind::Kinesis, StreamOrder::PartitionKey) => Some(OrderKey::PartitionKey),
-            (SourceKind::Kinesis | SourceKind::DynamoDb, _) => Some(OrderKey::Shard),
+            // Kafka: a key lives in one partition, so partition order keeps key order.
+            (SourceKind::Kinesis | SourceKind::DynamoDb | SourceKind::Kafka, _) => {
+                Some(OrderKey::Shard)
+            }
         };
         fifo_or(batch, stream)
     }

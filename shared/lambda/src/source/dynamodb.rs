@@ -59,6 +59,7 @@ pub(super) fn records(event: Value) -> Result<Vec<SourceRecord>, EventError> {
                 message_group_id: None,
                 sqs_sequence_number: None,
                 sub_record: None,
+                kafka: None,
                 event_id: field(&["eventID"])
                     .and_then(Value::as_str)
                     .map(str::to_string),

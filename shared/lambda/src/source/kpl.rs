@@ -267,6 +267,7 @@ mod tests {
                 sub_record: None,
                 event_id: None,
                 arrived_at_ms: Some(7),
+                kafka: None,
             },
             body,
         }

@@ -1,9 +1,11 @@
-//! Event sources: one Lambda payload, a Kinesis, SQS or DynamoDB Streams batch, as a list of
-//! records with their position in the source, and the matching partial batch response.
-//! DynamoDB stream records are item changes: see [`dynamodb`].
+//! Event sources: one Lambda payload, a Kinesis, SQS, DynamoDB Streams or Kafka (Amazon MSK,
+//! self-managed) batch, as a list of records with their position in the source, and the
+//! matching partial batch response. DynamoDB stream records are item changes: see
+//! [`dynamodb`]; Kafka records and their response: see [`kafka`].
 //!
 //! The shape is detected from the payload (`Records[*].eventSource`, or the presence of a
-//! `kinesis` / `body` field), so one binary can be wired to both sources.
+//! `kinesis` / `body` field; a Kafka batch by its top-level `eventSource` and its `records`
+//! object), so one binary can be wired to every source.
 //!
 //! Partial batch responses: the `itemIdentifier` of a failed record is its Kinesis sequence
 //! number or its SQS message id. For Kinesis, Lambda restarts the shard from the *lowest*
@@ -18,6 +20,7 @@
 //! and carries its sub-sequence number in [`SourcePosition::sub_record`].
 
 pub mod dynamodb;
+pub mod kafka;
 
 use aws_lambda_events::kinesis::KinesisEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
@@ -27,6 +30,7 @@ use serde::{Deserialize, Serialize};
 pub mod kpl;
 pub mod metadata;
 
+pub use kafka::{KafkaHeader, KafkaPosition};
 pub use kpl::SubRecord;
 pub use metadata::{MessageAttribute, RecordMetadata};
 
@@ -42,18 +46,27 @@ pub enum SourceKind {
     /// A DynamoDB stream (`aws:dynamodb`): bodies are item changes.
     #[serde(rename = "dynamodb")]
     DynamoDb,
+    /// Apache Kafka: an Amazon MSK cluster (`aws:kafka`) or a self-managed one
+    /// (`SelfManagedKafka`).
+    Kafka,
 }
 
 impl SourceKind {
     /// Every kind.
-    pub const ALL: [SourceKind; 3] = [SourceKind::Kinesis, SourceKind::Sqs, SourceKind::DynamoDb];
+    pub const ALL: [SourceKind; 4] = [
+        SourceKind::Kinesis,
+        SourceKind::Sqs,
+        SourceKind::DynamoDb,
+        SourceKind::Kafka,
+    ];
 
-    /// Its name in ids and settings, as serialized: `kinesis`, `sqs`, `dynamodb`.
+    /// Its name in ids and settings, as serialized: `kinesis`, `sqs`, `dynamodb`, `kafka`.
     pub fn as_str(self) -> &'static str {
         match self {
             SourceKind::Kinesis => "kinesis",
             SourceKind::Sqs => "sqs",
             SourceKind::DynamoDb => "dynamodb",
+            SourceKind::Kafka => "kafka",
         }
     }
 }
@@ -65,7 +78,7 @@ impl std::str::FromStr for SourceKind {
         SourceKind::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("{s:?}: kinesis, sqs or dynamodb"))
+            .ok_or_else(|| format!("{s:?}: kinesis, sqs, dynamodb or kafka"))
     }
 }
 
@@ -78,9 +91,9 @@ pub struct SourcePosition {
     /// Stream or queue ARN, when the event carries it.
     pub source_arn: Option<String>,
     /// Kinesis or DynamoDB Streams sequence number, or SQS message id: the `itemIdentifier` of
-    /// the record.
+    /// the record; Kafka: `<topic>-<partition>:<offset>` (its item identifier is the pair).
     pub id: String,
-    /// Kinesis: the shard (from `eventID`), when present.
+    /// Kinesis: the shard (from `eventID`), when present; Kafka: `<topic>-<partition>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard_id: Option<String>,
     /// Kinesis: the partition key (of the user record, for a KPL sub-record).
@@ -105,6 +118,9 @@ pub struct SourcePosition {
     /// dead letter (`too_old`) instead of being applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrived_at_ms: Option<u64>,
+    /// Kafka: topic, partition, offset, timestamp and its type, key, headers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaPosition>,
 }
 
 impl SourcePosition {
@@ -122,6 +138,7 @@ impl SourcePosition {
             sub_record: None,
             event_id: None,
             arrived_at_ms: None,
+            kafka: None,
         }
     }
 
@@ -200,6 +217,14 @@ pub enum EventError {
 impl Batch {
     /// Detect the source and decode the records of a Lambda payload.
     pub fn from_event(event: serde_json::Value) -> Result<Batch, EventError> {
+        let top_source = event.get("eventSource").and_then(|s| s.as_str());
+        if top_source.is_some_and(kafka::is_kafka_source)
+            || (event.get("Records").is_none()
+                && event.get("records").is_some_and(|r| r.is_object()))
+        {
+            let records = kafka::records(&event)?;
+            return Ok(Batch::new(SourceKind::Kafka, records));
+        }
         let records = event
             .get("Records")
             .and_then(|r| r.as_array())
@@ -226,6 +251,7 @@ impl Batch {
             SourceKind::Kinesis => kinesis_records(event)?,
             SourceKind::Sqs => sqs_records(event)?,
             SourceKind::DynamoDb => dynamodb::records(event)?,
+            SourceKind::Kafka => kafka::records(&event)?,
         };
         Ok(Batch { kind, records })
     }
@@ -259,6 +285,7 @@ fn kinesis_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventE
                 sqs_sequence_number: None,
                 sub_record: None,
                 event_id: None,
+                kafka: None,
                 arrived_at_ms: u64::try_from(
                     r.kinesis.approximate_arrival_timestamp.0.timestamp_millis(),
                 )
@@ -293,6 +320,7 @@ fn sqs_records(event: serde_json::Value) -> Result<Vec<SourceRecord>, EventError
                     sqs_sequence_number: m.attributes.get("SequenceNumber").cloned(),
                     sub_record: None,
                     event_id: None,
+                    kafka: None,
                     arrived_at_ms: m
                         .attributes
                         .get("SentTimestamp")
@@ -315,6 +343,8 @@ pub enum BatchResponse {
     Sqs(SqsBatchResponse),
     /// Response to a DynamoDB Streams batch (failures by sequence number).
     DynamoDb(DynamoDbEventResponse),
+    /// Response to a Kafka batch (failures by partition and offset).
+    Kafka(kafka::KafkaEventResponse),
 }
 
 impl BatchResponse {
@@ -340,10 +370,13 @@ impl BatchResponse {
                 BatchResponse::Sqs(r)
             }
             SourceKind::DynamoDb => BatchResponse::DynamoDb(dynamodb::response(failed_ids)),
+            SourceKind::Kafka => {
+                BatchResponse::Kafka(kafka::KafkaEventResponse::from_ids(failed_ids))
+            }
         }
     }
 
-    /// The identifiers reported as failed.
+    /// The identifiers reported as failed (Kafka: `<topic>-<partition>:<offset>`).
     pub fn failed_ids(&self) -> Vec<String> {
         match self {
             BatchResponse::Kinesis(r) => r
@@ -361,6 +394,7 @@ impl BatchResponse {
                 .iter()
                 .filter_map(|f| f.item_identifier.clone())
                 .collect(),
+            BatchResponse::Kafka(r) => r.ids(),
         }
     }
 }

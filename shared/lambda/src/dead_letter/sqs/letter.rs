@@ -164,6 +164,7 @@ mod tests {
             sub_record: None,
             event_id: None,
             arrived_at_ms: Some(1_764_000_000_000),
+            kafka: None,
         }
     }
 
@@ -281,6 +282,7 @@ mod tests {
             }),
             event_id: Some("e".repeat(64)),
             arrived_at_ms: Some(u64::MAX),
+            kafka: None,
         };
         let mut letter = letter(position);
         letter.id = "i".repeat(2048 + 3 * 128 + 64 * 2 + 64);

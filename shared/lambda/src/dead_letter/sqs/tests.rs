@@ -29,6 +29,7 @@ fn record(kind: SourceKind, id: &str) -> SourceRecord {
             sub_record: None,
             event_id: None,
             arrived_at_ms: Some(1_764_000_000_000),
+            kafka: None,
         },
         body: b"not json".to_vec(),
     }

@@ -1,0 +1,25 @@
+# Demo step for Kafka (sourced by the demo script, which provides `invoke` and `ops`): an
+# Amazon MSK batch over two partitions and a self-managed cluster's batch with poison values.
+# Fixtures: scripts/make-events.py.
+
+echo
+echo "== ratchet-writer: an Amazon MSK batch, topic ratings, partitions 0 (User#21: 3 ratings)"
+echo "   and 1 (User#22: 2 ratings). Each partition in offset order; expect no batchItemFailures"
+echo "   (a failure would be answered as {\"itemIdentifier\": {\"partition\": \"ratings-0\","
+echo "   \"offset\": 101}}), User#21/Movie#A Rating 5 and User#22/Movie#B Rating 1"
+invoke ratchet-writer events/ratchet-kafka-batch.json
+ops show RatchetTable | grep -E 'PK=User#2[12] ' || true
+
+echo
+echo "== ratchet-writer: a self-managed Kafka batch, one partition: a put, a value that is not"
+echo "   JSON, an unknown op, a newer put. Expect no batchItemFailures: the two bad records are"
+echo "   dead letters (bad_json, unknown_op, ids ratings-0:201 and ratings-0:202) and the partition"
+echo "   goes on: User#24/Movie#D Rating 5"
+invoke ratchet-writer events/ratchet-kafka-malformed.json
+ops show RatchetTable | grep -E 'PK=User#24 ' || true
+ops dead-letters list --table DeadLetterTable --function ratchet-writer 2>/dev/null \
+  | grep -F '"kafka"' \
+  | python3 -c 'import json,sys
+for line in sys.stdin:
+    l = json.loads(line)
+    print("   %s  %s: %s" % (l["position"]["id"], l["reason"]["code"], l["reason"]["message"][:70]))'
