@@ -32,6 +32,7 @@ fn position(kind: SourceKind, id: &str) -> SourcePosition {
         sub_record: None,
         event_id: None,
         arrived_at_ms: None,
+        kafka: None,
     }
 }
 

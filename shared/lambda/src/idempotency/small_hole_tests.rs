@@ -31,6 +31,7 @@ fn record(body: Value) -> Record<Value> {
         sub_record: None,
         event_id: None,
         arrived_at_ms: None,
+        kafka: None,
     };
     Record::new(body.clone(), position, body.to_string().into_bytes())
 }
