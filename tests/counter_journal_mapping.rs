@@ -352,3 +352,34 @@ async fn an_event_without_a_window_is_refused_whole_with_a_clear_error() {
     assert!(err.to_string().contains("TumblingWindowInSeconds"), "{err}");
     assert_eq!(total(&counter, "a").await, 0, "nothing applied");
 }
+
+#[tokio::test]
+async fn the_upgrade_from_the_scheduled_roll_up_counts_nothing_twice() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let counter = counter(c.clone(), &counters, &journal);
+    let first: Vec<_> = (0..6)
+        .map(|i| record(&counter, ["a", "b"][i % 2], 1 << i, &format!("k{i}")))
+        .collect();
+    apply(&counter, &first).await;
+    // The scheduled roll-up of the earlier version applied these (and saved its checkpoints).
+    let scheduled = crate::counter_journal::rollup(c.clone(), &counters, &journal);
+    crate::counter_journal::run(&scheduled).await;
+    let before = (total(&counter, "a").await, total(&counter, "b").await);
+    assert_eq!(before, (1 + 4 + 16, 2 + 8 + 32));
+    let later: Vec<_> = (6..8)
+        .map(|i| record(&counter, "a", 1 << i, &format!("k{i}")))
+        .collect();
+    apply(&counter, &later).await;
+    // The new stack's mapping starts at TRIM_HORIZON: it delivers every record the stream
+    // still holds, those the scheduled roll-up applied included.
+    let (shard, batch) = journal_batch(&journal).await;
+    let function = RollupFunction::new("counter-rollup", mapping_rollup(c, &counters, &journal));
+    assert_eq!(deliver(&function, &shard, &batch).await, None);
+    assert_eq!(total(&counter, "a").await, before.0 + 64 + 128);
+    assert_eq!(
+        total(&counter, "b").await,
+        before.1,
+        "the applied keys are turned away"
+    );
+}
