@@ -124,9 +124,6 @@ SAMPLES = {
 SCHEDULED_ALARMS = {
     "tx-sweeper": [("sweep errors", "Errors"),
                    ("the oldest open transaction's lag", "OldestStaleSeconds")],
-    "counter-rollup": [("journal records lost to the stream's retention", "Trimmed"),
-                       ("the roll-up not reading its stream to the end", "CaughtUp"),
-                       ("the roll-up lagging its stream", "IteratorAgeMilliseconds")],
 }
 NOVALUE = object()
 

@@ -231,18 +231,8 @@ write("tx-sweeper-schedule.json", {
     "resources": ["arn:aws:scheduler:us-east-1:123456789012:schedule/default/TxSweeperSchedule"],
     "detail": {},
 })
-# counter-rollup's schedule (the payload is not used).
-write("counter-rollup-schedule.json", {
-    "version": "0",
-    "id": "0f7c2a61-5b3e-4d8a-9c1e-2b6d8e4f7a90",
-    "detail-type": "Scheduled Event",
-    "source": "aws.scheduler",
-    "account": "123456789012",
-    "time": "2026-11-22T03:30:00Z",
-    "region": "us-east-1",
-    "resources": ["arn:aws:scheduler:us-east-1:123456789012:schedule/default/CounterRollupSchedule"],
-    "detail": {},
-})
+# counter-rollup: no sample; its events are the journal's stream records as the event source
+# mapping sends them (`ops counter stream-events --table CounterJournalTable`).
 
 # ---------------------------------------------------------------- document-writer
 DOCUMENT_STREAM = "arn:aws:kinesis:us-east-1:123456789012:stream/DocumentStream"

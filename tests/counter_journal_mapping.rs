@@ -352,3 +352,143 @@ async fn an_event_without_a_window_is_refused_whole_with_a_clear_error() {
     assert!(err.to_string().contains("TumblingWindowInSeconds"), "{err}");
     assert_eq!(total(&counter, "a").await, 0, "nothing applied");
 }
+
+#[tokio::test]
+async fn the_upgrade_from_the_scheduled_roll_up_counts_nothing_twice() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let counter = counter(c.clone(), &counters, &journal);
+    let first: Vec<_> = (0..6)
+        .map(|i| record(&counter, ["a", "b"][i % 2], 1 << i, &format!("k{i}")))
+        .collect();
+    apply(&counter, &first).await;
+    // The scheduled roll-up of the earlier version applied these (and saved its checkpoints).
+    let scheduled = crate::counter_journal::rollup(c.clone(), &counters, &journal);
+    crate::counter_journal::run(&scheduled).await;
+    let before = (total(&counter, "a").await, total(&counter, "b").await);
+    assert_eq!(before, (1 + 4 + 16, 2 + 8 + 32));
+    let later: Vec<_> = (6..8)
+        .map(|i| record(&counter, "a", 1 << i, &format!("k{i}")))
+        .collect();
+    apply(&counter, &later).await;
+    // The new stack's mapping starts at TRIM_HORIZON: it delivers every record the stream
+    // still holds, those the scheduled roll-up applied included.
+    let (shard, batch) = journal_batch(&journal).await;
+    let function = RollupFunction::new("counter-rollup", mapping_rollup(c, &counters, &journal));
+    assert_eq!(deliver(&function, &shard, &batch).await, None);
+    assert_eq!(total(&counter, "a").await, before.0 + 64 + 128);
+    assert_eq!(
+        total(&counter, "b").await,
+        before.1,
+        "the applied keys are turned away"
+    );
+}
+
+/// A journal table of the layout before `sk`: keyed by `pk` alone.
+async fn pk_only_journal(c: &aws_sdk_dynamodb::Client, counters: &str) -> String {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+        StreamSpecification, StreamViewType,
+    };
+    let journal = format!("{counters}-pk-only");
+    c.create_table()
+        .table_name(&journal)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("pk")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("attribute"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("pk")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key"),
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewImage)
+                .build()
+                .expect("stream"),
+        )
+        .send()
+        .await
+        .expect("journal table");
+    journal
+}
+
+#[tokio::test]
+async fn a_journal_keyed_by_pk_alone_is_refused_with_a_clear_error() {
+    let c = client();
+    let (counters, _) = tables(&c).await;
+    let journal = pk_only_journal(&c, &counters).await;
+    let counter = counter(c.clone(), &counters, &journal);
+    let records: Vec<_> = (0..3)
+        .map(|i| record(&counter, "a", 1, &format!("k{i}")))
+        .collect();
+    let indexed = records.iter().cloned().enumerate().collect();
+    let applied = dynamodb_exactly_once::Protocol::apply(
+        &counter,
+        indexed,
+        dynamodb_exactly_once::Deadline::none(),
+    )
+    .await;
+    for (_, result) in &applied.results {
+        let text = format!("{result:?}");
+        assert!(
+            text.contains("journal table") && text.contains("`sk`"),
+            "{text}"
+        );
+    }
+    let function = RollupFunction::new("counter-rollup", mapping_rollup(c, &counters, &journal));
+    let event = LambdaEvent::new(window_event("shardId-1", &[]), Context::default());
+    let err = function.handle(event).await.expect_err("refused");
+    assert!(err.to_string().contains("`sk`"), "{err}");
+}
+
+#[tokio::test]
+async fn keys_of_a_shard_whose_watermarks_the_scheduled_roll_up_pruned_count_once() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let counter = counter(c.clone(), &counters, &journal);
+    let records: Vec<_> = (0..4)
+        .map(|i| record(&counter, "a", 1 << i, &format!("k{i}")))
+        .collect();
+    apply(&counter, &records).await;
+    let scheduled = crate::counter_journal::rollup(c.clone(), &counters, &journal);
+    crate::counter_journal::run(&scheduled).await;
+    assert_eq!(total(&counter, "a").await, 15);
+    // The scheduled roll-up removes a shard's watermarks 20 minutes after the shard is done;
+    // the stream keeps its records 24 hours.
+    let item = c
+        .get_item()
+        .table_name(&counters)
+        .set_key(Some(key("a").to_item().expect("key")))
+        .send()
+        .await
+        .expect("item")
+        .item
+        .expect("counter item");
+    for name in item.keys().filter(|n| n.starts_with("ctr_w_")) {
+        c.update_item()
+            .table_name(&counters)
+            .set_key(Some(key("a").to_item().expect("key")))
+            .update_expression("REMOVE #w")
+            .expression_attribute_names("#w", name)
+            .send()
+            .await
+            .expect("pruned");
+    }
+    let (shard, batch) = journal_batch(&journal).await;
+    let function = RollupFunction::new("counter-rollup", mapping_rollup(c, &counters, &journal));
+    assert_eq!(deliver(&function, &shard, &batch).await, None);
+    assert_eq!(
+        total(&counter, "a").await,
+        15,
+        "its saved checkpoint turns them away"
+    );
+}

@@ -5,6 +5,11 @@
 //!                     recount those UTC days exactly from the journal (after a gap the
 //!                     roll-up reported: see docs/operate.md, CounterRollupTrimmedAlarm);
 //!                     counter-writer's COUNTER_* settings from the environment
+//! ops counter stream-events --table <journal table>
+//!                     every INSERT of the journal's stream as Lambda's event source mapping
+//!                     delivers it to counter-rollup: one tumbling window's event per shard,
+//!                     one JSON line each (the demo feeds the roll-up with them; delivered
+//!                     again, the watermarks turn away what was applied)
 //! ```
 
 use dynamodb_exactly_once::counter::journal::{
@@ -28,11 +33,24 @@ pub enum CounterCommand {
         #[arg(long)]
         to: String,
     },
+    /// Print every INSERT of the journal table's stream as Lambda's event source mapping
+    /// delivers it to counter-rollup: one tumbling window's event per shard, one JSON line each.
+    StreamEvents {
+        /// The journal table.
+        #[arg(long)]
+        table: String,
+    },
 }
 
 pub async fn run(command: CounterCommand) -> Result<(), String> {
     match command {
         CounterCommand::Repair { from, to } => repair(&from, &to).await,
+        CounterCommand::StreamEvents { table } => {
+            for event in crate::stream_events::window_events(&table).await? {
+                println!("{event}");
+            }
+            Ok(())
+        }
     }
 }
 

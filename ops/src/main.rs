@@ -32,6 +32,7 @@
 mod counter;
 mod dead_letters;
 mod mapping;
+mod stream_events;
 mod tables;
 mod txn;
 

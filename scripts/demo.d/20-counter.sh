@@ -3,10 +3,22 @@
 # stack's default): the writer puts one journal item per idempotency key into
 # CounterJournalTable (a key put again changes nothing that counts); counter-rollup reads the
 # journal's stream and adds each key seen for the first time to its counter item in
-# CounterTable, once. Counters move when the roll-up runs (deployed: every minute).
+# CounterTable, once. Counters move when the roll-up runs (deployed: the handler of the
+# journal's stream, invoked by Lambda's event source mapping with each shard's new INSERTs).
 
-# rollup: one scheduled run of counter-rollup (the schedule's payload is not used).
-rollup() { invoke counter-rollup events/counter-rollup-schedule.json; }
+# rollup: counter-rollup invoked as the mapping invokes it, one tumbling window's event per
+# shard of CounterJournalTable's stream (`ops counter stream-events`). Each event holds the
+# whole stream, as a mapping retrying from its start would: the watermarks turn away every key
+# applied before (`duplicates` in the summary), so only the new keys count.
+rollup() {
+  local n=0
+  ops counter stream-events --table CounterJournalTable >"$ROOT/.demo/rollup-events.jsonl"
+  while IFS= read -r line; do
+    n=$((n + 1))
+    printf '%s\n' "$line" >"$ROOT/.demo/rollup-$n.json"
+    invoke counter-rollup "$ROOT/.demo/rollup-$n.json"
+  done <"$ROOT/.demo/rollup-events.jsonl"
+}
 
 echo
 echo "== counter-writer: a batch with a producer duplicate (acct#42's key 15.dfc31777 sent twice)"
@@ -22,7 +34,7 @@ echo
 echo "== counter-writer: the SAME batch delivered again (a Lambda retry), then the roll-up"
 echo "   expect no batchItemFailures; every record a duplicate (this warm writer remembers its keys;"
 echo "   a cold one would put the same journal items again, which adds no new key); the roll-up"
-echo "   applies nothing (keys=0) and no counter changes"
+echo "   applies nothing (applied=0: every key of the stream a duplicate) and no counter changes"
 invoke counter-writer events/counter-sqs-batch.json
 rollup
 
@@ -45,7 +57,6 @@ ops dead-letters list --table DeadLetterTable --function counter-writer 2>&1 | s
 echo
 echo "== CounterTable: counters plus the roll-up's watermarks"
 echo "   (ctr_w_<shard> = per journal stream shard, the last sequence number applied and when, in"
-echo "   base64: a roll-up run again, or two at once, skips what is applied already; it leaves the"
-echo "   item 20 minutes after its shard is read to its end)"
+echo "   base64: a batch delivered again, or two at once, skips what is applied already)"
 show CounterTable
-echo "   CounterJournalTable: $(ops scan CounterJournalTable 2>/dev/null | wc -l) items (one per key, expiring after the window by TTL, and the roll-up's checkpoint per stream shard under pk ~rollup)"
+echo "   CounterJournalTable: $(ops scan CounterJournalTable 2>/dev/null | wc -l) items (one per key, expiring after the window by TTL; Lambda's mapping keeps the stream's position)"

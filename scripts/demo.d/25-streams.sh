@@ -13,14 +13,14 @@ echo
 echo "== counter-writer: the same batch (COUNTER_CHANGE_GROUP_BY=PK, COUNT=orders, SUM=amount:Amount)"
 echo "   then counter-rollup; expect alice/orders-total: orders 1, amount 45; bob/orders-total: orders 1, amount 7"
 invoke counter-writer events/orders-dynamodb-stream.json
-invoke counter-rollup events/counter-rollup-schedule.json
+rollup
 
 echo
 echo "== both again with the same records in another order (a retried batch, parallel shards)"
 echo "   expect every record a duplicate (or superseded in its batch): the replica and the totals do not change"
 invoke ratchet-writer events/orders-dynamodb-stream-redelivered.json
 invoke counter-writer events/orders-dynamodb-stream-redelivered.json
-invoke counter-rollup events/counter-rollup-schedule.json
+rollup
 
 echo
 echo "== RatchetTable (the replica's rows are alice/o1, alice/o2, bob/o1) and CounterTable (orders-total rows)"

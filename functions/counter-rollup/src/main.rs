@@ -1,8 +1,8 @@
-//! `counter-rollup`: on an EventBridge schedule, reads the counter journal's DynamoDB stream
-//! from its checkpoints and adds each newly journaled key to its counter item, once (see
-//! `dynamodb_exactly_once::counter::journal`); answers, logs and emits as EMF metrics a report
-//! of what it did. Reads counter-writer's `COUNTER_*` settings (journal mode). The schedule
-//! payload is not used.
+//! `counter-rollup`: the handler of the counter journal's DynamoDB Streams event source
+//! mapping (with a tumbling window, for the shard id): adds each journaled key of a shard's
+//! batch to its counter item, once (see `dynamodb_exactly_once::counter::journal`), answers
+//! the partial batch response, and logs and emits as EMF metrics what it did. Reads
+//! counter-writer's `COUNTER_*` settings (journal mode).
 
 use dynamodb_exactly_once_lambda::settings::functions::COUNTER_ROLLUP;
 

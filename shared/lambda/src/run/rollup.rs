@@ -75,6 +75,14 @@ impl RollupFunction {
                  window: set the mapping's TumblingWindowInSeconds to 1 or more",
             )));
         };
+        if let Err(e) = self.rollup.check_journal().await {
+            tracing::error!(error = %e, "journal roll-up: the journal table cannot be used (nothing applied)");
+            crate::metrics::emit_rollup_batch_metrics(&RollupBatchReport::default(), true, None);
+            return Err(HandlerError::Config(ConfigError::new(
+                "COUNTER_JOURNAL_TABLE",
+                e.to_string(),
+            )));
+        }
         let run = async {
             match deadline
                 .bound(self.rollup.apply_batch(&shard, &batch.changes))

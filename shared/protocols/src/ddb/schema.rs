@@ -64,6 +64,11 @@ impl KeySchema {
         })
     }
 
+    /// The key attributes and their types: the partition key, then the sort key if any.
+    pub fn attributes(&self) -> &[(String, ScalarAttributeType)] {
+        &self.attributes
+    }
+
     /// The key attribute names: the partition key, then the sort key if any.
     pub fn names(&self) -> Vec<String> {
         self.attributes.iter().map(|(n, _)| n.clone()).collect()

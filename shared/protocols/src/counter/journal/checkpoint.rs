@@ -52,6 +52,24 @@ pub(super) struct Checkpoints {
 }
 
 impl Rollup {
+    /// The scheduled roll-up's saved checkpoint of `shard`, if any (one strongly consistent
+    /// `GetItem`): every record of the shard at or before it was applied (or dead-lettered).
+    pub(super) async fn scheduled_checkpoint(
+        &self,
+        shard: &str,
+    ) -> Result<Option<Checkpoint>, StoreError> {
+        let out = self
+            .ddb
+            .get_item()
+            .table_name(&self.config.journal_table)
+            .set_key(Some(key(shard)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        Ok(out.item.as_ref().map(checkpoint))
+    }
+
     /// Read every checkpoint (one strongly consistent `Query`, paginated).
     pub(super) async fn checkpoints(&self) -> Result<Checkpoints, StoreError> {
         let mut found = Checkpoints::default();

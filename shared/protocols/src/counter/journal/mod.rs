@@ -29,7 +29,11 @@
 //!    of puts, with no read. A key delivered again with other deltas still counts its first
 //!    deltas. All keys of one counter item share a partition key, so they reach the stream
 //!    through one shard lineage (or `journal_spread` of them).
-//! 2. **Roll-up** ([`Rollup`]): each run lists the shards, reads every unfinished shard in
+//! 2. **Roll-up** ([`Rollup`]). Deployed, it is the handler of the journal's stream event
+//!    source mapping ([`Rollup::apply_batch`], module `shard_batch`: Lambda reads the shards
+//!    and keeps the positions; one shard's batch per call, the same watermarks and proof as
+//!    below). The scheduled reader ([`Rollup::run`]), described here, is kept until its
+//!    removal: each run lists the shards, reads every unfinished shard in
 //!    parallel from its checkpoint up to the run's start (a record created after it ends the
 //!    shard's read for this run), sums the `INSERT`s per counter item over every shard, and
 //!    applies each item's sum with **one** `UpdateItem` that also records each shard's

@@ -27,7 +27,7 @@ use super::event::{decode_item, watermark_name, Decoded, Event, Seq};
 use super::rollup::MAX_LISTED;
 use super::Rollup;
 use crate::change::{ChangeKind, ItemChange};
-use crate::ddb::{Cost, ItemKey};
+use crate::ddb::{Cost, ItemKey, StoreError};
 
 /// What applying one shard's batch did.
 #[non_exhaustive]
@@ -67,6 +67,13 @@ type ByItem = BTreeMap<String, (ItemKey, Vec<Event>)>;
 type Lanes = (Vec<String>, Vec<String>);
 
 impl Rollup {
+    /// Check that the journal table has the journal's key schema (`pk` and `sk`, both S;
+    /// described once per process): the roll-up keeps its dead letters there. Call it before
+    /// the first batch; another layout is an error naming what the journal needs.
+    pub async fn check_journal(&self) -> Result<(), StoreError> {
+        super::write::check_layout(&self.ddb, &self.config.journal_table).await
+    }
+
     /// Apply one shard's batch of journal stream records (`changes`, in the stream's order, as
     /// the event source mapping delivers them). Never an error: what failed is reported in
     /// [`RollupBatchReport::retry_from`].
@@ -77,7 +84,19 @@ impl Rollup {
             records: changes.len(),
             ..RollupBatchReport::default()
         };
-        let (by_item, lanes, invalid) = self.group(shard, changes, &mut report);
+        let (mut by_item, lanes, invalid) = self.group(shard, changes, &mut report);
+        // The scheduled roll-up of earlier versions applied its shards up to its saved
+        // checkpoints, and removed a done shard's watermarks while the stream still held its
+        // records: those records are turned away by the checkpoint.
+        match self.scheduled_checkpoint(shard).await {
+            Ok(Some(saved)) => report.duplicates += applied_before(&mut by_item, &saved),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "journal roll-up: the scheduled roll-up's checkpoint could not be read (delivered again)");
+                report.retry_from = changes.first().map(|c| c.sequence_number.clone());
+                return report;
+            }
+        }
         let (ids, names) = &lanes;
         let mut failed: Vec<Seq> = Vec::new();
         if !invalid.is_empty() {
@@ -188,6 +207,20 @@ impl Rollup {
         let room = MAX_LISTED.saturating_sub(report.letters.len());
         report.letters.extend(dead.into_iter().take(room));
     }
+}
+
+/// Drop from `by_item` the keys the scheduled roll-up applied (at or before its `saved`
+/// checkpoint; every key of a shard it finished); how many.
+fn applied_before(by_item: &mut ByItem, saved: &super::checkpoint::Checkpoint) -> usize {
+    let upto = saved.seq.as_deref().and_then(Seq::parse);
+    let mut dropped = 0;
+    by_item.retain(|_, (_, events)| {
+        let before = events.len();
+        events.retain(|e| !saved.done && upto.is_none_or(|s| e.seq > s));
+        dropped += before - events.len();
+        !events.is_empty()
+    });
+    dropped
 }
 
 /// The lane of a journal key read from `shard`: the shard, and with `journal_spread` the key's

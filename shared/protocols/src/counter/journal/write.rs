@@ -7,7 +7,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use super::entry::{
-    journal_item, journal_key, MAX_JOURNAL_BATCH, MIN_RETENTION, TTL_SLACK_SECONDS,
+    journal_item, journal_key, JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, MAX_JOURNAL_BATCH,
+    MIN_RETENTION, TTL_SLACK_SECONDS,
 };
 use crate::batch::{Applied, Deadline, RecordFailure, RecordResult};
 use crate::counter::{Counter, CounterOutcome, CounterRecord};
@@ -20,6 +21,36 @@ struct Put {
     same: Vec<(usize, bool)>,
 }
 
+/// Check that `table` has the journal's key schema, `pk` (S, partition key) and `sk` (S, sort
+/// key), described once per process; another layout (the one before `sk`, keyed by `pk`
+/// alone, would refuse every batch as "duplicates") is an error naming what it needs.
+pub(crate) async fn check_layout(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<(), StoreError> {
+    use aws_sdk_dynamodb::types::ScalarAttributeType;
+    let schema = crate::ddb::schema::key_schema(client, table).await?;
+    let wanted = [
+        (JOURNAL_KEY_ATTRIBUTE.to_string(), ScalarAttributeType::S),
+        (JOURNAL_SORT_ATTRIBUTE.to_string(), ScalarAttributeType::S),
+    ];
+    if schema.attributes() == wanted {
+        return Ok(());
+    }
+    let found: Vec<String> = schema
+        .attributes()
+        .iter()
+        .map(|(name, t)| format!("{name} ({})", t.as_str()))
+        .collect();
+    Err(StoreError::Inconsistent(format!(
+        "journal table {table} is keyed by {}; the journal needs `{JOURNAL_KEY_ATTRIBUTE}` (S, \
+         partition key) and `{JOURNAL_SORT_ATTRIBUTE}` (S, sort key): create it as the counter \
+         stack declares (a journal keyed by `{JOURNAL_KEY_ATTRIBUTE}` alone is the layout before \
+         `{JOURNAL_SORT_ATTRIBUTE}`)",
+        found.join(", ")
+    )))
+}
+
 impl Counter {
     /// Journal `records` into `table`: `Journaled` once the put landed (counted by the
     /// roll-up if it is the key's first), a later record of a key in the batch `Duplicate`
@@ -30,6 +61,20 @@ impl Counter {
         records: Vec<(usize, CounterRecord)>,
         deadline: Deadline,
     ) -> Applied<CounterOutcome> {
+        // A journal table of another layout takes none of them (nothing written).
+        if let Err(e) = check_layout(&self.client, table).await {
+            let e = Arc::new(e);
+            let failed = records.into_iter().map(|(i, _)| {
+                (
+                    i,
+                    RecordResult::Failed(RecordFailure::Shared(Arc::clone(&e))),
+                )
+            });
+            return Applied {
+                results: failed.collect(),
+                write_calls: 0,
+            };
+        }
         // Keys the counter table would refuse are dead letters now: the roll-up could never
         // apply them.
         let (records, mut refused) =
