@@ -397,6 +397,7 @@ mod tests {
                 "OrdersTable",
                 "OrdersTotalsTable",
                 "RatchetHistoryTable",
+                "RatchetLedgerTable",
                 "RatchetTable",
                 "TxTable",
                 "VersionedHistoryTable",
