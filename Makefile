@@ -55,14 +55,14 @@ stacks:
 bench:
 	bash scripts/bench.sh
 
-# The randomized transaction checker at length (10,000 schedules; `make test` runs 200).
+# The randomized transaction checker at length (10,000 schedules; `make test` runs 100).
 # TX_CHECK_SEED=<seed> TX_CHECK_SCHEDULES=1 make tx-check replays one schedule.
 TX_CHECK_SCHEDULES ?= 10000
 tx-check:
 	TX_CHECK_SCHEDULES=$(TX_CHECK_SCHEDULES) TX_CHECK_PARALLEL=$${TX_CHECK_PARALLEL:-8} \
 		cargo test -p integration-tests --test integration txn_check:: -- --nocapture
 
-# The counter journal's randomized checker at length (1,000 schedules; `make test` runs 40), through
+# The counter journal's randomized checker at length (1,000 schedules; `make test` runs 20), through
 # the Streams double at random stream shapes, 4 schedules at once (COUNTER_CHECK_PARALLEL).
 # COUNTER_CHECK_SEED=<seed> COUNTER_CHECK_SCHEDULES=1 make counter-check replays one schedule.
 COUNTER_CHECK_SCHEDULES ?= 1000
