@@ -295,3 +295,44 @@ pub fn with_protocol<P, Q: dynamodb_exactly_once::Protocol>(
     }
     builder.build().expect("valid writer")
 }
+
+/// Create table `name` (`pk` S, on demand) with a NEW_IMAGE stream; its stream ARN.
+pub async fn stream_table(c: &Client, name: &str) -> String {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+        StreamSpecification, StreamViewType,
+    };
+    let created = c
+        .create_table()
+        .table_name(name)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("pk")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("attribute"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("pk")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key"),
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewImage)
+                .build()
+                .expect("stream"),
+        )
+        .send()
+        .await
+        .expect("table");
+    created
+        .table_description()
+        .and_then(|t| t.latest_stream_arn())
+        .expect("stream arn")
+        .to_string()
+}

@@ -386,38 +386,8 @@ async fn the_upgrade_from_the_scheduled_roll_up_counts_nothing_twice() {
 
 /// A journal table of the layout before `sk`: keyed by `pk` alone.
 async fn pk_only_journal(c: &aws_sdk_dynamodb::Client, counters: &str) -> String {
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-        StreamSpecification, StreamViewType,
-    };
     let journal = format!("{counters}-pk-only");
-    c.create_table()
-        .table_name(&journal)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("pk")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .expect("attribute"),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("pk")
-                .key_type(KeyType::Hash)
-                .build()
-                .expect("key"),
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewImage)
-                .build()
-                .expect("stream"),
-        )
-        .send()
-        .await
-        .expect("journal table");
+    crate::common::stream_table(c, &journal).await;
     journal
 }
 

@@ -244,44 +244,8 @@ async fn filtered_records_never_reach_the_function_and_are_checkpointed_past() {
 
 /// A fresh DynamoDB Local table (`pk` S) with a NEW_IMAGE stream: its name and stream ARN.
 async fn table(c: &aws_sdk_dynamodb::Client) -> (String, String) {
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-        StreamSpecification, StreamViewType,
-    };
     let name = format!("{}emutable", unique_prefix());
-    let out = c
-        .create_table()
-        .table_name(&name)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("pk")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .expect("attribute"),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("pk")
-                .key_type(KeyType::Hash)
-                .build()
-                .expect("key"),
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewImage)
-                .build()
-                .expect("stream"),
-        )
-        .send()
-        .await
-        .expect("table");
-    let arn = out
-        .table_description()
-        .and_then(|t| t.latest_stream_arn())
-        .expect("stream arn")
-        .to_string();
+    let arn = crate::common::stream_table(c, &name).await;
     (name, arn)
 }
 

@@ -7,10 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType, StreamSpecification, StreamViewType,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record, ShardIteratorType};
 use aws_sdk_dynamodbstreams::Client as Streams;
 use dynamo_testing::{client, unique_prefix, Shape, StreamsDouble};
@@ -49,39 +46,7 @@ impl TestClock {
 async fn table() -> (aws_sdk_dynamodb::Client, String, String) {
     let c = client();
     let name = format!("{}double", unique_prefix());
-    let created = c
-        .create_table()
-        .table_name(&name)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("pk")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .expect("attribute"),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("pk")
-                .key_type(KeyType::Hash)
-                .build()
-                .expect("key"),
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewImage)
-                .build()
-                .expect("stream"),
-        )
-        .send()
-        .await
-        .expect("table");
-    let arn = created
-        .table_description()
-        .and_then(|t| t.latest_stream_arn())
-        .expect("stream arn")
-        .to_string();
+    let arn = crate::common::stream_table(&c, &name).await;
     (c, name, arn)
 }
 
