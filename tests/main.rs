@@ -31,6 +31,7 @@ mod idempotency_boundaries;
 mod idempotency_check;
 mod idempotency_interleave;
 mod idempotency_large;
+mod idempotency_one_table;
 mod idempotency_powertools;
 mod idempotency_powertools_ts;
 mod interleave;

@@ -82,12 +82,14 @@ impl RecordFormat {
         }
     }
 
-    /// Whether the key's prefix is Powertools' (a `#` allowed in it: the key after it is a
-    /// fixed-length digest).
+    /// Whether the records are a Powertools library's (its attribute names and status
+    /// values; a `#` allowed in the key's prefix: the key after it is a fixed-length digest).
     pub(super) fn is_powertools(self) -> bool {
         matches!(
             self,
-            RecordFormat::Powertools | RecordFormat::PowertoolsTypeScript
+            RecordFormat::Powertools
+                | RecordFormat::PowertoolsTypeScript
+                | RecordFormat::PowertoolsJava
         )
     }
 
