@@ -222,7 +222,7 @@ pub fn rollup_from_env(
         .map_err(|e| e.renamed(|s| spec.var(s)))?;
     Ok(RollupFunction {
         function: spec.name.into(),
-        rollup: Rollup::for_mapping(ddb, config),
+        rollup: Rollup::new(ddb, config),
     })
 }
 

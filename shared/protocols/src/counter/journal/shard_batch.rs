@@ -87,7 +87,8 @@ impl Rollup {
         let (mut by_item, lanes, invalid) = self.group(shard, changes, &mut report);
         // The scheduled roll-up of earlier versions applied its shards up to its saved
         // checkpoints, and removed a done shard's watermarks while the stream still held its
-        // records: those records are turned away by the checkpoint.
+        // records: those records are turned away by the checkpoint (read for a day after the
+        // upgrade only: `upgrade`).
         match self.scheduled_checkpoint(shard).await {
             Ok(Some(saved)) => report.duplicates += applied_before(&mut by_item, &saved),
             Ok(None) => {}
@@ -211,12 +212,11 @@ impl Rollup {
 
 /// Drop from `by_item` the keys the scheduled roll-up applied (at or before its `saved`
 /// checkpoint; every key of a shard it finished); how many.
-fn applied_before(by_item: &mut ByItem, saved: &super::checkpoint::Checkpoint) -> usize {
-    let upto = saved.seq.as_deref().and_then(Seq::parse);
+fn applied_before(by_item: &mut ByItem, saved: &super::upgrade::Checkpoint) -> usize {
     let mut dropped = 0;
     by_item.retain(|_, (_, events)| {
         let before = events.len();
-        events.retain(|e| !saved.done && upto.is_none_or(|s| e.seq > s));
+        events.retain(|e| !saved.applied(e.seq));
         dropped += before - events.len();
         !events.is_empty()
     });
