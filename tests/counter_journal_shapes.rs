@@ -22,6 +22,8 @@ use serde_json::Value;
 use crate::counter_journal::{apply, key, tables};
 
 pub(crate) const HOUR: u64 = 3_600_000;
+/// The harness's mapping's tumbling window (ms), and a second.
+const WINDOW_MS: u64 = 61_000;
 
 /// Counter and journal tables, the Streams double in front of the journal's stream, and one
 /// clock (epoch ms) for the writers, the roll-ups, the double and the mappings, which the test
@@ -120,6 +122,9 @@ impl Harness {
             async move { invoke(&RollupFunction::new("counter-rollup", rollup), event).await }
         };
         mapping.run_until_idle(&fresh, 500).await.expect("mapping");
+        // Past the window's end: its final invoke applies the keys its state holds.
+        self.advance(WINDOW_MS);
+        mapping.run_until_idle(&fresh, 500).await.expect("mapping");
         mapping.stats().clone()
     }
 
@@ -129,6 +134,11 @@ impl Harness {
             let f = Arc::clone(&f);
             async move { invoke(&f, event).await }
         };
+        mapping
+            .run_until_idle(&handler, 500)
+            .await
+            .expect("mapping");
+        self.advance(WINDOW_MS);
         mapping
             .run_until_idle(&handler, 500)
             .await

@@ -17,6 +17,7 @@ mod counter_journal_mapping_check;
 mod counter_journal_migrate;
 mod counter_journal_repair;
 mod counter_journal_shapes;
+mod counter_journal_window;
 mod dead_letters;
 mod dead_letters_sqs;
 mod deadline;

@@ -115,6 +115,7 @@ async fn read(streams: &Client, arn: &str, shard: &str) -> Result<Vec<Value>, St
     Ok(records)
 }
 
+/// A whole window of `shard` in one invocation: its final one (the roll-up applies its keys).
 fn window_event(arn: &str, shard: &str, records: &[Value]) -> Value {
     let now = now_rfc3339();
     json!({
@@ -123,7 +124,7 @@ fn window_event(arn: &str, shard: &str, records: &[Value]) -> Value {
         "state": {},
         "shardId": shard,
         "eventSourceARN": arn,
-        "isFinalInvokeForWindow": false,
+        "isFinalInvokeForWindow": true,
         "isWindowTerminatedEarly": false,
     })
 }

@@ -44,7 +44,9 @@
 //!    mapping) fails the condition; `ALL_OLD` shows the watermark and only the records after
 //!    it are applied. Sequence numbers are compared within their lane only, so the order in
 //!    which parents and children are applied does not matter: sums commute. The roll-up keeps
-//!    nothing between batches.
+//!    nothing between batches: with the mapping's tumbling window ([`Rollup::apply_window`],
+//!    module `window`), a window's keys travel in the state Lambda keeps with the shard's
+//!    checkpoint and are applied together at the window's end.
 //! 3. **Repair** ([`Repair`], `ops counter repair`): records the mapping could not deliver
 //!    (discarded past `MaximumRecordAgeInSeconds` or its retries, or trimmed after 24 hours)
 //!    are recounted exactly from the journal, by whole UTC days of the keys' first put. For
@@ -70,7 +72,9 @@
 //!   last day, and its day sums (~25 bytes per counter and day, for 5–6 days). With batches
 //!   every `B` seconds per shard (`MaximumBatchingWindowInSeconds`) and `r` new keys per second
 //!   on an item under 1 KB, that is `1 / max(1, r × B)` write units per event on top of the
-//!   journal's 1: 1.02 at one key a second with `B = 60`, 2 at one key a minute or fewer.
+//!   journal's 1: 1.02 at one key a second with `B = 60`, 2 at one key a minute or fewer; with
+//!   a tumbling window `W`, `B` is the window (one update per item and window, while the
+//!   shard's state stays under 512 KB).
 //!   Reading the stream is the mapping's (no charge for Lambda's `GetRecords`).
 //! * Storage: one ~120-byte journal item (plus DynamoDB's 100 bytes of overhead) per key for
 //!   the window: 14 days at 1,000 keys/s is 1.2 billion items, ~270 GB before TTL's lag.
@@ -93,6 +97,8 @@
 //!   at most the earliest arrival (`arr`) of its keys; a key that arrived before it is a
 //!   `too_old` dead letter: the inline age guard, kept with no setting. A record without an
 //!   arrival time is not guarded.
+//! * A window's final invoke the mapping gives up on (`MaximumRetryAttempts`): the keys its
+//!   state held are not counted; repair the window's days.
 //! * Records the mapping could not deliver (the on-failure destination's message names the
 //!   shard, the sequence range and the records' times) or a stream switched off and on (keys
 //!   journaled meanwhile reach no stream): the journal items are still in the table for the
@@ -116,6 +122,7 @@
 //! * `migrate`: the inline age guard for items migrated from the inline mode.
 //! * `dead`: isolating refused records; dead letters.
 //! * `upgrade`: the scheduled roll-up's checkpoints, read for a day after the upgrade.
+//! * `window`: a tumbling window's keys kept in its state, applied at its end.
 //! * `days`: the day sums and repaired marks on the counter items.
 //! * `repair`: recounting whole days from the journal; `scan`: its reads of the journal;
 //!   `recount`: one item's day.
@@ -144,12 +151,14 @@ with_journal_feature! {
     mod scan;
     mod shard_batch;
     mod upgrade;
+    mod window;
 
     pub use days::{KEEP_DAYS, REPAIR_DAYS};
     pub use dead::RollupDeadLetter;
     pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
     pub use rollup::{Rollup, RollupConfig, RollupConfigBuilder};
     pub use shard_batch::RollupBatchReport;
+    pub use window::{WindowOutcome, APPLY_AT_BYTES, WINDOW_STATE_ENTRY};
 }
 
 pub use entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE};
