@@ -62,13 +62,13 @@ tx-check:
 	TX_CHECK_SCHEDULES=$(TX_CHECK_SCHEDULES) TX_CHECK_PARALLEL=$${TX_CHECK_PARALLEL:-8} \
 		cargo test -p integration-tests --test integration txn_check:: -- --nocapture
 
-# The counter journal's randomized checker at length (1,000 schedules; `make test` runs 20), through
-# the Streams double at random stream shapes, 4 schedules at once (COUNTER_CHECK_PARALLEL).
-# COUNTER_CHECK_SEED=<seed> COUNTER_CHECK_SCHEDULES=1 make counter-check replays one schedule.
-COUNTER_CHECK_SCHEDULES ?= 1000
+# The counter journal's randomized checker at length (100 schedules; `make test` runs 1), through
+# the event source mapping emulator over the Streams double at random stream shapes.
+# COUNTER_MAPPING_CHECK_SEED=<seed> COUNTER_CHECK_SCHEDULES=1 make counter-check replays one schedule.
+COUNTER_CHECK_SCHEDULES ?= 100
 counter-check:
-	COUNTER_CHECK_SCHEDULES=$(COUNTER_CHECK_SCHEDULES) \
-		cargo test -p integration-tests --test integration counter_journal_check:: -- --nocapture
+	COUNTER_MAPPING_CHECK_SCHEDULES=$(COUNTER_CHECK_SCHEDULES) \
+		cargo test -p integration-tests --test integration counter_journal_mapping_check:: -- --nocapture
 
 # arm64 artifacts of every function (cargo lambda + zig), with their sizes.
 # arm64 release build (~10 min cold), then target/package: zips and packaged templates

@@ -1,6 +1,7 @@
 //! The counter's journal mode against DynamoDB Local: keys journaled once however often they
-//! are put, counted once by the roll-up however often it runs, stops or races another run; a
-//! lost response of either step; items of the inline layout read as they are.
+//! are put, counted once by the roll-up however often its batch is delivered, stops or races
+//! another delivery; a lost response of either step; items of the inline layout read as they
+//! are. The roll-up gets DynamoDB Local's stream (one shard) as one batch.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +11,8 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType, StreamSpecification, StreamViewType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client, client_with, streams_client, unique_prefix, Fault, FaultInjector};
-use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig, RollupReport};
+use dynamo_testing::{client, client_with, unique_prefix, Fault, FaultInjector};
+use dynamodb_exactly_once::counter::journal::{Rollup, RollupBatchReport, RollupConfig};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome, CounterRecord};
 use dynamodb_exactly_once::ddb::ItemKey;
 use dynamodb_exactly_once::{Deadline, Protocol, RecordResult};
@@ -76,7 +77,7 @@ pub(crate) fn rollup(client: Client, counters: &str, journal: &str) -> Rollup {
     let counter = CounterConfig::builder(counters).journal(journal).build();
     let config = RollupConfig::builder(counter.expect("counter config")).build();
     let config = config.expect("config");
-    Rollup::new(client, streams_client(), config)
+    Rollup::new(client, config)
 }
 
 pub(crate) fn key(pk: &str) -> ItemKey {
@@ -111,15 +112,17 @@ pub(crate) async fn apply(counter: &Counter, records: &[CounterRecord]) -> Vec<&
     applied.results.iter().map(|(_, r)| r.label()).collect()
 }
 
-pub(crate) async fn run(rollup: &Rollup) -> RollupReport {
-    let started = std::time::Instant::now();
-    let report = rollup.run(Duration::from_secs(30)).await.expect("roll-up");
-    eprintln!("roll-up {:?}: {report:?}", started.elapsed());
+/// Deliver the journal's whole stream (DynamoDB Local's one shard) to `rollup` as one batch.
+pub(crate) async fn run(rollup: &Rollup, journal: &str) -> RollupBatchReport {
+    let (shard, batch) = crate::counter_journal_mapping::journal_batch(journal).await;
+    let changes = crate::counter_journal_mapping::changes(&batch);
+    let report = rollup.apply_batch(&shard, &changes).await;
+    eprintln!("roll-up: {report:?}");
     report
 }
 
 #[tokio::test]
-async fn a_key_counts_once_however_often_it_is_journaled_or_rolled_up() {
+async fn a_key_counts_once_however_often_it_is_journaled_or_delivered() {
     let c = client();
     let (counters, journal) = tables(&c).await;
     let counter = counter(c.clone(), &counters, &journal);
@@ -142,13 +145,12 @@ async fn a_key_counts_once_however_often_it_is_journaled_or_rolled_up() {
             "journaled"
         ]
     );
-    let first = run(&roll).await;
+    let first = run(&roll, &journal).await;
     assert_eq!(
         (first.keys, first.applied, first.duplicates),
         (3, 3, 0),
         "{first:?}"
     );
-    assert!(first.iterator_age_ms < 60_000, "caught up: {first:?}");
     assert_eq!(
         (total(&counter, "a").await, total(&counter, "b").await),
         (12, 1)
@@ -157,11 +159,8 @@ async fn a_key_counts_once_however_often_it_is_journaled_or_rolled_up() {
     // Redelivered to a cold process (no warm cache): put again, no INSERT, nothing counted.
     let cold = counter_cold(c.clone(), &counters, &journal);
     assert_eq!(apply(&cold, &batch[..2]).await, ["journaled", "journaled"]);
-    let second = run(&roll).await;
-    assert_eq!(second.applied, 0, "{second:?}");
-    // Nothing new to count: the run writes nothing (its checkpoint moves in memory; the
-    // complete-pass record is saved hourly).
-    assert_eq!(second.write_calls, 0, "{second:?}");
+    let second = run(&roll, &journal).await;
+    assert_eq!((second.keys, second.applied), (3, 0), "{second:?}");
     assert_eq!(total(&counter, "a").await, 12);
 
     // Redelivered to the warm process: no call at all.
@@ -170,10 +169,9 @@ async fn a_key_counts_once_however_often_it_is_journaled_or_rolled_up() {
         ["duplicate", "duplicate"]
     );
 
-    // A new process that starts over from no checkpoint (a lost checkpoint, a second roll-up)
-    // reads everything again: every key is below its item's watermark.
-    forget_checkpoints(&c, &journal).await;
-    let again = run(&rollup(c.clone(), &counters, &journal)).await;
+    // A new process given the stream again from its start (a second mapping): every key is
+    // below its item's watermark.
+    let again = run(&rollup(c.clone(), &counters, &journal), &journal).await;
     assert_eq!((again.applied, again.duplicates), (0, 3), "{again:?}");
     assert_eq!(
         (total(&counter, "a").await, total(&counter, "b").await),
@@ -188,32 +186,6 @@ fn counter_cold(client: Client, counters: &str, journal: &str) -> Counter {
         .build()
         .expect("config");
     Counter::new(client, config)
-}
-
-pub(crate) async fn forget_checkpoints(client: &Client, journal: &str) {
-    let items = client
-        .scan()
-        .table_name(journal)
-        .send()
-        .await
-        .expect("scan")
-        .items
-        .unwrap_or_default();
-    for item in items {
-        let Some(AttributeValue::S(pk)) = item.get("pk") else {
-            continue;
-        };
-        if pk == "~rollup" {
-            client
-                .delete_item()
-                .table_name(journal)
-                .key("pk", AttributeValue::S(pk.clone()))
-                .key("sk", item.get("sk").cloned().expect("sort key"))
-                .send()
-                .await
-                .expect("delete checkpoint");
-        }
-    }
 }
 
 /// `fault` on the first call of `operation`, nothing else.
@@ -241,7 +213,7 @@ async fn a_lost_response_of_a_roll_up_update_is_not_counted_twice() {
     // The first UpdateItem lands but its answer is lost; the SDK sends it again.
     let faults = first_of("UpdateItem", Fault::LoseResponse);
     let roll = rollup(client_with(Some(faults), 3), &counters, &journal);
-    let report = run(&roll).await;
+    let report = run(&roll, &journal).await;
     assert_eq!(total(&counter, "a").await, 15, "{report:?}");
     assert_eq!(report.applied + report.duplicates, 4, "{report:?}");
 }
@@ -254,12 +226,12 @@ async fn a_lost_response_of_a_journal_put_is_not_counted_twice() {
     let counter = counter(client_with(Some(faults), 3), &counters, &journal);
     let records = ones(&counter, "a", 3);
     assert_eq!(apply(&counter, &records).await, ["journaled"; 3]);
-    let report = run(&rollup(c.clone(), &counters, &journal)).await;
+    let report = run(&rollup(c.clone(), &counters, &journal), &journal).await;
     assert_eq!(total(&counter, "a").await, 3, "{report:?}");
 }
 
 #[tokio::test]
-async fn concurrent_writers_and_concurrent_roll_ups_count_each_key_once() {
+async fn concurrent_writers_and_concurrent_deliveries_count_each_key_once() {
     let c = client();
     let (counters, journal) = tables(&c).await;
     let writers: Vec<_> = (0..3)
@@ -279,7 +251,7 @@ async fn concurrent_writers_and_concurrent_roll_ups_count_each_key_once() {
     let rolls: Vec<_> = (0..3)
         .map(|_| rollup(c.clone(), &counters, &journal))
         .collect();
-    let reports = futures::future::join_all(rolls.iter().map(run)).await;
+    let reports = futures::future::join_all(rolls.iter().map(|r| run(r, &journal))).await;
     let applied: usize = reports.iter().map(|r| r.applied).sum();
     assert_eq!(applied, 60, "{reports:?}");
     for i in 0..4 {
@@ -334,7 +306,7 @@ async fn keys_of_an_inline_item_stay_duplicates_and_its_buckets_go_once_expired(
         record(&counter, "a", 4, "k3"),
     ];
     apply(&counter, &new).await;
-    let report = run(&roll).await;
+    let report = run(&roll, &journal).await;
     assert_eq!((report.applied, report.duplicates), (1, 1), "{report:?}");
     assert_eq!(total(&counter, "a").await, 7);
     let item: Value = counter
@@ -351,7 +323,7 @@ async fn keys_of_an_inline_item_stay_duplicates_and_its_buckets_go_once_expired(
     // Past the inline window (1 h, kept 2 h): the next update removes the buckets.
     now.fetch_add(3 * 3600 * 1000, std::sync::atomic::Ordering::SeqCst);
     apply(&counter, &[record(&counter, "a", 8, "k4")]).await;
-    let report = run(&roll).await;
+    let report = run(&roll, &journal).await;
     assert_eq!(report.applied, 1, "{report:?}");
     assert_eq!(total(&counter, "a").await, 15);
     let item: Value = counter
@@ -375,7 +347,7 @@ async fn keys_of_an_inline_item_stay_duplicates_and_its_buckets_go_once_expired(
 }
 
 #[tokio::test]
-async fn a_roll_up_that_stops_at_any_call_leaves_the_next_run_exact() {
+async fn a_roll_up_that_stops_at_any_call_leaves_the_next_delivery_exact() {
     let c = client();
     let (counters, journal) = tables(&c).await;
     let counter = counter(c.clone(), &counters, &journal);
@@ -395,15 +367,15 @@ async fn a_roll_up_that_stops_at_any_call_leaves_the_next_run_exact() {
             expected[i % 3] += r.deltas()["n"].to_i64().expect("an integer delta");
         }
         apply(&counter, &records).await;
-        // This round's roll-up dies at its `round`-th call (0: at once).
+        // This round's delivery dies at its `round`-th call (0: at once).
         let dying = rollup(
             client_with(Some(FaultInjector::fail_from(round)), 1),
             &counters,
             &journal,
         );
-        let _ = dying.run(Duration::from_secs(10)).await;
+        let _ = run(&dying, &journal).await;
     }
-    let report = run(&rollup(c.clone(), &counters, &journal)).await;
+    let report = run(&rollup(c.clone(), &counters, &journal), &journal).await;
     for (i, want) in expected.iter().enumerate() {
         assert_eq!(
             total(&counter, &format!("i{i}")).await,
@@ -433,7 +405,7 @@ async fn a_writer_clock_behind_or_other_settings_neither_shortens_the_window_nor
         &[record(&other, "a", 3, "k1"), record(&other, "a", 4, "k2")],
     )
     .await;
-    run(&rollup(c.clone(), &counters, &journal)).await;
+    run(&rollup(c.clone(), &counters, &journal), &journal).await;
     assert_eq!(total(&slow, "a").await, 7);
     let items = c
         .scan()

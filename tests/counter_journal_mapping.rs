@@ -6,6 +6,7 @@
 
 use std::str::FromStr;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record, ShardIteratorType};
 use base64::Engine;
 use dynamo_testing::{client, client_with, streams_client, Fault, FaultInjector};
@@ -21,7 +22,7 @@ use crate::counter_journal::{apply, counter, first_of, key, record, tables, tota
 fn mapping_rollup(client: aws_sdk_dynamodb::Client, counters: &str, journal: &str) -> Rollup {
     let counter = CounterConfig::builder(counters).journal(journal).build();
     let config = RollupConfig::builder(counter.expect("counter config")).build();
-    Rollup::for_mapping(client, config.expect("config"))
+    Rollup::new(client, config.expect("config"))
 }
 
 /// The journal's stream as the mapping reads it: its (one) shard and every record, each as
@@ -127,7 +128,8 @@ fn attribute(value: &StreamValue) -> Value {
     }
 }
 
-/// A tumbling window's event for `records` of `shard`.
+/// A tumbling window's final invoke for `records` of `shard` (a whole window at once: the
+/// roll-up applies its keys).
 pub(crate) fn window_event(shard: &str, records: &[Value]) -> Value {
     json!({
         "Records": records,
@@ -135,7 +137,7 @@ pub(crate) fn window_event(shard: &str, records: &[Value]) -> Value {
         "state": {},
         "shardId": shard,
         "eventSourceARN": records.first().and_then(|r| r.get("eventSourceARN")),
-        "isFinalInvokeForWindow": false,
+        "isFinalInvokeForWindow": true,
         "isWindowTerminatedEarly": false,
     })
 }
@@ -164,7 +166,7 @@ fn from_seq(records: &[Value], seq: &str) -> Vec<Value> {
     records[at..].to_vec()
 }
 
-fn changes(records: &[Value]) -> Vec<dynamodb_exactly_once::ItemChange> {
+pub(crate) fn changes(records: &[Value]) -> Vec<dynamodb_exactly_once::ItemChange> {
     records
         .iter()
         .map(|r| {
@@ -255,23 +257,23 @@ async fn a_lost_response_of_an_update_counts_its_keys_once() {
         .collect();
     apply(&counter, &records).await;
     let (shard, batch) = journal_batch(&journal).await;
-    // The update lands, its answer is lost and the SDK does not retry: the batch fails there.
+    // The update lands, its answer is lost and the SDK does not retry: the window's final
+    // invoke fails as a whole, and the mapping invokes it again as it was.
     let lost = mapping_rollup(
         client_with(Some(first_of("UpdateItem", Fault::LoseResponse)), 1),
         &counters,
         &journal,
     );
     let function = RollupFunction::new("counter-rollup", lost);
-    let again = deliver(&function, &shard, &batch).await.expect("a failure");
+    let event = LambdaEvent::new(window_event(&shard, &batch), Context::default());
+    let err = function.handle(event).await.expect_err("invoked again");
+    assert_eq!(err.error_type(), "Retryable");
     assert_eq!(
         total(&counter, "a").await,
         15,
         "applied before the answer was lost"
     );
-    assert_eq!(
-        deliver(&function, &shard, &from_seq(&batch, &again)).await,
-        None
-    );
+    assert_eq!(deliver(&function, &shard, &batch).await, None);
     assert_eq!(total(&counter, "a").await, 15, "counted once");
 }
 
@@ -353,6 +355,35 @@ async fn an_event_without_a_window_is_refused_whole_with_a_clear_error() {
     assert_eq!(total(&counter, "a").await, 0, "nothing applied");
 }
 
+/// What the scheduled roll-up of earlier versions left after applying `batch` of `shard`: the
+/// same watermarks (one per shard), and its checkpoint of the shard saved at `saved_secs`.
+async fn scheduled_roll_up(
+    c: &aws_sdk_dynamodb::Client,
+    (counters, journal): (&str, &str),
+    shard: &str,
+    batch: &[Value],
+    saved_secs: u64,
+) {
+    let rollup = mapping_rollup(c.clone(), counters, journal);
+    let report = rollup.apply_batch(shard, &changes(batch)).await;
+    assert_eq!(report.retry_from, None, "{report:?}");
+    let last = batch.last().expect("records")["dynamodb"]["SequenceNumber"]
+        .as_str()
+        .expect("seq");
+    let s = |v: &str| AttributeValue::S(v.into());
+    c.put_item()
+        .table_name(journal)
+        .item("pk", s("~rollup"))
+        .item("sk", s(shard))
+        .item("seq", s(last))
+        .item("done", AttributeValue::Bool(false))
+        .item("lost", AttributeValue::Bool(false))
+        .item("saved", AttributeValue::N(saved_secs.to_string()))
+        .send()
+        .await
+        .expect("checkpoint");
+}
+
 #[tokio::test]
 async fn the_upgrade_from_the_scheduled_roll_up_counts_nothing_twice() {
     let c = client();
@@ -362,9 +393,10 @@ async fn the_upgrade_from_the_scheduled_roll_up_counts_nothing_twice() {
         .map(|i| record(&counter, ["a", "b"][i % 2], 1 << i, &format!("k{i}")))
         .collect();
     apply(&counter, &first).await;
-    // The scheduled roll-up of the earlier version applied these (and saved its checkpoints).
-    let scheduled = crate::counter_journal::rollup(c.clone(), &counters, &journal);
-    crate::counter_journal::run(&scheduled).await;
+    // The scheduled roll-up of the earlier version applied these (and saved its checkpoint).
+    let (shard, applied) = journal_batch(&journal).await;
+    let now = dynamodb_exactly_once::ddb::clock::epoch_seconds();
+    scheduled_roll_up(&c, (&counters, &journal), &shard, &applied, now).await;
     let before = (total(&counter, "a").await, total(&counter, "b").await);
     assert_eq!(before, (1 + 4 + 16, 2 + 8 + 32));
     let later: Vec<_> = (6..8)
@@ -420,6 +452,30 @@ async fn a_journal_keyed_by_pk_alone_is_refused_with_a_clear_error() {
     assert!(err.to_string().contains("`sk`"), "{err}");
 }
 
+/// Remove every watermark of item `pk` (what the scheduled roll-up did 20 minutes after a
+/// shard was done, while the stream still held its records).
+async fn prune_watermarks(c: &aws_sdk_dynamodb::Client, counters: &str, pk: &str) {
+    let item = c
+        .get_item()
+        .table_name(counters)
+        .set_key(Some(key(pk).to_item().expect("key")))
+        .send()
+        .await
+        .expect("item")
+        .item
+        .expect("counter item");
+    for name in item.keys().filter(|n| n.starts_with("ctr_w_")) {
+        c.update_item()
+            .table_name(counters)
+            .set_key(Some(key(pk).to_item().expect("key")))
+            .update_expression("REMOVE #w")
+            .expression_attribute_names("#w", name)
+            .send()
+            .await
+            .expect("pruned");
+    }
+}
+
 #[tokio::test]
 async fn keys_of_a_shard_whose_watermarks_the_scheduled_roll_up_pruned_count_once() {
     let c = client();
@@ -429,31 +485,11 @@ async fn keys_of_a_shard_whose_watermarks_the_scheduled_roll_up_pruned_count_onc
         .map(|i| record(&counter, "a", 1 << i, &format!("k{i}")))
         .collect();
     apply(&counter, &records).await;
-    let scheduled = crate::counter_journal::rollup(c.clone(), &counters, &journal);
-    crate::counter_journal::run(&scheduled).await;
-    assert_eq!(total(&counter, "a").await, 15);
-    // The scheduled roll-up removes a shard's watermarks 20 minutes after the shard is done;
-    // the stream keeps its records 24 hours.
-    let item = c
-        .get_item()
-        .table_name(&counters)
-        .set_key(Some(key("a").to_item().expect("key")))
-        .send()
-        .await
-        .expect("item")
-        .item
-        .expect("counter item");
-    for name in item.keys().filter(|n| n.starts_with("ctr_w_")) {
-        c.update_item()
-            .table_name(&counters)
-            .set_key(Some(key("a").to_item().expect("key")))
-            .update_expression("REMOVE #w")
-            .expression_attribute_names("#w", name)
-            .send()
-            .await
-            .expect("pruned");
-    }
     let (shard, batch) = journal_batch(&journal).await;
+    let now = dynamodb_exactly_once::ddb::clock::epoch_seconds();
+    scheduled_roll_up(&c, (&counters, &journal), &shard, &batch, now).await;
+    assert_eq!(total(&counter, "a").await, 15);
+    prune_watermarks(&c, &counters, "a").await;
     let function = RollupFunction::new("counter-rollup", mapping_rollup(c, &counters, &journal));
     assert_eq!(deliver(&function, &shard, &batch).await, None);
     assert_eq!(
@@ -461,4 +497,37 @@ async fn keys_of_a_shard_whose_watermarks_the_scheduled_roll_up_pruned_count_onc
         15,
         "its saved checkpoint turns them away"
     );
+}
+
+#[tokio::test]
+async fn the_scheduled_roll_ups_checkpoints_are_read_only_for_a_day_after_its_last_save() {
+    let c = client();
+    let (counters, journal) = tables(&c).await;
+    let counter = counter(c.clone(), &counters, &journal);
+    apply(&counter, &[record(&counter, "a", 1, "k0")]).await;
+    let (shard, batch) = journal_batch(&journal).await;
+    let saved = dynamodb_exactly_once::ddb::clock::epoch_seconds();
+    scheduled_roll_up(&c, (&counters, &journal), &shard, &batch, saved).await;
+    // Every GetItem fails: a batch that reads the checkpoint is delivered again.
+    let no_get = || {
+        client_with(
+            Some(FaultInjector::by_request(|op, _| match op == "GetItem" {
+                true => Fault::Refuse,
+                false => Fault::None,
+            })),
+            1,
+        )
+    };
+    let at = |secs: u64| dynamodb_exactly_once::ddb::Clock::from_fn(move || secs * 1000);
+    let within = mapping_rollup(no_get(), &counters, &journal).with_clock(at(saved + 3600));
+    let report = within.apply_batch(&shard, &changes(&batch)).await;
+    assert!(
+        report.retry_from.is_some(),
+        "read within the day: {report:?}"
+    );
+    // 27 hours after the last save: no record it applied is in the stream any more.
+    let after = mapping_rollup(no_get(), &counters, &journal).with_clock(at(saved + 27 * 3600));
+    let report = after.apply_batch(&shard, &changes(&batch)).await;
+    assert_eq!(report.retry_from, None, "not read: {report:?}");
+    assert_eq!(total(&counter, "a").await, 1);
 }

@@ -11,14 +11,15 @@
 //! The invariant: each item holds exactly the sum of its distinct keys; nothing reaches the
 //! on-failure destination (no retry limit is set).
 //!
-//! Not yet here (the hand-written reader's checker, `counter_journal_check`, still covers
-//! them for that reader): trimmed records and the repair, poison records, concurrent
-//! mappings.
+//! Not yet here: trimmed records and the repair (pinned by `counter_journal_repair`), poison
+//! records (`counter_journal_shapes`, `counter_journal_mapping`), two mappings at once
+//! (`counter_journal_shapes`' thirty-shard test).
 //!
 //! `COUNTER_MAPPING_CHECK_SEED` sets the first seed (default: from the clock, printed);
 //! `COUNTER_MAPPING_CHECK_SCHEDULES` how many (default 1, what `make test` runs: a schedule
 //! takes 3 to 10 s; run more with `COUNTER_MAPPING_CHECK_SCHEDULES=100 cargo nextest run -p
-//! integration-tests --test integration -E 'test(/^counter_journal_mapping_check::/)'`). A
+//! integration-tests --test integration -E 'test(/^counter_journal_mapping_check::/)'`, or
+//! `make counter-check`). A
 //! failure names its seed; each schedule prints its shape and what the mapping did.
 
 use std::collections::BTreeMap;
@@ -49,7 +50,7 @@ fn delta(k: usize) -> i64 {
 /// The roll-up's Lambda handler over the harness's tables, as the mapping invokes it.
 fn function(h: &Harness) -> Arc<RollupFunction> {
     let config = RollupConfig::builder(h.config()).build().expect("config");
-    let rollup = Rollup::for_mapping(h.c.clone(), config).with_clock(h.clock.clone());
+    let rollup = Rollup::new(h.c.clone(), config).with_clock(h.clock.clone());
     Arc::new(RollupFunction::new("counter-rollup", rollup))
 }
 

@@ -43,7 +43,7 @@ async fn a_late_redelivery_of_a_key_applied_inline_is_too_old_once_its_bucket_is
     now.store(t0 + 3 * HOUR_MS, Ordering::SeqCst);
     let k2 = record(&counter, "a", 2, "k2").arrived_at(t0 + 3 * HOUR_MS);
     assert_eq!(apply(&counter, &[k2]).await, ["journaled"]);
-    run(&roll).await;
+    run(&roll, &journal).await;
     assert_eq!(total(&counter, "a").await, 3);
     let item: Value = counter
         .get_json(&key("a"))
@@ -61,7 +61,7 @@ async fn a_late_redelivery_of_a_key_applied_inline_is_too_old_once_its_bucket_is
         apply(&counter, &[late, after]).await,
         ["journaled", "journaled"]
     );
-    let report = run(&roll).await;
+    let report = run(&roll, &journal).await;
 
     // Then k is not counted again (a dead letter says why), k3 is.
     assert_eq!(total(&counter, "a").await, 7, "{report:?}");
@@ -71,8 +71,8 @@ async fn a_late_redelivery_of_a_key_applied_inline_is_too_old_once_its_bucket_is
         "{:?}",
         report.letters
     );
-    // A run again changes nothing.
-    let again = run(&roll).await;
+    // Delivered again: nothing changes.
+    let again = run(&roll, &journal).await;
     assert_eq!(total(&counter, "a").await, 7, "{again:?}");
 
     // Once no record that arrived before it can be journaled and read (the window, an hour
@@ -83,7 +83,7 @@ async fn a_late_redelivery_of_a_key_applied_inline_is_too_old_once_its_bucket_is
         now.store(at, Ordering::SeqCst);
         let r = record(&counter, "a", 1, idem).arrived_at(at);
         assert_eq!(apply(&counter, &[r]).await, ["journaled"]);
-        run(&roll).await;
+        run(&roll, &journal).await;
     }
     assert_eq!(total(&counter, "a").await, 9);
     let item: Value = counter

@@ -8,8 +8,30 @@ use std::collections::HashMap;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
 use aws_sdk_dynamodbstreams::Client;
 use base64::Engine;
-use dynamodb_exactly_once_lambda::client::{sdk_config_from_env, streams_client};
+use dynamodb_exactly_once_lambda::client::sdk_config_from_env;
 use serde_json::{json, Map, Value};
+
+/// The DynamoDB Streams client of `config`: `AWS_ENDPOINT_URL_DYNAMODB_STREAMS` when set (the
+/// SDK applies it), else the DynamoDB endpoint `AWS_ENDPOINT_URL_DYNAMODB` when that is set
+/// (DynamoDB Local serves both APIs on one port), else AWS's own endpoint.
+fn streams_client(config: &aws_config::SdkConfig) -> Client {
+    let mut builder = aws_sdk_dynamodbstreams::config::Builder::from(config);
+    if let Some(url) = streams_endpoint(
+        std::env::var("AWS_ENDPOINT_URL_DYNAMODB_STREAMS").ok(),
+        std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok(),
+    ) {
+        builder = builder.endpoint_url(url);
+    }
+    Client::from_conf(builder.build())
+}
+
+/// The endpoint the streams client is given explicitly: DynamoDB's when only that one is set.
+fn streams_endpoint(streams: Option<String>, dynamodb: Option<String>) -> Option<String> {
+    match streams.filter(|s| !s.is_empty()) {
+        Some(_) => None,
+        None => dynamodb.filter(|d| !d.is_empty()),
+    }
+}
 
 /// One window event per shard of `table`'s latest stream.
 pub async fn window_events(table: &str) -> Result<Vec<Value>, String> {
@@ -93,6 +115,7 @@ async fn read(streams: &Client, arn: &str, shard: &str) -> Result<Vec<Value>, St
     Ok(records)
 }
 
+/// A whole window of `shard` in one invocation: its final one (the roll-up applies its keys).
 fn window_event(arn: &str, shard: &str, records: &[Value]) -> Value {
     let now = now_rfc3339();
     json!({
@@ -101,7 +124,7 @@ fn window_event(arn: &str, shard: &str, records: &[Value]) -> Value {
         "state": {},
         "shardId": shard,
         "eventSourceARN": arn,
-        "isFinalInvokeForWindow": false,
+        "isFinalInvokeForWindow": true,
         "isWindowTerminatedEarly": false,
     })
 }
@@ -165,5 +188,22 @@ fn attribute(value: &AttributeValue) -> Value {
         }
         AttributeValue::L(l) => json!({ "L": l.iter().map(attribute).collect::<Vec<_>>() }),
         _ => json!({ "NULL": true }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_follow_the_dynamodb_endpoint_unless_given_their_own() {
+        let local = Some("http://127.0.0.1:8000".to_string());
+        assert_eq!(streams_endpoint(None, local.clone()), local);
+        assert_eq!(
+            streams_endpoint(Some("http://127.0.0.1:9000".into()), local),
+            None,
+            "the SDK applies AWS_ENDPOINT_URL_DYNAMODB_STREAMS itself"
+        );
+        assert_eq!(streams_endpoint(None, None), None);
     }
 }

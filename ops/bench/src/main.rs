@@ -36,6 +36,7 @@ mod lease;
 mod mapping;
 mod processor;
 mod ratchet;
+mod rollup_run;
 mod txn;
 mod txn_batch;
 mod txn_native;

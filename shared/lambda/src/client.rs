@@ -22,10 +22,6 @@
 //! With the feature `sqs`, `sqs_client_from_env` builds the SQS client of the SQS dead-letter
 //! sink the same way (the same timeouts; `AWS_ENDPOINT_URL_SQS` for a local endpoint).
 //!
-//! With the feature `journal`, `streams_client` builds the DynamoDB Streams client of the counter's journal roll-up from
-//! the same configuration: `AWS_ENDPOINT_URL_DYNAMODB_STREAMS` when set, else the DynamoDB
-//! endpoint `AWS_ENDPOINT_URL_DYNAMODB` when that is set (DynamoDB Local serves both APIs on
-//! one port), else AWS's own endpoint.
 
 use std::time::Duration;
 
@@ -95,30 +91,6 @@ pub async fn client_from_env() -> Result<Client, ConfigError> {
     Ok(Client::new(&sdk_config_from_env().await?))
 }
 
-/// The DynamoDB Streams client of `config` (feature `journal`; see the [module
-/// documentation](self) for its endpoint).
-#[cfg(feature = "journal")]
-pub fn streams_client(config: &SdkConfig) -> aws_sdk_dynamodbstreams::Client {
-    let mut builder = aws_sdk_dynamodbstreams::config::Builder::from(config);
-    if let Some(url) = streams_endpoint(
-        crate::settings::env_opt("AWS_ENDPOINT_URL_DYNAMODB_STREAMS"),
-        crate::settings::env_opt("AWS_ENDPOINT_URL_DYNAMODB"),
-    ) {
-        builder = builder.endpoint_url(url);
-    }
-    aws_sdk_dynamodbstreams::Client::from_conf(builder.build())
-}
-
-#[cfg(feature = "journal")]
-/// The endpoint the streams client is given explicitly: DynamoDB's when only that one is set
-/// (a streams endpoint of its own is applied by the SDK's configuration already).
-fn streams_endpoint(streams: Option<String>, dynamodb: Option<String>) -> Option<String> {
-    match streams {
-        Some(_) => None,
-        None => dynamodb,
-    }
-}
-
 /// An SQS client from the environment (feature `sqs`, for
 /// [`SqsDeadLetters`](crate::dead_letter::SqsDeadLetters)), with the SDK's standard retry
 /// policy and the timeouts of [`timeouts_from_env`].
@@ -150,18 +122,5 @@ mod tests {
             margin >= Duration::from_secs(10),
             "room for a request in flight"
         );
-    }
-
-    #[cfg(feature = "journal")]
-    #[test]
-    fn streams_follow_the_dynamodb_endpoint_unless_given_their_own() {
-        let local = Some("http://127.0.0.1:8000".to_string());
-        assert_eq!(streams_endpoint(None, local.clone()), local);
-        assert_eq!(
-            streams_endpoint(Some("http://127.0.0.1:9000".into()), local),
-            None,
-            "the SDK applies AWS_ENDPOINT_URL_DYNAMODB_STREAMS itself"
-        );
-        assert_eq!(streams_endpoint(None, None), None);
     }
 }

@@ -26,6 +26,11 @@ pub enum HandlerError {
     /// record is delivered again once the configuration is fixed).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The invocation is to be made again as it was (the journal roll-up could not apply a
+    /// tumbling window's keys: the mapping invokes again with the same state, and the
+    /// watermarks turn away what was applied).
+    #[error("{0}")]
+    Retry(String),
 }
 
 impl HandlerError {
@@ -36,6 +41,7 @@ impl HandlerError {
             HandlerError::Sweep(SweepError::Store(e)) => store_error_type(e),
             HandlerError::Sweep(_) => "NonRetryable",
             HandlerError::Config(_) => "Configuration",
+            HandlerError::Retry(_) => "Retryable",
         }
     }
 }

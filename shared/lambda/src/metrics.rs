@@ -140,6 +140,8 @@ pub(crate) fn rollup_batch_values(
         ),
         ("CutOff".into(), f64::from(u8::from(cut))),
         ("BatchAgeMilliseconds".into(), age),
+        ("HeldKeys".into(), count(report.held)),
+        ("WindowStateBytes".into(), count(report.state_bytes)),
     ]
 }
 

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use dynamo_testing::{Shape, StreamsDouble};
 use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig};
+
+use crate::rollup_run::MappingRollup;
 use dynamodb_exactly_once::counter::CounterConfig;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::ddb::Clock;
@@ -70,7 +72,8 @@ async fn scenario(kind: Kind, rate: usize, o: &Options) -> Result<Outcome, Strin
     let rollup_config = RollupConfig::builder(config)
         .build()
         .map_err(|e| e.to_string())?;
-    let rollup = Rollup::new(ddb, double.client(), rollup_config).with_clock(clock.clone());
+    let rollup = Rollup::new(ddb, rollup_config).with_clock(clock.clone());
+    let rollup = MappingRollup::new(double.client(), &tables.arn, rollup, clock.clone())?;
     // The writer reads the counter table's key schema once, before the clock starts.
     writer.records(vec![(item_key(0)?, "warm".into())]).await?;
     let start = clock.now_ms();
@@ -110,7 +113,7 @@ async fn scenario(kind: Kind, rate: usize, o: &Options) -> Result<Outcome, Strin
 /// The roll-up every `interval` of clock from `start` until `end` (a run that overruns its
 /// slot is followed at once by the next).
 async fn schedule(
-    rollup: &Rollup,
+    rollup: &MappingRollup,
     double: &StreamsDouble,
     clock: &Clock,
     log: &Log,
@@ -119,7 +122,6 @@ async fn schedule(
     o: &Options,
 ) -> Result<Vec<RunStat>, String> {
     let interval = o.interval.max(1) * 1000;
-    let budget = Duration::from_millis(interval * 5 / 6);
     let mut next = start + interval;
     let mut runs = Vec::new();
     let mut applied_total = 0u64;
@@ -131,10 +133,7 @@ async fn schedule(
         let run_start = clock.now_ms();
         let gets = get_records(double);
         let wall = Instant::now();
-        let report = rollup
-            .run(budget)
-            .await
-            .map_err(|e| format!("roll-up: {e}"))?;
+        let report = rollup.run().await.map_err(|e| format!("roll-up: {e}"))?;
         let run_end = clock.now_ms();
         applied_total += report.applied as u64;
         let injected = injected_by(log, run_end);

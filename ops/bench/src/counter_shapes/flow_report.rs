@@ -1,6 +1,6 @@
 //! What part 2 prints: per rate, the runs and their lag; then the highest sustained rates.
 
-use dynamodb_exactly_once::counter::journal::RollupReport;
+use crate::rollup_run::RunReport as RollupReport;
 
 use super::Options;
 
@@ -127,7 +127,7 @@ pub fn header(o: &Options) {
         o.latency_ms
     );
     println!(
-        "clock = real time; each rate fed for {} s; a roll-up every {} s of clock (budget {} ms; {}); default RollupConfig (16 shard readers, 16 item updates at once, 1000 records per GetRecords, 500,000 keys per pass)",
+        "clock = real time; each rate fed for {} s; a roll-up every {} s of clock (budget {} ms; {}); the roll-up as the handler of the emulated event source mapping (BatchSize 1000, a 60 s tumbling window, one batch per shard at once)",
         o.seconds,
         o.interval,
         o.interval * 5000 / 6,

@@ -57,8 +57,8 @@ pub struct Options {
     /// request) instead of mirroring the journal table's puts.
     #[arg(long)]
     upstream: bool,
-    /// Part 1: the roll-up's hold in seconds (`RollupConfig::hold`; 0: none): a cold item's
-    /// keys wait in memory up to this long for its next ones.
+    /// Part 1: printed only: the scheduled roll-up's hold is gone (the roll-up runs through
+    /// the mapping emulator; the tumbling window is to take the hold's place).
     #[arg(long, default_value_t = 0)]
     hold_secs: u64,
     /// Roll-up runs without any new key measured at the end of each configuration.

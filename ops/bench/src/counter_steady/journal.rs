@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig, RollupReport};
+use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::{Deadline, Protocol};
 use serde_json::Value;
@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::meter::Tally;
 use super::setup::{count_labels, item_key, Env, Event, Regime, RollupShare, Row};
 use super::sim::SimClock;
+use crate::rollup_run::{MappingRollup, RunReport as RollupReport};
 
 /// Operations of DynamoDB Streams (free for a Lambda trigger; a request unit when polled).
 pub const STREAM_OPS: [&str; 4] = [
@@ -31,7 +32,7 @@ pub struct Journal {
     pub cold: Counter,
     /// The other processes writing the items' remaining traffic.
     pub others: Counter,
-    pub rollup: Rollup,
+    pub rollup: MappingRollup,
     pub sim: SimClock,
     /// Keys added per item (what each counter must read in the end).
     pub expected: BTreeMap<usize, i64>,
@@ -65,8 +66,12 @@ impl Journal {
             warm: counter(None)?,
             cold: counter(Some(0))?,
             others: counter(Some(0))?,
-            rollup: Rollup::new(env.ddb.clone(), env.streams.clone(), rollup_config)
-                .with_clock(sim.clock()),
+            rollup: MappingRollup::new(
+                env.streams.clone(),
+                &stream_arn(env, &journal).await?,
+                Rollup::new(env.ddb.clone(), rollup_config).with_clock(sim.clock()),
+                sim.clock(),
+            )?,
             sim,
             expected: BTreeMap::new(),
             checks: Vec::new(),
@@ -78,7 +83,7 @@ impl Journal {
         self.sim.run_from(at_ms);
         let report = self
             .rollup
-            .run(Duration::from_secs(120))
+            .run()
             .await
             .map_err(|e| format!("roll-up: {e}"))?;
         if !report.caught_up {
@@ -86,6 +91,17 @@ impl Journal {
         }
         Ok(report)
     }
+}
+
+/// The latest stream of `table`.
+async fn stream_arn(env: &Env, table: &str) -> Result<String, String> {
+    let described = env.ddb.describe_table().table_name(table).send().await;
+    described
+        .map_err(|e| format!("{table}: {e}"))?
+        .table()
+        .and_then(|t| t.latest_stream_arn())
+        .map(str::to_string)
+        .ok_or_else(|| format!("{table} has no stream"))
 }
 
 /// Apply `events` with `counter` (1 per record on counter `n`); the outcome labels.

@@ -7,8 +7,11 @@
 //! more): Lambda names the batch's shard (`shardId`) only in a window's event, and the
 //! watermarks that make a batch delivered again count once are per shard. An event without
 //! `shardId` fails as a whole with a `Configuration` error (nothing applied; the mapping
-//! delivers it again once the window is set). The answer is the partial batch response: at
-//! most one failure, the lowest sequence number to deliver again.
+//! delivers it again once the window is set). The window's keys travel in its `state` and are
+//! applied at its final invoke ([`Rollup::apply_window`]): one update per counter item and
+//! window. The answer is the partial batch response (at most one failure, the lowest sequence
+//! number to deliver again) with the window's state; applying a window's keys that fails is a
+//! `Retryable` function error (the mapping invokes again with the same state).
 
 use std::collections::HashMap;
 use std::task::{Context, Poll};
@@ -16,7 +19,9 @@ use std::task::{Context, Poll};
 use aws_lambda_events::dynamodb::{Event, EventRecord, TimeWindowEvent, TimeWindowEventResponse};
 use aws_lambda_events::streams::DynamoDbBatchItemFailure;
 use dynamodb_exactly_once::batch::ANSWER_MARGIN;
-use dynamodb_exactly_once::counter::journal::{Rollup, RollupBatchReport, RollupConfig};
+use dynamodb_exactly_once::counter::journal::{
+    Rollup, RollupBatchReport, RollupConfig, WindowOutcome, WINDOW_STATE_ENTRY,
+};
 use dynamodb_exactly_once::counter::CounterConfig;
 use dynamodb_exactly_once::{ConfigError, Deadline, ItemChange};
 use lambda_runtime::{LambdaEvent, Service};
@@ -46,8 +51,10 @@ pub struct RollupFunction {
 struct MappingBatch {
     shard: Option<String>,
     changes: Vec<ItemChange>,
-    /// The window's state (answered as it came: the roll-up keeps nothing in it).
+    /// The window's state (its keys in [`WINDOW_STATE_ENTRY`]).
     state: HashMap<String, String>,
+    /// The window's final invoke (or the first after it ended early).
+    final_invoke: bool,
     /// `ApproximateCreationDateTime` of the oldest record, epoch ms.
     oldest_ms: Option<u64>,
 }
@@ -83,33 +90,48 @@ impl RollupFunction {
                 e.to_string(),
             )));
         }
+        let held = batch.state.get(WINDOW_STATE_ENTRY).map(String::as_str);
+        let apply = self
+            .rollup
+            .apply_window(&shard, &batch.changes, held, batch.final_invoke);
         let run = async {
-            match deadline
-                .bound(self.rollup.apply_batch(&shard, &batch.changes))
-                .await
-            {
-                Some(report) => (report, false),
+            match deadline.bound(apply).await {
+                Some(outcome) => (outcome, false),
                 None => (cut_off(&shard, &batch.changes), true),
             }
         };
-        let (report, cut) = traced(span, deadline, run).await;
+        let (outcome, cut) = traced(span, deadline, run).await;
         let age_ms = batch
             .oldest_ms
             .map(|at| dynamodb_exactly_once::ddb::clock::epoch_millis().saturating_sub(at));
+        let (report, state) = match outcome {
+            WindowOutcome::Answer { report, state } => (report, state),
+            WindowOutcome::Retry { report } => {
+                log_batch(&self.function, &report, true, age_ms);
+                crate::metrics::emit_rollup_batch_metrics(&report, true, age_ms);
+                return Err(HandlerError::Retry(
+                    "journal roll-up: the window's keys were not all applied (invoked again with the same state)".into(),
+                ));
+            }
+            _ => {
+                return Err(HandlerError::Retry(
+                    "journal roll-up: an unknown outcome".into(),
+                ))
+            }
+        };
         log_batch(&self.function, &report, cut, age_ms);
         crate::metrics::emit_rollup_batch_metrics(&report, cut, age_ms);
-        Ok(response(&report, batch.state))
+        Ok(response(&report, state))
     }
 }
 
-/// The report of a batch cut off at the invocation's deadline: delivered again from its
-/// first record (what was applied, the watermarks turn away).
-fn cut_off(shard: &str, changes: &[ItemChange]) -> RollupBatchReport {
+/// An invocation cut off at its deadline: invoked again as it was (what was applied, the
+/// watermarks turn away).
+fn cut_off(shard: &str, changes: &[ItemChange]) -> WindowOutcome {
     let mut report = RollupBatchReport::default();
     report.shard = shard.to_string();
     report.records = changes.len();
-    report.retry_from = changes.first().map(|c| c.sequence_number.clone());
-    report
+    WindowOutcome::Retry { report }
 }
 
 /// The mapping's event: a window's (`window` present) or a plain DynamoDB stream event.
@@ -119,13 +141,19 @@ fn parse(payload: Value) -> Result<MappingBatch, HandlerError> {
             "not a DynamoDB stream event: {e}"
         )))
     };
-    let (records, shard, state) = if payload.get("window").is_some() {
+    let (records, shard, state, final_invoke) = if payload.get("window").is_some() {
         let event: TimeWindowEvent = serde_json::from_value(payload).map_err(malformed)?;
         let window = event.time_window_properties;
-        (event.dynamo_db_event.records, window.shard_id, window.state)
+        let last = window.is_final_invoke_for_window || window.is_window_terminated_early;
+        (
+            event.dynamo_db_event.records,
+            window.shard_id,
+            window.state,
+            last,
+        )
     } else {
         let event: Event = serde_json::from_value(payload).map_err(malformed)?;
-        (event.records, None, HashMap::new())
+        (event.records, None, HashMap::new(), false)
     };
     let oldest_ms = records
         .iter()
@@ -137,6 +165,7 @@ fn parse(payload: Value) -> Result<MappingBatch, HandlerError> {
         shard,
         changes: records.into_iter().filter_map(change).collect(),
         state,
+        final_invoke,
         oldest_ms,
     })
 }
@@ -151,10 +180,12 @@ fn change(record: EventRecord) -> Option<ItemChange> {
 }
 
 /// The partial batch response: at most one failure, the lowest sequence number to deliver
-/// again; `state` answered as it came.
-fn response(report: &RollupBatchReport, state: HashMap<String, String>) -> Value {
+/// again; the window's `state` (its keys, if any are held).
+fn response(report: &RollupBatchReport, state: Option<String>) -> Value {
     let mut response = TimeWindowEventResponse::default();
-    response.time_window_event_response_properties.state = state;
+    response.time_window_event_response_properties.state = state
+        .map(|s| HashMap::from([(WINDOW_STATE_ENTRY.to_string(), s)]))
+        .unwrap_or_default();
     if let Some(seq) = &report.retry_from {
         let mut failure = DynamoDbBatchItemFailure::default();
         failure.item_identifier = Some(seq.clone());
@@ -222,7 +253,7 @@ pub fn rollup_from_env(
         .map_err(|e| e.renamed(|s| spec.var(s)))?;
     Ok(RollupFunction {
         function: spec.name.into(),
-        rollup: Rollup::for_mapping(ddb, config),
+        rollup: Rollup::new(ddb, config),
     })
 }
 
@@ -297,14 +328,14 @@ mod tests {
     #[test]
     fn the_response_names_only_the_lowest_failed_record() {
         let mut report = RollupBatchReport::default();
-        let ok = response(&report, HashMap::new());
+        let ok = response(&report, None);
         assert_eq!(ok["batchItemFailures"], json!([]));
         report.retry_from = Some("200".into());
-        let failed = response(&report, HashMap::from([("k".into(), "v".into())]));
+        let failed = response(&report, Some("v".into()));
         assert_eq!(
             failed["batchItemFailures"],
             json!([{"itemIdentifier": "200"}])
         );
-        assert_eq!(failed["state"], json!({"k": "v"}));
+        assert_eq!(failed["state"], json!({ WINDOW_STATE_ENTRY: "v" }));
     }
 }

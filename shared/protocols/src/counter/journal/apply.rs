@@ -1,8 +1,7 @@
-//! Applying one counter item's journaled keys of a pass, from every shard they came from:
-//! one `UpdateItem` that adds their sum and moves each shard's watermark, conditioned on each
-//! watermark being below that shard's first key (and, on an item of the inline layout, on its
-//! key buckets being as read). The same update removes the watermarks of shards that can
-//! never be read again.
+//! Applying one counter item's journaled keys of a batch: one `UpdateItem` that adds their sum
+//! and moves each lane's watermark, conditioned on each watermark being below that lane's
+//! first key (and, on an item of the inline layout, on its key buckets being as read). What
+//! the item no longer needs is removed after it (module `bound`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -68,8 +67,7 @@ impl Rollup {
                 .await?
             {
                 Cond::Done(new) => {
-                    self.learn_watermarks(key, new.as_ref());
-                    self.learn_stale_days(key, new.as_ref());
+                    self.bound_item(key, new.as_ref(), cost).await;
                     let counted = events.iter().filter(|e| !e.add.is_empty()).count();
                     return Ok(ItemApplied {
                         applied: counted,
@@ -165,16 +163,11 @@ impl Rollup {
         let now = self.clock.now_secs();
         let mut set = Vec::new();
         let mut conditions = Vec::new();
-        let mut moved = BTreeSet::new();
         self.not_forgotten(&mut p, events, &mut conditions);
-        if inline.is_some_and(|i| i.forgotten.is_some()) {
-            moved.insert(self.config.counter.forgotten_attribute()); // set, not pruned
-        }
         for (shard, (first, last)) in &spans {
             let Some(name) = names.get(*shard) else {
                 return Err(StoreError::Inconsistent(format!("no shard {shard}")));
             };
-            moved.insert(name.clone());
             let w = p.name(name.clone());
             let mark = p.value(watermark_value(last, now));
             let below = p.value(seq_value(first));
@@ -188,13 +181,8 @@ impl Rollup {
                 format!("{n} {}", p.value(AttributeValue::N(sum.canonical())))
             })
             .collect();
-        let added = self.add_day_sums(&mut p, events, &mut add, &mut conditions)?;
-        let mut remove: Vec<String> = self
-            .prunable(key)
-            .into_iter()
-            .filter(|name| !moved.contains(name) && !added.contains(name))
-            .map(|name| p.name(name))
-            .collect();
+        self.add_day_sums(&mut p, events, &mut add, &mut conditions)?;
+        let mut remove: Vec<String> = Vec::new();
         self.pin_inline(&mut p, inline, &mut set, &mut conditions, &mut remove);
         let mut expression = format!("SET {}", set.join(", "));
         if !add.is_empty() {
@@ -329,24 +317,6 @@ impl Rollup {
             if super::days::event_day(event).is_some_and(|d| super::days::repaired(prefix, old, d))
             {
                 event.add.clear();
-            }
-        }
-    }
-
-    /// Remember `item`'s day attributes past [`super::days::KEEP_DAYS`]: its next update
-    /// removes them (with the watermarks it may remove).
-    fn learn_stale_days(&self, key: &ItemKey, item: Option<&Item>) {
-        let Some(item) = item else { return };
-        let today = super::days::day_of_ms(self.clock.now_ms());
-        let stale = super::days::stale(&self.config.counter.attribute_prefix, item, today);
-        if stale.is_empty() {
-            return;
-        }
-        let mut cache = self.prune.lock().unwrap_or_else(|p| p.into_inner());
-        match cache.get_mut(key.canonical()) {
-            Some(names) => names.extend(stale),
-            None => {
-                cache.put(key.canonical().to_string(), stale);
             }
         }
     }

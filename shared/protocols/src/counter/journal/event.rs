@@ -1,11 +1,11 @@
 //! The roll-up's side of the journal's items: decoding stream images into events, stream
 //! sequence numbers, the watermark attributes of a counter item, and the reserved partitions
-//! of the roll-up's own items (checkpoints, pass record, dead letters).
+//! of the roll-up's own items (dead letters; the scheduled roll-up's checkpoints of earlier
+//! versions).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_dynamodbstreams::types::AttributeValue as StreamValue;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use sha2::{Digest, Sha256};
@@ -17,19 +17,16 @@ use super::entry::{
 use crate::ddb::number::Number;
 use crate::ddb::{Item, ItemKey};
 
-/// The watermark of a shard the roll-up knows nothing of (no checkpoint, not listed) is
-/// removed from a counter item this long after it last moved: the stream keeps a record 24
-/// hours, so no record at or below it can be read again.
-pub(crate) const WATERMARK_KEEP_SECONDS: u64 = 2 * 86_400;
+/// How long DynamoDB Streams keeps a record (24 hours): after it, the record is trimmed and no
+/// reader (an event source mapping included) can get it.
+pub(super) const STREAM_RETENTION_SECS: u64 = 86_400;
 
 /// Partition keys starting with this are the roll-up's own items, never journal keys (those
 /// are base64url).
 pub(super) const RESERVED_PREFIX: &str = "~";
-/// The partition of the roll-up's checkpoints (sort key: the shard id) and of its pass
-/// record (sort key [`PASS_SORT`]): one `Query` reads them all.
+/// The partition of the scheduled roll-up's checkpoints (earlier versions; sort key: the
+/// shard id), read for the in-place upgrade only.
 pub(super) const ROLLUP_PARTITION: &str = "~rollup";
-/// The sort key of the record of the roll-up's last complete pass.
-pub(super) const PASS_SORT: &str = "~pass";
 /// The partition of the roll-up's dead letters (sort key: `<shard>#<sequence number>`).
 pub(super) const DEAD_PARTITION: &str = "~dead";
 /// Digits a sequence number may have (DynamoDB Streams: 21 to 40).
@@ -70,7 +67,7 @@ impl Seq {
 /// One journaled key as the roll-up reads it from an `INSERT`'s new image.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Event {
-    /// The shard read (its index in the run's shard list).
+    /// The batch's lane it came through (its index in the batch's lanes).
     pub(super) shard: usize,
     /// The stream record's sequence number.
     pub(super) seq: Seq,
@@ -103,20 +100,6 @@ pub(super) enum Decoded {
     /// An image the journal's writer did not write (a stray item, a stream without new
     /// images): kept as a dead letter with this reason, never counted, never a run error.
     Invalid(String),
-}
-
-/// Decode one stream record of the journal (`insert`: an `INSERT`), as the Streams client
-/// reads it.
-pub(super) fn decode(
-    shard: usize,
-    seq: &str,
-    insert: bool,
-    keys: Option<&HashMap<String, StreamValue>>,
-    image: Option<&HashMap<String, StreamValue>>,
-) -> Decoded {
-    let keys = keys.map(stream_item);
-    let image = image.map(stream_item);
-    decode_item(shard, seq, insert, keys.as_ref(), image.as_ref())
 }
 
 /// Decode one stream record of the journal (`insert`: an `INSERT`) whose key and new image
@@ -188,31 +171,6 @@ fn event(shard: usize, seq: &str, image: &Item) -> Result<Event, String> {
         pk: pk.clone(),
         at_ms,
         arrived,
-    })
-}
-
-/// A Streams client's image as the DynamoDB client's attribute values (a value of a type
-/// this version does not know is left out: the journal's writer never writes one).
-fn stream_item(image: &HashMap<String, StreamValue>) -> Item {
-    image
-        .iter()
-        .filter_map(|(name, value)| Some((name.clone(), stream_value(value)?)))
-        .collect()
-}
-
-fn stream_value(value: &StreamValue) -> Option<AttributeValue> {
-    Some(match value {
-        StreamValue::S(s) => AttributeValue::S(s.clone()),
-        StreamValue::N(n) => AttributeValue::N(n.clone()),
-        StreamValue::B(b) => AttributeValue::B(b.clone()),
-        StreamValue::Bool(b) => AttributeValue::Bool(*b),
-        StreamValue::Null(n) => AttributeValue::Null(*n),
-        StreamValue::Ss(v) => AttributeValue::Ss(v.clone()),
-        StreamValue::Ns(v) => AttributeValue::Ns(v.clone()),
-        StreamValue::Bs(v) => AttributeValue::Bs(v.clone()),
-        StreamValue::M(m) => AttributeValue::M(stream_item(m)),
-        StreamValue::L(l) => AttributeValue::L(l.iter().filter_map(stream_value).collect()),
-        _ => return None,
     })
 }
 
@@ -303,23 +261,23 @@ mod tests {
 
     #[test]
     fn the_roll_ups_own_items_are_skipped_and_a_foreign_image_is_invalid() {
-        let own = HashMap::from([(
+        let own = Item::from([(
             JOURNAL_KEY_ATTRIBUTE.to_string(),
-            StreamValue::S(ROLLUP_PARTITION.to_string()),
+            AttributeValue::S(DEAD_PARTITION.to_string()),
         )]);
-        assert_eq!(decode(0, "1", true, Some(&own), Some(&own)), Decoded::Own);
-        let foreign = HashMap::from([(
+        assert_eq!(decode_item(0, "1", true, Some(&own), Some(&own)), Decoded::Own);
+        let foreign = Item::from([(
             JOURNAL_KEY_ATTRIBUTE.to_string(),
-            StreamValue::S("abc".into()),
+            AttributeValue::S("abc".into()),
         )]);
         assert!(matches!(
-            decode(0, "2", true, Some(&foreign), Some(&foreign)),
+            decode_item(0, "2", true, Some(&foreign), Some(&foreign)),
             Decoded::Invalid(_)
         ));
         assert!(matches!(
-            decode(0, "3", true, Some(&foreign), None),
+            decode_item(0, "3", true, Some(&foreign), None),
             Decoded::Invalid(_)
         ));
-        assert_eq!(decode(0, "4", false, Some(&foreign), None), Decoded::Skip);
+        assert_eq!(decode_item(0, "4", false, Some(&foreign), None), Decoded::Skip);
     }
 }

@@ -26,8 +26,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::entry::{MIN_RETENTION, TTL_SLACK_SECONDS};
-use super::event::Event;
-use super::gaps::RETENTION_SECS;
+use super::event::{Event, STREAM_RETENTION_SECS as RETENTION_SECS};
 use super::Rollup;
 use crate::ddb::{Item, Placeholders};
 

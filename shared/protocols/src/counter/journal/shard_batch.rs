@@ -58,13 +58,51 @@ pub struct RollupBatchReport {
     /// The lowest sequence number to deliver again (the partial batch response's only
     /// failure); `None`: the whole batch is done.
     pub retry_from: Option<String>,
+    /// With a tumbling window ([`Rollup::apply_window`]): keys held in the window's state
+    /// after this invocation (read, not yet in the counters).
+    pub held: usize,
+    /// With a tumbling window: the size of the state answered (bytes; Lambda keeps up to 1 MB
+    /// per shard).
+    pub state_bytes: usize,
 }
 
 /// A batch's journal keys by counter item (canonical key).
-type ByItem = BTreeMap<String, (ItemKey, Vec<Event>)>;
+pub(super) type ByItem = BTreeMap<String, (ItemKey, Vec<Event>)>;
 
 /// A batch's lanes: the shard id of each (dead letters name it) and its watermark name.
-type Lanes = (Vec<String>, Vec<String>);
+pub(super) type Lanes = (Vec<String>, Vec<String>);
+
+/// Add `event` of `shard` to `by_item`, its lane (`event.shard`) found or added in `lanes`.
+pub(super) fn add_event(
+    by_item: &mut ByItem,
+    lanes: &mut Lanes,
+    prefix: &str,
+    shard: &str,
+    mut event: Event,
+) {
+    let name = watermark_name(prefix, &lane_of(shard, &event.pk));
+    event.shard = match lanes.1.iter().position(|n| *n == name) {
+        Some(at) => at,
+        None => {
+            lanes.0.push(shard.to_string());
+            lanes.1.push(name);
+            lanes.1.len() - 1
+        }
+    };
+    by_item
+        .entry(event.item.canonical().to_string())
+        .or_insert_with(|| (event.item.clone(), Vec::new()))
+        .1
+        .push(event);
+}
+
+/// Each item's events in lane, then sequence order (and once each).
+pub(super) fn sort_events(by_item: &mut ByItem) {
+    for (_, events) in by_item.values_mut() {
+        events.sort_by_key(|e| (e.shard, e.seq));
+        events.dedup_by_key(|e| (e.shard, e.seq));
+    }
+}
 
 impl Rollup {
     /// Check that the journal table has the journal's key schema (`pk` and `sk`, both S;
@@ -84,50 +122,12 @@ impl Rollup {
             records: changes.len(),
             ..RollupBatchReport::default()
         };
-        let (mut by_item, lanes, invalid) = self.group(shard, changes, &mut report);
-        // The scheduled roll-up of earlier versions applied its shards up to its saved
-        // checkpoints, and removed a done shard's watermarks while the stream still held its
-        // records: those records are turned away by the checkpoint.
-        match self.scheduled_checkpoint(shard).await {
-            Ok(Some(saved)) => report.duplicates += applied_before(&mut by_item, &saved),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "journal roll-up: the scheduled roll-up's checkpoint could not be read (delivered again)");
-                report.retry_from = changes.first().map(|c| c.sequence_number.clone());
-                return report;
-            }
-        }
-        let (ids, names) = &lanes;
-        let mut failed: Vec<Seq> = Vec::new();
-        if !invalid.is_empty() {
-            match self.keep_dead_letters(&invalid, &cost).await {
-                Ok(()) => self.count_letters(invalid, &mut report),
-                Err(e) => {
-                    tracing::warn!(error = %e, "journal roll-up: dead letters not kept (delivered again)");
-                    failed.extend(invalid.iter().filter_map(|l| Seq::parse(&l.seq)));
-                }
-            }
-        }
-        let cost = &cost;
-        let results: Vec<_> = futures::stream::iter(by_item.into_values())
-            .map(|(key, events)| async move {
-                let first = events.iter().map(|e| e.seq).min();
-                (first, self.apply_item(&key, events, ids, names, cost).await)
-            })
-            .buffer_unordered(self.config.concurrency.max(1))
-            .collect()
-            .await;
-        for (first, out) in results {
-            report.applied += out.applied.applied;
-            report.duplicates += out.applied.duplicates;
-            report.item_updates += out.applied.updates;
-            self.count_letters(out.dead, &mut report);
-            if let Some(e) = out.failed {
-                tracing::warn!(error = %e, "journal roll-up: a counter item was not updated (delivered again)");
-                report.failed_items += 1;
-                failed.extend(first);
-            }
-        }
+        let Some((by_item, lanes, mut failed)) =
+            self.prepare(shard, changes, &mut report, &cost).await
+        else {
+            return report;
+        };
+        failed.extend(self.apply_items(by_item, &lanes, &mut report, &cost).await);
         report.retry_from = failed.into_iter().min().map(|seq| {
             changes
                 .iter()
@@ -138,6 +138,76 @@ impl Rollup {
         report.write_calls = cost.write_calls();
         report.write_units = cost.billed_write_units();
         report
+    }
+
+    /// The batch's keys by item and its lanes, past the upgrade's filter, with its foreign
+    /// records kept as dead letters (the sequence numbers of those not kept). `None`: the
+    /// upgrade's read failed, the whole batch is to be delivered again (`retry_from` set).
+    pub(super) async fn prepare(
+        &self,
+        shard: &str,
+        changes: &[ItemChange],
+        report: &mut RollupBatchReport,
+        cost: &Cost,
+    ) -> Option<(ByItem, Lanes, Vec<Seq>)> {
+        let (mut by_item, lanes, invalid) = self.group(shard, changes, report);
+        // The scheduled roll-up of earlier versions applied its shards up to its saved
+        // checkpoints, and removed a done shard's watermarks while the stream still held its
+        // records: those records are turned away by the checkpoint (read for a day after the
+        // upgrade only: `upgrade`).
+        match self.scheduled_checkpoint(shard).await {
+            Ok(Some(saved)) => report.duplicates += applied_before(&mut by_item, &saved),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "journal roll-up: the scheduled roll-up's checkpoint could not be read (delivered again)");
+                report.retry_from = changes.first().map(|c| c.sequence_number.clone());
+                return None;
+            }
+        }
+        let mut failed: Vec<Seq> = Vec::new();
+        if !invalid.is_empty() {
+            match self.keep_dead_letters(&invalid, cost).await {
+                Ok(()) => self.count_letters(invalid, report),
+                Err(e) => {
+                    tracing::warn!(error = %e, "journal roll-up: dead letters not kept (delivered again)");
+                    failed.extend(invalid.iter().filter_map(|l| Seq::parse(&l.seq)));
+                }
+            }
+        }
+        Some((by_item, lanes, failed))
+    }
+
+    /// Apply each item's keys with one update (`concurrency` at once); the first sequence
+    /// number of each item that failed.
+    pub(super) async fn apply_items(
+        &self,
+        by_item: ByItem,
+        lanes: &Lanes,
+        report: &mut RollupBatchReport,
+        cost: &Cost,
+    ) -> Vec<Seq> {
+        let (ids, names) = lanes;
+        let results: Vec<_> = futures::stream::iter(by_item.into_values())
+            .map(|(key, events)| async move {
+                let first = events.iter().map(|e| e.seq).min();
+                (first, self.apply_item(&key, events, ids, names, cost).await)
+            })
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        let mut failed = Vec::new();
+        for (first, out) in results {
+            report.applied += out.applied.applied;
+            report.duplicates += out.applied.duplicates;
+            report.item_updates += out.applied.updates;
+            self.count_letters(out.dead, report);
+            if let Some(e) = out.failed {
+                tracing::warn!(error = %e, "journal roll-up: a counter item was not updated (delivered again)");
+                report.failed_items += 1;
+                failed.extend(first);
+            }
+        }
+        failed
     }
 
     /// The batch's journal keys by counter item (each item's sorted by lane, then sequence
@@ -165,23 +235,8 @@ impl Rollup {
             );
             match decoded {
                 Decoded::Event(event) => {
-                    let mut event = *event;
-                    let lane = lane_of(shard, &event.pk);
-                    let name = watermark_name(prefix, &lane);
-                    event.shard = match lanes.1.iter().position(|n| *n == name) {
-                        Some(at) => at,
-                        None => {
-                            lanes.0.push(shard.to_string());
-                            lanes.1.push(name);
-                            lanes.1.len() - 1
-                        }
-                    };
                     report.keys += 1;
-                    by_item
-                        .entry(event.item.canonical().to_string())
-                        .or_insert_with(|| (event.item.clone(), Vec::new()))
-                        .1
-                        .push(event);
+                    add_event(&mut by_item, &mut lanes, prefix, shard, *event);
                 }
                 Decoded::Invalid(reason) => invalid.push(RollupDeadLetter::of_record(
                     shard,
@@ -191,9 +246,7 @@ impl Rollup {
                 Decoded::Skip | Decoded::Own => {}
             }
         }
-        for (_, events) in by_item.values_mut() {
-            events.sort_by_key(|e| (e.shard, e.seq));
-        }
+        sort_events(&mut by_item);
         (by_item, lanes, invalid)
     }
 
@@ -211,12 +264,11 @@ impl Rollup {
 
 /// Drop from `by_item` the keys the scheduled roll-up applied (at or before its `saved`
 /// checkpoint; every key of a shard it finished); how many.
-fn applied_before(by_item: &mut ByItem, saved: &super::checkpoint::Checkpoint) -> usize {
-    let upto = saved.seq.as_deref().and_then(Seq::parse);
+fn applied_before(by_item: &mut ByItem, saved: &super::upgrade::Checkpoint) -> usize {
     let mut dropped = 0;
     by_item.retain(|_, (_, events)| {
         let before = events.len();
-        events.retain(|e| !saved.done && upto.is_none_or(|s| e.seq > s));
+        events.retain(|e| !saved.applied(e.seq));
         dropped += before - events.len();
         !events.is_empty()
     });

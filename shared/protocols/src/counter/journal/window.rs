@@ -1,0 +1,278 @@
+//! The hold as the mapping's tumbling window: a window's journal keys travel in the state
+//! Lambda keeps with the shard's checkpoint, and are applied at the window's final invoke
+//! (`isFinalInvokeForWindow`, also when the window ended early), so that an item's keys of a
+//! whole window cost one update. No key waits in a process's memory.
+//!
+//! Each key is kept whole (its sequence number, journal key, counter item, deltas, first put
+//! and arrival times, about 100 bytes), so that applying the state is exactly applying a batch
+//! of those records: the same watermarks, inline buckets, migration guard, repaired days and
+//! dead letters. Exactly once, under the mapping's rules:
+//!
+//! * a non-final invocation answers the state with the batch's keys added; the mapping keeps it
+//!   with the checkpoint past the batch, or, if the answer is lost or the invocation fails,
+//!   delivers the batch again with the state it had given (the keys are added once);
+//! * a failure while keys are kept (a dead letter not kept, the upgrade's read) answers the
+//!   state as given and the batch's first record as failed: the batch comes again whole;
+//! * the final invoke applies the state's keys and its own; a failure there is a function
+//!   error, and the mapping invokes it again with the same state: the watermarks turn away
+//!   what was applied (each key is compared with its own lane's watermark, so a state that
+//!   overlaps what another delivery applied is exact too);
+//! * a state past [`APPLY_AT_BYTES`] is applied at once (as a final invoke would), and the
+//!   window goes on with an empty state: the state never nears Lambda's 1 MB.
+//!
+//! Failure modes: a final invoke the mapping gives up on (`MaximumRetryAttempts`) loses the
+//! window's keys held before it; its on-failure message names the window's shard and times:
+//! repair the days of the window (the runbook). A state this version cannot read (written by
+//! another version of the format) is a function error until a version that reads it runs.
+
+use serde::{Deserialize, Serialize};
+
+use super::event::{Event, Seq};
+use super::shard_batch::{add_event, sort_events, ByItem, Lanes, RollupBatchReport};
+use super::Rollup;
+use crate::change::ItemChange;
+use crate::ddb::number::Number;
+use crate::ddb::{Cost, ItemKey};
+
+/// The entry of the window's state (`HashMap<String, String>`) that holds the keys.
+pub const WINDOW_STATE_ENTRY: &str = "journal";
+/// A state this large (bytes) is applied at once rather than kept (Lambda ends a window whose
+/// state is over 1 MB).
+pub const APPLY_AT_BYTES: usize = 512 * 1024;
+/// The state's format version.
+const VERSION: u8 = 1;
+
+/// What one invocation of a tumbling window did.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq)]
+pub enum WindowOutcome {
+    /// The batch's keys are kept in the state to answer (`None`: an empty state); the report
+    /// says what was kept (`held`) and applied.
+    Answer {
+        /// What the invocation did.
+        report: RollupBatchReport,
+        /// The state's [`WINDOW_STATE_ENTRY`] to answer (`None`: none).
+        state: Option<String>,
+    },
+    /// Applying the state failed for a transient reason (or the state cannot be read): answer
+    /// a function error, so that the mapping invokes again with the same state (the watermarks
+    /// turn away what was applied).
+    Retry {
+        /// What the invocation did.
+        report: RollupBatchReport,
+    },
+}
+
+/// The state as kept: the keys by journal partition key and counter item.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct State {
+    v: u8,
+    g: Vec<Group>,
+}
+
+/// The keys of one journal partition key (a counter item, or one of its sub-partitions).
+#[derive(Debug, Serialize, Deserialize)]
+struct Group {
+    /// The journal partition key.
+    p: String,
+    /// The counter item's key.
+    i: serde_json::Map<String, serde_json::Value>,
+    /// Its keys.
+    k: Vec<Key>,
+}
+
+/// One key: sequence number, key hash, deltas, first put (ms), arrival (s).
+#[derive(Debug, Serialize, Deserialize)]
+struct Key(
+    String,
+    String,
+    Vec<(String, String)>,
+    Option<u64>,
+    Option<u64>,
+);
+
+impl Rollup {
+    /// One invocation of the journal's stream mapping with a tumbling window: `changes` of
+    /// `shard`, the state's keys `held` (the [`WINDOW_STATE_ENTRY`] of the state given), and
+    /// whether this is the window's final invoke. Keys are kept in the state until the final
+    /// invoke or until the state reaches [`APPLY_AT_BYTES`]; then they are applied as one
+    /// batch. See the module documentation of `window`.
+    pub async fn apply_window(
+        &self,
+        shard: &str,
+        changes: &[ItemChange],
+        held: Option<&str>,
+        final_invoke: bool,
+    ) -> WindowOutcome {
+        let cost = Cost::default();
+        let mut report = RollupBatchReport {
+            shard: shard.to_string(),
+            records: changes.len(),
+            ..RollupBatchReport::default()
+        };
+        let given = held.filter(|s| !s.is_empty()).map(str::to_string);
+        let again = |mut report: RollupBatchReport| {
+            report.retry_from = changes.first().map(|c| c.sequence_number.clone());
+            report.held = given.as_deref().map_or(0, count_keys);
+            report.state_bytes = given.as_deref().map_or(0, str::len);
+            WindowOutcome::Answer {
+                report,
+                state: given.clone(),
+            }
+        };
+        let prefix = self.config.counter.attribute_prefix.clone();
+        let mut lanes: Lanes = (Vec::new(), Vec::new());
+        let mut by_item = ByItem::new();
+        if let Some(state) = &given {
+            match decode(state) {
+                Ok(events) => {
+                    for event in events {
+                        add_event(&mut by_item, &mut lanes, &prefix, shard, event);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "journal roll-up: the window's state cannot be read (delivered again)");
+                    return WindowOutcome::Retry { report };
+                }
+            }
+        }
+        let Some((batch, _, failed)) = self.prepare(shard, changes, &mut report, &cost).await
+        else {
+            return again(report);
+        };
+        if !failed.is_empty() {
+            return again(report);
+        }
+        for (_, (_, events)) in batch {
+            for event in events {
+                add_event(&mut by_item, &mut lanes, &prefix, shard, event);
+            }
+        }
+        sort_events(&mut by_item);
+        let state = encode(&by_item);
+        if !final_invoke && state.len() < APPLY_AT_BYTES {
+            report.held = by_item.values().map(|(_, e)| e.len()).sum();
+            report.state_bytes = state.len();
+            let state = (!by_item.is_empty()).then_some(state);
+            return WindowOutcome::Answer { report, state };
+        }
+        let failed = self.apply_items(by_item, &lanes, &mut report, &cost).await;
+        report.write_calls = cost.write_calls();
+        report.write_units = cost.billed_write_units();
+        match failed.is_empty() {
+            true => WindowOutcome::Answer {
+                report,
+                state: None,
+            },
+            false => WindowOutcome::Retry { report },
+        }
+    }
+}
+
+/// The keys of `by_item` as the state's text.
+fn encode(by_item: &ByItem) -> String {
+    let mut state = State {
+        v: VERSION,
+        g: Vec::new(),
+    };
+    for (key, events) in by_item.values() {
+        for event in events {
+            let key_of = |e: &Event| {
+                Key(
+                    e.seq_text.clone(),
+                    e.hash.clone(),
+                    e.add
+                        .iter()
+                        .map(|(n, d)| (n.clone(), d.canonical()))
+                        .collect(),
+                    e.at_ms,
+                    e.arrived,
+                )
+            };
+            match state.g.last_mut() {
+                Some(g) if g.p == event.pk && g.i == *key.json() => g.k.push(key_of(event)),
+                _ => state.g.push(Group {
+                    p: event.pk.clone(),
+                    i: key.json().clone(),
+                    k: vec![key_of(event)],
+                }),
+            }
+        }
+    }
+    serde_json::to_string(&state).unwrap_or_default()
+}
+
+/// The keys of a state's text (lanes not yet assigned).
+fn decode(text: &str) -> Result<Vec<Event>, String> {
+    let state: State = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if state.v != VERSION {
+        return Err(format!("state version {} (this one reads {VERSION})", state.v));
+    }
+    let mut events = Vec::new();
+    for group in state.g {
+        let item = ItemKey::from_json(&serde_json::Value::Object(group.i))
+            .map_err(|e| format!("counter item key: {e}"))?;
+        for Key(seq_text, hash, add, at_ms, arrived) in group.k {
+            let add = add
+                .into_iter()
+                .map(|(n, d)| Number::parse(&d).map(|d| (n, d)))
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("delta: {e}"))?;
+            events.push(Event {
+                shard: 0,
+                seq: Seq::parse(&seq_text).ok_or("sequence number")?,
+                seq_text,
+                item: item.clone(),
+                add,
+                hash,
+                pk: group.p.clone(),
+                at_ms,
+                arrived,
+            });
+        }
+    }
+    Ok(events)
+}
+
+/// How many keys a state's text holds (0 when it cannot be read).
+fn count_keys(text: &str) -> usize {
+    serde_json::from_str::<State>(text).map_or(0, |s| s.g.iter().map(|g| g.k.len()).sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn event(seq: &str, item: &str, n: i64) -> Event {
+        Event {
+            shard: 0,
+            seq: Seq::parse(seq).expect("seq"),
+            seq_text: seq.into(),
+            item: ItemKey::partition("PK", item).expect("key"),
+            add: BTreeMap::from([("n".to_string(), Number::from(n))]),
+            hash: format!("h{seq}"),
+            pk: format!("tag-{item}"),
+            at_ms: Some(1_800_000_000_000),
+            arrived: None,
+        }
+    }
+
+    #[test]
+    fn a_state_reads_back_as_the_keys_it_holds() {
+        let mut by_item = ByItem::new();
+        let mut lanes: Lanes = (Vec::new(), Vec::new());
+        for e in [event("100", "a", 1), event("200", "b", 2), event("300", "a", 3)] {
+            add_event(&mut by_item, &mut lanes, "ctr_", "shardId-1", e);
+        }
+        sort_events(&mut by_item);
+        let text = encode(&by_item);
+        assert_eq!(count_keys(&text), 3);
+        let mut back = decode(&text).expect("state");
+        back.sort_by_key(|e| e.seq);
+        let want = [event("100", "a", 1), event("200", "b", 2), event("300", "a", 3)];
+        assert_eq!(back, want);
+        assert!(text.len() < 3 * 100, "{} bytes: {text}", text.len());
+        assert!(decode(r#"{"v":9,"g":[]}"#).is_err());
+    }
+}
