@@ -167,6 +167,7 @@ with_journal_feature! {
     mod days;
     mod dead;
     mod event;
+    mod failures;
     mod gaps;
     mod hold;
     mod migrate;
@@ -182,6 +183,7 @@ with_journal_feature! {
 
     pub use days::{KEEP_DAYS, REPAIR_DAYS};
     pub use dead::RollupDeadLetter;
+    pub use failures::{FailureMessageError, StreamFailure, ARRIVAL_MARGIN_MS};
     pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
     pub use rollup::{Rollup, RollupConfig, RollupConfigBuilder, RollupGap, RollupReport};
     pub use shard_batch::RollupBatchReport;
