@@ -12,6 +12,7 @@ mod txn_env;
 mod counter;
 mod counter_check;
 mod counter_journal;
+mod counter_journal_audit;
 mod counter_journal_check;
 mod counter_journal_hold;
 mod counter_journal_mapping;

@@ -22,7 +22,16 @@
 //!
 //! Keys the roll-up kept as dead letters are not in `t_D` (they are in the journal table
 //! under `~dead`); a key the repair finds adding to a counter the item holds as another type
-//! is kept as a dead letter by the repair (sort key `repair#<journal key>`) and not counted.
+//! is kept as a dead letter by the repair (sort key `repair#<journal key>`) and not counted;
+//! so is a key that arrived at its source before its item forgot inline keys
+//! (`<prefix>forgot`, an item migrated from the inline mode: a `too_old` letter, as the
+//! roll-up keeps it, see [`super::migrate`]): the journal's sum `t_D` leaves out every key the
+//! roll-up would have refused.
+//!
+//! The days come from the operator (`--from`, `--to`) or from the messages Lambda sent to the
+//! mapping's on-failure destination about the batches it gave up on
+//! ([`super::StreamFailure`], [`RepairDays::of_failures`]: the days of their records'
+//! arrivals, an hour either side).
 //!
 //! # Cost
 //!
@@ -162,6 +171,8 @@ pub(super) struct ItemDay {
     pub(super) item: ItemKey,
     pub(super) day: u64,
     pub(super) keys: usize,
+    /// The earliest arrival at its source (epoch seconds) of its keys that carry one.
+    pub(super) arrived: Option<u64>,
     pub(super) groups: BTreeMap<Vec<String>, (usize, BTreeMap<String, Number>)>,
 }
 

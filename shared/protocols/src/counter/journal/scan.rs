@@ -10,8 +10,8 @@ use futures::StreamExt;
 
 use super::days::{self, DAY_MS};
 use super::entry::{
-    journal_partition, ADD_ATTRIBUTE, AT_ATTRIBUTE, ITEM_ATTRIBUTE, JOURNAL_KEY_ATTRIBUTE,
-    JOURNAL_SORT_ATTRIBUTE,
+    journal_partition, ADD_ATTRIBUTE, ARRIVED_ATTRIBUTE, AT_ATTRIBUTE, ITEM_ATTRIBUTE,
+    JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE,
 };
 use super::event::{DEAD_PARTITION, RESERVED_PREFIX};
 use super::repair::{ItemDay, Repair, RepairDays, RepairProgress};
@@ -31,6 +31,8 @@ pub(super) struct JournalKey {
     pub(super) item: ItemKey,
     pub(super) day: u64,
     pub(super) add: BTreeMap<String, Number>,
+    /// The record's arrival at its source (epoch seconds), if the writer knew it.
+    pub(super) arrived: Option<u64>,
 }
 
 impl Repair {
@@ -130,6 +132,18 @@ impl Repair {
         names: &[String],
         dead: &Dead,
     ) -> Result<Vec<JournalKey>, StoreError> {
+        let mut keys = self.item_day_keys(item, day, dead).await?;
+        keys.retain(|k| k.add.keys().eq(names.iter()));
+        Ok(keys)
+    }
+
+    /// The keys of `item` and `day` (not dead), from its journal partitions.
+    pub(super) async fn item_day_keys(
+        &self,
+        item: &ItemKey,
+        day: u64,
+        dead: &Dead,
+    ) -> Result<Vec<JournalKey>, StoreError> {
         let spread = self.config.counter.journal_spread;
         let tag = journal_partition(item, "", 1);
         let partitions: Vec<String> = match spread {
@@ -144,9 +158,7 @@ impl Repair {
                 .iter()
                 .filter_map(journal_key)
             {
-                let same = found.add.keys().eq(names.iter());
-                if same && found.day == day && &found.item == item && !dead.contains(&found.journal)
-                {
+                if found.day == day && &found.item == item && !dead.contains(&found.journal) {
                     keys.push(found);
                 }
             }
@@ -197,9 +209,11 @@ fn add(sums: &mut ByItemDay, key: JournalKey) -> Result<(), StoreError> {
             item: key.item.clone(),
             day: key.day,
             keys: 0,
+            arrived: None,
             groups: BTreeMap::new(),
         });
     entry.keys += 1;
+    entry.arrived = earliest(entry.arrived, key.arrived);
     let group = entry.groups.entry(names).or_default();
     group.0 += 1;
     add_to(&mut group.1, key.add)
@@ -228,12 +242,21 @@ fn merge(all: &mut ByItemDay, at: (String, u64), part: ItemDay) -> Result<(), St
         return Ok(());
     };
     whole.keys += part.keys;
+    whole.arrived = earliest(whole.arrived, part.arrived);
     for (names, (n, sums)) in part.groups {
         let group = whole.groups.entry(names).or_default();
         group.0 += n;
         add_to(&mut group.1, sums)?;
     }
     Ok(())
+}
+
+/// The earlier of two arrival times (either may be unknown).
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 fn number(n: u64) -> AttributeValue {
@@ -276,5 +299,9 @@ fn journal_key(item: &Item) -> Option<JournalKey> {
         item: ItemKey::from_item(key).ok()?,
         day: days::day_of_ms(at.parse().ok()?),
         add,
+        arrived: match item.get(ARRIVED_ATTRIBUTE) {
+            Some(AttributeValue::N(n)) => n.parse().ok(),
+            _ => None,
+        },
     })
 }
