@@ -1,10 +1,13 @@
 //! `ops counter ...`: the counter's journal mode.
 //!
 //! ```text
-//! ops counter repair --from YYYY-MM-DD --to YYYY-MM-DD
-//!                     recount those UTC days exactly from the journal (after a gap the
-//!                     roll-up reported: see docs/operate.md, CounterRollupTrimmedAlarm);
-//!                     counter-writer's COUNTER_* settings from the environment
+//! ops counter repair --from-queue URL | --messages FILE | --from YYYY-MM-DD --to YYYY-MM-DD
+//!                     recount UTC days exactly from the journal: those of the batches the
+//!                     roll-up's mapping gave up on, described by the on-failure destination's
+//!                     messages (the queue's, deleted once repaired; or a file of their
+//!                     bodies), or those given (see docs/operate.md,
+//!                     CounterRollupStreamFailuresAlarm); counter-writer's COUNTER_* settings
+//!                     from the environment
 //! ops counter stream-events --table <journal table>
 //!                     every INSERT of the journal's stream as Lambda's event source mapping
 //!                     delivers it to counter-rollup: one tumbling window's event per shard,
@@ -13,7 +16,7 @@
 //! ```
 
 use dynamodb_exactly_once::counter::journal::{
-    Repair, RepairDays, RepairOutcome, RepairProgress, RollupConfig,
+    Repair, RepairDays, RepairOutcome, RepairProgress, RollupConfig, StreamFailure,
 };
 use dynamodb_exactly_once::counter::CounterConfig;
 use dynamodb_exactly_once_lambda::client::client_from_env;
@@ -23,15 +26,24 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// The counter's journal mode.
 #[derive(Debug, clap::Subcommand)]
 pub enum CounterCommand {
-    /// Recount whole UTC days of journaled keys exactly, from the journal table (after a gap
-    /// the roll-up reported). Safe while the roll-up runs; running it again changes nothing.
+    /// Recount whole UTC days of journaled keys exactly, from the journal table: the days of
+    /// the batches the roll-up's mapping gave up on (its on-failure destination's messages),
+    /// or the days given. Safe while the roll-up runs; running it again changes nothing.
     Repair {
+        /// The on-failure destination's queue: every message is read (hidden meanwhile) and
+        /// deleted once its days were repaired (made visible again otherwise).
+        #[arg(long, conflicts_with_all = ["messages", "from", "to"])]
+        from_queue: Option<String>,
+        /// A file of the destination's message bodies (a JSON list, `aws sqs
+        /// receive-message` output, or one a line).
+        #[arg(long, conflicts_with_all = ["from", "to"])]
+        messages: Option<String>,
         /// The first day (UTC), `YYYY-MM-DD`.
-        #[arg(long)]
-        from: String,
+        #[arg(long, requires = "to", required_unless_present_any = ["from_queue", "messages"])]
+        from: Option<String>,
         /// The last day (UTC), `YYYY-MM-DD`: it must have ended an hour ago.
-        #[arg(long)]
-        to: String,
+        #[arg(long, requires = "from")]
+        to: Option<String>,
     },
     /// Print every INSERT of the journal table's stream as Lambda's event source mapping
     /// delivers it to counter-rollup: one tumbling window's event per shard, one JSON line each.
@@ -44,7 +56,32 @@ pub enum CounterCommand {
 
 pub async fn run(command: CounterCommand) -> Result<(), String> {
     match command {
-        CounterCommand::Repair { from, to } => repair(&from, &to).await,
+        CounterCommand::Repair {
+            from_queue: Some(url),
+            ..
+        } => repair_queue(&url).await,
+        CounterCommand::Repair {
+            messages: Some(file),
+            ..
+        } => {
+            let messages = crate::counter_messages::from_file(&file)?;
+            let failures = named(&messages);
+            match days_of(&failures)? {
+                Some(days) => repair(days).await,
+                None => {
+                    println!("no messages: nothing to repair");
+                    Ok(())
+                }
+            }
+        }
+        CounterCommand::Repair {
+            from: Some(from),
+            to: Some(to),
+            ..
+        } => repair(RepairDays::parse(&from, &to).map_err(|e| e.to_string())?).await,
+        CounterCommand::Repair { .. } => {
+            Err("give --from-queue, --messages, or --from and --to".into())
+        }
         CounterCommand::StreamEvents { table } => {
             for event in crate::stream_events::window_events(&table).await? {
                 println!("{event}");
@@ -54,14 +91,72 @@ pub async fn run(command: CounterCommand) -> Result<(), String> {
     }
 }
 
-async fn repair(from: &str, to: &str) -> Result<(), String> {
-    let days = RepairDays::parse(from, to).map_err(|e| e.to_string())?;
+/// The repair's settings: counter-writer's, from the environment.
+fn config() -> Result<RollupConfig, String> {
     let counter: CounterConfig = COUNTER_WRITER
         .config_from_env()
         .map_err(|e| e.to_string())?;
-    let config = RollupConfig::builder(counter)
+    RollupConfig::builder(counter)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+fn named(messages: &[crate::counter_messages::Message]) -> Vec<(String, StreamFailure)> {
+    messages
+        .iter()
+        .map(|m| (m.name.clone(), m.failure.clone()))
+        .collect()
+}
+
+/// The days of the messages (of the configured journal's stream), printed on stderr.
+fn days_of(failures: &[(String, StreamFailure)]) -> Result<Option<RepairDays>, String> {
+    let config = config()?;
+    let days =
+        RepairDays::of_failures(config.journal_table(), failures).map_err(|e| e.to_string())?;
+    if let Some(d) = days {
+        let records: u64 = failures.iter().map(|(_, f)| f.batch_size).sum();
+        eprintln!(
+            "{} message(s), {records} record(s) given up on: days {} to {}",
+            failures.len(),
+            d.first(),
+            d.last()
+        );
+    }
+    Ok(days)
+}
+
+/// Repair the days of the queue's messages; delete them once repaired.
+async fn repair_queue(url: &str) -> Result<(), String> {
+    let queue = crate::counter_messages::Queue::from_env(url).await?;
+    let messages = queue.receive().await?;
+    let receipts: Vec<String> = messages.iter().filter_map(|m| m.receipt.clone()).collect();
+    let repaired = match days_of(&named(&messages)) {
+        Ok(Some(days)) => repair(days).await,
+        Ok(None) => {
+            println!("no messages: nothing to repair");
+            return Ok(());
+        }
+        Err(e) => Err(e),
+    };
+    if let Err(e) = repaired {
+        return Err(match queue.release(&receipts).await {
+            Ok(()) => format!("{e} (the messages are back in the queue)"),
+            Err(r) => format!("{e}; {r}"),
+        });
+    }
+    match queue.delete(&receipts).await? {
+        0 => {
+            eprintln!("{} message(s) deleted", receipts.len());
+            Ok(())
+        }
+        n => Err(format!(
+            "repaired, but {n} message(s) could not be deleted: they come back; repairing again changes nothing"
+        )),
+    }
+}
+
+async fn repair(days: RepairDays) -> Result<(), String> {
+    let config = config()?;
     let client = client_from_env().await.map_err(|e| e.to_string())?;
     let bar = ProgressBar::new_spinner();
     let show = |p: RepairProgress| show(&bar, p);
