@@ -7,11 +7,13 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use dynamo_testing::mapping::{Mapping, MappingConfig};
 use dynamo_testing::{client_with, Fault, FaultInjector, Shape};
 use dynamodb_exactly_once::counter::journal::{
-    Repair, RepairDays, RepairOutcome, RepairReport, Rollup, RollupConfig, StreamFailure,
+    AuditLimits, AuditOutcome, AuditReport, Repair, RepairDays, RepairOutcome, RepairReport,
+    Rollup, RollupConfig, StreamFailure,
 };
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once_lambda::RollupFunction;
@@ -134,6 +136,21 @@ pub(crate) async fn repair_from(h: &Harness, failures: &[(String, StreamFailure)
         .expect("repair");
     match outcome {
         RepairOutcome::Repaired(report) => report,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `ops counter audit [--repair]` over the auditable days, within `limits`.
+pub(crate) async fn audit(h: &Harness, limits: AuditLimits, repair: bool) -> AuditReport {
+    let days = RepairDays::auditable(h.clock.now_ms()).expect("auditable days");
+    let config = RollupConfig::builder(h.config()).build().expect("config");
+    let outcome = Repair::new(h.c.clone(), config)
+        .with_clock(h.clock.clone())
+        .audit(days, limits, repair, &|_| {})
+        .await
+        .expect("audit");
+    match outcome {
+        AuditOutcome::Audited(report) => report,
         other => panic!("{other:?}"),
     }
 }
@@ -287,5 +304,72 @@ async fn the_repair_of_a_lost_batch_keeps_the_migration_guard() {
     let again = repair_from(&h, &messages).await;
     assert_eq!(h.total("a", "n").await, 7, "{again:?}");
     assert_eq!(again.corrected, 0, "{again:?}");
+    h.drop_tables().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_finds_exactly_a_dropped_batch_and_its_repair_makes_every_counter_exact() {
+    // Given keys on three items, the batch of one of them dropped by the mapping (its
+    // updates throttled past the retries), the rest counted ...
+    let h = Harness::new(Shape::shards(2)).await;
+    let counter = h.counter();
+    next_day_at(&h, 12);
+    let throttled = Throttled::default();
+    let f = handler(&h, &throttled);
+    let mut m = mapping(&h, 1, None);
+    journal(
+        &h,
+        &counter,
+        &[("a", 1, "a1"), ("b", 2, "b1"), ("a", 3, "a2")],
+    )
+    .await;
+    drain(&h, &mut m, &f, 2).await;
+    throttled.set(&["lost"]);
+    journal(&h, &counter, &[("lost", 5, "l1"), ("lost", 6, "l2")]).await;
+    drain(&h, &mut m, &f, 2).await;
+    throttled.set(&[]);
+    journal(&h, &counter, &[("b", 4, "b2")]).await;
+    drain(&h, &mut m, &f, 2).await;
+    assert!(m.stats().records_discarded >= 2, "{:?}", m.stats());
+    assert_eq!((h.total("a", "n").await, h.total("b", "n").await), (4, 6));
+    // ... when the day can no longer be delivered (ended over 25 hours ago) ...
+    next_day_at(&h, 2);
+    h.advance(DAY);
+
+    // Then an audit cut short by its limits compares nothing and says so ...
+    let tiny = AuditLimits::new(1, Duration::from_secs(60)).expect("limits");
+    let cut = audit(&h, tiny, false).await;
+    assert!(!cut.complete && cut.differences.is_empty(), "{cut:?}");
+    // ... a whole one finds exactly the dropped keys ...
+    let report = audit(&h, AuditLimits::default(), false).await;
+    assert!(report.complete, "{report:?}");
+    assert_eq!((report.item_days, report.exact), (3, 2), "{report:?}");
+    assert_eq!((report.short, report.over), (1, 0), "{report:?}");
+    let d = &report.differences[0];
+    assert!(d.item.contains("lost"), "{d:?}");
+    assert_eq!(
+        (d.counter.as_str(), d.journal.as_str(), d.counted.as_str()),
+        ("n", "11", "0")
+    );
+    assert_eq!(
+        h.total("lost", "n").await,
+        0,
+        "an audit alone writes nothing"
+    );
+    // ... with --repair it repairs them, and the next audit finds nothing.
+    let fixed = audit(&h, AuditLimits::default(), true).await;
+    let repaired = fixed.repaired.expect("repaired");
+    assert_eq!(
+        (repaired.item_days, repaired.corrected),
+        (1, 1),
+        "{repaired:?}"
+    );
+    assert_eq!(h.total("lost", "n").await, 11);
+    let again = audit(&h, AuditLimits::default(), false).await;
+    assert_eq!(
+        (again.exact, again.short, again.over),
+        (3, 0, 0),
+        "{again:?}"
+    );
     h.drop_tables().await;
 }

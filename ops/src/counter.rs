@@ -8,6 +8,10 @@
 //!                     bodies), or those given (see docs/operate.md,
 //!                     CounterRollupStreamFailuresAlarm); counter-writer's COUNTER_* settings
 //!                     from the environment
+//! ops counter audit [--repair] [--from YYYY-MM-DD --to YYYY-MM-DD] [--max-items N] [--max-seconds S]
+//!                     the journal's per-day sums against the counter items' day sums, for
+//!                     the days no record of which the stream can still deliver (or those
+//!                     given); every difference reported, and repaired with --repair
 //! ops counter stream-events --table <journal table>
 //!                     every INSERT of the journal's stream as Lambda's event source mapping
 //!                     delivers it to counter-rollup: one tumbling window's event per shard,
@@ -16,7 +20,8 @@
 //! ```
 
 use dynamodb_exactly_once::counter::journal::{
-    Repair, RepairDays, RepairOutcome, RepairProgress, RollupConfig, StreamFailure,
+    AuditLimits, AuditOutcome, Repair, RepairDays, RepairOutcome, RepairProgress, RollupConfig,
+    StreamFailure,
 };
 use dynamodb_exactly_once::counter::CounterConfig;
 use dynamodb_exactly_once_lambda::client::client_from_env;
@@ -44,6 +49,26 @@ pub enum CounterCommand {
         /// The last day (UTC), `YYYY-MM-DD`: it must have ended an hour ago.
         #[arg(long, requires = "from")]
         to: Option<String>,
+    },
+    /// Compare the journal's per-day sums with the counter items' day sums (the days the
+    /// stream can no longer deliver, or those given) and report every difference; with
+    /// `--repair`, repair the item-days that differ. Fails while differences remain.
+    Audit {
+        /// Repair the item-days that differ (the exact day repair).
+        #[arg(long)]
+        repair: bool,
+        /// The first day (UTC), `YYYY-MM-DD` (default: the first the audit can take).
+        #[arg(long, requires = "to")]
+        from: Option<String>,
+        /// The last day (UTC), `YYYY-MM-DD`.
+        #[arg(long, requires = "from")]
+        to: Option<String>,
+        /// Journal items read at most (the audit compares nothing if it stops before the end).
+        #[arg(long, default_value_t = 100_000_000)]
+        max_items: u64,
+        /// Seconds of scanning at most.
+        #[arg(long, default_value_t = 3600)]
+        max_seconds: u64,
     },
     /// Print every INSERT of the journal table's stream as Lambda's event source mapping
     /// delivers it to counter-rollup: one tumbling window's event per shard, one JSON line each.
@@ -81,6 +106,27 @@ pub async fn run(command: CounterCommand) -> Result<(), String> {
         } => repair(RepairDays::parse(&from, &to).map_err(|e| e.to_string())?).await,
         CounterCommand::Repair { .. } => {
             Err("give --from-queue, --messages, or --from and --to".into())
+        }
+        CounterCommand::Audit {
+            repair,
+            from,
+            to,
+            max_items,
+            max_seconds,
+        } => {
+            let days = match (from, to) {
+                (Some(from), Some(to)) => {
+                    RepairDays::parse(&from, &to).map_err(|e| e.to_string())?
+                }
+                _ => {
+                    let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+                    RepairDays::auditable(now)
+                        .ok_or("no day to audit yet (the last one ends 25 hours after midnight)")?
+                }
+            };
+            let limits = AuditLimits::new(max_items, std::time::Duration::from_secs(max_seconds))
+                .map_err(|e| e.to_string())?;
+            audit(days, limits, repair).await
         }
         CounterCommand::StreamEvents { table } => {
             for event in crate::stream_events::window_events(&table).await? {
@@ -179,6 +225,42 @@ async fn repair(days: RepairDays) -> Result<(), String> {
         }
         RepairOutcome::Refused(reason) => Err(format!("nothing repaired: {reason}")),
         other => Err(format!("{other:?}")),
+    }
+}
+
+async fn audit(days: RepairDays, limits: AuditLimits, repair: bool) -> Result<(), String> {
+    let client = client_from_env().await.map_err(|e| e.to_string())?;
+    let bar = ProgressBar::new_spinner();
+    let show = |p: RepairProgress| show(&bar, p);
+    let outcome = Repair::new(client, config()?)
+        .audit(days, limits, repair, &show)
+        .await
+        .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    let report = match outcome {
+        AuditOutcome::Audited(report) => report,
+        AuditOutcome::Refused(reason) => return Err(format!("nothing audited: {reason}")),
+        other => return Err(format!("{other:?}")),
+    };
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    println!("{json}");
+    let differences = report.short + report.over;
+    let refused = report
+        .repaired
+        .as_ref()
+        .map_or(0, |r| r.refused_items.len());
+    if !report.complete {
+        Err("the audit stopped at its limits before the journal's end: nothing was compared (raise --max-items / --max-seconds, or audit fewer days)".into())
+    } else if refused > 0 {
+        Err(format!(
+            "{refused} counter item(s) refused the repair: fix them and run again"
+        ))
+    } else if differences > 0 && !repair {
+        Err(format!(
+            "{differences} difference(s): `ops counter audit --repair` repairs them"
+        ))
+    } else {
+        Ok(())
     }
 }
 

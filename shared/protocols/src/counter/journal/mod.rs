@@ -147,7 +147,8 @@
 //! * `gaps`: records the stream lost, found from the listing and the checkpoints.
 //! * `days`: the day sums and repaired marks on the counter items.
 //! * `repair`: recounting whole days from the journal; `scan`: its reads of the journal;
-//!   `recount`: one item's day.
+//!   `recount`: one item's day; `failures`: the days of the mapping's on-failure messages;
+//!   `audit`: the journal's day sums against the counter items'.
 //! * `rollup`: settings, report and the handle.
 
 // The journal's writer (always built: `CounterMode::Journal` needs only DynamoDB).
@@ -163,6 +164,7 @@ macro_rules! with_journal_feature {
 
 with_journal_feature! {
     mod apply;
+    mod audit;
     mod checkpoint;
     mod days;
     mod dead;
@@ -181,6 +183,7 @@ with_journal_feature! {
     mod shard_batch;
     mod stream;
 
+    pub use audit::{AuditDifference, AuditLimits, AuditOutcome, AuditReport};
     pub use days::{KEEP_DAYS, REPAIR_DAYS};
     pub use dead::RollupDeadLetter;
     pub use failures::{FailureMessageError, StreamFailure, ARRIVAL_MARGIN_MS};

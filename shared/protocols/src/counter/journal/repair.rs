@@ -253,7 +253,7 @@ impl Repair {
     }
 
     /// Why `days` cannot be repaired now, if so.
-    fn refusal(&self, days: RepairDays) -> Option<String> {
+    pub(super) fn refusal(&self, days: RepairDays) -> Option<String> {
         let now = self.clock.now_ms();
         let today = days::day_of_ms(now);
         if (days.last + 1) * DAY_MS + ENDED_SLACK_MS > now {

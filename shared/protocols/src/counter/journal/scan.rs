@@ -21,6 +21,24 @@ use crate::ddb::{Item, ItemKey, StoreError};
 /// Journal keys (partition, sort) kept as dead letters.
 pub(super) type Dead = HashSet<(String, String)>;
 
+/// How much one bounded scan may read: journal items, and until when.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ScanBudget {
+    pub(super) max_items: u64,
+    pub(super) until: std::time::Instant,
+}
+
+impl ScanBudget {
+    fn spent(&self, scanned: u64) -> bool {
+        scanned >= self.max_items || std::time::Instant::now() >= self.until
+    }
+
+    /// The most items a page may read with `scanned` read (at least 1).
+    fn left(&self, scanned: u64) -> i32 {
+        i32::try_from(self.max_items.saturating_sub(scanned).max(1)).unwrap_or(i32::MAX)
+    }
+}
+
 /// Item-days by (counter item, day).
 type ByItemDay = BTreeMap<(String, u64), ItemDay>;
 
@@ -52,6 +70,19 @@ impl Repair {
         dead: &Dead,
         progress: &(dyn Fn(RepairProgress) + Send + Sync),
     ) -> Result<(Vec<ItemDay>, u64), StoreError> {
+        let (work, scanned, _) = self.scan_within(days, dead, progress, None).await?;
+        Ok((work, scanned))
+    }
+
+    /// [`Repair::scan`], stopped once `budget` is spent (then `false`: the sums are partial).
+    pub(super) async fn scan_within(
+        &self,
+        days: RepairDays,
+        dead: &Dead,
+        progress: &(dyn Fn(RepairProgress) + Send + Sync),
+        budget: Option<&ScanBudget>,
+    ) -> Result<(Vec<ItemDay>, u64, bool), StoreError> {
+        let cut = std::sync::atomic::AtomicBool::new(false);
         let table = &self.config.journal_table;
         let describe = self.ddb.describe_table().table_name(table).send().await;
         let estimate = describe
@@ -61,12 +92,18 @@ impl Repair {
         let scanned = AtomicU64::new(0);
         let segments: Vec<Result<ByItemDay, StoreError>> = futures::stream::iter(0..self.segments)
             .map(|segment| {
-                let scanned = &scanned;
+                let (scanned, cut) = (&scanned, &cut);
                 async move {
                     let mut sums = ByItemDay::new();
                     let mut start: Option<Item> = None;
                     loop {
-                        let (items, n, next) = self.scan_page(days, segment, start.take()).await?;
+                        if budget.is_some_and(|b| b.spent(scanned.load(Ordering::Relaxed))) {
+                            cut.store(true, Ordering::Relaxed);
+                            return Ok(sums);
+                        }
+                        let limit = budget.map(|b| b.left(scanned.load(Ordering::Relaxed)));
+                        let (items, n, next) =
+                            self.scan_page(days, segment, start.take(), limit).await?;
                         let so_far = scanned.fetch_add(n, Ordering::Relaxed) + n;
                         progress(RepairProgress::Scanned {
                             items: so_far,
@@ -93,7 +130,8 @@ impl Repair {
                 merge(&mut all, at, part)?;
             }
         }
-        Ok((all.into_values().collect(), scanned.into_inner()))
+        let complete = !cut.into_inner();
+        Ok((all.into_values().collect(), scanned.into_inner(), complete))
     }
 
     /// One page of one segment: the items of the days, how many were read, and where the
@@ -103,6 +141,7 @@ impl Repair {
         days: RepairDays,
         segment: i32,
         start: Option<Item>,
+        limit: Option<i32>,
     ) -> Result<(Vec<Item>, u64, Option<Item>), StoreError> {
         let out = self
             .ddb
@@ -116,6 +155,7 @@ impl Repair {
             .expression_attribute_values(":lo", number(days.first * DAY_MS))
             .expression_attribute_values(":hi", number((days.last + 1) * DAY_MS - 1))
             .set_exclusive_start_key(start)
+            .set_limit(limit)
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Scan", e))?;
