@@ -22,6 +22,8 @@
 //!                                                  exactly: those of the roll-up mapping's
 //!                                                  on-failure messages, or those given
 //!                                                  (COUNTER_* settings from env)
+//! ops counter audit [--repair] [--from D --to D]  the journal's day sums against the counter
+//!                                                  items'; every difference (and repaired)
 //! ops tx seed TABLE PK=BALANCE ...                 accounts for the transaction demo
 //! ops tx status TXID                               a TX record's state (TX_TABLE from env)
 //! ops tx open [--quiet-seconds S]                  open transactions, oldest first
@@ -227,6 +229,27 @@ mod tests {
                 }
                 other => panic!("{other:?}"),
             }
+        }
+        let audits: Vec<&str> = page
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("ops counter audit"))
+            .collect();
+        assert!(!audits.is_empty());
+        for line in audits {
+            let args = line
+                .replace("<FIRST_DAY>", "2026-11-25")
+                .replace("<LAST_DAY>", "2026-11-26");
+            let cli = Cli::try_parse_from(args.split_whitespace()).expect("arguments");
+            assert!(
+                matches!(
+                    cli.command,
+                    Command::Counter {
+                        command: counter::CounterCommand::Audit { .. }
+                    }
+                ),
+                "{line}"
+            );
         }
         let both = "ops counter repair --from-queue q --from 2026-11-25 --to 2026-11-26";
         assert!(Cli::try_parse_from(both.split_whitespace()).is_err());
