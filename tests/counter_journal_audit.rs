@@ -373,3 +373,40 @@ async fn the_audit_finds_exactly_a_dropped_batch_and_its_repair_makes_every_coun
     );
     h.drop_tables().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_whose_sum_needs_more_than_38_digits_is_listed_not_an_aborted_repair() {
+    // J5, the repair's part. Given two keys of item a whose sum needs 41 digits (each is
+    // valid) and a key of item b, all lost ...
+    let h = Harness::new(Shape::shards(1)).await;
+    let counter = h.counter();
+    next_day_at(&h, 10);
+    let n = |x: f64| serde_json::Number::from_f64(x).expect("number");
+    let a = crate::counter_journal::key("a");
+    let records = vec![
+        counter
+            .record(a.clone(), [("n", n(1e20))], "a1")
+            .expect("record"),
+        counter.record(a, [("n", n(1e-20))], "a2").expect("record"),
+        record(&counter, "b", 2, "b1"),
+    ];
+    h.journal(&counter, &records).await;
+    let day = RepairDays::utc_day(h.clock.now_secs());
+    // ... when their day is repaired ...
+    next_day_at(&h, 1);
+    h.advance(MINUTE);
+    let config = RollupConfig::builder(h.config()).build().expect("config");
+    let outcome = Repair::new(h.c.clone(), config)
+        .with_clock(h.clock.clone())
+        .run(RepairDays::parse(&day, &day).expect("days"), &|_| {})
+        .await
+        .expect("the repair is not aborted");
+    // Then b is repaired and a is listed, not repaired.
+    let RepairOutcome::Repaired(report) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(h.total("b", "n").await, 2, "{report:?}");
+    assert_eq!(report.refused_items.len(), 1, "{report:?}");
+    assert!(report.refused_items[0].contains("\"a\""), "{report:?}");
+    h.drop_tables().await;
+}

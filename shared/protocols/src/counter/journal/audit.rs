@@ -31,7 +31,7 @@ use super::repair::{ItemDay, Repair, RepairDays, RepairProgress, RepairReport};
 use super::scan::ScanBudget;
 use crate::config::ConfigError;
 use crate::ddb::number::Number;
-use crate::ddb::{Cost, ErrorClass, Read, StoreError};
+use crate::ddb::{Cost, Read, StoreError};
 
 /// Counter item-days compared (or repaired) at once.
 const CONCURRENCY: usize = 16;
@@ -123,6 +123,17 @@ pub enum AuditOutcome {
     Refused(String),
 }
 
+/// The difference reported for an item-day whose journal sum needs more than 38 digits.
+fn overflowing(work: &ItemDay, reason: &str) -> AuditDifference {
+    AuditDifference {
+        item: work.item.canonical().to_string(),
+        day: days::date(work.day),
+        counter: "*".into(),
+        journal: format!("not representable: {reason}"),
+        counted: String::new(),
+    }
+}
+
 impl RepairDays {
     /// The days an audit at `now_ms` finds losses on: ended more than 25 hours ago (no record
     /// of them left in the stream) and begun at most [`REPAIR_DAYS`] days ago. `None`: none
@@ -172,7 +183,11 @@ impl Repair {
             })
             .buffer_unordered(CONCURRENCY);
         while let Some((w, found)) = compared.next().await {
-            let found = found?;
+            let found = match (&w.overflow, found) {
+                (Some(reason), _) => vec![overflowing(&w, reason)],
+                (None, Err(e)) if super::repair::refused(&e) => vec![overflowing(&w, &e.to_string())],
+                (None, found) => found?,
+            };
             if found.is_empty() {
                 report.exact += 1;
                 continue;
@@ -198,7 +213,8 @@ impl Repair {
         Ok(AuditOutcome::Audited(report))
     }
 
-    /// The counters of `work`'s item and day whose journal sum differs from its day sum.
+    /// The counters of `work`'s item and day whose journal sum differs from its day sum (its
+    /// item-days with sums past 38 digits were taken out by the caller).
     async fn compare(&self, work: &ItemDay) -> Result<Vec<AuditDifference>, StoreError> {
         let table = &self.config.counter.table;
         let item = crate::ddb::read::get_item(&self.ddb, table, &work.item, Read::Consistent)
@@ -256,7 +272,7 @@ impl Repair {
                     report.unchanged += usize::from(!r.corrected);
                     report.dead_letters += r.dead_letters;
                 }
-                Err(e) if e.class() == ErrorClass::InvalidRequest => {
+                Err(e) if super::repair::refused(&e) => {
                     report.refused_items.push(format!("{item}: {e}"));
                 }
                 Err(e) => return Err(e),

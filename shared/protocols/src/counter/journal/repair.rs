@@ -43,8 +43,10 @@
 //!
 //! * A day that ended less than an hour ago, or began more than
 //!   [`super::days::REPAIR_DAYS`] days before today (its sums may be gone): refused.
-//! * A counter item whose update DynamoDB refuses (an item over 400 KB): listed in the report
-//!   (`refused_items`), not repaired; run again once fixed.
+//! * A counter item whose update DynamoDB refuses (an item over 400 KB), or a day whose sum
+//!   of one counter needs more than 38 digits (keys each valid, as `1e20` and `1e-20`): listed
+//!   in the report (`refused_items`), not repaired, and the rest is; run again once fixed
+//!   (the roll-up keeps such a key as a dead letter).
 //! * A key the roll-up keeps as a dead letter *while* the repair runs (after its read of the
 //!   dead letters) for another reason than a counter of another type (which the repair
 //!   dead-letters too) is counted by the repair and also listed as a letter: check the
@@ -78,6 +80,12 @@ const ENDED_SLACK_MS: u64 = 3_600_000;
 pub(super) const DEFAULT_SEGMENTS: i32 = 4;
 /// Counter items repaired at once.
 const DEFAULT_CONCURRENCY: usize = 16;
+
+/// Whether a recount's error concerns its item only (DynamoDB refused the update, or the
+/// sums need more than 38 digits): listed, and the rest goes on.
+pub(super) fn refused(e: &StoreError) -> bool {
+    e.class() == crate::ddb::ErrorClass::InvalidRequest || matches!(e, StoreError::Inconsistent(_))
+}
 
 /// The UTC days to repair, first to last (inclusive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,6 +181,8 @@ pub(super) struct ItemDay {
     pub(super) keys: usize,
     /// The earliest arrival at its source (epoch seconds) of its keys that carry one.
     pub(super) arrived: Option<u64>,
+    /// Why its sums cannot be kept (past 38 digits): listed, not repaired.
+    pub(super) overflow: Option<String>,
     pub(super) groups: BTreeMap<Vec<String>, (usize, BTreeMap<String, Number>)>,
 }
 
@@ -216,8 +226,16 @@ impl Repair {
             ..RepairReport::default()
         };
         let dead = self.dead_letters().await?;
-        let (work, scanned) = self.scan(days, &dead, progress).await?;
+        let (mut work, scanned) = self.scan(days, &dead, progress).await?;
         report.scanned = scanned;
+        work.retain(|w| match &w.overflow {
+            Some(reason) => {
+                let (item, day) = (w.item.canonical(), days::date(w.day));
+                report.refused_items.push(format!("{item} ({day}): {reason}"));
+                false
+            }
+            None => true,
+        });
         report.keys = work.iter().map(|w| w.keys).sum();
         report.item_days = work.len();
         let cost = Cost::default();
@@ -241,7 +259,7 @@ impl Repair {
                     report.unchanged += usize::from(!r.corrected);
                     report.dead_letters += r.dead_letters;
                 }
-                Err(e) if e.class() == crate::ddb::ErrorClass::InvalidRequest => {
+                Err(e) if refused(&e) => {
                     report.refused_items.push(format!("{item}: {e}"));
                 }
                 Err(e) => return Err(e),

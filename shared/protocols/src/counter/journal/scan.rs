@@ -111,7 +111,7 @@ impl Repair {
                         });
                         for key in items.iter().filter_map(journal_key) {
                             if !dead.contains(&key.journal) {
-                                add(&mut sums, key)?;
+                                add(&mut sums, key);
                             }
                         }
                         match next {
@@ -127,7 +127,7 @@ impl Repair {
         let mut all = ByItemDay::new();
         for segment in segments {
             for (at, part) in segment? {
-                merge(&mut all, at, part)?;
+                merge(&mut all, at, part);
             }
         }
         let complete = !cut.into_inner();
@@ -240,8 +240,8 @@ impl Repair {
     }
 }
 
-/// Add `key` to its item-day's group.
-fn add(sums: &mut ByItemDay, key: JournalKey) -> Result<(), StoreError> {
+/// Add `key` to its item-day's group (a sum past 38 digits marks the item-day).
+fn add(sums: &mut ByItemDay, key: JournalKey) {
     let names: Vec<String> = key.add.keys().cloned().collect();
     let entry = sums
         .entry((key.item.canonical().to_string(), key.day))
@@ -250,13 +250,16 @@ fn add(sums: &mut ByItemDay, key: JournalKey) -> Result<(), StoreError> {
             day: key.day,
             keys: 0,
             arrived: None,
+            overflow: None,
             groups: BTreeMap::new(),
         });
     entry.keys += 1;
     entry.arrived = earliest(entry.arrived, key.arrived);
     let group = entry.groups.entry(names).or_default();
     group.0 += 1;
-    add_to(&mut group.1, key.add)
+    if let Err(e) = add_to(&mut group.1, key.add) {
+        entry.overflow.get_or_insert(e.to_string());
+    }
 }
 
 /// Add `deltas` to `sums`, name by name.
@@ -275,20 +278,24 @@ pub(super) fn add_to(
     Ok(())
 }
 
-/// Add a segment's `part` of an item-day to the whole.
-fn merge(all: &mut ByItemDay, at: (String, u64), part: ItemDay) -> Result<(), StoreError> {
+/// Add a segment's `part` of an item-day to the whole (a sum past 38 digits marks it).
+fn merge(all: &mut ByItemDay, at: (String, u64), part: ItemDay) {
     let Some(whole) = all.get_mut(&at) else {
         all.insert(at, part);
-        return Ok(());
+        return;
     };
     whole.keys += part.keys;
     whole.arrived = earliest(whole.arrived, part.arrived);
+    if let Some(reason) = part.overflow {
+        whole.overflow.get_or_insert(reason);
+    }
     for (names, (n, sums)) in part.groups {
         let group = whole.groups.entry(names).or_default();
         group.0 += n;
-        add_to(&mut group.1, sums)?;
+        if let Err(e) = add_to(&mut group.1, sums) {
+            whole.overflow.get_or_insert(e.to_string());
+        }
     }
-    Ok(())
 }
 
 /// The earlier of two arrival times (either may be unknown).
