@@ -88,17 +88,7 @@ pub async fn run(command: CounterCommand) -> Result<(), String> {
         CounterCommand::Repair {
             messages: Some(file),
             ..
-        } => {
-            let messages = crate::counter_messages::from_file(&file)?;
-            let failures = named(&messages);
-            match days_of(&failures)? {
-                Some(days) => repair(days).await,
-                None => {
-                    println!("no messages: nothing to repair");
-                    Ok(())
-                }
-            }
-        }
+        } => repair_file(&file).await,
         CounterCommand::Repair {
             from: Some(from),
             to: Some(to),
@@ -114,16 +104,7 @@ pub async fn run(command: CounterCommand) -> Result<(), String> {
             max_items,
             max_seconds,
         } => {
-            let days = match (from, to) {
-                (Some(from), Some(to)) => {
-                    RepairDays::parse(&from, &to).map_err(|e| e.to_string())?
-                }
-                _ => {
-                    let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
-                    RepairDays::auditable(now)
-                        .ok_or("no day to audit yet (the last one ends 25 hours after midnight)")?
-                }
-            };
+            let days = audit_days(from, to)?;
             let limits = AuditLimits::new(max_items, std::time::Duration::from_secs(max_seconds))
                 .map_err(|e| e.to_string())?;
             audit(days, limits, repair).await
@@ -132,6 +113,31 @@ pub async fn run(command: CounterCommand) -> Result<(), String> {
             for event in crate::stream_events::window_events(&table).await? {
                 println!("{event}");
             }
+            Ok(())
+        }
+    }
+}
+
+/// The days given, or those the audit can take now.
+fn audit_days(from: Option<String>, to: Option<String>) -> Result<RepairDays, String> {
+    match (from, to) {
+        (Some(from), Some(to)) => RepairDays::parse(&from, &to).map_err(|e| e.to_string()),
+        _ => {
+            let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+            RepairDays::auditable(now).ok_or_else(|| {
+                "no day to audit yet (the last one ends 25 hours after midnight)".into()
+            })
+        }
+    }
+}
+
+/// Repair the days of a file's messages.
+async fn repair_file(file: &str) -> Result<(), String> {
+    let messages = crate::counter_messages::from_file(file)?;
+    match days_of(&named(&messages))? {
+        Some(days) => repair(days).await,
+        None => {
+            println!("no messages: nothing to repair");
             Ok(())
         }
     }
