@@ -123,6 +123,15 @@ pub enum AuditOutcome {
     Refused(String),
 }
 
+/// Whether `d` is a count above the journal's.
+fn is_over(d: &AuditDifference) -> bool {
+    Number::parse(&d.counted)
+        .ok()
+        .zip(Number::parse(&d.journal).ok())
+        .and_then(|(c, j)| c.checked_add(&j.negated()).ok())
+        .is_some_and(|x| !x.is_zero() && !x.canonical().starts_with('-'))
+}
+
 /// The difference reported for an item-day whose journal sum needs more than 38 digits.
 fn overflowing(work: &ItemDay, reason: &str) -> AuditDifference {
     AuditDifference {
@@ -193,11 +202,7 @@ impl Repair {
                 continue;
             }
             for d in found {
-                let over = Number::parse(&d.counted)
-                    .ok()
-                    .zip(Number::parse(&d.journal).ok())
-                    .and_then(|(c, j)| c.checked_add(&j.negated()).ok())
-                    .is_some_and(|x| !x.is_zero() && !x.canonical().starts_with('-'));
+                let over = is_over(&d);
                 report.over += usize::from(over);
                 report.short += usize::from(!over);
                 if report.differences.len() < MAX_LISTED {
