@@ -93,7 +93,7 @@ fn runbook_command(from: &str, to: &str) -> Vec<String> {
     let page = include_str!("../docs/operate.md");
     let line = page
         .lines()
-        .find(|l| l.trim_start().starts_with("ops counter repair "))
+        .find(|l| l.trim_start().starts_with("ops counter repair --from <"))
         .expect("the runbook names the repair command");
     line.split_whitespace()
         .map(|w| match w {

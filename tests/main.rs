@@ -12,6 +12,7 @@ mod txn_env;
 mod counter;
 mod counter_check;
 mod counter_journal;
+mod counter_journal_audit;
 mod counter_journal_mapping;
 mod counter_journal_mapping_check;
 mod counter_journal_migrate;

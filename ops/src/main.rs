@@ -17,10 +17,13 @@
 //! ops mapping try --function F --event E.json [--mapping TEMPLATE]
 //!                                                  the records an event maps to, or the exact
 //!                                                  error (nothing written)
-//! ops counter repair --from YYYY-MM-DD --to YYYY-MM-DD
-//!                                                  recount those UTC days of the counter
-//!                                                  journal exactly (after a reported gap;
-//!                                                  COUNTER_* settings from env)
+//! ops counter repair --from-queue URL | --messages FILE | --from YYYY-MM-DD --to YYYY-MM-DD
+//!                                                  recount UTC days of the counter journal
+//!                                                  exactly: those of the roll-up mapping's
+//!                                                  on-failure messages, or those given
+//!                                                  (COUNTER_* settings from env)
+//! ops counter audit [--repair] [--from D --to D]  the journal's day sums against the counter
+//!                                                  items'; every difference (and repaired)
 //! ops tx seed TABLE PK=BALANCE ...                 accounts for the transaction demo
 //! ops tx status TXID                               a TX record's state (TX_TABLE from env)
 //! ops tx open [--quiet-seconds S]                  open transactions, oldest first
@@ -30,6 +33,7 @@
 //! (`AWS_ENDPOINT_URL_DYNAMODB` for DynamoDB Local).
 
 mod counter;
+mod counter_messages;
 mod dead_letters;
 mod mapping;
 mod stream_events;
@@ -190,25 +194,67 @@ mod tests {
         std::fs::remove_file(&path).ok();
     }
 
-    /// The runbook's repair command (`docs/operate.md`, `CounterRollupTrimmedAlarm`) is one
-    /// this CLI takes as written (the integration test `counter_journal_repair` runs it).
+    /// The runbook's repair commands (`docs/operate.md`, `CounterRollupStreamFailuresAlarm`)
+    /// are ones this CLI takes as written (the integration tests `counter_journal_repair` and
+    /// `counter_journal_audit` run what they do).
     #[test]
-    fn the_runbooks_repair_command_parses_as_written() {
+    fn the_runbooks_repair_commands_parse_as_written() {
         let page = include_str!("../../docs/operate.md");
-        let line = page
+        let lines: Vec<&str> = page
             .lines()
             .map(str::trim)
-            .find(|l| l.starts_with("ops counter repair "))
-            .expect("the runbook names the repair command");
-        let args = line
-            .replace("<FIRST_DAY>", "2026-11-25")
-            .replace("<LAST_DAY>", "2026-11-26");
-        let cli = Cli::try_parse_from(args.split_whitespace()).expect("arguments");
-        match cli.command {
-            Command::Counter {
-                command: counter::CounterCommand::Repair { from, to },
-            } => assert_eq!((from.as_str(), to.as_str()), ("2026-11-25", "2026-11-26")),
-            other => panic!("{other:?}"),
+            .filter(|l| l.starts_with("ops counter repair "))
+            .collect();
+        assert!(lines.len() >= 2, "{lines:?}");
+        for line in lines {
+            let args = line
+                .replace("<QUEUE_URL>", "https://sqs.eu-west-1.amazonaws.com/1/q")
+                .replace("<FILE>", "messages.json")
+                .replace("<FIRST_DAY>", "2026-11-25")
+                .replace("<LAST_DAY>", "2026-11-26");
+            let cli = Cli::try_parse_from(args.split_whitespace()).expect("arguments");
+            match cli.command {
+                Command::Counter {
+                    command:
+                        counter::CounterCommand::Repair {
+                            from_queue,
+                            messages,
+                            from,
+                            to,
+                        },
+                } => {
+                    let given = [from_queue.is_some(), messages.is_some(), from.is_some()];
+                    assert_eq!(given.iter().filter(|g| **g).count(), 1, "{line}");
+                    assert_eq!(from.is_some(), to.is_some(), "{line}");
+                }
+                other => panic!("{other:?}"),
+            }
         }
+        let audits: Vec<&str> = page
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("ops counter audit"))
+            .collect();
+        assert!(!audits.is_empty());
+        for line in audits {
+            let args = line
+                .replace("<FIRST_DAY>", "2026-11-25")
+                .replace("<LAST_DAY>", "2026-11-26");
+            let cli = Cli::try_parse_from(args.split_whitespace()).expect("arguments");
+            assert!(
+                matches!(
+                    cli.command,
+                    Command::Counter {
+                        command: counter::CounterCommand::Audit { .. }
+                    }
+                ),
+                "{line}"
+            );
+        }
+        let both = "ops counter repair --from-queue q --from 2026-11-25 --to 2026-11-26";
+        assert!(Cli::try_parse_from(both.split_whitespace()).is_err());
+        let half = "ops counter repair --from 2026-11-25";
+        assert!(Cli::try_parse_from(half.split_whitespace()).is_err());
+        assert!(Cli::try_parse_from(["ops", "counter", "repair"]).is_err());
     }
 }

@@ -16,9 +16,11 @@
 //!   `WriteCalls`, `WriteUnits`, `FailedItems`, `DeadLetters` (journal records not counted,
 //!   kept with their reason), `RetriedBatches` (1 when the batch answered a failure: the
 //!   mapping delivers it again from there), `CutOff` (1 when the invocation's deadline cut it
-//!   off; also 1 for an event the roll-up cannot handle) and `BatchAgeMilliseconds` (the age
-//!   of the batch's oldest record: how far the counters lag; Lambda's own `IteratorAge` is the
-//!   newest's).
+//!   off), `Errors` (1 when the invocation failed as a whole: an event it cannot read, no
+//!   `shardId`, a journal table of another layout), `BatchAgeMilliseconds` (the age of the
+//!   batch's oldest record: how far the counters lag; Lambda's own `IteratorAge` is the
+//!   newest's) and `WindowStateBytes` (the size of the tumbling window's state answered, which
+//!   Lambda caps at 1 MB per shard: larger ends the window early).
 //! * The idempotency layer's `IdempotencyResultNotStored` (`Protocol` = `idempotency`): a run
 //!   whose result could not be stored, the one case in which it gives up "once".
 //! * **They survive any application log level**: with Lambda's advanced logging controls a
@@ -110,20 +112,29 @@ pub(crate) fn sweep_values(summary: &SweepSummary) -> Vec<(String, f64)> {
     ]
 }
 
-/// The counts of one journal roll-up batch (`cut`: cut off at the invocation's deadline;
-/// `age_ms`: the age of its oldest record, when known).
+/// How one invocation of the journal roll-up ended, beyond its batch's report.
 #[cfg(feature = "journal")]
-pub(crate) fn rollup_batch_values(
-    report: &RollupBatchReport,
-    cut: bool,
-    age_ms: Option<u64>,
-) -> Vec<(String, f64)> {
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RollupEnd {
+    /// Cut off at the invocation's deadline.
+    pub(crate) cut: bool,
+    /// Failed as a whole: the invocation answered an error (Lambda invokes it again).
+    pub(crate) error: bool,
+    /// The age of its oldest record, when known.
+    pub(crate) age_ms: Option<u64>,
+    /// The size of the window state answered (JSON bytes).
+    pub(crate) state_bytes: usize,
+}
+
+/// The counts of one journal roll-up invocation, whatever its outcome.
+#[cfg(feature = "journal")]
+pub(crate) fn rollup_values(report: &RollupBatchReport, end: RollupEnd) -> Vec<(String, f64)> {
     #[allow(clippy::cast_precision_loss)]
     let count = |n: usize| n as f64;
     #[allow(clippy::cast_precision_loss)]
     let calls = report.write_calls as f64;
     #[allow(clippy::cast_precision_loss)]
-    let age = age_ms.unwrap_or(0) as f64;
+    let age = end.age_ms.unwrap_or(0) as f64;
     vec![
         ("Records".into(), count(report.records)),
         ("Keys".into(), count(report.keys)),
@@ -138,10 +149,11 @@ pub(crate) fn rollup_batch_values(
             "RetriedBatches".into(),
             f64::from(u8::from(report.retry_from.is_some())),
         ),
-        ("CutOff".into(), f64::from(u8::from(cut))),
+        ("CutOff".into(), f64::from(u8::from(end.cut))),
+        ("Errors".into(), f64::from(u8::from(end.error))),
         ("BatchAgeMilliseconds".into(), age),
         ("HeldKeys".into(), count(report.held)),
-        ("WindowStateBytes".into(), count(report.state_bytes)),
+        ("WindowStateBytes".into(), count(end.state_bytes)),
     ]
 }
 
@@ -170,14 +182,20 @@ pub(crate) fn emit_sweep_metrics(summary: &SweepSummary) {
     emit("tx-sweeper", &sweep_values(summary));
 }
 
-/// Print the roll-up batch's EMF line unless metrics are disabled.
+/// Print the roll-up invocation's EMF line unless metrics are disabled.
 #[cfg(feature = "journal")]
-pub(crate) fn emit_rollup_batch_metrics(
-    report: &RollupBatchReport,
-    cut: bool,
-    age_ms: Option<u64>,
-) {
-    emit("counter-rollup", &rollup_batch_values(report, cut, age_ms));
+pub(crate) fn emit_rollup_metrics(report: &RollupBatchReport, end: RollupEnd) {
+    emit("counter-rollup", &rollup_values(report, end));
+}
+
+/// Print the EMF line of a roll-up invocation that failed as a whole.
+#[cfg(feature = "journal")]
+pub(crate) fn emit_rollup_error_metrics() {
+    let end = RollupEnd {
+        error: true,
+        ..RollupEnd::default()
+    };
+    emit_rollup_metrics(&RollupBatchReport::default(), end);
 }
 
 fn camel(label: &str) -> String {
@@ -262,7 +280,11 @@ mod tests {
         report.duplicates = 1;
         report.write_units = 2.5;
         report.retry_from = Some("12".into());
-        let values = rollup_batch_values(&report, false, Some(1500));
+        let end = RollupEnd {
+            age_ms: Some(1500),
+            ..RollupEnd::default()
+        };
+        let values = rollup_values(&report, end);
         let doc = emf_document("Ns", "f", "counter-rollup", &values, None);
         assert_eq!(doc["Keys"], 3.0);
         assert_eq!(doc["Applied"], 2.0);
@@ -271,9 +293,31 @@ mod tests {
         assert_eq!(doc["RetriedBatches"], 1.0);
         assert_eq!(doc["CutOff"], 0.0);
         assert_eq!(doc["BatchAgeMilliseconds"], 1500.0);
-        let cut = rollup_batch_values(&RollupBatchReport::default(), true, None);
+        assert_eq!(doc["Errors"], 0.0);
+        let end = RollupEnd {
+            cut: true,
+            ..RollupEnd::default()
+        };
+        let cut = rollup_values(&RollupBatchReport::default(), end);
         let doc = emf_document("Ns", "f", "counter-rollup", &cut, None);
         assert_eq!(doc["CutOff"], 1.0);
         assert_eq!(doc["FailedItems"], 0.0);
+        let end = RollupEnd {
+            error: true,
+            state_bytes: 2048,
+            ..RollupEnd::default()
+        };
+        let doc = emf_document(
+            "Ns",
+            "f",
+            "counter-rollup",
+            &rollup_values(&report, end),
+            None,
+        );
+        assert_eq!(
+            (doc["Errors"].as_f64(), doc["CutOff"].as_f64()),
+            (Some(1.0), Some(0.0))
+        );
+        assert_eq!(doc["WindowStateBytes"], 2048.0);
     }
 }

@@ -73,9 +73,10 @@ impl RollupFunction {
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, HandlerError> {
         let span = invocation_span(&event.context, &self.function);
         let deadline = Deadline::from_epoch_ms(event.context.deadline, ANSWER_MARGIN);
-        let batch = parse(event.payload)?;
+        let batch =
+            parse(event.payload).inspect_err(|_| crate::metrics::emit_rollup_error_metrics())?;
         let Some(shard) = batch.shard.clone() else {
-            crate::metrics::emit_rollup_batch_metrics(&RollupBatchReport::default(), true, None);
+            crate::metrics::emit_rollup_error_metrics();
             return Err(HandlerError::Config(ConfigError::new(
                 "TumblingWindowInSeconds",
                 "the roll-up needs the batch's shard, which Lambda sends only with a tumbling \
@@ -84,7 +85,7 @@ impl RollupFunction {
         };
         if let Err(e) = self.rollup.check_journal().await {
             tracing::error!(error = %e, "journal roll-up: the journal table cannot be used (nothing applied)");
-            crate::metrics::emit_rollup_batch_metrics(&RollupBatchReport::default(), true, None);
+            crate::metrics::emit_rollup_error_metrics();
             return Err(HandlerError::Config(ConfigError::new(
                 "COUNTER_JOURNAL_TABLE",
                 e.to_string(),
@@ -108,7 +109,13 @@ impl RollupFunction {
             WindowOutcome::Answer { report, state } => (report, state),
             WindowOutcome::Retry { report } => {
                 log_batch(&self.function, &report, true, age_ms);
-                crate::metrics::emit_rollup_batch_metrics(&report, true, age_ms);
+                let end = crate::metrics::RollupEnd {
+                    cut,
+                    error: !cut,
+                    age_ms,
+                    state_bytes: report.state_bytes,
+                };
+                crate::metrics::emit_rollup_metrics(&report, end);
                 return Err(HandlerError::Retry(
                     "journal roll-up: the window's keys were not all applied (invoked again with the same state)".into(),
                 ));
@@ -120,7 +127,13 @@ impl RollupFunction {
             }
         };
         log_batch(&self.function, &report, cut, age_ms);
-        crate::metrics::emit_rollup_batch_metrics(&report, cut, age_ms);
+        let end = crate::metrics::RollupEnd {
+            cut,
+            error: false,
+            age_ms,
+            state_bytes: report.state_bytes,
+        };
+        crate::metrics::emit_rollup_metrics(&report, end);
         Ok(response(&report, state))
     }
 }

@@ -214,6 +214,10 @@ impl Mapping {
         let records = shard.lanes[lane].pop(n, now_ms);
         shard.advance_checkpoint();
         self.stats.records_discarded += records.len() as u64;
+        if records.is_empty() {
+            // A window's final invoke without records given up on: no record to describe.
+            return;
+        }
         self.on_failure.push(on_failure_message(
             why,
             invokes,

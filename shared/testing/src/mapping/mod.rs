@@ -38,7 +38,9 @@
 //!   ([`Mapping::on_failure_messages`], Lambda's JSON: `requestContext.condition`,
 //!   `approximateInvokeCount`, `DDBStreamBatchInfo {shardId, startSequenceNumber,
 //!   endSequenceNumber, approximateArrivalOfFirstRecord, approximateArrivalOfLastRecord,
-//!   batchSize, streamArn}`) and the shard moves on.
+//!   batchSize, streamArn}`) and the shard moves on. A window's final invoke without records
+//!   that runs out of retries ends its window with no message (it describes no record; Lambda
+//!   documents none for it).
 //! * **Tumbling windows** (`TumblingWindowInSeconds`): a record belongs to the window of its
 //!   `ApproximateCreationDateTime` (windows aligned on the epoch); a batch holds one window's
 //!   records; each invocation gets `window {start, end}`, `state` (the last successful

@@ -86,7 +86,8 @@ impl Rollup {
     }
 }
 
-fn forgotten(item: &Item, name: &str) -> Option<u64> {
+/// `item`'s `<prefix>forgot` (`name`), epoch seconds.
+pub(super) fn forgotten(item: &Item, name: &str) -> Option<u64> {
     match item.get(name) {
         Some(AttributeValue::N(n)) => n.parse().ok(),
         _ => None,

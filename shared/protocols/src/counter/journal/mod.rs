@@ -125,7 +125,8 @@
 //! * `window`: a tumbling window's keys kept in its state, applied at its end.
 //! * `days`: the day sums and repaired marks on the counter items.
 //! * `repair`: recounting whole days from the journal; `scan`: its reads of the journal;
-//!   `recount`: one item's day.
+//!   `recount`: one item's day; `failures`: the days of the mapping's on-failure messages;
+//!   `audit`: the journal's day sums against the counter items'.
 //! * `rollup`: settings and the handle.
 
 // The journal's writer (always built: `CounterMode::Journal` needs only DynamoDB).
@@ -140,10 +141,12 @@ macro_rules! with_journal_feature {
 
 with_journal_feature! {
     mod apply;
+    mod audit;
     mod bound;
     mod days;
     mod dead;
     mod event;
+    mod failures;
     mod migrate;
     mod recount;
     mod repair;
@@ -153,8 +156,10 @@ with_journal_feature! {
     mod upgrade;
     mod window;
 
+    pub use audit::{AuditDifference, AuditLimits, AuditOutcome, AuditReport};
     pub use days::{KEEP_DAYS, REPAIR_DAYS};
     pub use dead::RollupDeadLetter;
+    pub use failures::{FailureMessageError, StreamFailure, ARRIVAL_MARGIN_MS};
     pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
     pub use rollup::{Rollup, RollupConfig, RollupConfigBuilder};
     pub use shard_batch::RollupBatchReport;

@@ -1,8 +1,11 @@
 //! The repair of one counter item for one day: the journal's sum of the day's keys replaces
 //! the roll-up's day sums, the difference goes to the counters, the day is marked repaired;
-//! on the condition that the day sums are still as read (see [`super::repair`]).
+//! on the condition that the day sums are still as read (see [`super::repair`]). Keys the
+//! roll-up would refuse are kept as dead letters instead: those adding to a counter the item
+//! holds as another type, and, on an item migrated from the inline mode, those that arrived
+//! before the item forgot inline keys (`<prefix>forgot`: `too_old`, see [`super::migrate`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
@@ -10,13 +13,35 @@ use aws_sdk_dynamodb::types::{
 
 use super::days;
 use super::dead::RollupDeadLetter;
+use super::migrate::{forgotten, too_old_reason};
 use super::repair::{ItemDay, Repair};
-use super::scan::{add_to, Dead};
+use super::scan::{add_to, Dead, JournalKey};
 use crate::ddb::number::Number;
 use crate::ddb::{conditional, Cond, Cost, Item, ItemKey, Placeholders, Read, StoreError};
 
 /// An item-day's keys by the set of counters they add to: how many, and their sums.
 type Groups = BTreeMap<Vec<String>, (usize, BTreeMap<String, Number>)>;
+
+/// What the migration guard of one item-day needs: the earliest arrival of its keys, the
+/// counter item as read, the keys already dead letters.
+#[derive(Clone, Copy)]
+struct Guard<'a> {
+    earliest: Option<u64>,
+    old: &'a Item,
+    dead: &'a Dead,
+}
+
+/// The repair's dead letter of journal key `k` of counter item `item`.
+fn letter(item: &ItemKey, k: &JournalKey, reason: String) -> RollupDeadLetter {
+    RollupDeadLetter {
+        shard: "repair".into(),
+        seq: format!("{}/{}", k.journal.0, k.journal.1),
+        reason,
+        journal_key: Some(k.journal.clone()),
+        item: Some(item.canonical().to_string()),
+        add: k.add.clone(),
+    }
+}
 
 /// Rounds (a roll-up changing the day sums meanwhile) before giving up on an item-day.
 const MAX_ROUNDS: usize = 8;
@@ -42,11 +67,20 @@ impl Repair {
         let (item, day) = (&work.item, work.day);
         let mut groups = work.groups;
         let mut done = Recounted::default();
+        let mut too_old = HashSet::new();
         for _ in 0..MAX_ROUNDS {
             let table = &self.config.counter.table;
             let old = crate::ddb::read::get_item(&self.ddb, table, item, Read::Consistent)
                 .await?
                 .unwrap_or_default();
+            let guard = Guard {
+                earliest: work.arrived,
+                old: &old,
+                dead,
+            };
+            done.dead_letters += self
+                .keep_too_old(item, day, guard, &mut groups, &mut too_old, cost)
+                .await?;
             done.dead_letters += self
                 .keep_refused(&work.item, day, &old, &mut groups, dead, cost)
                 .await?;
@@ -101,15 +135,8 @@ impl Repair {
             let letters: Vec<Item> = keys
                 .iter()
                 .map(|k| {
-                    RollupDeadLetter {
-                        shard: "repair".into(),
-                        seq: format!("{}/{}", k.journal.0, k.journal.1),
-                        reason: "the item holds a counter of this key as another type".into(),
-                        journal_key: Some(k.journal.clone()),
-                        item: Some(item.canonical().to_string()),
-                        add: k.add.clone(),
-                    }
-                    .to_item()
+                    let reason = "the item holds a counter of this key as another type";
+                    letter(item, k, reason.into()).to_item()
                 })
                 .collect();
             kept += letters.len();
@@ -118,6 +145,54 @@ impl Repair {
             groups.remove(&names);
         }
         Ok(kept)
+    }
+
+    /// Keep the keys that arrived before `guard.old` forgot inline keys as `too_old` dead
+    /// letters, as the roll-up would have (once each: `removed` holds those already taken out
+    /// of `groups`). How many were kept now.
+    async fn keep_too_old(
+        &self,
+        item: &ItemKey,
+        day: u64,
+        guard: Guard<'_>,
+        groups: &mut Groups,
+        removed: &mut HashSet<(String, String)>,
+        cost: &Cost,
+    ) -> Result<usize, StoreError> {
+        let name = self.config.counter.forgotten_attribute();
+        let Some(forgot) = forgotten(guard.old, &name) else {
+            return Ok(0);
+        };
+        if guard.earliest.is_none_or(|a| a >= forgot) {
+            return Ok(0);
+        }
+        let keys: Vec<JournalKey> = self
+            .item_day_keys(item, day, guard.dead)
+            .await?
+            .into_iter()
+            .filter(|k| k.arrived.is_some_and(|a| a < forgot) && !removed.contains(&k.journal))
+            .collect();
+        let letters: Vec<Item> = keys
+            .iter()
+            .map(|k| {
+                let arrived = k.arrived.unwrap_or_default();
+                letter(item, k, too_old_reason(arrived, forgot)).to_item()
+            })
+            .collect();
+        crate::ddb::batch::put_all(&self.ddb, &self.config.journal_table, letters, cost).await?;
+        for key in &keys {
+            removed.insert(key.journal.clone());
+            let names: Vec<String> = key.add.keys().cloned().collect();
+            if let Some(group) = groups.get_mut(&names) {
+                group.0 = group.0.saturating_sub(1);
+                let minus = key.add.iter().map(|(n, d)| (n.clone(), d.negated()));
+                add_to(&mut group.1, minus.collect())?;
+                if group.0 == 0 {
+                    groups.remove(&names);
+                }
+            }
+        }
+        Ok(keys.len())
     }
 
     /// `total += truth − counted; d_D := truth; r_D := now`, if the day sums are `counted`.

@@ -22,7 +22,16 @@
 //!
 //! Keys the roll-up kept as dead letters are not in `t_D` (they are in the journal table
 //! under `~dead`); a key the repair finds adding to a counter the item holds as another type
-//! is kept as a dead letter by the repair (sort key `repair#<journal key>`) and not counted.
+//! is kept as a dead letter by the repair (sort key `repair#<journal key>`) and not counted;
+//! so is a key that arrived at its source before its item forgot inline keys
+//! (`<prefix>forgot`, an item migrated from the inline mode: a `too_old` letter, as the
+//! roll-up keeps it, see [`super::migrate`]): the journal's sum `t_D` leaves out every key the
+//! roll-up would have refused.
+//!
+//! The days come from the operator (`--from`, `--to`) or from the messages Lambda sent to the
+//! mapping's on-failure destination about the batches it gave up on
+//! ([`super::StreamFailure`], [`RepairDays::of_failures`]: the days of their records'
+//! arrivals, an hour either side).
 //!
 //! # Cost
 //!
@@ -34,8 +43,10 @@
 //!
 //! * A day that ended less than an hour ago, or began more than
 //!   [`super::days::REPAIR_DAYS`] days before today (its sums may be gone): refused.
-//! * A counter item whose update DynamoDB refuses (an item over 400 KB): listed in the report
-//!   (`refused_items`), not repaired; run again once fixed.
+//! * A counter item whose update DynamoDB refuses (an item over 400 KB), or a day whose sum
+//!   of one counter needs more than 38 digits (keys each valid, as `1e20` and `1e-20`): listed
+//!   in the report (`refused_items`), not repaired, and the rest is; run again once fixed
+//!   (the roll-up keeps such a key as a dead letter).
 //! * A key the roll-up keeps as a dead letter *while* the repair runs (after its read of the
 //!   dead letters) for another reason than a counter of another type (which the repair
 //!   dead-letters too) is counted by the repair and also listed as a letter: check the
@@ -69,6 +80,12 @@ const ENDED_SLACK_MS: u64 = 3_600_000;
 pub(super) const DEFAULT_SEGMENTS: i32 = 4;
 /// Counter items repaired at once.
 const DEFAULT_CONCURRENCY: usize = 16;
+
+/// Whether a recount's error concerns its item only (DynamoDB refused the update, or the
+/// sums need more than 38 digits): listed, and the rest goes on.
+pub(super) fn refused(e: &StoreError) -> bool {
+    e.class() == crate::ddb::ErrorClass::InvalidRequest || matches!(e, StoreError::Inconsistent(_))
+}
 
 /// The UTC days to repair, first to last (inclusive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +179,10 @@ pub(super) struct ItemDay {
     pub(super) item: ItemKey,
     pub(super) day: u64,
     pub(super) keys: usize,
+    /// The earliest arrival at its source (epoch seconds) of its keys that carry one.
+    pub(super) arrived: Option<u64>,
+    /// Why its sums cannot be kept (past 38 digits): listed, not repaired.
+    pub(super) overflow: Option<String>,
     pub(super) groups: BTreeMap<Vec<String>, (usize, BTreeMap<String, Number>)>,
 }
 
@@ -205,8 +226,16 @@ impl Repair {
             ..RepairReport::default()
         };
         let dead = self.dead_letters().await?;
-        let (work, scanned) = self.scan(days, &dead, progress).await?;
+        let (mut work, scanned) = self.scan(days, &dead, progress).await?;
         report.scanned = scanned;
+        work.retain(|w| match &w.overflow {
+            Some(reason) => {
+                let (item, day) = (w.item.canonical(), days::date(w.day));
+                report.refused_items.push(format!("{item} ({day}): {reason}"));
+                false
+            }
+            None => true,
+        });
         report.keys = work.iter().map(|w| w.keys).sum();
         report.item_days = work.len();
         let cost = Cost::default();
@@ -230,7 +259,7 @@ impl Repair {
                     report.unchanged += usize::from(!r.corrected);
                     report.dead_letters += r.dead_letters;
                 }
-                Err(e) if e.class() == crate::ddb::ErrorClass::InvalidRequest => {
+                Err(e) if refused(&e) => {
                     report.refused_items.push(format!("{item}: {e}"));
                 }
                 Err(e) => return Err(e),
@@ -242,7 +271,7 @@ impl Repair {
     }
 
     /// Why `days` cannot be repaired now, if so.
-    fn refusal(&self, days: RepairDays) -> Option<String> {
+    pub(super) fn refusal(&self, days: RepairDays) -> Option<String> {
         let now = self.clock.now_ms();
         let today = days::day_of_ms(now);
         if (days.last + 1) * DAY_MS + ENDED_SLACK_MS > now {

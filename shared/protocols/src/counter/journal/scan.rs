@@ -10,8 +10,8 @@ use futures::StreamExt;
 
 use super::days::{self, DAY_MS};
 use super::entry::{
-    journal_partition, ADD_ATTRIBUTE, AT_ATTRIBUTE, ITEM_ATTRIBUTE, JOURNAL_KEY_ATTRIBUTE,
-    JOURNAL_SORT_ATTRIBUTE,
+    journal_partition, ADD_ATTRIBUTE, ARRIVED_ATTRIBUTE, AT_ATTRIBUTE, ITEM_ATTRIBUTE,
+    JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE,
 };
 use super::event::{DEAD_PARTITION, RESERVED_PREFIX};
 use super::repair::{ItemDay, Repair, RepairDays, RepairProgress};
@@ -20,6 +20,24 @@ use crate::ddb::{Item, ItemKey, StoreError};
 
 /// Journal keys (partition, sort) kept as dead letters.
 pub(super) type Dead = HashSet<(String, String)>;
+
+/// How much one bounded scan may read: journal items, and until when.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ScanBudget {
+    pub(super) max_items: u64,
+    pub(super) until: std::time::Instant,
+}
+
+impl ScanBudget {
+    fn spent(&self, scanned: u64) -> bool {
+        scanned >= self.max_items || std::time::Instant::now() >= self.until
+    }
+
+    /// The most items a page may read with `scanned` read (at least 1).
+    fn left(&self, scanned: u64) -> i32 {
+        i32::try_from(self.max_items.saturating_sub(scanned).max(1)).unwrap_or(i32::MAX)
+    }
+}
 
 /// Item-days by (counter item, day).
 type ByItemDay = BTreeMap<(String, u64), ItemDay>;
@@ -31,6 +49,8 @@ pub(super) struct JournalKey {
     pub(super) item: ItemKey,
     pub(super) day: u64,
     pub(super) add: BTreeMap<String, Number>,
+    /// The record's arrival at its source (epoch seconds), if the writer knew it.
+    pub(super) arrived: Option<u64>,
 }
 
 impl Repair {
@@ -50,6 +70,19 @@ impl Repair {
         dead: &Dead,
         progress: &(dyn Fn(RepairProgress) + Send + Sync),
     ) -> Result<(Vec<ItemDay>, u64), StoreError> {
+        let (work, scanned, _) = self.scan_within(days, dead, progress, None).await?;
+        Ok((work, scanned))
+    }
+
+    /// [`Repair::scan`], stopped once `budget` is spent (then `false`: the sums are partial).
+    pub(super) async fn scan_within(
+        &self,
+        days: RepairDays,
+        dead: &Dead,
+        progress: &(dyn Fn(RepairProgress) + Send + Sync),
+        budget: Option<&ScanBudget>,
+    ) -> Result<(Vec<ItemDay>, u64, bool), StoreError> {
+        let cut = std::sync::atomic::AtomicBool::new(false);
         let table = &self.config.journal_table;
         let describe = self.ddb.describe_table().table_name(table).send().await;
         let estimate = describe
@@ -59,12 +92,18 @@ impl Repair {
         let scanned = AtomicU64::new(0);
         let segments: Vec<Result<ByItemDay, StoreError>> = futures::stream::iter(0..self.segments)
             .map(|segment| {
-                let scanned = &scanned;
+                let (scanned, cut) = (&scanned, &cut);
                 async move {
                     let mut sums = ByItemDay::new();
                     let mut start: Option<Item> = None;
                     loop {
-                        let (items, n, next) = self.scan_page(days, segment, start.take()).await?;
+                        if budget.is_some_and(|b| b.spent(scanned.load(Ordering::Relaxed))) {
+                            cut.store(true, Ordering::Relaxed);
+                            return Ok(sums);
+                        }
+                        let limit = budget.map(|b| b.left(scanned.load(Ordering::Relaxed)));
+                        let (items, n, next) =
+                            self.scan_page(days, segment, start.take(), limit).await?;
                         let so_far = scanned.fetch_add(n, Ordering::Relaxed) + n;
                         progress(RepairProgress::Scanned {
                             items: so_far,
@@ -72,7 +111,7 @@ impl Repair {
                         });
                         for key in items.iter().filter_map(journal_key) {
                             if !dead.contains(&key.journal) {
-                                add(&mut sums, key)?;
+                                add(&mut sums, key);
                             }
                         }
                         match next {
@@ -88,10 +127,11 @@ impl Repair {
         let mut all = ByItemDay::new();
         for segment in segments {
             for (at, part) in segment? {
-                merge(&mut all, at, part)?;
+                merge(&mut all, at, part);
             }
         }
-        Ok((all.into_values().collect(), scanned.into_inner()))
+        let complete = !cut.into_inner();
+        Ok((all.into_values().collect(), scanned.into_inner(), complete))
     }
 
     /// One page of one segment: the items of the days, how many were read, and where the
@@ -101,6 +141,7 @@ impl Repair {
         days: RepairDays,
         segment: i32,
         start: Option<Item>,
+        limit: Option<i32>,
     ) -> Result<(Vec<Item>, u64, Option<Item>), StoreError> {
         let out = self
             .ddb
@@ -114,6 +155,7 @@ impl Repair {
             .expression_attribute_values(":lo", number(days.first * DAY_MS))
             .expression_attribute_values(":hi", number((days.last + 1) * DAY_MS - 1))
             .set_exclusive_start_key(start)
+            .set_limit(limit)
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Scan", e))?;
@@ -130,6 +172,18 @@ impl Repair {
         names: &[String],
         dead: &Dead,
     ) -> Result<Vec<JournalKey>, StoreError> {
+        let mut keys = self.item_day_keys(item, day, dead).await?;
+        keys.retain(|k| k.add.keys().eq(names.iter()));
+        Ok(keys)
+    }
+
+    /// The keys of `item` and `day` (not dead), from its journal partitions.
+    pub(super) async fn item_day_keys(
+        &self,
+        item: &ItemKey,
+        day: u64,
+        dead: &Dead,
+    ) -> Result<Vec<JournalKey>, StoreError> {
         let spread = self.config.counter.journal_spread;
         let tag = journal_partition(item, "", 1);
         let partitions: Vec<String> = match spread {
@@ -144,9 +198,7 @@ impl Repair {
                 .iter()
                 .filter_map(journal_key)
             {
-                let same = found.add.keys().eq(names.iter());
-                if same && found.day == day && &found.item == item && !dead.contains(&found.journal)
-                {
+                if found.day == day && &found.item == item && !dead.contains(&found.journal) {
                     keys.push(found);
                 }
             }
@@ -188,8 +240,8 @@ impl Repair {
     }
 }
 
-/// Add `key` to its item-day's group.
-fn add(sums: &mut ByItemDay, key: JournalKey) -> Result<(), StoreError> {
+/// Add `key` to its item-day's group (a sum past 38 digits marks the item-day).
+fn add(sums: &mut ByItemDay, key: JournalKey) {
     let names: Vec<String> = key.add.keys().cloned().collect();
     let entry = sums
         .entry((key.item.canonical().to_string(), key.day))
@@ -197,12 +249,17 @@ fn add(sums: &mut ByItemDay, key: JournalKey) -> Result<(), StoreError> {
             item: key.item.clone(),
             day: key.day,
             keys: 0,
+            arrived: None,
+            overflow: None,
             groups: BTreeMap::new(),
         });
     entry.keys += 1;
+    entry.arrived = earliest(entry.arrived, key.arrived);
     let group = entry.groups.entry(names).or_default();
     group.0 += 1;
-    add_to(&mut group.1, key.add)
+    if let Err(e) = add_to(&mut group.1, key.add) {
+        entry.overflow.get_or_insert(e.to_string());
+    }
 }
 
 /// Add `deltas` to `sums`, name by name.
@@ -221,19 +278,32 @@ pub(super) fn add_to(
     Ok(())
 }
 
-/// Add a segment's `part` of an item-day to the whole.
-fn merge(all: &mut ByItemDay, at: (String, u64), part: ItemDay) -> Result<(), StoreError> {
+/// Add a segment's `part` of an item-day to the whole (a sum past 38 digits marks it).
+fn merge(all: &mut ByItemDay, at: (String, u64), part: ItemDay) {
     let Some(whole) = all.get_mut(&at) else {
         all.insert(at, part);
-        return Ok(());
+        return;
     };
     whole.keys += part.keys;
+    whole.arrived = earliest(whole.arrived, part.arrived);
+    if let Some(reason) = part.overflow {
+        whole.overflow.get_or_insert(reason);
+    }
     for (names, (n, sums)) in part.groups {
         let group = whole.groups.entry(names).or_default();
         group.0 += n;
-        add_to(&mut group.1, sums)?;
+        if let Err(e) = add_to(&mut group.1, sums) {
+            whole.overflow.get_or_insert(e.to_string());
+        }
     }
-    Ok(())
+}
+
+/// The earlier of two arrival times (either may be unknown).
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 fn number(n: u64) -> AttributeValue {
@@ -276,5 +346,9 @@ fn journal_key(item: &Item) -> Option<JournalKey> {
         item: ItemKey::from_item(key).ok()?,
         day: days::day_of_ms(at.parse().ok()?),
         add,
+        arrived: match item.get(ARRIVED_ATTRIBUTE) {
+            Some(AttributeValue::N(n)) => n.parse().ok(),
+            _ => None,
+        },
     })
 }
