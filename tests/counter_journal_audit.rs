@@ -59,7 +59,19 @@ pub(crate) fn handler(
     h: &Harness,
     throttled: &Throttled,
 ) -> impl Fn(Value) -> futures::future::BoxFuture<'static, Result<Value, String>> + Send + Sync {
-    let config = RollupConfig::builder(h.config()).build().expect("config");
+    handler_holding(h, throttled, false)
+}
+
+/// [`handler`], a window's keys held in its state when `hold`.
+pub(crate) fn handler_holding(
+    h: &Harness,
+    throttled: &Throttled,
+    hold: bool,
+) -> impl Fn(Value) -> futures::future::BoxFuture<'static, Result<Value, String>> + Send + Sync {
+    let config = RollupConfig::builder(h.config())
+        .hold_in_window(hold)
+        .build()
+        .expect("config");
     let ddb = client_with(Some(throttled.injector()), 1);
     let rollup = Rollup::new(ddb, config).with_clock(h.clock.clone());
     let f = Arc::new(RollupFunction::new("counter-rollup", rollup));

@@ -88,7 +88,13 @@ impl Harness {
 
     /// The roll-up function over the harness's tables with `ddb` (a new process).
     pub(crate) fn function_with(&self, ddb: Client) -> Arc<RollupFunction> {
+        self.function_holding(ddb, false)
+    }
+
+    /// [`Self::function_with`], a window's keys held in its state when `hold`.
+    pub(crate) fn function_holding(&self, ddb: Client, hold: bool) -> Arc<RollupFunction> {
         let config = RollupConfig::builder(self.config())
+            .hold_in_window(hold)
             .build()
             .expect("config");
         let rollup = Rollup::new(ddb, config).with_clock(self.clock.clone());

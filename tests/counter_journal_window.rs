@@ -39,7 +39,7 @@ fn counting(
         }
         dynamo_testing::Fault::None
     });
-    let f = h.function_with(client_with(Some(faults), 3));
+    let f = h.function_holding(client_with(Some(faults), 3), true);
     move |event: Value| {
         let f = Arc::clone(&f);
         Box::pin(async move { invoke(&f, event).await })

@@ -261,7 +261,20 @@ pub fn rollup_from_env(
     ddb: aws_sdk_dynamodb::Client,
 ) -> Result<RollupFunction, ConfigError> {
     let counter: CounterConfig = spec.config_from_env()?;
+    let hold_var = spec.var("ROLLUP_HOLD_IN_WINDOW");
+    let hold = match std::env::var(&hold_var).ok().as_deref().map(str::trim) {
+        None | Some("") | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ConfigError::new(
+                "ROLLUP_HOLD_IN_WINDOW",
+                format!("`{other}`: must be `true` or `false`"),
+            )
+            .renamed(|s| spec.var(s)))
+        }
+    };
     let config = RollupConfig::builder(counter)
+        .hold_in_window(hold)
         .build()
         .map_err(|e| e.renamed(|s| spec.var(s)))?;
     Ok(RollupFunction {

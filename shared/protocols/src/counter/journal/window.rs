@@ -20,9 +20,13 @@
 //! * a state past [`APPLY_AT_BYTES`] is applied at once (as a final invoke would), and the
 //!   window goes on with an empty state: the state never nears Lambda's 1 MB.
 //!
+//! The hold is opt-in (`RollupConfigBuilder::hold_in_window`); without it every invocation
+//! applies its keys as a final invoke does, and the state stays empty.
+//!
 //! Failure modes: a final invoke the mapping gives up on (`MaximumRetryAttempts`) loses the
-//! window's keys held before it; its on-failure message names the window's shard and times:
-//! repair the days of the window (the runbook). A state this version cannot read (written by
+//! window's keys held before it; its on-failure message (when it had records) names the
+//! window's shard and times, and a final invoke without records leaves none: the exactness
+//! audit finds those keys (the runbook). A state this version cannot read (written by
 //! another version of the format) is a function error until a version that reads it runs.
 
 use serde::{Deserialize, Serialize};
@@ -104,6 +108,8 @@ impl Rollup {
         held: Option<&str>,
         final_invoke: bool,
     ) -> WindowOutcome {
+        // Without the hold, every invocation applies what it has, as a final invoke does.
+        let final_invoke = final_invoke || !self.config.hold_in_window;
         let cost = Cost::default();
         let mut report = RollupBatchReport {
             shard: shard.to_string(),
