@@ -240,3 +240,43 @@ async fn kafka_protobuf_values_reach_a_handler_as_json_and_undecodable_ones_are_
         kept[0].reason.message
     );
 }
+
+#[tokio::test]
+async fn kafka_the_avro_sample_event_applies_through_the_ratchet() {
+    // Given the ratchet reading the sample's Avro values under its schema file
+    let setup = client();
+    let tables =
+        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+    let plain = crate::common::ratchet_writer_on(setup.clone(), &tables);
+    let schema = include_str!("../events/schemas/rating.avsc");
+    let writer = Writer::builder("ratchet-writer", plain.protocol().clone())
+        .dead_letters(DeadLetters::new(
+            setup.clone(),
+            &tables["DeadLetterTable"],
+            "ratchet-writer",
+        ))
+        .kafka_values(KafkaValues::avro("RATCHET_KAFKA_VALUE_SCHEMA", schema).expect("schema"))
+        .build()
+        .expect("writer");
+    let event = crate::common::fixture("ratchet-kafka-avro.json");
+
+    // When the sample is handled
+    let report = writer
+        .handle_batch(&Batch::from_event(event).expect("Kafka"), Deadline::none())
+        .await;
+
+    // Then the Avro values are applied (Confluent and Glue, plain and zlib) and the JSON value
+    // is a dead letter
+    assert!(report.response.failed_ids().is_empty());
+    let items = crate::common::scan(&setup, &tables["RatchetTable"]).await;
+    assert_eq!(items["User#31|Movie#A"]["Rating"], json!(5));
+    assert_eq!(items["User#31|Movie#A"]["Review"], json!("great"));
+    assert_eq!(items["User#32|Movie#B"]["Rating"], json!(4));
+    let letters = DeadLetters::new(setup, &tables["DeadLetterTable"], "ratchet-writer");
+    let kept = letters.list().await.expect("letters");
+    let kept: Vec<_> = kept
+        .iter()
+        .map(|l| (l.position.id.as_str(), l.reason.code.as_str()))
+        .collect();
+    assert_eq!(kept, [("ratings-avro-0:301", "undecodable_value")]);
+}
