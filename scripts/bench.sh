@@ -36,7 +36,7 @@ esac
 # the benchmarks page's charts (docs/charts/*.svg) from them at the end.
 export BENCH_DATE=${BENCH_DATE:-$(date -u +%F)}
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-for bench in ${BENCHES:-ratchet counter counter-steady counter-shapes txn lease versioning document idempotency processor}; do
+for bench in ${BENCHES:-ratchet counter counter-steady counter-shapes txn lease versioning document idempotency processor sources}; do
   echo
   ./target/release/bench "$bench"
 done

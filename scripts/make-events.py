@@ -516,3 +516,70 @@ write("ratchet-kafka-malformed.json", kafka({
         (203, 1721770090300, "User#24", put("User#24", "Movie#D", 1721770091000, Rating=5)),
     ],
 }, source="SelfManagedKafka", servers="kafka-1.example.internal:9096,kafka-2.example.internal:9096"))
+
+
+# Avro values of events/schemas/rating.avsc (the binary encoding, written out here: zig-zag
+# varint longs, length-prefixed strings, map blocks), framed as Confluent's serializer (magic
+# byte 0, 4-byte schema id) or AWS Glue's (version 3, compression 0 or 5 = zlib, 16-byte schema
+# version UUID) frames them. A test decodes them with apache-avro (tests/kafka_values.rs).
+def avro_long(n):
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        if n < 0x80:
+            out.append(n)
+            return bytes(out)
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+
+
+def avro_string(text):
+    data = text.encode()
+    return avro_long(len(data)) + data
+
+
+def avro_rating(op, pk, sk, ts, **item):
+    body = avro_long(["put", "delete"].index(op)) + avro_string(pk) + avro_string(sk) + avro_long(ts)
+    if item:
+        body += avro_long(len(item))
+        for name, value in item.items():
+            body += avro_string(name)
+            body += avro_long(0) + avro_long(value) if isinstance(value, int) else avro_long(1) + avro_string(value)
+    return body + avro_long(0)
+
+
+def confluent(body, schema_id=1):
+    return b"\x00" + schema_id.to_bytes(4, "big") + body
+
+
+def glue(body, zlib_compressed=False):
+    import zlib
+    version = bytes.fromhex("6f0c0b7e11112222333344445555aaaa")
+    if zlib_compressed:
+        return b"\x03\x05" + version + zlib.compress(body)
+    return b"\x03\x00" + version + body
+
+
+def kafka_bytes(partitions, arn):
+    """`kafka` with raw byte values (base64 as they are)."""
+    event = kafka({tp: [(o, ts, k, "") for o, ts, k, _ in batch] for tp, batch in partitions.items()}, arn=arn)
+    for (topic, partition), batch in partitions.items():
+        for record, (_, _, _, value) in zip(event["records"]["%s-%d" % (topic, partition)], batch):
+            record["value"] = base64.b64encode(value).decode()
+    return event
+
+
+# Avro values (schema events/schemas/rating.avsc) over two partitions: Confluent framing in
+# partition 0, AWS Glue framing (plain, then zlib) in partition 1, and a JSON value where Avro is
+# expected (a producer without the serializer): an `undecodable_value` dead letter.
+write("ratchet-kafka-avro.json", kafka_bytes({
+    ("ratings-avro", 0): [
+        (300, 1721770090000, "User#31", confluent(avro_rating("put", "User#31", "Movie#A", 1721770090000, Rating=3))),
+        (301, 1721770091000, "User#31", json.dumps(put("User#31", "Movie#A", 1721770091000, Rating=1)).encode()),
+        (302, 1721770092000, "User#31", confluent(avro_rating("put", "User#31", "Movie#A", 1721770092000, Rating=5, Review="great"))),
+    ],
+    ("ratings-avro", 1): [
+        (40, 1721770090500, "User#32", glue(avro_rating("put", "User#32", "Movie#B", 1721770090500, Rating=2))),
+        (41, 1721770093000, "User#32", glue(avro_rating("put", "User#32", "Movie#B", 1721770093000, Rating=4, Review="fine"), zlib_compressed=True)),
+    ],
+}, arn=RATINGS_CLUSTER))

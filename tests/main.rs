@@ -35,6 +35,7 @@ mod idempotency_powertools;
 mod idempotency_powertools_ts;
 mod interleave;
 mod kafka;
+mod kafka_values;
 mod kafka_writers;
 mod key_limits;
 mod kpl;

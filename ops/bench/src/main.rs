@@ -16,6 +16,8 @@
 //! bench document                   document writer: source order (now) vs items concurrently (before)
 //! bench lease [--rounds N]           lease lock: acquire / heartbeat / release / takeover latency
 //! bench processor [--records N]      the batch processor alone vs Powertools' BatchProcessor
+//! bench sources [--batch-sizes 100,1000]
+//!                                    the batch processor on Kafka vs Kinesis batches
 //! bench versioning                   versioned updates/s under contention, write units
 //! bench crash-tx --fail-after K EVENT.json
 //!                                    run a transaction whose coordinator dies after K calls
@@ -37,6 +39,7 @@ mod mapping;
 mod processor;
 mod ratchet;
 mod rollup_run;
+mod sources;
 mod txn;
 mod txn_batch;
 mod txn_native;
@@ -85,6 +88,8 @@ enum Command {
     Lease(lease::Options),
     /// The batch processor alone (a handler doing nothing) against Powertools' BatchProcessor.
     Processor(processor::Options),
+    /// The batch processor on Kafka batches against Kinesis batches of the same size.
+    Sources(sources::Options),
     /// Versioned updates under contention (1, 8, 32 writers; 1 and 100 items) and their
     /// write units.
     Versioning,
@@ -120,6 +125,7 @@ async fn main() -> ExitCode {
         Command::Idempotency => idempotency::run().await,
         Command::Lease(options) => lease::run(options).await,
         Command::Processor(options) => processor::run(options).await,
+        Command::Sources(options) => sources::run(options).await,
         Command::Versioning => versioning::run().await,
         Command::CrashTx { fail_after, event } => crash::run(fail_after, &event).await,
         Command::Worker { bench, args } => match bench.as_str() {
@@ -128,6 +134,7 @@ async fn main() -> ExitCode {
             "txn" => txn::worker(args).await,
             "versioning" => versioning::worker(args).await,
             "processor" => processor::worker(args).await,
+            "sources" => sources::worker(args).await,
             other => Err(format!("worker: unknown benchmark {other:?}")),
         },
     };

@@ -3,7 +3,8 @@
 //! # Layout
 //!
 //! * [`source`]: Kinesis/SQS/DynamoDB Streams event detection, source positions, partial batch
-//!   responses; [`source::kpl`] expands KPL-aggregated Kinesis records.
+//!   responses; [`source::kpl`] expands KPL-aggregated Kinesis records; [`source::value`]
+//!   decodes Kafka values in Avro or Protobuf (features `avro`, `protobuf`).
 //! * `pipeline` (internal): one batch through a protocol or a record handler (parse → apply → keep what is rejected →
 //!   partial batch response), returning a [`BatchReport`]; unordered batches in one `apply`, ordered
 //!   ones (SQS FIFO by message group; Kinesis by partition key for a protocol that needs it;

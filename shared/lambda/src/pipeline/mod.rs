@@ -51,10 +51,12 @@ use crate::dead_letter::{DeadLetterSink, Disposal};
 use crate::source::{kafka, kpl};
 use crate::source::{Batch, BatchResponse, SourceKind, SourcePosition, SourceRecord};
 
+mod decoded;
 mod ordered;
 mod unordered;
 pub(crate) mod work;
 use crate::summary::BatchSummary;
+pub(crate) use decoded::Decoded;
 pub(crate) use work::{fifo_or, Work};
 
 /// Whether records older than the protocol's [`Protocol::max_record_age`] are kept as dead
@@ -78,18 +80,6 @@ pub struct BatchReport<O> {
     pub summary: BatchSummary,
     /// Per-record results in batch order.
     pub results: Vec<RecordResult<O>>,
-}
-
-/// Run one batch through a protocol, rejected records kept through `dead_letters`.
-pub(crate) async fn process_batch<P: Protocol>(
-    function: &str,
-    batch: &Batch,
-    protocol: &P,
-    dead_letters: &dyn DeadLetterSink,
-    deadline: Deadline,
-    ages: AgeCheck,
-) -> BatchReport<P::Outcome> {
-    process_work(function, batch, protocol, dead_letters, deadline, ages).await
 }
 
 /// Run one batch through any unit of work (a protocol, a record handler).

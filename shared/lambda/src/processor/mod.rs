@@ -72,7 +72,8 @@ use dynamodb_exactly_once::{ConfigError, Deadline};
 use crate::dead_letter::{DeadLetterSink, ReportOnly};
 use crate::error::HandlerError;
 use crate::otel::batch_span;
-use crate::pipeline::{process_work, AgeCheck, BatchReport};
+use crate::pipeline::{process_work, AgeCheck, BatchReport, Decoded};
+use crate::source::value::KafkaValues;
 use crate::source::{Batch, BatchResponse, SourceKind};
 use crate::telemetry::{invocation_span, traced};
 use crate::writer::DEFAULT_DEADLINE_MARGIN;
@@ -125,6 +126,7 @@ pub struct Processor<T> {
     /// Whether the sink was chosen ([`ProcessorBuilder::dead_letters`]), not the default.
     sink_chosen: bool,
     deadline_margin: Duration,
+    kafka_values: Option<KafkaValues>,
 }
 
 impl<T> Clone for Processor<T> {
@@ -135,6 +137,7 @@ impl<T> Clone for Processor<T> {
             dead_letters: Arc::clone(&self.dead_letters),
             sink_chosen: self.sink_chosen,
             deadline_margin: self.deadline_margin,
+            kafka_values: self.kafka_values.clone(),
         }
     }
 }
@@ -239,6 +242,7 @@ impl<T: Send + 'static> Processor<T> {
             stream_order: StreamOrder::default(),
             concurrency: DEFAULT_CONCURRENCY,
             deadline_margin: DEFAULT_DEADLINE_MARGIN,
+            kafka_values: None,
         }
     }
 
@@ -290,9 +294,13 @@ impl<T: Send + 'static> Processor<T> {
                 "an ordered stream batch with no dead-letter sink chosen: run under ReportOnly");
         }
         let span = batch_span(&self.function, batch.kind, batch.records.len());
-        let work = WithExtras {
+        let handling = WithExtras {
             handling: &self.work,
             extras,
+        };
+        let work = Decoded {
+            work: &handling,
+            values: self.kafka_values.as_ref(),
         };
         let report = process_work(
             &self.function,
@@ -351,6 +359,7 @@ pub struct ProcessorBuilder<T> {
     stream_order: StreamOrder,
     concurrency: usize,
     deadline_margin: Duration,
+    kafka_values: Option<KafkaValues>,
 }
 
 impl<T> std::fmt::Debug for ProcessorBuilder<T> {
@@ -399,6 +408,14 @@ impl<T: Send + 'static> ProcessorBuilder<T> {
         self
     }
 
+    /// Decode Kafka values with `values` (Avro or Protobuf, schema-registry framing; see
+    /// [`crate::source::value`]) before the handler's record type reads their JSON; a value
+    /// that does not decode is kept as a dead letter, `undecodable_value`.
+    pub fn kafka_values(mut self, values: KafkaValues) -> Self {
+        self.kafka_values = Some(values);
+        self
+    }
+
     /// The processor, or the setting at fault.
     pub fn build(self) -> Result<Processor<T>, ConfigError> {
         if self.concurrency == 0 {
@@ -431,6 +448,7 @@ impl<T: Send + 'static> ProcessorBuilder<T> {
                 .dead_letters
                 .unwrap_or_else(|| Arc::new(ReportOnly) as Arc<dyn DeadLetterSink>),
             deadline_margin: self.deadline_margin,
+            kafka_values: self.kafka_values,
         })
     }
 }

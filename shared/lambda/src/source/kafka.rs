@@ -209,7 +209,8 @@ struct Envelope {
 /// One record: its position and body. Only a record that cannot be placed (no topic,
 /// partition or offset) is an error; any other defect keeps the record whole.
 fn decode(record: &Value) -> Result<(KafkaPosition, Vec<u8>), String> {
-    let envelope: Envelope = serde_json::from_value(record.clone())
+    // Deserialized from the borrowed JSON: no deep copy of the record (its value's base64).
+    let envelope = Envelope::deserialize(record)
         .map_err(|e| format!("a Kafka record without topic, partition or offset: {e}"))?;
     let mut position =
         KafkaPosition::new(envelope.topic.clone(), envelope.partition, envelope.offset);

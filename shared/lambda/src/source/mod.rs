@@ -21,6 +21,7 @@
 
 pub mod dynamodb;
 pub mod kafka;
+pub mod value;
 
 use aws_lambda_events::kinesis::KinesisEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};

@@ -12,6 +12,7 @@ use crate::dead_letter::{DeadLetters, ReportOnly};
 use crate::event_time::EventTime;
 use crate::mapping::{RecordMapping, RecordShape};
 use crate::settings::{env_opt, env_parse, FunctionSpec};
+use crate::source::value::KafkaValues;
 
 /// The writer function of protocol `P` from its environment: the protocol's settings
 /// (`<PREFIX>_<SETTING>`, see [`crate::settings`]), its dead-letter sink,
@@ -20,7 +21,8 @@ use crate::settings::{env_opt, env_parse, FunctionSpec};
 /// under; default the Lambda function's name, `AWS_LAMBDA_FUNCTION_NAME`),
 /// `<PREFIX>_EVENT_TIME_POINTER` (see [`crate::event_time`]) and `<PREFIX>_RECORD_MAPPING`
 /// (see [`crate::mapping`]; checked against `P`'s [`RecordShape`], so a template that does not
-/// give `P`'s records refuses to start).
+/// give `P`'s records refuses to start), `<PREFIX>_KAFKA_VALUE_*` (Avro or Protobuf Kafka
+/// values, see [`KafkaValues::from_env`]).
 ///
 /// The sink is `<PREFIX>_DEAD_LETTER_SINK`:
 ///
@@ -47,6 +49,7 @@ pub async fn writer_from_env<P: Protocol + Configured + RecordShape>(
     let mapping = env_opt(&mapping_var)
         .map(|m| RecordMapping::for_protocol::<P>(&mapping_var, &m))
         .transpose()?;
+    let kafka_values = KafkaValues::from_env(&spec)?;
     let protocol: P = spec.from_env(client.clone())?;
     let mut builder = Writer::builder(spec.name, protocol).deadline_margin(deadline_margin);
     if let Some(event_time) = event_time {
@@ -54,6 +57,9 @@ pub async fn writer_from_env<P: Protocol + Configured + RecordShape>(
     }
     if let Some(mapping) = mapping {
         builder = builder.mapping(mapping);
+    }
+    if let Some(values) = kafka_values {
+        builder = builder.kafka_values(values);
     }
     let deployment =
         env_opt(&spec.var("DEPLOYMENT")).or_else(|| env_opt("AWS_LAMBDA_FUNCTION_NAME"));

@@ -21,7 +21,8 @@ use crate::error::HandlerError;
 use crate::event_time::EventTime;
 use crate::mapping::{Mapped, RecordMapping};
 use crate::otel::batch_span;
-use crate::pipeline::{process_batch, process_work, AgeCheck, BatchReport};
+use crate::pipeline::{process_work, AgeCheck, BatchReport, Decoded};
+use crate::source::value::KafkaValues;
 use crate::source::{Batch, BatchResponse};
 use crate::telemetry::{invocation_span, traced};
 
@@ -44,6 +45,7 @@ pub struct Writer<P> {
     deadline_margin: Duration,
     event_time: Option<EventTime>,
     mapping: Option<RecordMapping>,
+    kafka_values: Option<KafkaValues>,
 }
 
 impl<P> Writer<P> {
@@ -61,6 +63,7 @@ impl<P> Writer<P> {
             deadline_margin: DEFAULT_DEADLINE_MARGIN,
             event_time: None,
             mapping: None,
+            kafka_values: None,
         }
     }
 
@@ -99,6 +102,11 @@ impl<P> Writer<P> {
     pub fn mapping(&self) -> Option<&RecordMapping> {
         self.mapping.as_ref()
     }
+
+    /// How Kafka values in Avro or Protobuf are decoded, if they are (`None`: JSON values).
+    pub fn kafka_values(&self) -> Option<&KafkaValues> {
+        self.kafka_values.as_ref()
+    }
 }
 
 /// Builds a [`Writer`]; see [`Writer::builder`].
@@ -112,6 +120,7 @@ pub struct WriterBuilder<P> {
     deadline_margin: Duration,
     event_time: Option<EventTime>,
     mapping: Option<RecordMapping>,
+    kafka_values: Option<KafkaValues>,
 }
 
 impl<P: Protocol> WriterBuilder<P> {
@@ -141,6 +150,14 @@ impl<P: Protocol> WriterBuilder<P> {
     /// Read Kinesis and SQS bodies through `mapping` (see [`crate::mapping`]).
     pub fn mapping(mut self, mapping: RecordMapping) -> Self {
         self.mapping = Some(mapping);
+        self
+    }
+
+    /// Decode Kafka values with `values` (Avro or Protobuf, schema-registry framing; see
+    /// [`crate::source::value`]) before the mapping or the protocol reads them; a value that
+    /// does not decode is kept as a dead letter, `undecodable_value`.
+    pub fn kafka_values(mut self, values: KafkaValues) -> Self {
+        self.kafka_values = Some(values);
         self
     }
 
@@ -187,6 +204,7 @@ impl<P: Protocol> WriterBuilder<P> {
             deadline_margin: self.deadline_margin,
             event_time: self.event_time,
             mapping: self.mapping,
+            kafka_values: self.kafka_values,
         })
     }
 }
@@ -255,16 +273,25 @@ impl<P: Protocol> Writer<P> {
         sink: &dyn DeadLetterSink,
     ) -> BatchReport<P::Outcome> {
         let span = batch_span(&self.function, batch.kind, batch.records.len());
+        let values = self.kafka_values.as_ref();
         let report = match &self.mapping {
             None => {
-                process_batch(&self.function, batch, &self.protocol, sink, deadline, ages)
+                let work = Decoded {
+                    work: &self.protocol,
+                    values,
+                };
+                process_work(&self.function, batch, &work, sink, deadline, ages)
                     .instrument(span)
                     .await
             }
             Some(mapping) => {
-                let work = Mapped {
+                let mapped = Mapped {
                     protocol: &self.protocol,
                     mapping,
+                };
+                let work = Decoded {
+                    work: &mapped,
+                    values,
                 };
                 process_work(&self.function, batch, &work, sink, deadline, ages)
                     .instrument(span)
