@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use dynamo_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::batch::{Protocol, RecordResult};
+use dynamodb_exactly_once::batch::{Protocol, RecordFailure, RecordResult};
 use dynamodb_exactly_once::txn::{TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use txn_env::*;
@@ -261,4 +261,73 @@ async fn a_holder_sending_its_commit_again_keeps_its_lock_alive() {
         (Some(50), Some(30), Some(20))
     );
     assert_clean(&base, &env).await;
+}
+
+/// A group-commit batch: the first member's condition fails in the group call, so it leaves
+/// the group and runs alone, and its own call stays in flight past the invocation's end (the
+/// SDK retrying a throttled call, 10 attempts from 1 s of backoff); the two others committed in
+/// the group's second call. At the cut-off the batch answers with their results; only the one
+/// in flight is reported cut off.
+#[tokio::test]
+async fn a_group_member_in_flight_alone_at_the_cut_off_leaves_the_others_their_results() {
+    let base = client();
+    let env = Env::new(&base).await.fast();
+    let table = env.accounts().to_string();
+    for pk in ["a1", "b1", "a2", "b2", "zed1", "zed2"] {
+        seed(&base, &table, pk, 100).await;
+    }
+    // Its own call (the group's names a1 too) is throttled for as long as the SDK retries.
+    let faults = FaultInjector::by_request(|op, body| {
+        let alone = body.contains("\"zed1\"") && !body.contains("\"a1\"");
+        if op == "TransactWriteItems" && alone {
+            Fault::Throttle
+        } else {
+            Fault::None
+        }
+    });
+    let config = client_with(Some(faults.clone()), 10)
+        .config()
+        .to_builder()
+        .retry_config(RetryConfig::standard().with_max_attempts(10))
+        .build();
+    let c = env.coordinator(Client::from_conf(config));
+    let records = [
+        ("t-stuck", "zed1", "zed2", 1000),
+        ("t-one", "a1", "b1", 10),
+        ("t-two", "a2", "b2", 10),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (tx, from, to, n))| (i, message(&c, &transfer(&table, tx, from, to, *n))))
+    .collect();
+    let deadline = invocation_deadline(Duration::from_millis(3000), Duration::from_secs(1));
+    let applied = tokio::time::timeout(
+        Duration::from_secs(6),
+        deadline.bound(c.apply(records, deadline)),
+    )
+    .await;
+    let Ok(Some(applied)) = applied else {
+        panic!("the batch lost every result at its cut-off");
+    };
+    let mut results = applied.results;
+    results.sort_by_key(|(i, _)| *i);
+    let done: Vec<bool> = results
+        .iter()
+        .map(|(_, r)| matches!(r, RecordResult::Done(o) if o.is_committed()))
+        .collect();
+    assert_eq!(done, [false, true, true], "{results:?}");
+    assert!(
+        matches!(results[0].1, RecordResult::Failed(RecordFailure::CutOff(_))),
+        "{results:?}"
+    );
+    assert!(faults.injected() >= 1);
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (
+            balance(&now, "a1"),
+            balance(&now, "b1"),
+            balance(&now, "zed1")
+        ),
+        (Some(90), Some(110), Some(100))
+    );
 }

@@ -508,16 +508,13 @@ impl Coordinator {
             alone = records;
         }
         let group_cost = &group_cost;
-        // Each group and each run is bounded on its own, a little before the batch: at the
-        // cut-off the members that finished keep their results, the others are reported
-        // `CutOff` (delivered again), and the batch still answers.
+        // Each run and each group call is bounded on its own (a group's inside
+        // `commit_group`), a little before the batch: at the cut-off the members that finished
+        // keep their results, the others are reported `CutOff` (delivered again), and the
+        // batch still answers.
         let work: Vec<BoxFuture<'_, Vec<MemberResult>>> = groups
             .into_iter()
-            .map(|g: Group| {
-                let indices = g.members.iter().map(|m| m.index).collect();
-                let call = self.commit_group(g, deadline, group_cost);
-                deadline.bound_records(indices, "transaction", call).boxed()
-            })
+            .map(|g: Group| self.commit_group(g, deadline, group_cost).boxed())
             .chain(alone.into_iter().map(|(i, message)| {
                 let run =
                     async move { vec![self.apply_one(i, message, deadline, calls_ref).await] };
