@@ -289,6 +289,20 @@ impl Coordinator {
             }
         }
         alone.append(&mut members);
+        let alone_calls = self.run_alone(alone, deadline, cost, &mut results).await;
+        log_members(&results, &tx_ids, &alone_calls, size);
+        results
+    }
+
+    /// Run each member that left its group on its own (its results pushed to `results`);
+    /// returns each one's write calls.
+    async fn run_alone(
+        &self,
+        alone: Vec<Member>,
+        deadline: Deadline,
+        cost: &Cost,
+        results: &mut Vec<MemberResult>,
+    ) -> BTreeMap<usize, u64> {
         let runs = alone.into_iter().map(|m| async move {
             let own = Cost::default();
             // Boxed: the run's state machine is deep, and this one sits inside the batch's.
@@ -308,8 +322,7 @@ impl Coordinator {
             alone_calls.insert(index, own.write_calls());
             results.push((index, result));
         }
-        log_members(&results, &tx_ids, &alone_calls, size);
-        results
+        alone_calls
     }
 
     /// One call for `members`: `Ok(None)` applied; `Ok(Some(c))` cancelled, naming members;
