@@ -331,3 +331,34 @@ async fn a_group_member_in_flight_alone_at_the_cut_off_leaves_the_others_their_r
         (Some(90), Some(110), Some(100))
     );
 }
+
+/// A large record's parts are written two per second (`txn_part_pace`): its creation sends no
+/// further wave once the run's deadline has passed; the run ends `Deferred` (the parts written
+/// expire with their TTL), and the next delivery creates the record and commits.
+#[tokio::test]
+async fn the_paced_parts_of_a_large_record_stop_at_the_deadline() {
+    let base = client();
+    let env = Env::new(&base).await.lock_path();
+    let table = env.accounts().to_string();
+    let c = env.coordinator(base.clone());
+    // Seven puts of 250 KB: about 1.75 MB of requests JSON, five parts, three waves.
+    let blob = "x".repeat(250 * 1024);
+    let requests: Vec<serde_json::Value> = (0..7)
+        .map(|i| serde_json::json!({"Put":{"TableName":table,"Item":{"PK":format!("big{i}"),"blob":blob}}}))
+        .collect();
+    let body = serde_json::json!({"txId":"t-paced-deadline","requests":requests});
+    let m = message(&c, &body);
+    let started = Instant::now();
+    let result = c.run(&m, Deadline::after(Duration::from_millis(300))).await;
+    let took = started.elapsed();
+    assert!(matches!(result, Err(TxError::Deferred)), "{result:?}");
+    assert!(
+        took < Duration::from_millis(1500),
+        "answered after {took:?}"
+    );
+    let report = c
+        .run(&m, Deadline::none())
+        .await
+        .expect("the next delivery commits");
+    assert!(report.outcome.is_committed(), "{:?}", report.outcome);
+}

@@ -67,7 +67,7 @@ pub(crate) async fn under_deadline<F: Future>(deadline: Deadline, work: F) -> F:
 }
 
 /// Whether the deadline of the run in progress (if any) has expired.
-fn run_deadline_expired() -> bool {
+pub(crate) fn run_deadline_expired() -> bool {
     RUN_DEADLINE.try_with(Deadline::expired).unwrap_or(false)
 }
 
