@@ -7,8 +7,8 @@
 //! it), so one collision would fail the write. Since the write was not applied, sending it
 //! again is always safe, whatever its condition: [`retrying_conflicts`] gives a client whose
 //! retry policy (the caller's own: attempts, backoff) also covers this code. Every protocol
-//! handle (`new`) wraps its client with it: their items may take part in transactions
-//! (this project's, or the application's own `TransactWriteItems`).
+//! handle (`new`) but the transaction coordinator wraps its client with it: their items may
+//! take part in transactions (this project's, or the application's own `TransactWriteItems`).
 //!
 //! **The retry quota.** The SDK's standard retry takes tokens from a bucket shared by every
 //! client of the process in one retry partition (500 tokens; 10 per transient retry, 5 per
