@@ -362,3 +362,41 @@ async fn the_paced_parts_of_a_large_record_stop_at_the_deadline() {
         .expect("the next delivery commits");
     assert!(report.outcome.is_committed(), "{:?}", report.outcome);
 }
+
+/// A locked read whose lock writes are cancelled by conflicts for as long as they are sent
+/// (its snapshot read too) gives up within four lock patiences (1.2 s here) with the retryable
+/// `Contention`, having released what it held, instead of sending them forever.
+#[tokio::test]
+async fn a_locked_read_in_a_conflict_storm_gives_up_after_its_patiences() {
+    let base = client();
+    let env = Env::new(&base).await.without_heartbeats();
+    let table = env.accounts().to_string();
+    seed(&base, &table, "ra", 100).await;
+    seed(&base, &table, "rb", 0).await;
+    let faults = FaultInjector::by_request(|op, _| match op {
+        "TransactGetItems" | "TransactWriteItems" => Fault::TransactionCanceledByConflict,
+        _ => Fault::None,
+    });
+    let reader = env.coordinator(client_with(Some(faults), 3));
+    let key = |pk: &str| {
+        serde_json::json!({ "PK": pk })
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let keys = [(table.clone(), key("ra")), (table.clone(), key("rb"))];
+    let started = Instant::now();
+    let read = tokio::time::timeout(Duration::from_secs(6), reader.read_locked(&keys)).await;
+    let took = started.elapsed();
+    assert!(
+        matches!(read, Ok(Err(TxError::Contention { .. }))),
+        "{read:?} after {took:?}"
+    );
+    assert!(took < Duration::from_secs(3), "gave up after {took:?}");
+    let now = items(&base, &table).await;
+    assert_eq!(
+        (balance(&now, "ra"), balance(&now, "rb")),
+        (Some(100), Some(0))
+    );
+    assert_clean(&base, &env).await;
+}
