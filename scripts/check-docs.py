@@ -351,6 +351,55 @@ def check_snippets_compiled(root, pages, problems):
     return compiled, total
 
 
+# A test cited as `module::test` (or `module::sub::test`, or a unit test's `mod::tests::test`).
+CITED_TEST = re.compile(r"`([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)+)`")
+
+
+def check_cited_tests(root, pages, problems):
+    """Every test named in the "pinned by" column of a table (the protocol pages' invariant
+    and mixed-versions tables) exists: `fn <name>` in tests/<module>.rs or tests/<module>/, or
+    for a unit test anywhere under shared/."""
+    sources = {}
+
+    def defines(path, name):
+        if path not in sources:
+            with open(path, encoding="utf-8") as f:
+                sources[path] = f.read()
+        return re.search(r"\bfn " + re.escape(name) + r"\b", sources[path]) is not None
+
+    def rust_files(top):
+        for dirpath, _, files in os.walk(top):
+            for name in files:
+                if name.endswith(".rs"):
+                    yield os.path.join(dirpath, name)
+
+    unit_files = None
+    for page in pages:
+        column = None
+        for number, line in enumerate(page.text.splitlines(), 1):
+            if not line.startswith("|"):
+                column = None
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if column is None:
+                column = cells.index("pinned by") if "pinned by" in cells else -1
+                continue
+            if column < 0 or column >= len(cells):
+                continue
+            for path in CITED_TEST.findall(cells[column]):
+                parts = path.split("::")
+                name = parts[-1]
+                module = os.path.join(root, "tests", parts[0] + ".rs")
+                if os.path.exists(module):
+                    files = [module] + list(rust_files(os.path.join(root, "tests", parts[0])))
+                else:
+                    if unit_files is None:
+                        unit_files = list(rust_files(os.path.join(root, "shared")))
+                    files = unit_files
+                if not any(defines(f, name) for f in files):
+                    problems.append(f"{page.rel}:{number}: cited test `{path}` does not exist")
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                            os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -369,6 +418,7 @@ def main():
     check_rustdoc_hazards(pages, problems)
     check_function_counts(root, pages, problems)
     check_named_files(root, pages, problems)
+    check_cited_tests(root, pages, problems)
     compiled, total = check_snippets_compiled(root, pages, problems)
     for problem in problems:
         print(problem)

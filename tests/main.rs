@@ -65,6 +65,7 @@ mod txn_check;
 mod txn_chunks;
 mod txn_conflicts;
 mod txn_cost;
+mod txn_deadline;
 mod txn_fast;
 mod txn_fast_edges;
 mod txn_fast_self;

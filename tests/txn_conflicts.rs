@@ -1,7 +1,9 @@
 //! What DynamoDB does beside a transaction that DynamoDB Local never does: a plain write on an
 //! item that an in-flight `TransactWriteItems` holds is refused with
 //! `TransactionConflictException` (injected by the SDK interceptor). The coordinator's plain
-//! writes (locks' finalize and undo, header transitions, heartbeats, completion) retry it.
+//! writes (locks' finalize and undo, header transitions, heartbeats, completion) send it again
+//! themselves (within the run's deadline: `tests/txn_deadline.rs`); other protocols' handles
+//! have the SDK retry it.
 
 use crate::txn_env;
 
@@ -63,15 +65,14 @@ async fn a_transfer_commits_although_each_plain_write_meets_a_transaction_confli
 
 /// Conflicts retried by the SDK spend none of its retry quota (shared by every client of a
 /// retry partition, process-wide by default): with a quota of 10 tokens (one transient retry,
-/// or two throttling retries), every plain write of a transaction refused twice still goes
-/// through, and another call of the same partition is still retried when throttled.
+/// or two throttling retries), every plain write of a protocol handle (the ratchet here; the
+/// coordinator sends its own again outside the SDK) refused twice still goes through, and
+/// another call of the same partition is still retried when throttled.
 #[tokio::test]
 async fn conflicts_retried_by_the_sdk_spend_none_of_its_retry_quota() {
     let base = client();
-    let env = Env::new(&base).await.lock_path().without_heartbeats();
-    let table = env.accounts().to_string();
-    seed(&base, &table, "alice", 100).await;
-    seed(&base, &table, "bob", 0).await;
+    let tables = dynamo_testing::template_tables(&base, &["RatchetTable"]).await;
+    let table = tables["RatchetTable"].clone();
     let sent: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
     let faults = FaultInjector::by_request(move |op, body| {
         let before = sent
@@ -97,19 +98,32 @@ async fn conflicts_retried_by_the_sdk_spend_none_of_its_retry_quota() {
         .retry_partition(tiny)
         .build();
     let tiny_quota = aws_sdk_dynamodb::Client::from_conf(config);
-    let c = env.coordinator(tiny_quota.clone());
-    let body = transfer(&table, "t-quota", "alice", "bob", 30);
-    let report = c
-        .run(&message(&c, &body), Deadline::none())
-        .await
-        .expect("every write goes through after two conflicts");
-    assert_eq!(report.outcome, TxOutcome::Committed);
+    let ratchet = dynamodb_exactly_once::ratchet::Ratchet::new(
+        tiny_quota.clone(),
+        dynamodb_exactly_once::ratchet::RatchetConfig::builder(&table)
+            .build()
+            .expect("valid configuration"),
+    );
+    for k in 0..4 {
+        let body =
+            format!(r#"{{"op":"put","key":{{"PK":"q{k}","SK":"b"}},"ts":1,"item":{{"v":1}}}}"#);
+        let record = ratchet.parse_record(body.as_bytes()).expect("valid record");
+        let outcome = ratchet
+            .write(&record)
+            .await
+            .expect("written after two conflicts");
+        assert_eq!(
+            outcome,
+            dynamodb_exactly_once::ratchet::RatchetOutcome::Applied
+        );
+    }
     assert!(faults.injected() >= 8, "{} conflicts", faults.injected());
     let throttled = faults.injected();
     tiny_quota
         .get_item()
         .table_name(&table)
         .key("PK", AttributeValue::S("probe".into()))
+        .key("SK", AttributeValue::S("b".into()))
         .send()
         .await
         .expect("a throttled read of the same partition is still retried");
@@ -118,16 +132,11 @@ async fn conflicts_retried_by_the_sdk_spend_none_of_its_retry_quota() {
         throttled + 1,
         "the read was throttled once"
     );
-    let now = items(&base, &table).await;
-    assert_eq!(
-        (balance(&now, "alice"), balance(&now, "bob")),
-        (Some(70), Some(30))
-    );
-    assert_clean(&base, &env).await;
 }
 
-/// Conflicts outlasting the SDK's attempts (3 here) are sent again by the coordinator's own
-/// short, jittered, bounded loop: every plain write refused four times still goes through.
+/// The coordinator's plain writes are sent again through conflicts by its own short,
+/// jittered, bounded loop (not by the SDK): every plain write refused four times still goes
+/// through.
 #[tokio::test]
 async fn plain_writes_refused_by_conflicts_beyond_the_sdk_attempts_are_sent_again() {
     let base = client();

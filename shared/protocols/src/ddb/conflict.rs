@@ -7,8 +7,8 @@
 //! it), so one collision would fail the write. Since the write was not applied, sending it
 //! again is always safe, whatever its condition: [`retrying_conflicts`] gives a client whose
 //! retry policy (the caller's own: attempts, backoff) also covers this code. Every protocol
-//! handle (`new`) wraps its client with it: their items may take part in transactions
-//! (this project's, or the application's own `TransactWriteItems`).
+//! handle (`new`) but the transaction coordinator wraps its client with it: their items may
+//! take part in transactions (this project's, or the application's own `TransactWriteItems`).
 //!
 //! **The retry quota.** The SDK's standard retry takes tokens from a bucket shared by every
 //! client of the process in one retry partition (500 tokens; 10 per transient retry, 5 per
@@ -21,8 +21,10 @@
 //! Conflict *cancellations* of a `TransactWriteItems` (`TransactionCanceledException` with
 //! `TransactionConflict` reasons) are never retried by the SDK: the transaction protocol
 //! retries them in its own loops (`txn::fast`, `txn::lock`), outside the quota too; and the
-//! coordinator's plain writes, whose conflicts can outlast the SDK's attempts on a hot
-//! header, are sent again by [`again_on_conflict`], a short local loop outside the quota.
+//! coordinator's plain writes are not retried by the SDK on a conflict at all (its waits, up to
+//! 1 s then 2 s with the standard settings, would make one write take 3 s per send): they are
+//! sent again by [`again_on_conflict`], a short local loop outside the quota that ends at the
+//! run's deadline ([`under_deadline`]).
 
 use std::future::Future;
 use std::time::Duration;
@@ -43,23 +45,59 @@ use aws_smithy_runtime_api::client::orchestrator::OrchestratorError;
 use aws_smithy_runtime_api::client::retries::classifiers::{ClassifyRetry, RetryAction};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
+use crate::batch::Deadline;
 use crate::ddb::retry::Backoff;
 
-/// Sends of a plain write the coordinator makes after the SDK's own (its attempts all met a
-/// conflict): 5 ms doubling up to 100 ms, jittered, 8 times (about 0.5–1 s of waits).
+/// Sends of a plain write the coordinator makes again after a conflict: 5 ms doubling up to
+/// 100 ms, each jittered up to twice that, 16 times: 1.3–2.5 s of waits at most, and never
+/// past the run's deadline (17 sends, each one SDK attempt for a conflict).
 const CONFLICT_AGAIN: Backoff =
-    Backoff::new(Duration::from_millis(5), Duration::from_millis(100), 8);
+    Backoff::new(Duration::from_millis(5), Duration::from_millis(100), 16);
+
+tokio::task_local! {
+    /// The deadline of the run (a coordinator's message, a sweeper's drive) whose writes are
+    /// being sent: [`again_on_conflict`] sends nothing again once it has expired.
+    static RUN_DEADLINE: Deadline;
+}
+
+/// Run `work` (a coordinator's run, a sweeper's drive) with `deadline` as the bound of every
+/// [`again_on_conflict`] loop inside it.
+pub(crate) async fn under_deadline<F: Future>(deadline: Deadline, work: F) -> F::Output {
+    RUN_DEADLINE.scope(deadline, work).await
+}
+
+/// Whether the deadline of the run in progress (if any) has expired.
+pub(crate) fn run_deadline_expired() -> bool {
+    RUN_DEADLINE.try_with(Deadline::expired).unwrap_or(false)
+}
 
 /// Send a plain write (`send` builds and sends it) again while DynamoDB refuses it with
-/// `TransactionConflictException` after the SDK's attempts: a short, jittered, bounded local
-/// loop ([`CONFLICT_AGAIN`]) that touches no retry quota. Used by the transaction
-/// coordinator, whose header every lock write checks (a hot item for conflicts); the last
-/// answer is returned as it is.
-pub(crate) async fn again_on_conflict<T, E, R, F, Fut>(mut send: F) -> Result<T, SdkError<E, R>>
+/// `TransactionConflictException`: a short, jittered, bounded local loop ([`CONFLICT_AGAIN`])
+/// that touches no retry quota and sends nothing once the run's deadline has expired
+/// ([`under_deadline`]; the run then ends `Deferred`). Used by the transaction coordinator,
+/// whose header every lock write checks (a hot item for conflicts); the last answer is
+/// returned as it is.
+pub(crate) async fn again_on_conflict<T, E, R, F, Fut>(send: F) -> Result<T, SdkError<E, R>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, SdkError<E, R>>>,
     E: ProvideErrorMetadata,
+{
+    again_on_conflict_alive(send, || async {}).await
+}
+
+/// [`again_on_conflict`], calling `keep_alive` before each send again (a pending attempt's
+/// heartbeat: a holder whose commit meets conflicts is not silent to its contenders).
+pub(crate) async fn again_on_conflict_alive<T, E, R, F, Fut, K, KFut>(
+    mut send: F,
+    mut keep_alive: K,
+) -> Result<T, SdkError<E, R>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, SdkError<E, R>>>,
+    E: ProvideErrorMetadata,
+    K: FnMut() -> KFut,
+    KFut: Future<Output = ()>,
 {
     let mut waits = CONFLICT_AGAIN.delays();
     loop {
@@ -69,7 +107,13 @@ where
             Ok(_) => false,
         };
         match (conflict, waits.next()) {
-            (true, Some(wait)) => tokio::time::sleep(wait).await,
+            (true, Some(wait)) if !run_deadline_expired() => {
+                tokio::time::sleep(wait).await;
+                if run_deadline_expired() {
+                    return result;
+                }
+                keep_alive().await;
+            }
             _ => return result,
         }
     }

@@ -20,8 +20,8 @@ pub type Item = HashMap<String, AttributeValue>;
 
 /// DynamoDB's limit on a key attribute's name.
 pub const MAX_KEY_NAME_BYTES: usize = 255;
-/// DynamoDB's limit on a partition key value (a sort key allows 1024; DynamoDB itself refuses
-/// those in between, and the record is then rejected as `rejected_by_dynamodb`).
+/// DynamoDB's limit on a partition key value (a sort key allows 1024: the key-schema check,
+/// `ddb::schema`, refuses those in between as `invalid_key` before any write).
 pub const MAX_KEY_VALUE_BYTES: usize = 2048;
 
 /// The longest attribute name (also a nested map's keys) a record may carry. DynamoDB documents

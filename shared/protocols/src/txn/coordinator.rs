@@ -125,8 +125,9 @@ impl Coordinator {
     /// existing transactions only.
     pub fn new(client: Client, config: TxConfig) -> Self {
         // Finalize, undo, header transitions and heartbeats are plain writes: one that meets
-        // another transaction's TransactWriteItems is refused unapplied and sent again.
-        let client = crate::ddb::conflict::retrying_conflicts(client);
+        // another transaction's TransactWriteItems is refused unapplied and sent again by
+        // `again_on_conflict` (within the run's deadline), not by the SDK, whose standard
+        // waits (up to 1 s, then 2 s) suit throttling, not conflicts.
         let tx = TxTable::new(client.clone(), config.table.clone());
         Coordinator {
             client,
@@ -190,6 +191,26 @@ impl Coordinator {
     /// after its group's call keeps its id, so that it knows a header the call wrote as its
     /// own.
     pub(super) async fn run_as(
+        &self,
+        message: &TxMessage,
+        deadline: Deadline,
+        cost: &Cost,
+        id: String,
+    ) -> Result<TxOutcome, TxError> {
+        let run = self.run_steps(message, deadline, cost, id);
+        match crate::ddb::conflict::under_deadline(deadline, run).await {
+            // A write still refused (a conflict, a throttle) when the deadline came: the
+            // transaction stays as it is and resumes on the next delivery.
+            Err(TxError::Store(e)) if deadline.expired() && e.is_retryable() => {
+                tracing::debug!(error = %e, "deadline reached while a write was sent again");
+                Err(TxError::Deferred)
+            }
+            other => other,
+        }
+    }
+
+    /// [`Self::run_as`]'s steps, every write sent again within `deadline`.
+    async fn run_steps(
         &self,
         message: &TxMessage,
         deadline: Deadline,
@@ -487,11 +508,17 @@ impl Coordinator {
             alone = records;
         }
         let group_cost = &group_cost;
+        // Each run and each group call is bounded on its own (a group's inside
+        // `commit_group`), a little before the batch: at the cut-off the members that finished
+        // keep their results, the others are reported `CutOff` (delivered again), and the
+        // batch still answers.
         let work: Vec<BoxFuture<'_, Vec<MemberResult>>> = groups
             .into_iter()
             .map(|g: Group| self.commit_group(g, deadline, group_cost).boxed())
             .chain(alone.into_iter().map(|(i, message)| {
-                async move { vec![self.apply_one(i, message, deadline, calls_ref).await] }.boxed()
+                let run =
+                    async move { vec![self.apply_one(i, message, deadline, calls_ref).await] };
+                deadline.bound_records(vec![i], "transaction", run).boxed()
             }))
             .collect();
         let results: Vec<(usize, RecordResult<TxOutcome>)> = futures::stream::iter(work)

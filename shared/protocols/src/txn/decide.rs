@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::item::s;
 use super::record::{self, RollbackReason, Transition, TxHeader, TxState};
 use super::{Coordinator, Cost};
-use crate::ddb::clock::{epoch_millis, epoch_seconds};
+use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
 
 impl Coordinator {
@@ -61,7 +61,12 @@ impl Coordinator {
             (record::ATTR_TOKENS, tokens),
             (record::ATTR_DECIDER, s(decider)),
         ];
-        self.tx.transition(header, &set, &[], cost).await
+        // Sent again through conflicts while every lock is held: heartbeats keep the holder
+        // alive to its contenders meanwhile (they would roll a silent holder back).
+        let every = self.config.heartbeat_every;
+        self.tx
+            .transition_alive(header, &set, (!every.is_zero()).then_some(every), cost)
+            .await
     }
 
     /// `pending → rolled_back` (conditioned on the version read). A header that is not
@@ -185,7 +190,7 @@ impl Coordinator {
         if header.state == TxState::Completed {
             return Ok(Transition::Lost(header.clone()));
         }
-        let expires = epoch_seconds().saturating_add(self.config.retain.as_secs());
+        let expires = record::expires_at(epoch_millis(), header.issued_at_ms, self.config.retain);
         let set = [
             (record::ATTR_STATE, s(TxState::Completed.as_str())),
             (record::ATTR_DECISION, s(decision.as_str())),

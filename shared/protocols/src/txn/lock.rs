@@ -156,6 +156,18 @@ fn chunk_ranges(
     ranges
 }
 
+/// The index of a request naming the same item as the one before it in the lock order: two
+/// requests of one attempt on one item, which the attempt must refuse before locking (the
+/// second would adopt the first's lock as its own, `own_lock` telling only kinds apart).
+/// `resolve` refuses such messages already, and recorded ones are only finished, never
+/// locked: this completes the defence at no cost.
+fn same_item_twice(order: &[&Resolved]) -> Option<usize> {
+    order
+        .windows(2)
+        .find(|pair| pair[0].order == pair[1].order)
+        .map(|pair| pair[1].index)
+}
+
 /// The requests in the global lock order (table, canonical key).
 fn lock_order(resolved: &[Resolved]) -> Vec<&Resolved> {
     let mut order: Vec<&Resolved> = resolved.iter().collect();
@@ -210,6 +222,10 @@ impl Coordinator {
     ) -> Result<LockPhase, StoreError> {
         let owner = header.owner();
         let order = lock_order(resolved);
+        if let Some(i) = same_item_twice(&order) {
+            let why = format!("request {i} names an item another request of it names");
+            return Ok(LockPhase::Invalid(i, why));
+        }
         let mut current = match prefetched {
             Some(read) if read.len() == order.len() => read,
             _ => self.read_in_lock_order(resolved).await?,
@@ -431,6 +447,22 @@ mod tests {
         let big = Item::from([("pad".to_string(), AttributeValue::S("p".repeat(390_000)))]);
         let large: Vec<Option<Item>> = vec![Some(big); 6];
         assert_eq!(chunk_ranges(&order[..6], &large, 99), [0..4, 4..6]);
+    }
+
+    #[test]
+    fn two_requests_on_one_item_are_found_before_any_lock() {
+        let update = |pk: &str, index: usize| {
+            let mut r = crate::txn::resolve::resolved_for_test(serde_json::json!({"Update":{
+                "TableName":"Accounts","Key":{"PK":pk},"UpdateExpression":"SET n = :n",
+                "ExpressionAttributeValues":{":n":1}}}));
+            r.index = index;
+            r.order = ("Accounts".into(), pk.into());
+            r
+        };
+        let distinct = [update("a", 0), update("b", 1)];
+        assert_eq!(same_item_twice(&lock_order(&distinct)), None);
+        let twice = [update("b", 0), update("a", 1), update("b", 2)];
+        assert_eq!(same_item_twice(&lock_order(&twice)), Some(2));
     }
 
     #[test]

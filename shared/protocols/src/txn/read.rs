@@ -28,6 +28,11 @@ use crate::batch::Deadline;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::{Item, ItemKey};
 
+/// How many lock patiences ([`TxConfig::lock_patience`](super::TxConfig::lock_patience)) a
+/// locked read may spend locking its items before it gives up (`Contention`, retryable): 4 s
+/// with the default patience.
+pub(crate) const READ_PATIENCES: u32 = 4;
+
 /// How a read treats items locked by a transaction.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +159,8 @@ impl Coordinator {
     /// is read while the item still carries this read's lock (so it is the item's state at
     /// the lock, unchanged since); when a contender took a lock over meanwhile (it rolled the
     /// silent read back after its patience), the read ends in [`TxError::Contention`]
-    /// (retryable) rather than mixing states.
+    /// (retryable) rather than mixing states; so does a read that could not lock its items
+    /// within four lock patiences (4 s with the default patience).
     pub async fn read_locked(
         &self,
         keys: &[(String, Map<String, Value>)],
@@ -170,8 +176,11 @@ impl Coordinator {
             .create(&message.tx_id, &message.requests_json(), None, &cost)
             .await?
             .into_header();
+        // Bounded: a read that cannot lock its items within a few patiences (holders that
+        // stay alive, writes refused by conflicts) gives up, released, as `Contention`.
+        let bound = Deadline::after(self.config.lock_patience * READ_PATIENCES);
         let phase = self
-            .lock_all(&header, &resolved, None, &cost, Deadline::none())
+            .lock_all(&header, &resolved, None, &cost, bound)
             .await?;
         let values = match phase {
             LockPhase::Locked(_) => {

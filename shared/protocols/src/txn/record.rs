@@ -40,7 +40,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 
-pub(crate) use decided::Decided;
+pub(crate) use decided::{expires_at, Decided};
 pub(crate) use table::{Creation, Transition, TxTable};
 
 /// Partition key of the TX table.

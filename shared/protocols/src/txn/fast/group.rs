@@ -35,7 +35,7 @@ use aws_sdk_dynamodb::types::{CancellationReason, ReturnConsumedCapacity, Transa
 
 use super::call::{header_entry, request_entry};
 use super::FAST_MAX_REQUEST_BYTES;
-use crate::batch::{Deadline, Outcome, RecordResult};
+use crate::batch::{Deadline, Outcome, RecordFailure, RecordResult};
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::txn::item::new_token;
@@ -256,7 +256,17 @@ impl Coordinator {
                 results.extend(members.drain(..).map(|m| (m.index, RecordResult::Deferred)));
                 break;
             }
-            match self.group_call(&members, cost).await {
+            // Bounded on its own: at the cut-off a call in flight leaves its members unknown
+            // (cut off, delivered again), while results already known are kept.
+            let Some(answer) = deadline.bound_part(self.group_call(&members, cost)).await else {
+                let cut = |m: Member| {
+                    let failure = RecordFailure::CutOff("transaction");
+                    (m.index, RecordResult::Failed(failure))
+                };
+                results.extend(members.drain(..).map(cut));
+                break;
+            };
+            match answer {
                 Ok(None) => {
                     let done = members.drain(..).map(|m| m.index);
                     results.extend(done.map(|i| (i, RecordResult::Done(TxOutcome::Committed))));
@@ -279,14 +289,30 @@ impl Coordinator {
             }
         }
         alone.append(&mut members);
+        let alone_calls = self.run_alone(alone, deadline, cost, &mut results).await;
+        log_members(&results, &tx_ids, &alone_calls, size);
+        results
+    }
+
+    /// Run each member that left its group on its own (its results pushed to `results`);
+    /// returns each one's write calls.
+    async fn run_alone(
+        &self,
+        alone: Vec<Member>,
+        deadline: Deadline,
+        cost: &Cost,
+        results: &mut Vec<MemberResult>,
+    ) -> BTreeMap<usize, u64> {
         let runs = alone.into_iter().map(|m| async move {
             let own = Cost::default();
             // Boxed: the run's state machine is deep, and this one sits inside the batch's.
             let run = Box::pin(self.run_as(&m.message, deadline, &own, m.run_id.clone()));
-            let result = run.await;
-            let result = match result {
-                Ok(outcome) => RecordResult::Done(outcome),
-                Err(e) => e.into_record_result(),
+            // Each run bounded on its own: one still in flight at the cut-off does not take the
+            // group's other results with it.
+            let result = match deadline.bound_part(run).await {
+                Some(Ok(outcome)) => RecordResult::Done(outcome),
+                Some(Err(e)) => e.into_record_result(),
+                None => RecordResult::Failed(RecordFailure::CutOff("transaction")),
             };
             (m.index, result, own)
         });
@@ -296,8 +322,7 @@ impl Coordinator {
             alone_calls.insert(index, own.write_calls());
             results.push((index, result));
         }
-        log_members(&results, &tx_ids, &alone_calls, size);
-        results
+        alone_calls
     }
 
     /// One call for `members`: `Ok(None)` applied; `Ok(Some(c))` cancelled, naming members;

@@ -22,7 +22,7 @@
 //!
 //! One round trip and one write request. Write units as AWS bills them: twice the items'
 //! units (transactional) plus 2 for the header (about 250 bytes): a two-item transfer of
-//! small items is 6 (native `TransactWriteItems`: 4; the 2 more are the 14-day idempotency
+//! small items is 6 (native `TransactWriteItems`: 4; the 2 more are the 15-day idempotency
 //! record). No reads, no index writes.
 //!
 //! # Failure modes

@@ -35,7 +35,7 @@ use super::{
 use crate::ddb::clock::{epoch_millis, epoch_seconds};
 use crate::ddb::cond::{conditional, Cond};
 use crate::ddb::conflict::again_on_conflict;
-use crate::ddb::error::StoreError;
+use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::Item;
 use crate::ddb::retry::Backoff;
 use crate::ddb::Cost;
@@ -254,6 +254,21 @@ impl TxTable {
             .collect();
         for (k, wave) in parts.chunks(PARTS_PER_WAVE).enumerate() {
             if k > 0 {
+                // No wave after the run's deadline: the run ends `Deferred`, the parts written
+                // (under this creation's nonce, which nothing else names) expire by their TTL.
+                if crate::ddb::conflict::run_deadline_expired() {
+                    return Err(StoreError::Sdk {
+                        operation: "PutItem",
+                        class: ErrorClass::Transient,
+                        code: "DeadlineReached".into(),
+                        message: format!(
+                            "TX {tx_id}: the deadline came after {} of {} request parts",
+                            k * PARTS_PER_WAVE,
+                            parts.len()
+                        ),
+                        source: None,
+                    });
+                }
                 tokio::time::sleep(PART_WAVE_GAP).await;
             }
             let puts = wave.iter().map(|&(chunk, i)| {

@@ -22,6 +22,15 @@ use crate::ddb::Cost;
 
 use super::table::{Creation, TxTable};
 
+/// A completed record's `ExpiresAt` (epoch seconds): the retention after its completion
+/// (`now_ms`), or after its `issuedAt` when that is later (up to the allowed skew ahead of
+/// the clock): a message's age counts from `issuedAt`, so the record outlives every copy that
+/// is not yet too old.
+pub(crate) fn expires_at(now_ms: u64, issued_at_ms: Option<u64>, retain: Duration) -> u64 {
+    let from_ms = now_ms.max(issued_at_ms.unwrap_or(0));
+    from_ms.div_ceil(1000).saturating_add(retain.as_secs())
+}
+
 /// A header created completed: committed, or rolled back for a final reason.
 #[derive(Debug, Clone)]
 pub(crate) struct Decided<'a> {
@@ -43,7 +52,7 @@ impl Decided<'_> {
     /// The header item (about 250 bytes: one write unit, two in a transaction).
     pub(crate) fn item(&self) -> Item {
         let now_ms = epoch_millis();
-        let expires = (now_ms / 1000).saturating_add(self.retain.as_secs());
+        let expires = expires_at(now_ms, self.issued_at_ms, self.retain);
         let nonce = hex::encode(rand::random::<u128>().to_be_bytes());
         let decision = match self.rolled_back {
             None => TxState::Committed,
@@ -94,6 +103,31 @@ impl TxTable {
 mod tests {
     use super::*;
     use crate::txn::record::TxHeader;
+
+    /// Review X7: a message's age is counted from `issuedAt`, which may be up to 5 minutes
+    /// ahead of the clock; the record must outlive it by the retention from there, else a
+    /// redriven copy could apply again in between.
+    #[test]
+    fn a_record_issued_ahead_of_the_clock_expires_the_retention_after_its_issue_time() {
+        let ahead_ms = epoch_millis() + 240_000;
+        let d = Decided {
+            tx_id: "t-ahead",
+            requests_json: "[]",
+            issued_at_ms: Some(ahead_ms),
+            decider: "run",
+            rolled_back: None,
+            retain: Duration::from_secs(60),
+        };
+        let item = d.item();
+        let expires = match item.get(ATTR_EXPIRES_AT) {
+            Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => n.parse::<u64>().ok(),
+            _ => None,
+        };
+        assert!(
+            expires >= Some(ahead_ms.div_ceil(1000) + 60),
+            "expires at {expires:?}, issued at {ahead_ms} ms"
+        );
+    }
 
     #[test]
     fn a_decided_header_is_completed_outside_the_sweep_index() {

@@ -1,6 +1,7 @@
 //! [`TxTable`]: reads and conditional writes of TX records.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValue,
@@ -14,7 +15,7 @@ use super::{
 };
 use crate::ddb::clock::epoch_millis;
 use crate::ddb::cond::{conditional, Cond};
-use crate::ddb::conflict::again_on_conflict;
+use crate::ddb::conflict::{again_on_conflict, again_on_conflict_alive};
 use crate::ddb::error::StoreError;
 use crate::ddb::Cost;
 
@@ -164,7 +165,22 @@ impl TxTable {
         remove: &[&str],
         cost: &Cost,
     ) -> Result<Transition, StoreError> {
-        self.transition_if(from, set, remove, false, cost).await
+        self.transition_if(from, set, remove, false, None, cost)
+            .await
+    }
+
+    /// [`TxTable::transition`] of a pending attempt that holds locks (its commit): while the
+    /// write is sent again through conflicts, a heartbeat ([`TxTable::touch_once`]) is
+    /// written every `heartbeat_every` (`None`: heartbeats off).
+    pub(crate) async fn transition_alive(
+        &self,
+        from: &TxHeader,
+        set: &[(&str, AttributeValue)],
+        heartbeat_every: Option<std::time::Duration>,
+        cost: &Cost,
+    ) -> Result<Transition, StoreError> {
+        self.transition_if(from, set, &[], false, heartbeat_every, cost)
+            .await
     }
 
     /// [`TxTable::transition`], also conditioned on `LastTouched` being what `from` read:
@@ -175,7 +191,7 @@ impl TxTable {
         set: &[(&str, AttributeValue)],
         cost: &Cost,
     ) -> Result<Transition, StoreError> {
-        self.transition_if(from, set, &[], true, cost).await
+        self.transition_if(from, set, &[], true, None, cost).await
     }
 
     async fn transition_if(
@@ -184,6 +200,7 @@ impl TxTable {
         set: &[(&str, AttributeValue)],
         remove: &[&str],
         untouched: bool,
+        heartbeat_every: Option<std::time::Duration>,
         cost: &Cost,
     ) -> Result<Transition, StoreError> {
         let mut update = TransitionExpression::new(from, set, remove);
@@ -213,7 +230,19 @@ impl TxTable {
                     ReturnValuesOnConditionCheckFailure::AllOld,
                 )
                 .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
-            again_on_conflict(|| request.clone().send()).await
+            let touched = &AtomicU64::new(epoch_millis());
+            let keep_alive = move || async move {
+                let Some(every) = heartbeat_every else {
+                    return;
+                };
+                let every = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+                let now = epoch_millis();
+                if now.saturating_sub(touched.load(Ordering::Relaxed)) >= every {
+                    touched.store(now, Ordering::Relaxed);
+                    self.touch_once(from, cost).await;
+                }
+            };
+            again_on_conflict_alive(|| request.clone().send(), keep_alive).await
         };
         let result = conditional("UpdateItem", result);
         count(cost, &result, |out| out.consumed_capacity.as_ref());
@@ -233,8 +262,27 @@ impl TxTable {
     /// index's range key moves).
     pub(crate) async fn touch(&self, from: &TxHeader, cost: &Cost) -> Result<bool, StoreError> {
         let result = {
-            let request = self
-                .client
+            let request = self.touch_request(from);
+            again_on_conflict(|| request.clone().send()).await
+        };
+        let result = conditional("UpdateItem", result);
+        count(cost, &result, |out| out.consumed_capacity.as_ref());
+        Ok(matches!(result?, Cond::Done(_)))
+    }
+
+    /// A heartbeat sent once, its answer ignored but its cost counted: the sign of life of a
+    /// holder whose commit is being sent again (a failed heartbeat only leaves it silent).
+    pub(crate) async fn touch_once(&self, from: &TxHeader, cost: &Cost) {
+        let result = conditional("UpdateItem", self.touch_request(from).send().await);
+        count(cost, &result, |out| out.consumed_capacity.as_ref());
+    }
+
+    fn touch_request(
+        &self,
+        from: &TxHeader,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        {
+            self.client
                 .update_item()
                 .table_name(&self.table)
                 .set_key(Some(header_key(&from.tx_id)))
@@ -246,12 +294,8 @@ impl TxTable {
                 .expression_attribute_values(":txpts", n(epoch_millis()))
                 .expression_attribute_values(":txppending", s(TxState::Pending.as_str()))
                 .expression_attribute_values(":txpatt", n(from.attempt))
-                .return_consumed_capacity(ReturnConsumedCapacity::Indexes);
-            again_on_conflict(|| request.clone().send()).await
-        };
-        let result = conditional("UpdateItem", result);
-        count(cost, &result, |out| out.consumed_capacity.as_ref());
-        Ok(matches!(result?, Cond::Done(_)))
+                .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+        }
     }
 }
 

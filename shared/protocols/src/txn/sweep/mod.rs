@@ -142,6 +142,9 @@ struct Due {
 enum Swept {
     /// The deadline came before it started.
     NotStarted,
+    /// Started, and stopped by the deadline (its writes refused until then, or still in
+    /// flight at the cut-off): the next sweep resumes it.
+    Stopped,
     /// Driven (or failed).
     Driven(String, Result<Option<Driven>, TxError>),
 }
@@ -333,10 +336,18 @@ impl Sweeper {
             // Stale at the query is not enough: a delivery may have resumed it since.
             let stale_before = epoch_millis().saturating_sub(millis(self.config.stale_after));
             let keeper = self.keeper.as_deref();
-            let driven = (self.coordinator)
-                .drive_keeping(&d.tx_id, stale_before, cost, keeper)
-                .await;
-            Swept::Driven(d.tx_id, driven.map(|o| o.map(|(_, driven)| driven)))
+            let drive = (self.coordinator).drive_keeping(&d.tx_id, stale_before, cost, keeper);
+            // Bounded by the invocation: its writes are sent again only until the deadline,
+            // and a drive still in flight at the cut-off is abandoned (the next sweep resumes
+            // it), so that the summary is always logged.
+            let drive = crate::ddb::conflict::under_deadline(deadline, drive);
+            match deadline.bound_part(drive).await {
+                Some(Err(TxError::Store(e))) if deadline.expired() && e.is_retryable() => {
+                    Swept::Stopped
+                }
+                Some(driven) => Swept::Driven(d.tx_id, driven.map(|o| o.map(|(_, driven)| driven))),
+                None => Swept::Stopped,
+            }
         });
         let results: Vec<Swept> = futures::stream::iter(drives)
             .buffer_unordered(self.config.concurrency.max(1))
@@ -345,6 +356,10 @@ impl Sweeper {
         for result in results {
             match result {
                 Swept::NotStarted => summary.stopped_early = true,
+                Swept::Stopped => {
+                    summary.stale += 1;
+                    summary.stopped_early = true;
+                }
                 Swept::Driven(tx_id, driven) => {
                     summary.stale += 1;
                     match driven {
