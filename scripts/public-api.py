@@ -22,8 +22,7 @@ CRATES = {
     "dynamodb_exactly_once": "dynamodb-exactly-once",
     "dynamodb_exactly_once_lambda": "dynamodb-exactly-once-lambda",
 }
-# Where rustdoc wrote the pages: `make test` documents into its lint target (API_DOC_DIR).
-DOC = os.environ.get("API_DOC_DIR", "target/doc")
+DOC = "target/doc"
 OUT = "api"
 
 TAG = re.compile(r"<[^>]+>")

@@ -15,29 +15,10 @@ bash scripts/check-template.sh >target/template-check.log 2>&1 &
 template_pid=$!
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
-# The lints and the docs check the dependencies in check mode, the tests compile them: two
-# builds of everything that share nothing. They run at once, in two target directories, so
-# that each fills the core the other leaves idle (a single large crate, a link): the tests'
-# build goes on in the background while clippy, rustdoc and the checks below run.
 # --all-features: the optional parts too (the Lambda crate's `sqs` dead-letter sink and its
-# example), in every build, so that each reuses the same compiled crates.
-lint_target=target/lint
-nextest_available=0
-command -v cargo-nextest >/dev/null 2>&1 && nextest_available=1
-build_pid=
-ddb_pid=
-cleanup() {
-  [ -n "$build_pid" ] && kill "$build_pid" 2>/dev/null
-  [ -n "$ddb_pid" ] && kill "$ddb_pid" 2>/dev/null
-  true
-}
-trap cleanup EXIT
-if [ "$nextest_available" -eq 1 ]; then
-  cargo nextest run --workspace --all-features --no-run >target/test-build.log 2>&1 &
-  build_pid=$!
-fi
+# example), in every build below, so that each reuses the same compiled crates.
 echo "== cargo clippy -D warnings"
-CARGO_TARGET_DIR=$lint_target cargo clippy --workspace --all-targets --all-features -- -D warnings
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== dependencies"
 bash scripts/check-deps.sh
 # Licences, banned crates and sources (deny.toml) when cargo-deny is installed (`make deny`
@@ -48,9 +29,9 @@ else
   echo "deny: skipped (no cargo-deny; make deny installs it)"
 fi
 echo "== docs (rustdoc warnings are errors)"
-RUSTDOCFLAGS="-D warnings" CARGO_TARGET_DIR=$lint_target cargo doc --workspace --no-deps --all-features --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet
 echo "== public API (api/*.txt)"
-API_DOC_DIR=$lint_target/doc python3 scripts/public-api.py
+python3 scripts/public-api.py
 echo "== template"
 template_ok=0
 wait "$template_pid" || template_ok=$?
@@ -68,17 +49,11 @@ fi
 echo "== import cycles"
 python3 scripts/check-cycles.py shared/*/src functions/*/src ops/src ops/bench/src
 echo "== tests"
-if [ -n "$build_pid" ]; then
-  build_ok=0
-  wait "$build_pid" || build_ok=$?
-  build_pid=
-  tail -n 3 target/test-build.log
-  [ "$build_ok" -eq 0 ] || { cat target/test-build.log; echo "the tests' build failed"; exit 1; }
-fi
 # One DynamoDB Local for every test process (tests create their tables under unique prefixes),
 # instead of one per test binary. It slows as tables and streams accumulate, so the checkers'
 # phase below gets a fresh one.
 own_ddb=0
+ddb_pid=
 start_ddb() {
   [ -n "$ddb_pid" ] && kill "$ddb_pid" 2>/dev/null || true
   local port lib
@@ -107,6 +82,7 @@ PY
 if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   own_ddb=1
   : >target/dynamodb-local.log
+  trap '[ -n "$ddb_pid" ] && kill "$ddb_pid" 2>/dev/null || true' EXIT
   start_ddb
 fi
 # The long randomized and load tests at the share of the budget CI gives them (the full runs:
@@ -121,7 +97,7 @@ export TXN_CONTENTION_TRANSFERS="${TXN_CONTENTION_TRANSFERS:-200}"
 # The transaction checker runs after the others, alone: beside them on 2 cores its schedules
 # starve (their timeouts fire, attempts restart) and its time varied from 138 to 222 s for 300
 # schedules; alone it takes about a minute.
-if [ "$nextest_available" -eq 1 ]; then
+if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --all-features --no-tests=pass --test-threads "${TEST_THREADS:-4}" \
     --failure-output final --no-fail-fast -E 'not test(/^(txn_check|counter_journal_mapping_check)::/)' \
     2>&1 | tee target/test-output.log
