@@ -45,7 +45,6 @@ use aws_smithy_runtime_api::client::orchestrator::OrchestratorError;
 use aws_smithy_runtime_api::client::retries::classifiers::{ClassifyRetry, RetryAction};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
-use crate::batch::Deadline;
 use crate::ddb::retry::Backoff;
 
 /// Sends of a plain write the coordinator makes again after a conflict: 5 ms doubling up to
@@ -54,21 +53,25 @@ use crate::ddb::retry::Backoff;
 const CONFLICT_AGAIN: Backoff =
     Backoff::new(Duration::from_millis(5), Duration::from_millis(100), 16);
 
+/// Whether a run's deadline has expired (the run's `Deadline::expired`; the module keeps no
+/// dependency on `batch`, which depends on it).
+pub(crate) type Expired = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
 tokio::task_local! {
     /// The deadline of the run (a coordinator's message, a sweeper's drive) whose writes are
     /// being sent: [`again_on_conflict`] sends nothing again once it has expired.
-    static RUN_DEADLINE: Deadline;
+    static RUN_DEADLINE: Expired;
 }
 
-/// Run `work` (a coordinator's run, a sweeper's drive) with `deadline` as the bound of every
-/// [`again_on_conflict`] loop inside it.
-pub(crate) async fn under_deadline<F: Future>(deadline: Deadline, work: F) -> F::Output {
-    RUN_DEADLINE.scope(deadline, work).await
+/// Run `work` (a coordinator's run, a sweeper's drive) with `expired` (its deadline's) as the
+/// bound of every [`again_on_conflict`] loop inside it.
+pub(crate) async fn under_deadline<F: Future>(expired: Expired, work: F) -> F::Output {
+    RUN_DEADLINE.scope(expired, work).await
 }
 
 /// Whether the deadline of the run in progress (if any) has expired.
 pub(crate) fn run_deadline_expired() -> bool {
-    RUN_DEADLINE.try_with(Deadline::expired).unwrap_or(false)
+    RUN_DEADLINE.try_with(|expired| expired()).unwrap_or(false)
 }
 
 /// Send a plain write (`send` builds and sends it) again while DynamoDB refuses it with

@@ -198,7 +198,9 @@ impl Coordinator {
         id: String,
     ) -> Result<TxOutcome, TxError> {
         let run = self.run_steps(message, deadline, cost, id);
-        match crate::ddb::conflict::under_deadline(deadline, run).await {
+        let expired: crate::ddb::conflict::Expired =
+            std::sync::Arc::new(move || deadline.expired());
+        match crate::ddb::conflict::under_deadline(expired, run).await {
             // A write still refused (a conflict, a throttle) when the deadline came: the
             // transaction stays as it is and resumes on the next delivery.
             Err(TxError::Store(e)) if deadline.expired() && e.is_retryable() => {

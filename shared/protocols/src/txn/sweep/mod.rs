@@ -340,7 +340,9 @@ impl Sweeper {
             // Bounded by the invocation: its writes are sent again only until the deadline,
             // and a drive still in flight at the cut-off is abandoned (the next sweep resumes
             // it), so that the summary is always logged.
-            let drive = crate::ddb::conflict::under_deadline(deadline, drive);
+            let expired: crate::ddb::conflict::Expired =
+                std::sync::Arc::new(move || deadline.expired());
+            let drive = crate::ddb::conflict::under_deadline(expired, drive);
             match deadline.bound_part(drive).await {
                 Some(Err(TxError::Store(e))) if deadline.expired() && e.is_retryable() => {
                     Swept::Stopped
