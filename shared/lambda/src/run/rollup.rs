@@ -7,9 +7,9 @@
 //! more): Lambda names the batch's shard (`shardId`) only in a window's event, and the
 //! watermarks that make a batch delivered again count once are per shard. An event without
 //! `shardId` fails as a whole with a `Configuration` error (nothing applied; the mapping
-//! delivers it again once the window is set). The window's keys travel in its `state` and are
-//! applied at its final invoke ([`Rollup::apply_window`]): one update per counter item and
-//! window. The answer is the partial batch response (at most one failure, the lowest sequence
+//! delivers it again once the window is set). Each invocation applies its keys; with
+//! `<PREFIX>_ROLLUP_HOLD_IN_WINDOW=true` a window's keys travel in its `state` and are applied
+//! at its final invoke ([`Rollup::apply_window`]): one update per counter item and window. The answer is the partial batch response (at most one failure, the lowest sequence
 //! number to deliver again) with the window's state; applying a window's keys that fails is a
 //! `Retryable` function error (the mapping invokes again with the same state).
 
@@ -105,35 +105,28 @@ impl RollupFunction {
         let age_ms = batch
             .oldest_ms
             .map(|at| dynamodb_exactly_once::ddb::clock::epoch_millis().saturating_sub(at));
-        let (report, state) = match outcome {
-            WindowOutcome::Answer { report, state } => (report, state),
-            WindowOutcome::Retry { report } => {
-                log_batch(&self.function, &report, true, age_ms);
-                let end = crate::metrics::RollupEnd {
-                    cut,
-                    error: !cut,
-                    age_ms,
-                    state_bytes: report.state_bytes,
-                };
-                crate::metrics::emit_rollup_metrics(&report, end);
-                return Err(HandlerError::Retry(
-                    "journal roll-up: the window's keys were not all applied (invoked again with the same state)".into(),
-                ));
-            }
+        let (report, state, retry) = match outcome {
+            WindowOutcome::Answer { report, state } => (report, state, false),
+            WindowOutcome::Retry { report } => (report, None, true),
             _ => {
                 return Err(HandlerError::Retry(
                     "journal roll-up: an unknown outcome".into(),
                 ))
             }
         };
-        log_batch(&self.function, &report, cut, age_ms);
+        log_batch(&self.function, &report, cut || retry, age_ms);
         let end = crate::metrics::RollupEnd {
             cut,
-            error: false,
+            error: retry && !cut,
             age_ms,
             state_bytes: report.state_bytes,
         };
         crate::metrics::emit_rollup_metrics(&report, end);
+        if retry {
+            return Err(HandlerError::Retry(
+                "journal roll-up: the window's keys were not all applied (invoked again with the same state)".into(),
+            ));
+        }
         Ok(response(&report, state))
     }
 }
@@ -261,18 +254,8 @@ pub fn rollup_from_env(
     ddb: aws_sdk_dynamodb::Client,
 ) -> Result<RollupFunction, ConfigError> {
     let counter: CounterConfig = spec.config_from_env()?;
-    let hold_var = spec.var("ROLLUP_HOLD_IN_WINDOW");
-    let hold = match std::env::var(&hold_var).ok().as_deref().map(str::trim) {
-        None | Some("") | Some("false") => false,
-        Some("true") => true,
-        Some(other) => {
-            return Err(ConfigError::new(
-                "ROLLUP_HOLD_IN_WINDOW",
-                format!("`{other}`: must be `true` or `false`"),
-            )
-            .renamed(|s| spec.var(s)))
-        }
-    };
+    let hold =
+        crate::settings::env_parse::<bool>(&spec.var("ROLLUP_HOLD_IN_WINDOW"))?.unwrap_or(false);
     let config = RollupConfig::builder(counter)
         .hold_in_window(hold)
         .build()
