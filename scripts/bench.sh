@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 bash scripts/tools.sh
-cargo build --quiet --release -p bench
+cargo build --quiet --release -p dev-bench
 # The Python peer of `bench idempotency` and `bench processor`: Powertools for AWS Lambda in a venv of its own.
 if [ -z "${POWERTOOLS_PYTHON:-}" ]; then
   if [ ! -x .tools/powertools/bin/python ]; then
@@ -22,7 +22,7 @@ if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   export BENCH_DYNAMODB_PID=$DYNAMODB_LOCAL_PID
   trap 'kill "$DYNAMODB_LOCAL_PID" 2>/dev/null || true' EXIT
 fi
-# Dummy credentials for a loopback endpoint (the hosts `dynamo_testing::is_local` accepts);
+# Dummy credentials for a loopback endpoint (the hosts `dev_testing::is_local` accepts);
 # a region's endpoint (`BENCHES=txn` against DynamoDB) signs with the environment's or the
 # profile's.
 case "$AWS_ENDPOINT_URL_DYNAMODB" in

@@ -9,7 +9,7 @@
 
 mdBook wants every page under one source directory, but the book's table of contents
 (docs/SUMMARY.md) also lists pages that live beside their code (the protocol pages in
-shared/protocols/docs/, README.md, ARCHITECTURE.md, CHANGELOG.md). So the pages and every file
+shared/dynamodb-exactly-once/docs/, README.md, ARCHITECTURE.md, CHANGELOG.md). So the pages and every file
 they link to are staged in target/book/src at their repository paths (relative links then
 stay right), with SUMMARY.md at its root, and book.toml points there.
 """

@@ -21,7 +21,7 @@ done
 for fn in functions/*/; do
   pkg=$(basename "$fn")
   tree=$(cargo tree -q -e normal -p "$pkg" --prefix none)
-  for banned in serde_yaml_ng dynamo-testing dynamo-provision; do
+  for banned in serde_yaml_ng dev-testing dynamo-provision; do
     if grep -q "^$banned " <<<"$tree"; then
       echo "check-deps: the Lambda binary $pkg links $banned" >&2
       fail=1

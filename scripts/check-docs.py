@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Check the documentation: README.md, ARCHITECTURE.md, CHANGELOG.md, docs/**/*.md,
-shared/*/README.md and the protocol pages shared/protocols/docs/*.md.
+shared/*/README.md and the protocol pages shared/dynamodb-exactly-once/docs/*.md.
 
 * every relative link points to an existing file or directory;
 * every `#anchor` (in the same file or in another Markdown file) matches a heading there,
@@ -8,7 +8,7 @@ shared/*/README.md and the protocol pages shared/protocols/docs/*.md.
 * README.md is at most README_MAX_BYTES;
 * docs/SUMMARY.md lists every page of docs/ and every protocol page;
 * the README's first ```rust block is, character for character, the part of
-  shared/protocols/examples/quickstart.rs between `// quickstart:start` and `// quickstart:end`;
+  shared/dynamodb-exactly-once/examples/quickstart.rs between `// quickstart:start` and `// quickstart:end`;
 * the protocol pages are also rustdoc (`#![doc = include_str!(..)]`): no relative file links
   (they do not resolve on docs.rs), no `<tag>` and no `[word]` outside code (rustdoc reads
   them as HTML or as intra-doc links). Their rustdoc links ([`Ratchet::write`],
@@ -34,8 +34,8 @@ ALLOWED_MISSING_UNTIL_MERGE = set()
 UNMERGED_DRAFTS = set()
 
 SUMMARY = "docs/SUMMARY.md"
-PROTOCOL_PAGES = "shared/protocols/docs"
-QUICKSTART = "shared/protocols/examples/quickstart.rs"
+PROTOCOL_PAGES = "shared/dynamodb-exactly-once/docs"
+QUICKSTART = "shared/dynamodb-exactly-once/examples/quickstart.rs"
 QUICKSTART_START = "// quickstart:start"
 QUICKSTART_END = "// quickstart:end"
 

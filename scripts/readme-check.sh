@@ -12,7 +12,7 @@
 #                                     AWS_ENDPOINT_URL_DYNAMODB, or a DynamoDB Local of its
 #                                     own when that is unset (`make readme-check`)
 #   scripts/readme-check.sh --example run the same code as the workspace's example
-#                                     (shared/protocols/examples/quickstart.rs, the README's
+#                                     (shared/dynamodb-exactly-once/examples/quickstart.rs, the README's
 #                                     block character for character: check-docs.py) against
 #                                     AWS_ENDPOINT_URL_DYNAMODB (`make test`, seconds)
 #
@@ -42,7 +42,7 @@ deps = tomls[0]
 path = re.search(r'dynamodb-exactly-once = \{ path = "([^"]+)" \}', deps)
 if not path:
     sys.exit("readme-check: the README's dependency line is not `dynamodb-exactly-once = { path = \"...\" }`")
-deps = deps.replace(path.group(1), f"{root}/shared/protocols")
+deps = deps.replace(path.group(1), f"{root}/shared/dynamodb-exactly-once")
 manifest = ('[package]\nname = "readme-crate"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n'
             + deps + "\n[workspace]\n")
 open(f"{crate}/Cargo.toml", "w", encoding="utf-8").write(manifest)

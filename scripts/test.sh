@@ -31,7 +31,7 @@ fi
 echo "== docs (rustdoc warnings are errors)"
 # The library crates (their pages are what users read; the binaries' docs are their READMEs).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --quiet \
-  -p dynamodb-exactly-once -p dynamodb-exactly-once-lambda -p dynamo-testing -p dynamo-provision
+  -p dynamodb-exactly-once -p dynamodb-exactly-once-lambda -p dev-testing -p dynamo-provision
 echo "== public API (api/*.txt)"
 python3 scripts/public-api.py
 echo "== template"
@@ -49,7 +49,7 @@ else
   echo "book: skipped (no mdbook; make book installs it)"
 fi
 echo "== import cycles"
-python3 scripts/check-cycles.py shared/*/src functions/*/src ops/src ops/bench/src
+python3 scripts/check-cycles.py shared/*/src functions/*/src ops/src
 echo "== tests"
 # One DynamoDB Local for every test process (tests create their tables under unique prefixes),
 # instead of one per test binary. It slows as tables and streams accumulate, so the checkers'

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client_with, Fault, FaultInjector};
+use dev_testing::{client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{Deadline, Protocol};
 use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourceRecord};

@@ -15,8 +15,7 @@ use serde_json::{json, Map, Value};
 
 /// A ratchet writer on fresh template tables, with the given client.
 pub async fn ratchet_writer(client: Client) -> (Writer<Ratchet>, BTreeMap<String, String>) {
-    let tables =
-        dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let writer = ratchet_writer_on(client, &tables);
     (writer, tables)
 }
@@ -57,7 +56,7 @@ pub fn ratchet_history_writer(
 }
 
 #[allow(unused_imports)]
-pub use dynamo_testing::events::sqs_batch;
+pub use dev_testing::events::sqs_batch;
 
 /// Every raw item of a table (tombstones included), keyed by `PK|SK`.
 pub async fn scan(client: &Client, table: &str) -> BTreeMap<String, Map<String, Value>> {
@@ -104,9 +103,9 @@ pub async fn raw_item(client: &Client, table: &str, key: Item) -> Option<Map<Str
 
 /// Load a fixture from `events/`, as if its records reached the source now.
 pub fn fixture(name: &str) -> Value {
-    let path = dynamo_testing::workspace_root().join("events").join(name);
+    let path = dev_testing::workspace_root().join("events").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    dynamo_testing::events::arriving_now(serde_json::from_str(&text).expect("fixture is JSON"))
+    dev_testing::events::arriving_now(serde_json::from_str(&text).expect("fixture is JSON"))
 }
 
 /// A ratchet put record body.
@@ -133,7 +132,7 @@ pub async fn numeric_key_table(client: &Client, name: &str, key: &str) -> String
     use aws_sdk_dynamodb::types::{
         AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
     };
-    let table = format!("{}{name}", dynamo_testing::unique_prefix());
+    let table = format!("{}{name}", dev_testing::unique_prefix());
     client
         .create_table()
         .table_name(&table)
@@ -169,7 +168,7 @@ pub async fn string_key_table(
     use aws_sdk_dynamodb::types::{
         AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
     };
-    let table = format!("{}{name}", dynamo_testing::unique_prefix());
+    let table = format!("{}{name}", dev_testing::unique_prefix());
     let attr = |n: &str| {
         AttributeDefinition::builder()
             .attribute_name(n)

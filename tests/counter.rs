@@ -12,7 +12,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::counter::{
     Counter, CounterConfig, CounterConfigBuilder, CounterOutcome, KEY_BYTES,
 };
@@ -72,7 +72,7 @@ pub(crate) fn writer_on(
 }
 
 async fn counter_writer(client: Client) -> (Writer<Counter>, BTreeMap<String, String>) {
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     (writer_on(client, &tables, |c| c, None), tables)
 }
 
@@ -300,7 +300,7 @@ fn lose_responses(percent: usize) -> FaultInjector {
 async fn lost_responses_with_sdk_retries_never_double_count() {
     let injector = lose_responses(40);
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
+    let tables = dev_testing::template_tables(&setup, &TABLES).await;
     let w = writer_on(
         client_with(Some(injector.clone()), 4),
         &tables,
@@ -331,7 +331,7 @@ async fn lost_responses_with_sdk_retries_never_double_count() {
 async fn lost_responses_without_sdk_retries_are_redelivered_and_never_double_count() {
     let injector = lose_responses(50);
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
+    let tables = dev_testing::template_tables(&setup, &TABLES).await;
     let w = writer_on(client_with(Some(injector.clone()), 1), &tables, |c| c, None);
     let bodies = traffic(300, 6, 10, "lost-redelivery");
 
@@ -361,7 +361,7 @@ async fn a_lost_response_retried_by_the_sdk_is_recognised_as_its_own_write() {
         }
     });
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
+    let tables = dev_testing::template_tables(&setup, &TABLES).await;
     let w = writer_on(
         client_with(Some(lose_first.clone()), 3),
         &tables,
@@ -437,7 +437,7 @@ async fn a_batch_is_coalesced_into_one_write_per_item_and_chunk() {
 #[tokio::test]
 async fn a_duplicate_inside_the_window_is_rejected_and_past_the_window_is_forgotten() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let clock = Arc::new(AtomicU64::new(1_000_000));
     // Window 100 s over 2 buckets: buckets of 100 s, keys kept at most 200 s.
     let w = writer_on(
@@ -493,7 +493,7 @@ async fn a_duplicate_inside_the_window_is_rejected_and_past_the_window_is_forgot
 #[tokio::test]
 async fn item_size_stays_bounded_across_many_windows() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let clock = Arc::new(AtomicU64::new(5_000_000));
     let w = writer_on(
         client.clone(),
@@ -539,7 +539,7 @@ async fn item_size_stays_bounded_across_many_windows() {
 #[tokio::test]
 async fn a_writer_whose_clock_is_behind_sees_the_newer_keys_and_writes_its_own_bucket() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let ahead = Arc::new(AtomicU64::new(2_000_500));
     let behind = Arc::new(AtomicU64::new(2_000_000));
     let window = |c: CounterConfigBuilder| c.window(Duration::from_secs(100));

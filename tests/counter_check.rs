@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use dynamo_testing::client;
-use dynamo_testing::events::batch;
+use dev_testing::client;
+use dev_testing::events::batch;
 use dynamodb_exactly_once::counter::{Counter, CounterConfigBuilder};
 use dynamodb_exactly_once_lambda::Writer;
 use rand::rngs::StdRng;
@@ -166,7 +166,7 @@ async fn schedule(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_schedules_of_concurrent_faulty_invocations_count_every_key_exactly_once() {
     let seeds = Seeds::from_env("COUNTER_INLINE_CHECK", 40);
-    let tables = Arc::new(dynamo_testing::template_tables(&client(), &TABLES).await);
+    let tables = Arc::new(dev_testing::template_tables(&client(), &TABLES).await);
     let mut counts = Counts::new();
     for seed in seeds.iter() {
         if let Err(failure) = schedule(seed, tables.clone(), &mut counts).await {

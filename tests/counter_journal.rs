@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType, StreamSpecification, StreamViewType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client, client_with, unique_prefix, Fault, FaultInjector};
+use dev_testing::{client, client_with, unique_prefix, Fault, FaultInjector};
 use dynamodb_exactly_once::counter::journal::{Rollup, RollupBatchReport, RollupConfig};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome, CounterRecord};
 use dynamodb_exactly_once::ddb::ItemKey;

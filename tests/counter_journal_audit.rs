@@ -1,5 +1,5 @@
 //! Lost records of the roll-up's event source mapping, driven through the mapping emulator
-//! (`dynamo_testing::mapping`) over the Streams double fed by DynamoDB Local's real stream:
+//! (`dev_testing::mapping`) over the Streams double fed by DynamoDB Local's real stream:
 //! batches the mapping gives up on (retries exhausted, records too old) are described on its
 //! on-failure destination; the repair takes those messages, derives the UTC days, and recounts
 //! them exactly from the journal (`ops counter repair --messages` / `--from-queue`). The
@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dynamo_testing::mapping::{Mapping, MappingConfig};
-use dynamo_testing::{client_with, Fault, FaultInjector, Shape};
+use dev_testing::mapping::{Mapping, MappingConfig};
+use dev_testing::{client_with, Fault, FaultInjector, Shape};
 use dynamodb_exactly_once::counter::journal::{
     AuditLimits, AuditOutcome, AuditReport, Repair, RepairDays, RepairOutcome, RepairReport,
     Rollup, RollupConfig, StreamFailure,
@@ -102,7 +102,7 @@ pub(crate) fn mapping(h: &Harness, retries: i64, max_age_secs: Option<i64>) -> M
 }
 
 /// Run the mapping until idle over `windows` minutes of clock (each window ends).
-pub(crate) async fn drain<H: dynamo_testing::mapping::Handler>(
+pub(crate) async fn drain<H: dev_testing::mapping::Handler>(
     h: &Harness,
     m: &mut Mapping,
     f: &H,

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record, ShardIteratorType};
 use base64::Engine;
-use dynamo_testing::{client, client_with, streams_client, Fault, FaultInjector};
+use dev_testing::{client, client_with, streams_client, Fault, FaultInjector};
 use dynamodb_exactly_once::counter::journal::{Rollup, RollupBatchReport, RollupConfig};
 use dynamodb_exactly_once::counter::CounterConfig;
 use dynamodb_exactly_once_lambda::RollupFunction;

@@ -1,5 +1,5 @@
 //! A randomized checker of the counter roll-up as the handler of the journal's stream event
-//! source mapping, run through the mapping emulator (`dynamo_testing::mapping`) over the
+//! source mapping, run through the mapping emulator (`dev_testing::mapping`) over the
 //! Streams double fed by DynamoDB Local's real stream: each seeded schedule draws a stream
 //! shape (1 to 4 shards, a rollover every hour of clock), the mapping's settings (batch size,
 //! bisect, a tumbling window of 1 to 15 minutes) and a fault rate; then interleaves journaled
@@ -32,8 +32,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dynamo_testing::mapping::{seeded_faults, Mapping, MappingConfig};
-use dynamo_testing::Shape;
+use dev_testing::mapping::{seeded_faults, Mapping, MappingConfig};
+use dev_testing::Shape;
 use dynamodb_exactly_once::counter::journal::{RepairDays, StreamFailure};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -144,7 +144,7 @@ async fn schedule(seed: u64) -> Result<(), String> {
 }
 
 /// Run the mapping until idle past its windows.
-async fn settle<H: dynamo_testing::mapping::Handler>(
+async fn settle<H: dev_testing::mapping::Handler>(
     h: &Harness,
     mapping: &mut Mapping,
     handler: &H,

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamo_testing::Shape;
+use dev_testing::Shape;
 use dynamodb_exactly_once::counter::journal::{Repair, RepairDays, RepairOutcome};
 use dynamodb_exactly_once::counter::Counter;
 

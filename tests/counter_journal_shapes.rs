@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::mapping::{Mapping, MappingConfig, Stats};
-use dynamo_testing::{client, Shape, StreamsDouble};
+use dev_testing::mapping::{Mapping, MappingConfig, Stats};
+use dev_testing::{client, Shape, StreamsDouble};
 use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterRecord};
 use dynamodb_exactly_once::ddb::{Clock, ItemKey};
@@ -322,8 +322,8 @@ async fn a_refused_record_whose_dead_letter_was_not_kept_is_kept_by_the_next_del
     let counter = h.counter();
     h.journal(&counter, &[adding(&counter, "b", "n", 1, "poison")])
         .await;
-    let faults = crate::counter_journal::first_of("BatchWriteItem", dynamo_testing::Fault::Refuse);
-    let dying = h.function_with(dynamo_testing::client_with(Some(faults), 1));
+    let faults = crate::counter_journal::first_of("BatchWriteItem", dev_testing::Fault::Refuse);
+    let dying = h.function_with(dev_testing::client_with(Some(faults), 1));
     let mut mapping = h.mapping();
     let stats = h.roll_with(&mut mapping, dying).await;
     assert!(

@@ -6,8 +6,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use dynamo_testing::mapping::{Fault, Mapping, MappingConfig};
-use dynamo_testing::{client_with, FaultInjector, Shape};
+use dev_testing::mapping::{Fault, Mapping, MappingConfig};
+use dev_testing::{client_with, FaultInjector, Shape};
 use serde_json::Value;
 
 use crate::counter_journal_shapes::{adding, invoke, Harness};
@@ -37,7 +37,7 @@ fn counting(
         if op == "UpdateItem" {
             seen.fetch_add(1, Ordering::SeqCst);
         }
-        dynamo_testing::Fault::None
+        dev_testing::Fault::None
     });
     let f = h.function_holding(client_with(Some(faults), 3), true);
     move |event: Value| {
@@ -51,7 +51,7 @@ fn counting(
 async fn fifteen_minutes(
     h: &Harness,
     mapping: &mut Mapping,
-    handler: &(impl dynamo_testing::mapping::Handler + ?Sized),
+    handler: &(impl dev_testing::mapping::Handler + ?Sized),
 ) -> ((i64, i64), (i64, i64)) {
     let counter = h.counter();
     // Start at a window's start (windows are aligned on the epoch).

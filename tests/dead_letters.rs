@@ -8,7 +8,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::*;
-use dynamo_testing::{client, template_tables};
+use dev_testing::{client, template_tables};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::{Deadline, Protocol, RecordResult};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use common::*;
-use dynamo_testing::{client, client_for, proxy, template_tables};
+use dev_testing::{client, client_for, proxy, template_tables};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::document::{Document, DocumentConfig};

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::batch::RecordFailure;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 use dynamodb_exactly_once::{Deadline, ErrorClass, ItemKey, RecordResult};
@@ -28,7 +28,7 @@ mod tokens;
 // ------------------------------------------------------------------------------ helpers
 
 async fn tables(client: &Client) -> BTreeMap<String, String> {
-    dynamo_testing::template_tables(client, &["DocumentTable", "DeadLetterTable"]).await
+    dev_testing::template_tables(client, &["DocumentTable", "DeadLetterTable"]).await
 }
 
 fn writer_on(client: Client, tables: &BTreeMap<String, String>) -> Writer<Document> {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_testing::{client, client_with, At, Fault, FaultInjector, Interleaving};
+use dev_testing::{client, client_with, At, Fault, FaultInjector, Interleaving};
 use dynamodb_exactly_once::ddb::retry::Backoff;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 use dynamodb_exactly_once::{
@@ -21,7 +21,7 @@ use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use serde_json::{json, Map, Value};
 
 async fn document_table(client: &Client) -> String {
-    dynamo_testing::template_tables(client, &["DocumentTable"]).await["DocumentTable"].clone()
+    dev_testing::template_tables(client, &["DocumentTable"]).await["DocumentTable"].clone()
 }
 
 fn docs(client: Client, table: &str) -> Document {
@@ -285,8 +285,7 @@ async fn a_blind_replace_that_keeps_losing_races_is_delivered_again_not_acknowle
 async fn a_dead_letter_whose_replay_ends_in_conflict_is_kept() {
     // Given a kept replace whose expected version the document does not have
     let client = client();
-    let tables =
-        dynamo_testing::template_tables(&client, &["DocumentTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&client, &["DocumentTable", "DeadLetterTable"]).await;
     let writer = dynamodb_exactly_once_lambda::Writer::builder(
         "document-writer",
         docs(client.clone(), &tables["DocumentTable"]),
@@ -382,8 +381,7 @@ async fn a_delivery_whose_write_landed_unanswered_is_recognised_when_it_comes_ag
     // response (what a write cut off at the deadline, or a response lost on the last SDK
     // attempt, leaves behind)
     let direct = client();
-    let tables =
-        dynamo_testing::template_tables(&direct, &["DocumentTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&direct, &["DocumentTable", "DeadLetterTable"]).await;
     let writer = losing_first_response(&direct, &tables);
     let batch = sqs_batch(
         &[rec(
@@ -410,8 +408,7 @@ async fn a_remove_whose_write_landed_unanswered_removes_one_element_when_it_come
     // Given a list holding "x" twice, and a writer without SDK retries whose first UpdateItem
     // lands but loses its response
     let direct = client();
-    let tables =
-        dynamo_testing::template_tables(&direct, &["DocumentTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&direct, &["DocumentTable", "DeadLetterTable"]).await;
     let plain = docs(direct.clone(), &tables["DocumentTable"]);
     let append = rec(
         "list_append",

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::config::retry::{RetryPartition, TokenBucket};
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::events;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::events;
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentRecord};
 use dynamodb_exactly_once::{Deadline, ItemKey, Protocol, RecordResult};
@@ -290,7 +290,7 @@ async fn every_document_record_applies_once_in_source_order_under_lost_responses
     let (seed, cases) = seed_and_cases(50);
     let setup = client();
     let table =
-        dynamo_testing::template_tables(&setup, &["DocumentTable"]).await["DocumentTable"].clone();
+        dev_testing::template_tables(&setup, &["DocumentTable"]).await["DocumentTable"].clone();
     for case in 0..cases {
         let case_seed = seed.wrapping_add(case);
         if let Err(e) = one_case(case_seed, &table, usize::try_from(case).unwrap_or(0)).await {
@@ -402,8 +402,7 @@ async fn pipeline_case(
 async fn through_the_pipeline_every_record_applies_once_under_kinesis_and_sqs_redelivery() {
     let (seed, cases) = seed_and_cases(40);
     let setup = client();
-    let tables =
-        dynamo_testing::template_tables(&setup, &["DocumentTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["DocumentTable", "DeadLetterTable"]).await;
     for case in 0..cases {
         let case_seed = seed.wrapping_add(case);
         if let Err(e) = pipeline_case(case_seed, &tables, usize::try_from(case).unwrap_or(0)).await

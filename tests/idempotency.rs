@@ -11,8 +11,8 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::events::sqs_batch;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::events::sqs_batch;
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::idempotency::{
     DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, Run,
@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 /// A fresh idempotency table (key `Id`).
 pub(crate) async fn table(client: &Client) -> String {
-    let name = format!("{}Idempotency", dynamo_testing::unique_prefix());
+    let name = format!("{}Idempotency", dev_testing::unique_prefix());
     client
         .create_table()
         .table_name(&name)

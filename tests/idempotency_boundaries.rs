@@ -6,7 +6,7 @@
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
     Claim, ClaimRequest, DynamoDbPersistence, Idempotency, IdempotencyConfig, Persistence, Run,

@@ -28,7 +28,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
     DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, KeySource, Run,
@@ -83,7 +83,7 @@ fn log(shared: &Shared) -> Result<std::sync::MutexGuard<'_, Log>, String> {
 fn message(seed: u64, m: usize, deadline_ms: u64) -> Record<Value> {
     let body = json!({ "orderId": format!("o-{m}"), "cents": 250 });
     let offset = usize::try_from(seed).unwrap_or(0) * 10 + m;
-    let batch = dynamo_testing::events::sqs_batch(std::slice::from_ref(&body), offset);
+    let batch = dev_testing::events::sqs_batch(std::slice::from_ref(&body), offset);
     let position = batch.records[0].position.clone();
     Record::new(body.clone(), position, body.to_string().into_bytes())
         .with_deadline_ms(Some(deadline_ms))

@@ -1,5 +1,5 @@
 //! The idempotency layer's guarantee under replayed schedules, on DynamoDB Local: actors (one
-//! SDK client each, `dynamo_testing::Interleaving`) deliver the same SQS message; their calls
+//! SDK client each, `dev_testing::Interleaving`) deliver the same SQS message; their calls
 //! are held, lose their responses or stop at chosen points. Every test counts the function's
 //! executions.
 //!
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client, At, Interleaving};
+use dev_testing::{client, At, Interleaving};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
     ClaimRequest, DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError,
@@ -52,7 +52,7 @@ fn cached_layer(client: Client, table: &str, cache_keys: usize) -> Layer {
 /// A delivery of SQS message `m0` (an order), its handler abandoned at `deadline_ms`.
 fn delivery(deadline_ms: u64) -> Record<Value> {
     let body = json!({"orderId": "o-1", "cents": 250});
-    let batch = dynamo_testing::events::sqs_batch(std::slice::from_ref(&body), 0);
+    let batch = dev_testing::events::sqs_batch(std::slice::from_ref(&body), 0);
     let position = batch.records[0].position.clone();
     Record::new(body.clone(), position, body.to_string().into_bytes())
         .with_deadline_ms(Some(deadline_ms))

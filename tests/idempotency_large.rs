@@ -12,7 +12,7 @@ use crate::idempotency::table;
 
 #[tokio::test]
 async fn a_result_too_large_for_an_item_is_recorded_completed_and_never_runs_again() {
-    let client = dynamo_testing::client();
+    let client = dev_testing::client();
     let table = table(&client).await;
     let config = IdempotencyConfig::builder("reports")
         .cache_keys(0)

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
     DynamoDbPersistence, DynamoDbPersistenceBuilder, Idempotency, IdempotencyConfig, KeySource, Run,
@@ -33,7 +33,7 @@ fn layer(persistence: DynamoDbPersistenceBuilder, namespace: &str) -> Layer {
 
 /// Charge `order` through `layer` as a stream consumer would: the key `/orderId`.
 async fn charge(layer: &Layer, operation: &str, order: &Value, runs: &AtomicUsize) -> Run<Value> {
-    let batch = dynamo_testing::events::sqs_batch(std::slice::from_ref(order), 0);
+    let batch = dev_testing::events::sqs_batch(std::slice::from_ref(order), 0);
     let record = Record::new(
         order.clone(),
         batch.records[0].position.clone(),

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
     DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, IdempotencyLayer,
@@ -57,7 +57,7 @@ impl Python {
             .env("TABLE", table)
             .env("SORT_KEY_ATTR", sort_key.unwrap_or_default())
             .env("KEY_PREFIX", key_prefix.unwrap_or_default())
-            .env("AWS_ENDPOINT_URL_DYNAMODB", dynamo_testing::endpoint())
+            .env("AWS_ENDPOINT_URL_DYNAMODB", dev_testing::endpoint())
             .env("AWS_ACCESS_KEY_ID", "local")
             .env("AWS_SECRET_ACCESS_KEY", "local")
             .env("AWS_DEFAULT_REGION", "us-east-1")
@@ -258,7 +258,7 @@ async fn rust_in_progress(python: &mut Python, rust: &Layer) {
 async fn number_keys(python: &mut Python, rust: &Layer) {
     let o5 = json!({"orderId": 5, "amount": 1});
     assert_eq!(python.charge(&o5)["ran"], json!(true));
-    let batch = dynamo_testing::events::sqs_batch(std::slice::from_ref(&o5), 0);
+    let batch = dev_testing::events::sqs_batch(std::slice::from_ref(&o5), 0);
     let record = Record::new(
         o5.clone(),
         batch.records[0].position.clone(),

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
     DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, KeySource, RecordFormat,
@@ -139,7 +139,7 @@ fn rust_layer(table: &str, sort_key: Option<&str>) -> Layer {
 
 /// `charge` in Rust, a record of a stream: the key `/orderId`, `amount` validated.
 async fn rust_charge(layer: &Layer, order: &Value, runs: &AtomicUsize, work: Duration) -> Outcome {
-    let batch = dynamo_testing::events::sqs_batch(std::slice::from_ref(order), 0);
+    let batch = dev_testing::events::sqs_batch(std::slice::from_ref(order), 0);
     let record = Record::new(
         order.clone(),
         batch.records[0].position.clone(),

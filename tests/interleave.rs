@@ -1,8 +1,8 @@
-//! The interleaving harness itself (`dynamo_testing::Interleaving`): a release is never lost.
+//! The interleaving harness itself (`dev_testing::Interleaving`): a release is never lost.
 
 use std::time::Duration;
 
-use dynamo_testing::{client_intercepted, At, Interleaving};
+use dev_testing::{client_intercepted, At, Interleaving};
 
 /// `release_all` while a call that `pause_after` is to hold is still in flight (its rule fired
 /// when it was sent, its answer has not come): the answer must not be held. It was held until
@@ -11,7 +11,7 @@ use dynamo_testing::{client_intercepted, At, Interleaving};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_all_reaches_a_pause_decided_but_not_reached() {
     let il = Interleaving::new();
-    let proxy = dynamo_testing::proxy::delaying(Duration::from_millis(500))
+    let proxy = dev_testing::proxy::delaying(Duration::from_millis(500))
         .await
         .expect("a delaying proxy");
     let client = client_intercepted(&proxy, il.interceptor("a"), 1);

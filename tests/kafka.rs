@@ -8,7 +8,7 @@ use crate::processor::{dead_letters, invocation, order, processor, run, Calls};
 
 use std::time::{Duration, Instant};
 
-use dynamo_testing::events::kafka_event;
+use dev_testing::events::kafka_event;
 use dynamodb_exactly_once_lambda::processor::StreamOrder;
 use serde_json::{json, Value};
 

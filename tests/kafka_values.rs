@@ -12,7 +12,7 @@ use apache_avro::writer::datum::GenericDatumWriter;
 use apache_avro::Schema;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::mapping::RecordMapping;
@@ -63,7 +63,7 @@ fn batch(records: &[(i64, i64, Vec<u8>)]) -> Batch {
 async fn kafka_avro_values_are_counted_exactly_and_undecodable_ones_kept() {
     // Given a counter reading Confluent-framed Avro payments through a mapping
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &COUNTER_TABLES).await;
+    let tables = dev_testing::template_tables(&setup, &COUNTER_TABLES).await;
     let mapping = RecordMapping::new(
         "COUNTER_RECORD_MAPPING",
         r#"{"key":{"PK":"/account","SK":"=totals"},"add":{"amount":"/amount"},
@@ -181,7 +181,7 @@ async fn kafka_protobuf_values_reach_a_handler_as_json_and_undecodable_ones_are_
         cents: i64,
     }
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &["DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["DeadLetterTable"]).await;
     let letters = DeadLetters::new(setup, &tables["DeadLetterTable"], "orders");
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let keep = seen.clone();
@@ -245,8 +245,7 @@ async fn kafka_protobuf_values_reach_a_handler_as_json_and_undecodable_ones_are_
 async fn kafka_the_avro_sample_event_applies_through_the_ratchet() {
     // Given the ratchet reading the sample's Avro values under its schema file
     let setup = client();
-    let tables =
-        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let plain = crate::common::ratchet_writer_on(setup.clone(), &tables);
     let schema = include_str!("../events/schemas/rating.avsc");
     let writer = Writer::builder("ratchet-writer", plain.protocol().clone())

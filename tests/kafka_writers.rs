@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamo_testing::events::{kafka_batch, kafka_event};
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::events::{kafka_batch, kafka_event};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::txn::TxOutcome;
 use dynamodb_exactly_once::{Deadline, RecordResult};
@@ -42,8 +42,7 @@ fn rating(user: &str, ts: i64, rating: i64) -> Value {
 async fn kafka_ratchet_a_batch_delivered_again_and_overlapping_batches_keep_the_latest() {
     // Given two partitions (a user's ratings in one), DynamoDB refusing User#2 at first
     let setup = client();
-    let tables =
-        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let healed = Arc::new(AtomicBool::new(false));
     let faulty = client_with(Some(refuse_until_healed("User#2", healed.clone())), 1);
     let writer = ratchet_writer_on(faulty, &tables);
@@ -87,8 +86,7 @@ async fn kafka_ratchet_a_batch_delivered_again_and_overlapping_batches_keep_the_
 #[tokio::test]
 async fn kafka_ratchet_a_poison_value_at_each_position_is_kept_and_the_rest_applied() {
     let setup = client();
-    let tables =
-        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let writer = ratchet_writer_on(setup.clone(), &tables);
     for poison_at in 0..3_i64 {
         // Given a partition of three records whose record at `poison_at` is not JSON
@@ -130,7 +128,7 @@ async fn kafka_ratchet_a_poison_value_at_each_position_is_kept_and_the_rest_appl
 async fn kafka_counter_keyed_by_partition_and_offset_counts_each_record_once() {
     // Given a counter whose idempotency key is the record's Kafka position (a mapping)
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &COUNTER_TABLES).await;
+    let tables = dev_testing::template_tables(&setup, &COUNTER_TABLES).await;
     let mapping = RecordMapping::new(
         "COUNTER_RECORD_MAPPING",
         r#"{"key":{"PK":"/account","SK":"=totals"},"add":{"amount":"/amount"},
@@ -259,8 +257,7 @@ async fn kafka_document_appends_apply_once_under_redelivery_and_a_failure_holds_
     // Given the document writer (not idempotent under redelivery): appends to two lists, one
     // per partition, DynamoDB refusing the second append of list a at first
     let setup = client();
-    let tables =
-        dynamo_testing::template_tables(&setup, &["DocumentTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["DocumentTable", "DeadLetterTable"]).await;
     let healed = Arc::new(AtomicBool::new(false));
     let faulty = client_with(Some(refuse_until_healed("\"a2\"", healed.clone())), 1);
     let docs = |c| {

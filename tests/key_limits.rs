@@ -7,7 +7,7 @@
 //! 2,048-byte partition and 1,024-byte sort key limits, binary-keyed tables), described once
 //! per process: a key the table would refuse is `invalid_key` before any write.
 
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::{ItemKey, StoreError};
 use dynamodb_exactly_once::document::{Document, DocumentConfig};
@@ -21,7 +21,7 @@ use crate::common::{scan, sqs_batch};
 #[tokio::test]
 async fn history_keys_over_the_partition_key_limit_are_refused_before_the_write() {
     let client = client();
-    let tables = dynamo_testing::template_tables(
+    let tables = dev_testing::template_tables(
         &client,
         &[
             "RatchetTable",
@@ -94,7 +94,7 @@ async fn table_keyed_by(client: &aws_sdk_dynamodb::Client, name: &str, t: &str) 
     use aws_sdk_dynamodb::types::{
         AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
     };
-    let table = format!("{}{name}", dynamo_testing::unique_prefix());
+    let table = format!("{}{name}", dev_testing::unique_prefix());
     client
         .create_table()
         .table_name(&table)
@@ -153,7 +153,7 @@ async fn every_writer_refuses_keys_its_table_would_refuse_before_writing() {
     let c = client();
     let numeric = table_keyed_by(&c, "KeyN", "N").await;
     let binary = table_keyed_by(&c, "KeyB", "B").await;
-    let tables = dynamo_testing::template_tables(&c, &["RatchetTable"]).await;
+    let tables = dev_testing::template_tables(&c, &["RatchetTable"]).await;
     let pk_sk = &tables["RatchetTable"];
     let mut cases = refused_keys(&numeric, &binary);
     cases.push((
@@ -190,7 +190,7 @@ async fn every_writer_refuses_keys_its_table_would_refuse_before_writing() {
 async fn a_versioned_write_refuses_a_key_its_table_would_refuse_before_writing() {
     let c = client();
     let numeric = table_keyed_by(&c, "VerKeyN", "N").await;
-    let tables = dynamo_testing::template_tables(&c, &["VersionedHistoryTable"]).await;
+    let tables = dev_testing::template_tables(&c, &["VersionedHistoryTable"]).await;
     let store = Versioning::new(
         c.clone(),
         VersioningConfig::builder(&numeric, &tables["VersionedHistoryTable"])

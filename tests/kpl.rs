@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::Client;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use common::*;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ratchet::RatchetOutcome;
 use dynamodb_exactly_once::{Deadline, RecordResult, RejectionCode};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
@@ -81,8 +81,8 @@ async fn aggregated_counter_records_count_once_like_unaggregated_ones() {
         .build()
         .expect("valid writer")
     };
-    let agg_tables = dynamo_testing::template_tables(&setup, &names).await;
-    let plain_tables = dynamo_testing::template_tables(&setup, &names).await;
+    let agg_tables = dev_testing::template_tables(&setup, &names).await;
+    let plain_tables = dev_testing::template_tables(&setup, &names).await;
     let (aggregated, plain) = (counter(&agg_tables), counter(&plain_tables));
 
     let agg = Batch::from_event(fixture("counter-kinesis-aggregated.json")).expect("kinesis");

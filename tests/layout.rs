@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::{Item, ItemKey, Read};
 use dynamodb_exactly_once::ratchet::{
@@ -76,8 +76,7 @@ async fn codes_after<P: dynamodb_exactly_once::Protocol>(
 #[tokio::test]
 async fn renamed_ratchet_attributes_are_refused_on_first_contact_not_overwritten() {
     let client = client();
-    let tables =
-        dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let table = tables["RatchetTable"].clone();
     // Given items written under the default names: a put at ts 10, a tombstone at ts 10.
     let defaults = writer(&client, &tables, |c| c);
@@ -187,8 +186,7 @@ async fn total(client: &Client, table: &str, sk: &str) -> Value {
 #[tokio::test]
 async fn a_renamed_counter_prefix_is_refused_on_first_contact_not_counted_twice() {
     let client = client();
-    let tables =
-        dynamo_testing::template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
     let table = tables["CounterTable"].clone();
     // Given an item counted under the default prefix
     let defaults = counter_writer(&client, &tables, "ctr_", "defaults");

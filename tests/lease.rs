@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::lease::{
     AcquireOutcome, HeartbeatOutcome, Holding, Lease, LeaseConfig, ReleaseOutcome,
 };
@@ -21,7 +21,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 async fn lock_table(client: &Client) -> String {
-    dynamo_testing::template_tables(client, &["LockTable"]).await["LockTable"].clone()
+    dev_testing::template_tables(client, &["LockTable"]).await["LockTable"].clone()
 }
 
 fn lease_on(client: Client, table: &str, lease_ms: u64) -> Lease {

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::client;
-use dynamo_testing::interleave::{At, Interleaving};
+use dev_testing::client;
+use dev_testing::interleave::{At, Interleaving};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::ratchet::Ratchet;
 use dynamodb_exactly_once::{Deadline, RecordResult, RejectionCode};
@@ -99,7 +99,7 @@ async fn promises(client: &Client, tables: &BTreeMap<String, String>) -> BTreeMa
 #[tokio::test]
 async fn after_a_valid_workload_and_its_redelivery_the_dead_letter_table_holds_nothing() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let w = writer(client.clone(), &tables, 600).await;
     // Given a valid workload of puts and deletes over three items ...
     let bodies = [
@@ -142,7 +142,7 @@ async fn after_a_valid_workload_and_its_redelivery_the_dead_letter_table_holds_n
 #[tokio::test]
 async fn a_ledger_kept_among_the_dead_letters_by_an_earlier_version_is_moved_with_its_promises() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let now = epoch_millis() / 1000;
     // Given an earlier version's writers promised tombstones of 60 s in the dead-letter table ...
     put_legacy(&client, &tables, now + 1800, 7).await;
@@ -172,7 +172,7 @@ async fn a_ledger_kept_among_the_dead_letters_by_an_earlier_version_is_moved_wit
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_ledger_renewed_while_it_is_moved_is_kept_and_moved_at_the_next_renewal() {
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
+    let tables = dev_testing::template_tables(&setup, &TABLES).await;
     let now = epoch_millis() / 1000;
     put_legacy(&setup, &tables, now + 600, 1).await;
     // Given a writer held just before it deletes the legacy item it has moved ...

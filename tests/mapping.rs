@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::client;
-use dynamo_testing::events::{batch, sqs_batch};
+use dev_testing::client;
+use dev_testing::events::{batch, sqs_batch};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::Item;
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
@@ -47,8 +47,7 @@ fn key(pk: &str, sk: &str) -> Item {
 #[tokio::test]
 async fn the_counter_counts_an_existing_event_shape_once_per_source_message() {
     let client = client();
-    let tables =
-        dynamo_testing::template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&client, &["CounterTable", "DeadLetterTable"]).await;
     let counter = Counter::new(
         client.clone(),
         CounterConfig::builder(&tables["CounterTable"])
@@ -111,8 +110,7 @@ async fn the_counter_counts_an_existing_event_shape_once_per_source_message() {
 #[tokio::test]
 async fn the_ratchet_keeps_the_newest_version_of_an_existing_event_shape() {
     let client = client();
-    let tables =
-        dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let ratchet = Ratchet::new(
         client.clone(),
         RatchetConfig::builder(&tables["RatchetTable"])

@@ -1,4 +1,4 @@
-//! The event source mapping emulator (`dynamo_testing::mapping`), one test per Lambda rule,
+//! The event source mapping emulator (`dev_testing::mapping`), one test per Lambda rule,
 //! with trivial handlers over the Streams double (synthetic streams, and one DynamoDB Local
 //! table): the event's shape, lineage, batches, lanes, partial batch responses, bisect,
 //! retries and record age, filters, tumbling windows, faults, trimmed positions.
@@ -6,8 +6,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dynamo_testing::mapping::{Handler, Mapping, MappingConfig, MappingConfigBuilder};
-use dynamo_testing::{unique_prefix, Shape, StreamsDouble};
+use dev_testing::mapping::{Handler, Mapping, MappingConfig, MappingConfigBuilder};
+use dev_testing::{unique_prefix, Shape, StreamsDouble};
 use dynamodb_exactly_once::ddb::Clock;
 use serde_json::{json, Value};
 
@@ -252,7 +252,7 @@ async fn table(c: &aws_sdk_dynamodb::Client) -> (String, String) {
 #[tokio::test]
 async fn a_dynamodb_local_tables_stream_is_read_through_the_double_and_directly() {
     use aws_sdk_dynamodb::types::AttributeValue;
-    let c = dynamo_testing::client();
+    let c = dev_testing::client();
     let (name, arn) = table(&c).await;
     for (pk, n) in [("a", "1"), ("b", "2"), ("a", "3")] {
         c.put_item()
@@ -265,7 +265,7 @@ async fn a_dynamodb_local_tables_stream_is_read_through_the_double_and_directly(
     }
     let e = env(Shape::shards(4)).await;
     let through_double = e.double.client();
-    let direct = dynamo_testing::streams_client();
+    let direct = dev_testing::streams_client();
     for (label, client) in [("double", through_double), ("DynamoDB Local", direct)] {
         let config = config().filter_pattern(json!({"eventName": ["INSERT", "MODIFY"]}));
         let mut m = Mapping::new(client, &arn, config.build().expect("config"))

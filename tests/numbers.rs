@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
@@ -139,7 +139,7 @@ async fn the_document_writer_stores_a_20_digit_key_and_a_38_digit_amount_exactly
 async fn versioned_writes_store_a_20_digit_key_and_a_38_digit_amount_exactly() {
     let c = client();
     let table = crate::common::numeric_key_table(&c, "NumVersioned", "PK").await;
-    let history = dynamo_testing::template_tables(&c, &["VersionedHistoryTable"]).await
+    let history = dev_testing::template_tables(&c, &["VersionedHistoryTable"]).await
         ["VersionedHistoryTable"]
         .clone();
     let store = Versioning::new(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use common::fixture;
-use dynamo_testing::{client, template_tables};
+use dev_testing::{client, template_tables};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once_lambda::dead_letter::{DeadLetterSink, DeadLetters, ReportOnly};
 use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError, StreamOrder};
@@ -374,7 +374,7 @@ async fn dynamodb_streams_answer_by_sequence_number_and_stop_the_shard_at_a_retr
     .build()
     .expect("valid processor");
     let change = |n: usize, pk: &str| {
-        dynamo_testing::events::stream_record(
+        dev_testing::events::stream_record(
             &format!("e{n}"),
             "INSERT",
             &format!("{n:021}"),

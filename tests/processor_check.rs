@@ -158,7 +158,7 @@ fn batch(source: Source, rng: &mut StdRng) -> Batch {
     } else {
         SourceKind::Sqs
     };
-    let mut batch = dynamo_testing::events::batch(kind, &bodies, 0);
+    let mut batch = dev_testing::events::batch(kind, &bodies, 0);
     let (mut aggregate, mut size, mut left) = (String::new(), 0, 0);
     for (seq, r) in (0..).zip(batch.records.iter_mut()) {
         if source == Source::KinesisShardKpl {

@@ -281,7 +281,7 @@ async fn dynamodb_stream_images_and_keys_arrive_typed() {
     .build()
     .expect("processor");
     let records = vec![
-        dynamo_testing::events::stream_record(
+        dev_testing::events::stream_record(
             "e1",
             "INSERT",
             &format!("{:021}", 1),
@@ -289,7 +289,7 @@ async fn dynamodb_stream_images_and_keys_arrive_typed() {
             Some(&json!({"PK": "u1", "visits": 1})),
             None,
         ),
-        dynamo_testing::events::stream_record(
+        dev_testing::events::stream_record(
             "e2",
             "MODIFY",
             &format!("{:021}", 2),
@@ -297,7 +297,7 @@ async fn dynamodb_stream_images_and_keys_arrive_typed() {
             Some(&json!({"PK": "u1", "visits": 2})),
             Some(&json!({"PK": "u1", "visits": 1})),
         ),
-        dynamo_testing::events::stream_record(
+        dev_testing::events::stream_record(
             "e3",
             "REMOVE",
             &format!("{:021}", 3),

@@ -6,7 +6,7 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::item::ItemKey;
 use dynamodb_exactly_once::ratchet::RatchetOutcome;
 use dynamodb_exactly_once::Deadline;
@@ -322,8 +322,7 @@ async fn transient_failures_are_reported_and_a_redelivery_completes() {
         }
     });
     let setup = client();
-    let tables =
-        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let mut w = ratchet_writer_on(client_with(Some(refuse_b.clone()), 1), &tables);
     w = crate::common::with_protocol(
         &w,
@@ -374,8 +373,7 @@ async fn kinesis_failures_are_reported_by_sequence_number() {
         }
     });
     let setup = client();
-    let tables =
-        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let w = ratchet_writer_on(client_with(Some(refuse_all_puts), 1), &tables);
     let event = fixture("ratchet-kinesis-in-order.json");
     let expected: Vec<String> = Batch::from_event(event.clone())
@@ -410,8 +408,7 @@ async fn a_dead_letter_that_cannot_be_written_is_reported_not_dropped() {
         }
     });
     let setup = client();
-    let tables =
-        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let w = ratchet_writer_on(client_with(Some(refuse_all_puts), 1), &tables);
 
     let report = w
@@ -433,8 +430,7 @@ async fn lost_response_is_retried_by_the_sdk_and_recognised_as_duplicate() {
         }
     });
     let setup = client();
-    let tables =
-        dynamo_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
     let w = ratchet_writer_on(client_with(Some(lose_first.clone()), 3), &tables);
 
     let outcome = write_one(&w, put("u", "a", 1, json!({"v":1}))).await;
@@ -474,7 +470,7 @@ async fn nothing_is_started_after_the_deadline() {
 
 #[tokio::test]
 async fn fixtures_round_trip_and_match_their_source() {
-    let dir = dynamo_testing::workspace_root().join("events");
+    let dir = dev_testing::workspace_root().join("events");
     let mut seen = 0;
     for entry in std::fs::read_dir(dir).expect("events/") {
         let path = entry.expect("entry").path();

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
@@ -28,8 +28,7 @@ fn counting() -> (aws_sdk_dynamodb::Client, Arc<AtomicUsize>) {
 #[tokio::test]
 async fn a_warm_redelivery_costs_no_call_and_a_newer_record_still_writes() {
     let direct = client();
-    let tables =
-        dynamo_testing::template_tables(&direct, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&direct, &["RatchetTable", "DeadLetterTable"]).await;
     let (counted, calls) = counting();
     // The table's key schema, described once per process, is known already (not counted).
     dynamodb_exactly_once::ddb::schema::key_schema(&direct, &tables["RatchetTable"])

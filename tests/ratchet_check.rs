@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamo_testing::client;
-use dynamo_testing::events::batch;
+use dev_testing::client;
+use dev_testing::events::batch;
 use dynamodb_exactly_once::ddb::item::item_to_json;
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOp, RatchetRecord};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
@@ -203,7 +203,7 @@ async fn schedule(
 async fn seeded_schedules_of_concurrent_faulty_invocations_leave_every_key_at_its_newest_record() {
     let seeds = Seeds::from_env("RATCHET_CHECK", 40);
     let tables =
-        dynamo_testing::template_tables(&client(), &["RatchetTable", "DeadLetterTable"]).await;
+        dev_testing::template_tables(&client(), &["RatchetTable", "DeadLetterTable"]).await;
     let mut counts = Counts::new();
     for seed in seeds.iter() {
         if let Err(failure) = schedule(seed, &tables, &mut counts).await {

@@ -18,7 +18,7 @@ use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use common::*;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetOp, RatchetOutcome};
 use dynamodb_exactly_once::{Deadline, RecordResult};
 use dynamodb_exactly_once_lambda::Batch;
@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 // ------------------------------------------------------------------------- history mode helpers
 
 async fn history_tables(client: &Client) -> BTreeMap<String, String> {
-    dynamo_testing::template_tables(
+    dev_testing::template_tables(
         client,
         &["RatchetTable", "RatchetHistoryTable", "DeadLetterTable"],
     )

@@ -10,7 +10,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_testing::{client, client_with, template_tables, Fault, FaultInjector};
+use dev_testing::{client, client_with, template_tables, Fault, FaultInjector};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};

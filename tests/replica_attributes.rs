@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamo_testing::client;
-use dynamo_testing::events::stream_batch;
+use dev_testing::client;
+use dev_testing::events::stream_batch;
 use dynamodb_exactly_once::ddb::Item;
 use dynamodb_exactly_once::Deadline;
 
@@ -15,7 +15,7 @@ use crate::streams::{replica_writer, s, stream_record, typed_scan, TABLES};
 #[tokio::test]
 async fn source_attributes_named_like_replica_attributes_are_refused_not_reinterpreted() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let writer = replica_writer(client.clone(), &tables);
     let key = |sk: &str| -> Item { HashMap::from([("PK".into(), s("c")), ("SK".into(), s(sk))]) };
     let with = |sk: &str, name: &str, value: AttributeValue| -> Item {

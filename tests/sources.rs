@@ -10,7 +10,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::batch::RecordFailure;
 use dynamodb_exactly_once::txn::{Coordinator, TxConfig, TxOutcome};
 use dynamodb_exactly_once::{Deadline, RecordResult};
@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 /// The coordinator's tables and a writer on them.
 pub(crate) async fn tx_tables(client: &Client) -> BTreeMap<String, String> {
     let tables =
-        dynamo_testing::template_tables(client, &["TxTable", "AccountsTable", "DeadLetterTable"])
+        dev_testing::template_tables(client, &["TxTable", "AccountsTable", "DeadLetterTable"])
             .await;
     for (pk, balance) in [
         ("ann", 100),
@@ -602,8 +602,7 @@ async fn fifo_a_group_of_one_counter_item_is_one_update() {
     use std::sync::Arc;
 
     let setup = client();
-    let tables =
-        dynamo_testing::template_tables(&setup, &["CounterTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["CounterTable", "DeadLetterTable"]).await;
     let updates = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&updates);
     let counting = FaultInjector::new(move |_, op| {

@@ -12,8 +12,8 @@ use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
-use dynamo_testing::events::stream_batch;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::events::stream_batch;
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::counter::{Aggregation, Counter, CounterConfig};
 use dynamodb_exactly_once::ddb::Item;
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome, Replication};
@@ -93,7 +93,7 @@ pub(crate) fn stream_record(
     }
     json!({"eventID": format!("evt-{seq}"), "eventName": name, "eventVersion": "1.1",
         "eventSource": "aws:dynamodb", "awsRegion": "us-east-1", "dynamodb": change,
-        "eventSourceARN": dynamo_testing::events::STREAM_ARN})
+        "eventSourceARN": dev_testing::events::STREAM_ARN})
 }
 
 pub(crate) fn s(v: &str) -> AttributeValue {
@@ -276,7 +276,7 @@ async fn replica_converges_to_the_source_whatever_the_delivery() {
     for case in 0..6u64 {
         let seed = 0x5eed_0000 + case;
         println!("replica case {case}: seed {seed:#x}");
-        let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+        let tables = dev_testing::template_tables(&client, &TABLES).await;
         let records = run_history(&client, &tables["OrdersTable"], seed, 60).await;
         let writer = replica_writer(client.clone(), &tables);
         let mut rng = StdRng::seed_from_u64(seed ^ 0xde1);
@@ -344,7 +344,7 @@ async fn aggregates_stay_exact_under_redelivery() {
     for case in 0..6u64 {
         let seed = 0xa66_0000 + case;
         println!("aggregate case {case}: seed {seed:#x}");
-        let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+        let tables = dev_testing::template_tables(&client, &TABLES).await;
         let records = run_history(&client, &tables["OrdersTable"], seed, 60).await;
         let writer = totals_writer(client.clone(), &tables);
         let mut rng = StdRng::seed_from_u64(seed ^ 0xa66);
@@ -471,7 +471,7 @@ fn fixture_event(name: &str) -> LambdaEvent<Value> {
 #[tokio::test]
 async fn the_fixture_replicates_and_totals_and_a_redelivery_changes_nothing() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let replica = replica_writer(client.clone(), &tables);
     let totals = totals_writer(client.clone(), &tables);
     for name in [
@@ -508,7 +508,7 @@ async fn the_fixture_replicates_and_totals_and_a_redelivery_changes_nothing() {
 
 #[tokio::test]
 async fn failed_writes_are_reported_by_sequence_number() {
-    let tables = dynamo_testing::template_tables(&client(), &TABLES).await;
+    let tables = dev_testing::template_tables(&client(), &TABLES).await;
     // Every PutItem refused (no SDK retry): every record must come back to Lambda.
     let faults = FaultInjector::new(|_, op| {
         if op == "PutItem" {
@@ -545,7 +545,7 @@ async fn failed_writes_are_reported_by_sequence_number() {
 #[tokio::test]
 async fn changes_without_a_mapping_are_kept_not_applied() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let mut writer = replica_writer(client.clone(), &tables);
     writer = crate::common::with_protocol(
         &writer,

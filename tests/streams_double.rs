@@ -1,4 +1,4 @@
-//! The DynamoDB Streams test double (`dynamo_testing::streams_double`) fed by DynamoDB Local:
+//! The DynamoDB Streams test double (`dev_testing::streams_double`) fed by DynamoDB Local:
 //! partitions by key, lineage on rollover, trimming, expired iterators, empty pages,
 //! throttling, `DescribeStream` pages and injected records, all through the SDK.
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record, ShardIteratorType};
 use aws_sdk_dynamodbstreams::Client as Streams;
-use dynamo_testing::{client, unique_prefix, Shape, StreamsDouble};
+use dev_testing::{client, unique_prefix, Shape, StreamsDouble};
 use dynamodb_exactly_once::ddb::Clock;
 
 #[path = "streams_double/pages.rs"]

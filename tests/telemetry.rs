@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::*;
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once_lambda::telemetry::json_subscriber;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};

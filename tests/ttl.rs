@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::*;
-use dynamo_testing::{client_for, private_endpoint};
+use dev_testing::{client_for, private_endpoint};
 use serde_json::json;
 
 #[tokio::test]

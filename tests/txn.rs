@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::item::item_to_json;
 use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::TxState;

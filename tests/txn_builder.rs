@@ -4,7 +4,7 @@
 
 use crate::txn_env;
 
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::txn::{TxError, TxMessage, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use serde_json::json;

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dynamo_testing::{client, At, Interleaving};
+use dev_testing::{client, At, Interleaving};
 use dynamodb_exactly_once::batch::{Protocol, RecordResult};
 use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::TxState;

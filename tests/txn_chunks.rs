@@ -4,7 +4,7 @@
 
 use crate::txn_env;
 
-use dynamo_testing::{client, client_with, FaultInjector};
+use dev_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::config::retry::{RetryPartition, TokenBucket};
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use txn_env::*;
@@ -71,7 +71,7 @@ async fn a_transfer_commits_although_each_plain_write_meets_a_transaction_confli
 #[tokio::test]
 async fn conflicts_retried_by_the_sdk_spend_none_of_its_retry_quota() {
     let base = client();
-    let tables = dynamo_testing::template_tables(&base, &["RatchetTable"]).await;
+    let tables = dev_testing::template_tables(&base, &["RatchetTable"]).await;
     let table = tables["RatchetTable"].clone();
     let sent: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
     let faults = FaultInjector::by_request(move |op, body| {
@@ -231,7 +231,7 @@ async fn a_lock_of_another_tx_table_is_never_undone() {
 #[tokio::test]
 async fn a_ratchet_write_that_meets_a_transaction_conflict_is_sent_again() {
     let base = client();
-    let tables = dynamo_testing::template_tables(&base, &["RatchetTable"]).await;
+    let tables = dev_testing::template_tables(&base, &["RatchetTable"]).await;
     let ratchet = dynamodb_exactly_once::ratchet::Ratchet::new(
         client_with(Some(conflict_once_per_write()), 3),
         dynamodb_exactly_once::ratchet::RatchetConfig::builder(&tables["RatchetTable"])

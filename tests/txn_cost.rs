@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
 
 /// The coordinator's `CREATE_AT_ONCE_BYTES` (internal): requests up to this size are created

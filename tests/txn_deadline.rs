@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::batch::{Protocol, RecordFailure, RecordResult};
 use dynamodb_exactly_once::txn::{TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;

@@ -15,7 +15,7 @@ use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Map, Value};
 
 use crate::common::scan;
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Writer;
 
@@ -35,11 +35,9 @@ pub struct Env {
 
 impl Env {
     pub async fn new(client: &Client) -> Env {
-        let tables = dynamo_testing::template_tables(
-            client,
-            &["TxTable", "AccountsTable", "DeadLetterTable"],
-        )
-        .await;
+        let tables =
+            dev_testing::template_tables(client, &["TxTable", "AccountsTable", "DeadLetterTable"])
+                .await;
         Env {
             tables,
             heartbeat_every: None,
@@ -235,7 +233,7 @@ pub async fn abandon(env: &Env, body: &Value) {
         .read_ahead(false)
         .build()
         .expect("valid configuration");
-    let client = dynamo_testing::client_with(Some(dynamo_testing::FaultInjector::fail_from(6)), 1);
+    let client = dev_testing::client_with(Some(dev_testing::FaultInjector::fail_from(6)), 1);
     let dying = Coordinator::new(client, config);
     assert!(dying
         .run(&message(&dying, body), Deadline::none())

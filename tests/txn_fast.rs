@@ -7,7 +7,7 @@ use crate::txn_env;
 
 use std::time::Duration;
 
-use dynamo_testing::{client, client_with, At, Fault, FaultInjector, Interleaving};
+use dev_testing::{client, client_with, At, Fault, FaultInjector, Interleaving};
 use dynamodb_exactly_once::batch::{Applied, Protocol};
 use dynamodb_exactly_once::txn::{Coordinator, TxError, TxMessage, TxOutcome};
 use dynamodb_exactly_once::{Deadline, RejectionCode};

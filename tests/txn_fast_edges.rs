@@ -6,7 +6,7 @@
 
 use crate::txn_env;
 
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::txn::{TxError, TxOutcome};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
 use serde_json::json;

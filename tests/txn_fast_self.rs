@@ -18,7 +18,7 @@ use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::txn::TxOutcome;
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};

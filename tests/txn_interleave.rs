@@ -1,5 +1,5 @@
 //! One deterministic schedule per review finding of the transaction protocol (issue 8),
-//! replayed with the interleaving harness (`dynamo_testing::interleave`) against DynamoDB
+//! replayed with the interleaving harness (`dev_testing::interleave`) against DynamoDB
 //! Local. Each test pauses a named coordinator (or reader) at a chosen call, runs others to
 //! completion meanwhile, releases it, and checks the raw table.
 //!
@@ -9,7 +9,7 @@
 use crate::txn_env;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamo_testing::{client, client_with, At, FaultInjector, Interleaving};
+use dev_testing::{client, client_with, At, FaultInjector, Interleaving};
 use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::{TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;

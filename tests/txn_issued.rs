@@ -5,7 +5,7 @@
 
 use crate::txn_env;
 
-use dynamo_testing::{client, client_with, FaultInjector};
+use dev_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::txn::{TxError, TxOutcome, TxState};
 use dynamodb_exactly_once::{Deadline, RejectionCode};

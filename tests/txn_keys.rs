@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client, client_with, FaultInjector};
+use dev_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, TxError};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
 use dynamodb_exactly_once_lambda::dead_letter::{DeadLetters, LetterFilter};
@@ -23,7 +23,7 @@ use crate::common::scan;
 
 /// A table keyed by `keys` (name, type), hash first.
 async fn table_keyed(client: &Client, keys: &[(&str, ScalarAttributeType)]) -> String {
-    let name = format!("{}Keyed", dynamo_testing::unique_prefix());
+    let name = format!("{}Keyed", dev_testing::unique_prefix());
     let mut create = client
         .create_table()
         .table_name(&name)

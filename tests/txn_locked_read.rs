@@ -6,7 +6,7 @@ use crate::txn_env;
 
 use std::time::Duration;
 
-use dynamo_testing::{client, At, Interleaving};
+use dev_testing::{client, At, Interleaving};
 use dynamodb_exactly_once::txn::{TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Map, Value};
@@ -97,8 +97,8 @@ async fn a_locked_read_of_unlocked_items_is_one_snapshot_call() {
         (table.clone(), key("b")),
         (table.clone(), key("none")),
     ];
-    let counting = dynamo_testing::FaultInjector::counting();
-    let reader = env.coordinator(dynamo_testing::client_with(Some(counting.clone()), 1));
+    let counting = dev_testing::FaultInjector::counting();
+    let reader = env.coordinator(dev_testing::client_with(Some(counting.clone()), 1));
     let values = reader.read_locked(&keys).await.expect("read");
     let balances: Vec<Option<i64>> = values
         .iter()
@@ -108,8 +108,8 @@ async fn a_locked_read_of_unlocked_items_is_one_snapshot_call() {
     assert_eq!(counting.calls(), 1, "one TransactGetItems, nothing written");
     assert_eq!(counting.calls_of("TransactGetItems"), 1);
     // A lock-path transfer that died holding both items: the read meets its locks.
-    let dying = env.coordinator(dynamo_testing::client_with(
-        Some(dynamo_testing::FaultInjector::fail_from(6)),
+    let dying = env.coordinator(dev_testing::client_with(
+        Some(dev_testing::FaultInjector::fail_from(6)),
         1,
     ));
     let body = transfer(&table, "t-held", "a", "b", 30);

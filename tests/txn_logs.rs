@@ -4,7 +4,7 @@
 use crate::common::LogCapture;
 use crate::txn_env;
 
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::batch::Protocol;
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::telemetry::json_subscriber;

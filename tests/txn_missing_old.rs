@@ -4,7 +4,7 @@
 
 use crate::txn_env;
 
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::txn::TxOutcome;
 use dynamodb_exactly_once::Deadline;
 use txn_env::*;

@@ -6,7 +6,7 @@ use crate::txn_env;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::txn::{Coordinator, TxError, TxOutcome};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
 use serde_json::json;

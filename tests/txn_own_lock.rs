@@ -7,7 +7,7 @@
 use crate::txn_env;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::txn::TxError;
 use dynamodb_exactly_once::Deadline;
 use txn_env::*;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::txn::TxOutcome;
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};

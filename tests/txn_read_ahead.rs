@@ -8,7 +8,7 @@ use crate::txn_env;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Value};

@@ -10,7 +10,7 @@ use crate::txn_env;
 use std::time::Duration;
 
 use common::*;
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::rejection::RejectionCode;
 use dynamodb_exactly_once::txn::{Coordinator, TxError, TxOutcome};
 use dynamodb_exactly_once::Deadline;

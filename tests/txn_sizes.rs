@@ -7,7 +7,7 @@ use crate::txn_env;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client, client_with, FaultInjector};
+use dev_testing::{client, client_with, FaultInjector};
 use dynamodb_exactly_once::txn::{TxError, TxOutcome};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
 use serde_json::{json, Map, Value};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::txn::{Coordinator, TxOutcome};
 use dynamodb_exactly_once::Deadline;
 use serde_json::{json, Map, Value};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client, client_with, Fault, FaultInjector};
+use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::ddb::ItemKey;
 use dynamodb_exactly_once::versioning::{
     HistoryEntry, HistoryOp, Latest, Revision, VersionOutcome, Versioning, VersioningConfig,
@@ -24,8 +24,7 @@ fn versioning_config(tables: &BTreeMap<String, String>) -> VersioningConfig {
 
 async fn versioned(client: Client) -> (Versioning, BTreeMap<String, String>) {
     let tables =
-        dynamo_testing::template_tables(&client, &["VersionedTable", "VersionedHistoryTable"])
-            .await;
+        dev_testing::template_tables(&client, &["VersionedTable", "VersionedHistoryTable"]).await;
     (Versioning::new(client, versioning_config(&tables)), tables)
 }
 
@@ -515,14 +514,14 @@ async fn read_modify_write_applies_its_change_once_when_many_versions_land_befor
     // Given writer A whose read-modify-write lands version 1 with its response lost, and whose
     // SDK retry is held until twelve other versioned writes have landed
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &["CounterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["CounterTable"]).await;
     let config = CounterConfig::builder(&tables["CounterTable"])
         .build()
         .expect("valid configuration");
     let other = Counter::new(setup.clone(), config.clone());
-    let il = dynamo_testing::Interleaving::new();
-    il.lose_response("A", dynamo_testing::At::op("UpdateItem"));
-    il.pause_before("A", dynamo_testing::At::op("UpdateItem").attempt(2));
+    let il = dev_testing::Interleaving::new();
+    il.lose_response("A", dev_testing::At::op("UpdateItem"));
+    il.pause_before("A", dev_testing::At::op("UpdateItem").attempt(2));
     let a = Counter::new(il.client("A", 3), config);
     let key = ItemKey::from_json(&json!({"PK": "acct#1", "SK": "settings"})).expect("key");
     let changes = Arc::new(AtomicUsize::new(0));
@@ -581,7 +580,7 @@ async fn a_versioned_write_in_the_token_epoch_of_the_last_costs_one_request() {
 
     // Given an item this writer wrote a version of a moment ago
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &["CounterTable"]).await;
+    let tables = dev_testing::template_tables(&setup, &["CounterTable"]).await;
     let counting = FaultInjector::counting();
     let w = Counter::new(
         client_with(Some(counting.clone()), 3),

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::ddb::ItemKey;
 use dynamodb_exactly_once::versioning::{
     HistoryEntry, HistoryOp, Latest, Revision, VersionOutcome, Versioning, VersioningConfig,
@@ -278,7 +278,7 @@ async fn seeded_schedules_keep_latest_and_history_in_agreement_and_apply_each_ch
     let seeds = Seeds::from_env("VERSIONING_CHECK", 30);
     let setup = client();
     let tables =
-        dynamo_testing::template_tables(&setup, &["VersionedTable", "VersionedHistoryTable"]).await;
+        dev_testing::template_tables(&setup, &["VersionedTable", "VersionedHistoryTable"]).await;
     let config =
         VersioningConfig::builder(&tables["VersionedTable"], &tables["VersionedHistoryTable"])
             .build()

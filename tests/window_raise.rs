@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use crate::counter::{counters, writer_on, TABLES};
-use dynamo_testing::client;
+use dev_testing::client;
 use dynamodb_exactly_once::counter::{Counter, CounterOutcome};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::ddb::item::ItemKey;
@@ -35,7 +35,7 @@ async fn deliver(w: &Writer<Counter>, k: &str, arrived: u64) -> (String, Option<
 #[tokio::test]
 async fn raising_the_counter_window_from_3_to_30_s_alone_never_counts_a_key_twice() {
     let client = client();
-    let tables: BTreeMap<String, String> = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables: BTreeMap<String, String> = dev_testing::template_tables(&client, &TABLES).await;
     let now = epoch_millis() / 1000;
     let then = now - 10;
     let window = |secs: u64| {
@@ -92,7 +92,7 @@ async fn raising_the_counter_window_from_3_to_30_s_alone_never_counts_a_key_twic
 #[tokio::test]
 async fn raising_the_tombstone_lifetime_alone_never_revives_a_deleted_item() {
     let client = client();
-    let tables = dynamo_testing::template_tables(
+    let tables = dev_testing::template_tables(
         &client,
         &["RatchetTable", "DeadLetterTable", "RatchetLedgerTable"],
     )

@@ -8,7 +8,7 @@ use crate::sqs_support::{sqs_client, Answer, FakeSqs};
 
 use std::time::Duration;
 
-use dynamo_testing::{client, events::sqs_batch, template_tables};
+use dev_testing::{client, events::sqs_batch, template_tables};
 use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once::{Deadline, RecordResult};

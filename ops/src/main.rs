@@ -1,5 +1,5 @@
 //! `ops`: the operator CLI for the writers (no test or benchmark code; those live in
-//! `ops/bench`).
+//! `shared/dev-bench`).
 //!
 //! ```text
 //! ops create-tables [--template template.yaml] [--prefix P] [LogicalId ...]

@@ -36,7 +36,7 @@ echo "   a forged protocol attribute, and a set operation on a list (refused by 
 invoke document-writer events/document-sqs-malformed.json
 dead_letters_of document-writer
 
-say "the fenced lease lock: shared/protocols/examples/lease.rs"
+say "the fenced lease lock: shared/dynamodb-exactly-once/examples/lease.rs"
 echo "Expect: worker-a acquires (token n) and writes; it pauses past its 1 s lease; worker-b watches"
 echo "the lock's record version stay unchanged for a full lease on its own clock, takes over"
 echo "(token n+1) and writes; worker-a's late write is Stale in the ratchet (ts = its token) and"

@@ -153,7 +153,7 @@ async fn a_key_delivered_again_with_other_deltas_is_a_conflicting_duplicate() {
 async fn a_versioned_write_whose_response_was_lost_is_written_not_a_conflict() {
     let injector = lose_first_update();
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
+    let tables = dev_testing::template_tables(&setup, &TABLES).await;
     let w = writer_on(client_with(Some(injector.clone()), 3), &tables, |c| c, None);
     let key = item_key("acct#1", "profile");
 
@@ -186,7 +186,7 @@ async fn a_versioned_write_whose_response_was_lost_is_written_not_a_conflict() {
 async fn read_modify_write_applies_its_change_once_when_a_response_is_lost() {
     let injector = lose_first_update();
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
+    let tables = dev_testing::template_tables(&setup, &TABLES).await;
     let w = writer_on(client_with(Some(injector.clone()), 3), &tables, |c| c, None);
     let key = item_key("acct#1", "settings");
     let mut changes = 0;
@@ -229,11 +229,11 @@ async fn read_modify_write_applies_its_change_once_when_another_writer_lands_bef
     // Given a writer A whose first UpdateItem is applied but whose response is lost, and whose
     // SDK retry is held
     let setup = client();
-    let tables = dynamo_testing::template_tables(&setup, &TABLES).await;
+    let tables = dev_testing::template_tables(&setup, &TABLES).await;
     let other = writer_on(setup.clone(), &tables, |c| c, None);
-    let il = dynamo_testing::Interleaving::new();
-    il.lose_response("A", dynamo_testing::At::op("UpdateItem"));
-    il.pause_before("A", dynamo_testing::At::op("UpdateItem").attempt(2));
+    let il = dev_testing::Interleaving::new();
+    il.lose_response("A", dev_testing::At::op("UpdateItem"));
+    il.pause_before("A", dev_testing::At::op("UpdateItem").attempt(2));
     let a = Arc::new(writer_on(il.client("A", 3), &tables, |c| c, None));
     let key = item_key("acct#1", "settings");
     let task = {

@@ -63,7 +63,7 @@ async fn total(client: &Client, tables: &BTreeMap<String, String>) -> i64 {
 #[tokio::test]
 async fn raising_the_bucket_count_keeps_every_key_of_the_old_window() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let clock = Arc::new(AtomicU64::new(T0));
     let old = windowed(&client, &tables, 3600, 2, &clock); // buckets of 3600 s
     let new = windowed(&client, &tables, 3600, 4, &clock); // buckets of 1200 s
@@ -98,7 +98,7 @@ async fn raising_the_bucket_count_keeps_every_key_of_the_old_window() {
 #[tokio::test]
 async fn lowering_the_bucket_count_keeps_the_old_keys_and_still_rolls_over() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let clock = Arc::new(AtomicU64::new(T0));
     let old = windowed(&client, &tables, 3600, 4, &clock); // buckets of 1200 s
     let new = windowed(&client, &tables, 3600, 2, &clock); // buckets of 3600 s
@@ -131,7 +131,7 @@ async fn lowering_the_bucket_count_keeps_the_old_keys_and_still_rolls_over() {
 #[tokio::test]
 async fn two_writers_with_different_settings_on_one_item_keep_each_others_windows() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let clock = Arc::new(AtomicU64::new(T0));
     // A: a 600 s window (buckets of 600 s); B: a 60 s window over 4 buckets of 20 s.
     let a = windowed(&client, &tables, 600, 2, &clock);
@@ -169,7 +169,7 @@ async fn two_writers_with_different_settings_on_one_item_keep_each_others_window
 #[tokio::test]
 async fn a_writer_whose_clock_is_far_ahead_evicts_no_key_inside_the_window_of_the_others() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let clock = Arc::new(AtomicU64::new(T0));
     let ahead = Arc::new(AtomicU64::new(T0 + 10 * 86_400));
     let a = windowed(&client, &tables, 100, 2, &clock);
@@ -201,7 +201,7 @@ async fn a_writer_whose_clock_is_far_ahead_evicts_no_key_inside_the_window_of_th
 #[tokio::test]
 async fn an_item_in_the_earlier_layout_keeps_its_keys_until_they_age_out() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     // Given an item written by the earlier layout (bucket number t / 100, bare) ...
     let bucket = T0 / 100;
     let mut item = item_key("a", "d").to_item().expect("key");
@@ -249,7 +249,7 @@ async fn an_item_in_the_earlier_layout_keeps_its_keys_until_they_age_out() {
 async fn a_chunk_tested_against_many_buckets_is_written_in_smaller_updates() {
     let injector = FaultInjector::counting();
     let client = client_with(Some(injector.clone()), 3);
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let clock = Arc::new(AtomicU64::new(T0));
     // Given an item holding 24 buckets of 1 s (W = 24, a 23 s window) ...
     let fine = windowed(&client, &tables, 23, 24, &clock);
@@ -285,7 +285,7 @@ async fn deliver_arrived(w: &Writer<Counter>, k: &str, arrived_ms: u64) -> Strin
 #[tokio::test]
 async fn a_raised_window_keeps_the_old_age_guard_until_the_old_buckets_are_gone() {
     let client = client();
-    let tables = dynamo_testing::template_tables(&client, &TABLES).await;
+    let tables = dev_testing::template_tables(&client, &TABLES).await;
     let now = dynamodb_exactly_once::ddb::clock::epoch_millis() / 1000;
     let (then, later) = (
         Arc::new(AtomicU64::new(now - 125)),

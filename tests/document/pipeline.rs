@@ -221,7 +221,7 @@ async fn on_kinesis_a_failure_stops_the_shard_so_no_later_append_is_applied_twic
     });
     let faulty = writer_on(client_with(Some(refuse_u), 1), &tables);
     let append = |pk: &str, v: &str| rec("list_append", pk, json!({"path": "l", "values": [v]}));
-    let batch = dynamo_testing::events::kinesis_batch(&[append("u", "a"), append("w", "z")]);
+    let batch = dev_testing::events::kinesis_batch(&[append("u", "a"), append("w", "z")]);
 
     // When the batch is handled, then delivered again as Kinesis does: from the lowest
     // reported sequence number on, every later record included

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use dynamo_testing::{client, At, Fault, FaultInjector, Interleaving};
+use dev_testing::{client, At, Fault, FaultInjector, Interleaving};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::ddb::Clock;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome, TOKEN_EPOCH};
@@ -16,7 +16,7 @@ use dynamodb_exactly_once::ItemKey;
 use serde_json::{json, Map, Value};
 
 async fn document_table(client: &Client) -> String {
-    dynamo_testing::template_tables(client, &["DocumentTable"]).await["DocumentTable"].clone()
+    dev_testing::template_tables(client, &["DocumentTable"]).await["DocumentTable"].clone()
 }
 
 fn docs(client: Client, table: &str) -> Document {
@@ -153,7 +153,7 @@ fn writers_client(injector: FaultInjector) -> Client {
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
             "local", "local", None, None, "tests",
         ))
-        .endpoint_url(dynamo_testing::endpoint())
+        .endpoint_url(dev_testing::endpoint())
         .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::standard())
         .timeout_config(timeouts)
         .interceptor(injector)

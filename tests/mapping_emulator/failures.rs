@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamo_testing::mapping::Fault;
-use dynamo_testing::Shape;
+use dev_testing::mapping::Fault;
+use dev_testing::Shape;
 use serde_json::{json, Value};
 
 use super::{all_keys, config, env, events, handler, keys, seqs, MINUTE};
@@ -140,7 +140,7 @@ async fn records_older_than_the_maximum_age_are_discarded_before_an_invoke() {
 fn slow_handler() -> (
     Arc<AtomicUsize>,
     super::Log,
-    impl dynamo_testing::mapping::Handler,
+    impl dev_testing::mapping::Handler,
 ) {
     let finished = Arc::new(AtomicUsize::new(0));
     let f = Arc::clone(&finished);

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamo_testing::mapping::StartingPosition;
-use dynamo_testing::Shape;
+use dev_testing::mapping::StartingPosition;
+use dev_testing::Shape;
 use serde_json::Value;
 
 use super::{all_keys, config, env, events, handler, keys, seqs, HOUR, SECOND};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use dynamo_testing::Shape;
+use dev_testing::Shape;
 use serde_json::{json, Value};
 
 use super::{config, env, events, handler, keys, HOUR, SECOND};

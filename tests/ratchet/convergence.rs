@@ -126,7 +126,7 @@ async fn table_for_property(client: &aws_sdk_dynamodb::Client) -> BTreeMap<Strin
     if let Some(t) = TABLES.lock().expect("lock").clone() {
         return t;
     }
-    let t = dynamo_testing::template_tables(client, &["RatchetTable", "DeadLetterTable"]).await;
+    let t = dev_testing::template_tables(client, &["RatchetTable", "DeadLetterTable"]).await;
     *TABLES.lock().expect("lock") = Some(t.clone());
     t
 }

@@ -49,8 +49,7 @@ async fn dead_letters_are_replayed_after_a_fix_and_removed() {
     // Given a writer configured with `Version` as its timestamp attribute: a payload setting
     // `Version` is rejected as reserved, and garbage is rejected as bad JSON.
     let client = client();
-    let tables =
-        dynamo_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
+    let tables = dev_testing::template_tables(&client, &["RatchetTable", "DeadLetterTable"]).await;
     let mut misconfigured = ratchet_writer_on(client.clone(), &tables);
     misconfigured = crate::common::with_protocol(
         &misconfigured,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
 use aws_sdk_dynamodbstreams::types::ShardIteratorType;
-use dynamo_testing::Shape;
+use dev_testing::Shape;
 use serde_json::json;
 
 use super::{double, pk, put, read_all, shard_iterator, shards, table, MINUTE};

@@ -1,7 +1,7 @@
 //! Disabling and re-enabling the stream: a new stream with shards of its own, the old one
 //! closed, readable until trimmed, then unknown.
 
-use dynamo_testing::Shape;
+use dev_testing::Shape;
 
 use super::{double, pk, put, read_all, read_shard, table, HOUR};
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodbstreams::types::ShardIteratorType;
-use dynamo_testing::Shape;
+use dev_testing::Shape;
 
 use super::{
     double, pk, put, read_all, read_shard, seq, shard_iterator, shards, table, HOUR, MINUTE,

@@ -4,7 +4,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
-use dynamo_testing::Interleaving;
+use dev_testing::Interleaving;
 use dynamodb_exactly_once::txn::Coordinator;
 use dynamodb_exactly_once::Deadline;
 use rand::rngs::StdRng;
