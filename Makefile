@@ -60,7 +60,7 @@ bench:
 TX_CHECK_SCHEDULES ?= 10000
 tx-check:
 	TX_CHECK_SCHEDULES=$(TX_CHECK_SCHEDULES) TX_CHECK_PARALLEL=$${TX_CHECK_PARALLEL:-8} \
-		cargo test -p integration-tests --test integration txn_check:: -- --nocapture
+		cargo test -p integration-tests --test integration txn::check:: -- --nocapture
 
 # The counter journal's randomized checker at length (100 schedules; `make test` runs 1), through
 # the event source mapping emulator over the Streams double at random stream shapes.
@@ -68,7 +68,7 @@ tx-check:
 COUNTER_CHECK_SCHEDULES ?= 100
 counter-check:
 	COUNTER_MAPPING_CHECK_SCHEDULES=$(COUNTER_CHECK_SCHEDULES) \
-		cargo test -p integration-tests --test integration counter_journal_mapping_check:: -- --nocapture
+		cargo test -p integration-tests --test integration counter::journal::mapping_check:: -- --nocapture
 
 # arm64 artifacts of every function (cargo lambda + zig), with their sizes.
 # arm64 release build (~10 min cold), then target/package: zips and packaged templates
@@ -85,4 +85,4 @@ checks:
 	IDEMPOTENCY_CHECK_SCHEDULES=$${IDEMPOTENCY_CHECK_SCHEDULES:-300} \
 	PROCESSOR_CHECK_SCHEDULES=$${PROCESSOR_CHECK_SCHEDULES:-5000} \
 		cargo nextest run -p integration-tests --test integration --no-fail-fast \
-		--success-output final -E 'test(/^(ratchet|counter|versioning|idempotency|processor)_check::/)'
+		--success-output final -E 'test(/^(ratchet|counter|versioning|idempotency|processor)::check::/)'

@@ -357,7 +357,7 @@ CITED_TEST = re.compile(r"`([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)+)`")
 
 def check_cited_tests(root, pages, problems):
     """Every test named in the "pinned by" column of a table (the protocol pages' invariant
-    and mixed-versions tables) exists: `fn <name>` in tests/<module>.rs or tests/<module>/, or
+    and mixed-versions tables) exists: `fn <name>` in tests/<module path>.rs or under tests/<module path>/, or
     for a unit test anywhere under shared/."""
     sources = {}
 
@@ -389,9 +389,11 @@ def check_cited_tests(root, pages, problems):
             for path in CITED_TEST.findall(cells[column]):
                 parts = path.split("::")
                 name = parts[-1]
-                module = os.path.join(root, "tests", parts[0] + ".rs")
-                if os.path.exists(module):
-                    files = [module] + list(rust_files(os.path.join(root, "tests", parts[0])))
+                # tests/<a>/<b>.rs, tests/<a>/<b>/mod.rs, ... : the module path without the name
+                module = os.path.join(root, "tests", *parts[:-1])
+                if os.path.exists(module + ".rs") or os.path.isdir(module):
+                    files = [module + ".rs"] if os.path.exists(module + ".rs") else []
+                    files += list(rust_files(module)) if os.path.isdir(module) else []
                 else:
                     if unit_files is None:
                         unit_files = list(rust_files(os.path.join(root, "shared")))

@@ -521,7 +521,7 @@ write("ratchet-kafka-malformed.json", kafka({
 # Avro values of events/schemas/rating.avsc (the binary encoding, written out here: zig-zag
 # varint longs, length-prefixed strings, map blocks), framed as Confluent's serializer (magic
 # byte 0, 4-byte schema id) or AWS Glue's (version 3, compression 0 or 5 = zlib, 16-byte schema
-# version UUID) frames them. A test decodes them with apache-avro (tests/kafka_values.rs).
+# version UUID) frames them. A test decodes them with apache-avro (tests/kafka/values.rs).
 def avro_long(n):
     n = (n << 1) ^ (n >> 63)
     out = bytearray()

@@ -101,12 +101,12 @@ export TXN_CONTENTION_TRANSFERS="${TXN_CONTENTION_TRANSFERS:-200}"
 # schedules; alone it takes about a minute.
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --all-features --no-tests=pass --test-threads "${TEST_THREADS:-4}" \
-    --failure-output final --no-fail-fast -E 'not test(/^(txn_check|counter_journal_mapping_check)::/)' \
+    --failure-output final --no-fail-fast -E 'not test(/^(txn::check|counter::journal::mapping_check)::/)' \
     2>&1 | tee target/test-output.log
   # The journal checker's schedules mostly wait on calls: it runs beside the transaction checker.
   [ "$own_ddb" -eq 1 ] && start_ddb
   cargo nextest run --workspace --all-features --no-tests=pass \
-    --failure-output final -E 'test(/^(txn_check|counter_journal_mapping_check)::/)' 2>&1 | tee -a target/test-output.log
+    --failure-output final -E 'test(/^(txn::check|counter::journal::mapping_check)::/)' 2>&1 | tee -a target/test-output.log
   # The README's "Use the library": its dependency lines resolve with one HTTP/TLS stack, and
   # its code (the workspace's quickstart example, character for character) runs as shown.
   # `make readme-check` builds and runs it as a new crate outside the workspace: the

@@ -74,7 +74,7 @@ if ! python3 -c 'import cfn_guard_rs' >/dev/null 2>&1; then
   pip_install 'cfn-guard-rs==0.3.3'
 fi
 
-# The Python side of tests/idempotency_powertools.rs: a Powertools function sharing an
+# The Python side of tests/idempotency/powertools.rs: a Powertools function sharing an
 # idempotency table with a Rust one.
 if ! python3 -c 'import aws_lambda_powertools, boto3' >/dev/null 2>&1 \
   || [ "$(python3 -m pip show aws-lambda-powertools 2>/dev/null | sed -n 's/^Version: //p')" != "3.37.0" ]; then
@@ -82,7 +82,7 @@ if ! python3 -c 'import aws_lambda_powertools, boto3' >/dev/null 2>&1 \
   pip_install 'aws-lambda-powertools==3.37.0' 'boto3==1.43.11'
 fi
 
-# The TypeScript side of tests/idempotency_powertools_ts.rs: a Node function on TypeScript
+# The TypeScript side of tests/idempotency/powertools_ts.rs: a Node function on TypeScript
 # Powertools' idempotency utility sharing a table with a Rust one (its own prefix, pinned).
 ts=.tools/powertools-ts
 if ! grep -qs '"version": "2.35.0"' "$ts/node_modules/@aws-lambda-powertools/idempotency/package.json"; then

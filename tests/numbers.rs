@@ -3,7 +3,7 @@
 //! and never rounded through `f64`; a number DynamoDB itself refuses is an `invalid_number`
 //! rejection naming the rule.
 
-use crate::txn_env;
+use crate::txn::env;
 
 use std::collections::HashMap;
 
@@ -165,7 +165,7 @@ async fn versioned_writes_store_a_20_digit_key_and_a_38_digit_amount_exactly() {
 #[tokio::test]
 async fn the_coordinator_commits_a_38_digit_amount_on_a_20_digit_key_exactly() {
     let base = client();
-    let env = txn_env::Env::new(&base).await.without_heartbeats();
+    let env = env::Env::new(&base).await.without_heartbeats();
     let table = crate::common::numeric_key_table(&base, "NumAccounts", "PK").await;
     let config = env
         .builder()

@@ -1,5 +1,5 @@
 """A Python function on aws-lambda-powertools' idempotency utility, driven line by line by
-tests/idempotency_powertools.rs so that Python and Rust share one DynamoDB table.
+tests/idempotency/powertools.rs so that Python and Rust share one DynamoDB table.
 
 Reads one JSON command per line on stdin: {"order": {...}} runs `charge(order=...)` under
 `@idempotent_function`; an order with "hold": true claims the key, prints {"holding": true}
