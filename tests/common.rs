@@ -60,6 +60,16 @@ pub use dev_testing::events::sqs_batch;
 
 /// Every raw item of a table (tombstones included), keyed by `PK|SK`.
 pub async fn scan(client: &Client, table: &str) -> BTreeMap<String, Map<String, Value>> {
+    scan_keyed(client, table, ["PK", "SK"]).await
+}
+
+/// Every raw item of a table (a consistent, paged scan), keyed by the two attributes' string
+/// values joined with `|` (an absent one is empty).
+pub async fn scan_keyed(
+    client: &Client,
+    table: &str,
+    key: [&str; 2],
+) -> BTreeMap<String, Map<String, Value>> {
     let mut out = BTreeMap::new();
     let mut start = None;
     loop {
@@ -73,12 +83,13 @@ pub async fn scan(client: &Client, table: &str) -> BTreeMap<String, Map<String, 
             .expect("scan");
         for item in page.items.unwrap_or_default() {
             let json = item_to_json(item).expect("item json");
-            let id = format!(
-                "{}|{}",
-                json.get("PK").and_then(Value::as_str).unwrap_or_default(),
-                json.get("SK").and_then(Value::as_str).unwrap_or_default()
-            );
-            out.insert(id, json);
+            let text = |name: &str| {
+                json.get(name)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            out.insert(format!("{}|{}", text(key[0]), text(key[1])), json);
         }
         start = page.last_evaluated_key;
         if start.is_none() {

@@ -93,6 +93,11 @@ async fn stored(docs: &Document, pk: &str) -> Option<Map<String, Value>> {
     docs.get_json(&key).await.expect("get")
 }
 
+/// The document `pk`/`d` as stored; it must exist.
+async fn stored_document(docs: &Document, pk: &str) -> Map<String, Value> {
+    stored(docs, pk).await.expect("document")
+}
+
 fn list_of(item: &Map<String, Value>, name: &str) -> Vec<Value> {
     item.get(name)
         .and_then(Value::as_array)

@@ -3,6 +3,7 @@
 //! response was lost is not appended again, and a blind replace that kept losing races is
 //! delivered again instead of being acknowledged unapplied.
 
+use super::stored_document as stored;
 use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +19,7 @@ use dynamodb_exactly_once::{
     Deadline, ErrorClass, ItemKey, Protocol, RecordResult, Rejection, RejectionCode,
 };
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 async fn document_table(client: &Client) -> String {
     dev_testing::template_tables(client, &["DocumentTable"]).await["DocumentTable"].clone()
@@ -39,11 +40,6 @@ fn rec(op: &str, pk: &str, fields: Value) -> Value {
         b.extend(f);
     }
     body
-}
-
-async fn stored(docs: &Document, pk: &str) -> Map<String, Value> {
-    let key = ItemKey::from_json(&json!({"PK": pk, "SK": "d"})).expect("key");
-    docs.get_json(&key).await.expect("get").expect("document")
 }
 
 /// Apply raw bodies as one batch through the protocol.

@@ -2,6 +2,7 @@
 //! retry however many other writes of the item landed in between (within a token epoch), and
 //! the item keeps the tokens of its last two token epochs only.
 
+use super::stored_document as stored;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,8 +13,7 @@ use dev_testing::{client, At, Fault, FaultInjector, Interleaving};
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::ddb::Clock;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome, TOKEN_EPOCH};
-use dynamodb_exactly_once::ItemKey;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 async fn document_table(client: &Client) -> String {
     dev_testing::template_tables(client, &["DocumentTable"]).await["DocumentTable"].clone()
@@ -38,11 +38,6 @@ fn rec(op: &str, pk: &str, fields: Value) -> Value {
 
 fn append(v: &str) -> Value {
     rec("list_append", "u", json!({"path": "l", "values": [v]}))
-}
-
-async fn stored(docs: &Document, pk: &str) -> Map<String, Value> {
-    let key = ItemKey::from_json(&json!({"PK": pk, "SK": "d"})).expect("key");
-    docs.get_json(&key).await.expect("get").expect("document")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -41,31 +41,7 @@ async fn history_rows(
     client: &Client,
     table: &str,
 ) -> BTreeMap<String, serde_json::Map<String, Value>> {
-    let mut out = BTreeMap::new();
-    let mut start = None;
-    loop {
-        let page = client
-            .scan()
-            .table_name(table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .expect("scan");
-        for item in page.items.unwrap_or_default() {
-            let row = dynamodb_exactly_once::ddb::item::item_to_json(item).expect("json");
-            let id = format!(
-                "{}|{}",
-                row["ItemKey"].as_str().unwrap_or_default(),
-                row["RecordVersion"].as_str().unwrap_or_default()
-            );
-            out.insert(id, row);
-        }
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            return out;
-        }
-    }
+    crate::common::scan_keyed(client, table, ["ItemKey", "RecordVersion"]).await
 }
 
 // ------------------------------------------------------------------------- history mode
