@@ -15,9 +15,11 @@ use base64::Engine;
 use dev_testing::client;
 use dynamodb_exactly_once::Deadline;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
+use dynamodb_exactly_once_lambda::event_time::EventTime;
 use dynamodb_exactly_once_lambda::mapping::RecordMapping;
 use dynamodb_exactly_once_lambda::source::value::KafkaValues;
 use dynamodb_exactly_once_lambda::{Batch, Writer};
+use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 
 const PAYMENT_AVSC: &str = r#"{"type": "record", "name": "Payment", "namespace": "shop",
@@ -278,4 +280,55 @@ async fn kafka_the_avro_sample_event_applies_through_the_ratchet() {
         .map(|l| (l.position.id.as_str(), l.reason.code.as_str()))
         .collect();
     assert_eq!(kept, [("ratings-avro-0:301", "undecodable_value")]);
+}
+
+#[tokio::test]
+async fn kafka_an_avro_value_is_as_old_as_the_event_time_it_carries() {
+    // Given the ratchet reading Avro values, its age guard told to read the producer's event
+    // time at `/ts` of the decoded value (the sample's values were produced in July 2024,
+    // their Kafka records re-stamped as arriving now)
+    let setup = client();
+    let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+    let plain = crate::common::ratchet_writer_on(setup.clone(), &tables);
+    let schema = include_str!("../../events/schemas/rating.avsc");
+    let writer = Writer::builder("ratchet-writer", plain.protocol().clone())
+        .dead_letters(DeadLetters::new(
+            setup.clone(),
+            &tables["DeadLetterTable"],
+            "ratchet-writer",
+        ))
+        .kafka_values(KafkaValues::avro("RATCHET_KAFKA_VALUE_SCHEMA", schema).expect("schema"))
+        .event_time(EventTime::new("RATCHET_EVENT_TIME_POINTER", "/ts").expect("pointer"))
+        .build()
+        .expect("writer");
+    let event = crate::common::fixture("ratchet-kafka-avro.json");
+
+    // When the sample is handled as Lambda hands it over
+    let response = writer
+        .handle(LambdaEvent::new(event, Context::default()))
+        .await
+        .expect("handled");
+
+    // Then every Avro value is kept as too old (older than the 7-day tombstone lifetime by
+    // the event time it carries), none applied
+    assert!(response.failed_ids().is_empty());
+    assert!(crate::common::scan(&setup, &tables["RatchetTable"])
+        .await
+        .is_empty());
+    let letters = DeadLetters::new(setup, &tables["DeadLetterTable"], "ratchet-writer");
+    let mut codes: Vec<_> = letters
+        .list()
+        .await
+        .expect("letters")
+        .iter()
+        .map(|l| (l.position.id.clone(), l.reason.code.as_str().to_owned()))
+        .collect();
+    codes.sort();
+    assert!(
+        codes
+            .iter()
+            .filter(|(id, _)| id != "ratings-avro-0:301")
+            .all(|(_, code)| code == "too_old"),
+        "{codes:?}"
+    );
 }

@@ -8,11 +8,13 @@
 //! When the producer stamps the event time into the body, `<PREFIX>_EVENT_TIME_POINTER`
 //! (a JSON pointer such as `/eventTime`, to epoch milliseconds as a number or a string of
 //! digits) makes the guard measure from the earlier of the two: a re-injected record keeps
-//! its age. A record without a readable event time keeps its arrival time.
+//! its age. A record without a readable event time keeps its arrival time. A Kafka value in
+//! Avro or Protobuf (`<PREFIX>_KAFKA_VALUE_FORMAT`) is read as it decodes to JSON.
 
 use serde_json::Value;
 
-use crate::source::Batch;
+use crate::source::value::KafkaValues;
+use crate::source::{Batch, SourceKind};
 use dynamodb_exactly_once::ConfigError;
 
 /// Where a record body holds its event time (epoch milliseconds).
@@ -50,8 +52,22 @@ impl EventTime {
 
     /// Date every record of `batch` by the earlier of its arrival and its event time.
     pub fn stamp(&self, batch: &mut Batch) {
+        self.stamp_decoded(batch, None);
+    }
+
+    /// [`stamp`](Self::stamp), reading the event time of a Kafka record in its value as
+    /// `values` decode it (Avro, Protobuf); a value that does not decode keeps its arrival
+    /// (the unit of work rejects it, `undecodable_value`).
+    pub(crate) fn stamp_decoded(&self, batch: &mut Batch, values: Option<&KafkaValues>) {
         for record in &mut batch.records {
-            if let Some(event_ms) = self.of(&record.body) {
+            let event_ms = match values {
+                Some(values) if record.position.kind == SourceKind::Kafka => values
+                    .decode(&record.body)
+                    .ok()
+                    .and_then(|json| self.of(&json)),
+                _ => self.of(&record.body),
+            };
+            if let Some(event_ms) = event_ms {
                 let arrived = record.position.arrived_at_ms.unwrap_or(u64::MAX);
                 record.position.arrived_at_ms = Some(arrived.min(event_ms));
             }

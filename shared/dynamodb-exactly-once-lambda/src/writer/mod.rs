@@ -244,7 +244,7 @@ impl<P: Protocol> Writer<P> {
                 tracing::error!(error = %err, "the payload is not a Kinesis or SQS batch");
             })?;
             if let Some(event_time) = &self.event_time {
-                event_time.stamp(&mut batch);
+                event_time.stamp_decoded(&mut batch, self.kafka_values.as_ref());
             }
             Ok(self.handle_batch(&batch, deadline).await.response)
         })
