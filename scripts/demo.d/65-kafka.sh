@@ -1,6 +1,7 @@
 # Demo step for Kafka (sourced by the demo script, which provides `invoke` and `ops`): an
 # Amazon MSK batch over two partitions and a self-managed cluster's batch with poison values.
-# Fixtures: scripts/make-events.py.
+# An Avro-valued batch under a second watch with the Avro settings. Fixtures:
+# scripts/make-events.py.
 
 echo
 echo "== ratchet-writer: an Amazon MSK batch, topic ratings, partitions 0 (User#21: 3 ratings)"
@@ -23,3 +24,33 @@ ops dead-letters list --table DeadLetterTable --function ratchet-writer 2>/dev/n
 for line in sys.stdin:
     l = json.loads(line)
     print("   %s  %s: %s" % (l["position"]["id"], l["reason"]["code"], l["reason"]["message"][:70]))'
+
+echo
+echo "== ratchet-writer reading Avro values (RATCHET_KAFKA_VALUE_FORMAT=avro, the schema"
+echo "   events/schemas/rating.avsc): Confluent- and Glue-framed values, one zlib-compressed, and"
+echo "   a JSON value where Avro is expected. Functions under one watch share its environment,"
+echo "   so this step runs a second watch with the Avro settings. Expect no batchItemFailures,"
+echo "   User#31/Movie#A Rating 5 and User#32/Movie#B Rating 4, and one dead letter"
+echo "   (ratings-avro-0:301 undecodable_value)"
+AVRO_PORT=$(free_port)
+RATCHET_KAFKA_VALUE_FORMAT=avro RATCHET_KAFKA_VALUE_SCHEMA="$ROOT/events/schemas/rating.avsc" \
+  cargo lambda watch -A 127.0.0.1 -P "$AVRO_PORT" >"$ROOT/.demo/watch-avro.log" 2>&1 &
+AVRO_PID=$!
+PIDS+=("$AVRO_PID")
+for _ in $(seq 1 100); do
+  if (echo >"/dev/tcp/127.0.0.1/$AVRO_PORT") 2>/dev/null; then break; fi
+  sleep 0.3
+done
+python3 "$ROOT/scripts/arriving-now.py" events/ratchet-kafka-avro.json "$ROOT/.demo/event.json"
+echo "   response: $(cargo lambda invoke ratchet-writer --data-file "$ROOT/.demo/event.json" \
+  -A 127.0.0.1 -P "$AVRO_PORT" 2>&1)"
+sleep 0.3
+python3 "$ROOT/scripts/summarize-logs.py" <"$ROOT/.demo/watch-avro.log"
+ops show RatchetTable | grep -E 'PK=User#3[12] ' || true
+ops dead-letters list --table DeadLetterTable --function ratchet-writer 2>/dev/null \
+  | grep -F 'ratings-avro' \
+  | python3 -c 'import json,sys
+for line in sys.stdin:
+    l = json.loads(line)
+    print("   %s  %s: %s" % (l["position"]["id"], l["reason"]["code"], l["reason"]["message"][:70]))'
+kill -INT "$AVRO_PID" 2>/dev/null || true
