@@ -8,7 +8,7 @@ shared/*/README.md and the protocol pages shared/dynamodb-exactly-once/docs/*.md
 * README.md is at most README_MAX_BYTES;
 * docs/SUMMARY.md lists every page of docs/ and every protocol page;
 * the README's first ```rust block is, character for character, the part of
-  shared/dynamodb-exactly-once/examples/quickstart.rs between `// quickstart:start` and `// quickstart:end`;
+  shared/dynamodb-exactly-once/examples/quickstart/main.rs between `// quickstart:start` and `// quickstart:end`;
 * the protocol pages are also rustdoc (`#![doc = include_str!(..)]`): no relative file links
   (they do not resolve on docs.rs), no `<tag>` and no `[word]` outside code (rustdoc reads
   them as HTML or as intra-doc links). Their rustdoc links ([`Ratchet::write`],
@@ -35,7 +35,7 @@ UNMERGED_DRAFTS = set()
 
 SUMMARY = "docs/SUMMARY.md"
 PROTOCOL_PAGES = "shared/dynamodb-exactly-once/docs"
-QUICKSTART = "shared/dynamodb-exactly-once/examples/quickstart.rs"
+QUICKSTART = "shared/dynamodb-exactly-once/examples/quickstart/main.rs"
 QUICKSTART_START = "// quickstart:start"
 QUICKSTART_END = "// quickstart:end"
 
@@ -330,7 +330,7 @@ DOC_INCLUDE = re.compile(r'#!?\[doc = include_str!\("([^"]+)"\)\]')
 
 def check_snippets_compiled(root, pages, problems):
     """Every page with a Rust block is rustdoc of a crate (its blocks are doctests), except the
-    README, whose block is examples/quickstart.rs (check_quickstart). Returns (compiled, total)."""
+    README, whose block is examples/quickstart/main.rs (check_quickstart). Returns (compiled, total)."""
     included = set()
     for source in glob.glob(os.path.join(root, "shared", "*", "src", "**", "*.rs"), recursive=True):
         with open(source, encoding="utf-8") as f:

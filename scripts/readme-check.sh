@@ -12,7 +12,7 @@
 #                                     AWS_ENDPOINT_URL_DYNAMODB, or a DynamoDB Local of its
 #                                     own when that is unset (`make readme-check`)
 #   scripts/readme-check.sh --example run the same code as the workspace's example
-#                                     (shared/dynamodb-exactly-once/examples/quickstart.rs, the README's
+#                                     (shared/dynamodb-exactly-once/examples/quickstart/, the README's
 #                                     block character for character: check-docs.py) against
 #                                     AWS_ENDPOINT_URL_DYNAMODB (`make test`, seconds)
 #
@@ -47,6 +47,9 @@ manifest = ('[package]\nname = "readme-crate"\nversion = "0.0.0"\nedition = "202
             + deps + "\n[workspace]\n")
 open(f"{crate}/Cargo.toml", "w", encoding="utf-8").write(manifest)
 open(f"{crate}/src/main.rs", "w", encoding="utf-8").write(rusts[0])
+# The table creation the block names (`mod tables;`), from the example beside it.
+tables = open(f"{root}/shared/dynamodb-exactly-once/examples/quickstart/tables.rs", encoding="utf-8").read()
+open(f"{crate}/src/tables.rs", "w", encoding="utf-8").write(tables)
 PY
 
 # The checkout's versions, as a user who copies the line today gets them (no index update).

@@ -7,22 +7,18 @@
 //! ```
 //!
 //! The lines between `quickstart:start` and `quickstart:end` are the README's code block,
-//! character for character (`scripts/check-docs.py` checks it), and the whole program: a new
-//! crate with the README's `[dependencies]` and this block as `src/main.rs` builds and runs
-//! (`make readme-check` does exactly that). Run it twice and every write of the second run is
+//! character for character (`scripts/check-docs.py` checks it), and with `tables.rs` beside it
+//! the whole program: a new crate with the README's `[dependencies]`, this block as
+//! `src/main.rs` and `tables.rs` builds and runs (`make readme-check` does exactly that). Run it twice and every write of the second run is
 //! a `Duplicate`: the tables remember what they applied.
 
 // quickstart:start
+mod tables; // `create_table`: a table with the hash key `PK` (tables.rs beside this file)
+
 use aws_config::BehaviorVersion;
-use aws_sdk_dynamodb::client::Waiters;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-};
 use dynamodb_exactly_once::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
-
-type Error = Box<dyn std::error::Error>;
+use tables::{create_table, Error};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Rating {
@@ -56,39 +52,6 @@ async fn main() -> Result<(), Error> {
     let login = counters.record(account, [("logins", 1)], "evt-7")?;
     println!("counter: {:?}", counters.add(&login).await?); // Applied
     println!("counter: {:?}", counters.add(&login).await?); // Duplicate: counted once
-    Ok(())
-}
-
-/// A table with the string hash key `PK`, on-demand, unless it exists; waits until it is active.
-async fn create_table(client: &aws_sdk_dynamodb::Client, name: &str) -> Result<(), Error> {
-    let created = client
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("PK")
-                .attribute_type(ScalarAttributeType::S)
-                .build()?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("PK")
-                .key_type(KeyType::Hash)
-                .build()?,
-        )
-        .send()
-        .await;
-    if let Err(e) = created.map_err(|e| e.into_service_error()) {
-        if !e.is_resource_in_use_exception() {
-            return Err(e.into()); // not "created by an earlier run"
-        }
-    }
-    client
-        .wait_until_table_exists()
-        .table_name(name)
-        .wait(Duration::from_secs(120))
-        .await?;
     Ok(())
 }
 // quickstart:end
