@@ -185,38 +185,26 @@ pub(super) fn records(event: &Value) -> Result<Vec<SourceRecord>, EventError> {
     Ok(out)
 }
 
-/// The record's envelope as delivered (every field but the ones we require is optional).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Envelope {
-    topic: String,
-    #[serde(deserialize_with = "int_or_text")]
-    partition: i64,
-    #[serde(deserialize_with = "int_or_text")]
-    offset: i64,
-    #[serde(default)]
-    timestamp: Option<Value>,
-    #[serde(default)]
-    timestamp_type: Option<String>,
-    #[serde(default)]
-    key: Option<String>,
-    #[serde(default)]
-    value: Option<String>,
-    #[serde(default)]
-    headers: Option<Value>,
-}
-
 /// One record: its position and body. Only a record that cannot be placed (no topic,
-/// partition or offset) is an error; any other defect keeps the record whole.
+/// partition or offset) is an error; any other defect keeps the record whole. The record is
+/// read where it lies in the event (nothing of it copied but what the position keeps).
 fn decode(record: &Value) -> Result<(KafkaPosition, Vec<u8>), String> {
-    // Deserialized from the borrowed JSON: no deep copy of the record (its value's base64).
-    let envelope = Envelope::deserialize(record)
-        .map_err(|e| format!("a Kafka record without topic, partition or offset: {e}"))?;
-    let mut position =
-        KafkaPosition::new(envelope.topic.clone(), envelope.partition, envelope.offset);
-    position.timestamp_ms = envelope.timestamp.as_ref().and_then(Value::as_i64);
-    position.timestamp_type = envelope.timestamp_type.clone();
-    match Contents::read(&envelope) {
+    let unplaced =
+        |what: &str| format!("a Kafka record without topic, partition or offset: {what}");
+    let topic = record
+        .get("topic")
+        .and_then(Value::as_str)
+        .ok_or_else(|| unplaced("no `topic` string"))?;
+    let partition =
+        integer(record.get("partition")).ok_or_else(|| unplaced("`partition` is no integer"))?;
+    let offset = integer(record.get("offset")).ok_or_else(|| unplaced("`offset` is no integer"))?;
+    let mut position = KafkaPosition::new(topic, partition, offset);
+    position.timestamp_ms = record.get("timestamp").and_then(Value::as_i64);
+    position.timestamp_type = record
+        .get("timestampType")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    match Contents::read(record) {
         Ok(contents) => {
             position.key = contents.key;
             position.headers = contents.headers;
@@ -230,6 +218,24 @@ fn decode(record: &Value) -> Result<(KafkaPosition, Vec<u8>), String> {
     }
 }
 
+/// A number, or a string of one (some producers of test events write `"partition": "0"`).
+fn integer(value: Option<&Value>) -> Option<i64> {
+    match value? {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// The base64 text of field `what` (`None`: absent or null).
+fn base64_field<'a>(record: &'a Value, what: &str) -> Result<Option<&'a str>, String> {
+    match record.get(what) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(_) => Err(format!("its {what} is not a base64 string")),
+    }
+}
+
 /// What a record carries: key, headers, value (empty when it has none).
 struct Contents {
     key: Option<Vec<u8>>,
@@ -238,13 +244,11 @@ struct Contents {
 }
 
 impl Contents {
-    fn read(envelope: &Envelope) -> Result<Contents, String> {
-        let key = envelope
-            .key
-            .as_deref()
+    fn read(record: &Value) -> Result<Contents, String> {
+        let key = base64_field(record, "key")?
             .map(|k| bytes("key", k))
             .transpose()?;
-        let headers = headers(envelope.headers.as_ref())?;
+        let headers = headers(record.get("headers"))?;
         let size = key.as_ref().map_or(0, Vec::len)
             + headers
                 .iter()
@@ -256,11 +260,13 @@ impl Contents {
                  a record's position keeps"
             ));
         }
-        let value = envelope.value.as_deref().map(|v| bytes("value", v));
+        let value = base64_field(record, "value")?
+            .map(|v| bytes("value", v))
+            .transpose()?;
         Ok(Contents {
             key,
             headers,
-            value: value.transpose()?.unwrap_or_default(),
+            value: value.unwrap_or_default(),
         })
     }
 }
@@ -302,16 +308,6 @@ fn headers(value: Option<&Value>) -> Result<Vec<KafkaHeader>, String> {
         }
     }
     Ok(out)
-}
-
-/// A number, or a string of one (some producers of test events write `"partition": "0"`).
-fn int_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    use serde::de::Error;
-    match Value::deserialize(d)? {
-        Value::Number(n) => n.as_i64().ok_or_else(|| D::Error::custom("not an integer")),
-        Value::String(s) => s.parse().map_err(D::Error::custom),
-        other => Err(D::Error::custom(format!("not an integer: {other}"))),
-    }
 }
 
 /// Why a Kafka record cannot be read: the `bad_kafka_record` rejection it is kept with.

@@ -92,6 +92,27 @@ fn a_record_that_cannot_be_read_is_kept_whole_not_the_batch_refused() {
 }
 
 #[test]
+fn a_value_or_key_of_another_type_is_one_record_kept_not_the_batch_refused() {
+    let mut event = msk_event();
+    event["records"]["orders-1"][0]["value"] = json!(5);
+    event["records"]["orders-0"][0]["key"] = json!({"not": "base64"});
+    let batch = Batch::from_event(event).expect("kafka event");
+    let defects: Vec<Option<String>> = batch
+        .records
+        .iter()
+        .map(|r| defect(r).map(|d| d.message))
+        .collect();
+    assert_eq!(
+        defects,
+        [
+            Some("the Kafka record cannot be read: its key is not a base64 string".into()),
+            None,
+            Some("the Kafka record cannot be read: its value is not a base64 string".into()),
+        ]
+    );
+}
+
+#[test]
 fn a_record_without_an_offset_refuses_the_event() {
     let mut event = msk_event();
     event["records"]["orders-0"][0]
