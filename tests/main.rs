@@ -25,6 +25,7 @@ mod deadline;
 mod document;
 mod document_once;
 mod document_property;
+mod examples;
 mod idempotency;
 mod idempotency_boundaries;
 mod idempotency_check;
