@@ -44,8 +44,8 @@ packaged=("$pkg"/*.yaml)
 
 # (The S3 variants differ from the others only in CodeUri's shape and its two parameters: one,
 # with two functions, stands for them in the cfn-lint run, which costs ~0.7 s a template.)
-cfn-lint "${templates[@]}" "$pkg"/*[a-z].yaml "$pkg/transactions.s3.yaml"
-echo "template-check: ${templates[*]} and their packaged variants are valid"
+cfn-lint "${templates[@]}" "$pkg"/*[a-z].yaml "$pkg/transactions.s3.yaml" examples/*/template.yaml
+echo "template-check: ${templates[*]}, their packaged variants and examples/*/template.yaml are valid"
 python3 scripts/check_guard.py "${templates[@]}" "${packaged[@]}"
 python3 scripts/check_template.py "${templates[@]}" "${docs[@]}"
 python3 scripts/check_template.py --packaged "${packaged[@]}" "${docs[@]}"

@@ -12,6 +12,7 @@ mod counter;
 mod dead_letters;
 mod deadline;
 mod document;
+mod examples;
 mod idempotency;
 mod interleave;
 mod kafka;

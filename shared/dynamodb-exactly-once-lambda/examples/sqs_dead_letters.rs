@@ -9,13 +9,26 @@
 //!
 //! # Run it
 //!
-//! As `processor.rs` (`cargo lambda watch --only-lambda-apis`, then `cargo lambda invoke
-//! --data-file events/processor-orders-sqs.json`), with `--features sqs` on the `cargo run` and
-//! `ORDERS_DEAD_LETTER_QUEUE_URL` in its environment. Locally, an SQS emulator such as
-//! `moto_server` (PyPI `moto[server]`) serves the queue: start it on a free port, create the
-//! queue there, and give the example `AWS_ENDPOINT_URL_SQS=http://127.0.0.1:<port>` with any
-//! credentials and region. The invocation then reports only `order-02` (the transient
-//! failure); `order-01` and `order-03` are letters on the queue.
+//! `cargo lambda watch` serves the workspace's binaries, not examples: start only its Lambda
+//! APIs and run the example against them yourself (from the repository root, port 9000 free),
+//! with `ORDERS_DEAD_LETTER_QUEUE_URL` in its environment:
+//!
+//! ```sh
+//! cargo lambda watch --only-lambda-apis -A 127.0.0.1 -P 9000 &
+//! AWS_LAMBDA_RUNTIME_API=http://127.0.0.1:9000/.rt AWS_LAMBDA_FUNCTION_NAME=_ \
+//!   AWS_LAMBDA_FUNCTION_VERSION=1 AWS_LAMBDA_FUNCTION_MEMORY_SIZE=4096 \
+//!   ORDERS_DEAD_LETTER_QUEUE_URL=<the queue's URL> \
+//!   cargo run -p dynamodb-exactly-once-lambda --features sqs --example sqs_dead_letters &
+//! cargo lambda invoke --data-file events/processor-orders-sqs.json -A 127.0.0.1 -P 9000
+//! kill %2 %1
+//! ```
+//!
+//! Locally, an SQS emulator such as `moto_server` (PyPI `moto[server]`) serves the queue:
+//! start it on a free port, create the queue there, and give the example
+//! `AWS_ENDPOINT_URL_SQS=http://127.0.0.1:<port>` with any credentials and region. The
+//! invocation then reports only `order-02` (the transient failure); `order-01` and `order-03`
+//! are letters on the queue. A function of your own starts from the example crate
+//! `examples/processor-sqs` instead (a SAM template, `cargo lambda watch` as it is).
 //!
 //! # Reading the letters
 //!

@@ -1,0 +1,4 @@
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    idempotent_payment::run().await
+}

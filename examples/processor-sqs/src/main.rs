@@ -1,0 +1,4 @@
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    processor_sqs::run().await
+}
