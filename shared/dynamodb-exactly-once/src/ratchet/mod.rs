@@ -1,5 +1,6 @@
 #![doc = include_str!("../../docs/ratchet.md")]
 
+mod builder;
 mod cache;
 mod config;
 mod history;
@@ -9,6 +10,7 @@ mod outcome;
 mod read;
 mod record;
 mod replicate;
+mod settings;
 mod ts;
 mod write;
 
@@ -17,11 +19,12 @@ use aws_sdk_dynamodb::Client;
 use crate::ddb::Item;
 use crate::rejection::Rejection;
 
+pub use builder::RatchetConfigBuilder;
 pub use cache::{CACHE_MAX_AGE, DEFAULT_CACHE_KEYS};
 pub use config::{
-    RatchetConfig, RatchetConfigBuilder, Replication, DEFAULT_CONCURRENCY,
-    DEFAULT_DELETED_ATTRIBUTE, DEFAULT_SKIP_ATTRIBUTES, DEFAULT_TIE_BREAK_ATTRIBUTE,
-    DEFAULT_TOMBSTONE_TTL, DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
+    RatchetConfig, Replication, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE,
+    DEFAULT_SKIP_ATTRIBUTES, DEFAULT_TIE_BREAK_ATTRIBUTE, DEFAULT_TOMBSTONE_TTL,
+    DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
 };
 pub use layout::LAYOUT_ATTRIBUTE;
 pub use ledger::{LifetimeLedger, LEDGER_LEASE};

@@ -1,5 +1,6 @@
 #![doc = include_str!("../../docs/versioning.md")]
 
+mod builder;
 mod config;
 mod read;
 mod revision;
@@ -7,7 +8,8 @@ mod write;
 
 use aws_sdk_dynamodb::Client;
 
-pub use config::{VersioningConfig, VersioningConfigBuilder};
+pub use builder::VersioningConfigBuilder;
+pub use config::VersioningConfig;
 pub use read::{HistoryEntry, HistoryOp, HistoryPage, Latest, VersionedItem};
 pub use revision::{Revision, RevisionOp};
 pub use write::{RmwOutcome, VersionOutcome};
