@@ -1,9 +1,10 @@
 """Import cycles between the modules of a crate: fails when sibling modules use each other
 (directly or through other siblings).
 
-`use` statements and inline `crate::` paths count; an edge between a module and its own
-ancestor or descendant (a parent re-exporting its child, a child using its parent's types)
-does not; test modules (everything after a file's first `#[cfg(test)]`) are left out.
+`use` statements (nested trees included) and inline paths starting with `crate::`, `self::`
+or `super::` count; an edge between a module and its own ancestor or descendant (a parent
+re-exporting its child, a child using its parent's types) does not; test code (everything
+after a file's first `#[cfg(test)]`, and the files `tests.rs` / `*_tests.rs`) is left out.
 
 Usage: python3 scripts/check-cycles.py <crate src dir>...
 """
@@ -12,7 +13,9 @@ import re
 import sys
 
 USE = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", re.M)
-INLINE = re.compile(r"(?<![\w:])(crate::[a-z_]\w*(?:::[a-z_]\w*)*)")
+INLINE = re.compile(r"(?<![\w:])((?:crate|self|super)(?:::super)*::[a-z_]\w*(?:::[a-z_]\w*)*)")
+PUB_USE = re.compile(r"^\s*pub(?:\([^)]*\))?\s+use\s+([^;]+);", re.M)
+TEST_FILE = re.compile(r"(?:^|_)tests?$")
 
 
 def modules(root):
@@ -30,12 +33,12 @@ def modules(root):
     return found
 
 
-def split_tree(tree):
+def split_tree(tree, keep_alias=False):
     """`a::{b, c::{d, e}}` -> [`a::b`, `a::c::d`, `a::c::e`]."""
     tree = tree.strip()
     brace = tree.find("{")
     if brace < 0:
-        return [tree.split(" as ")[0].strip()]
+        return [tree if keep_alias else tree.split(" as ")[0].strip()]
     head, inner = tree[:brace], tree[brace + 1 : tree.rfind("}")]
     items, depth, current = [], 0, ""
     for ch in inner:
@@ -47,7 +50,19 @@ def split_tree(tree):
         else:
             current += ch
     items.append(current)
-    return [p for item in items if item.strip() for p in split_tree(head + item.strip())]
+    return [
+        p for item in items if item.strip() for p in split_tree(head + item.strip(), keep_alias)
+    ]
+
+
+def split_named(tree):
+    """`a::{b as c, d}` -> [(`a::b`, `c`), (`a::d`, `d`)]."""
+    named = []
+    for raw in split_tree(tree, keep_alias=True):
+        path, _, alias = raw.partition(" as ")
+        path = path.strip()
+        named.append((path, alias.strip() or path.split("::")[-1]))
+    return named
 
 
 def paths_used(source):
@@ -57,8 +72,9 @@ def paths_used(source):
     return used + INLINE.findall(code)
 
 
-def target(module, path, mods):
-    """The module a path names (its longest module prefix), or None for other crates."""
+def target(module, path, mods, exports=None, depth=0):
+    """The module a path names (its longest module prefix), or None for other crates. A name
+    that module re-exports (`pub use inner::Name`) leads on to the module defining it."""
     parts = path.split("::")
     if parts[0] == "crate":
         base, parts = (), parts[1:]
@@ -70,11 +86,24 @@ def target(module, path, mods):
             parts = parts[1:]
     else:
         return None
-    for part in parts:
-        if base + (part,) not in mods:
-            break
-        base += (part,)
+    while parts and base + (parts[0],) in mods:
+        base += (parts[0],)
+        parts = parts[1:]
+    origin = (exports or {}).get(base, {}).get(parts[0]) if parts else None
+    if origin and depth < 8:
+        found = target(base, origin, mods, exports, depth + 1)
+        return base if found is None else found
     return base
+
+
+def reexports(module, source):
+    """Name -> path of each item a module re-exports with `pub use` (globs left out)."""
+    found = {}
+    for tree in PUB_USE.findall(source.split("#[cfg(test)]")[0]):
+        for path, name in split_named(tree):
+            if name not in ("*", "self"):
+                found[name] = path
+    return found
 
 
 def sibling_edge(a, b):
@@ -121,11 +150,16 @@ def cycles(graph):
 
 def check(root):
     mods = modules(root)
-    graph, edges = {}, 0
+    sources = {}
     for module, path in mods.items():
-        with open(path, encoding="utf-8") as f:
-            used = paths_used(f.read())
-        for t in {target(module, p, mods) for p in used} - {None, module}:
+        if not (module and TEST_FILE.search(module[-1])):
+            with open(path, encoding="utf-8") as f:
+                sources[module] = f.read()
+    exports = {module: reexports(module, source) for module, source in sources.items()}
+    graph, edges = {}, 0
+    for module, source in sources.items():
+        used = paths_used(source)
+        for t in {target(module, p, mods, exports) for p in used} - {None, module}:
             edges += 1
             edge = sibling_edge(module, t)
             if edge:

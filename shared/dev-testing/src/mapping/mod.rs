@@ -79,7 +79,8 @@
 //! * `handler.rs`: [`Handler`], [`Fault`], running one invocation under a fault.
 //! * `payload.rs`: Lambda's JSON of records, events and on-failure messages.
 //! * `shards.rs`: the listing, lineage and reads of each shard.
-//! * `lanes.rs`: batches, responses, retries, discards and windows of each lane.
+//! * `lanes/`: batches of each lane (`mod.rs`); what a response does to them: retries,
+//!   discards and windows (`response.rs`).
 
 mod config;
 pub mod filter;

@@ -7,8 +7,6 @@ use super::aggregate::Aggregation;
 use crate::config::ConfigError;
 use crate::ddb::item::MAX_ITEM_BYTES;
 
-/// Default prefix of the protocol's own attributes (payloads cannot write names with it).
-pub const DEFAULT_ATTRIBUTE_PREFIX: &str = "ctr_";
 /// Default guaranteed duplicate window: 1 hour.
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(3600);
 /// Default number of buckets kept (the window is `W - 1` buckets long).
@@ -307,7 +305,7 @@ impl CounterConfig {
     /// Whether `name` starts with the protocol's prefix (payloads cannot write it).
     pub(crate) fn is_protocol_attribute(&self, name: &str) -> bool {
         name.starts_with(&self.attribute_prefix)
-            || super::marker::PrefixMarker::of(self).reserves(name)
+            || super::marker::PrefixMarker::new(&self.attribute_prefix).reserves(name)
     }
 }
 

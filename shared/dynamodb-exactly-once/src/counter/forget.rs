@@ -25,7 +25,7 @@
 
 use std::collections::BTreeSet;
 
-use super::layout::{Bucket, BucketName};
+use super::bucket::{Bucket, BucketName};
 
 /// The time before which the keys of `removed` arrived (epoch s), read from the item's other
 /// buckets `layout`; `len` and `keep` are the reader's bucket length and retention (`W × len`).
@@ -82,7 +82,8 @@ mod tests {
 
     #[test]
     fn a_removal_records_the_span_end_of_what_it_forgot_and_never_lowers_it() {
-        use crate::counter::layout::{encode, Grid, Knowledge, Layout, Plan};
+        use crate::counter::bucket::encode;
+        use crate::counter::layout::{Grid, Knowledge, Layout, Plan};
         use crate::counter::CounterConfig;
         use aws_sdk_dynamodb::types::AttributeValue;
         let config = CounterConfig::builder("counters")

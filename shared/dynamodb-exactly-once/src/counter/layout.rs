@@ -40,10 +40,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use super::bucket::{encode, Bucket, BucketName};
 use super::config::{
     CounterConfig, MAX_EXPRESSION_BYTES, MAX_EXPRESSION_OPERATORS, MAX_WINDOW_BUCKETS,
     MAX_WINDOW_SECONDS,
 };
+use super::forget::span_end;
 use super::marker::PrefixMarker;
 use crate::ddb::Item;
 
@@ -69,56 +71,6 @@ pub(super) const AGE_TERM_BYTES: usize = 48;
 /// Bytes of one `contains(#w<b>,:k<k>) OR ` term, indices of up to three digits.
 const TERM_BYTES: usize = 24;
 
-/// Which bucket attribute.
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum BucketName {
-    /// `<prefix>keys_<start>_<until>`: the keys applied from `start` (epoch s).
-    Span {
-        /// First epoch second of the bucket.
-        start: u64,
-    },
-    /// `<prefix>keys_<n>`: bucket number `n` of the earlier layout.
-    Legacy {
-        /// The bucket number.
-        number: u64,
-    },
-}
-
-/// One key bucket of an item.
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Bucket {
-    /// Its keys are kept until this epoch second.
-    pub until: u64,
-    /// Its attribute.
-    pub name: BucketName,
-}
-
-impl Bucket {
-    /// The entry of this bucket in a layout string.
-    fn entry(&self) -> String {
-        match self.name {
-            BucketName::Span { start } => format!("{start}_{}", self.until),
-            BucketName::Legacy { number } => format!("L{number}_{}", self.until),
-        }
-    }
-
-    /// The start of a span bucket.
-    fn start(&self) -> Option<u64> {
-        match self.name {
-            BucketName::Span { start } => Some(start),
-            BucketName::Legacy { .. } => None,
-        }
-    }
-}
-
-/// The canonical layout string of a set of buckets (the guard value).
-pub(super) fn encode(buckets: &BTreeSet<Bucket>) -> String {
-    let entries: Vec<String> = buckets.iter().map(Bucket::entry).collect();
-    entries.join(",")
-}
-
 /// The buckets of a writer's settings: spans of `len` seconds, kept `keep` seconds from
 /// their start (`W × len`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +88,7 @@ impl Grid {
     pub(super) fn forgotten_after(&self, removed: &[Bucket], layout: &Layout) -> Option<u64> {
         removed
             .iter()
-            .map(|b| super::forget::span_end(b, &layout.buckets, self.len, self.keep))
+            .map(|b| span_end(b, &layout.buckets, self.len, self.keep))
             .chain(layout.forgotten)
             .max()
     }
@@ -339,7 +291,7 @@ impl Plan {
         after.push(target);
         let forgotten = removals
             .iter()
-            .map(|b| super::forget::span_end(b, &layout.buckets, grid.len, grid.keep))
+            .map(|b| span_end(b, &layout.buckets, grid.len, grid.keep))
             .chain(layout.forgotten)
             .max();
         Plan {

@@ -19,17 +19,21 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};
 
-use super::config::{CounterConfig, DEFAULT_ATTRIBUTE_PREFIX};
 use crate::ddb::{Item, Placeholders};
 use crate::rejection::{quote, Rejection, RejectionCode};
+
+/// Default prefix of the protocol's own attributes (payloads cannot write names with it).
+pub const DEFAULT_ATTRIBUTE_PREFIX: &str = "ctr_";
 
 /// The prefix marker attribute (S): a digest of the attribute prefix the item's counter state
 /// was written under; absent under the default prefix.
 pub const PREFIX_MARKER_ATTRIBUTE: &str = "_ctrL";
 
-/// A configuration's marker, and the default bucket attribute it must not find.
+/// An attribute prefix's marker, and the default bucket attribute it must not find.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct PrefixMarker {
+    /// The attribute prefix this marker stands for.
+    prefix: String,
     /// `None` under the default prefix.
     marker: Option<String>,
     /// `ctr_bucket` under another prefix.
@@ -37,15 +41,17 @@ pub(super) struct PrefixMarker {
 }
 
 impl PrefixMarker {
-    pub(super) fn of(config: &CounterConfig) -> Self {
-        let prefix = config.attribute_prefix.as_str();
+    /// The marker of the attribute prefix `prefix`.
+    pub(super) fn new(prefix: &str) -> Self {
         if prefix == DEFAULT_ATTRIBUTE_PREFIX {
             return PrefixMarker {
+                prefix: prefix.into(),
                 marker: None,
                 default_bucket: None,
             };
         }
         PrefixMarker {
+            prefix: prefix.into(),
             marker: Some(hex::encode(&Sha256::digest(prefix.as_bytes())[..3])),
             default_bucket: Some(format!("{DEFAULT_ATTRIBUTE_PREFIX}bucket")),
         }
@@ -80,11 +86,11 @@ impl PrefixMarker {
     }
 
     /// Why an item (an `ALL_OLD` image) is of another prefix (`layout_mismatch`), or `None`.
-    pub(super) fn foreign(&self, config: &CounterConfig, item: &Item) -> Option<Rejection> {
+    pub(super) fn foreign(&self, item: &Item) -> Option<Rejection> {
         let stored = item
             .get(PREFIX_MARKER_ATTRIBUTE)
             .and_then(|v| v.as_s().ok());
-        let ours = item.contains_key(&config.bucket_attribute());
+        let ours = item.contains_key(&format!("{}bucket", self.prefix));
         let why = match (stored, &self.marker) {
             (Some(s), Some(m)) if s == m => return None,
             (Some(s), _) => format!("its prefix marker {} differs", quote(s)),
@@ -106,7 +112,7 @@ impl PrefixMarker {
             format!(
                 "the item was written under another counter attribute prefix ({why}); this \
                  writer uses `{}`: put the earlier prefix back, or write to new items",
-                config.attribute_prefix
+                self.prefix
             ),
         ))
     }
@@ -122,12 +128,6 @@ impl PrefixMarker {
 mod tests {
     use super::*;
 
-    fn config(prefix: &str) -> CounterConfig {
-        let mut c = CounterConfig::builder("ttt").build().expect("valid");
-        c.attribute_prefix = prefix.into();
-        c
-    }
-
     fn item(pairs: &[(&str, &str)]) -> Item {
         pairs
             .iter()
@@ -137,28 +137,26 @@ mod tests {
 
     #[test]
     fn the_default_prefix_writes_no_marker_and_refuses_a_marked_item() {
-        let c = config(DEFAULT_ATTRIBUTE_PREFIX);
-        let m = PrefixMarker::of(&c);
+        let m = PrefixMarker::new(DEFAULT_ATTRIBUTE_PREFIX);
         assert_eq!(m.set_term(), None);
-        assert!(m.foreign(&c, &item(&[("ctr_bucket", "x")])).is_none());
+        assert!(m.foreign(&item(&[("ctr_bucket", "x")])).is_none());
         let marked = item(&[("_ctrL", "abcdef"), ("c2_bucket", "x")]);
-        let why = m.foreign(&c, &marked).expect("foreign");
+        let why = m.foreign(&marked).expect("foreign");
         assert_eq!(why.code, RejectionCode::LayoutMismatch);
     }
 
     #[test]
     fn another_prefix_refuses_default_state_and_other_markers() {
-        let c = config("c2_");
-        let m = PrefixMarker::of(&c);
+        let m = PrefixMarker::new("c2_");
         assert!(m.set_term().is_some());
-        assert!(m.foreign(&c, &item(&[("ctr_bucket", "x")])).is_some());
-        assert!(m.foreign(&c, &item(&[("_ctrL", "000000")])).is_some());
-        let ours = PrefixMarker::of(&c).marker.clone().unwrap_or_default();
+        assert!(m.foreign(&item(&[("ctr_bucket", "x")])).is_some());
+        assert!(m.foreign(&item(&[("_ctrL", "000000")])).is_some());
+        let ours = PrefixMarker::new("c2_").marker.clone().unwrap_or_default();
         assert!(m
-            .foreign(&c, &item(&[("_ctrL", &ours), ("c2_bucket", "x")]))
+            .foreign(&item(&[("_ctrL", &ours), ("c2_bucket", "x")]))
             .is_none());
         // An item of this prefix from before the marker: not foreign.
-        assert!(m.foreign(&c, &item(&[("c2_bucket", "x")])).is_none());
+        assert!(m.foreign(&item(&[("c2_bucket", "x")])).is_none());
         assert!(m.reserves("_ctrL") && m.reserves("ctr_bucket") && !m.reserves("n"));
     }
 }

@@ -1,6 +1,7 @@
 #![doc = include_str!("../../docs/counter.md")]
 
 mod aggregate;
+mod bucket;
 mod builder;
 mod cache;
 mod config;
@@ -13,6 +14,7 @@ mod record;
 mod settings;
 mod settle;
 mod update;
+mod versioned;
 mod write;
 
 use aws_sdk_dynamodb::Client;
@@ -22,16 +24,15 @@ use crate::ddb::item::item_to_json;
 use crate::ddb::{Clock, ItemKey, Read, StoreError};
 
 pub use aggregate::{Aggregation, AggregationBuilder, DEFAULT_AGGREGATE_KEY_ATTRIBUTE};
+pub use bucket::{Bucket, BucketName};
 pub use builder::CounterConfigBuilder;
 pub use cache::DEFAULT_CACHE_KEYS;
 pub use config::{
-    Capacity, CounterConfig, CounterMode, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY,
-    DEFAULT_ITEM_BUDGET_BYTES, DEFAULT_JOURNAL_WINDOW, DEFAULT_MAX_KEYS_PER_SECOND,
-    DEFAULT_OTHER_DATA_BYTES, DEFAULT_WINDOW, DEFAULT_WINDOW_BUCKETS, KEY_BYTES,
-    MAX_WINDOW_BUCKETS, MAX_WINDOW_SECONDS,
+    Capacity, CounterConfig, CounterMode, DEFAULT_CONCURRENCY, DEFAULT_ITEM_BUDGET_BYTES,
+    DEFAULT_JOURNAL_WINDOW, DEFAULT_MAX_KEYS_PER_SECOND, DEFAULT_OTHER_DATA_BYTES, DEFAULT_WINDOW,
+    DEFAULT_WINDOW_BUCKETS, KEY_BYTES, MAX_WINDOW_BUCKETS, MAX_WINDOW_SECONDS,
 };
-pub use layout::{Bucket, BucketName};
-pub use marker::PREFIX_MARKER_ATTRIBUTE;
+pub use marker::{DEFAULT_ATTRIBUTE_PREFIX, PREFIX_MARKER_ATTRIBUTE};
 pub use record::{hash_key, CounterRecord, MAX_COUNTERS_PER_RECORD, MAX_IDEMPOTENCY_KEY_BYTES};
 pub use settle::CounterOutcome;
 

@@ -1,8 +1,9 @@
 //! Names the counter derives from its settings for the key buckets, and how many keys one
 //! write can carry with them (the layout's side of [`CounterConfig`]).
 
+use super::bucket::{Bucket, BucketName};
 use super::config::{CounterConfig, MAX_WINDOW_BUCKETS};
-use super::layout::{keys_per_write, Bucket, BucketName, AGE_TERM_BYTES, AGE_TERM_OPERATORS};
+use super::layout::{keys_per_write, AGE_TERM_BYTES, AGE_TERM_OPERATORS};
 
 impl CounterConfig {
     /// Keys per `UpdateItem` that keep the condition within DynamoDB's expression limits when

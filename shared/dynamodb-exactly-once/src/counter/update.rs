@@ -20,7 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 
-use super::layout::{encode, Guard, Plan};
+use super::bucket::encode;
+use super::layout::{Guard, Plan};
 use super::marker::PrefixMarker;
 use super::Counter;
 use crate::ddb::number::{Number, NumberError};
@@ -104,7 +105,7 @@ impl Counter {
         pending: &[KeyEntry],
         plan: &Plan,
     ) -> Result<UpdateItemFluentBuilder, StoreError> {
-        let marker = PrefixMarker::of(&self.config);
+        let marker = PrefixMarker::new(&self.config.attribute_prefix);
         let mut p = Placeholders::default();
         marker.emit(&mut p, plan.allows_absent());
         p.set_name("#bk", self.config.bucket_attribute())
@@ -253,7 +254,8 @@ pub(super) fn chunk_entries(entries: Vec<KeyEntry>, max_keys: usize) -> Vec<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counter::layout::{Bucket, BucketName, Grid, Knowledge, Layout};
+    use crate::counter::bucket::{Bucket, BucketName};
+    use crate::counter::layout::{Grid, Knowledge, Layout};
     use crate::counter::{hash_key, CounterConfig};
 
     fn one() -> Number {

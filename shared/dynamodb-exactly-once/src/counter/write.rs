@@ -149,7 +149,7 @@ impl Counter {
         cost: &Cost,
     ) -> ChunkResult {
         let grid = Grid::of(&self.config);
-        let marker = PrefixMarker::of(&self.config);
+        let marker = PrefixMarker::new(&self.config.attribute_prefix);
         let mut pending = chunk;
         let mut written = Written::default();
         let mut knowledge = hint.get();
@@ -177,7 +177,7 @@ impl Counter {
                 Ok(Some(old)) => {
                     failed_conditions += 1;
                     pending.extend(rest);
-                    if let Some(reason) = marker.foreign(&self.config, &old) {
+                    if let Some(reason) = marker.foreign(&old) {
                         return ChunkResult {
                             written,
                             failure: Some((pending, ChunkError::Layout(reason))),

@@ -1,11 +1,13 @@
 #![doc = include_str!("../../docs/document.md")]
 
 mod apply;
+mod builder;
 mod config;
 mod guarded;
 mod layout;
 mod path;
 mod record;
+mod settings;
 mod token;
 mod values;
 mod write;
@@ -18,9 +20,9 @@ use crate::ddb::item::item_to_json;
 use crate::ddb::{Cost, Item, ItemKey, StoreError};
 use crate::rejection::Rejection;
 
+pub use builder::DocumentConfigBuilder;
 pub use config::{
-    DocumentConfig, DocumentConfigBuilder, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY,
-    DEFAULT_MAX_RETRIES, TOKEN_EPOCH,
+    DocumentConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, TOKEN_EPOCH,
 };
 pub use layout::PREFIX_MARKER_ATTRIBUTE;
 pub use path::{AttrPath, Segment, MAX_DEPTH, MAX_INDEX, MAX_PATH_BYTES};

@@ -1,6 +1,7 @@
 #![doc = include_str!("../../docs/lease.md")]
 
 mod acquire;
+mod builder;
 mod config;
 mod holding;
 
@@ -12,7 +13,8 @@ use serde::Deserialize;
 
 use crate::ddb::{Item, StoreError};
 
-pub use config::{LeaseConfig, LeaseConfigBuilder, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL};
+pub use builder::LeaseConfigBuilder;
+pub use config::{LeaseConfig, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL};
 pub use holding::Holding;
 
 /// The lock item's key attribute.

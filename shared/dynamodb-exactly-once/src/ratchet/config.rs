@@ -1,9 +1,10 @@
-//! Settings of the ratchet protocol: the table, the protocol's attribute names, the tombstone
-//! lifetime and the write concurrency.
+//! Settings of the ratchet protocol: [`RatchetConfig`] (the table, the protocol's attribute
+//! names, the tombstone lifetime and the write concurrency), its defaults and its validation;
+//! built in `builder.rs` (with the getters), from named settings in `settings.rs`.
 
 use std::time::Duration;
 
-use crate::config::{ConfigError, Configured, FromSettings, Settings};
+use crate::config::ConfigError;
 
 /// Default name of the timestamp attribute.
 pub const DEFAULT_TS_ATTRIBUTE: &str = "Timestamp";
@@ -37,110 +38,15 @@ pub struct RatchetConfig {
     pub(crate) cache_keys: usize,
 }
 
+/// The settings naming [`RatchetConfig::protocol_attributes`], in order.
+pub(super) const ATTRIBUTE_SETTINGS: [&str; 4] = [
+    "ts_attribute",
+    "deleted_attribute",
+    "ttl_attribute",
+    "tie_break_attribute",
+];
+
 impl RatchetConfig {
-    /// A builder with the defaults, writing `table`.
-    pub fn builder(table: impl Into<String>) -> RatchetConfigBuilder {
-        RatchetConfigBuilder {
-            config: RatchetConfig {
-                table: table.into(),
-                ts_attribute: DEFAULT_TS_ATTRIBUTE.into(),
-                deleted_attribute: DEFAULT_DELETED_ATTRIBUTE.into(),
-                ttl_attribute: DEFAULT_TTL_ATTRIBUTE.into(),
-                tie_break_attribute: DEFAULT_TIE_BREAK_ATTRIBUTE.into(),
-                tombstone_ttl: DEFAULT_TOMBSTONE_TTL,
-                concurrency: DEFAULT_CONCURRENCY,
-                max_record_age: None,
-                lifetime_ledger: None,
-                history_table: None,
-                replication: None,
-                cache_keys: super::cache::DEFAULT_CACHE_KEYS,
-            },
-        }
-    }
-
-    /// A builder starting from this config.
-    pub fn to_builder(&self) -> RatchetConfigBuilder {
-        RatchetConfigBuilder {
-            config: self.clone(),
-        }
-    }
-
-    /// The table written.
-    pub fn table(&self) -> &str {
-        &self.table
-    }
-
-    /// Timestamp attribute.
-    pub fn ts_attribute(&self) -> &str {
-        &self.ts_attribute
-    }
-
-    /// Tombstone flag attribute.
-    pub fn deleted_attribute(&self) -> &str {
-        &self.deleted_attribute
-    }
-
-    /// TTL attribute (epoch seconds).
-    pub fn ttl_attribute(&self) -> &str {
-        &self.ttl_attribute
-    }
-
-    /// Tie-break token attribute.
-    pub fn tie_break_attribute(&self) -> &str {
-        &self.tie_break_attribute
-    }
-
-    /// How long tombstones are kept.
-    pub fn tombstone_ttl(&self) -> Duration {
-        self.tombstone_ttl
-    }
-
-    /// How many keys are written at once.
-    pub fn concurrency(&self) -> usize {
-        self.concurrency
-    }
-
-    /// The age guard: a record that reached its source longer ago is kept as a `too_old` dead
-    /// letter instead of being applied (`None`: the tombstone lifetime; at most that).
-    /// Raising `tombstone_ttl` does not need it when [`RatchetConfig::lifetime_ledger`] is set
-    /// (the writer keeps a shorter lifetime's guard while its tombstones may exist); without a
-    /// ledger, or for the first raise after a version without one, keep this at the old
-    /// lifetime for one new lifetime.
-    pub fn max_record_age(&self) -> Option<Duration> {
-        self.max_record_age
-    }
-
-    /// Where writers promise the tombstone lifetimes they use (see [`super::LifetimeLedger`]):
-    /// a raised lifetime then keeps the guard of a shorter one until its tombstones are gone
-    /// (`None`: no ledger; the guard is this writer's lifetime, or `max_record_age`).
-    pub fn lifetime_ledger(&self) -> Option<&super::LifetimeLedger> {
-        self.lifetime_ledger.as_ref()
-    }
-
-    /// History mode: every record also lands in this table at its own `(key, ts, tie-break)`
-    /// row (see the module's `# History mode` section); `None`: no history.
-    pub fn history_table(&self) -> Option<&str> {
-        self.history_table.as_deref()
-    }
-
-    /// Item changes (DynamoDB stream records) replicated as records (see [`Replication`]);
-    /// `None`: changes are refused (`no_change_mapping`).
-    pub fn replication(&self) -> Option<&Replication> {
-        self.replication.as_ref()
-    }
-
-    /// Keys of the warm-redelivery cache: a record at or below a version this process wrote
-    /// or read back for its key is answered without a call (`0`: off). See the module's
-    /// `# Warm redelivery` section.
-    pub fn cache_keys(&self) -> usize {
-        self.cache_keys
-    }
-
-    /// The age guard in force: [`RatchetConfig::max_record_age`], or the tombstone lifetime.
-    pub fn record_age_limit(&self) -> Duration {
-        self.max_record_age.unwrap_or(self.tombstone_ttl)
-    }
-
     /// Check the settings: a table, the protocol attributes distinct and non-empty, a history
     /// table other than the table, a concurrency of at least 1, an age guard no longer than
     /// the tombstone lifetime. [`RatchetConfigBuilder::build`] calls it.
@@ -200,87 +106,6 @@ impl RatchetConfig {
     }
 }
 
-/// The settings naming [`RatchetConfig::protocol_attributes`], in order.
-const ATTRIBUTE_SETTINGS: [&str; 4] = [
-    "ts_attribute",
-    "deleted_attribute",
-    "ttl_attribute",
-    "tie_break_attribute",
-];
-
-impl FromSettings for RatchetConfig {
-    const NAMES: &'static [&'static str] = &[
-        "table",
-        "ts_attribute",
-        "deleted_attribute",
-        "ttl_attribute",
-        "tie_break_attribute",
-        "tombstone_ttl_seconds",
-        "concurrency",
-        "max_record_age_seconds",
-        "history_table",
-        "changes",
-        "change_skip_attributes",
-        "cache_keys",
-        "ledger_table",
-        "dead_letter_table",
-    ];
-
-    /// `table` (required), the attribute names, `tombstone_ttl_seconds`, `concurrency`,
-    /// `max_record_age_seconds` (the age guard; default the tombstone lifetime),
-    /// `history_table` (history mode), `changes` (`replicate`: item changes replicated;
-    /// unset or `none`: refused) and `change_skip_attributes` (comma-separated names or
-    /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]), `cache_keys` (the
-    /// warm-redelivery cache, `0`: off), `ledger_table` (the lifetime ledger,
-    /// [`super::LifetimeLedger::new`]) and `dead_letter_table` (the writer's dead letters: with
-    /// a ledger table, the ledger item an earlier version kept there is moved from it,
-    /// [`super::LifetimeLedger::moving_from`]).
-    fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
-        let mut b = RatchetConfig::builder(s.required("table")?);
-        let c = &mut b.config;
-        s.set(&mut c.ts_attribute, "ts_attribute")?;
-        s.set(&mut c.deleted_attribute, "deleted_attribute")?;
-        s.set(&mut c.ttl_attribute, "ttl_attribute")?;
-        s.set(&mut c.tie_break_attribute, "tie_break_attribute")?;
-        s.set_secs(&mut c.tombstone_ttl, "tombstone_ttl_seconds")?;
-        s.set(&mut c.concurrency, "concurrency")?;
-        s.set(&mut c.cache_keys, "cache_keys")?;
-        if let Some(secs) = s.parse::<u64>("max_record_age_seconds")? {
-            c.max_record_age = Some(Duration::from_secs(secs));
-        }
-        c.history_table = s.get("history_table");
-        c.lifetime_ledger = s.get("ledger_table").map(|t| {
-            let ledger = super::LifetimeLedger::new(t, &c.table);
-            match s.get("dead_letter_table") {
-                Some(letters) => ledger.moving_from(letters),
-                None => ledger,
-            }
-        });
-        c.replication = match s.get("changes").as_deref() {
-            None | Some("none") => None,
-            Some("replicate") => Some(match s.list("change_skip_attributes") {
-                Some(names) => Replication::skipping(names),
-                None => Replication::default(),
-            }),
-            Some(other) => {
-                return Err(ConfigError::new(
-                    "changes",
-                    format!("{other:?}: must be `replicate` or `none`"),
-                ))
-            }
-        };
-        b.build()
-    }
-}
-
-impl Configured for super::Ratchet {
-    type Config = RatchetConfig;
-
-    fn new(client: aws_sdk_dynamodb::Client, config: RatchetConfig) -> Self {
-        super::Ratchet::new(client, config)
-    }
-}
-
 /// Source attributes never copied by default: the other protocols' own attributes (the
 /// transaction's `_tx*`, the counter's and the document writer's default prefixes, the
 /// versioned item's). A trailing `*` makes a prefix. The replica's own ratchet attributes
@@ -335,165 +160,5 @@ impl Replication {
                     Some(prefix) => name.starts_with(prefix),
                     None => s == name,
                 })
-    }
-}
-
-/// Builds a validated [`RatchetConfig`].
-#[must_use]
-#[derive(Debug, Clone)]
-pub struct RatchetConfigBuilder {
-    config: RatchetConfig,
-}
-
-impl RatchetConfigBuilder {
-    /// Timestamp attribute (default [`DEFAULT_TS_ATTRIBUTE`]).
-    pub fn ts_attribute(mut self, name: impl Into<String>) -> Self {
-        self.config.ts_attribute = name.into();
-        self
-    }
-
-    /// Tombstone flag attribute (default [`DEFAULT_DELETED_ATTRIBUTE`]).
-    pub fn deleted_attribute(mut self, name: impl Into<String>) -> Self {
-        self.config.deleted_attribute = name.into();
-        self
-    }
-
-    /// TTL attribute, epoch seconds (default [`DEFAULT_TTL_ATTRIBUTE`]; enable TTL on it).
-    pub fn ttl_attribute(mut self, name: impl Into<String>) -> Self {
-        self.config.ttl_attribute = name.into();
-        self
-    }
-
-    /// Tie-break token attribute (default [`DEFAULT_TIE_BREAK_ATTRIBUTE`]).
-    pub fn tie_break_attribute(mut self, name: impl Into<String>) -> Self {
-        self.config.tie_break_attribute = name.into();
-        self
-    }
-
-    /// How long tombstones are kept (default [`DEFAULT_TOMBSTONE_TTL`]).
-    pub fn tombstone_ttl(mut self, ttl: Duration) -> Self {
-        self.config.tombstone_ttl = ttl;
-        self
-    }
-
-    /// How many keys are written at once (default [`DEFAULT_CONCURRENCY`]; at least 1).
-    pub fn concurrency(mut self, concurrency: usize) -> Self {
-        self.config.concurrency = concurrency;
-        self
-    }
-
-    /// The age guard (default: the tombstone lifetime; at most that), see
-    /// [`RatchetConfig::max_record_age`].
-    pub fn max_record_age(mut self, age: Duration) -> Self {
-        self.config.max_record_age = Some(age);
-        self
-    }
-
-    /// Where writers promise the tombstone lifetimes they use (default: no ledger), see
-    /// [`RatchetConfig::lifetime_ledger`].
-    pub fn lifetime_ledger(mut self, ledger: super::LifetimeLedger) -> Self {
-        self.config.lifetime_ledger = Some(ledger);
-        self
-    }
-
-    /// History mode into this table, other than the table (default: no history).
-    pub fn history_table(mut self, table: impl Into<String>) -> Self {
-        self.config.history_table = Some(table.into());
-        self
-    }
-
-    /// Replicate item changes (default: changes are refused, `no_change_mapping`).
-    pub fn replication(mut self, replication: Replication) -> Self {
-        self.config.replication = Some(replication);
-        self
-    }
-
-    /// Keys of the warm-redelivery cache (default [`super::DEFAULT_CACHE_KEYS`]; `0`: off).
-    pub fn cache_keys(mut self, keys: usize) -> Self {
-        self.config.cache_keys = keys;
-        self
-    }
-
-    /// The config, or the first setting at fault: an empty table, an empty or shared
-    /// protocol attribute name, a history table that is the table, a concurrency of 0, an age
-    /// guard longer than the tombstone lifetime.
-    pub fn build(self) -> Result<RatchetConfig, ConfigError> {
-        self.config.validate()?;
-        Ok(self.config)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn refused(builder: RatchetConfigBuilder) -> String {
-        builder.build().expect_err("an invalid setting").setting
-    }
-
-    #[test]
-    fn build_refuses_an_invalid_setting_by_name() {
-        let b = || RatchetConfig::builder("T");
-        assert_eq!(refused(RatchetConfig::builder("")), "table");
-        assert_eq!(refused(b().ts_attribute("")), "ts_attribute");
-        assert_eq!(refused(b().ttl_attribute("Deleted")), "ttl_attribute");
-        assert_eq!(
-            refused(b().tie_break_attribute("Timestamp")),
-            "tie_break_attribute"
-        );
-        assert_eq!(refused(b().history_table("T")), "history_table");
-        assert_eq!(refused(b().concurrency(0)), "concurrency");
-        let too_old = b()
-            .tombstone_ttl(Duration::from_secs(600))
-            .max_record_age(Duration::from_secs(601));
-        assert_eq!(refused(too_old), "max_record_age_seconds");
-    }
-
-    #[test]
-    fn getters_return_what_was_set_and_the_defaults_otherwise() {
-        let defaults = RatchetConfig::builder("T").build().expect("valid");
-        assert_eq!(defaults.table(), "T");
-        assert_eq!(
-            defaults.protocol_attributes(),
-            ["Timestamp", "Deleted", "TTL", "TieBreak"]
-        );
-        assert_eq!(defaults.tombstone_ttl(), DEFAULT_TOMBSTONE_TTL);
-        assert_eq!(defaults.record_age_limit(), DEFAULT_TOMBSTONE_TTL);
-        assert!(defaults.history_table().is_none() && defaults.replication().is_none());
-        let ledger = super::super::LifetimeLedger::new("Ledger", "T").moving_from("DLQ");
-        let c = RatchetConfig::builder("T")
-            .ts_attribute("ts")
-            .deleted_attribute("del")
-            .ttl_attribute("exp")
-            .tie_break_attribute("tb")
-            .tombstone_ttl(Duration::from_secs(600))
-            .concurrency(4)
-            .max_record_age(Duration::from_secs(60))
-            .lifetime_ledger(ledger.clone())
-            .history_table("H")
-            .replication(Replication::skipping(["secret", "tmp_*"]))
-            .cache_keys(0)
-            .build()
-            .expect("valid");
-        assert_eq!(
-            [
-                c.ts_attribute(),
-                c.deleted_attribute(),
-                c.ttl_attribute(),
-                c.tie_break_attribute()
-            ],
-            ["ts", "del", "exp", "tb"]
-        );
-        assert_eq!((c.tombstone_ttl().as_secs(), c.concurrency()), (600, 4));
-        assert_eq!(c.max_record_age(), Some(Duration::from_secs(60)));
-        assert_eq!(c.record_age_limit(), Duration::from_secs(60));
-        assert_eq!(
-            (c.lifetime_ledger(), c.history_table()),
-            (Some(&ledger), Some("H"))
-        );
-        let skipped = c.replication().map(|r| r.skip_attributes().join(","));
-        assert_eq!(skipped.as_deref(), Some("secret,tmp_*"));
-        assert_eq!(c.cache_keys(), 0);
-        assert_eq!(c.to_builder().build(), Ok(c));
     }
 }

@@ -12,51 +12,17 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 
 use super::outcome::RatchetOutcome;
-use super::record::{RatchetOp, RatchetRecord};
-use super::ts::Ts;
+use super::record::{history_row, RatchetRecord, HISTORY_KEY_ATTRIBUTE, HISTORY_SORT_ATTRIBUTE};
 use super::Ratchet;
 use crate::batch::{Deadline, RecordResult};
 use crate::ddb::item::item_to_json;
 use crate::ddb::{Cost, ErrorClass, Item, ItemKey, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
 
-/// History table: partition key, the item's canonical key, e.g. `{"PK":"u1","SK":"a"}` (S).
-pub const HISTORY_KEY_ATTRIBUTE: &str = "ItemKey";
-/// History table: sort key, [`history_sort_key`] of the record's `(ts, tie-break)` (S).
-pub const HISTORY_SORT_ATTRIBUTE: &str = "RecordVersion";
-/// History row: the record's `ts` (N, or S above `u64`: see [`super::Ts`]).
-pub const HISTORY_TS_ATTRIBUTE: &str = "Timestamp";
-/// History row: the record's tie-break token (S).
-pub const HISTORY_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
-/// History row: `put` or `delete` (S).
-pub const HISTORY_OP_ATTRIBUTE: &str = "Op";
-/// History row: the put's item as the latest table stores it (M); absent for a delete.
-pub const HISTORY_ITEM_ATTRIBUTE: &str = "Item";
 /// Rows per `BatchWriteItem` (DynamoDB's limit).
 const BATCH_WRITE_ROWS: usize = crate::ddb::batch::BATCH_WRITE_ITEMS;
 /// Key condition of [`Ratchet::history`].
 const KEY_CONDITION_ITEM: &str = "#hk = :hk";
-
-/// The history sort key of a record version: `ts` on 20 digits (negative: `-` and
-/// `ts + 2^63` on 20 digits; above `u64`: `~` and its 64 digits), `#`, the tie-break token.
-/// Strings sort exactly as versions do (by `ts`, then token), and two different records with
-/// the same `ts` never share a row because their tokens differ (a delete is `1`; a put is `0`
-/// + SHA-256 of its item).
-///
-/// ```
-/// use dynamodb_exactly_once::ratchet::{history_sort_key, Ts};
-/// let key = |ts: i64, token| history_sort_key(&Ts::from(ts), token);
-/// assert_eq!(key(1721770090000, "1"), "00000001721770090000#1");
-/// assert!(key(-2, "1") < key(-1, "1"));
-/// assert!(key(-1, "1") < key(0, "0ab"));
-/// assert!(key(7, "0ff") < key(7, "1"));
-/// let big = Ts::from_digits("49590338271490256608559692538361571095921575989136588898")?;
-/// assert!(history_sort_key(&Ts::from(u64::MAX), "1") < history_sort_key(&big, "0ab"));
-/// # Ok::<(), dynamodb_exactly_once::ratchet::TsError>(())
-/// ```
-pub fn history_sort_key(ts: &Ts, token: &str) -> String {
-    format!("{}#{token}", ts.sort_key())
-}
 
 /// Why a history row was not written.
 #[derive(Debug, Clone)]
@@ -80,34 +46,6 @@ fn row_id(row: &Item) -> String {
         part(HISTORY_KEY_ATTRIBUTE),
         part(HISTORY_SORT_ATTRIBUTE)
     )
-}
-
-/// The history row of a record: key, sort key, `ts`, token, op and (put) the item.
-pub(crate) fn history_row(record: &RatchetRecord) -> Item {
-    let mut row = Item::new();
-    let s = |v: String| AttributeValue::S(v);
-    row.insert(
-        HISTORY_KEY_ATTRIBUTE.into(),
-        s(record.key.canonical().into()),
-    );
-    row.insert(
-        HISTORY_SORT_ATTRIBUTE.into(),
-        s(history_sort_key(&record.ts, &record.token)),
-    );
-    row.insert(HISTORY_TS_ATTRIBUTE.into(), record.ts.to_attribute());
-    row.insert(HISTORY_TIE_BREAK_ATTRIBUTE.into(), s(record.token.clone()));
-    let op = match &record.op {
-        RatchetOp::Put(item) => {
-            row.insert(
-                HISTORY_ITEM_ATTRIBUTE.into(),
-                AttributeValue::M(item.clone()),
-            );
-            "put"
-        }
-        RatchetOp::Delete => "delete",
-    };
-    row.insert(HISTORY_OP_ATTRIBUTE.into(), s(op.into()));
-    row
 }
 
 impl Ratchet {

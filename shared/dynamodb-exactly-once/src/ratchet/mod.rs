@@ -1,5 +1,6 @@
 #![doc = include_str!("../../docs/ratchet.md")]
 
+mod builder;
 mod cache;
 mod config;
 mod history;
@@ -9,6 +10,7 @@ mod outcome;
 mod read;
 mod record;
 mod replicate;
+mod settings;
 mod ts;
 mod write;
 
@@ -17,20 +19,21 @@ use aws_sdk_dynamodb::Client;
 use crate::ddb::Item;
 use crate::rejection::Rejection;
 
+pub use builder::RatchetConfigBuilder;
 pub use cache::{CACHE_MAX_AGE, DEFAULT_CACHE_KEYS};
 pub use config::{
-    RatchetConfig, RatchetConfigBuilder, Replication, DEFAULT_CONCURRENCY,
-    DEFAULT_DELETED_ATTRIBUTE, DEFAULT_SKIP_ATTRIBUTES, DEFAULT_TIE_BREAK_ATTRIBUTE,
-    DEFAULT_TOMBSTONE_TTL, DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
-};
-pub use history::{
-    history_sort_key, HISTORY_ITEM_ATTRIBUTE, HISTORY_KEY_ATTRIBUTE, HISTORY_OP_ATTRIBUTE,
-    HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
+    RatchetConfig, Replication, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE,
+    DEFAULT_SKIP_ATTRIBUTES, DEFAULT_TIE_BREAK_ATTRIBUTE, DEFAULT_TOMBSTONE_TTL,
+    DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
 };
 pub use layout::LAYOUT_ATTRIBUTE;
 pub use ledger::{LifetimeLedger, LEDGER_LEASE};
 pub use outcome::RatchetOutcome;
 use record::RawRecord;
+pub use record::{
+    history_sort_key, HISTORY_ITEM_ATTRIBUTE, HISTORY_KEY_ATTRIBUTE, HISTORY_OP_ATTRIBUTE,
+    HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
+};
 pub use record::{RatchetOp, RatchetRecord};
 pub use ts::{Ts, TsError, BIG_TS_DIGITS};
 

@@ -23,6 +23,18 @@ use crate::ddb::item::{
 };
 use crate::rejection::{quote, Rejection, RejectionCode};
 
+/// History table: partition key, the item's canonical key, e.g. `{"PK":"u1","SK":"a"}` (S).
+pub const HISTORY_KEY_ATTRIBUTE: &str = "ItemKey";
+/// History table: sort key, [`history_sort_key`] of the record's `(ts, tie-break)` (S).
+pub const HISTORY_SORT_ATTRIBUTE: &str = "RecordVersion";
+/// History row: the record's `ts` (N, or S above `u64`: see [`super::Ts`]).
+pub const HISTORY_TS_ATTRIBUTE: &str = "Timestamp";
+/// History row: the record's tie-break token (S).
+pub const HISTORY_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
+/// History row: `put` or `delete` (S).
+pub const HISTORY_OP_ATTRIBUTE: &str = "Op";
+/// History row: the put's item as the latest table stores it (M); absent for a delete.
+pub const HISTORY_ITEM_ATTRIBUTE: &str = "Item";
 /// Token of a delete: greater than every put token.
 pub(crate) const DELETE_TOKEN: &str = "1";
 /// Prefix of a put token.
@@ -262,7 +274,7 @@ pub(super) fn finish_put(
         arrived: None,
     };
     if config.history_table.is_some() {
-        let size = item_size(&super::history::history_row(&record));
+        let size = item_size(&history_row(&record));
         if size > MAX_ITEM_BYTES {
             return Err(Rejection::new(
                 RejectionCode::ItemTooLarge,
@@ -306,4 +318,52 @@ pub(super) fn check_not_reserved(config: &RatchetConfig, name: &str) -> Result<(
         ));
     }
     Ok(())
+}
+/// The history sort key of a record version: `ts` on 20 digits (negative: `-` and
+/// `ts + 2^63` on 20 digits; above `u64`: `~` and its 64 digits), `#`, the tie-break token.
+/// Strings sort exactly as versions do (by `ts`, then token), and two different records with
+/// the same `ts` never share a row because their tokens differ (a delete is `1`; a put is `0`
+/// + SHA-256 of its item).
+///
+/// ```
+/// use dynamodb_exactly_once::ratchet::{history_sort_key, Ts};
+/// let key = |ts: i64, token| history_sort_key(&Ts::from(ts), token);
+/// assert_eq!(key(1721770090000, "1"), "00000001721770090000#1");
+/// assert!(key(-2, "1") < key(-1, "1"));
+/// assert!(key(-1, "1") < key(0, "0ab"));
+/// assert!(key(7, "0ff") < key(7, "1"));
+/// let big = Ts::from_digits("49590338271490256608559692538361571095921575989136588898")?;
+/// assert!(history_sort_key(&Ts::from(u64::MAX), "1") < history_sort_key(&big, "0ab"));
+/// # Ok::<(), dynamodb_exactly_once::ratchet::TsError>(())
+/// ```
+pub fn history_sort_key(ts: &Ts, token: &str) -> String {
+    format!("{}#{token}", ts.sort_key())
+}
+
+/// The history row of a record: key, sort key, `ts`, token, op and (put) the item.
+pub(crate) fn history_row(record: &RatchetRecord) -> Item {
+    let mut row = Item::new();
+    let s = |v: String| AttributeValue::S(v);
+    row.insert(
+        HISTORY_KEY_ATTRIBUTE.into(),
+        s(record.key.canonical().into()),
+    );
+    row.insert(
+        HISTORY_SORT_ATTRIBUTE.into(),
+        s(history_sort_key(&record.ts, &record.token)),
+    );
+    row.insert(HISTORY_TS_ATTRIBUTE.into(), record.ts.to_attribute());
+    row.insert(HISTORY_TIE_BREAK_ATTRIBUTE.into(), s(record.token.clone()));
+    let op = match &record.op {
+        RatchetOp::Put(item) => {
+            row.insert(
+                HISTORY_ITEM_ATTRIBUTE.into(),
+                AttributeValue::M(item.clone()),
+            );
+            "put"
+        }
+        RatchetOp::Delete => "delete",
+    };
+    row.insert(HISTORY_OP_ATTRIBUTE.into(), s(op.into()));
+    row
 }

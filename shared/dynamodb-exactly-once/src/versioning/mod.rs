@@ -1,18 +1,18 @@
 #![doc = include_str!("../../docs/versioning.md")]
 
+mod builder;
 mod config;
-mod optimistic;
 mod read;
 mod revision;
 mod write;
 
 use aws_sdk_dynamodb::Client;
 
-pub use config::{VersioningConfig, VersioningConfigBuilder};
-pub use optimistic::RmwOutcome;
+pub use builder::VersioningConfigBuilder;
+pub use config::VersioningConfig;
 pub use read::{HistoryEntry, HistoryOp, HistoryPage, Latest, VersionedItem};
 pub use revision::{Revision, RevisionOp};
-pub use write::VersionOutcome;
+pub use write::{RmwOutcome, VersionOutcome};
 
 /// Latest table: the item's version number (N).
 pub const ATTR_VERSION: &str = "_version";

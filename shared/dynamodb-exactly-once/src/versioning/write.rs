@@ -72,6 +72,25 @@ impl VersionOutcome {
     }
 }
 
+/// The outcome of [`Counter::read_modify_write`](crate::counter::Counter::read_modify_write).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
+pub enum RmwOutcome {
+    /// Written after `attempts` tries.
+    Written {
+        /// The new version.
+        version: u64,
+        /// Tries used (1 = no conflict).
+        attempts: usize,
+    },
+    /// Every try lost a race.
+    GaveUp {
+        /// Tries used.
+        attempts: usize,
+    },
+}
+
 impl Outcome for VersionOutcome {
     fn label(&self) -> &'static str {
         match self {

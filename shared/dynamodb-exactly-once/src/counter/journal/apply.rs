@@ -11,7 +11,8 @@ use aws_sdk_dynamodb::types::{
 
 use super::event::{parse_watermark, seq_value, watermark_value, Event, Seq};
 use super::Rollup;
-use crate::counter::layout::{encode, Bucket, Grid, Layout};
+use crate::counter::bucket::{encode, Bucket};
+use crate::counter::layout::{Grid, Layout};
 use crate::ddb::{conditional, Cond, Cost, ErrorClass, Item, ItemKey, Placeholders, StoreError};
 
 /// Conditional rounds for one item before the roll-up gives up on it for this pass.

@@ -426,5 +426,4 @@ mod base64_opt {
 }
 
 #[cfg(test)]
-#[path = "kafka_tests.rs"]
 mod tests;

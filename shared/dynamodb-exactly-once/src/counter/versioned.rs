@@ -46,11 +46,11 @@ use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::{Map, Value};
 
-use super::VersionOutcome;
-use crate::counter::Counter;
+use super::Counter;
 use crate::ddb::retry::Backoff;
 use crate::ddb::{conditional, Cond, Item, ItemKey, Placeholders, StoreError};
 use crate::document::TOKEN_EPOCH;
+use crate::versioning::{RmwOutcome, VersionOutcome};
 
 /// Guard of a versioned write of a new item.
 const CONDITION_VERSION_ABSENT: &str = "attribute_not_exists(#ver)";
@@ -69,25 +69,6 @@ const CONDITION_EPOCH_REACHED: &str = "#toke >= :toke";
 const CONDITION_EPOCH_BEFORE: &str = "(attribute_not_exists(#toke) OR #toke < :toke)";
 /// Waits between the tries of [`Counter::read_modify_write`] (its `retries` are set per call).
 const RMW_BACKOFF: Backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(320), 0);
-
-/// The outcome of [`Counter::read_modify_write`].
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use = "an outcome such as a conflict or a stale record is not an error: handle it"]
-pub enum RmwOutcome {
-    /// Written after `attempts` tries.
-    Written {
-        /// The new version.
-        version: u64,
-        /// Tries used (1 = no conflict).
-        attempts: usize,
-    },
-    /// Every try lost a race.
-    GaveUp {
-        /// Tries used.
-        attempts: usize,
-    },
-}
 
 impl Counter {
     /// Set `attributes` on the item only if its version is `expected` (`None`: the item has no
