@@ -147,9 +147,11 @@ fn slow_handler() -> (
     let log: super::Log = Arc::default();
     let l = Arc::clone(&log);
     let h = move |ev: Value| {
-        let (f, l) = (Arc::clone(&f), Arc::clone(&l));
+        // Logged when the mapping invokes the handler, not at the future's first poll: on a
+        // loaded machine a 5 ms time-out can fire before the invocation is first polled.
+        l.lock().expect("log").push(ev);
+        let f = Arc::clone(&f);
         async move {
-            l.lock().expect("log").push(ev);
             tokio::task::yield_now().await;
             tokio::time::sleep(Duration::from_millis(20)).await;
             f.fetch_add(1, Ordering::SeqCst);
