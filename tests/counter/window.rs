@@ -199,53 +199,6 @@ async fn a_writer_whose_clock_is_far_ahead_evicts_no_key_inside_the_window_of_th
 }
 
 #[tokio::test]
-async fn an_item_in_the_earlier_layout_keeps_its_keys_until_they_age_out() {
-    let client = client();
-    let tables = dev_testing::template_tables(&client, &TABLES).await;
-    // Given an item written by the earlier layout (bucket number t / 100, bare) ...
-    let bucket = T0 / 100;
-    let mut item = item_key("a", "d").to_item().expect("key");
-    item.insert("n".into(), AttributeValue::N("1".into()));
-    item.insert("ctr_bucket".into(), AttributeValue::N(bucket.to_string()));
-    item.insert(
-        format!("ctr_keys_{bucket}"),
-        AttributeValue::Ss(vec![hash_key("k1")]),
-    );
-    client
-        .put_item()
-        .table_name(&tables["CounterTable"])
-        .set_item(Some(item))
-        .send()
-        .await
-        .expect("legacy item");
-    let clock = Arc::new(AtomicU64::new(T0));
-    let w = windowed(&client, &tables, 100, 2, &clock);
-
-    // ... its key is a duplicate and new keys count ...
-    let labels = deliver(&w, &clock, T0 + 50, &["k1", "k2"]).await;
-    assert_eq!(labels, ["duplicate", "applied"]);
-    let migrated = item_a(&client, &tables).await;
-    assert!(matches!(
-        migrated.get("ctr_bucket"),
-        Some(AttributeValue::S(_))
-    ));
-    assert!(migrated.contains_key(&format!("ctr_keys_{bucket}")));
-    assert_eq!(deliver(&w, &clock, T0 + 150, &["k1"]).await, ["duplicate"]);
-
-    // ... and once its keys have aged out (and the item kept rolling over), they are gone.
-    for i in 1..=40u64 {
-        let key = format!("x{i}");
-        deliver(&w, &clock, T0 + 100 * i, &[&key]).await;
-    }
-    let item = item_a(&client, &tables).await;
-    assert!(
-        !item.contains_key(&format!("ctr_keys_{bucket}")),
-        "{item:?}"
-    );
-    assert_eq!(total(&client, &tables).await, 42);
-}
-
-#[tokio::test]
 async fn a_chunk_tested_against_many_buckets_is_written_in_smaller_updates() {
     let injector = FaultInjector::counting();
     let client = client_with(Some(injector.clone()), 3);

@@ -263,34 +263,3 @@ async fn raw_item(
         .item
         .expect("item")
 }
-
-#[tokio::test]
-async fn a_write_found_in_the_slots_of_the_earlier_layout_is_not_applied_again() {
-    // Given an item written before the token sets: its last writes' tokens in `doc_op0..3`
-    let setup = client();
-    let table = document_table(&setup).await;
-    let w = docs(setup.clone(), &table);
-    let record = w
-        .parse_record(append("a").to_string().as_bytes())
-        .expect("valid")
-        .delivered_as("queue/m-1");
-    let token = record.op_token().expect("a delivery token").to_string();
-    setup
-        .put_item()
-        .table_name(&table)
-        .item("PK", AttributeValue::S("u".into()))
-        .item("SK", AttributeValue::S("d".into()))
-        .item("l", AttributeValue::L(vec![AttributeValue::S("a".into())]))
-        .item("doc_version", AttributeValue::N("3".into()))
-        .item("doc_op2", AttributeValue::S(token))
-        .send()
-        .await
-        .expect("put");
-
-    // When the record whose write landed then is delivered again (after an upgrade)
-    let outcome = w.write(&record).await.expect("write");
-
-    // Then it is recognised, not appended again
-    assert_eq!(outcome, DocumentOutcome::Applied);
-    assert_eq!(stored(&w, "u").await["l"], json!(["a"]));
-}

@@ -6,7 +6,6 @@
 
 use std::str::FromStr;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record, ShardIteratorType};
 use base64::Engine;
 use dev_testing::{client, client_with, streams_client, Fault, FaultInjector};
@@ -355,68 +354,6 @@ async fn an_event_without_a_window_is_refused_whole_with_a_clear_error() {
     assert_eq!(total(&counter, "a").await, 0, "nothing applied");
 }
 
-/// What the scheduled roll-up of earlier versions left after applying `batch` of `shard`: the
-/// same watermarks (one per shard), and its checkpoint of the shard saved at `saved_secs`.
-async fn scheduled_roll_up(
-    c: &aws_sdk_dynamodb::Client,
-    (counters, journal): (&str, &str),
-    shard: &str,
-    batch: &[Value],
-    saved_secs: u64,
-) {
-    let rollup = mapping_rollup(c.clone(), counters, journal);
-    let report = rollup.apply_batch(shard, &changes(batch)).await;
-    assert_eq!(report.retry_from, None, "{report:?}");
-    let last = batch.last().expect("records")["dynamodb"]["SequenceNumber"]
-        .as_str()
-        .expect("seq");
-    let s = |v: &str| AttributeValue::S(v.into());
-    c.put_item()
-        .table_name(journal)
-        .item("pk", s("~rollup"))
-        .item("sk", s(shard))
-        .item("seq", s(last))
-        .item("done", AttributeValue::Bool(false))
-        .item("lost", AttributeValue::Bool(false))
-        .item("saved", AttributeValue::N(saved_secs.to_string()))
-        .send()
-        .await
-        .expect("checkpoint");
-}
-
-#[tokio::test]
-async fn the_upgrade_from_the_scheduled_roll_up_counts_nothing_twice() {
-    let c = client();
-    let (counters, journal) = tables(&c).await;
-    let counter = counter(c.clone(), &counters, &journal);
-    let first: Vec<_> = (0..6)
-        .map(|i| record(&counter, ["a", "b"][i % 2], 1 << i, &format!("k{i}")))
-        .collect();
-    apply(&counter, &first).await;
-    // The scheduled roll-up of the earlier version applied these (and saved its checkpoint).
-    let (shard, applied) = journal_batch(&journal).await;
-    let now = dynamodb_exactly_once::ddb::clock::epoch_seconds();
-    scheduled_roll_up(&c, (&counters, &journal), &shard, &applied, now).await;
-    let before = (total(&counter, "a").await, total(&counter, "b").await);
-    assert_eq!(before, (1 + 4 + 16, 2 + 8 + 32));
-    let later: Vec<_> = (6..8)
-        .map(|i| record(&counter, "a", 1 << i, &format!("k{i}")))
-        .collect();
-    apply(&counter, &later).await;
-    // The new stack's mapping starts at TRIM_HORIZON: it delivers every record the stream
-    // still holds, those the scheduled roll-up applied included.
-    let (shard, batch) = journal_batch(&journal).await;
-    let function = RollupFunction::new("counter-rollup", mapping_rollup(c, &counters, &journal));
-    assert_eq!(deliver(&function, &shard, &batch).await, None);
-    assert_eq!(total(&counter, "a").await, before.0 + 64 + 128);
-    assert_eq!(
-        total(&counter, "b").await,
-        before.1,
-        "the applied keys are turned away"
-    );
-}
-
-/// A journal table of the layout before `sk`: keyed by `pk` alone.
 async fn pk_only_journal(c: &aws_sdk_dynamodb::Client, counters: &str) -> String {
     let journal = format!("{counters}-pk-only");
     crate::common::stream_table(c, &journal).await;
@@ -450,84 +387,4 @@ async fn a_journal_keyed_by_pk_alone_is_refused_with_a_clear_error() {
     let event = LambdaEvent::new(window_event("shardId-1", &[]), Context::default());
     let err = function.handle(event).await.expect_err("refused");
     assert!(err.to_string().contains("`sk`"), "{err}");
-}
-
-/// Remove every watermark of item `pk` (what the scheduled roll-up did 20 minutes after a
-/// shard was done, while the stream still held its records).
-async fn prune_watermarks(c: &aws_sdk_dynamodb::Client, counters: &str, pk: &str) {
-    let item = c
-        .get_item()
-        .table_name(counters)
-        .set_key(Some(key(pk).to_item().expect("key")))
-        .send()
-        .await
-        .expect("item")
-        .item
-        .expect("counter item");
-    for name in item.keys().filter(|n| n.starts_with("ctr_w_")) {
-        c.update_item()
-            .table_name(counters)
-            .set_key(Some(key(pk).to_item().expect("key")))
-            .update_expression("REMOVE #w")
-            .expression_attribute_names("#w", name)
-            .send()
-            .await
-            .expect("pruned");
-    }
-}
-
-#[tokio::test]
-async fn keys_of_a_shard_whose_watermarks_the_scheduled_roll_up_pruned_count_once() {
-    let c = client();
-    let (counters, journal) = tables(&c).await;
-    let counter = counter(c.clone(), &counters, &journal);
-    let records: Vec<_> = (0..4)
-        .map(|i| record(&counter, "a", 1 << i, &format!("k{i}")))
-        .collect();
-    apply(&counter, &records).await;
-    let (shard, batch) = journal_batch(&journal).await;
-    let now = dynamodb_exactly_once::ddb::clock::epoch_seconds();
-    scheduled_roll_up(&c, (&counters, &journal), &shard, &batch, now).await;
-    assert_eq!(total(&counter, "a").await, 15);
-    prune_watermarks(&c, &counters, "a").await;
-    let function = RollupFunction::new("counter-rollup", mapping_rollup(c, &counters, &journal));
-    assert_eq!(deliver(&function, &shard, &batch).await, None);
-    assert_eq!(
-        total(&counter, "a").await,
-        15,
-        "its saved checkpoint turns them away"
-    );
-}
-
-#[tokio::test]
-async fn the_scheduled_roll_ups_checkpoints_are_read_only_for_a_day_after_its_last_save() {
-    let c = client();
-    let (counters, journal) = tables(&c).await;
-    let counter = counter(c.clone(), &counters, &journal);
-    apply(&counter, &[record(&counter, "a", 1, "k0")]).await;
-    let (shard, batch) = journal_batch(&journal).await;
-    let saved = dynamodb_exactly_once::ddb::clock::epoch_seconds();
-    scheduled_roll_up(&c, (&counters, &journal), &shard, &batch, saved).await;
-    // Every GetItem fails: a batch that reads the checkpoint is delivered again.
-    let no_get = || {
-        client_with(
-            Some(FaultInjector::by_request(|op, _| match op == "GetItem" {
-                true => Fault::Refuse,
-                false => Fault::None,
-            })),
-            1,
-        )
-    };
-    let at = |secs: u64| dynamodb_exactly_once::ddb::Clock::from_fn(move || secs * 1000);
-    let within = mapping_rollup(no_get(), &counters, &journal).with_clock(at(saved + 3600));
-    let report = within.apply_batch(&shard, &changes(&batch)).await;
-    assert!(
-        report.retry_from.is_some(),
-        "read within the day: {report:?}"
-    );
-    // 27 hours after the last save: no record it applied is in the stream any more.
-    let after = mapping_rollup(no_get(), &counters, &journal).with_clock(at(saved + 27 * 3600));
-    let report = after.apply_batch(&shard, &changes(&batch)).await;
-    assert_eq!(report.retry_from, None, "not read: {report:?}");
-    assert_eq!(total(&counter, "a").await, 1);
 }

@@ -97,7 +97,9 @@ async fn a_final_invoke_killed_its_answer_lost_or_delivered_twice_counts_each_ke
     let h = Harness::new(Shape::shards(1)).await;
     let mut mapping = mapping(&h);
     // The window's final invoke: killed at its second await, then its answer lost, then
-    // delivered twice; every other invocation: killed once at its first await.
+    // delivered twice; every other invocation: killed once at its first await (a non-final
+    // invocation of records the journal wrote awaits nothing: it only adds them to the state,
+    // so it is never cut there).
     mapping.set_faults(|info| match (info.final_for_window, info.attempt) {
         (true, 0) => Fault::KillAfterPolls(2),
         (true, 1) => Fault::LoseResponse,
@@ -111,7 +113,7 @@ async fn a_final_invoke_killed_its_answer_lost_or_delivered_twice_counts_each_ke
     assert_eq!(before, (0, 0));
     assert_eq!(after, (15, 30), "{:?}", mapping.stats());
     assert!(
-        mapping.stats().failed_invocations >= 3,
+        mapping.stats().failed_invocations >= 2,
         "{:?}",
         mapping.stats()
     );

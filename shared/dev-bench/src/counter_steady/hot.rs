@@ -67,8 +67,6 @@ pub async fn run(env: &Env, rate: usize, seconds: usize, start_ms: u64) -> Resul
     for w in log {
         let kind = if w.item.contains("hotcounters/") {
             "counter item (roll-up updates)"
-        } else if w.item.contains("pk=~rollup#") {
-            "roll-up checkpoint items"
         } else {
             "journal items (one per key)"
         };

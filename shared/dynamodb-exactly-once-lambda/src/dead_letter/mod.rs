@@ -90,8 +90,8 @@ pub const MAX_REASON_CHARS: usize = 1024;
 /// `<function>|sqs|<deployment>|<queue arn>|<message id>` or
 /// `<function>|dynamodb|<deployment>|<stream arn>|<sequence number>` (unique per stream) or
 /// `<function>|kafka|<deployment>|<cluster arn>|<topic>-<partition>:<offset>` (`-`
-/// for what the event did not carry; without a deployment, its segment is absent, as in
-/// letters kept before deployments were recorded). A user
+/// for what the event did not carry; without a deployment ([`DeadLetters::new`] alone), its
+/// segment is absent). A user
 /// record of a KPL aggregate shares its aggregate's sequence number and adds its
 /// sub-sequence number: `…|<sequence number>:<sub-sequence number>` (an aggregate kept whole
 /// has none, so the two never collide).
@@ -139,8 +139,8 @@ pub struct DeadLetter {
     pub id: String,
     /// The function that rejected the record.
     pub function: String,
-    /// The deployment (Lambda function name) that rejected it; `None` on letters kept before
-    /// deployments were recorded.
+    /// The deployment (Lambda function name) that rejected it; `None` when the sink was not
+    /// given one ([`DeadLetters::for_deployment`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<String>,
     /// Why.

@@ -12,11 +12,6 @@ pub enum BucketName {
         /// First epoch second of the bucket.
         start: u64,
     },
-    /// `<prefix>keys_<n>`: bucket number `n` of the earlier layout.
-    Legacy {
-        /// The bucket number.
-        number: u64,
-    },
 }
 
 /// One key bucket of an item.
@@ -32,18 +27,13 @@ pub struct Bucket {
 impl Bucket {
     /// The entry of this bucket in a layout string.
     pub(super) fn entry(&self) -> String {
-        match self.name {
-            BucketName::Span { start } => format!("{start}_{}", self.until),
-            BucketName::Legacy { number } => format!("L{number}_{}", self.until),
-        }
+        format!("{}_{}", self.start(), self.until)
     }
 
-    /// The start of a span bucket.
-    pub(super) fn start(&self) -> Option<u64> {
-        match self.name {
-            BucketName::Span { start } => Some(start),
-            BucketName::Legacy { .. } => None,
-        }
+    /// The first epoch second of the bucket's span.
+    pub(super) fn start(&self) -> u64 {
+        let BucketName::Span { start } = self.name;
+        start
     }
 }
 

@@ -22,9 +22,6 @@ pub const DEFAULT_OTHER_DATA_BYTES: usize = 4 * 1024;
 pub const DEFAULT_CONCURRENCY: usize = 32;
 /// Bytes of one stored key: 128 bits of SHA-256 as unpadded base64url.
 pub const KEY_BYTES: usize = 22;
-/// Token slots of versioned writes in the earlier layout (`<prefix>write_token<n>`): still read
-/// for a write that landed before the upgrade, never written (tokens are kept by time now).
-pub(crate) const WRITE_TOKEN_SLOTS: u64 = 4;
 /// DynamoDB's limit on an expression's length.
 pub(crate) const MAX_EXPRESSION_BYTES: usize = 4096;
 /// DynamoDB's limit on operators and functions in one expression.
@@ -262,8 +259,7 @@ impl CounterConfig {
         ))
     }
 
-    /// `<prefix>bucket`: the item's layout, the list of its key buckets (a number, the
-    /// item's bucket number, in items of the earlier layout).
+    /// `<prefix>bucket`: the item's layout, the list of its key buckets.
     pub fn bucket_attribute(&self) -> String {
         format!("{}bucket", self.attribute_prefix)
     }
@@ -274,22 +270,6 @@ impl CounterConfig {
     /// window setting says.
     pub fn forgotten_attribute(&self) -> String {
         format!("{}forgot", self.attribute_prefix)
-    }
-
-    /// `<prefix>write_token`: where versions written before the token slots kept the token of
-    /// the last versioned write (read by nothing now; see [`CounterConfig::write_token_slot`]).
-    pub fn write_token_attribute(&self) -> String {
-        format!("{}write_token", self.attribute_prefix)
-    }
-
-    /// `<prefix>write_token<version mod 4>`: the slot of the token of the versioned write that
-    /// created `version`; the tokens of the last four versions stay readable.
-    pub fn write_token_slot(&self, version: u64) -> String {
-        format!(
-            "{}write_token{}",
-            self.attribute_prefix,
-            version % WRITE_TOKEN_SLOTS
-        )
     }
 
     /// `<prefix>version`: the version of [`Counter::put_versioned`](super::Counter::put_versioned).

@@ -20,8 +20,7 @@
 //! consecutive buckets of any W, and never too small unless two settings with equal `W × len`
 //! but different `len` wrote the item (then one old window of records is guarded by the
 //! setting alone). Too large (a lone bucket of other settings with W > 2) only refuses records
-//! older than half its retention that arrive right after it was removed. A bucket of the earlier layout (no span) forgets
-//! keys that arrived before it was first read: `until` minus the reader's retention.
+//! older than half its retention that arrive right after it was removed.
 
 use std::collections::BTreeSet;
 
@@ -30,9 +29,7 @@ use super::bucket::{Bucket, BucketName};
 /// The time before which the keys of `removed` arrived (epoch s), read from the item's other
 /// buckets `layout`; `len` and `keep` are the reader's bucket length and retention (`W × len`).
 pub(super) fn span_end(removed: &Bucket, layout: &BTreeSet<Bucket>, len: u64, keep: u64) -> u64 {
-    let BucketName::Span { start } = removed.name else {
-        return removed.until.saturating_sub(keep);
-    };
+    let start = removed.start();
     let retention = removed.until.saturating_sub(start);
     let neighbour = layout
         .iter()
@@ -126,10 +123,5 @@ mod tests {
         let b = span(1_000, 1_400);
         let layout = BTreeSet::from([b, span(1_010, 1_020)]);
         assert_eq!(span_end(&b, &layout, 20, 60), 1_200);
-        let legacy = Bucket {
-            until: 5_000,
-            name: BucketName::Legacy { number: 3 },
-        };
-        assert_eq!(span_end(&legacy, &BTreeSet::new(), 300, 600), 4_400);
     }
 }

@@ -27,24 +27,13 @@
 //!   (`<start>_<until>,…`). Every write is conditioned on the layout it was planned on and
 //!   tests its keys against every bucket of it, so no bucket is ever missed; a write that
 //!   changes the set of buckets sets the new layout in the same update.
-//! * **The earlier layout** (bucket numbers `now / bucket_seconds`, `<prefix>bucket` a number,
-//!   buckets `<prefix>keys_<n>`): read as it is; the first write keeps its buckets as they are
-//!   and records in the layout (`L<n>_<until>`) how long they stay: a full window of the
-//!   reader's settings, or longer when the old bucket length (estimated from the bucket
-//!   number and the clock) could have meant a longer window. Writers of the earlier version
-//!   find a string where they expect a number: their guard keeps failing and their records
-//!   are retried (delivered again) until the new version handles them; they never count a
-//!   key twice.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::bucket::{encode, Bucket, BucketName};
-use super::config::{
-    CounterConfig, MAX_EXPRESSION_BYTES, MAX_EXPRESSION_OPERATORS, MAX_WINDOW_BUCKETS,
-    MAX_WINDOW_SECONDS,
-};
+use super::config::{CounterConfig, MAX_EXPRESSION_BYTES, MAX_EXPRESSION_OPERATORS};
 use super::forget::span_end;
 use super::marker::PrefixMarker;
 use crate::ddb::Item;
@@ -52,8 +41,6 @@ use crate::ddb::Item;
 /// A writer trusts its clock for removals while it is at most this many of its bucket lengths
 /// ahead of the newest bucket start it did not write itself.
 pub(crate) const TRUSTED_BUCKETS: u64 = 2;
-/// Longest time the buckets of the earlier layout are kept after their first read.
-const MAX_LEGACY_KEEP_SECONDS: u64 = 2 * MAX_WINDOW_SECONDS;
 /// Guard of a write planned on a known layout.
 const GUARD_IS: &str = "#bk = :bold";
 /// Guard of a write on an item without protocol state.
@@ -115,16 +102,6 @@ impl Grid {
             name: BucketName::Span { start },
         }
     }
-
-    /// `until` for the buckets of the earlier layout, first read at `now`; `number` is the
-    /// item's bucket number then. Its bucket length was at most `now / number`, its window
-    /// at most `MAX_WINDOW_BUCKETS - 1` of them: keep them that long, and at least one
-    /// retention of this grid.
-    fn legacy_until(&self, now: u64, number: u64) -> u64 {
-        let old_len = now.div_ceil(number.max(1));
-        let old_keep = old_len.saturating_mul(u64::from(MAX_WINDOW_BUCKETS));
-        now.saturating_add(old_keep.min(MAX_LEGACY_KEEP_SECONDS).max(self.keep))
-    }
 }
 
 /// What is known of an item's buckets.
@@ -148,38 +125,16 @@ pub(super) struct Layout {
 }
 
 impl Layout {
-    /// The layout of an `ALL_OLD` item and every key hash it holds, read at `now` by a
-    /// writer of `grid`.
-    pub(super) fn read(
-        config: &CounterConfig,
-        grid: &Grid,
-        old: &Item,
-        now: u64,
-    ) -> (Self, BTreeSet<String>) {
+    /// The layout of an `ALL_OLD` item and every key hash it holds.
+    pub(super) fn read(config: &CounterConfig, old: &Item) -> (Self, BTreeSet<String>) {
         let guard = old.get(&config.bucket_attribute()).cloned();
-        let (listed, number) = match &guard {
-            Some(AttributeValue::S(layout)) => (legacy_untils(layout), None),
-            Some(AttributeValue::N(n)) => (BTreeMap::new(), n.parse::<u64>().ok()),
-            _ => (BTreeMap::new(), None),
-        };
         let mut buckets = BTreeSet::new();
         let mut keys = BTreeSet::new();
         for (name, value) in old {
-            let Some(parsed) = config.parse_keys_attribute(name) else {
+            let Some(bucket) = config.parse_keys_attribute(name) else {
                 continue;
             };
-            let until = match parsed {
-                (BucketName::Span { .. }, Some(until)) => until,
-                (BucketName::Legacy { number: own }, _) => match listed.get(&own) {
-                    Some(until) => *until,
-                    None => grid.legacy_until(now, number.unwrap_or(own).max(own)),
-                },
-                (BucketName::Span { .. }, None) => continue,
-            };
-            buckets.insert(Bucket {
-                until,
-                name: parsed.0,
-            });
+            buckets.insert(bucket);
             if let AttributeValue::Ss(hashes) = value {
                 keys.extend(hashes.iter().cloned());
             }
@@ -195,17 +150,6 @@ impl Layout {
         };
         (layout, keys)
     }
-}
-
-/// The `until` of each bucket of the earlier layout, as a layout string records them.
-fn legacy_untils(layout: &str) -> BTreeMap<u64, u64> {
-    layout
-        .split(',')
-        .filter_map(|entry| {
-            let (number, until) = entry.strip_prefix('L')?.split_once('_')?;
-            Some((number.parse().ok()?, until.parse().ok()?))
-        })
-        .collect()
 }
 
 /// How the next write of a chunk is guarded.
@@ -255,10 +199,7 @@ impl Plan {
         let mut guesses = vec![encode(&suffix)];
         let mut checked = vec![target];
         for back in 1..u64::from(grid.buckets) {
-            let Some(start) = target
-                .start()
-                .and_then(|s| s.checked_sub(back.saturating_mul(grid.len)))
-            else {
+            let Some(start) = target.start().checked_sub(back.saturating_mul(grid.len)) else {
                 break;
             };
             let bucket = grid.span(start);
@@ -281,7 +222,7 @@ impl Plan {
     fn known(layout: &Layout, grid: &Grid, now: u64) -> Self {
         let target = grid.bucket_at(now);
         let others = || layout.buckets.iter().filter(move |b| **b != target);
-        let newest_other = others().filter_map(Bucket::start).max();
+        let newest_other = others().map(Bucket::start).max();
         let trusted_now = match newest_other {
             Some(start) if now > start.saturating_add(TRUSTED_BUCKETS * grid.len) => start,
             _ => now,
@@ -435,40 +376,6 @@ mod tests {
         // Within two buckets of the newest other start, the clock is trusted.
         let plan = Plan::known(&known, &grid(100, 2), 1_050);
         assert_eq!(plan.removals, [span(800, 1_000)]);
-    }
-
-    #[test]
-    fn the_earlier_layout_is_read_and_kept_for_at_least_a_window() {
-        let config = CounterConfig::builder("counters").build().expect("valid");
-        let g = Grid::of(&config);
-        let now = 1_800_000_000;
-        let number = now / 3600;
-        let old = Item::from([
-            (
-                "ctr_bucket".to_string(),
-                AttributeValue::N(number.to_string()),
-            ),
-            (
-                format!("ctr_keys_{number}"),
-                AttributeValue::Ss(vec!["h1".into()]),
-            ),
-            ("n".to_string(), AttributeValue::N("3".into())),
-        ]);
-        let (read, keys) = Layout::read(&config, &g, &old, now);
-        assert_eq!(keys, BTreeSet::from(["h1".to_string()]));
-        let [legacy] = read.buckets.iter().copied().collect::<Vec<_>>()[..] else {
-            panic!("{read:?}");
-        };
-        assert_eq!(legacy.name, BucketName::Legacy { number });
-        assert!(legacy.until >= now + 2 * 3600);
-        let plan = Plan::known(&read, &g, now);
-        let entry = format!("L{number}_{}", legacy.until);
-        assert!(encode(&plan.after).contains(&entry));
-        // Read back from the new layout, the same `until` is kept.
-        let mut migrated = old.clone();
-        migrated.insert("ctr_bucket".into(), AttributeValue::S(encode(&plan.after)));
-        let (again, _) = Layout::read(&config, &g, &migrated, now + 500);
-        assert!(again.buckets.contains(&legacy));
     }
 
     #[test]

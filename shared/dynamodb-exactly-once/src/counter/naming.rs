@@ -19,36 +19,27 @@ impl CounterConfig {
         )
     }
 
-    /// The attribute holding a bucket's keys: `<prefix>keys_<start>_<until>`, or
-    /// `<prefix>keys_<n>` for bucket number `n` of the earlier layout.
+    /// The attribute holding a bucket's keys: `<prefix>keys_<start>_<until>`.
     pub fn keys_attribute(&self, bucket: &Bucket) -> String {
-        match bucket.name {
-            BucketName::Span { start } => {
-                format!("{}keys_{start}_{}", self.attribute_prefix, bucket.until)
-            }
-            BucketName::Legacy { number } => format!("{}keys_{number}", self.attribute_prefix),
-        }
+        format!(
+            "{}keys_{}_{}",
+            self.attribute_prefix,
+            bucket.start(),
+            bucket.until
+        )
     }
 
-    /// The bucket of a keys attribute name, with its `until` when the name holds it
-    /// (`None`: another attribute).
-    pub(super) fn parse_keys_attribute(&self, name: &str) -> Option<(BucketName, Option<u64>)> {
-        let suffix = name
+    /// The bucket a keys attribute name holds (`None`: another attribute).
+    pub(super) fn parse_keys_attribute(&self, name: &str) -> Option<Bucket> {
+        let (start, until) = name
             .strip_prefix(&self.attribute_prefix)?
-            .strip_prefix("keys_")?;
-        match suffix.split_once('_') {
-            Some((start, until)) => Some((
-                BucketName::Span {
-                    start: start.parse().ok()?,
-                },
-                Some(until.parse().ok()?),
-            )),
-            None => Some((
-                BucketName::Legacy {
-                    number: suffix.parse().ok()?,
-                },
-                None,
-            )),
-        }
+            .strip_prefix("keys_")?
+            .split_once('_')?;
+        Some(Bucket {
+            until: until.parse().ok()?,
+            name: BucketName::Span {
+                start: start.parse().ok()?,
+            },
+        })
     }
 }

@@ -37,8 +37,7 @@
 //! ```
 //!
 //! Cost: 16 bytes per versioned write of the last one to two token epochs, plus the three
-//! names and the epoch (about 30 bytes). Items written before the token sets keep their
-//! `<prefix>write_token<version mod 4>` slots: still read, never written.
+//! names and the epoch (about 30 bytes).
 
 use std::time::Duration;
 
@@ -210,21 +209,15 @@ impl Counter {
             .and_then(|n| n.parse().ok())
     }
 
-    /// Whether our write of `version` landed in `old`: our token in a token set (or in that
-    /// version's slot of the earlier layout), and the item at that version or later (a retry
-    /// of a write whose response was lost).
+    /// Whether our write of `version` landed in `old`: our token in a token set, and the item
+    /// at that version or later (a retry of a write whose response was lost).
     fn is_our_write(&self, old: &Item, version: u64, token: &[u8]) -> bool {
         let in_set = |name: String| {
             matches!(old.get(&name), Some(AttributeValue::Bs(set))
                 if set.iter().any(|b| b.as_ref() == token))
         };
-        let legacy = old
-            .get(&self.config.write_token_slot(version))
-            .and_then(|t| t.as_s().ok())
-            .is_some_and(|t| t.as_bytes() == hex::encode(token).as_bytes());
-        let ours = in_set(self.write_tokens_attribute())
-            || in_set(self.previous_write_tokens_attribute())
-            || legacy;
+        let ours =
+            in_set(self.write_tokens_attribute()) || in_set(self.previous_write_tokens_attribute());
         ours && self.stored_version(old).is_some_and(|v| v >= version)
     }
 

@@ -183,7 +183,7 @@ impl Counter {
                             failure: Some((pending, ChunkError::Layout(reason))),
                         };
                     }
-                    let (layout, keys) = Layout::read(&self.config, &grid, &old, now);
+                    let (layout, keys) = Layout::read(&self.config, &old);
                     let (present, todo) = pending.into_iter().partition(|e| keys.contains(&e.hash));
                     written.duplicates.extend::<Vec<KeyEntry>>(present);
                     pending = todo;

@@ -16,9 +16,6 @@ pub const DEFAULT_MAX_RETRIES: usize = 8;
 /// The span of a token epoch: an operation token stays in the item at least this long after
 /// it landed, whatever the number of writes in between (see the module docs: lost responses).
 pub const TOKEN_EPOCH: Duration = Duration::from_secs(30);
-/// Operation-token slots of items written before the token sets (`doc_op0` … `doc_op3`): read,
-/// never written.
-pub(super) const LEGACY_OP_SLOTS: u64 = 4;
 /// The most bytes a token set holds in the size check of a replace (two tokens: an item
 /// written now and then; a busier item's sets are larger, see the module docs).
 const TOKEN_BYTES_CHECKED: usize = 2 * 16;
@@ -73,11 +70,6 @@ impl DocumentConfig {
     /// divided by [`TOKEN_EPOCH`]).
     pub fn token_epoch_attribute(&self) -> String {
         format!("{}toke", self.attribute_prefix)
-    }
-
-    /// Operation-token slot `n mod 4` of items written before the token sets (read only).
-    pub fn op_slot(&self, n: u64) -> String {
-        format!("{}op{}", self.attribute_prefix, n % LEGACY_OP_SLOTS)
     }
 
     /// The bytes the protocol's attributes add to an item written now and then (as DynamoDB

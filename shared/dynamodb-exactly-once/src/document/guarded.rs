@@ -56,13 +56,12 @@ impl Document {
             p.set_name("#ver", self.config.version_attribute());
             let mut projection = format!("{list}, #ver");
             let config = &self.config;
-            let legacy = (0..super::config::LEGACY_OP_SLOTS).map(|n| config.op_slot(n));
             let tokens = [
                 config.token_attribute(),
                 config.previous_tokens_attribute(),
                 config.token_epoch_attribute(),
             ];
-            for (n, name) in tokens.into_iter().chain(legacy).enumerate() {
+            for (n, name) in tokens.into_iter().enumerate() {
                 p.set_name(&format!("#t{n}"), name);
                 projection.push_str(&format!(", #t{n}"));
             }

@@ -47,11 +47,6 @@
 //! the record again within [`TOKEN_EPOCH`], or later while no write of the item in a later
 //! epoch rolled its set out twice. (An SQS message moved back from a redrive queue is a new
 //! message: it is not recognised.)
-//!
-//! Items written before the token sets existed hold the tokens of their last four writes in
-//! `doc_op0` … `doc_op3`: an unguarded write's condition and every `ALL_OLD` or read check
-//! still look there (the slots are never written again), so a write that landed before an
-//! upgrade is recognised after it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -59,7 +54,7 @@ use std::sync::Mutex;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::config::{LEGACY_OP_SLOTS, TOKEN_EPOCH};
+use super::config::TOKEN_EPOCH;
 use super::Document;
 use crate::ddb::{Item, ItemKey, Placeholders};
 
@@ -227,20 +222,12 @@ impl Document {
         }
     }
 
-    /// [`CONDITION_TOKEN_ABSENT`] for `token` (placeholders `#tok`, `#tokp`, `:tok`), and no
-    /// slot of the earlier layout holds it (`#op<n>`, `:tokS`: an item written before the
-    /// token sets, whose write may come again after an upgrade).
+    /// [`CONDITION_TOKEN_ABSENT`] for `token` (placeholders `#tok`, `#tokp`, `:tok`).
     pub(super) fn token_absent(&self, p: &mut Placeholders, token: &str) -> String {
         p.set_name("#tok", self.config.token_attribute())
             .set_name("#tokp", self.config.previous_tokens_attribute())
-            .set_value(":tok", AttributeValue::B(Blob::new(token_bytes(token))))
-            .set_value(":tokS", AttributeValue::S(token.to_string()));
-        let mut terms = vec![CONDITION_TOKEN_ABSENT.to_string()];
-        for n in 0..LEGACY_OP_SLOTS {
-            p.set_name(&format!("#op{n}"), self.config.op_slot(n));
-            terms.push(format!("(attribute_not_exists(#op{n}) OR #op{n} <> :tokS)"));
-        }
-        terms.join(" AND ")
+            .set_value(":tok", AttributeValue::B(Blob::new(token_bytes(token))));
+        CONDITION_TOKEN_ABSENT.to_string()
     }
 
     /// The token attributes of a whole new item written over `state` with `token` in `epoch`
@@ -282,7 +269,7 @@ impl Document {
         item
     }
 
-    /// Whether `item` holds `token`: in a token set, or in a slot of the earlier layout.
+    /// Whether `item` holds `token`: in one of its token sets.
     pub(super) fn holds_token(&self, item: &Item, token: &str) -> bool {
         let bytes = token_bytes(token);
         let in_set = |name: String| {
@@ -290,11 +277,7 @@ impl Document {
                 if set.iter().any(|b| b.as_ref() == bytes.as_slice()))
         };
         let config = &self.config;
-        in_set(config.token_attribute())
-            || in_set(config.previous_tokens_attribute())
-            || (0..LEGACY_OP_SLOTS).any(|n| {
-                matches!(item.get(&config.op_slot(n)), Some(AttributeValue::S(t)) if t == token)
-            })
+        in_set(config.token_attribute()) || in_set(config.previous_tokens_attribute())
     }
 }
 

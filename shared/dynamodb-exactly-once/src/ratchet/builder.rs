@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(defaults.tombstone_ttl(), DEFAULT_TOMBSTONE_TTL);
         assert_eq!(defaults.record_age_limit(), DEFAULT_TOMBSTONE_TTL);
         assert!(defaults.history_table().is_none() && defaults.replication().is_none());
-        let ledger = super::super::LifetimeLedger::new("Ledger", "T").moving_from("DLQ");
+        let ledger = super::super::LifetimeLedger::new("Ledger", "T");
         let c = RatchetConfig::builder("T")
             .ts_attribute("ts")
             .deleted_attribute("del")

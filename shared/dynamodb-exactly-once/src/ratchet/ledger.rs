@@ -21,14 +21,6 @@
 //! Write cost: one `PutItem` (two on a cold start: the first one learns the item) per process
 //! and half lease. Failure modes: the ledger cannot be written (throttling, a missing table):
 //! the batch's records fail (retryable) before any tombstone is written past the promise.
-//!
-//! **Moving an earlier item.** Versions before the ledger table kept the item in the writer's
-//! dead-letter table ([`LifetimeLedger::moving_from`]). At each renewal a writer reads that
-//! item (a consistent `GetItem`), writes its promises into the ledger with its own (the later
-//! promise of each lifetime wins), and only then deletes it, conditioned on the version it
-//! read: a writer of the earlier version still running (a rolling deploy) that renews it
-//! again leaves it for the next renewal to move. Cost while nothing is left to move: one
-//! `GetItem` (0.5 read unit) per process and half lease.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -58,8 +50,6 @@ pub struct LifetimeLedger {
     pub(crate) table: String,
     pub(crate) key_attribute: String,
     pub(crate) id: String,
-    /// A dead-letter table an earlier version kept the item in (same key attribute and id).
-    pub(crate) legacy: Option<String>,
 }
 
 impl LifetimeLedger {
@@ -70,16 +60,7 @@ impl LifetimeLedger {
             table: table.into(),
             key_attribute: "Id".into(),
             id: format!("ratchet-writer|lifetimes|{ratchet_table}"),
-            legacy: None,
         }
-    }
-
-    /// Also move the item that versions before the ledger table kept in the dead-letter table
-    /// `dead_letter_table` (key `Id`, the same id) into this ledger, then delete it there (see
-    /// the module docs; the writer needs `GetItem` and `DeleteItem` on that one key).
-    pub fn moving_from(mut self, dead_letter_table: impl Into<String>) -> Self {
-        self.legacy = Some(dead_letter_table.into());
-        self
     }
 
     /// The ledger table.
@@ -95,11 +76,6 @@ impl LifetimeLedger {
     /// The ledger item's key.
     pub fn id(&self) -> &str {
         &self.id
-    }
-
-    /// The dead-letter table an earlier item is moved from ([`LifetimeLedger::moving_from`]).
-    pub fn moving_from_table(&self) -> Option<&str> {
-        self.legacy.as_deref()
     }
 }
 
@@ -149,12 +125,8 @@ impl LedgerState {
         if known.version.is_some() && known.promises.get(&own).is_some_and(|p| *p > now + half) {
             return Ok(());
         }
-        let legacy = read_legacy(client, ledger).await?;
         for _ in 0..MAX_ROUNDS {
             let mut next = known.clone();
-            if let Some(old) = &legacy {
-                merge(&mut next.promises, &old.promises);
-            }
             next.promises.insert(own, now + LEDGER_LEASE.as_secs());
             next.version = Some(known.version.map_or(1, |v| v + 1));
             let mut request = client
@@ -174,9 +146,6 @@ impl LedgerState {
             match conditional("PutItem", request.send().await)? {
                 Cond::Done(_) => {
                     self.set(next);
-                    if let Some(old) = legacy {
-                        delete_legacy(client, ledger, old.version).await?;
-                    }
                     return Ok(());
                 }
                 Cond::Failed { old } => known = read(&old.unwrap_or_default()),
@@ -186,57 +155,6 @@ impl LedgerState {
             what: format!("the lifetime ledger {}", ledger.id),
             attempts: MAX_ROUNDS,
         })
-    }
-}
-
-/// The item an earlier version kept in the dead-letter table, if it is still there.
-async fn read_legacy(
-    client: &Client,
-    ledger: &LifetimeLedger,
-) -> Result<Option<Known>, StoreError> {
-    let Some(table) = &ledger.legacy else {
-        return Ok(None);
-    };
-    let got = client
-        .get_item()
-        .table_name(table)
-        .key(&ledger.key_attribute, AttributeValue::S(ledger.id.clone()))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(|e| StoreError::from_sdk("GetItem", e))?;
-    Ok(got.item.map(|item| read(&item)))
-}
-
-/// Delete the moved item, unless a writer of the earlier version wrote it again since it was
-/// read (then the next renewal moves it).
-async fn delete_legacy(
-    client: &Client,
-    ledger: &LifetimeLedger,
-    version: Option<u64>,
-) -> Result<(), StoreError> {
-    let Some(table) = &ledger.legacy else {
-        return Ok(());
-    };
-    let request = client
-        .delete_item()
-        .table_name(table)
-        .key(&ledger.key_attribute, AttributeValue::S(ledger.id.clone()))
-        .expression_attribute_names("#v", VERSION_ATTRIBUTE);
-    let request = match version {
-        Some(v) => request
-            .condition_expression("#v = :v")
-            .expression_attribute_values(":v", AttributeValue::N(v.to_string())),
-        None => request.condition_expression("attribute_not_exists(#v)"),
-    };
-    conditional("DeleteItem", request.send().await).map(|_| ())
-}
-
-/// The later promise of each lifetime.
-fn merge(into: &mut BTreeMap<u64, u64>, from: &BTreeMap<u64, u64>) {
-    for (lifetime, promise) in from {
-        let kept = into.entry(*lifetime).or_insert(*promise);
-        *kept = (*kept).max(*promise);
     }
 }
 

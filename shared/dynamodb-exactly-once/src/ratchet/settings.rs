@@ -20,7 +20,6 @@ impl FromSettings for RatchetConfig {
         "change_skip_attributes",
         "cache_keys",
         "ledger_table",
-        "dead_letter_table",
     ];
 
     /// `table` (required), the attribute names, `tombstone_ttl_seconds`, `concurrency`,
@@ -29,9 +28,7 @@ impl FromSettings for RatchetConfig {
     /// unset or `none`: refused) and `change_skip_attributes` (comma-separated names or
     /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`](super::DEFAULT_SKIP_ATTRIBUTES)), `cache_keys` (the
     /// warm-redelivery cache, `0`: off), `ledger_table` (the lifetime ledger,
-    /// [`super::LifetimeLedger::new`]) and `dead_letter_table` (the writer's dead letters: with
-    /// a ledger table, the ledger item an earlier version kept there is moved from it,
-    /// [`super::LifetimeLedger::moving_from`]).
+    /// [`super::LifetimeLedger::new`])).
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {
         let mut b = RatchetConfig::builder(s.required("table")?);
         let c = &mut b.config;
@@ -46,13 +43,9 @@ impl FromSettings for RatchetConfig {
             c.max_record_age = Some(Duration::from_secs(secs));
         }
         c.history_table = s.get("history_table");
-        c.lifetime_ledger = s.get("ledger_table").map(|t| {
-            let ledger = super::LifetimeLedger::new(t, &c.table);
-            match s.get("dead_letter_table") {
-                Some(letters) => ledger.moving_from(letters),
-                None => ledger,
-            }
-        });
+        c.lifetime_ledger = s
+            .get("ledger_table")
+            .map(|t| super::LifetimeLedger::new(t, &c.table));
         c.replication = match s.get("changes").as_deref() {
             None | Some("none") => None,
             Some("replicate") => Some(match s.list("change_skip_attributes") {

@@ -104,7 +104,7 @@ impl Rollup {
         let config = &self.config.counter;
         let guard = old.get(&config.bucket_attribute())?.clone();
         let now = self.clock.now_secs();
-        let (layout, keys) = Layout::read(config, &Grid::of(config), old, now);
+        let (layout, keys) = Layout::read(config, old);
         events.retain(|e| !keys.contains(&e.hash));
         let mut sizes = Vec::new();
         let mut kept = BTreeSet::new();

@@ -1,7 +1,6 @@
 //! The roll-up's side of the journal's items: decoding stream images into events, stream
 //! sequence numbers, the watermark attributes of a counter item, and the reserved partitions
-//! of the roll-up's own items (dead letters; the scheduled roll-up's checkpoints of earlier
-//! versions).
+//! of the roll-up's own items (dead letters).
 
 use std::collections::BTreeMap;
 
@@ -24,9 +23,6 @@ pub(super) const STREAM_RETENTION_SECS: u64 = 86_400;
 /// Partition keys starting with this are the roll-up's own items, never journal keys (those
 /// are base64url).
 pub(super) const RESERVED_PREFIX: &str = "~";
-/// The partition of the scheduled roll-up's checkpoints (earlier versions; sort key: the
-/// shard id), read for the in-place upgrade only.
-pub(super) const ROLLUP_PARTITION: &str = "~rollup";
 /// The partition of the roll-up's dead letters (sort key: `<shard>#<sequence number>`).
 pub(super) const DEAD_PARTITION: &str = "~dead";
 /// Digits a sequence number may have (DynamoDB Streams: 21 to 40).

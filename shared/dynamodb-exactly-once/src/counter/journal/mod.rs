@@ -104,9 +104,6 @@
 //!   journaled meanwhile reach no stream): the journal items are still in the table for the
 //!   window, and [`Repair`] recounts those days exactly (days ended an hour ago and begun at
 //!   most [`REPAIR_DAYS`] days ago).
-//! * A stack upgraded from the scheduled roll-up of earlier versions: the mapping starts at
-//!   `TRIM_HORIZON`; its watermarks and, for a day, its checkpoints turn away what it applied
-//!   (module `upgrade`).
 //! * Reads: [`super::Counter::get`] returns the counter item, which lags the journal by the
 //!   mapping's batching window plus one invocation while it keeps up.
 //!
@@ -121,7 +118,6 @@
 //! * `apply`: one item's update; `bound`: removing what no record can still need.
 //! * `migrate`: the inline age guard for items migrated from the inline mode.
 //! * `dead`: isolating refused records; dead letters.
-//! * `upgrade`: the scheduled roll-up's checkpoints, read for a day after the upgrade.
 //! * `window`: a tumbling window's keys kept in its state, applied at its end.
 //! * `days`: the day sums and repaired marks on the counter items.
 //! * `repair`: recounting whole days from the journal; `scan`: its reads of the journal;
@@ -153,7 +149,6 @@ with_journal_feature! {
     mod rollup;
     mod scan;
     mod shard_batch;
-    mod upgrade;
     mod window;
 
     pub use audit::{AuditDifference, AuditLimits, AuditOutcome, AuditReport};

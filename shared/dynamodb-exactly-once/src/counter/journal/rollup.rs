@@ -1,6 +1,5 @@
 //! The roll-up's settings and handle; a batch is applied in [`super::shard_batch`].
 
-use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::Client;
 
@@ -124,9 +123,6 @@ pub struct Rollup {
     pub(super) ddb: Client,
     pub(super) config: RollupConfig,
     pub(super) clock: Clock,
-    /// Until when the scheduled roll-up's checkpoints are read (see `upgrade`): learned from
-    /// the journal table, the same for every process; `None`: not read yet.
-    pub(super) upgrade: Arc<Mutex<Option<u64>>>,
 }
 
 impl std::fmt::Debug for Rollup {
@@ -144,7 +140,6 @@ impl Rollup {
             ddb: crate::ddb::conflict::retrying_conflicts(ddb),
             config,
             clock: Clock::system(),
-            upgrade: Arc::new(Mutex::new(None)),
         }
     }
 

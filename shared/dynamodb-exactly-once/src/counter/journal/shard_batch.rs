@@ -122,11 +122,7 @@ impl Rollup {
             records: changes.len(),
             ..RollupBatchReport::default()
         };
-        let Some((by_item, lanes, mut failed)) =
-            self.prepare(shard, changes, &mut report, &cost).await
-        else {
-            return report;
-        };
+        let (by_item, lanes, mut failed) = self.prepare(shard, changes, &mut report, &cost).await;
         failed.extend(self.apply_items(by_item, &lanes, &mut report, &cost).await);
         report.retry_from = failed.into_iter().min().map(|seq| {
             changes
@@ -140,30 +136,16 @@ impl Rollup {
         report
     }
 
-    /// The batch's keys by item and its lanes, past the upgrade's filter, with its foreign
-    /// records kept as dead letters (the sequence numbers of those not kept). `None`: the
-    /// upgrade's read failed, the whole batch is to be delivered again (`retry_from` set).
+    /// The batch's keys by item and its lanes, with its foreign records kept as dead letters
+    /// (the sequence numbers of those not kept).
     pub(super) async fn prepare(
         &self,
         shard: &str,
         changes: &[ItemChange],
         report: &mut RollupBatchReport,
         cost: &Cost,
-    ) -> Option<(ByItem, Lanes, Vec<Seq>)> {
-        let (mut by_item, lanes, invalid) = self.group(shard, changes, report);
-        // The scheduled roll-up of earlier versions applied its shards up to its saved
-        // checkpoints, and removed a done shard's watermarks while the stream still held its
-        // records: those records are turned away by the checkpoint (read for a day after the
-        // upgrade only: `upgrade`).
-        match self.scheduled_checkpoint(shard).await {
-            Ok(Some(saved)) => report.duplicates += applied_before(&mut by_item, &saved),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "journal roll-up: the scheduled roll-up's checkpoint could not be read (delivered again)");
-                report.retry_from = changes.first().map(|c| c.sequence_number.clone());
-                return None;
-            }
-        }
+    ) -> (ByItem, Lanes, Vec<Seq>) {
+        let (by_item, lanes, invalid) = self.group(shard, changes, report);
         let mut failed: Vec<Seq> = Vec::new();
         if !invalid.is_empty() {
             match self.keep_dead_letters(&invalid, cost).await {
@@ -174,7 +156,7 @@ impl Rollup {
                 }
             }
         }
-        Some((by_item, lanes, failed))
+        (by_item, lanes, failed)
     }
 
     /// Apply each item's keys with one update (`concurrency` at once); the first sequence
@@ -260,19 +242,6 @@ impl Rollup {
         let room = MAX_LISTED.saturating_sub(report.letters.len());
         report.letters.extend(dead.into_iter().take(room));
     }
-}
-
-/// Drop from `by_item` the keys the scheduled roll-up applied (at or before its `saved`
-/// checkpoint; every key of a shard it finished); how many.
-fn applied_before(by_item: &mut ByItem, saved: &super::upgrade::Checkpoint) -> usize {
-    let mut dropped = 0;
-    by_item.retain(|_, (_, events)| {
-        let before = events.len();
-        events.retain(|e| !saved.applied(e.seq));
-        dropped += before - events.len();
-        !events.is_empty()
-    });
-    dropped
 }
 
 /// The lane of a journal key read from `shard`: the shard, and with `journal_spread` the key's

@@ -11,7 +11,7 @@
 //! * a non-final invocation answers the state with the batch's keys added; the mapping keeps it
 //!   with the checkpoint past the batch, or, if the answer is lost or the invocation fails,
 //!   delivers the batch again with the state it had given (the keys are added once);
-//! * a failure while keys are kept (a dead letter not kept, the upgrade's read) answers the
+//! * a failure while keys are kept (a dead letter not kept) answers the
 //!   state as given and the batch's first record as failed: the batch comes again whole;
 //! * the final invoke applies the state's keys and its own; a failure there is a function
 //!   error, and the mapping invokes it again with the same state: the watermarks turn away
@@ -142,10 +142,7 @@ impl Rollup {
                 }
             }
         }
-        let Some((batch, _, failed)) = self.prepare(shard, changes, &mut report, &cost).await
-        else {
-            return again(report);
-        };
+        let (batch, _, failed) = self.prepare(shard, changes, &mut report, &cost).await;
         if !failed.is_empty() {
             return again(report);
         }
