@@ -48,7 +48,7 @@ pub async fn run(transfers: usize) -> Result<(), String> {
     print_writes()?;
     // On DynamoDB: no sweep scenario (110,000 records to write first), no simulated round trips.
     if local {
-        crate::txn::sweep::print(&spawn_worker(&["txn".into(), "sweep".into()])?);
+        crate::txn_sweep::print(&spawn_worker(&["txn".into(), "sweep".into()])?);
     }
     println!();
     print_transfers(transfers, if local { &LATENCIES_MS } else { &[] })?;
@@ -245,7 +245,7 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
             let path: String = next_arg(&mut args, "group|fast|lock")?;
             crate::txn_batch::batch(&path).await?
         }
-        "sweep" => crate::txn::sweep::run().await?,
+        "sweep" => crate::txn_sweep::run().await?,
         other => return Err(format!("unknown txn scenario {other:?}")),
     };
     let mut result = result;
