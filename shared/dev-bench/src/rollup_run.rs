@@ -129,6 +129,12 @@ impl MappingRollup {
 
     /// Step the mapping until idle; what its batches did.
     pub async fn run(&self) -> Result<RunReport, String> {
+        self.run_steps(10_000).await
+    }
+
+    /// Step the mapping until idle or `max_steps` steps (1: one poll of every shard, one
+    /// batch per ready shard); what its batches did.
+    pub async fn run_steps(&self, max_steps: usize) -> Result<RunReport, String> {
         let total = Arc::new(Mutex::new(RunReport::default()));
         let (sum, rollup) = (Arc::clone(&total), self.rollup.clone());
         let handler = move |event: Value| {
@@ -138,7 +144,7 @@ impl MappingRollup {
         let mut mapping = self.mapping.lock().await;
         let before = mapping.stats().clone();
         mapping
-            .run_until_idle(&handler, 10_000)
+            .run_until_idle(&handler, max_steps)
             .await
             .map_err(|e| e.to_string())?;
         let stats = mapping.stats().clone();

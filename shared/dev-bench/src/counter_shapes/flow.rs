@@ -125,8 +125,8 @@ async fn scenario(kind: Kind, rate: usize, o: &Options) -> Result<Outcome, Strin
     })
 }
 
-/// The mapping polled continuously (stepped until idle, again after 100 ms when it applied
-/// nothing) from `start`; after `end`, until every injected event is applied (or four batching
+/// The mapping polled continuously (one step: every shard read, one batch per ready shard
+/// invoked; again after 100 ms when it applied nothing) from `start`; after `end`, until every injected event is applied (or four batching
 /// windows and a minute more have passed): the polls that applied keys, and when the last
 /// event was applied after `end` (ms; `None`: not caught up).
 async fn poll(
@@ -146,7 +146,10 @@ async fn poll(
         let run_start = clock.now_ms();
         let gets = get_records(double);
         let wall = Instant::now();
-        let report = rollup.run().await.map_err(|e| format!("roll-up: {e}"))?;
+        let report = rollup
+            .run_steps(1)
+            .await
+            .map_err(|e| format!("roll-up: {e}"))?;
         let run_end = clock.now_ms();
         applied_total += report.applied as u64;
         let injected = injected_by(log, run_end);

@@ -131,7 +131,7 @@ pub fn header(o: &Options) {
         o.latency_ms
     );
     println!(
-        "clock = real time; each rate fed for {} s; the roll-up as the handler of the emulated event source mapping (BatchSize 1000, MaximumBatchingWindowInSeconds {}, a 60 s tumbling window, one batch per shard at once), polled continuously (a poll: the mapping stepped until idle); after the load, polled until every event is applied",
+        "clock = real time; each rate fed for {} s; the roll-up as the handler of the emulated event source mapping (BatchSize 1000, MaximumBatchingWindowInSeconds {}, a 60 s tumbling window, one batch per shard at once), polled continuously (a poll: one step of the mapping, every shard read and one batch per ready shard invoked); after the load, polled until every event is applied",
         o.seconds,
         o.batching_window,
     );
