@@ -70,7 +70,7 @@ enum Command {
     CounterSteady(counter_steady::Options),
     /// The counter journal at the stream shapes DynamoDB has (N shards, rollover) through the
     /// Streams double: write units per event in the steady state, throughput and lag.
-    CounterShapes(counter_shapes::Options),
+    CounterShapes(Box<counter_shapes::Options>),
     /// A stream handler through the event source mapping emulator over the Streams double
     /// at N shards: throughput and lag.
     Mapping(mapping::Options),
@@ -118,7 +118,7 @@ async fn main() -> ExitCode {
         Command::Ratchet(options) => ratchet::run(options).await,
         Command::Counter => counter::run().await,
         Command::CounterSteady(options) => counter_steady::run(options).await,
-        Command::CounterShapes(options) => counter_shapes::run(options).await,
+        Command::CounterShapes(options) => counter_shapes::run(*options).await,
         Command::Mapping(options) => mapping::run(options).await,
         Command::Txn { transfers } => txn::run(transfers).await,
         Command::Document => document::run().await,

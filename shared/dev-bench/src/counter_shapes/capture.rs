@@ -85,11 +85,21 @@ impl Writer {
 
     /// The journal items the writer would put for `events`.
     pub async fn items(&self, events: Vec<(ItemKey, String)>) -> Result<Vec<Item>, String> {
+        let events = events.into_iter().map(|(k, i)| (k, i, 1)).collect();
+        self.items_adding(events).await
+    }
+
+    /// The journal items the writer would put for `events` (item, idempotency key, what the
+    /// key adds to `n`).
+    pub async fn items_adding(
+        &self,
+        events: Vec<(ItemKey, String, i64)>,
+    ) -> Result<Vec<Item>, String> {
         let mut records = Vec::with_capacity(events.len());
-        for (i, (key, idem)) in events.into_iter().enumerate() {
+        for (i, (key, idem, n)) in events.into_iter().enumerate() {
             let record = self
                 .counter
-                .record(key, [("n", 1)], idem)
+                .record(key, [("n", n)], idem)
                 .map_err(|e| format!("{e:?}"))?;
             records.push((i, record));
         }

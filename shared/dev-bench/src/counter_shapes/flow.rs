@@ -1,9 +1,11 @@
 //! Part 2, throughput and lag: journal records made by the writer (captured, [`super::capture`])
 //! injected into a synthetic stream of the double (30 shards, each answer delayed) at `R`
-//! events per clock second, the clock being the real time; the roll-up runs on its schedule
-//! against the double and DynamoDB Local's counter table. Per run: keys applied, the
-//! roll-up's `iterator_age_ms`, the age of the newest applied event at the run's end, the
-//! backlog.
+//! events per clock second, the clock being the real time; the roll-up is the handler of the
+//! emulated mapping (`BatchSize` 1000, `MaximumBatchingWindowInSeconds` `--batching-window`,
+//! one batch per shard at once), polled continuously as Lambda polls, against the double and
+//! DynamoDB Local's counter table; after the load stops, polled until every event is applied.
+//! Per poll that applied keys: keys applied, the age of the newest applied event, the backlog;
+//! then how long the catch-up took, in batching windows.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 use dev_testing::{Shape, StreamsDouble};
 use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig};
 
-use crate::rollup_run::MappingRollup;
+use crate::rollup_run::{MappingRollup, Settings};
 use dynamodb_exactly_once::counter::CounterConfig;
 use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::ddb::Clock;
@@ -73,7 +75,17 @@ async fn scenario(kind: Kind, rate: usize, o: &Options) -> Result<Outcome, Strin
         .build()
         .map_err(|e| e.to_string())?;
     let rollup = Rollup::new(ddb, rollup_config).with_clock(clock.clone());
-    let rollup = MappingRollup::new(double.client(), &tables.arn, rollup, clock.clone())?;
+    let settings = Settings {
+        batching_window_secs: o.batching_window,
+        ..Settings::default()
+    };
+    let rollup = MappingRollup::with_settings(
+        double.client(),
+        &tables.arn,
+        rollup,
+        clock.clone(),
+        settings,
+    )?;
     // The writer reads the counter table's key schema once, before the clock starts.
     writer.records(vec![(item_key(0)?, "warm".into())]).await?;
     let start = clock.now_ms();
@@ -93,26 +105,31 @@ async fn scenario(kind: Kind, rate: usize, o: &Options) -> Result<Outcome, Strin
         Arc::clone(&log),
         Arc::clone(&stop),
     ));
-    let runs = schedule(&rollup, &double, &clock, &log, start, end, o).await;
+    let runs = poll(&rollup, &double, &clock, &log, start, end, o).await;
     stop.store(true, Ordering::SeqCst);
     let fed = feeder.await.map_err(|e| format!("feeder: {e}"))?;
     let injected = fed?;
+    let (runs, catch_up_ms) = runs?;
     let log = std::mem::take(&mut *log.lock().unwrap_or_else(|p| p.into_inner()));
     Ok(Outcome {
+        catch_up_ms,
+        batching_window: o.batching_window,
         kind,
         rate,
         seconds: o.seconds,
         interval: o.interval,
         injected,
-        runs: runs?,
+        runs,
         start,
         log,
     })
 }
 
-/// The roll-up every `interval` of clock from `start` until `end` (a run that overruns its
-/// slot is followed at once by the next).
-async fn schedule(
+/// The mapping polled continuously (one step: every shard read, one batch per ready shard
+/// invoked; again after 100 ms when it applied nothing) from `start`; after `end`, until every injected event is applied (or four batching
+/// windows and a minute more have passed): the polls that applied keys, and when the last
+/// event was applied after `end` (ms; `None`: not caught up).
+async fn poll(
     rollup: &MappingRollup,
     double: &StreamsDouble,
     clock: &Clock,
@@ -120,35 +137,45 @@ async fn schedule(
     start: u64,
     end: u64,
     o: &Options,
-) -> Result<Vec<RunStat>, String> {
-    let interval = o.interval.max(1) * 1000;
-    let mut next = start + interval;
+) -> Result<(Vec<RunStat>, Option<u64>), String> {
+    let give_up = end + (4 * o.batching_window.max(1) as u64 + 60) * 1000;
     let mut runs = Vec::new();
     let mut applied_total = 0u64;
-    while next <= end {
-        let now = clock.now_ms();
-        if now < next {
-            tokio::time::sleep(Duration::from_millis(next - now)).await;
-        }
+    let _ = start;
+    loop {
         let run_start = clock.now_ms();
         let gets = get_records(double);
         let wall = Instant::now();
-        let report = rollup.run().await.map_err(|e| format!("roll-up: {e}"))?;
+        let report = rollup
+            .run_steps(1)
+            .await
+            .map_err(|e| format!("roll-up: {e}"))?;
         let run_end = clock.now_ms();
         applied_total += report.applied as u64;
         let injected = injected_by(log, run_end);
-        runs.push(RunStat {
-            start_ms: run_start,
-            secs: wall.elapsed().as_secs_f64(),
-            report,
-            get_records: get_records(double) - gets,
-            applied_total,
-            backlog: injected.saturating_sub(applied_total),
-            newest_age_ms: injected_at(log, applied_total).map(|at| run_end.saturating_sub(at)),
-        });
-        next = (next + interval).max(clock.now_ms());
+        if report.applied > 0 {
+            runs.push(RunStat {
+                start_ms: run_start,
+                secs: wall.elapsed().as_secs_f64(),
+                report,
+                get_records: get_records(double) - gets,
+                applied_total,
+                backlog: injected.saturating_sub(applied_total),
+                newest_age_ms: injected_at(log, applied_total).map(|at| run_end.saturating_sub(at)),
+            });
+        } else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if run_end > end {
+            let all = injected_by(log, u64::MAX);
+            if applied_total >= all && all > 0 {
+                return Ok((runs, Some(run_end - end)));
+            }
+            if run_end > give_up {
+                return Ok((runs, None));
+            }
+        }
     }
-    Ok(runs)
 }
 
 /// Events injected by clock `at`.

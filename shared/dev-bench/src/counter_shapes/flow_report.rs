@@ -47,6 +47,10 @@ pub struct Outcome {
     pub start: u64,
     /// (clock ms, injected so far).
     pub log: Vec<(u64, u64)>,
+    /// The last event applied this long after the load stopped (`None`: not caught up).
+    pub catch_up_ms: Option<u64>,
+    /// `MaximumBatchingWindowInSeconds`.
+    pub batching_window: i64,
 }
 
 impl Outcome {
@@ -127,13 +131,11 @@ pub fn header(o: &Options) {
         o.latency_ms
     );
     println!(
-        "clock = real time; each rate fed for {} s; a roll-up every {} s of clock (budget {} ms; {}); the roll-up as the handler of the emulated event source mapping (BatchSize 1000, a 60 s tumbling window, one batch per shard at once)",
+        "clock = real time; each rate fed for {} s; the roll-up as the handler of the emulated event source mapping (BatchSize 1000, MaximumBatchingWindowInSeconds {}, a 60 s tumbling window, one batch per shard at once), polled continuously (a poll: one step of the mapping, every shard read and one batch per ready shard invoked); after the load, polled until every event is applied",
         o.seconds,
-        o.interval,
-        o.interval * 5000 / 6,
-        if o.interval == 60 { "as the Lambda runs it" } else { "compressed from the Lambda's 60 s / 50 s" }
+        o.batching_window,
     );
-    println!("newest-applied age: at a run's end, the clock minus the injection time of the k-th injected event, k = keys applied so far (shards progress evenly: an estimate); sustained: applied ≥ 95 % of the events injected before the last run started, every lag ≤ 2 min, backlog not growing");
+    println!("rows: the polls that applied keys; newest-applied age: at a poll's end, the clock minus the injection time of the k-th injected event, k = keys applied so far (shards progress evenly: an estimate); sustained: applied ≥ 95 % of the events injected before the last run started, every lag ≤ 2 min, backlog not growing");
     println!();
 }
 
@@ -172,7 +174,7 @@ pub fn outcome(o: &Outcome) {
     let newest: Vec<u64> = o.runs.iter().filter_map(|r| r.newest_age_ms).collect();
     let secs: Vec<u64> = o.runs.iter().map(|r| (r.secs * 1000.0) as u64).collect();
     println!(
-        "  applied {} of {} due ({:.1} %) = {:.0} keys/s; iterator_age_ms min/median/max {}; newest-applied age ms {}; run ms {}; backlog grows: {}; sustained: {}",
+        "  applied {} of {} due ({:.1} %) = {:.0} keys/s; iterator_age_ms min/median/max {}; newest-applied age ms {}; run ms {}; backlog grows: {}; sustained: {}; caught up {} after the load stopped",
         o.applied(),
         o.due(),
         100.0 * o.applied() as f64 / o.due().max(1) as f64,
@@ -181,22 +183,35 @@ pub fn outcome(o: &Outcome) {
         spread(&newest),
         spread(&secs),
         if o.backlog_grows() { "yes" } else { "no" },
-        if o.sustained() { "yes" } else { "NO" }
+        if o.sustained() { "yes" } else { "NO" },
+        catch_up(o)
     );
     println!();
 }
 
+/// The catch-up after the load, in ms and batching windows.
+fn catch_up(o: &Outcome) -> String {
+    match o.catch_up_ms {
+        Some(ms) => format!(
+            "{ms} ms ({:.2} batching windows)",
+            ms as f64 / (o.batching_window.max(1) * 1000) as f64
+        ),
+        None => "NOT (gave up)".into(),
+    }
+}
+
 pub fn summary(outcomes: &[Outcome]) {
-    println!("| traffic | rate tried (events/s) | keys applied/s | max lag ms | sustained |");
-    println!("|---|---:|---:|---:|---|");
+    println!("| traffic | rate tried (events/s) | keys applied/s | max lag ms | sustained | caught up after the load |");
+    println!("|---|---:|---:|---:|---|---|");
     for o in outcomes {
         println!(
-            "| {} | {} | {:.0} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {} | {} |",
             o.label(),
             o.rate,
             o.applied_per_sec(),
             o.max_lag(),
-            if o.sustained() { "yes" } else { "no" }
+            if o.sustained() { "yes" } else { "no" },
+            catch_up(o)
         );
     }
     for cold in [true, false] {

@@ -8,11 +8,17 @@
 //!    size, `GetRecords` per run.
 //! 2. **Throughput and lag** ([`flow`]): synthetic journal records (captured from the writer
 //!    itself, [`capture`]) injected into the double at a rate per clock second, the clock
-//!    moving in real time, the roll-up on a schedule; keys applied per second, lag, backlog.
+//!    moving in real time, the roll-up as the mapping's handler polled continuously; keys
+//!    applied per second, lag, backlog, and the catch-up after the load in batching windows.
+//! 3. **Issue 39's cost goals** ([`goals`], `--part goals`, not in `both`): 30 simulated
+//!    days, one shard lineage of 30 at the production per-shard rate, without and with a
+//!    15-minute tumbling window (`--quick`: 3 days, a tenth of the items, for checking).
 
 mod capture;
 mod flow;
 mod flow_report;
+mod goals;
+mod goals_report;
 mod journal;
 mod meter;
 mod report;
@@ -22,7 +28,7 @@ mod tables;
 /// Options of `bench counter-shapes`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// Which parts: `steady`, `flow` or `both`.
+    /// Which parts: `steady`, `flow`, `both` (those two) or `goals`.
     #[arg(long, default_value = "both")]
     part: String,
     /// Shard counts of part 1.
@@ -67,9 +73,13 @@ pub struct Options {
     /// Part 2: seconds (of clock = wall time) each rate is fed.
     #[arg(long, default_value_t = 60)]
     seconds: u64,
-    /// Part 2: a roll-up run every this many seconds (budget 5/6 of it: 60 → 50 s).
+    /// Part 2: the backlog counts as growing when it ends 1.5 times its median and above
+    /// this many seconds of the rate.
     #[arg(long, default_value_t = 6)]
     interval: u64,
+    /// Part 2: the mapping's `MaximumBatchingWindowInSeconds` (the stack's default: 60).
+    #[arg(long, default_value_t = 60)]
+    batching_window: i64,
     /// Part 2 (a): rates (events per clock second) into many cold items, tried in order
     /// until one is not sustained.
     #[arg(long, value_delimiter = ',', default_values_t = [200usize, 800])]
@@ -84,13 +94,28 @@ pub struct Options {
     /// Part 2: latency of each answer of the double (AWS answers in 10–50 ms).
     #[arg(long, default_value_t = 20)]
     latency_ms: u64,
+    /// Goals: simulated days before the measured segment.
+    #[arg(long, default_value_t = 30.0)]
+    goal_days: f64,
+    /// Goals: measured minutes at the production rate (from a 15-minute boundary).
+    #[arg(long, default_value_t = 30)]
+    goal_minutes: u64,
+    /// Goals: items followed over the days (one key each every 2 hours).
+    #[arg(long, default_value_t = 20)]
+    goal_tracked: usize,
+    /// Goals: 3 days, 15 minutes, a tenth of the items (a check, not the figure).
+    #[arg(long)]
+    quick: bool,
 }
 
 pub async fn run(options: Options) -> Result<(), String> {
     report::header(&options);
     let part = options.part.as_str();
+    if part == "goals" {
+        return goals::run(&options).await;
+    }
     if !["steady", "flow", "both"].contains(&part) {
-        return Err(format!("--part {part}: steady, flow or both"));
+        return Err(format!("--part {part}: steady, flow, both or goals"));
     }
     if part != "flow" {
         steady::run(&options).await?;
