@@ -48,9 +48,10 @@ readme-check:
 	bash scripts/readme-check.sh --run
 
 # The writer stacks (stacks/*.yaml) from their sources (stacks/src: each stack's own part and
-# the fragments they share, stacks/src/common).
+# the fragments they share, stacks/src/common), then docs/deploy.md's parameter tables from them.
 stacks:
 	python3 scripts/gen-stacks.py
+	python3 scripts/param-tables.py
 
 bench:
 	bash scripts/bench.sh
