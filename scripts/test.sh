@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, the SAM templates, the docs, unit and integration
 # tests. It starts one DynamoDB Local for the tests (unless AWS_ENDPOINT_URL_DYNAMODB points
-# at one) and stops it at exit.
+# at one) and stops it at exit. Deny, the book as a website, the README's crate, each feature
+# and the MSRV are CI's second script (.ci/extra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A clean CI clone builds everything once: incremental compilation only adds work there.
@@ -21,13 +22,6 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== dependencies"
 bash scripts/check-deps.sh
-# Licences, banned crates and sources (deny.toml) when cargo-deny is installed (`make deny`
-# installs it: a 4-minute build on 2 cores, kept out of a fresh machine's first `make test`).
-if command -v cargo-deny >/dev/null 2>&1; then
-  cargo deny --log-level error check licenses bans sources
-else
-  echo "deny: skipped (no cargo-deny; make deny installs it)"
-fi
 echo "== docs (rustdoc warnings are errors)"
 # The library crates (their pages are what users read; the binaries' docs are their READMEs).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --quiet \
@@ -41,13 +35,6 @@ cat target/template-check.log
 [ "$template_ok" -eq 0 ] || { echo "template checks failed"; exit 1; }
 echo "== docs book"
 python3 scripts/check-docs.py
-# The book as a website: built and its links checked when mdbook is installed (`make book`
-# installs it: a 3-minute build on 2 cores, kept out of a fresh machine's first `make test`).
-if command -v mdbook >/dev/null 2>&1; then
-  python3 scripts/book.py --check
-else
-  echo "book: skipped (no mdbook; make book installs it)"
-fi
 echo "== import cycles"
 python3 scripts/check-cycles.py shared/*/src functions/*/src ops/src
 echo "== tests"
