@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check stacks tx-check counter-check checks package readme-check features book deny
+.PHONY: demo test tools lint bench template-check stacks tx-check counter-check checks package readme-check features book deny ci-extra
 
 demo:
 	bash scripts/demo.sh
@@ -17,16 +17,12 @@ lint:
 template-check:
 	bash scripts/check-template.sh
 
-# Each optional feature of the library crates compiled on its own and with none (each is a build
-# of its own dependency graph: about 2 min each on 2 cores, so not in `make test`, which builds
-# everything with --all-features).
+# Each optional feature of the library crates compiled on its own and with none (cargo-hack,
+# installed from crates.io when missing; each is a build of its own dependency graph: about
+# 2 min each on 2 cores, so not in `make test`, which builds everything with --all-features).
 features:
-	cargo clippy -p dynamodb-exactly-once-lambda --lib -- -D warnings
-	cargo clippy -p dynamodb-exactly-once-lambda --lib --features otel -- -D warnings
-	cargo clippy -p dynamodb-exactly-once-lambda --lib --features sqs -- -D warnings
-	cargo clippy -p dynamodb-exactly-once-lambda --lib --features journal -- -D warnings
-	cargo clippy -p dynamodb-exactly-once --lib -- -D warnings
-	cargo clippy -p dynamodb-exactly-once --lib --features journal -- -D warnings
+	command -v cargo-hack >/dev/null 2>&1 || cargo install --locked cargo-hack --version 0.6.46
+	cargo hack clippy --each-feature --lib -p dynamodb-exactly-once -p dynamodb-exactly-once-lambda -- -D warnings
 
 # The docs book as a website in target/book/html (mdBook 0.5.4, installed from crates.io when
 # missing), every link of the site checked.
@@ -40,6 +36,11 @@ deny:
 	command -v cargo-deny >/dev/null 2>&1 || cargo install --locked cargo-deny --version 0.20.2
 	cargo deny check licenses bans sources
 
+# What `make test` leaves out (deny, the book, readme-check, features, the MSRV): CI's second
+# script, installing the tools it needs.
+ci-extra:
+	bash .ci/extra
+
 # The README's dependencies and quickstart in a new crate outside the workspace, built and run
 # against AWS_ENDPOINT_URL_DYNAMODB (`make test` checks the crate and runs the same code as the
 # workspace's example).
@@ -48,9 +49,10 @@ readme-check:
 	bash scripts/readme-check.sh --run
 
 # The writer stacks (stacks/*.yaml) from their sources (stacks/src: each stack's own part and
-# the fragments they share, stacks/src/common).
+# the fragments they share, stacks/src/common), then docs/deploy.md's parameter tables from them.
 stacks:
 	python3 scripts/gen-stacks.py
+	python3 scripts/param-tables.py
 
 bench:
 	bash scripts/bench.sh

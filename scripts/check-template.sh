@@ -3,7 +3,7 @@
 # it composes (stacks/*.yaml, generated from stacks/src) and their packaged variants (make
 # package) with cfn-lint (SAM transform included), the CloudFormation Guard rules of
 # scripts/guard (one resource at a time: retained, recoverable tables, encryption, arm64, alarm
-# actions, named actions), then the operational checks of scripts/check_template.py (workspace
+# actions, named actions, the sources' and the schedule's settings), then the operational checks of scripts/check_template.py (workspace
 # binaries, sizes as parameters, no wildcard policies, an alarm per failure path, horizons, the
 # docs' names and runbook entries) in every configuration of each stack, created or existing
 # resources. Prove each has teeth: deliberately broken copies must be rejected, each for the
@@ -17,6 +17,8 @@ templates=(template.yaml stacks/*.yaml)
 # must be what the sources give.
 python3 scripts/gen-stacks.py --check
 echo "template-check: stacks/*.yaml are generated from stacks/src"
+# docs/deploy.md's parameter tables are written from the templates.
+python3 scripts/param-tables.py --check
 docs=(README.md)
 for doc in docs/*.md; do
   # The lab notes name resources of earlier versions.
@@ -136,6 +138,17 @@ fi
 rm -f "$tmp"/*.yaml
 count=$((count + 1))
 
+# the parameter tables: a hand edit of docs/deploy.md's tables is refused
+sed 's/^| `StreamBisectBatchOnFunctionError` | `true` |/| `StreamBisectBatchOnFunctionError` | `false` |/' \
+  docs/deploy.md >"$tmp/deploy.md"
+if cmp -s docs/deploy.md "$tmp/deploy.md" || python3 scripts/param-tables.py --check --page "$tmp/deploy.md" \
+  >"$tmp/out" 2>&1 || ! grep -qF "parameter tables differ from the templates" "$tmp/out"; then
+  echo "template-check: a hand-edited parameter table passed the tables check: the check is broken" >&2
+  cat "$tmp/out" >&2
+  exit 1
+fi
+count=$((count + 1))
+
 # the packaged stacks: their code must be the binary's zip with an executable bootstrap
 rm "$pkg/tx-sweeper.zip"
 rejected "a packaged stack without its zip" template "tx-sweeper.zip is not a zip with a bootstrap" \
@@ -158,7 +171,7 @@ must_fail "a table without Retain" guard "DeletionPolicy is not Retain" template
   '0,/    DeletionPolicy: Retain/s///'
 must_fail "a table without point-in-time recovery" guard "PointInTimeRecoveryEnabled is not" template.yaml \
   '0,/PointInTimeRecoveryEnabled: !If \[PitrOn, true, false\]/s//PointInTimeRecoveryEnabled: false/'
-must_fail "a wildcard action" template "wildcard Action" stacks/document.yaml '0,/dynamodb:PutItem/s//dynamodb:*/'
+must_fail "a wildcard action" guard "a wildcard Action" stacks/document.yaml '0,/dynamodb:PutItem/s//dynamodb:*/'
 must_fail "a missing iterator-age alarm" template "IteratorAge for RatchetWriterFunction" stacks/ratchet.yaml \
   's/MetricName: IteratorAge/MetricName: IteratorAges/'
 must_fail "an unencrypted queue" guard "SqsManagedSseEnabled is not true" stacks/ratchet.yaml \
@@ -205,17 +218,27 @@ must_fail "a timeout beyond Lambda's" template "parameter RollupTimeout (Timeout
   stacks/counter.yaml '/^  RollupTimeout:/,/MaxValue:/s/MaxValue: 900/MaxValue: 1000/'
 must_fail "a sweeper timeout the TX queue cannot hold" template "VisibilityTimeout can be 360 < 6 x the function timeout 90" \
   stacks/transactions.yaml '/^  SweeperTimeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 90/'
-must_fail "a source without partial batch responses" template "without FunctionResponseTypes" \
+must_fail "a source without partial batch responses" guard "without FunctionResponseTypes" \
   stacks/document.yaml '/FunctionResponseTypes:/,+1d'
-must_fail "a stream source without a failure destination" template "without an on-failure destination" \
+must_fail "a stream source without a failure destination" guard "without an on-failure destination" \
   stacks/counter.yaml '/^      DestinationConfig:/,+2d'
-must_fail "a Kafka source without partial batch responses" template "Kafka source without FunctionResponseTypes" \
+must_fail "a Kafka source without partial batch responses" guard \
+  "a Kafka source without FunctionResponseTypes" \
   stacks/ratchet.yaml '/^  RatchetWriterKafkaSource:/,/^  RatchetKafkaFailures:/{/FunctionResponseTypes:/,+1d}'
+must_fail "a queue source without a concurrency cap" guard "without ScalingConfig MaximumConcurrency" \
+  stacks/transactions.yaml '/^        MaximumConcurrency:/d'
+must_fail "a roll-up event without partial batch responses" guard \
+  "an event without FunctionResponseTypes" stacks/counter.yaml \
+  '/^  CounterRollupFunction:/,/^  [A-Z]/{/FunctionResponseTypes:/,+1d}'
+must_fail "a sweeper running twice at once" guard "ReservedConcurrentExecutions is not 1" \
+  stacks/transactions.yaml 's/ReservedConcurrentExecutions: 1$/ReservedConcurrentExecutions: 2/'
+must_fail "a role with NotAction" guard "NotAction or NotResource" stacks/ratchet.yaml \
+  '0,/^                Action:$/s//                NotAction:/'
 must_fail "a Kafka source without its lag alarm" template "a Kafka consumer falling behind" \
   stacks/document.yaml 's/MetricName: OffsetLag$/MetricName: OffsetLagged/'
 must_fail "an unknown function binary" template "'tx-sweep' is not a binary" stacks/transactions.yaml \
   's/Binary: tx-sweeper/Binary: tx-sweep/'
-must_fail "a sweeper that retries" template "schedule retries" stacks/transactions.yaml \
+must_fail "a sweeper that retries" guard "schedule retries" stacks/transactions.yaml \
   's/MaximumRetryAttempts: 0$/MaximumRetryAttempts: 2/'
 must_fail "a TX retention shorter than the redelivery horizon" template "TX_RETAIN_SECONDS 604800 <" \
   stacks/transactions.yaml '/^  RetainSeconds:/,/Default:/s/Default: 1296000/Default: 604800/'
@@ -243,6 +266,4 @@ must_fail_docs "docs naming a missing alarm" "name NoSuchAlarm" "# dynamodb-exac
   's/^# dynamodb-exactly-once/# dynamodb-exactly-once (see NoSuchAlarm)/'
 must_fail_docs "docs without an alarm's runbook" "TxSweeperNotRunningAlarm has no runbook entry" \
   '`TxSweeperNotRunningAlarm`' 's/`TxSweeperNotRunningAlarm`/TxSweeperNotRunning/g'
-must_fail_docs "docs without a parameter" "parameter StreamBisectBatchOnFunctionError is not documented" \
-  '`StreamBisectBatchOnFunctionError`' 's/`StreamBisectBatchOnFunctionError`/StreamBisectBatchOnFunctionError/g'
 echo "template-check: $count broken copies rejected, each for its reason"

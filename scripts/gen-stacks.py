@@ -17,8 +17,9 @@ Usage:
       `sam deploy --template-file` / `aws cloudformation package`, with the
       AWS::ServerlessRepo::Application metadata) or DIR/<stack>.s3.yaml (code `s3`: the zips
       already in S3, at parameters CodeBucket + CodeKeyPrefix<binary>.zip).
-A mode other than the default (build from the checkout) first looks for a fragment in
-stacks/src/common/<mode>/: that is how the code location (and SAR metadata) differ.
+A fragment that differs by mode (build from the checkout, zip, s3) lives in
+stacks/src/common/<mode>/: that is how the code location and the SAR metadata differ. A mode
+without the file gets nothing there; a name in no folder is an error.
 """
 
 import difflib
@@ -42,10 +43,12 @@ class GenError(Exception):
 
 
 def fragment_path(name, mode):
-    for path in ([os.path.join(COMMON, mode, name + ".yaml")] if mode != "build" else []) + \
-            [os.path.join(COMMON, name + ".yaml")]:
+    """The fragment's file in this mode, or None when only other modes have one."""
+    for path in (os.path.join(COMMON, mode, name + ".yaml"), os.path.join(COMMON, name + ".yaml")):
         if os.path.isfile(path):
             return path
+    if any(os.path.isfile(os.path.join(COMMON, m, name + ".yaml")) for m in MODES):
+        return None
     raise GenError(f"no fragment {name!r} (stacks/src/common/{name}.yaml)")
 
 
@@ -66,6 +69,8 @@ def expand(text, args, mode, where, depth=0):
                 raise GenError(f"{where}:{number}: argument {word!r} is not Key=Value")
             local[key] = value
         path = fragment_path(name, mode)
+        if path is None:
+            continue
         with open(path) as f:
             body = f.read()
         used = keys_in_any_mode(name)
@@ -88,11 +93,11 @@ def keys_in_any_mode(name):
     for the packaged variant of a fragment counts as used when building too."""
     keys = set()
     for mode in MODES:
-        try:
-            with open(fragment_path(name, mode)) as f:
-                body = f.read()
-        except GenError:
+        path = fragment_path(name, mode)
+        if path is None:
             continue
+        with open(path) as f:
+            body = f.read()
         keys |= set(PLACEHOLDER.findall(body))
         for line in body.splitlines():
             m = DIRECTIVE.match(line)

