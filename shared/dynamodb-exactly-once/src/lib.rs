@@ -144,6 +144,8 @@
 //! * [`lease`]: a fenced lease lock (takeover after an unchanged lease on the contender's own
 //!   clock; strictly increasing fencing tokens).
 //! * [`versioning`]: versioned items (latest + history table, one transaction per change).
+//! * `idempotency` (feature `idempotency`): a function run once per operation and key, its
+//!   result replayed to duplicates (Powertools' record formats readable and writable).
 //! * [`config`]: configuration errors and configs from named settings.
 //! * [`text`]: payload text bounded before it reaches a message, a log or a dead letter.
 //! * [`prelude`]: the handles, configs, outcomes and errors most programs need.
@@ -160,6 +162,8 @@ pub mod ddb;
 pub mod document;
 #[cfg(test)]
 mod handles_test;
+#[cfg(feature = "idempotency")]
+pub mod idempotency;
 pub mod lease;
 pub mod prelude;
 pub mod ratchet;

@@ -15,11 +15,11 @@
 //! ([`ConfigError`]); a record they find nothing in is a [`KeyError`] (the processor rejects
 //! it: `missing_idempotency_key`).
 
-use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
 use dynamodb_exactly_once::ddb::item::canonical_json;
+use dynamodb_exactly_once::idempotency::{KeyError, RecordKey};
 use dynamodb_exactly_once::ConfigError;
 use serde_json::Value;
 
@@ -63,52 +63,6 @@ impl KeyExpression {
     /// The expression as written.
     pub fn as_str(&self) -> &str {
         &self.text
-    }
-}
-
-/// Why a record has no usable key. The function did not run.
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    /// Nothing usable where the key was to be read: no value at the pointer, a `null`, a
-    /// field this source's records do not have.
-    #[error("no idempotency key at `{expression}`: {reason}")]
-    Unreadable {
-        /// The key source (`/orderId`, `$sequenceNumber`, ...).
-        expression: String,
-        /// What was found instead.
-        reason: String,
-    },
-    /// The key read is the empty string.
-    #[error("the idempotency key at `{expression}` is empty")]
-    Empty {
-        /// The key source.
-        expression: String,
-    },
-    /// The body is not JSON, so an expression cannot read it.
-    #[error("the body is not JSON, so `{expression}` cannot read an idempotency key: {source}")]
-    NotJson {
-        /// The key source.
-        expression: String,
-        /// The parser's error.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// The operation given is not usable (1 to 128 bytes, no `#`).
-    #[error("the idempotency operation {operation:?} is not 1 to 128 bytes without `#`")]
-    Operation {
-        /// The operation given.
-        operation: String,
-    },
-    /// A key function refused the record.
-    #[error("the key function found no idempotency key: {0}")]
-    Function(#[source] Box<dyn Error + Send + Sync>),
-}
-
-impl KeyError {
-    /// A key function's refusal, for `reason` (an error or a text).
-    pub fn function(reason: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
-        KeyError::Function(reason.into())
     }
 }
 
@@ -219,25 +173,6 @@ impl KeyExpression {
                 reason,
             }),
         }
-    }
-}
-
-/// A key read from a record: its text, and the JSON value it was read from (what
-/// Powertools' format hashes).
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct RecordKey {
-    pub text: String,
-    pub json: Value,
-}
-
-impl RecordKey {
-    /// The key of a JSON value already checked (its text as [`key_text`] spells it).
-    pub(super) fn of(json: Value) -> Self {
-        let text = match &json {
-            Value::String(s) => s.clone(),
-            other => canonical_json(other),
-        };
-        RecordKey { text, json }
     }
 }
 

@@ -1,3 +1,5 @@
+use std::error::Error;
+
 use serde_json::{json, Value};
 
 use super::*;

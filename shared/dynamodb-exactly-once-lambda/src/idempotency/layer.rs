@@ -33,8 +33,10 @@ use serde_json::Value;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::key::{KeyError, KeySource, RecordKey};
-use super::{Idempotency, IdempotencyError, MissingKey, Persistence, Run};
+use dynamodb_exactly_once::idempotency::RecordKey;
+
+use super::key::KeySource;
+use super::{Idempotency, IdempotencyError, KeyError, MissingKey, NoValue, Persistence, Run};
 use crate::processor::Record;
 
 /// How a request names its run: the key, the payload the key stands for (hashed and compared
@@ -190,13 +192,15 @@ where
         let keys = Arc::clone(&self.keys);
         let operation = Arc::clone(&self.operation);
         Box::pin(async move {
-            if !idempotency.config.enabled {
-                idempotency.counters.count(super::stats::Event::Disabled);
-                return inner.call(request).await.map_err(IdempotencyError::Handler);
+            if !idempotency.config().enabled() {
+                let run = idempotency
+                    .run_disabled(move || inner.call(request))
+                    .await?;
+                return response(run, String::new());
             }
             let key = match keys.key_json(&request) {
                 Ok(json) => RecordKey::of(json),
-                Err(e) if idempotency.config.on_missing_key == MissingKey::Run => {
+                Err(e) if idempotency.config().on_missing_key() == MissingKey::Run => {
                     tracing::warn!(operation = %operation, error = %e, "no idempotency key: the service is called without idempotency");
                     return inner.call(request).await.map_err(IdempotencyError::Handler);
                 }
@@ -214,17 +218,24 @@ where
                     move || inner.call(request),
                 )
                 .await?;
-            let key = key.text;
-            match run {
-                Run::Ran(response) | Run::NotStored(response) => Ok(response),
-                Run::Replayed(response) => {
-                    tracing::debug!(key, "duplicate answered with the stored response");
-                    Ok(response)
-                }
-                // No response to answer with: the key's service call completed earlier.
-                Run::ReplayedWithoutValue(why) => Err(IdempotencyError::Completed { key, why }),
-            }
+            response(run, key.text)
         })
+    }
+}
+
+/// The inner service's response a run gives, or why there is none.
+fn response<R, E>(run: Run<R>, key: String) -> Result<R, IdempotencyError<E>> {
+    match run {
+        Run::Replayed(response) => {
+            tracing::debug!(key, "duplicate answered with the stored response");
+            Ok(response)
+        }
+        // No response to answer with: the key's service call completed earlier.
+        Run::ReplayedWithoutValue(why) => Err(IdempotencyError::Completed { key, why }),
+        run => run.value().ok_or(IdempotencyError::Completed {
+            key,
+            why: NoValue::NotKept,
+        }),
     }
 }
 

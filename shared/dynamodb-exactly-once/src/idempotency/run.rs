@@ -3,9 +3,9 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::ddb::retry::Backoff;
-use dynamodb_exactly_once::StoreError;
+use crate::ddb::clock::epoch_millis;
+use crate::ddb::retry::Backoff;
+use crate::StoreError;
 use futures::FutureExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -41,7 +41,8 @@ const MAX_OPERATION_BYTES: usize = 128;
 impl<P: Persistence> Idempotency<P> {
     /// [`Call::run`](super::Call::run) with a key read as a JSON value (Powertools' format hashes the
     /// value, not its text).
-    pub(super) async fn run_keyed<T, E, F, Fut>(
+    #[doc(hidden)]
+    pub async fn run_keyed<T, E, F, Fut>(
         &self,
         operation: &str,
         key: &RecordKey,
@@ -311,7 +312,8 @@ impl<P: Persistence> Idempotency<P> {
 
     /// The layer turned off: the function runs, nothing is claimed or stored
     /// (`NotStored`, counted).
-    pub(super) async fn run_disabled<T, E, F, Fut>(
+    #[doc(hidden)]
+    pub async fn run_disabled<T, E, F, Fut>(
         &self,
         function: F,
     ) -> Result<Run<T>, IdempotencyError<E>>

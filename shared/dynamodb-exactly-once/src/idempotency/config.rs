@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use dynamodb_exactly_once::ConfigError;
+use crate::ConfigError;
 
 /// How long a completed record is kept by default (Powertools' default too).
 pub const DEFAULT_EXPIRES_AFTER: Duration = Duration::from_secs(3600);
@@ -18,7 +18,7 @@ pub const MAX_KEY_BYTES: usize = 1024;
 /// Powertools' own).
 pub const DISABLED_ENV: [&str; 2] = ["IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED"];
 
-/// What [`run_record`](super::Idempotency::run_record) does with a record that gives no key.
+/// What the Lambda edge's `run_record` and `tower` layer do with a record or request that gives no key.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MissingKey {
@@ -131,7 +131,8 @@ impl IdempotencyConfig {
     }
 
     /// [`IdempotencyConfig::builder`] with the environment read through `env` (tests).
-    pub(crate) fn builder_reading(
+    #[doc(hidden)]
+    pub fn builder_reading(
         namespace: impl Into<String>,
         env: impl Fn(&str) -> Option<String>,
     ) -> IdempotencyConfigBuilder {
