@@ -395,7 +395,7 @@ async fn the_upgrade_from_the_scheduled_roll_up_counts_nothing_twice() {
     apply(&counter, &first).await;
     // The scheduled roll-up of the earlier version applied these (and saved its checkpoint).
     let (shard, applied) = journal_batch(&journal).await;
-    let now = dynamodb_exactly_once::ddb::clock::epoch_seconds();
+    let now = dynamodb_exactly_once::__private::epoch_seconds();
     scheduled_roll_up(&c, (&counters, &journal), &shard, &applied, now).await;
     let before = (total(&counter, "a").await, total(&counter, "b").await);
     assert_eq!(before, (1 + 4 + 16, 2 + 8 + 32));
@@ -486,7 +486,7 @@ async fn keys_of_a_shard_whose_watermarks_the_scheduled_roll_up_pruned_count_onc
         .collect();
     apply(&counter, &records).await;
     let (shard, batch) = journal_batch(&journal).await;
-    let now = dynamodb_exactly_once::ddb::clock::epoch_seconds();
+    let now = dynamodb_exactly_once::__private::epoch_seconds();
     scheduled_roll_up(&c, (&counters, &journal), &shard, &batch, now).await;
     assert_eq!(total(&counter, "a").await, 15);
     prune_watermarks(&c, &counters, "a").await;
@@ -506,7 +506,7 @@ async fn the_scheduled_roll_ups_checkpoints_are_read_only_for_a_day_after_its_la
     let counter = counter(c.clone(), &counters, &journal);
     apply(&counter, &[record(&counter, "a", 1, "k0")]).await;
     let (shard, batch) = journal_batch(&journal).await;
-    let saved = dynamodb_exactly_once::ddb::clock::epoch_seconds();
+    let saved = dynamodb_exactly_once::__private::epoch_seconds();
     scheduled_roll_up(&c, (&counters, &journal), &shard, &batch, saved).await;
     // Every GetItem fails: a batch that reads the checkpoint is delivered again.
     let no_get = || {
@@ -518,7 +518,7 @@ async fn the_scheduled_roll_ups_checkpoints_are_read_only_for_a_day_after_its_la
             1,
         )
     };
-    let at = |secs: u64| dynamodb_exactly_once::ddb::Clock::from_fn(move || secs * 1000);
+    let at = |secs: u64| dynamodb_exactly_once::Clock::from_fn(move || secs * 1000);
     let within = mapping_rollup(no_get(), &counters, &journal).with_clock(at(saved + 3600));
     let report = within.apply_batch(&shard, &changes(&batch)).await;
     assert!(

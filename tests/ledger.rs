@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use dev_testing::client;
 use dev_testing::interleave::{At, Interleaving};
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::ratchet::Ratchet;
 use dynamodb_exactly_once::{Deadline, RecordResult, RejectionCode};
 use dynamodb_exactly_once_lambda::settings::functions::RATCHET_WRITER;

@@ -53,7 +53,7 @@ async fn history_rows(
             .await
             .expect("scan");
         for item in page.items.unwrap_or_default() {
-            let row = dynamodb_exactly_once::ddb::item::item_to_json(item).expect("json");
+            let row = dynamodb_exactly_once::__private::item_to_json(item).expect("json");
             let id = format!(
                 "{}|{}",
                 row["ItemKey"].as_str().unwrap_or_default(),
@@ -454,7 +454,7 @@ fn model(
         match parsed.op() {
             RatchetOp::Put(item) => {
                 let item =
-                    dynamodb_exactly_once::ddb::item::item_to_json(item.clone()).expect("json");
+                    dynamodb_exactly_once::__private::item_to_json(item.clone()).expect("json");
                 row["Op"] = json!("put");
                 row["Item"] = Value::Object(item);
             }

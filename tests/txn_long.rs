@@ -304,7 +304,7 @@ async fn a_dead_holder_with_a_clock_ahead_is_rolled_back_after_the_patience() {
     // Given a holder that died holding both items, its clock an hour ahead of ours,
     let held = transfer(&table, "t-ahead", "alice", "bob", 30);
     abandon(&env, &held).await;
-    let ahead = dynamodb_exactly_once::ddb::clock::epoch_millis() + 3_600_000;
+    let ahead = dynamodb_exactly_once::__private::epoch_millis() + 3_600_000;
     let ahead = AttributeValue::N(ahead.to_string());
     set_header(&base, &env, "t-ahead", "LastTouched", ahead).await;
     // when a contender needs the items, within a deadline of 10 patiences,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::*;
 use dev_testing::{client, client_with, FaultInjector};
-use dynamodb_exactly_once::ddb::clock::epoch_seconds;
+use dynamodb_exactly_once::__private::epoch_seconds;
 use dynamodb_exactly_once::txn::sweep::{SweepConfig, Sweeper};
 use dynamodb_exactly_once::txn::{RollbackReason, TxState};
 use dynamodb_exactly_once::Deadline;

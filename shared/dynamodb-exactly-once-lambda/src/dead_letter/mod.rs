@@ -36,8 +36,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
-use dynamodb_exactly_once::ddb::clock::epoch_seconds;
-use dynamodb_exactly_once::ddb::error::bounded;
+use dynamodb_exactly_once::__private::bounded;
+use dynamodb_exactly_once::__private::epoch_seconds;
 use dynamodb_exactly_once::{Item, Rejection, StoreError};
 
 use crate::source::{SourceKind, SourcePosition, SourceRecord};
@@ -269,7 +269,7 @@ impl DeadLetters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dynamodb_exactly_once::ddb::item::{item_size, MAX_ITEM_BYTES};
+    use dynamodb_exactly_once::__private::{item_size, MAX_ITEM_BYTES};
     use dynamodb_exactly_once::RejectionCode;
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use serde_json::json;
 
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 
 use super::*;
 

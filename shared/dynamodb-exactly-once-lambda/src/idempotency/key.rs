@@ -18,7 +18,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use dynamodb_exactly_once::ddb::item::canonical_json;
+use dynamodb_exactly_once::__private::canonical_json;
 use dynamodb_exactly_once::idempotency::{KeyError, RecordKey};
 use dynamodb_exactly_once::ConfigError;
 use serde_json::Value;

@@ -9,8 +9,8 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::batch::{Redelivery, ANSWER_MARGIN};
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{ConfigError, Deadline, Protocol};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;

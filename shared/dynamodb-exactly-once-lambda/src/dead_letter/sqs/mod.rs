@@ -34,9 +34,9 @@ use aws_sdk_sqs::Client;
 use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
 
+use dynamodb_exactly_once::__private::bounded;
+use dynamodb_exactly_once::__private::epoch_seconds;
 use dynamodb_exactly_once::batch::RecordFailure;
-use dynamodb_exactly_once::ddb::clock::epoch_seconds;
-use dynamodb_exactly_once::ddb::error::bounded;
 use dynamodb_exactly_once::Rejection;
 
 use super::sink::{DeadLetterSink, Disposal};
