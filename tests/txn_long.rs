@@ -41,11 +41,18 @@ fn add_one_to_each(table: &str, tx_id: &str, keys: &[String]) -> Value {
 }
 
 /// A coordinator with the production patience and heartbeat (1 s, 250 ms).
+/// A configuration with every default.
+fn defaults() -> dynamodb_exactly_once::txn::TxConfig {
+    dynamodb_exactly_once::txn::TxConfig::builder("TxTable", ["Table"])
+        .build()
+        .expect("the defaults are valid")
+}
+
 fn coordinator_with_heartbeats(env: &Env, client: Client) -> Coordinator {
     let c = env
         .builder()
-        .lock_patience(dynamodb_exactly_once::txn::DEFAULT_LOCK_PATIENCE)
-        .heartbeat_every(dynamodb_exactly_once::txn::DEFAULT_HEARTBEAT_EVERY)
+        .lock_patience(defaults().lock_patience())
+        .heartbeat_every(defaults().heartbeat_every())
         .concurrency(1)
         .build();
     Coordinator::new(client, c.expect("valid configuration"))

@@ -135,7 +135,10 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     crate::common::warm_up(
         &client,
         &table,
-        dynamodb_exactly_once::counter::DEFAULT_CONCURRENCY,
+        dynamodb_exactly_once::counter::CounterConfig::builder(&table)
+            .build()
+            .map_err(|e| e.to_string())?
+            .concurrency(),
     )
     .await?;
     let before = injector.calls_of("UpdateItem");

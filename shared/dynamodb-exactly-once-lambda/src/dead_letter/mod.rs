@@ -54,7 +54,7 @@ pub use sink::{DeadLetterSink, Disposal, ReportOnly};
 #[cfg(feature = "sqs")]
 pub use sqs::{
     fifo_deduplication_id, fifo_group_id, SqsDeadLetterError, SqsDeadLetters, SqsLetter,
-    DEFAULT_GROUP_ID, DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES,
+    MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES,
 };
 
 /// Partition key of the dead-letter table.

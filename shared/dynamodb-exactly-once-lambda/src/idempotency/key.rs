@@ -12,14 +12,14 @@
 //! The source's own ids are the same on every redelivery of a record: they make a
 //! *redelivery* run once. A body field makes a *producer's resend* (the same event sent twice,
 //! two records) run once too. Pointers and expressions are checked when built
-//! ([`ConfigError`]); a record they find nothing in is a [`KeyError`] (the processor rejects
+//! ([`ConfigError`]); a record they find nothing in is a [`KeySourceError`] (the processor rejects
 //! it: `missing_idempotency_key`).
 
 use std::fmt;
 use std::sync::Arc;
 
 use dynamodb_exactly_once::__private::canonical_json;
-use dynamodb_exactly_once::idempotency::{KeyError, RecordKey};
+use dynamodb_exactly_once::idempotency::{KeySourceError, RecordKey};
 use dynamodb_exactly_once::ConfigError;
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ use crate::processor::Record;
 pub const KEY_SETTING: &str = "idempotency_key";
 
 /// A key function: the key of a record, or why it has none.
-pub type KeyFn<T> = dyn Fn(&Record<T>) -> Result<String, KeyError> + Send + Sync;
+pub type KeyFn<T> = dyn Fn(&Record<T>) -> Result<String, KeySourceError> + Send + Sync;
 
 /// Where the idempotency key of a processor [`Record`] comes from (see the module
 /// documentation).
@@ -40,7 +40,7 @@ pub enum KeySource<T> {
     /// sequence number (`<seq>:<sub>` for a KPL user record, so each user record has its own).
     Id,
     /// The sequence number: Kinesis and DynamoDB Streams as [`KeySource::Id`], SQS FIFO its
-    /// `SequenceNumber` (an SQS standard record has none: [`KeyError::Unreadable`]).
+    /// `SequenceNumber` (an SQS standard record has none: [`KeySourceError::Unreadable`]).
     SequenceNumber,
     /// [`Record::delivery_id`]: unique across queues, streams and shards.
     DeliveryId,
@@ -95,13 +95,13 @@ impl<T> KeySource<T> {
 
     /// The key your function gives a record.
     pub fn from_fn(
-        function: impl Fn(&Record<T>) -> Result<String, KeyError> + Send + Sync + 'static,
+        function: impl Fn(&Record<T>) -> Result<String, KeySourceError> + Send + Sync + 'static,
     ) -> Self {
         KeySource::Function(Arc::new(function))
     }
 
     /// The key of `record`.
-    pub fn key_of(&self, record: &Record<T>) -> Result<String, KeyError> {
+    pub fn key_of(&self, record: &Record<T>) -> Result<String, KeySourceError> {
         let body = match self {
             KeySource::Expression(e) if e.reads_body => serde_json::from_slice(&record.raw).ok(),
             _ => None,
@@ -111,7 +111,7 @@ impl<T> KeySource<T> {
 
     /// The key of `record` as the JSON value read (a string for the source's ids): what
     /// Powertools' format hashes.
-    pub fn key_json_of(&self, record: &Record<T>) -> Result<Value, KeyError> {
+    pub fn key_json_of(&self, record: &Record<T>) -> Result<Value, KeySourceError> {
         let body = match self {
             KeySource::Expression(e) if e.reads_body => serde_json::from_slice(&record.raw).ok(),
             _ => None,
@@ -124,7 +124,7 @@ impl<T> KeySource<T> {
         &self,
         record: &Record<T>,
         body: Option<&Value>,
-    ) -> Result<RecordKey, KeyError> {
+    ) -> Result<RecordKey, KeySourceError> {
         let field = match self {
             KeySource::Id => Field::Id,
             KeySource::SequenceNumber => Field::SequenceNumber,
@@ -140,7 +140,7 @@ impl<T> KeySource<T> {
         let expression = format!("${}", field.name());
         match field.value(&Value::Null, &record.position) {
             Some(value) => key_text(expression, value),
-            None => Err(KeyError::Unreadable {
+            None => Err(KeySourceError::Unreadable {
                 reason: format!("a {} record has no `{expression}`", record.kind().as_str()),
                 expression,
             }),
@@ -149,16 +149,20 @@ impl<T> KeySource<T> {
 }
 
 impl KeyExpression {
-    fn read<T>(&self, record: &Record<T>, body: Option<&Value>) -> Result<RecordKey, KeyError> {
+    fn read<T>(
+        &self,
+        record: &Record<T>,
+        body: Option<&Value>,
+    ) -> Result<RecordKey, KeySourceError> {
         let value = match body {
             Some(body) => self.node.fill(body, &record.position),
             None if self.reads_body => {
                 return Err(match serde_json::from_slice::<Value>(&record.raw) {
-                    Err(source) => KeyError::NotJson {
+                    Err(source) => KeySourceError::NotJson {
                         expression: self.text.clone(),
                         source,
                     },
-                    Ok(_) => KeyError::Unreadable {
+                    Ok(_) => KeySourceError::Unreadable {
                         expression: self.text.clone(),
                         reason: "the body was not given".into(),
                     },
@@ -168,7 +172,7 @@ impl KeyExpression {
         };
         match value {
             Ok(value) => key_text(self.text.clone(), value),
-            Err(reason) => Err(KeyError::Unreadable {
+            Err(reason) => Err(KeySourceError::Unreadable {
                 expression: self.text.clone(),
                 reason,
             }),
@@ -179,17 +183,17 @@ impl KeyExpression {
 /// The key a value read stands for: a string as it is, `null` refused, anything else as its
 /// canonical JSON (numbers in their one DynamoDB spelling, `1.0` as `1`; objects with sorted
 /// keys, whatever serde_json's `preserve_order`).
-fn key_text(expression: String, value: Value) -> Result<RecordKey, KeyError> {
+fn key_text(expression: String, value: Value) -> Result<RecordKey, KeySourceError> {
     let text = match &value {
         Value::String(s) => s.clone(),
         Value::Null => {
-            return Err(KeyError::Unreadable {
+            return Err(KeySourceError::Unreadable {
                 expression,
                 reason: "the value is null".into(),
             })
         }
         other if is_empty_value(other) => {
-            return Err(KeyError::Unreadable {
+            return Err(KeySourceError::Unreadable {
                 expression,
                 reason: format!(
                     "the value {} is empty (as Powertools, which runs such a record without \
@@ -201,7 +205,7 @@ fn key_text(expression: String, value: Value) -> Result<RecordKey, KeyError> {
         other => canonical_json(other),
     };
     if text.is_empty() {
-        return Err(KeyError::Empty { expression });
+        return Err(KeySourceError::Empty { expression });
     }
     Ok(RecordKey { text, json: value })
 }

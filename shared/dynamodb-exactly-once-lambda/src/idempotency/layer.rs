@@ -36,20 +36,20 @@ use tower_service::Service;
 use dynamodb_exactly_once::idempotency::RecordKey;
 
 use super::key::KeySource;
-use super::{Idempotency, IdempotencyError, KeyError, MissingKey, NoValue, Persistence, Run};
+use super::{Idempotency, IdempotencyError, KeySourceError, MissingKey, NoValue, Persistence, Run};
 use crate::processor::Record;
 
 /// How a request names its run: the key, the payload the key stands for (hashed and compared
 /// across deliveries), and until when a run of it may still go on.
 pub trait RequestKey<Req>: Send + Sync {
     /// The request's idempotency key.
-    fn key(&self, request: &Req) -> Result<String, KeyError>;
+    fn key(&self, request: &Req) -> Result<String, KeySourceError>;
 
     /// The key as the JSON value it was read from: Powertools' format hashes the value, so a
     /// number `5` and a string `"5"` are two keys there (and one in the native format, whose
     /// key is the text: a string as it is, anything else its canonical JSON). Default: the
     /// [`key`](Self::key) as a string.
-    fn key_json(&self, request: &Req) -> Result<Value, KeyError> {
+    fn key_json(&self, request: &Req) -> Result<Value, KeySourceError> {
         self.key(request).map(Value::String)
     }
 
@@ -74,11 +74,11 @@ pub trait RequestKey<Req>: Send + Sync {
 /// A processor record: the key as the [`KeySource`] says, the payload its body as
 /// delivered, held until the record's deadline.
 impl<T> RequestKey<Record<T>> for KeySource<T> {
-    fn key(&self, record: &Record<T>) -> Result<String, KeyError> {
+    fn key(&self, record: &Record<T>) -> Result<String, KeySourceError> {
         self.key_of(record)
     }
 
-    fn key_json(&self, record: &Record<T>) -> Result<Value, KeyError> {
+    fn key_json(&self, record: &Record<T>) -> Result<Value, KeySourceError> {
         self.key_json_of(record)
     }
 

@@ -44,9 +44,8 @@ use std::ops::Deref;
 pub use dynamodb_exactly_once::idempotency::{
     AttributeNames, Call, Claim, ClaimRequest, Completion, DynamoDbPersistence,
     DynamoDbPersistenceBuilder, IdempotencyConfig, IdempotencyConfigBuilder, IdempotencyError,
-    IdempotencyStats, InMemory, KeyError, MissingKey, NoValue, PayloadCheck, Persistence,
-    RecordFormat, Run, Status, StoredRecord, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_KEYS,
-    DEFAULT_EXPIRES_AFTER, DEFAULT_IN_PROGRESS_EXPIRY, DISABLED_ENV, MAX_ITEM_BYTES, MAX_KEY_BYTES,
+    IdempotencyStats, InMemory, KeySourceError, MissingKey, NoValue, PayloadCheck, Persistence,
+    RecordFormat, Run, Status, StoredRecord, DISABLED_ENV, MAX_ITEM_BYTES, MAX_KEY_BYTES,
 };
 pub use key::{KeyExpression, KeyFn, KeySource, KEY_SETTING};
 pub use layer::{IdempotencyLayer, IdempotentFuture, IdempotentService, RequestKey};

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::key::KeySource;
-use super::{Idempotency, IdempotencyError, KeyError, MissingKey, Persistence, Run};
+use super::{Idempotency, IdempotencyError, KeySourceError, MissingKey, Persistence, Run};
 use crate::processor::{Record, RecordError};
 
 impl<P: Persistence> Idempotency<P> {
@@ -80,9 +80,9 @@ impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
                 RejectionCode::InvalidIdempotencyKey,
                 format!("the idempotency key {key:?} was used before with another payload"),
             ),
-            IdempotencyError::Key(e @ (KeyError::Empty { .. } | KeyError::Operation { .. })) => {
-                reject(RejectionCode::InvalidIdempotencyKey, e.to_string())
-            }
+            IdempotencyError::Key(
+                e @ (KeySourceError::Empty { .. } | KeySourceError::Operation { .. }),
+            ) => reject(RejectionCode::InvalidIdempotencyKey, e.to_string()),
             IdempotencyError::Key(e) => reject(RejectionCode::MissingIdempotencyKey, e.to_string()),
             IdempotencyError::Completed { key, why } => RecordError::completed(format!(
                 "the key {key:?} completed earlier; its stored response cannot be given ({why:?})"

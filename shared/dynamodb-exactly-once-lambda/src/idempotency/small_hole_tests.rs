@@ -44,7 +44,10 @@ async fn an_empty_key_given_to_run_is_refused() {
         .run(|| async { Ok::<u8, String>(1) })
         .await;
     assert!(
-        matches!(run, Err(IdempotencyError::Key(KeyError::Empty { .. }))),
+        matches!(
+            run,
+            Err(IdempotencyError::Key(KeySourceError::Empty { .. }))
+        ),
         "{run:?}"
     );
 }

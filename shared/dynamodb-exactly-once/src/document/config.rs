@@ -8,11 +8,11 @@ use crate::ddb::retry::Backoff;
 
 /// Default prefix of the protocol's attributes (`doc_version`, `doc_tok`, `doc_tokp`,
 /// `doc_toke`).
-pub const DEFAULT_ATTRIBUTE_PREFIX: &str = "doc_";
+pub(crate) const DEFAULT_ATTRIBUTE_PREFIX: &str = "doc_";
 /// Default number of items written at once.
-pub const DEFAULT_CONCURRENCY: usize = 32;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 32;
 /// Default retries of a guarded write (`list_remove`, `replace`) that lost a race.
-pub const DEFAULT_MAX_RETRIES: usize = 8;
+pub(crate) const DEFAULT_MAX_RETRIES: usize = 8;
 /// The span of a token epoch: an operation token stays in the item at least this long after
 /// it landed, whatever the number of writes in between (see the module docs: lost responses).
 pub const TOKEN_EPOCH: Duration = Duration::from_secs(30);
@@ -182,21 +182,21 @@ pub struct DocumentConfigBuilder {
 }
 
 impl DocumentConfigBuilder {
-    /// Prefix of the protocol's attributes (default [`DEFAULT_ATTRIBUTE_PREFIX`]; non-empty,
+    /// Prefix of the protocol's attributes (default `"doc_"`; non-empty,
     /// no `.`, `[` or `]`; fixed once data exists, see the module's *Layout*).
     pub fn attribute_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.config.attribute_prefix = prefix.into();
         self
     }
 
-    /// How many items are written at once (default [`DEFAULT_CONCURRENCY`]; at least 1).
+    /// How many items are written at once (default 32; at least 1).
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.config.concurrency = concurrency;
         self
     }
 
     /// Waits between the tries of a guarded write that lost a race (default: 5 ms to 200 ms,
-    /// [`DEFAULT_MAX_RETRIES`] retries).
+    /// 8 retries).
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.config.backoff = backoff;
         self

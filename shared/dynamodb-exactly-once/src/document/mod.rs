@@ -18,10 +18,7 @@ use crate::ddb::item::item_to_json;
 use crate::ddb::{Cost, Item, ItemKey, StoreError};
 use crate::rejection::Rejection;
 
-pub use config::{
-    DocumentConfig, DocumentConfigBuilder, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY,
-    DEFAULT_MAX_RETRIES, TOKEN_EPOCH,
-};
+pub use config::{DocumentConfig, DocumentConfigBuilder, TOKEN_EPOCH};
 pub use layout::PREFIX_MARKER_ATTRIBUTE;
 pub use path::{AttrPath, Segment, MAX_DEPTH, MAX_INDEX, MAX_PATH_BYTES};
 use record::RawRecord;

@@ -1,4 +1,4 @@
-//! Why a call has no usable key ([`KeyError`]), and a key as the protocol reads it.
+//! Why a call has no usable key ([`KeySourceError`]), and a key as the protocol reads it.
 
 use std::error::Error;
 
@@ -9,7 +9,7 @@ use crate::ddb::item::canonical_json;
 /// Why a record has no usable key. The function did not run.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
-pub enum KeyError {
+pub enum KeySourceError {
     /// Nothing usable where the key was to be read: no value at the pointer, a `null`, a
     /// field this source's records do not have.
     #[error("no idempotency key at `{expression}`: {reason}")]
@@ -45,10 +45,10 @@ pub enum KeyError {
     Function(#[source] Box<dyn Error + Send + Sync>),
 }
 
-impl KeyError {
+impl KeySourceError {
     /// A key function's refusal, for `reason` (an error or a text).
     pub fn function(reason: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
-        KeyError::Function(reason.into())
+        KeySourceError::Function(reason.into())
     }
 }
 

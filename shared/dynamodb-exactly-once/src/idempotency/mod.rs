@@ -93,13 +93,12 @@ mod stats;
 pub use builder::DynamoDbPersistenceBuilder;
 pub use call::Call;
 pub use config::{
-    IdempotencyConfig, IdempotencyConfigBuilder, MissingKey, PayloadCheck, DEFAULT_CACHE_BYTES,
-    DEFAULT_CACHE_KEYS, DEFAULT_EXPIRES_AFTER, DEFAULT_IN_PROGRESS_EXPIRY, DISABLED_ENV,
+    IdempotencyConfig, IdempotencyConfigBuilder, MissingKey, PayloadCheck, DISABLED_ENV,
     MAX_KEY_BYTES,
 };
 pub use dynamodb::{DynamoDbPersistence, MAX_ITEM_BYTES};
 pub use hash::RecordFormat;
-pub use key::KeyError;
+pub use key::KeySourceError;
 #[doc(hidden)]
 pub use key::RecordKey;
 pub use names::AttributeNames;
@@ -193,7 +192,7 @@ pub enum IdempotencyError<E> {
     /// The record or request gave no usable key (the edge's `KeySource`), or the operation is not
     /// usable; the function did not run.
     #[error(transparent)]
-    Key(KeyError),
+    Key(KeySourceError),
 }
 
 impl<E> IdempotencyError<E> {

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::cache::Cached;
 use super::config::PayloadCheck;
-use super::key::{KeyError, RecordKey};
+use super::key::{KeySourceError, RecordKey};
 use super::stats::Event;
 use super::{
     Claim, ClaimRequest, Completion, Idempotency, IdempotencyError, NoValue, Persistence, Run,
@@ -64,7 +64,7 @@ impl<P: Persistence> Idempotency<P> {
             || format == super::RecordFormat::PowertoolsTypeScript;
         check_operation(operation, prefixed && format.is_powertools())?;
         if key.text.is_empty() {
-            return Err(IdempotencyError::Key(KeyError::Empty {
+            return Err(IdempotencyError::Key(KeySourceError::Empty {
                 expression: "the key given".into(),
             }));
         }
@@ -423,7 +423,7 @@ impl<P: Persistence> Idempotency<P> {
 fn check_operation<E>(operation: &str, hash_allowed: bool) -> Result<(), IdempotencyError<E>> {
     let hash = !hash_allowed && operation.contains('#');
     if operation.is_empty() || operation.len() > MAX_OPERATION_BYTES || hash {
-        return Err(IdempotencyError::Key(KeyError::Operation {
+        return Err(IdempotencyError::Key(KeySourceError::Operation {
             operation: operation.to_string(),
         }));
     }

@@ -5,9 +5,9 @@ use std::time::Duration;
 use crate::config::ConfigError;
 
 /// Default lease duration.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 /// Default time between two reads of a contender waiting for a lock.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Settings of the lease lock; build with [`LeaseConfig::builder`] (a config that exists is
 /// valid).
@@ -80,13 +80,13 @@ pub struct LeaseConfigBuilder {
 }
 
 impl LeaseConfigBuilder {
-    /// How long an acquisition or heartbeat holds the lock (default [`DEFAULT_LEASE`]).
+    /// How long an acquisition or heartbeat holds the lock (default 10 s).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
     }
 
-    /// How often a waiting contender reads the lock (default [`DEFAULT_POLL_INTERVAL`]).
+    /// How often a waiting contender reads the lock (default 1 s).
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.config.poll_interval = interval;
         self

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::ddb::{Item, StoreError};
 
-pub use config::{LeaseConfig, LeaseConfigBuilder, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL};
+pub use config::{LeaseConfig, LeaseConfigBuilder};
 pub use holding::Holding;
 
 /// The lock item's key attribute.

@@ -6,17 +6,17 @@ use std::time::Duration;
 use crate::config::{ConfigError, Configured, FromSettings, Settings};
 
 /// Default name of the timestamp attribute.
-pub const DEFAULT_TS_ATTRIBUTE: &str = "Timestamp";
+pub(crate) const DEFAULT_TS_ATTRIBUTE: &str = "Timestamp";
 /// Default name of the tombstone flag.
-pub const DEFAULT_DELETED_ATTRIBUTE: &str = "Deleted";
+pub(crate) const DEFAULT_DELETED_ATTRIBUTE: &str = "Deleted";
 /// Default name of the TTL attribute (epoch seconds; enable TTL on it in the table).
-pub const DEFAULT_TTL_ATTRIBUTE: &str = "TTL";
+pub(crate) const DEFAULT_TTL_ATTRIBUTE: &str = "TTL";
 /// Default name of the tie-break attribute.
-pub const DEFAULT_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
+pub(crate) const DEFAULT_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
 /// Default tombstone lifetime: 7 days.
-pub const DEFAULT_TOMBSTONE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const DEFAULT_TOMBSTONE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Default number of keys written at once.
-pub const DEFAULT_CONCURRENCY: usize = 32;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 32;
 
 /// Settings of the ratchet protocol; build with [`RatchetConfig::builder`] (a config that
 /// exists is valid).
@@ -230,7 +230,7 @@ impl FromSettings for RatchetConfig {
     /// `max_record_age_seconds` (the age guard; default the tombstone lifetime),
     /// `history_table` (history mode), `changes` (`replicate`: item changes replicated;
     /// unset or `none`: refused) and `change_skip_attributes` (comma-separated names or
-    /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`]), `cache_keys` (the
+    /// `prefix*`, replacing ['tx*', 'ctr*', 'doc*', 'version', 'deleted', 'writeId', 'writtenAt']), `cache_keys` (the
     /// warm-redelivery cache, `0`: off), `ledger_table` (the lifetime ledger,
     /// [`super::LifetimeLedger::new`]) and `dead_letter_table` (the writer's dead letters: with
     /// a ledger table, the ledger item an earlier version kept there is moved from it,
@@ -285,7 +285,7 @@ impl Configured for super::Ratchet {
 /// transaction's `_tx*`, the counter's and the document writer's default prefixes, the
 /// versioned item's). A trailing `*` makes a prefix. The replica's own ratchet attributes
 /// (timestamp, tie-break, deleted flag, TTL) are always skipped.
-pub const DEFAULT_SKIP_ATTRIBUTES: [&str; 7] = [
+pub(crate) const DEFAULT_SKIP_ATTRIBUTES: [&str; 7] = [
     "_tx*",
     "ctr_*",
     "doc_*",
@@ -296,7 +296,7 @@ pub const DEFAULT_SKIP_ATTRIBUTES: [&str; 7] = [
 ];
 
 /// How the ratchet replicates item changes: [`Replication::default`] skips
-/// [`DEFAULT_SKIP_ATTRIBUTES`], [`Replication::skipping`] others.
+/// ['tx*', 'ctr*', 'doc*', 'version', 'deleted', 'writeId', 'writtenAt'], [`Replication::skipping`] others.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replication {
@@ -311,7 +311,7 @@ impl Default for Replication {
 
 impl Replication {
     /// Replication leaving out these source attributes (names, or prefixes ending in `*`)
-    /// instead of [`DEFAULT_SKIP_ATTRIBUTES`].
+    /// instead of ['tx*', 'ctr*', 'doc*', 'version', 'deleted', 'writeId', 'writtenAt'].
     pub fn skipping<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Self {
         Replication {
             skip_attributes: names.into_iter().map(Into::into).collect(),
@@ -346,37 +346,37 @@ pub struct RatchetConfigBuilder {
 }
 
 impl RatchetConfigBuilder {
-    /// Timestamp attribute (default [`DEFAULT_TS_ATTRIBUTE`]).
+    /// Timestamp attribute (default `"Timestamp"`).
     pub fn ts_attribute(mut self, name: impl Into<String>) -> Self {
         self.config.ts_attribute = name.into();
         self
     }
 
-    /// Tombstone flag attribute (default [`DEFAULT_DELETED_ATTRIBUTE`]).
+    /// Tombstone flag attribute (default `"Deleted"`).
     pub fn deleted_attribute(mut self, name: impl Into<String>) -> Self {
         self.config.deleted_attribute = name.into();
         self
     }
 
-    /// TTL attribute, epoch seconds (default [`DEFAULT_TTL_ATTRIBUTE`]; enable TTL on it).
+    /// TTL attribute, epoch seconds (default `"TTL"`; enable TTL on it).
     pub fn ttl_attribute(mut self, name: impl Into<String>) -> Self {
         self.config.ttl_attribute = name.into();
         self
     }
 
-    /// Tie-break token attribute (default [`DEFAULT_TIE_BREAK_ATTRIBUTE`]).
+    /// Tie-break token attribute (default `"TieBreak"`).
     pub fn tie_break_attribute(mut self, name: impl Into<String>) -> Self {
         self.config.tie_break_attribute = name.into();
         self
     }
 
-    /// How long tombstones are kept (default [`DEFAULT_TOMBSTONE_TTL`]).
+    /// How long tombstones are kept (default 7 days).
     pub fn tombstone_ttl(mut self, ttl: Duration) -> Self {
         self.config.tombstone_ttl = ttl;
         self
     }
 
-    /// How many keys are written at once (default [`DEFAULT_CONCURRENCY`]; at least 1).
+    /// How many keys are written at once (default 32; at least 1).
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.config.concurrency = concurrency;
         self
@@ -408,7 +408,7 @@ impl RatchetConfigBuilder {
         self
     }
 
-    /// Keys of the warm-redelivery cache (default [`super::DEFAULT_CACHE_KEYS`]; `0`: off).
+    /// Keys of the warm-redelivery cache (default 10000; `0`: off).
     pub fn cache_keys(mut self, keys: usize) -> Self {
         self.config.cache_keys = keys;
         self

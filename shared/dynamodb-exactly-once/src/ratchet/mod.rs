@@ -17,12 +17,8 @@ use aws_sdk_dynamodb::Client;
 use crate::ddb::Item;
 use crate::rejection::Rejection;
 
-pub use cache::{CACHE_MAX_AGE, DEFAULT_CACHE_KEYS};
-pub use config::{
-    RatchetConfig, RatchetConfigBuilder, Replication, DEFAULT_CONCURRENCY,
-    DEFAULT_DELETED_ATTRIBUTE, DEFAULT_SKIP_ATTRIBUTES, DEFAULT_TIE_BREAK_ATTRIBUTE,
-    DEFAULT_TOMBSTONE_TTL, DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
-};
+pub use cache::CACHE_MAX_AGE;
+pub use config::{RatchetConfig, RatchetConfigBuilder, Replication};
 pub use history::{
     history_sort_key, HISTORY_ITEM_ATTRIBUTE, HISTORY_KEY_ATTRIBUTE, HISTORY_OP_ATTRIBUTE,
     HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
