@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use dev_testing::{client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::{Deadline, Protocol};
 use dynamodb_exactly_once_lambda::source::{Batch, SourceKind, SourceRecord};
 use dynamodb_exactly_once_lambda::Writer;

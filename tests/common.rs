@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::ddb::item::{item_to_json, Item};
+use dynamodb_exactly_once::__private::item_to_json;
 use dynamodb_exactly_once::ratchet::{
     Ratchet, RatchetConfig, RatchetConfigBuilder, RatchetOutcome,
 };
+use dynamodb_exactly_once::Item;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Writer;
 use serde_json::{json, Map, Value};

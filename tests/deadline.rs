@@ -12,8 +12,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use common::*;
 use dev_testing::{client, client_for, proxy, template_tables};
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
@@ -77,7 +77,7 @@ async fn tables_described(
 ) -> std::collections::BTreeMap<String, String> {
     let tables = template_tables(client, names).await;
     for table in tables.values() {
-        dynamodb_exactly_once::ddb::schema::key_schema(client, table)
+        dynamodb_exactly_once::__private::key_schema(client, table)
             .await
             .expect("schema");
     }

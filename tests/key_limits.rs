@@ -9,11 +9,11 @@
 
 use dev_testing::client;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::ddb::{ItemKey, StoreError};
 use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once::versioning::{Revision, Versioning, VersioningConfig};
 use dynamodb_exactly_once::{Deadline, Protocol, RecordResult};
+use dynamodb_exactly_once::{ItemKey, StoreError};
 use serde_json::{json, Value};
 
 use crate::common::{scan, sqs_batch};

@@ -254,7 +254,7 @@ async fn an_aggregate_of_too_many_user_records_is_dead_lettered_whole() {
     // Given one aggregate of 20,000 empty user records (120 KB)
     let (w, _) = ratchet_writer(client()).await;
     let body = aggregate_of_empty_records(20_000);
-    let now = dynamodb_exactly_once::ddb::clock::epoch_millis() as f64 / 1000.0;
+    let now = dynamodb_exactly_once::__private::epoch_millis() as f64 / 1000.0;
     let seq = "49590338271490256608559692538361571095921575989136592001";
     let event = json!({"Records": [{"eventSource": "aws:kinesis",
         "eventID": format!("shardId-000000000000:{seq}"),

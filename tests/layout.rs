@@ -10,11 +10,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use dev_testing::client;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::ddb::{Item, ItemKey, Read};
 use dynamodb_exactly_once::ratchet::{
     Ratchet, RatchetConfig, RatchetConfigBuilder, RatchetOutcome,
 };
 use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once::{Item, ItemKey, Read};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Writer;
 use serde_json::{json, Value};

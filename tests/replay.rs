@@ -394,7 +394,7 @@ async fn a_reinjected_record_is_as_old_as_its_event_time() {
         .expect("valid writer");
     // A record produced two windows ago, moved back from a redrive queue: SQS gives it a new
     // message id and a new SentTimestamp (now).
-    let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    let now = dynamodb_exactly_once::__private::epoch_millis();
     let body = json!({
         "key": {"PK": "acct"}, "add": {"n": 1}, "idempotencyKey": "evt-1",
         "eventTime": now - 2 * 3600 * 1000,

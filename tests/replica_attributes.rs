@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use dev_testing::client;
 use dev_testing::events::stream_batch;
-use dynamodb_exactly_once::ddb::Item;
 use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once::Item;
 
 use crate::streams::{replica_writer, s, stream_record, typed_scan, TABLES};
 

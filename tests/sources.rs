@@ -113,7 +113,7 @@ fn fifo_event(messages: &[(&str, Value)]) -> Value {
 
 /// An SQS FIFO event of (message id, message group, body).
 fn fifo_event_with_ids(messages: &[(String, &str, Value)]) -> Value {
-    let now = dynamodb_exactly_once::ddb::clock::epoch_millis().to_string();
+    let now = dynamodb_exactly_once::__private::epoch_millis().to_string();
     let records: Vec<Value> = messages
         .iter()
         .map(|(id, group, body)| {
@@ -494,7 +494,7 @@ async fn a_standard_queue_whose_messages_carry_a_group_keeps_coalescing() {
     // Given a standard queue (not `.fifo`) whose messages carry a MessageGroupId, as fair
     // queues' do, and two puts on one item
     let (w, tables) = ratchet_writer(client()).await;
-    let now = dynamodb_exactly_once::ddb::clock::epoch_millis().to_string();
+    let now = dynamodb_exactly_once::__private::epoch_millis().to_string();
     let records: Vec<Value> = [
         put("u", "a", 1, json!({"v": 1})),
         put("u", "a", 2, json!({"v": 2})),

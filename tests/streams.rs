@@ -15,9 +15,9 @@ use common::*;
 use dev_testing::events::stream_batch;
 use dev_testing::{client, client_with, Fault, FaultInjector};
 use dynamodb_exactly_once::counter::{Aggregation, Counter, CounterConfig};
-use dynamodb_exactly_once::ddb::Item;
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOutcome, Replication};
 use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once::Item;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::{Batch, Writer};
 use lambda_runtime::{Context, LambdaEvent};
@@ -82,7 +82,7 @@ pub(crate) fn stream_record(
     let typed =
         |item: &Item| serde_json::to_value(serde_dynamo::Item::from(item.clone())).expect("typed");
     let mut change = json!({
-        "ApproximateCreationDateTime": (dynamodb_exactly_once::ddb::clock::epoch_millis() / 1000) as f64,
+        "ApproximateCreationDateTime": (dynamodb_exactly_once::__private::epoch_millis() / 1000) as f64,
         "Keys": typed(key), "SequenceNumber": seq, "SizeBytes": 100,
         "StreamViewType": "NEW_AND_OLD_IMAGES"});
     if let Some(new) = new {

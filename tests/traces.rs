@@ -225,8 +225,7 @@ async fn a_collector_that_does_not_answer_never_delays_the_answer_past_the_deadl
     STALLED.store(true, Ordering::SeqCst);
     let budget = Duration::from_millis(3000);
     let mut context = Context::default();
-    context.deadline =
-        dynamodb_exactly_once::ddb::clock::epoch_millis() + budget.as_millis() as u64;
+    context.deadline = dynamodb_exactly_once::__private::epoch_millis() + budget.as_millis() as u64;
     context.xray_trace_id =
         Some("Root=1-5759e988-bd862e3fe1be46a99427abcd;Parent=53995c3f42cd8ad8;Sampled=1".into());
 

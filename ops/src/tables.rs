@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use dynamodb_exactly_once::ddb::item::{canonical_json, item_to_json};
+use dynamodb_exactly_once::__private::{canonical_json, item_to_json};
 use dynamodb_exactly_once::StoreError;
 use dynamodb_exactly_once_lambda::client::client_from_env;
 use serde_json::Value;

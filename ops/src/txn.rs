@@ -8,7 +8,7 @@
 //! ```
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::txn::sweep::{SweepConfig, Sweeper};
 use dynamodb_exactly_once::StoreError;
 use dynamodb_exactly_once_lambda::client::client_from_env;

@@ -13,13 +13,14 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use dev_testing::{client, client_with, Fault, FaultInjector};
+use dynamodb_exactly_once::__private::item_size;
 use dynamodb_exactly_once::counter::{
     Counter, CounterConfig, CounterConfigBuilder, CounterOutcome, KEY_BYTES,
 };
-use dynamodb_exactly_once::ddb::item::{item_size, ItemKey};
-use dynamodb_exactly_once::ddb::Clock;
 use dynamodb_exactly_once::versioning::{RmwOutcome, VersionOutcome};
+use dynamodb_exactly_once::Clock;
 use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once::ItemKey;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Batch;
 use dynamodb_exactly_once_lambda::Writer;
@@ -154,11 +155,7 @@ async fn deliver_until_done(w: &Writer<Counter>, batch: &Batch) -> usize {
     panic!("records still failing after 60 deliveries");
 }
 
-async fn raw_item(
-    client: &Client,
-    table: &str,
-    key: &ItemKey,
-) -> dynamodb_exactly_once::ddb::item::Item {
+async fn raw_item(client: &Client, table: &str, key: &ItemKey) -> dynamodb_exactly_once::Item {
     client
         .get_item()
         .table_name(table)

@@ -4,7 +4,7 @@
 
 use super::*;
 use dynamodb_exactly_once::counter::hash_key;
-use dynamodb_exactly_once::ddb::item::Item;
+use dynamodb_exactly_once::Item;
 
 /// An hour-aligned epoch second (every bucket length used here divides 3600).
 const T0: u64 = 1_800_000_000;
@@ -239,7 +239,7 @@ async fn deliver_arrived(w: &Writer<Counter>, k: &str, arrived_ms: u64) -> Strin
 async fn a_raised_window_keeps_the_old_age_guard_until_the_old_buckets_are_gone() {
     let client = client();
     let tables = dev_testing::template_tables(&client, &TABLES).await;
-    let now = dynamodb_exactly_once::ddb::clock::epoch_millis() / 1000;
+    let now = dynamodb_exactly_once::__private::epoch_millis() / 1000;
     let (then, later) = (
         Arc::new(AtomicU64::new(now - 125)),
         Arc::new(AtomicU64::new(now)),

@@ -124,7 +124,7 @@ proptest! {
 
 /// A batch of `(body, arrived seconds ago)` from SQS.
 fn sqs_batch_arrived(records: &[(serde_json::Value, u64)]) -> Batch {
-    let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    let now = dynamodb_exactly_once::__private::epoch_millis();
     let records = records
         .iter()
         .enumerate()

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once_lambda::dead_letter::{letter_id, SqsDeadLetters, SqsLetter};
 use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError};
 use lambda_runtime::{Context, LambdaEvent};

@@ -13,7 +13,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use common::*;
 use dev_testing::{client, client_with, At, Fault, FaultInjector, Interleaving};
-use dynamodb_exactly_once::ddb::retry::Backoff;
+use dynamodb_exactly_once::__private::Backoff;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome};
 use dynamodb_exactly_once::{
     Deadline, ErrorClass, ItemKey, Protocol, RecordResult, Rejection, RejectionCode,

@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::config::retry::{RetryPartition, TokenBucket};
 use aws_sdk_dynamodb::Client;
 use dev_testing::events;
 use dev_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentRecord};
 use dynamodb_exactly_once::{Deadline, ItemKey, Protocol, RecordResult};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;

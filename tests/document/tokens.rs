@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use dev_testing::{client, At, Fault, FaultInjector, Interleaving};
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::document::{Document, DocumentConfig, DocumentOutcome, TOKEN_EPOCH};
+use dynamodb_exactly_once::Clock;
 use serde_json::{json, Value};
 
 async fn document_table(client: &Client) -> String {
@@ -244,7 +244,7 @@ async fn on_a_throttled_hot_item_a_lost_append_is_applied_once_under_the_writers
         "the hot item holds {tokens} tokens ({} bytes) after {} writes; the item is {} bytes",
         tokens * 16,
         landed.load(Ordering::SeqCst) + 2,
-        dynamodb_exactly_once::ddb::item::item_size(&item),
+        dynamodb_exactly_once::__private::item_size(&item),
     );
 }
 

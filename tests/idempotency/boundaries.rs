@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use dev_testing::client;
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
     Claim, ClaimRequest, DynamoDbPersistence, Idempotency, IdempotencyConfig, Persistence, Run,
 };

@@ -16,7 +16,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use dev_testing::{client, At, Interleaving};
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
     ClaimRequest, DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError,
     IdempotencyLayer, KeySource, Persistence, Run,

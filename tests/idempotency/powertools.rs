@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use dev_testing::client;
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once_lambda::idempotency::{
     DynamoDbPersistence, Idempotency, IdempotencyConfig, IdempotencyError, IdempotencyLayer,
     KeySource, RecordFormat, Run,

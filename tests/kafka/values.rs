@@ -41,7 +41,7 @@ fn payment(account: &str, amount: i64) -> Vec<u8> {
 
 /// An MSK batch of `(partition, offset, value bytes)` on topic `payments`.
 fn batch(records: &[(i64, i64, Vec<u8>)]) -> Batch {
-    let now_ms = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    let now_ms = dynamodb_exactly_once::__private::epoch_millis();
     let mut partitions = serde_json::Map::new();
     for (partition, offset, value) in records {
         let list = partitions

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use dev_testing::mapping::{Handler, Mapping, MappingConfig, MappingConfigBuilder};
 use dev_testing::{unique_prefix, Shape, StreamsDouble};
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 use serde_json::{json, Value};
 
 mod failures;

@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use common::fixture;
 use dev_testing::{client, template_tables};
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once_lambda::dead_letter::{DeadLetterSink, DeadLetters, ReportOnly};
 use dynamodb_exactly_once_lambda::processor::{Processor, Record, RecordError, StreamOrder};
 use lambda_runtime::{Context, LambdaEvent};

@@ -31,7 +31,7 @@ async fn a_warm_redelivery_costs_no_call_and_a_newer_record_still_writes() {
     let tables = dev_testing::template_tables(&direct, &["RatchetTable", "DeadLetterTable"]).await;
     let (counted, calls) = counting();
     // The table's key schema, described once per process, is known already (not counted).
-    dynamodb_exactly_once::ddb::schema::key_schema(&direct, &tables["RatchetTable"])
+    dynamodb_exactly_once::__private::key_schema(&direct, &tables["RatchetTable"])
         .await
         .expect("schema");
     let config = RatchetConfig::builder(&tables["RatchetTable"])

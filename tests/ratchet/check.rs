@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use dev_testing::client;
 use dev_testing::events::batch;
-use dynamodb_exactly_once::ddb::item::item_to_json;
+use dynamodb_exactly_once::__private::item_to_json;
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig, RatchetOp, RatchetRecord};
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Writer;

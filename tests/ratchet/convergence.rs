@@ -110,7 +110,7 @@ proptest! {
                         assert_eq!(stored.len(), 6, "a tombstone keeps only key, ts, token, flag, TTL: {stored:?}");
                     }
                     dynamodb_exactly_once::ratchet::RatchetOp::Put(item) => {
-                        let expected = dynamodb_exactly_once::ddb::item::item_to_json(item.clone()).expect("json");
+                        let expected = dynamodb_exactly_once::__private::item_to_json(item.clone()).expect("json");
                         assert_eq!(stored, &expected, "{id}");
                     }
                     other => panic!("an op the model does not know: {other:?}"),

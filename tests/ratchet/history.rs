@@ -430,7 +430,7 @@ fn model(
         match parsed.op() {
             RatchetOp::Put(item) => {
                 let item =
-                    dynamodb_exactly_once::ddb::item::item_to_json(item.clone()).expect("json");
+                    dynamodb_exactly_once::__private::item_to_json(item.clone()).expect("json");
                 row["Op"] = json!("put");
                 row["Item"] = Value::Object(item);
             }

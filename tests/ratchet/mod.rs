@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
 use dev_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::ddb::item::ItemKey;
 use dynamodb_exactly_once::ratchet::RatchetOutcome;
 use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once::ItemKey;
 use dynamodb_exactly_once::RecordResult;
 use dynamodb_exactly_once_lambda::Batch;
 use futures::TryStreamExt;
@@ -67,7 +67,7 @@ async fn older_put_cannot_revive_tombstone() {
     assert_eq!(raw["Deleted"], json!(true));
     assert_eq!(raw["Timestamp"], json!(20));
     let ttl = raw["TTL"].as_u64().expect("TTL is a number");
-    let week = dynamodb_exactly_once::ddb::clock::epoch_seconds() + 7 * 24 * 3600;
+    let week = dynamodb_exactly_once::__private::epoch_seconds() + 7 * 24 * 3600;
     assert!(
         ttl <= week && ttl + 60 >= week,
         "TTL {ttl} is about a week from now ({week})"

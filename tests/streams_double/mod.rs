@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record, ShardIteratorType};
 use aws_sdk_dynamodbstreams::Client as Streams;
 use dev_testing::{client, unique_prefix, Shape, StreamsDouble};
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 
 mod pages;
 mod reenable;

@@ -111,7 +111,7 @@ async fn a_chunk_waits_on_a_live_holder_without_falling_to_item_by_item() {
     let (beat_client, beat_env) = (client(), env.clone());
     let beating = tokio::spawn(async move {
         for _ in 0..12 {
-            let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
+            let now = dynamodb_exactly_once::__private::epoch_millis();
             let touched = aws_sdk_dynamodb::types::AttributeValue::N(now.to_string());
             set_header(&beat_client, &beat_env, "t-live", "LastTouched", touched).await;
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;

@@ -266,7 +266,7 @@ pub async fn set_header(
 /// transaction and stopped left it (requests inline, attempt 1, in a sweep shard, last
 /// touched now, no `RequestsHash`: the protocol page's layout). The sweeper drives it.
 pub async fn put_pending(client: &Client, env: &Env, tx_id: &str, requests_json: &str) {
-    let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    let now = dynamodb_exactly_once::__private::epoch_millis();
     client
         .put_item()
         .table_name(env.tx())

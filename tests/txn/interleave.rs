@@ -255,7 +255,7 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
         dynamodb_exactly_once::txn::Coordinator::new(client(), config),
     );
     let arrived = |ago_secs: u64| {
-        let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
+        let now = dynamodb_exactly_once::__private::epoch_millis();
         Batch::new(
             SourceKind::Sqs,
             vec![SourceRecord::new(
@@ -285,7 +285,7 @@ async fn a_redelivery_beyond_the_idempotency_horizon_is_refused_not_applied_twic
         .item
         .expect("header");
     let expires: u64 = header["ExpiresAt"].as_n().expect("ttl").parse().expect("n");
-    let now_secs = dynamodb_exactly_once::ddb::clock::epoch_seconds();
+    let now_secs = dynamodb_exactly_once::__private::epoch_seconds();
     assert!(expires.abs_diff(now_secs + 60) <= 5, "{expires}");
     // and deleted once it passed (as DynamoDB's TTL does),
     base.delete_item()

@@ -5,7 +5,7 @@
 
 use crate::txn::env::*;
 use dev_testing::{client, client_with, FaultInjector};
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::txn::{TxError, TxOutcome, TxState};
 use dynamodb_exactly_once::{Deadline, RejectionCode};
 use serde_json::json;

@@ -39,11 +39,18 @@ fn add_one_to_each(table: &str, tx_id: &str, keys: &[String]) -> Value {
 }
 
 /// A coordinator with the production patience and heartbeat (1 s, 250 ms).
+/// A configuration with every default.
+fn defaults() -> dynamodb_exactly_once::txn::TxConfig {
+    dynamodb_exactly_once::txn::TxConfig::builder("TxTable", ["Table"])
+        .build()
+        .expect("the defaults are valid")
+}
+
 fn coordinator_with_heartbeats(env: &Env, client: Client) -> Coordinator {
     let c = env
         .builder()
-        .lock_patience(dynamodb_exactly_once::txn::DEFAULT_LOCK_PATIENCE)
-        .heartbeat_every(dynamodb_exactly_once::txn::DEFAULT_HEARTBEAT_EVERY)
+        .lock_patience(defaults().lock_patience())
+        .heartbeat_every(defaults().heartbeat_every())
         .concurrency(1)
         .build();
     Coordinator::new(client, c.expect("valid configuration"))
@@ -302,7 +309,7 @@ async fn a_dead_holder_with_a_clock_ahead_is_rolled_back_after_the_patience() {
     // Given a holder that died holding both items, its clock an hour ahead of ours,
     let held = transfer(&table, "t-ahead", "alice", "bob", 30);
     abandon(&env, &held).await;
-    let ahead = dynamodb_exactly_once::ddb::clock::epoch_millis() + 3_600_000;
+    let ahead = dynamodb_exactly_once::__private::epoch_millis() + 3_600_000;
     let ahead = AttributeValue::N(ahead.to_string());
     set_header(&base, &env, "t-ahead", "LastTouched", ahead).await;
     // when a contender needs the items, within a deadline of 10 patiences,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::txn::env::*;
 use common::*;
 use dev_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::ddb::item::item_to_json;
+use dynamodb_exactly_once::__private::item_to_json;
 use dynamodb_exactly_once::txn::read::Isolation;
 use dynamodb_exactly_once::txn::TxState;
 use dynamodb_exactly_once::txn::{Coordinator, TxError, TxOutcome};

@@ -27,7 +27,7 @@ fn redriven_transfer(env: &Env, age: Duration) -> Value {
         .to_string()
         .replace("AccountsTable", env.accounts());
     let mut event: Value = serde_json::from_str(&text).expect("json");
-    let now_ms = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    let now_ms = dynamodb_exactly_once::__private::epoch_millis();
     let issued = now_ms - u64::try_from(age.as_millis()).unwrap_or(u64::MAX);
     let record = &mut event["Records"][0];
     let mut body: Value =
@@ -132,7 +132,7 @@ fn transfer_issued(env: &Env, tx_id: &str, issued_at: Option<u64>) -> Value {
 }
 
 fn now_ms() -> u64 {
-    dynamodb_exactly_once::ddb::clock::epoch_millis()
+    dynamodb_exactly_once::__private::epoch_millis()
 }
 
 /// Alice with 100 and Bob with 20, and a coordinator on the fast path or the lock path.

@@ -10,7 +10,7 @@ use crate::txn::env::*;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::*;
 use dev_testing::{client, client_with, FaultInjector};
-use dynamodb_exactly_once::ddb::clock::epoch_seconds;
+use dynamodb_exactly_once::__private::epoch_seconds;
 use dynamodb_exactly_once::txn::sweep::{SweepConfig, Sweeper};
 use dynamodb_exactly_once::txn::{RollbackReason, TxState};
 use dynamodb_exactly_once::Deadline;
@@ -88,7 +88,11 @@ async fn sweeper_touches_only_stale_transactions() {
     // index; they expire through TTL at the end of the retention (no deletes by the sweeper).
     let again = sweep_all(&env, client()).await;
     assert_eq!((again.stale, again.write_calls), (0, 0));
-    let horizon = epoch_seconds() + dynamodb_exactly_once::txn::DEFAULT_RETAIN.as_secs();
+    let retain = dynamodb_exactly_once::txn::TxConfig::builder("TxTable", ["Table"])
+        .build()
+        .expect("the defaults are valid")
+        .retain();
+    let horizon = epoch_seconds() + retain.as_secs();
     for (_, item) in scan(&base, env.tx()).await {
         let expires = item.get("ExpiresAt").and_then(Value::as_u64).unwrap_or(0);
         assert!(expires.abs_diff(horizon) < 600, "{item:?}");

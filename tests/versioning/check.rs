@@ -20,10 +20,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dev_testing::client;
-use dynamodb_exactly_once::ddb::ItemKey;
 use dynamodb_exactly_once::versioning::{
     HistoryEntry, HistoryOp, Latest, Revision, VersionOutcome, Versioning, VersioningConfig,
 };
+use dynamodb_exactly_once::ItemKey;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use dev_testing::{client, client_with, Fault, FaultInjector};
-use dynamodb_exactly_once::ddb::ItemKey;
 use dynamodb_exactly_once::versioning::{
     HistoryEntry, HistoryOp, Latest, Revision, VersionOutcome, Versioning, VersioningConfig,
 };
+use dynamodb_exactly_once::ItemKey;
 use serde_json::{json, Value};
 
 // ------------------------------------------------------------------------- versioning helpers
@@ -229,7 +229,7 @@ async fn a_change_is_one_transact_write_items_request() {
     )
     .await;
     let before = counting.calls();
-    let cost = dynamodb_exactly_once::ddb::Cost::default();
+    let cost = dynamodb_exactly_once::Cost::default();
 
     let outcome = store
         .apply_counted(
@@ -590,7 +590,7 @@ async fn a_versioned_write_in_the_token_epoch_of_the_last_costs_one_request() {
     );
     let key = ItemKey::from_json(&json!({"PK": "acct#2", "SK": "settings"})).expect("key");
     let label = |l: &str| Map::from_iter([("label".into(), json!(l))]);
-    let epoch = || dynamodb_exactly_once::ddb::clock::epoch_millis() / 30_000;
+    let epoch = || dynamodb_exactly_once::__private::epoch_millis() / 30_000;
     let before = epoch();
     let first = w
         .put_versioned(&key, None, &label("a"))

@@ -10,9 +10,10 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use dev_testing::{client_with, template_tables, FaultInjector};
+use dynamodb_exactly_once::__private::item_size;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::ddb::item::{item_size, ItemKey};
 use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once::ItemKey;
 use dynamodb_exactly_once_lambda::dead_letter::DeadLetters;
 use dynamodb_exactly_once_lambda::Writer;
 use serde_json::{json, Value};
@@ -134,7 +135,10 @@ pub async fn worker(args: Vec<String>) -> Result<(), String> {
     crate::common::warm_up(
         &client,
         &table,
-        dynamodb_exactly_once::counter::DEFAULT_CONCURRENCY,
+        dynamodb_exactly_once::counter::CounterConfig::builder(&table)
+            .build()
+            .map_err(|e| e.to_string())?
+            .concurrency(),
     )
     .await?;
     let before = injector.calls_of("UpdateItem");

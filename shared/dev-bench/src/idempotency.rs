@@ -120,7 +120,7 @@ async fn stored_units(table: &str, marker: &str) -> Result<f64, String> {
         .iter()
         .filter(|item| matches!(item.get("Id"), Some(AttributeValue::S(id)) if id.contains(marker)))
         .map(|item| {
-            dynamodb_exactly_once::ddb::item::item_size(item)
+            dynamodb_exactly_once::__private::item_size(item)
                 .div_ceil(1024)
                 .max(1) as f64
         })

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use dev_testing::mapping::{Mapping, MappingConfig};
 use dev_testing::{Shape, StreamsDouble};
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 

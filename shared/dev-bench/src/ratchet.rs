@@ -27,8 +27,8 @@ pub struct Options {
     /// Share of duplicated records.
     #[arg(long, default_value_t = 0.1)]
     duplicates: f64,
-    /// Keys written at once.
-    #[arg(long, default_value_t = dynamodb_exactly_once::ratchet::DEFAULT_CONCURRENCY)]
+    /// Keys written at once (the ratchet's default concurrency).
+    #[arg(long, default_value_t = 32)]
     concurrency: usize,
     /// Simulated round trip of the extra run, in ms.
     #[arg(long, default_value_t = 5)]

@@ -9,7 +9,7 @@ use dev_testing::mapping::{Mapping, MappingConfig};
 use dynamodb_exactly_once::counter::journal::{
     Rollup, RollupBatchReport, WindowOutcome, WINDOW_STATE_ENTRY,
 };
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 use serde_json::{json, Value};
 
 /// What one run (the mapping stepped until idle) did, summed over its batches.

@@ -172,7 +172,7 @@ fn body(i: usize) -> Vec<u8> {
 
 /// A Kinesis event of one shard, as Lambda delivers it.
 fn kinesis_event(records: usize) -> Value {
-    let now = dynamodb_exactly_once::ddb::clock::epoch_millis() as f64 / 1000.0;
+    let now = dynamodb_exactly_once::__private::epoch_millis() as f64 / 1000.0;
     let records: Vec<Value> = (0..records)
         .map(|i| {
             let seq = format!("4959033827149025660855969253836157109592157598913658{i:04}");
@@ -194,7 +194,7 @@ fn kinesis_event(records: usize) -> Value {
 /// A Kafka (MSK) event over `partitions` partitions of one topic, records dealt round-robin;
 /// `avro`: each value the Avro encoding of the same fields, in Confluent's framing.
 fn kafka_event(records: usize, partitions: usize, avro: bool) -> Result<Value, String> {
-    let now = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    let now = dynamodb_exactly_once::__private::epoch_millis();
     let mut by_partition = serde_json::Map::new();
     for i in 0..records {
         let partition = i % partitions;

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use aws_sdk_dynamodb::Client;
 use dev_testing::{client_with, template_tables};
-use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
-use dynamodb_exactly_once::ddb::item::Item;
+use dynamodb_exactly_once::__private::{epoch_millis, epoch_seconds};
 use dynamodb_exactly_once::txn::sweep::{SweepConfig, SweepSummary, Sweeper};
 use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once::Item;
 use futures::StreamExt;
 use serde_json::{json, Value};
 

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use dev_testing::{client_with, template_tables, FaultInjector};
-use dynamodb_exactly_once::ddb::item::item_size;
-use dynamodb_exactly_once::ddb::{Cost, Item, ItemKey};
+use dynamodb_exactly_once::__private::item_size;
 use dynamodb_exactly_once::versioning::{
     Latest, Revision, VersionOutcome, Versioning, VersioningConfig,
 };
+use dynamodb_exactly_once::{Cost, Item, ItemKey};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 

@@ -63,12 +63,12 @@ pub fn stream_record(
 ) -> Value {
     let typed = |v: &Value| -> Value {
         v.as_object()
-            .and_then(|map| dynamodb_exactly_once::ddb::item::json_to_item(map).ok())
+            .and_then(|map| dynamodb_exactly_once::__private::json_to_item(map).ok())
             .and_then(|item| serde_json::to_value(serde_dynamo::Item::from(item)).ok())
             .unwrap_or(Value::Null)
     };
     #[allow(clippy::cast_precision_loss)]
-    let now_secs = (dynamodb_exactly_once::ddb::clock::epoch_millis() / 1000) as f64;
+    let now_secs = (dynamodb_exactly_once::__private::epoch_millis() / 1000) as f64;
     let mut change = serde_json::json!({
         "ApproximateCreationDateTime": now_secs,
         "Keys": typed(keys),
@@ -104,7 +104,7 @@ pub fn stream_batch(records: &[Value]) -> Batch {
 /// time (the writers keep records older than their protocol applies safely as `too_old` dead
 /// letters).
 pub fn arriving_now(mut event: Value) -> Value {
-    let now_ms = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    let now_ms = dynamodb_exactly_once::__private::epoch_millis();
     let partitions = event.get_mut("records").and_then(Value::as_object_mut);
     for record in partitions.into_iter().flat_map(|p| p.values_mut()) {
         for record in record.as_array_mut().into_iter().flatten() {
@@ -145,7 +145,7 @@ pub type KafkaPartition<'a> = (&'a str, i64, &'a [(i64, Value)]);
 pub fn kafka_event(partitions: &[KafkaPartition<'_>]) -> Value {
     use base64::engine::general_purpose::STANDARD as BASE64;
     use base64::Engine;
-    let now_ms = dynamodb_exactly_once::ddb::clock::epoch_millis();
+    let now_ms = dynamodb_exactly_once::__private::epoch_millis();
     let mut records = serde_json::Map::new();
     for (topic, partition, batch) in partitions {
         let list: Vec<Value> = batch

@@ -33,11 +33,11 @@ use dynamodb_exactly_once::ConfigError;
 use crate::settings::env_parse;
 
 /// Default connect timeout.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
 /// Default timeout of one attempt.
-pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(3000);
+pub(crate) const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(3000);
 /// Default timeout of one call, retries included.
-pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_millis(10_000);
+pub(crate) const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_millis(10_000);
 
 /// The longest operation timeout: the retry horizon the writers' operation tokens cover
 /// (see the [module documentation](self)).

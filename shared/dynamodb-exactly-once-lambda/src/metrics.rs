@@ -29,9 +29,9 @@
 
 use serde_json::{json, Map, Value};
 
+use dynamodb_exactly_once::__private::epoch_millis;
 #[cfg(feature = "journal")]
 use dynamodb_exactly_once::counter::journal::RollupBatchReport;
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::txn::sweep::SweepSummary;
 
 use crate::summary::BatchSummary;

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeSet;
 
-use dynamodb_exactly_once::ddb::retry::Backoff;
+use dynamodb_exactly_once::__private::Backoff;
 use dynamodb_exactly_once::{Deadline, Outcome, Protocol, RecordResult, Rejection, StoreError};
 
 use crate::dead_letter::{DeadLetter, DeadLetters, LetterFilter};

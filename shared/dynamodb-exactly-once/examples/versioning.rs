@@ -12,8 +12,8 @@
 //! `Version` (N).
 
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::ddb::Cost;
 use dynamodb_exactly_once::versioning::{Latest, Revision, Versioning, VersioningConfig};
+use dynamodb_exactly_once::Cost;
 use dynamodb_exactly_once::ItemKey;
 use serde_json::json;
 

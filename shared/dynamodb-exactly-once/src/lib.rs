@@ -127,9 +127,9 @@
 //!
 //! # Layout
 //!
-//! * [`ddb`]: the DynamoDB layer under every protocol: the item codec and keys, typed reads,
-//!   the backoff policy, the clock, write costs, [`StoreError`] (conditional writes as values
-//!   and expression placeholders stay inside the crate).
+//! * The DynamoDB layer under every protocol (private; its types users name are at the
+//!   root): items and keys ([`Item`], [`ItemKey`], [`Number`]), typed reads ([`Read`]), the
+//!   clock ([`Clock`]), write costs ([`Cost`]), [`StoreError`] and its [`ErrorClass`].
 //! * [`batch`]: the [`Protocol`] trait, per-record results, [`Deadline`].
 //! * [`change`]: item changes (DynamoDB stream records) as a protocol input: replicas through
 //!   the ratchet, aggregates through the counter.
@@ -144,8 +144,9 @@
 //! * [`lease`]: a fenced lease lock (takeover after an unchanged lease on the contender's own
 //!   clock; strictly increasing fencing tokens).
 //! * [`versioning`]: versioned items (latest + history table, one transaction per change).
+//! * `idempotency` (feature `idempotency`): a function run once per operation and key, its
+//!   result replayed to duplicates (Powertools' record formats readable and writable).
 //! * [`config`]: configuration errors and configs from named settings.
-//! * [`text`]: payload text bounded before it reaches a message, a log or a dead letter.
 //! * [`prelude`]: the handles, configs, outcomes and errors most programs need.
 
 #![warn(unreachable_pub)]
@@ -156,23 +157,45 @@ pub mod batch;
 pub mod change;
 pub mod config;
 pub mod counter;
-pub mod ddb;
+mod ddb;
 pub mod document;
 #[cfg(test)]
 mod handles_test;
+#[cfg(feature = "idempotency")]
+pub mod idempotency;
 pub mod lease;
 pub mod prelude;
 pub mod ratchet;
 pub mod rejection;
-pub mod text;
+mod text;
 pub mod txn;
 pub mod versioning;
 
 pub use batch::{Applied, Deadline, Outcome, Protocol, RecordFailure, RecordResult};
 pub use change::{ChangeKind, ItemChange};
 pub use config::ConfigError;
-pub use ddb::{ErrorClass, Item, ItemKey, KeyError, KeyValue, Read, StoreError};
+pub use ddb::{
+    Clock, Cost, ErrorClass, Item, ItemKey, KeyError, KeyValue, Number, NumberError, Read,
+    StoreError,
+};
 pub use rejection::{Rejection, RejectionCode};
+
+/// Helpers shared by this project's other crates (the Lambda edge, the operator CLI, the test
+/// and bench tools): not part of the public API, no stability promise (serde's pattern).
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::ddb::clock::{epoch_millis, epoch_seconds};
+    pub use crate::ddb::error::bounded;
+    pub use crate::ddb::item::{
+        canonical_item, canonical_json, check_attribute_names, item_size, item_to_json,
+        json_to_item, to_attribute_value, to_json_value, MAX_ATTRIBUTE_NAME_BYTES, MAX_ITEM_BYTES,
+        MAX_KEY_NAME_BYTES, MAX_KEY_VALUE_BYTES,
+    };
+    pub use crate::ddb::number::check_json_numbers;
+    pub use crate::ddb::retry::Backoff;
+    pub use crate::ddb::schema::{key_schema, KeySchema};
+    pub use crate::text::{quote, QUOTE_CHARS};
+}
 
 /// The crate README's snippet, compiled as a doctest.
 #[cfg(doctest)]

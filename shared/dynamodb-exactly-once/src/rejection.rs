@@ -219,7 +219,7 @@ pub fn describe(value: &serde_json::Value) -> String {
 /// Decode a record body into its raw struct (every field optional, so that each missing or
 /// malformed field gets its own code later): `bad_json` when the body is not JSON,
 /// `not_an_object` when it is not an object, `invalid_number` when one of its numbers is
-/// refused by DynamoDB (see [`crate::ddb::number`]).
+/// refused by DynamoDB (see [`Number`](crate::Number)).
 pub fn decode_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
         Rejection::new(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use dev_testing::client;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 use serde_json::Value;
 
 use crate::counter::journal::{apply, counter, key, record, rollup, run, tables, total};

@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::Client;
 use dev_testing::{client, client_with, unique_prefix, Fault, FaultInjector};
 use dynamodb_exactly_once::counter::journal::{Rollup, RollupBatchReport, RollupConfig};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterOutcome, CounterRecord};
-use dynamodb_exactly_once::ddb::ItemKey;
+use dynamodb_exactly_once::ItemKey;
 use dynamodb_exactly_once::{Deadline, Protocol, RecordResult};
 use serde_json::Value;
 
@@ -285,9 +285,7 @@ async fn keys_of_an_inline_item_stay_duplicates_and_its_buckets_go_once_expired(
     let now = Arc::new(std::sync::atomic::AtomicU64::new(1_800_000_000_000));
     let clock = {
         let now = Arc::clone(&now);
-        dynamodb_exactly_once::ddb::Clock::from_fn(move || {
-            now.load(std::sync::atomic::Ordering::SeqCst)
-        })
+        dynamodb_exactly_once::Clock::from_fn(move || now.load(std::sync::atomic::Ordering::SeqCst))
     };
     let inline = Counter::new(
         c.clone(),
@@ -389,8 +387,8 @@ async fn a_roll_up_that_stops_at_any_call_leaves_the_next_delivery_exact() {
 async fn a_writer_clock_behind_or_other_settings_neither_shortens_the_window_nor_counts_twice() {
     let c = client();
     let (counters, journal) = tables(&c).await;
-    let real_now = dynamodb_exactly_once::ddb::clock::epoch_seconds();
-    let behind = dynamodb_exactly_once::ddb::Clock::from_fn(move || (real_now - 1800) * 1000);
+    let real_now = dynamodb_exactly_once::__private::epoch_seconds();
+    let behind = dynamodb_exactly_once::Clock::from_fn(move || (real_now - 1800) * 1000);
     let slow = counter(c.clone(), &counters, &journal).with_clock(behind);
     apply(&slow, &[record(&slow, "a", 3, "k1")]).await;
     let short = CounterConfig::builder(&counters)
@@ -415,7 +413,7 @@ async fn a_writer_clock_behind_or_other_settings_neither_shortens_the_window_nor
         .expect("scan")
         .items
         .unwrap_or_default();
-    let window = dynamodb_exactly_once::counter::DEFAULT_JOURNAL_WINDOW.as_secs();
+    let window = 14 * 86_400; // the journal mode's default window: 14 days
     for item in items.iter().filter(|i| i.contains_key("k")) {
         let Some(AttributeValue::N(ttl)) = item.get("ttl") else {
             panic!("no ttl: {item:?}")

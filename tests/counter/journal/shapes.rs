@@ -13,7 +13,7 @@ use dev_testing::mapping::{Mapping, MappingConfig, Stats};
 use dev_testing::{client, Shape, StreamsDouble};
 use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig};
 use dynamodb_exactly_once::counter::{Counter, CounterConfig, CounterRecord};
-use dynamodb_exactly_once::ddb::{Clock, ItemKey};
+use dynamodb_exactly_once::{Clock, ItemKey};
 use dynamodb_exactly_once::{Deadline, Protocol};
 use dynamodb_exactly_once_lambda::RollupFunction;
 use lambda_runtime::{Context, LambdaEvent};
@@ -45,7 +45,7 @@ impl Harness {
         // Now: the journal items' TTLs (clock + 14 days) stay ahead of DynamoDB Local's real
         // clock, which deletes expired items, for every clock the tests reach.
         let now = Arc::new(AtomicU64::new(
-            dynamodb_exactly_once::ddb::clock::epoch_millis(),
+            dynamodb_exactly_once::__private::epoch_millis(),
         ));
         let read = Arc::clone(&now);
         let clock = Clock::from_fn(move || read.load(Ordering::SeqCst));
@@ -392,7 +392,7 @@ async fn an_item_updated_by_a_new_process_each_batch_stays_bounded_over_eight_da
         h.sync().await;
         h.roll(&mut mapping).await;
         let item = h.raw_item("a").await;
-        largest = largest.max(dynamodb_exactly_once::ddb::item::item_size(&item));
+        largest = largest.max(dynamodb_exactly_once::__private::item_size(&item));
     }
     assert_eq!(h.total("a", "orders").await, 32);
     let item = h.raw_item("a").await;

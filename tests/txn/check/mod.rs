@@ -404,7 +404,7 @@ async fn schedule_items(
         .unwrap_or_default()
     {
         let json =
-            dynamodb_exactly_once::ddb::item::item_to_json(item).map_err(|e| e.to_string())?;
+            dynamodb_exactly_once::__private::item_to_json(item).map_err(|e| e.to_string())?;
         let pk = json
             .get("PK")
             .and_then(Value::as_str)

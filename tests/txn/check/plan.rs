@@ -224,7 +224,7 @@ pub fn plan(seed: u64, table: &str, numeric: &str) -> Plan {
         let mut body = json!({"txId":tx_id,"requests":requests});
         // Half the transactions carry the producer's issue time (hashed with the requests).
         if rng.random_bool(0.5) {
-            body["issuedAt"] = json!(dynamodb_exactly_once::ddb::clock::epoch_millis());
+            body["issuedAt"] = json!(dynamodb_exactly_once::__private::epoch_millis());
         }
         messages.push(Msg { tx_id, body });
     }

@@ -16,7 +16,7 @@ use dynamodb_exactly_once::counter::journal::{
     statement_items, JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE,
 };
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::ddb::{Clock, ItemKey};
+use dynamodb_exactly_once::{Clock, ItemKey};
 use dynamodb_exactly_once::{Deadline, Item, Protocol};
 use serde_json::{json, Map, Value};
 

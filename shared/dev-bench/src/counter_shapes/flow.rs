@@ -15,9 +15,9 @@ use dev_testing::{Shape, StreamsDouble};
 use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig};
 
 use crate::rollup_run::{MappingRollup, Settings};
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::counter::CounterConfig;
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 use rand::{Rng, SeedableRng};
 
 use super::capture::Writer;

@@ -36,11 +36,11 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use dev_testing::{Shape, StreamsDouble};
+use dynamodb_exactly_once::__private::item_size;
 use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig};
 use dynamodb_exactly_once::counter::CounterConfig;
-use dynamodb_exactly_once::ddb::item::item_size;
-use dynamodb_exactly_once::ddb::{Clock, ItemKey};
 use dynamodb_exactly_once::Item;
+use dynamodb_exactly_once::{Clock, ItemKey};
 
 use crate::rollup_run::{MappingRollup, RunReport, Settings};
 
@@ -175,7 +175,7 @@ impl Sim {
     async fn new(g: &Goal) -> Result<Sim, String> {
         let ddb = dev_testing::client();
         let tables = tables::create(&ddb, "goal").await?;
-        let t0 = dynamodb_exactly_once::ddb::clock::epoch_millis();
+        let t0 = dynamodb_exactly_once::__private::epoch_millis();
         let now = Arc::new(AtomicU64::new(t0));
         let read = Arc::clone(&now);
         let clock = Clock::from_fn(move || read.load(Ordering::SeqCst));

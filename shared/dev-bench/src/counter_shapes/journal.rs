@@ -3,9 +3,9 @@
 //! captured before they are sent (billed `ceil(size / 1 KB)` each, as AWS and DynamoDB Local
 //! bill a put of a new item) and mirrored into the double's synthetic stream.
 
+use dynamodb_exactly_once::__private::item_size;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::ddb::item::item_size;
-use dynamodb_exactly_once::ddb::{Clock, ItemKey};
+use dynamodb_exactly_once::{Clock, ItemKey};
 use dynamodb_exactly_once::{Deadline, Protocol};
 
 use super::capture::Writer;

@@ -19,9 +19,9 @@ use dev_testing::{Shape, StreamsDouble};
 use dynamodb_exactly_once::counter::journal::{Rollup, RollupConfig};
 
 use crate::rollup_run::{MappingRollup, RunReport as RollupReport};
+use dynamodb_exactly_once::__private::item_size;
 use dynamodb_exactly_once::counter::CounterConfig;
-use dynamodb_exactly_once::ddb::item::item_size;
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 
 use super::journal::Journal;
 use super::meter::{Meter, Mirror, Tap};
@@ -111,7 +111,7 @@ impl Sim {
         let ddb = dev_testing::client();
         let tables = tables::create(&ddb, "shape").await?;
         // The real time now: journal TTLs (clock + 14 d) stay ahead of DynamoDB Local's clock.
-        let t0 = dynamodb_exactly_once::ddb::clock::epoch_millis();
+        let t0 = dynamodb_exactly_once::__private::epoch_millis();
         let now = Arc::new(AtomicU64::new(t0));
         let read = Arc::clone(&now);
         let clock = Clock::from_fn(move || read.load(Ordering::SeqCst));

@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::types::{
     StreamSpecification, StreamViewType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::ddb::ItemKey;
+use dynamodb_exactly_once::ItemKey;
 
 /// A configuration's tables.
 #[derive(Debug, Clone)]

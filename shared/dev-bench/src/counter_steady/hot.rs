@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::counter::CounterConfig;
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use serde_json::Value;
 
 use super::journal::{apply, Journal};

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use dynamodb_exactly_once::__private::item_size;
 use dynamodb_exactly_once::counter::{Counter, CounterConfig};
-use dynamodb_exactly_once::ddb::item::item_size;
 use dynamodb_exactly_once::Item;
 use serde_json::Value;
 

@@ -31,7 +31,7 @@ use aws_sdk_dynamodb::operation::update_item::{
 };
 use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, ReturnConsumedCapacity};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
-use dynamodb_exactly_once::ddb::item::item_size;
+use dynamodb_exactly_once::__private::item_size;
 use dynamodb_exactly_once::Item;
 
 use super::sim::SimClock;

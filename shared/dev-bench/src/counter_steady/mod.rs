@@ -21,8 +21,8 @@ mod setup;
 mod sim;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
-use dynamodb_exactly_once::ddb::item::item_size;
+use dynamodb_exactly_once::__private::item_size;
+use dynamodb_exactly_once::__private::{epoch_millis, epoch_seconds};
 
 use setup::Env;
 

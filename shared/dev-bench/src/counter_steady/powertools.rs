@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
-use dynamodb_exactly_once::ddb::clock::{epoch_millis, epoch_seconds};
+use dynamodb_exactly_once::__private::{epoch_millis, epoch_seconds};
 use md5::{Digest, Md5};
 
 use super::setup::{count_labels, item_key, Env, Event, Regime, Row};

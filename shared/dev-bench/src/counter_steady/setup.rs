@@ -5,7 +5,7 @@ use aws_sdk_dynamodb::types::{
     StreamSpecification, StreamViewType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::ddb::ItemKey;
+use dynamodb_exactly_once::ItemKey;
 use rand::{Rng, SeedableRng};
 
 use super::meter::Meter;

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 
 /// A simulated clock (epoch ms): set by the driver, or running with the wall clock from a
 /// simulated instant (a roll-up runs in real time from its scheduled start).

@@ -12,7 +12,7 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use dynamodb_exactly_once::ddb::Number;
+use dynamodb_exactly_once::Number;
 use serde_json::{Map, Value};
 
 /// Lambda's limit on one pattern's text.

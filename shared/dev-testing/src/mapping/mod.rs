@@ -92,7 +92,7 @@ mod shards;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 use serde_json::Value;
 
 pub use config::{ConfigError, MappingConfig, MappingConfigBuilder, StartingPosition};

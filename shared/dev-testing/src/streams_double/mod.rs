@@ -82,7 +82,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodbstreams::config::retry::RetryConfig;
 use aws_sdk_dynamodbstreams::config::{BehaviorVersion, Credentials, Region};
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 use serde_json::{json, Value};
 
 use model::{Rules, Stream, StreamMeta};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use dynamodb_exactly_once::ddb::Clock;
+use dynamodb_exactly_once::Clock;
 
 use super::error::ApiError;
 use super::model::{Rules, Stream};

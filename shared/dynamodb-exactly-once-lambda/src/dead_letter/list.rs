@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use dynamodb_exactly_once::ddb::clock::epoch_seconds;
+use dynamodb_exactly_once::__private::epoch_seconds;
 use dynamodb_exactly_once::{Item, StoreError};
 
 use super::{

@@ -36,8 +36,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 
-use dynamodb_exactly_once::ddb::clock::epoch_seconds;
-use dynamodb_exactly_once::ddb::error::bounded;
+use dynamodb_exactly_once::__private::bounded;
+use dynamodb_exactly_once::__private::epoch_seconds;
 use dynamodb_exactly_once::{Item, Rejection, StoreError};
 
 use crate::source::{SourceKind, SourcePosition, SourceRecord};
@@ -54,7 +54,7 @@ pub use sink::{DeadLetterSink, Disposal, ReportOnly};
 #[cfg(feature = "sqs")]
 pub use sqs::{
     fifo_deduplication_id, fifo_group_id, SqsDeadLetterError, SqsDeadLetters, SqsLetter,
-    DEFAULT_GROUP_ID, DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES,
+    MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES,
 };
 
 /// Partition key of the dead-letter table.
@@ -269,7 +269,7 @@ impl DeadLetters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dynamodb_exactly_once::ddb::item::{item_size, MAX_ITEM_BYTES};
+    use dynamodb_exactly_once::__private::{item_size, MAX_ITEM_BYTES};
     use dynamodb_exactly_once::RejectionCode;
 
     #[test]

@@ -9,7 +9,7 @@
 //! keeps it again overwrites it), which the template's IAM `dynamodb:LeadingKeys` condition
 //! allows the sweeper alone.
 
-use dynamodb_exactly_once::ddb::error::bounded;
+use dynamodb_exactly_once::__private::bounded;
 use dynamodb_exactly_once::txn::sweep::{KeepRetired, Retired};
 use dynamodb_exactly_once::StoreError;
 use futures::future::BoxFuture;

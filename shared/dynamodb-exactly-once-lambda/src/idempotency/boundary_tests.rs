@@ -8,9 +8,17 @@ use std::time::Duration;
 use futures::FutureExt;
 use serde_json::json;
 
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 
 use super::*;
+
+/// How long a completed record is kept by default.
+fn default_expiry() -> Duration {
+    IdempotencyConfig::builder("fn")
+        .build()
+        .expect("the defaults are valid")
+        .expires_after()
+}
 
 fn layer(cache_keys: usize, expires_after: Duration) -> Idempotency<InMemory> {
     let config = IdempotencyConfig::builder("fn")
@@ -24,7 +32,7 @@ fn layer(cache_keys: usize, expires_after: Duration) -> Idempotency<InMemory> {
 
 #[tokio::test]
 async fn two_call_sites_with_one_key_each_run_once() {
-    let idem = layer(8, DEFAULT_EXPIRES_AFTER);
+    let idem = layer(8, default_expiry());
     let (charged, emailed) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let order = json!({"orderId": "o-1"});
     for _ in 0..2 {
@@ -57,7 +65,7 @@ async fn two_call_sites_with_one_key_each_run_once() {
 
 #[tokio::test]
 async fn a_panic_in_the_function_releases_the_key_so_an_immediate_retry_runs() {
-    let idem = layer(0, DEFAULT_EXPIRES_AFTER);
+    let idem = layer(0, default_expiry());
     let deadline = Some(epoch_millis() + 60_000);
     let panicked =
         std::panic::AssertUnwindSafe(idem.call("op", "k").payload(&1).deadline_ms(deadline).run(
@@ -126,7 +134,7 @@ async fn expires_after_shorter_than_the_deadline_never_frees_a_key_in_progress()
 
 #[tokio::test]
 async fn a_run_whose_key_was_taken_over_neither_counts_as_stored_nor_caches_its_value() {
-    let idem = layer(8, DEFAULT_EXPIRES_AFTER);
+    let idem = layer(8, default_expiry());
     let start = epoch_millis();
     // A holds the key for 50 ms and runs for 150 ms; C takes the key over at 80 ms.
     let a = idem
@@ -164,7 +172,7 @@ async fn a_run_whose_key_was_taken_over_neither_counts_as_stored_nor_caches_its_
 
 #[tokio::test]
 async fn a_resend_with_another_envelope_or_number_spelling_is_a_duplicate() {
-    let idem = layer(0, DEFAULT_EXPIRES_AFTER);
+    let idem = layer(0, default_expiry());
     let first = json!({"id": "e-1", "detail": {"orderId": "o-1", "amount": 1}});
     let resend: serde_json::Value =
         serde_json::from_str(r#"{"detail": {"amount": 1.0, "orderId": "o-1"}, "id": "e-1"}"#)
@@ -242,14 +250,14 @@ async fn a_record_without_a_key_runs_without_idempotency_when_asked() {
         let run = idem.run_record("op", &keys, &record, || async { Ok::<u32, String>(1) });
         assert_eq!(run.await.ok(), Some(Run::NotStored(1)));
     }
-    let strict = layer(0, DEFAULT_EXPIRES_AFTER);
+    let strict = layer(0, default_expiry());
     let run = strict.run_record("op", &keys, &record, || async { Ok::<u32, String>(1) });
     assert!(matches!(run.await, Err(IdempotencyError::Key(_))));
 }
 
 #[tokio::test]
 async fn replays_and_in_progress_refusals_are_counted() {
-    let idem = layer(0, DEFAULT_EXPIRES_AFTER);
+    let idem = layer(0, default_expiry());
     let _ = idem
         .call("op", "k")
         .payload(&1)
@@ -286,7 +294,7 @@ fn a_namespace_with_a_hash_sign_is_refused() {
 
 #[tokio::test]
 async fn a_stored_result_this_type_cannot_read_is_acknowledged_as_completed() {
-    let idem = layer(0, DEFAULT_EXPIRES_AFTER);
+    let idem = layer(0, default_expiry());
     let _ = idem
         .call("op", "k")
         .payload(&1)

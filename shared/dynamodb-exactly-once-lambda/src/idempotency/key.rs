@@ -12,14 +12,14 @@
 //! The source's own ids are the same on every redelivery of a record: they make a
 //! *redelivery* run once. A body field makes a *producer's resend* (the same event sent twice,
 //! two records) run once too. Pointers and expressions are checked when built
-//! ([`ConfigError`]); a record they find nothing in is a [`KeyError`] (the processor rejects
+//! ([`ConfigError`]); a record they find nothing in is a [`KeySourceError`] (the processor rejects
 //! it: `missing_idempotency_key`).
 
-use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-use dynamodb_exactly_once::ddb::item::canonical_json;
+use dynamodb_exactly_once::__private::canonical_json;
+use dynamodb_exactly_once::idempotency::{KeySourceError, RecordKey};
 use dynamodb_exactly_once::ConfigError;
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ use crate::processor::Record;
 pub const KEY_SETTING: &str = "idempotency_key";
 
 /// A key function: the key of a record, or why it has none.
-pub type KeyFn<T> = dyn Fn(&Record<T>) -> Result<String, KeyError> + Send + Sync;
+pub type KeyFn<T> = dyn Fn(&Record<T>) -> Result<String, KeySourceError> + Send + Sync;
 
 /// Where the idempotency key of a processor [`Record`] comes from (see the module
 /// documentation).
@@ -40,7 +40,7 @@ pub enum KeySource<T> {
     /// sequence number (`<seq>:<sub>` for a KPL user record, so each user record has its own).
     Id,
     /// The sequence number: Kinesis and DynamoDB Streams as [`KeySource::Id`], SQS FIFO its
-    /// `SequenceNumber` (an SQS standard record has none: [`KeyError::Unreadable`]).
+    /// `SequenceNumber` (an SQS standard record has none: [`KeySourceError::Unreadable`]).
     SequenceNumber,
     /// [`Record::delivery_id`]: unique across queues, streams and shards.
     DeliveryId,
@@ -63,52 +63,6 @@ impl KeyExpression {
     /// The expression as written.
     pub fn as_str(&self) -> &str {
         &self.text
-    }
-}
-
-/// Why a record has no usable key. The function did not run.
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    /// Nothing usable where the key was to be read: no value at the pointer, a `null`, a
-    /// field this source's records do not have.
-    #[error("no idempotency key at `{expression}`: {reason}")]
-    Unreadable {
-        /// The key source (`/orderId`, `$sequenceNumber`, ...).
-        expression: String,
-        /// What was found instead.
-        reason: String,
-    },
-    /// The key read is the empty string.
-    #[error("the idempotency key at `{expression}` is empty")]
-    Empty {
-        /// The key source.
-        expression: String,
-    },
-    /// The body is not JSON, so an expression cannot read it.
-    #[error("the body is not JSON, so `{expression}` cannot read an idempotency key: {source}")]
-    NotJson {
-        /// The key source.
-        expression: String,
-        /// The parser's error.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// The operation given is not usable (1 to 128 bytes, no `#`).
-    #[error("the idempotency operation {operation:?} is not 1 to 128 bytes without `#`")]
-    Operation {
-        /// The operation given.
-        operation: String,
-    },
-    /// A key function refused the record.
-    #[error("the key function found no idempotency key: {0}")]
-    Function(#[source] Box<dyn Error + Send + Sync>),
-}
-
-impl KeyError {
-    /// A key function's refusal, for `reason` (an error or a text).
-    pub fn function(reason: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
-        KeyError::Function(reason.into())
     }
 }
 
@@ -141,13 +95,13 @@ impl<T> KeySource<T> {
 
     /// The key your function gives a record.
     pub fn from_fn(
-        function: impl Fn(&Record<T>) -> Result<String, KeyError> + Send + Sync + 'static,
+        function: impl Fn(&Record<T>) -> Result<String, KeySourceError> + Send + Sync + 'static,
     ) -> Self {
         KeySource::Function(Arc::new(function))
     }
 
     /// The key of `record`.
-    pub fn key_of(&self, record: &Record<T>) -> Result<String, KeyError> {
+    pub fn key_of(&self, record: &Record<T>) -> Result<String, KeySourceError> {
         let body = match self {
             KeySource::Expression(e) if e.reads_body => serde_json::from_slice(&record.raw).ok(),
             _ => None,
@@ -157,7 +111,7 @@ impl<T> KeySource<T> {
 
     /// The key of `record` as the JSON value read (a string for the source's ids): what
     /// Powertools' format hashes.
-    pub fn key_json_of(&self, record: &Record<T>) -> Result<Value, KeyError> {
+    pub fn key_json_of(&self, record: &Record<T>) -> Result<Value, KeySourceError> {
         let body = match self {
             KeySource::Expression(e) if e.reads_body => serde_json::from_slice(&record.raw).ok(),
             _ => None,
@@ -170,7 +124,7 @@ impl<T> KeySource<T> {
         &self,
         record: &Record<T>,
         body: Option<&Value>,
-    ) -> Result<RecordKey, KeyError> {
+    ) -> Result<RecordKey, KeySourceError> {
         let field = match self {
             KeySource::Id => Field::Id,
             KeySource::SequenceNumber => Field::SequenceNumber,
@@ -186,7 +140,7 @@ impl<T> KeySource<T> {
         let expression = format!("${}", field.name());
         match field.value(&Value::Null, &record.position) {
             Some(value) => key_text(expression, value),
-            None => Err(KeyError::Unreadable {
+            None => Err(KeySourceError::Unreadable {
                 reason: format!("a {} record has no `{expression}`", record.kind().as_str()),
                 expression,
             }),
@@ -195,16 +149,20 @@ impl<T> KeySource<T> {
 }
 
 impl KeyExpression {
-    fn read<T>(&self, record: &Record<T>, body: Option<&Value>) -> Result<RecordKey, KeyError> {
+    fn read<T>(
+        &self,
+        record: &Record<T>,
+        body: Option<&Value>,
+    ) -> Result<RecordKey, KeySourceError> {
         let value = match body {
             Some(body) => self.node.fill(body, &record.position),
             None if self.reads_body => {
                 return Err(match serde_json::from_slice::<Value>(&record.raw) {
-                    Err(source) => KeyError::NotJson {
+                    Err(source) => KeySourceError::NotJson {
                         expression: self.text.clone(),
                         source,
                     },
-                    Ok(_) => KeyError::Unreadable {
+                    Ok(_) => KeySourceError::Unreadable {
                         expression: self.text.clone(),
                         reason: "the body was not given".into(),
                     },
@@ -214,7 +172,7 @@ impl KeyExpression {
         };
         match value {
             Ok(value) => key_text(self.text.clone(), value),
-            Err(reason) => Err(KeyError::Unreadable {
+            Err(reason) => Err(KeySourceError::Unreadable {
                 expression: self.text.clone(),
                 reason,
             }),
@@ -222,39 +180,20 @@ impl KeyExpression {
     }
 }
 
-/// A key read from a record: its text, and the JSON value it was read from (what
-/// Powertools' format hashes).
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct RecordKey {
-    pub text: String,
-    pub json: Value,
-}
-
-impl RecordKey {
-    /// The key of a JSON value already checked (its text as [`key_text`] spells it).
-    pub(super) fn of(json: Value) -> Self {
-        let text = match &json {
-            Value::String(s) => s.clone(),
-            other => canonical_json(other),
-        };
-        RecordKey { text, json }
-    }
-}
-
 /// The key a value read stands for: a string as it is, `null` refused, anything else as its
 /// canonical JSON (numbers in their one DynamoDB spelling, `1.0` as `1`; objects with sorted
 /// keys, whatever serde_json's `preserve_order`).
-fn key_text(expression: String, value: Value) -> Result<RecordKey, KeyError> {
+fn key_text(expression: String, value: Value) -> Result<RecordKey, KeySourceError> {
     let text = match &value {
         Value::String(s) => s.clone(),
         Value::Null => {
-            return Err(KeyError::Unreadable {
+            return Err(KeySourceError::Unreadable {
                 expression,
                 reason: "the value is null".into(),
             })
         }
         other if is_empty_value(other) => {
-            return Err(KeyError::Unreadable {
+            return Err(KeySourceError::Unreadable {
                 expression,
                 reason: format!(
                     "the value {} is empty (as Powertools, which runs such a record without \
@@ -266,7 +205,7 @@ fn key_text(expression: String, value: Value) -> Result<RecordKey, KeyError> {
         other => canonical_json(other),
     };
     if text.is_empty() {
-        return Err(KeyError::Empty { expression });
+        return Err(KeySourceError::Empty { expression });
     }
     Ok(RecordKey { text, json: value })
 }

@@ -1,3 +1,5 @@
+use std::error::Error;
+
 use serde_json::{json, Value};
 
 use super::*;
@@ -25,7 +27,7 @@ fn sqs(body: &str) -> Record<Value> {
     Record::new(value, position(SourceKind::Sqs, "m-1"), body.into())
 }
 
-fn key(source: &str, body: &str) -> Result<String, KeyError> {
+fn key(source: &str, body: &str) -> Result<String, KeySourceError> {
     KeySource::<Value>::expression(source)
         .expect("valid")
         .key_of(&sqs(body))
@@ -87,7 +89,10 @@ fn a_pointer_reads_strings_numbers_and_objects_from_the_body() {
 #[test]
 fn a_record_the_pointer_finds_nothing_in_is_a_clear_error() {
     let missing = key("/orderId", r#"{"order":1}"#).expect_err("absent");
-    assert!(matches!(missing, KeyError::Unreadable { .. }), "{missing}");
+    assert!(
+        matches!(missing, KeySourceError::Unreadable { .. }),
+        "{missing}"
+    );
     assert_eq!(
         missing.to_string(),
         "no idempotency key at `/orderId`: the body has no value at `/orderId`"
@@ -95,9 +100,12 @@ fn a_record_the_pointer_finds_nothing_in_is_a_clear_error() {
     let null = key("/orderId", r#"{"orderId":null}"#).expect_err("null");
     assert!(null.to_string().contains("null"), "{null}");
     let empty = key("/orderId", r#"{"orderId":""}"#).expect_err("empty");
-    assert!(matches!(empty, KeyError::Empty { .. }), "{empty}");
+    assert!(matches!(empty, KeySourceError::Empty { .. }), "{empty}");
     let not_json = key("/orderId", "not json").expect_err("not JSON");
-    assert!(matches!(not_json, KeyError::NotJson { .. }), "{not_json}");
+    assert!(
+        matches!(not_json, KeySourceError::NotJson { .. }),
+        "{not_json}"
+    );
     assert!(
         Error::source(&not_json).is_some(),
         "the parser's error is kept"
@@ -127,7 +135,7 @@ fn bad_pointers_and_expressions_are_refused_when_built() {
 fn a_key_function_sees_the_whole_record() {
     let source = KeySource::<Value>::from_fn(|record| match record.body["customer"].as_str() {
         Some(c) => Ok(format!("{c}/{}", record.id())),
-        None => Err(KeyError::function("no customer")),
+        None => Err(KeySourceError::function("no customer")),
     });
     let record = sqs(r#"{"customer":"c1"}"#);
     assert_eq!(source.key_of(&record).ok().as_deref(), Some("c1/m-1"));

@@ -33,21 +33,23 @@ use serde_json::Value;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::key::{KeyError, KeySource, RecordKey};
-use super::{Idempotency, IdempotencyError, MissingKey, Persistence, Run};
+use dynamodb_exactly_once::idempotency::RecordKey;
+
+use super::key::KeySource;
+use super::{Idempotency, IdempotencyError, KeySourceError, MissingKey, NoValue, Persistence, Run};
 use crate::processor::Record;
 
 /// How a request names its run: the key, the payload the key stands for (hashed and compared
 /// across deliveries), and until when a run of it may still go on.
 pub trait RequestKey<Req>: Send + Sync {
     /// The request's idempotency key.
-    fn key(&self, request: &Req) -> Result<String, KeyError>;
+    fn key(&self, request: &Req) -> Result<String, KeySourceError>;
 
     /// The key as the JSON value it was read from: Powertools' format hashes the value, so a
     /// number `5` and a string `"5"` are two keys there (and one in the native format, whose
     /// key is the text: a string as it is, anything else its canonical JSON). Default: the
     /// [`key`](Self::key) as a string.
-    fn key_json(&self, request: &Req) -> Result<Value, KeyError> {
+    fn key_json(&self, request: &Req) -> Result<Value, KeySourceError> {
         self.key(request).map(Value::String)
     }
 
@@ -72,11 +74,11 @@ pub trait RequestKey<Req>: Send + Sync {
 /// A processor record: the key as the [`KeySource`] says, the payload its body as
 /// delivered, held until the record's deadline.
 impl<T> RequestKey<Record<T>> for KeySource<T> {
-    fn key(&self, record: &Record<T>) -> Result<String, KeyError> {
+    fn key(&self, record: &Record<T>) -> Result<String, KeySourceError> {
         self.key_of(record)
     }
 
-    fn key_json(&self, record: &Record<T>) -> Result<Value, KeyError> {
+    fn key_json(&self, record: &Record<T>) -> Result<Value, KeySourceError> {
         self.key_json_of(record)
     }
 
@@ -190,13 +192,15 @@ where
         let keys = Arc::clone(&self.keys);
         let operation = Arc::clone(&self.operation);
         Box::pin(async move {
-            if !idempotency.config.enabled {
-                idempotency.counters.count(super::stats::Event::Disabled);
-                return inner.call(request).await.map_err(IdempotencyError::Handler);
+            if !idempotency.config().enabled() {
+                let run = idempotency
+                    .run_disabled(move || inner.call(request))
+                    .await?;
+                return response(run, String::new());
             }
             let key = match keys.key_json(&request) {
                 Ok(json) => RecordKey::of(json),
-                Err(e) if idempotency.config.on_missing_key == MissingKey::Run => {
+                Err(e) if idempotency.config().on_missing_key() == MissingKey::Run => {
                     tracing::warn!(operation = %operation, error = %e, "no idempotency key: the service is called without idempotency");
                     return inner.call(request).await.map_err(IdempotencyError::Handler);
                 }
@@ -214,17 +218,24 @@ where
                     move || inner.call(request),
                 )
                 .await?;
-            let key = key.text;
-            match run {
-                Run::Ran(response) | Run::NotStored(response) => Ok(response),
-                Run::Replayed(response) => {
-                    tracing::debug!(key, "duplicate answered with the stored response");
-                    Ok(response)
-                }
-                // No response to answer with: the key's service call completed earlier.
-                Run::ReplayedWithoutValue(why) => Err(IdempotencyError::Completed { key, why }),
-            }
+            response(run, key.text)
         })
+    }
+}
+
+/// The inner service's response a run gives, or why there is none.
+fn response<R, E>(run: Run<R>, key: String) -> Result<R, IdempotencyError<E>> {
+    match run {
+        Run::Replayed(response) => {
+            tracing::debug!(key, "duplicate answered with the stored response");
+            Ok(response)
+        }
+        // No response to answer with: the key's service call completed earlier.
+        Run::ReplayedWithoutValue(why) => Err(IdempotencyError::Completed { key, why }),
+        run => run.value().ok_or(IdempotencyError::Completed {
+            key,
+            why: NoValue::NotKept,
+        }),
     }
 }
 

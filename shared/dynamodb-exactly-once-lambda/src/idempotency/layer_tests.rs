@@ -125,7 +125,7 @@ async fn a_failed_call_runs_again_and_a_record_without_a_key_is_never_served() {
         .expect_err("no key");
     assert!(matches!(
         err,
-        IdempotencyError::Key(KeyError::Unreadable { .. })
+        IdempotencyError::Key(KeySourceError::Unreadable { .. })
     ));
     let RecordError::Reject(rejection) = RecordError::from(err) else {
         panic!("rejected");
@@ -175,7 +175,7 @@ struct Email {
 struct ByRecipient;
 
 impl RequestKey<Email> for ByRecipient {
-    fn key(&self, email: &Email) -> Result<String, KeyError> {
+    fn key(&self, email: &Email) -> Result<String, KeySourceError> {
         Ok(format!("{}/{}", email.campaign, email.to))
     }
 

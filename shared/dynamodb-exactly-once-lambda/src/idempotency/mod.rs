@@ -1,8 +1,10 @@
-//! Idempotency for any async function: a run per operation and key, its result returned to
-//! every duplicate.
+//! Idempotency for any async function, and for processor records: a run per operation and
+//! key, its result returned to every duplicate.
 //!
-//! Wrap a call that must happen once per key ("charge this order", "send this email"); the
-//! operation names the call site, so two effects of one record each run once:
+//! The protocol (claim, run, store or release; [`Persistence`], [`DynamoDbPersistence`],
+//! [`InMemory`], Powertools' record formats) is the library's
+//! [`dynamodb_exactly_once::idempotency`], re-exported here; its page states the invariant,
+//! the cost and the failure modes. This module adds what needs Lambda's records:
 //!
 //! ```no_run
 //! use dynamodb_exactly_once_lambda::idempotency::{
@@ -27,225 +29,58 @@
 //! the record by a [`KeySource`] (its id, its sequence number, a JSON pointer into the body,
 //! a closure), the payload the record's body, the key held until the record's deadline
 //! ([`Idempotency::run_record`]; its errors become the right [`RecordError`] with `?`). A
-//! `tower::Service` is wrapped by [`IdempotencyLayer`] instead.
+//! `tower::Service` is wrapped by [`IdempotencyLayer`] instead. A run whose result cannot be
+//! stored also prints the EMF count [`RESULT_NOT_STORED_METRIC`] (alarm on it).
 //!
 //! [`RecordError`]: crate::processor::RecordError
-//!
-//! # Invariant
-//! For an operation and key, at most one run is in progress at a time, and once a run
-//! completed, every call until the record expires ([`IdempotencyConfig::expires_after`]
-//! after the completion) is answered from the stored record ([`Run::Replayed`]) without
-//! running the function. A run **claims** the key (in progress until the invocation's
-//! deadline, or [`IdempotencyConfig::in_progress_expiry`] without one, however short
-//! `expires_after` is), runs the function, and stores its result; a function that fails or
-//! panics **releases** the key (a retry runs again). A duplicate that finds the key in
-//! progress is [`IdempotencyError::InProgress`] (retryable); one with another payload is
-//! [`IdempotencyError::PayloadMismatch`] (not retryable: a producer bug).
-//!
-//! **Exactly once** holds while a run finishes within its claim. A run whose process dies
-//! (a timeout, a crash) leaves the key in progress until its claim expires, then a retry runs
-//! the function again. A run cut off at its deadline has its future dropped: tasks it
-//! spawned and requests already sent are not stopped, and may land after another run took
-//! the key over. Pass the key on to services that take one (payment APIs do). A run that
-//! outlives its claim and finds the key taken over is [`Run::NotStored`]: its value is not
-//! the stored one, and it is never cached.
-//!
-//! # Cost
-//! A new key: one conditional `PutItem` and one `UpdateItem` (1 WCU each for results up to
-//! ~900 bytes). A duplicate: one failed conditional `PutItem` returning the stored record
-//! (`ALL_OLD`; AWS bills it by the stored record's size, 1 WCU per KB); **none** when the
-//! process has it in its cache ([`IdempotencyConfig::cache_keys`],
-//! [`IdempotencyConfig::cache_bytes`]). A failure: one `DeleteItem` more.
-//!
-//! # Failure modes
-//! * The table is unavailable: [`IdempotencyError::Store`] (retryable as the error says);
-//!   the function did not run.
-//! * The result cannot be serialized (a map with non-string keys): the effect ran, so the
-//!   key is kept, recorded as completed without a value (logged, counted in
-//!   [`IdempotencyStats::result_not_serialized`]); duplicates are
-//!   [`Run::ReplayedWithoutValue`]. A payload that cannot be serialized is
-//!   [`IdempotencyError::Result`] (the function did not run). A stored result the
-//!   caller's type cannot read (a deploy changed it) is [`Run::ReplayedWithoutValue`]: the
-//!   run completed; logged and counted.
-//! * A result too large for one item (400 KB with the record's attributes) is recorded as
-//!   completed without it: duplicates are [`Run::ReplayedWithoutValue`].
-//! * The completion write fails after the function ran: sent again, with backoff, while the
-//!   claim holds the key (up to 8 more times); if it still fails, [`Run::NotStored`], logged
-//!   and counted (EMF `IdempotencyResultNotStored`), and the key stays in progress until its
-//!   claim expires (a later duplicate may then run again).
 
-mod builder;
-mod cache;
-mod call;
-mod config;
-mod dynamodb;
-mod hash;
-mod java_text;
-mod js_json;
 mod key;
 mod layer;
-mod names;
-mod persistence;
 mod records;
-mod run;
-mod stats;
 
-pub use builder::DynamoDbPersistenceBuilder;
-pub use call::Call;
-pub use config::{
-    IdempotencyConfig, IdempotencyConfigBuilder, MissingKey, PayloadCheck, DEFAULT_CACHE_BYTES,
-    DEFAULT_CACHE_KEYS, DEFAULT_EXPIRES_AFTER, DEFAULT_IN_PROGRESS_EXPIRY, DISABLED_ENV,
-    MAX_KEY_BYTES,
+use std::ops::Deref;
+
+#[doc(no_inline)]
+pub use dynamodb_exactly_once::idempotency::{
+    AttributeNames, Call, Claim, ClaimRequest, Completion, DynamoDbPersistence,
+    DynamoDbPersistenceBuilder, IdempotencyConfig, IdempotencyConfigBuilder, IdempotencyError,
+    IdempotencyStats, InMemory, KeySourceError, MissingKey, NoValue, PayloadCheck, Persistence,
+    RecordFormat, Run, Status, StoredRecord, DISABLED_ENV, MAX_ITEM_BYTES, MAX_KEY_BYTES,
 };
-pub use dynamodb::{DynamoDbPersistence, MAX_ITEM_BYTES};
-pub use hash::RecordFormat;
-pub use key::{KeyError, KeyExpression, KeyFn, KeySource, KEY_SETTING};
+pub use key::{KeyExpression, KeyFn, KeySource, KEY_SETTING};
 pub use layer::{IdempotencyLayer, IdempotentFuture, IdempotentService, RequestKey};
-pub use names::AttributeNames;
-pub use persistence::{
-    Claim, ClaimRequest, Completion, InMemory, Persistence, Status, StoredRecord,
-};
-pub use stats::{IdempotencyStats, RESULT_NOT_STORED_METRIC};
 
-use dynamodb_exactly_once::{ErrorClass, StoreError};
+/// The EMF metric of a result not stored.
+pub const RESULT_NOT_STORED_METRIC: &str = "IdempotencyResultNotStored";
 
-/// How a call ended.
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[must_use = "a replay or a result not stored is not an error; handle it"]
-pub enum Run<T> {
-    /// The function ran in this call, and its result is the stored one.
-    Ran(T),
-    /// A duplicate: the stored result of the run that completed earlier.
-    Replayed(T),
-    /// The function ran in this call, but its result is not the stored one: the key was
-    /// taken over after this run's claim expired, the completion could not be written, or
-    /// the record had no key ([`MissingKey::Run`]). Another delivery may get another value.
-    NotStored(T),
-    /// A duplicate of a run that completed, whose result cannot be given: too large to
-    /// keep, or not readable by this type. The function did not run.
-    ReplayedWithoutValue(NoValue),
-}
-
-/// Why a completed run's result cannot be given.
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NoValue {
-    /// The result was too large for one item; only its completion was recorded.
-    NotKept,
-    /// The stored result does not deserialize into this type (e.g. changed by a deploy).
-    Unreadable {
-        /// The deserializer's message.
-        error: String,
-    },
-}
-
-impl<T> Run<T> {
-    /// The value, when there is one.
-    pub fn value(self) -> Option<T> {
-        match self {
-            Run::Ran(v) | Run::Replayed(v) | Run::NotStored(v) => Some(v),
-            Run::ReplayedWithoutValue(_) => None,
-        }
-    }
-
-    /// Whether this call was a duplicate (the function did not run).
-    pub fn is_replayed(&self) -> bool {
-        matches!(self, Run::Replayed(_) | Run::ReplayedWithoutValue(_))
-    }
-}
-
-/// Why a call did not return a value.
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum IdempotencyError<E> {
-    /// Another run holds the key (until `until_ms`, epoch ms): retry later.
-    #[error("another run of this key is in progress (until {until_ms} ms)")]
-    InProgress {
-        /// When its claim expires.
-        until_ms: u64,
-    },
-    /// The key was seen with another payload, or under another operation.
-    #[error("the key {key:?} was used before with another payload")]
-    PayloadMismatch {
-        /// The stored key.
-        key: String,
-    },
-    /// The function failed (the key was released: a retry runs it again).
-    #[error("the function failed: {0}")]
-    Handler(E),
-    /// The store failed; the function did not run.
-    #[error(transparent)]
-    Store(StoreError),
-    /// A payload could not be serialized (the function did not run).
-    #[error("idempotency payload: {0}")]
-    Result(#[source] serde_json::Error),
-    /// The tower layer only: the key's run completed earlier, but its response cannot be
-    /// given ([`Run::ReplayedWithoutValue`]); the service was not called.
-    #[error("the key {key:?} completed earlier; its stored response cannot be given: {why:?}")]
-    Completed {
-        /// The request's key.
-        key: String,
-        /// Why.
-        why: NoValue,
-    },
-    /// The record or request gave no usable key ([`KeySource`]), or the operation is not
-    /// usable; the function did not run.
-    #[error(transparent)]
-    Key(KeyError),
-}
-
-impl<E> IdempotencyError<E> {
-    /// Whether retrying the call later can succeed (the function's own errors: `None`, the
-    /// caller knows).
-    pub fn is_retryable(&self) -> Option<bool> {
-        match self {
-            IdempotencyError::InProgress { .. } => Some(true),
-            IdempotencyError::PayloadMismatch { .. }
-            | IdempotencyError::Result(_)
-            | IdempotencyError::Completed { .. }
-            | IdempotencyError::Key(_) => Some(false),
-            IdempotencyError::Store(e) => Some(e.class() != ErrorClass::InvalidRequest),
-            IdempotencyError::Handler(_) => None,
-        }
-    }
-}
-
-/// The layer: runs a function once per operation and key over a [`Persistence`].
+/// The library's [`Idempotency`](dynamodb_exactly_once::idempotency::Idempotency) (every
+/// method of it through `Deref`: [`call`](dynamodb_exactly_once::idempotency::Idempotency::call),
+/// [`stats`](dynamodb_exactly_once::idempotency::Idempotency::stats), ...) with
+/// [`run_record`](Idempotency::run_record) for processor records, and the EMF count
+/// [`RESULT_NOT_STORED_METRIC`] printed when a result is not stored.
 #[derive(Debug)]
-pub struct Idempotency<P> {
-    persistence: P,
-    config: IdempotencyConfig,
-    cache: cache::Cache,
-    counters: stats::Counters,
-}
+pub struct Idempotency<P>(dynamodb_exactly_once::idempotency::Idempotency<P>);
 
 impl<P: Persistence> Idempotency<P> {
     /// The layer over `persistence`.
     pub fn new(persistence: P, config: IdempotencyConfig) -> Self {
-        Idempotency {
-            cache: cache::Cache::new(config.cache_keys, config.cache_bytes),
-            persistence,
-            config,
-            counters: stats::Counters::default(),
-        }
+        Idempotency(
+            dynamodb_exactly_once::idempotency::Idempotency::new(persistence, config)
+                .on_result_not_stored(emit_result_not_stored),
+        )
     }
+}
 
-    /// The store.
-    pub fn persistence(&self) -> &P {
-        &self.persistence
-    }
+impl<P> Deref for Idempotency<P> {
+    type Target = dynamodb_exactly_once::idempotency::Idempotency<P>;
 
-    /// The settings.
-    pub fn config(&self) -> &IdempotencyConfig {
-        &self.config
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
+}
 
-    /// What this layer did since it was built (replays, in-progress refusals, results not
-    /// stored, ...).
-    pub fn stats(&self) -> IdempotencyStats {
-        self.counters.snapshot()
-    }
+fn emit_result_not_stored() {
+    crate::metrics::emit("idempotency", &[(RESULT_NOT_STORED_METRIC.into(), 1.0)]);
 }
 
 #[cfg(test)]

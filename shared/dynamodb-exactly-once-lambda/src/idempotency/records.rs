@@ -8,8 +8,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::key::{KeyError, KeySource};
-use super::{Idempotency, IdempotencyError, MissingKey, Persistence, Run};
+use super::key::KeySource;
+use super::{Idempotency, IdempotencyError, KeySourceError, MissingKey, Persistence, Run};
 use crate::processor::{Record, RecordError};
 
 impl<P: Persistence> Idempotency<P> {
@@ -33,13 +33,13 @@ impl<P: Persistence> Idempotency<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<R, E>>,
     {
-        if !self.config.enabled {
+        if !self.config().enabled() {
             return self.run_disabled(function).await;
         }
         let body: Option<Value> = serde_json::from_slice(&record.raw).ok();
         let key = match keys.key_with(record, body.as_ref()) {
             Ok(key) => key,
-            Err(e) if self.config.on_missing_key == MissingKey::Run => {
+            Err(e) if self.config().on_missing_key() == MissingKey::Run => {
                 tracing::warn!(operation, error = %e, "no idempotency key: the function runs without idempotency");
                 return function()
                     .await
@@ -80,9 +80,9 @@ impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
                 RejectionCode::InvalidIdempotencyKey,
                 format!("the idempotency key {key:?} was used before with another payload"),
             ),
-            IdempotencyError::Key(e @ (KeyError::Empty { .. } | KeyError::Operation { .. })) => {
-                reject(RejectionCode::InvalidIdempotencyKey, e.to_string())
-            }
+            IdempotencyError::Key(
+                e @ (KeySourceError::Empty { .. } | KeySourceError::Operation { .. }),
+            ) => reject(RejectionCode::InvalidIdempotencyKey, e.to_string()),
             IdempotencyError::Key(e) => reject(RejectionCode::MissingIdempotencyKey, e.to_string()),
             IdempotencyError::Completed { key, why } => RecordError::completed(format!(
                 "the key {key:?} completed earlier; its stored response cannot be given ({why:?})"
@@ -91,6 +91,8 @@ impl<E: Into<RecordError>> From<IdempotencyError<E>> for RecordError {
                 RejectionCode::RejectedByHandler,
                 format!("idempotency payload: {e}"),
             ),
+            // An error a newer library names: delivered again rather than lost.
+            _ => RecordError::retry("the idempotency layer failed".to_string()),
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 use serde_json::{json, Value};
 
 use super::*;
@@ -44,7 +44,10 @@ async fn an_empty_key_given_to_run_is_refused() {
         .run(|| async { Ok::<u8, String>(1) })
         .await;
     assert!(
-        matches!(run, Err(IdempotencyError::Key(KeyError::Empty { .. }))),
+        matches!(
+            run,
+            Err(IdempotencyError::Key(KeySourceError::Empty { .. }))
+        ),
         "{run:?}"
     );
 }

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use std::sync::Mutex;
 
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
+use dynamodb_exactly_once::__private::epoch_millis;
 
 use super::*;
 

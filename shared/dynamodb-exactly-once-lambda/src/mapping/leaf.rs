@@ -2,7 +2,8 @@
 //! and the typed filters it passes through (`/Message|json|/customer`, `/amount|number|neg`,
 //! `/time|epoch_ms`, `/x|default(0)`).
 
-use dynamodb_exactly_once::ddb::number::{check_json_numbers, Number};
+use dynamodb_exactly_once::__private::check_json_numbers;
+use dynamodb_exactly_once::Number;
 use serde_json::Value;
 
 use crate::source::SourcePosition;
@@ -344,7 +345,7 @@ fn epoch_ms(value: &Value) -> Result<i64, String> {
         .map_err(|e| {
             format!(
                 "{} is not an RFC 3339 time like 2024-05-01T12:00:00Z ({e})",
-                dynamodb_exactly_once::text::quote(s)
+                dynamodb_exactly_once::__private::quote(s)
             )
         })
 }

@@ -72,7 +72,7 @@ pub use shape::{FieldShape, Kind, RecordShape, Shape};
 pub(crate) use template::{Field, Node};
 pub(crate) use work::Mapped;
 
-use dynamodb_exactly_once::ddb::number::check_json_numbers;
+use dynamodb_exactly_once::__private::check_json_numbers;
 use dynamodb_exactly_once::{ConfigError, Rejection, RejectionCode};
 use serde_json::Value;
 

@@ -89,7 +89,7 @@ pub use work::{Decode, Handled};
 use work::{Extras, Handler, Handling, WithExtras};
 
 /// Default number of records (or ordered keys) run at once.
-pub const DEFAULT_CONCURRENCY: usize = 8;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 8;
 
 /// How the records of a Kinesis or DynamoDB Streams batch are run. SQS FIFO batches are
 /// always run by message group, SQS standard batches always concurrently.
@@ -159,7 +159,7 @@ impl<T: DeserializeOwned + Send + 'static> Processor<T> {
     /// A processor named `function` (the name its dead letters, logs and metrics carry) running
     /// `handler` on every record. Defaults: no dead-letter sink chosen ([`ReportOnly`]; an
     /// ordered stream batch logs an ERROR until one is chosen, see
-    /// [`Processor::handle_batch`]), [`StreamOrder::Shard`], [`DEFAULT_CONCURRENCY`], a
+    /// [`Processor::handle_batch`]), [`StreamOrder::Shard`], a concurrency of 8, a
     /// deadline margin of 2 s.
     pub fn builder<H, F>(function: impl Into<String>, handler: H) -> ProcessorBuilder<T>
     where
@@ -395,7 +395,7 @@ impl<T: Send + 'static> ProcessorBuilder<T> {
     }
 
     /// How many records (unordered) or ordering keys (ordered) run at once (default
-    /// [`DEFAULT_CONCURRENCY`]; at least 1).
+    /// 8; at least 1).
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency;
         self

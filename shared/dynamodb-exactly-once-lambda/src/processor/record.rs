@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lambda_runtime::Context;
 
-use dynamodb_exactly_once::ddb::error::bounded;
+use dynamodb_exactly_once::__private::bounded;
 use dynamodb_exactly_once::{ErrorClass, Rejection, RejectionCode, StoreError};
 
 use crate::source::{KafkaPosition, MessageAttribute, RecordMetadata, SourceKind, SourcePosition};

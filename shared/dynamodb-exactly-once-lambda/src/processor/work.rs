@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use dynamodb_exactly_once::batch::RecordFailure;
 use dynamodb_exactly_once::{Applied, Deadline, Outcome, RecordResult, Rejection, RejectionCode};
 
-use dynamodb_exactly_once::ddb::error::bounded;
+use dynamodb_exactly_once::__private::bounded;
 
 use super::record::{Record, RecordError, MAX_REASON_CHARS};
 use super::StreamOrder;

@@ -104,7 +104,7 @@ impl RollupFunction {
         let (outcome, cut) = traced(span, deadline, run).await;
         let age_ms = batch
             .oldest_ms
-            .map(|at| dynamodb_exactly_once::ddb::clock::epoch_millis().saturating_sub(at));
+            .map(|at| dynamodb_exactly_once::__private::epoch_millis().saturating_sub(at));
         let (report, state, retry) = match outcome {
             WindowOutcome::Answer { report, state } => (report, state, false),
             WindowOutcome::Retry { report } => (report, None, true),

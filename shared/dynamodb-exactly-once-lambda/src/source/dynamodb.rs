@@ -14,7 +14,7 @@
 
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use dynamodb_exactly_once::ddb::error::bounded;
+use dynamodb_exactly_once::__private::bounded;
 use dynamodb_exactly_once::{ChangeKind, Item, ItemChange, Rejection, RejectionCode};
 use serde_json::Value;
 

@@ -9,8 +9,8 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dynamodb_exactly_once::__private::epoch_millis;
 use dynamodb_exactly_once::batch::{Redelivery, ANSWER_MARGIN};
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
 use dynamodb_exactly_once::{ConfigError, Deadline, Protocol};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
@@ -31,7 +31,7 @@ mod env;
 pub use env::writer_from_env;
 
 /// Default time kept in reserve before the invocation deadline.
-pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(2000);
+pub(crate) const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(2000);
 
 /// A writer function: a protocol plus where its rejected records go. Built by
 /// [`Writer::builder`] (or [`writer_from_env`]).
@@ -53,7 +53,7 @@ impl<P> Writer<P> {
     /// name). Defaults: no dead-letter sink chosen (rejected records are reported for the
     /// source's own dead-letter queue, as under [`ReportOnly`]; refused by
     /// [`WriterBuilder::build`] for a protocol that asks for in-order stream batches),
-    /// [`DEFAULT_DEADLINE_MARGIN`], no event time, no record mapping.
+    /// a deadline margin of 2 s, no event time, no record mapping.
     pub fn builder(function: impl Into<String>, protocol: P) -> WriterBuilder<P> {
         WriterBuilder {
             function: function.into(),
@@ -135,7 +135,7 @@ impl<P: Protocol> WriterBuilder<P> {
     }
 
     /// Stop starting writes `margin` before the invocation deadline (default
-    /// [`DEFAULT_DEADLINE_MARGIN`]; at least [`ANSWER_MARGIN`], 250 ms).
+    /// 2 s; at least [`ANSWER_MARGIN`], 250 ms).
     pub fn deadline_margin(mut self, margin: Duration) -> Self {
         self.deadline_margin = margin;
         self

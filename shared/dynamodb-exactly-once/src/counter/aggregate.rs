@@ -32,7 +32,7 @@ use crate::ddb::Item;
 use crate::rejection::{quote, Rejection, RejectionCode};
 
 /// Default partition key attribute of aggregate items.
-pub const DEFAULT_AGGREGATE_KEY_ATTRIBUTE: &str = "PK";
+pub(crate) const DEFAULT_AGGREGATE_KEY_ATTRIBUTE: &str = "PK";
 
 /// How the counter aggregates item changes; built by [`Aggregation::builder`].
 #[non_exhaustive]
@@ -48,7 +48,7 @@ pub struct Aggregation {
 impl Aggregation {
     /// A builder of the aggregation grouping changes by the source attribute `group_by`
     /// (a key attribute is best: it never changes), aggregate items keyed by
-    /// [`DEFAULT_AGGREGATE_KEY_ATTRIBUTE`].
+    /// `"PK"`.
     pub fn builder(group_by: impl Into<String>) -> AggregationBuilder {
         AggregationBuilder {
             aggregation: Aggregation {
@@ -98,7 +98,7 @@ pub struct AggregationBuilder {
 
 impl AggregationBuilder {
     /// The aggregate table's partition key attribute (default
-    /// [`DEFAULT_AGGREGATE_KEY_ATTRIBUTE`]).
+    /// `"PK"`).
     pub fn key_attribute(mut self, attribute: impl Into<String>) -> Self {
         self.aggregation.key_attribute = attribute.into();
         self

@@ -13,8 +13,8 @@ use super::marker::DEFAULT_ATTRIBUTE_PREFIX;
 use crate::config::ConfigError;
 
 impl CounterConfig {
-    /// A builder with the defaults for `table`: inline keys, window [`DEFAULT_WINDOW`] (1 hour;
-    /// [`DEFAULT_JOURNAL_WINDOW`], 14 days, with [`CounterConfigBuilder::journal`]).
+    /// A builder with the defaults for `table`: inline keys, window 1 h (14 days
+    /// with [`CounterConfigBuilder::journal`]).
     pub fn builder(table: impl Into<String>) -> CounterConfigBuilder {
         CounterConfigBuilder {
             config: CounterConfig {
@@ -141,7 +141,7 @@ pub struct CounterConfigBuilder {
 impl CounterConfigBuilder {
     /// Journal mode, journal in `journal_table` (a table of at least 3 characters other than
     /// `table`): the mode whose cost does not grow with the window or the rate. Its window
-    /// defaults to [`DEFAULT_JOURNAL_WINDOW`] (14 days) unless [`Self::window`] is set.
+    /// defaults to 14 days unless [`Self::window`] is set.
     pub fn journal(mut self, journal_table: impl Into<String>) -> Self {
         self.config.mode = CounterMode::Journal {
             table: journal_table.into(),
@@ -149,21 +149,21 @@ impl CounterConfigBuilder {
         self
     }
 
-    /// Prefix of the protocol attributes (default [`DEFAULT_ATTRIBUTE_PREFIX`]; 1 to 64
+    /// Prefix of the protocol attributes (default `"ctr_"`; 1 to 64
     /// characters of `[A-Za-z0-9_.-]`).
     pub fn attribute_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.config.attribute_prefix = prefix.into();
         self
     }
 
-    /// The duplicate window (default [`DEFAULT_WINDOW`], [`DEFAULT_JOURNAL_WINDOW`] in journal
+    /// The duplicate window (default 1 h, 14 days in journal
     /// mode; 1 s to 366 days).
     pub fn window(mut self, window: Duration) -> Self {
         self.window = Some(window);
         self
     }
 
-    /// Buckets kept per item (default [`DEFAULT_WINDOW_BUCKETS`]; 2 to
+    /// Buckets kept per item (default 2; 2 to
     /// [`MAX_WINDOW_BUCKETS`](super::MAX_WINDOW_BUCKETS)).
     pub fn window_buckets(mut self, buckets: u32) -> Self {
         self.config.window_buckets = buckets;
@@ -171,26 +171,26 @@ impl CounterConfigBuilder {
     }
 
     /// Declared upper bound of new keys per item and second (default
-    /// [`DEFAULT_MAX_KEYS_PER_SECOND`]; the capacity rule checks it in inline mode).
+    /// 1.0; the capacity rule checks it in inline mode).
     pub fn max_keys_per_second(mut self, rate: f64) -> Self {
         self.config.max_keys_per_second = rate;
         self
     }
 
-    /// Bytes of an item the protocol may plan for (default [`DEFAULT_ITEM_BUDGET_BYTES`];
+    /// Bytes of an item the protocol may plan for (default 350 KiB;
     /// at most 400 KiB).
     pub fn item_budget_bytes(mut self, bytes: usize) -> Self {
         self.config.item_budget_bytes = bytes;
         self
     }
 
-    /// Bytes reserved for the item's own data (default [`DEFAULT_OTHER_DATA_BYTES`]).
+    /// Bytes reserved for the item's own data (default 4 KiB).
     pub fn other_data_bytes(mut self, bytes: usize) -> Self {
         self.config.other_data_bytes = bytes;
         self
     }
 
-    /// Items written at once (default [`DEFAULT_CONCURRENCY`]; at least 1).
+    /// Items written at once (default 32; at least 1).
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.config.concurrency = concurrency;
         self
@@ -210,7 +210,7 @@ impl CounterConfigBuilder {
     }
 
     /// Keys of the warm-redelivery cache (default
-    /// [`DEFAULT_CACHE_KEYS`](super::DEFAULT_CACHE_KEYS); `0`: off).
+    /// 10000; `0`: off).
     pub fn cache_keys(mut self, keys: usize) -> Self {
         self.config.cache_keys = keys;
         self

@@ -20,7 +20,7 @@ use lru::LruCache;
 use super::config::CounterConfig;
 
 /// Keys the cache holds by default.
-pub const DEFAULT_CACHE_KEYS: usize = 10_000;
+pub(crate) const DEFAULT_CACHE_KEYS: usize = 10_000;
 /// Longest time (seconds) an entry is trusted.
 pub(crate) const CACHE_MAX_AGE: u64 = 600;
 

@@ -8,18 +8,18 @@ use crate::config::ConfigError;
 use crate::ddb::item::MAX_ITEM_BYTES;
 
 /// Default guaranteed duplicate window: 1 hour.
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_WINDOW: Duration = Duration::from_secs(3600);
 /// Default number of buckets kept (the window is `W - 1` buckets long).
-pub const DEFAULT_WINDOW_BUCKETS: u32 = 2;
+pub(crate) const DEFAULT_WINDOW_BUCKETS: u32 = 2;
 /// Default declared rate of new keys per item and second.
-pub const DEFAULT_MAX_KEYS_PER_SECOND: f64 = 1.0;
+pub(crate) const DEFAULT_MAX_KEYS_PER_SECOND: f64 = 1.0;
 /// Default bytes of an item the keys may use in total with the other data (350 KiB: 50 KiB of
 /// headroom under DynamoDB's limit).
-pub const DEFAULT_ITEM_BUDGET_BYTES: usize = 350 * 1024;
+pub(crate) const DEFAULT_ITEM_BUDGET_BYTES: usize = 350 * 1024;
 /// Default allowance for the item's own data (key, counters, version).
-pub const DEFAULT_OTHER_DATA_BYTES: usize = 4 * 1024;
+pub(crate) const DEFAULT_OTHER_DATA_BYTES: usize = 4 * 1024;
 /// Default number of items written at once.
-pub const DEFAULT_CONCURRENCY: usize = 32;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 32;
 /// Bytes of one stored key: 128 bits of SHA-256 as unpadded base64url.
 pub const KEY_BYTES: usize = 22;
 /// DynamoDB's limit on an expression's length.
@@ -57,7 +57,7 @@ pub enum CounterMode {
 }
 
 /// Default window of the journal mode: 14 days (SQS keeps and redrives a message that long).
-pub const DEFAULT_JOURNAL_WINDOW: Duration = Duration::from_secs(14 * 86_400);
+pub(crate) const DEFAULT_JOURNAL_WINDOW: Duration = Duration::from_secs(14 * 86_400);
 
 /// Settings of the counter protocol; build with [`CounterConfig::builder`].
 #[non_exhaustive]

@@ -23,7 +23,7 @@ use crate::ddb::{Item, Placeholders};
 use crate::rejection::{quote, Rejection, RejectionCode};
 
 /// Default prefix of the protocol's own attributes (payloads cannot write names with it).
-pub const DEFAULT_ATTRIBUTE_PREFIX: &str = "ctr_";
+pub(crate) const DEFAULT_ATTRIBUTE_PREFIX: &str = "ctr_";
 
 /// The prefix marker attribute (S): a digest of the attribute prefix the item's counter state
 /// was written under; absent under the default prefix.

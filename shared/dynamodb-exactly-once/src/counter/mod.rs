@@ -23,16 +23,13 @@ use serde_json::{Map, Value};
 use crate::ddb::item::item_to_json;
 use crate::ddb::{Clock, ItemKey, Read, StoreError};
 
-pub use aggregate::{Aggregation, AggregationBuilder, DEFAULT_AGGREGATE_KEY_ATTRIBUTE};
+pub use aggregate::{Aggregation, AggregationBuilder};
 pub use bucket::{Bucket, BucketName};
 pub use builder::CounterConfigBuilder;
-pub use cache::DEFAULT_CACHE_KEYS;
 pub use config::{
-    Capacity, CounterConfig, CounterMode, DEFAULT_CONCURRENCY, DEFAULT_ITEM_BUDGET_BYTES,
-    DEFAULT_JOURNAL_WINDOW, DEFAULT_MAX_KEYS_PER_SECOND, DEFAULT_OTHER_DATA_BYTES, DEFAULT_WINDOW,
-    DEFAULT_WINDOW_BUCKETS, KEY_BYTES, MAX_WINDOW_BUCKETS, MAX_WINDOW_SECONDS,
+    Capacity, CounterConfig, CounterMode, KEY_BYTES, MAX_WINDOW_BUCKETS, MAX_WINDOW_SECONDS,
 };
-pub use marker::{DEFAULT_ATTRIBUTE_PREFIX, PREFIX_MARKER_ATTRIBUTE};
+pub use marker::PREFIX_MARKER_ATTRIBUTE;
 pub use record::{hash_key, CounterRecord, MAX_COUNTERS_PER_RECORD, MAX_IDEMPOTENCY_KEY_BYTES};
 pub use settle::CounterOutcome;
 

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// A source of the current time in epoch milliseconds.
 ///
 /// ```
-/// use dynamodb_exactly_once::ddb::Clock;
+/// use dynamodb_exactly_once::Clock;
 /// let fixed = Clock::from_fn(|| 1_700_000_000_000);
 /// assert_eq!(fixed.now_secs(), 1_700_000_000);
 /// assert!(Clock::system().now_ms() > 1_700_000_000_000);

@@ -101,7 +101,7 @@ const TRANSIENT_CODES: &[&str] = &[
 
 /// Longest message kept from an SDK error (service messages can quote request values; the
 /// SDK's `Debug` output can hold whole responses): logs and dead letters stay bounded.
-pub const MAX_MESSAGE_CHARS: usize = 300;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 300;
 
 pub use crate::text::bounded;
 

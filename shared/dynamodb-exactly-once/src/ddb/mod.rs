@@ -17,17 +17,17 @@
 //! of an expression's text).
 
 pub(crate) mod batch;
-pub mod clock;
+pub(crate) mod clock;
 pub(crate) mod cond;
 pub(crate) mod conflict;
-pub mod cost;
-pub mod error;
+pub(crate) mod cost;
+pub(crate) mod error;
 pub(crate) mod expr;
-pub mod item;
-pub mod number;
-pub mod read;
-pub mod retry;
-pub mod schema;
+pub(crate) mod item;
+pub(crate) mod number;
+pub(crate) mod read;
+pub(crate) mod retry;
+pub(crate) mod schema;
 
 pub use clock::Clock;
 pub(crate) use cond::{conditional, Cond};

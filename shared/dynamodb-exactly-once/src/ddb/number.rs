@@ -19,11 +19,11 @@
 use std::fmt;
 
 /// DynamoDB's precision: significant digits of a number.
-pub const MAX_DIGITS: usize = 38;
+pub(crate) const MAX_DIGITS: usize = 38;
 /// The smallest adjusted exponent of a non-zero number (`1E-130`).
-pub const MIN_EXPONENT: i64 = -130;
+pub(crate) const MIN_EXPONENT: i64 = -130;
 /// The largest adjusted exponent of a number (`9.99…E+125`).
-pub const MAX_EXPONENT: i64 = 125;
+pub(crate) const MAX_EXPONENT: i64 = 125;
 
 /// An exact decimal number that DynamoDB accepts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -166,7 +166,7 @@ impl Number {
     }
 
     /// The exact sum, or the rule it breaks when DynamoDB could not store it (more than
-    /// [`MAX_DIGITS`] significant digits, or out of range): `ADD` would refuse it too.
+    /// 38 significant digits, or out of range): `ADD` would refuse it too.
     pub fn checked_add(&self, other: &Number) -> Result<Number, NumberError> {
         if self.is_zero() {
             return Ok(other.clone());

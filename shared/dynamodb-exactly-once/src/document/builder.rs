@@ -61,21 +61,21 @@ pub struct DocumentConfigBuilder {
 }
 
 impl DocumentConfigBuilder {
-    /// Prefix of the protocol's attributes (default [`DEFAULT_ATTRIBUTE_PREFIX`]; non-empty,
+    /// Prefix of the protocol's attributes (default `"doc_"`; non-empty,
     /// no `.`, `[` or `]`; fixed once data exists, see the module's *Layout*).
     pub fn attribute_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.config.attribute_prefix = prefix.into();
         self
     }
 
-    /// How many items are written at once (default [`DEFAULT_CONCURRENCY`]; at least 1).
+    /// How many items are written at once (default 32; at least 1).
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.config.concurrency = concurrency;
         self
     }
 
     /// Waits between the tries of a guarded write that lost a race (default: 5 ms to 200 ms,
-    /// [`DEFAULT_MAX_RETRIES`] retries).
+    /// 8 retries).
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.config.backoff = backoff;
         self

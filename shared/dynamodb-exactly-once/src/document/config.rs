@@ -8,11 +8,11 @@ use crate::ddb::retry::Backoff;
 
 /// Default prefix of the protocol's attributes (`doc_version`, `doc_tok`, `doc_tokp`,
 /// `doc_toke`).
-pub const DEFAULT_ATTRIBUTE_PREFIX: &str = "doc_";
+pub(crate) const DEFAULT_ATTRIBUTE_PREFIX: &str = "doc_";
 /// Default number of items written at once.
-pub const DEFAULT_CONCURRENCY: usize = 32;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 32;
 /// Default retries of a guarded write (`list_remove`, `replace`) that lost a race.
-pub const DEFAULT_MAX_RETRIES: usize = 8;
+pub(crate) const DEFAULT_MAX_RETRIES: usize = 8;
 /// The span of a token epoch: an operation token stays in the item at least this long after
 /// it landed, whatever the number of writes in between (see the module docs: lost responses).
 pub const TOKEN_EPOCH: Duration = Duration::from_secs(30);

@@ -21,9 +21,7 @@ use crate::ddb::{Cost, Item, ItemKey, StoreError};
 use crate::rejection::Rejection;
 
 pub use builder::DocumentConfigBuilder;
-pub use config::{
-    DocumentConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, TOKEN_EPOCH,
-};
+pub use config::{DocumentConfig, TOKEN_EPOCH};
 pub use layout::PREFIX_MARKER_ATTRIBUTE;
 pub use path::{AttrPath, Segment, MAX_DEPTH, MAX_INDEX, MAX_PATH_BYTES};
 use record::RawRecord;

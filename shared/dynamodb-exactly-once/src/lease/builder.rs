@@ -48,13 +48,13 @@ pub struct LeaseConfigBuilder {
 }
 
 impl LeaseConfigBuilder {
-    /// How long an acquisition or heartbeat holds the lock (default [`DEFAULT_LEASE`]).
+    /// How long an acquisition or heartbeat holds the lock (default 10 s).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
     }
 
-    /// How often a waiting contender reads the lock (default [`DEFAULT_POLL_INTERVAL`]).
+    /// How often a waiting contender reads the lock (default 1 s).
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.config.poll_interval = interval;
         self

@@ -5,9 +5,9 @@ use std::time::Duration;
 use crate::config::ConfigError;
 
 /// Default lease duration.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 /// Default time between two reads of a contender waiting for a lock.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Settings of the lease lock; build with [`LeaseConfig::builder`] (a config that exists is
 /// valid).

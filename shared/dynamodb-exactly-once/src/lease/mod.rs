@@ -14,7 +14,7 @@ use serde::Deserialize;
 use crate::ddb::{Item, StoreError};
 
 pub use builder::LeaseConfigBuilder;
-pub use config::{LeaseConfig, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL};
+pub use config::LeaseConfig;
 pub use holding::Holding;
 
 /// The lock item's key attribute.

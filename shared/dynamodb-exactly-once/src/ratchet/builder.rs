@@ -123,37 +123,37 @@ pub struct RatchetConfigBuilder {
 }
 
 impl RatchetConfigBuilder {
-    /// Timestamp attribute (default [`DEFAULT_TS_ATTRIBUTE`]).
+    /// Timestamp attribute (default `"Timestamp"`).
     pub fn ts_attribute(mut self, name: impl Into<String>) -> Self {
         self.config.ts_attribute = name.into();
         self
     }
 
-    /// Tombstone flag attribute (default [`DEFAULT_DELETED_ATTRIBUTE`]).
+    /// Tombstone flag attribute (default `"Deleted"`).
     pub fn deleted_attribute(mut self, name: impl Into<String>) -> Self {
         self.config.deleted_attribute = name.into();
         self
     }
 
-    /// TTL attribute, epoch seconds (default [`DEFAULT_TTL_ATTRIBUTE`]; enable TTL on it).
+    /// TTL attribute, epoch seconds (default `"TTL"`; enable TTL on it).
     pub fn ttl_attribute(mut self, name: impl Into<String>) -> Self {
         self.config.ttl_attribute = name.into();
         self
     }
 
-    /// Tie-break token attribute (default [`DEFAULT_TIE_BREAK_ATTRIBUTE`]).
+    /// Tie-break token attribute (default `"TieBreak"`).
     pub fn tie_break_attribute(mut self, name: impl Into<String>) -> Self {
         self.config.tie_break_attribute = name.into();
         self
     }
 
-    /// How long tombstones are kept (default [`DEFAULT_TOMBSTONE_TTL`]).
+    /// How long tombstones are kept (default 7 days).
     pub fn tombstone_ttl(mut self, ttl: Duration) -> Self {
         self.config.tombstone_ttl = ttl;
         self
     }
 
-    /// How many keys are written at once (default [`DEFAULT_CONCURRENCY`]; at least 1).
+    /// How many keys are written at once (default 32; at least 1).
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.config.concurrency = concurrency;
         self
@@ -185,7 +185,7 @@ impl RatchetConfigBuilder {
         self
     }
 
-    /// Keys of the warm-redelivery cache (default [`super::DEFAULT_CACHE_KEYS`]; `0`: off).
+    /// Keys of the warm-redelivery cache (default 10000; `0`: off).
     pub fn cache_keys(mut self, keys: usize) -> Self {
         self.config.cache_keys = keys;
         self

@@ -30,7 +30,7 @@ use super::outcome::RatchetOutcome;
 use super::ts::Ts;
 
 /// Keys the cache holds by default.
-pub const DEFAULT_CACHE_KEYS: usize = 10_000;
+pub(crate) const DEFAULT_CACHE_KEYS: usize = 10_000;
 /// Longest time an entry is trusted (a tombstone may expire after it).
 pub const CACHE_MAX_AGE: Duration = Duration::from_secs(600);
 

@@ -7,17 +7,17 @@ use std::time::Duration;
 use crate::config::ConfigError;
 
 /// Default name of the timestamp attribute.
-pub const DEFAULT_TS_ATTRIBUTE: &str = "Timestamp";
+pub(crate) const DEFAULT_TS_ATTRIBUTE: &str = "Timestamp";
 /// Default name of the tombstone flag.
-pub const DEFAULT_DELETED_ATTRIBUTE: &str = "Deleted";
+pub(crate) const DEFAULT_DELETED_ATTRIBUTE: &str = "Deleted";
 /// Default name of the TTL attribute (epoch seconds; enable TTL on it in the table).
-pub const DEFAULT_TTL_ATTRIBUTE: &str = "TTL";
+pub(crate) const DEFAULT_TTL_ATTRIBUTE: &str = "TTL";
 /// Default name of the tie-break attribute.
-pub const DEFAULT_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
+pub(crate) const DEFAULT_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
 /// Default tombstone lifetime: 7 days.
-pub const DEFAULT_TOMBSTONE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const DEFAULT_TOMBSTONE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Default number of keys written at once.
-pub const DEFAULT_CONCURRENCY: usize = 32;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 32;
 
 /// Settings of the ratchet protocol; build with [`RatchetConfig::builder`] (a config that
 /// exists is valid).
@@ -110,7 +110,7 @@ impl RatchetConfig {
 /// transaction's `_tx*`, the counter's and the document writer's default prefixes, the
 /// versioned item's). A trailing `*` makes a prefix. The replica's own ratchet attributes
 /// (timestamp, tie-break, deleted flag, TTL) are always skipped.
-pub const DEFAULT_SKIP_ATTRIBUTES: [&str; 7] = [
+pub(crate) const DEFAULT_SKIP_ATTRIBUTES: [&str; 7] = [
     "_tx*",
     "ctr_*",
     "doc_*",
@@ -121,7 +121,7 @@ pub const DEFAULT_SKIP_ATTRIBUTES: [&str; 7] = [
 ];
 
 /// How the ratchet replicates item changes: [`Replication::default`] skips
-/// [`DEFAULT_SKIP_ATTRIBUTES`], [`Replication::skipping`] others.
+/// `_tx*`, `ctr_*`, `doc_*`, `_version`, `_deleted`, `_writeId`, `_writtenAt`, [`Replication::skipping`] others.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replication {
@@ -136,7 +136,7 @@ impl Default for Replication {
 
 impl Replication {
     /// Replication leaving out these source attributes (names, or prefixes ending in `*`)
-    /// instead of [`DEFAULT_SKIP_ATTRIBUTES`].
+    /// instead of `_tx*`, `ctr_*`, `doc_*`, `_version`, `_deleted`, `_writeId`, `_writtenAt`.
     pub fn skipping<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Self {
         Replication {
             skip_attributes: names.into_iter().map(Into::into).collect(),

@@ -20,12 +20,8 @@ use crate::ddb::Item;
 use crate::rejection::Rejection;
 
 pub use builder::RatchetConfigBuilder;
-pub use cache::{CACHE_MAX_AGE, DEFAULT_CACHE_KEYS};
-pub use config::{
-    RatchetConfig, Replication, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE,
-    DEFAULT_SKIP_ATTRIBUTES, DEFAULT_TIE_BREAK_ATTRIBUTE, DEFAULT_TOMBSTONE_TTL,
-    DEFAULT_TS_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE,
-};
+pub use cache::CACHE_MAX_AGE;
+pub use config::{RatchetConfig, Replication};
 pub use layout::LAYOUT_ATTRIBUTE;
 pub use ledger::{LifetimeLedger, LEDGER_LEASE};
 pub use outcome::RatchetOutcome;

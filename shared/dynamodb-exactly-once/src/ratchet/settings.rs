@@ -26,7 +26,8 @@ impl FromSettings for RatchetConfig {
     /// `max_record_age_seconds` (the age guard; default the tombstone lifetime),
     /// `history_table` (history mode), `changes` (`replicate`: item changes replicated;
     /// unset or `none`: refused) and `change_skip_attributes` (comma-separated names or
-    /// `prefix*`, replacing [`DEFAULT_SKIP_ATTRIBUTES`](super::DEFAULT_SKIP_ATTRIBUTES)), `cache_keys` (the
+    /// `prefix*`, replacing the default `_tx*`, `ctr_*`, `doc_*`, `_version`, `_deleted`, `_writeId`,
+    /// `_writtenAt`), `cache_keys` (the
     /// warm-redelivery cache, `0`: off), `ledger_table` (the lifetime ledger,
     /// [`super::LifetimeLedger::new`])).
     fn from_settings(s: &Settings<'_>) -> Result<Self, ConfigError> {

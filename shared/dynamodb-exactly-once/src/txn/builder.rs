@@ -125,7 +125,7 @@ impl TxConfigBuilder {
     }
 
     /// How long to wait on a pending transaction's lock before rolling it back (default
-    /// [`DEFAULT_LOCK_PATIENCE`](super::DEFAULT_LOCK_PATIENCE); at least twice the heartbeat
+    /// 1 s; at least twice the heartbeat
     /// interval).
     pub fn lock_patience(mut self, patience: Duration) -> Self {
         self.config.lock_patience = patience;
@@ -133,7 +133,7 @@ impl TxConfigBuilder {
     }
 
     /// The heartbeat interval (default
-    /// [`DEFAULT_HEARTBEAT_EVERY`](super::DEFAULT_HEARTBEAT_EVERY); `Duration::ZERO`: off),
+    /// 250 ms; `Duration::ZERO`: off),
     /// see [`TxConfig::heartbeat_every`].
     pub fn heartbeat_every(mut self, every: Duration) -> Self {
         self.config.heartbeat_every = every;
@@ -141,20 +141,20 @@ impl TxConfigBuilder {
     }
 
     /// Restarts of an aborted attempt within one invocation (default
-    /// [`DEFAULT_MAX_ATTEMPTS`](super::DEFAULT_MAX_ATTEMPTS); at least 1).
+    /// 5; at least 1).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.config.max_attempts = attempts;
         self
     }
 
     /// Transactions of a batch run at once, and item writes of one finalize (default
-    /// [`DEFAULT_CONCURRENCY`](super::DEFAULT_CONCURRENCY); at least 1).
+    /// 8; at least 1).
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.config.concurrency = concurrency;
         self
     }
 
-    /// The idempotency horizon (default [`DEFAULT_RETAIN`](super::DEFAULT_RETAIN); not
+    /// The idempotency horizon (default 15 days; not
     /// shorter than the redelivery horizon), see [`TxConfig::retain`].
     pub fn retain(mut self, retain: Duration) -> Self {
         self.config.retain = retain;
@@ -162,7 +162,7 @@ impl TxConfigBuilder {
     }
 
     /// The longest a message can be delivered again (default
-    /// [`DEFAULT_REDELIVERY_HORIZON`](super::DEFAULT_REDELIVERY_HORIZON)).
+    /// 14 days).
     pub fn redelivery_horizon(mut self, horizon: Duration) -> Self {
         self.config.redelivery_horizon = horizon;
         self

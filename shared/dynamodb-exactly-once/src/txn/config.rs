@@ -10,23 +10,23 @@ use crate::ddb::clock::epoch_millis;
 use crate::rejection::{Rejection, RejectionCode};
 
 /// Default wait on a pending transaction's lock before rolling it back.
-pub const DEFAULT_LOCK_PATIENCE: Duration = Duration::from_millis(1000);
+pub(crate) const DEFAULT_LOCK_PATIENCE: Duration = Duration::from_millis(1000);
 /// Default interval of a pending attempt's heartbeats (a quarter of the default patience).
-pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
+pub(crate) const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
 /// Default restarts of an aborted attempt within one invocation.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 /// Default items per lock-path `TransactWriteItems`.
 pub(super) const DEFAULT_LOCK_CHUNK: usize = 99;
 /// Default transactions (and item writes) in flight at once.
-pub const DEFAULT_CONCURRENCY: usize = 8;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 8;
 /// Default redelivery horizon: the longest a message can come back by SQS's own redelivery
 /// (SQS keeps a message at most 14 days from its enqueue). A message moved back from a redrive
 /// queue is a *new* message with a new enqueue time: the horizon does not cover it (see the
 /// protocol page, invariant 6).
-pub const DEFAULT_REDELIVERY_HORIZON: Duration = Duration::from_secs(14 * 24 * 3600);
+pub(crate) const DEFAULT_REDELIVERY_HORIZON: Duration = Duration::from_secs(14 * 24 * 3600);
 /// Default idempotency horizon: how long completed TX records are kept (the sweeper's
 /// retention), above the redelivery horizon.
-pub const DEFAULT_RETAIN: Duration = Duration::from_secs(15 * 24 * 3600);
+pub(crate) const DEFAULT_RETAIN: Duration = Duration::from_secs(15 * 24 * 3600);
 
 /// Settings of the transaction protocol; build with [`TxConfig::builder`].
 #[non_exhaustive]

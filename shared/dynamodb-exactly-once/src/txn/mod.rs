@@ -20,10 +20,8 @@ pub mod sweep;
 pub use crate::ddb::Cost;
 pub use builder::TxConfigBuilder;
 pub(crate) use config::check_horizons;
-pub use config::{
-    TxConfig, DEFAULT_CONCURRENCY, DEFAULT_HEARTBEAT_EVERY, DEFAULT_LOCK_PATIENCE,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN, MAX_ISSUED_AHEAD,
-};
+pub use config::{TxConfig, MAX_ISSUED_AHEAD};
+pub(crate) use config::{DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN};
 pub use coordinator::Coordinator;
 pub use fast::{FAST_MAX_REQUESTS, FAST_MAX_REQUEST_BYTES};
 pub(crate) use item::plain_json;

@@ -12,7 +12,7 @@ use crate::source::SourcePosition;
 
 /// The `MaximumMessageSize` of a queue created without one (256 KiB): the default limit of a
 /// letter's message.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
+pub(crate) const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 
 /// The largest `MaximumMessageSize` a queue can be given (1 MiB).
 pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;

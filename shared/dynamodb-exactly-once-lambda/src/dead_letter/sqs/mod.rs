@@ -10,13 +10,13 @@
 //!   `MessageDeduplicationId` derived from the record's identity (the SHA-256 of its
 //!   [`letter_id`]), so SQS drops the copies sent within its 5-minute de-duplication window.
 //!   Its `MessageGroupId` is the record's own message group or partition key (their SHA-256
-//!   when they are not a valid group id), else [`DEFAULT_GROUP_ID`].
+//!   when they are not a valid group id), else `"dead-letters"`.
 //! * On a **standard** queue delivery is at least once: a redelivered record can be queued
 //!   twice (and SQS itself may deliver a message twice). Every letter carries the record's
 //!   [`SqsLetter::id`], the same on each copy: de-duplicate by it.
 //!
 //! **Size.** A letter is at most the sink's message limit (default
-//! [`DEFAULT_MAX_MESSAGE_BYTES`], the default `MaximumMessageSize`; raise it with
+//! 256 KiB, the default `MaximumMessageSize`; raise it with
 //! [`SqsDeadLetters::max_message_bytes`] for a queue that accepts more). A body that does not
 //! fit is cut, marked `BodyTruncated` with its whole size in `BodyBytes`: a rejected record of
 //! any size is kept, never refused for its size. Keep the whole payload with the table sink
@@ -34,9 +34,9 @@ use aws_sdk_sqs::Client;
 use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
 
+use dynamodb_exactly_once::__private::bounded;
+use dynamodb_exactly_once::__private::epoch_seconds;
 use dynamodb_exactly_once::batch::RecordFailure;
-use dynamodb_exactly_once::ddb::clock::epoch_seconds;
-use dynamodb_exactly_once::ddb::error::bounded;
 use dynamodb_exactly_once::Rejection;
 
 use super::sink::{DeadLetterSink, Disposal};
@@ -45,11 +45,12 @@ use crate::source::{SourcePosition, SourceRecord};
 
 mod letter;
 
-pub use letter::{SqsLetter, DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES};
+pub(crate) use letter::DEFAULT_MAX_MESSAGE_BYTES;
+pub use letter::{SqsLetter, MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES};
 
 /// The `MessageGroupId` of a letter (FIFO queue) whose record has no message group or
 /// partition key (a DynamoDB stream record).
-pub const DEFAULT_GROUP_ID: &str = "dead-letters";
+pub(crate) const DEFAULT_GROUP_ID: &str = "dead-letters";
 
 /// Longest error message kept from an SQS error.
 const MAX_ERROR_CHARS: usize = 300;
@@ -66,7 +67,7 @@ pub struct SqsDeadLetters {
 
 impl SqsDeadLetters {
     /// Letters of `function` to the queue at `queue_url`, at most
-    /// [`DEFAULT_MAX_MESSAGE_BYTES`] each.
+    /// 256 KiB each.
     pub fn new(client: Client, queue_url: impl Into<String>, function: impl Into<String>) -> Self {
         SqsDeadLetters {
             client,
@@ -201,7 +202,7 @@ pub enum SqsDeadLetterError {
 /// The `MessageGroupId` of a record's letter on a FIFO queue: its SQS message group or
 /// Kinesis partition key when that is a valid group id (1 to 128 ASCII letters, digits and
 /// punctuation), else `sha256-<hex>` of it (so the letters of one key stay in one group), else
-/// [`DEFAULT_GROUP_ID`].
+/// `dead-letters`.
 pub fn fifo_group_id(position: &SourcePosition) -> String {
     let key = position
         .message_group_id

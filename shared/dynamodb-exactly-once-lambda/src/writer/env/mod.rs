@@ -16,7 +16,7 @@ use crate::source::value::KafkaValues;
 
 /// The writer function of protocol `P` from its environment: the protocol's settings
 /// (`<PREFIX>_<SETTING>`, see [`crate::settings`]), its dead-letter sink,
-/// `<PREFIX>_DEADLINE_MARGIN_MS` (default [`DEFAULT_DEADLINE_MARGIN`], at least
+/// `<PREFIX>_DEADLINE_MARGIN_MS` (default 2000 ms, at least
 /// [`ANSWER_MARGIN`], 250 ms), `<PREFIX>_DEPLOYMENT` (the name its dead letters are kept
 /// under; default the Lambda function's name, `AWS_LAMBDA_FUNCTION_NAME`),
 /// `<PREFIX>_EVENT_TIME_POINTER` (see [`crate::event_time`]) and `<PREFIX>_RECORD_MAPPING`
@@ -155,7 +155,7 @@ impl SinkChoice {
     }
 }
 
-/// `<PREFIX>_DEADLINE_MARGIN_MS` (default [`DEFAULT_DEADLINE_MARGIN`]), at least
+/// `<PREFIX>_DEADLINE_MARGIN_MS` (default 2 s), at least
 /// [`ANSWER_MARGIN`]: the cutoff of work in flight (and of the trace flush) is that long before
 /// the deadline, and a smaller margin would move it to the deadline itself.
 fn deadline_margin_from_env(spec: &FunctionSpec) -> Result<Duration, ConfigError> {

@@ -7,17 +7,17 @@ use crate::config::{ConfigError, Configured, FromSettings, Settings};
 /// Default stale threshold: longer than a redelivery gap (the template's 360 s visibility
 /// timeout plus the coordinator's 60 s timeout), so a transaction that spans deliveries is
 /// not rolled back between them.
-pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(900);
+pub(crate) const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(900);
 /// Default longest gap between two deliveries of a message (the template's queue visibility
 /// timeout, 360 s, plus the coordinator's timeout, 60 s).
-pub const DEFAULT_REDELIVERY_GAP: Duration = Duration::from_secs(420);
+pub(crate) const DEFAULT_REDELIVERY_GAP: Duration = Duration::from_secs(420);
 /// Default retention of completed TX records (the idempotency horizon: 15 days, above SQS's
-/// 14-day maximum retention; see [`crate::txn::DEFAULT_RETAIN`]).
-pub const DEFAULT_RETAIN: Duration = crate::txn::DEFAULT_RETAIN;
+/// 14-day maximum retention; the coordinator's `DEFAULT_RETAIN`).
+pub(crate) const DEFAULT_RETAIN: Duration = crate::txn::DEFAULT_RETAIN;
 /// Default time kept in reserve before the invocation deadline.
-pub const DEFAULT_SWEEP_MARGIN: Duration = Duration::from_millis(3000);
+pub(crate) const DEFAULT_SWEEP_MARGIN: Duration = Duration::from_millis(3000);
 /// Default transactions driven at once.
-pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
+pub(crate) const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 /// Settings of the sweeper; build with [`SweepConfig::builder`].
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,13 +123,13 @@ pub struct SweepConfigBuilder {
 }
 
 impl SweepConfigBuilder {
-    /// The stale threshold (default [`DEFAULT_STALE_AFTER`]; longer than the redelivery gap).
+    /// The stale threshold (default 15 min; longer than the redelivery gap).
     pub fn stale_after(mut self, after: Duration) -> Self {
         self.config.stale_after = after;
         self
     }
 
-    /// The retention of completed records (default [`DEFAULT_RETAIN`]; not shorter than the
+    /// The retention of completed records (default 15 days; not shorter than the
     /// redelivery horizon).
     pub fn retain(mut self, retain: Duration) -> Self {
         self.config.retain = retain;
@@ -137,27 +137,27 @@ impl SweepConfigBuilder {
     }
 
     /// Time kept in reserve before the invocation deadline (default
-    /// [`DEFAULT_SWEEP_MARGIN`]).
+    /// 3 s).
     pub fn deadline_margin(mut self, margin: Duration) -> Self {
         self.config.deadline_margin = margin;
         self
     }
 
-    /// Transactions driven at once (default [`DEFAULT_SWEEP_CONCURRENCY`]; at least 1).
+    /// Transactions driven at once (default 8; at least 1).
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.config.concurrency = concurrency;
         self
     }
 
     /// The longest gap between two deliveries of a message (default
-    /// [`DEFAULT_REDELIVERY_GAP`]; zero skips the stale threshold's check).
+    /// 7 min; zero skips the stale threshold's check).
     pub fn redelivery_gap(mut self, gap: Duration) -> Self {
         self.config.redelivery_gap = gap;
         self
     }
 
     /// How long a message may be delivered again (default
-    /// [`DEFAULT_REDELIVERY_HORIZON`](crate::txn::DEFAULT_REDELIVERY_HORIZON)).
+    /// 14 days).
     pub fn redelivery_horizon(mut self, horizon: Duration) -> Self {
         self.config.redelivery_horizon = horizon;
         self

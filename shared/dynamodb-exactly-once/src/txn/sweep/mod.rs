@@ -77,10 +77,7 @@ mod config;
 mod retired;
 
 pub use crate::txn::record::SWEEP_SHARDS;
-pub use config::{
-    check_stale_after, SweepConfig, SweepConfigBuilder, DEFAULT_REDELIVERY_GAP, DEFAULT_RETAIN,
-    DEFAULT_STALE_AFTER, DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_MARGIN,
-};
+pub use config::{check_stale_after, SweepConfig, SweepConfigBuilder};
 pub use retired::{KeepRetired, Retired};
 
 /// Index page size.

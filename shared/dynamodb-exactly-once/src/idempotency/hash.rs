@@ -18,7 +18,7 @@
 //!   spells them: `<operation>#<base64 md5 of JSON.stringify(deepSort(key))>`, the payload
 //!   hash the base64 MD5 of the same text of the part (see `js_json`).
 
-use dynamodb_exactly_once::ddb::item::canonical_json;
+use crate::ddb::item::canonical_json;
 use md5::Md5;
 use serde_json::Value;
 use sha2::{Digest, Sha256};

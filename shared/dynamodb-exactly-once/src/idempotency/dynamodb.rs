@@ -14,13 +14,13 @@
 
 use std::sync::Arc;
 
+use crate::ddb::item::{item_size, to_attribute_value, to_json_value};
+use crate::{Item, StoreError};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::ddb::item::{item_size, to_attribute_value, to_json_value};
-use dynamodb_exactly_once::{Item, StoreError};
 
 use super::names::AttributeNames;
 use super::persistence::{Claim, ClaimRequest, Completion, Persistence, Status, StoredRecord};

@@ -3,9 +3,9 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
-use dynamodb_exactly_once::ddb::clock::epoch_millis;
-use dynamodb_exactly_once::ddb::retry::Backoff;
-use dynamodb_exactly_once::StoreError;
+use crate::ddb::clock::epoch_millis;
+use crate::ddb::retry::Backoff;
+use crate::StoreError;
 use futures::FutureExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::cache::Cached;
 use super::config::PayloadCheck;
-use super::key::{KeyError, RecordKey};
+use super::key::{KeySourceError, RecordKey};
 use super::stats::Event;
 use super::{
     Claim, ClaimRequest, Completion, Idempotency, IdempotencyError, NoValue, Persistence, Run,
@@ -41,7 +41,8 @@ const MAX_OPERATION_BYTES: usize = 128;
 impl<P: Persistence> Idempotency<P> {
     /// [`Call::run`](super::Call::run) with a key read as a JSON value (Powertools' format hashes the
     /// value, not its text).
-    pub(super) async fn run_keyed<T, E, F, Fut>(
+    #[doc(hidden)]
+    pub async fn run_keyed<T, E, F, Fut>(
         &self,
         operation: &str,
         key: &RecordKey,
@@ -63,7 +64,7 @@ impl<P: Persistence> Idempotency<P> {
             || format == super::RecordFormat::PowertoolsTypeScript;
         check_operation(operation, prefixed && format.is_powertools())?;
         if key.text.is_empty() {
-            return Err(IdempotencyError::Key(KeyError::Empty {
+            return Err(IdempotencyError::Key(KeySourceError::Empty {
                 expression: "the key given".into(),
             }));
         }
@@ -311,7 +312,8 @@ impl<P: Persistence> Idempotency<P> {
 
     /// The layer turned off: the function runs, nothing is claimed or stored
     /// (`NotStored`, counted).
-    pub(super) async fn run_disabled<T, E, F, Fut>(
+    #[doc(hidden)]
+    pub async fn run_disabled<T, E, F, Fut>(
         &self,
         function: F,
     ) -> Result<Run<T>, IdempotencyError<E>>
@@ -421,7 +423,7 @@ impl<P: Persistence> Idempotency<P> {
 fn check_operation<E>(operation: &str, hash_allowed: bool) -> Result<(), IdempotencyError<E>> {
     let hash = !hash_allowed && operation.contains('#');
     if operation.is_empty() || operation.len() > MAX_OPERATION_BYTES || hash {
-        return Err(IdempotencyError::Key(KeyError::Operation {
+        return Err(IdempotencyError::Key(KeySourceError::Operation {
             operation: operation.to_string(),
         }));
     }

@@ -1,6 +1,6 @@
 //! What the layer did, counted per process ([`Idempotency::stats`](super::Idempotency::stats)),
-//! and the EMF count `IdempotencyResultNotStored` printed when a run's result could not be
-//! stored (the one case in which the layer gives up "once": alarm on it).
+//! with a hook called when a run's result could not be stored (the one case in which the
+//! layer gives up "once": the Lambda edge prints an EMF count there, to alarm on).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -43,6 +43,7 @@ pub(super) struct Counters {
     result_not_serialized: AtomicU64,
     waited: AtomicU64,
     disabled: AtomicU64,
+    pub(super) on_not_stored: Option<fn()>,
 }
 
 /// One counted event.
@@ -59,9 +60,6 @@ pub(super) enum Event {
     Disabled,
 }
 
-/// The EMF metric of a result not stored.
-pub const RESULT_NOT_STORED_METRIC: &str = "IdempotencyResultNotStored";
-
 impl Counters {
     pub(super) fn count(&self, event: Event) {
         let counter = match event {
@@ -76,8 +74,8 @@ impl Counters {
             Event::Disabled => &self.disabled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if matches!(event, Event::ResultNotStored) {
-            crate::metrics::emit("idempotency", &[(RESULT_NOT_STORED_METRIC.into(), 1.0)]);
+        if let (Event::ResultNotStored, Some(hook)) = (event, self.on_not_stored) {
+            hook();
         }
     }
 

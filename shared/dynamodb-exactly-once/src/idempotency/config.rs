@@ -2,23 +2,23 @@
 
 use std::time::Duration;
 
-use dynamodb_exactly_once::ConfigError;
+use crate::ConfigError;
 
 /// How long a completed record is kept by default (Powertools' default too).
-pub const DEFAULT_EXPIRES_AFTER: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_EXPIRES_AFTER: Duration = Duration::from_secs(3600);
 /// How long a run holds its key when the caller gives no deadline.
-pub const DEFAULT_IN_PROGRESS_EXPIRY: Duration = Duration::from_secs(900);
+pub(crate) const DEFAULT_IN_PROGRESS_EXPIRY: Duration = Duration::from_secs(900);
 /// Completed keys kept in the process's cache by default.
-pub const DEFAULT_CACHE_KEYS: usize = 1000;
+pub(crate) const DEFAULT_CACHE_KEYS: usize = 1000;
 /// Bytes of results (and their keys) kept in the process's cache by default.
-pub const DEFAULT_CACHE_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const DEFAULT_CACHE_BYTES: usize = 4 * 1024 * 1024;
 /// Longest key stored as it is; a longer one is stored as its SHA-256.
 pub const MAX_KEY_BYTES: usize = 1024;
 /// The environment variables that turn the layer off when `true` or `1` (the second is
 /// Powertools' own).
 pub const DISABLED_ENV: [&str; 2] = ["IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED"];
 
-/// What [`run_record`](super::Idempotency::run_record) does with a record that gives no key.
+/// What the Lambda edge's `run_record` and `tower` layer do with a record or request that gives no key.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MissingKey {
@@ -131,7 +131,8 @@ impl IdempotencyConfig {
     }
 
     /// [`IdempotencyConfig::builder`] with the environment read through `env` (tests).
-    pub(crate) fn builder_reading(
+    #[doc(hidden)]
+    pub fn builder_reading(
         namespace: impl Into<String>,
         env: impl Fn(&str) -> Option<String>,
     ) -> IdempotencyConfigBuilder {
@@ -222,7 +223,7 @@ pub struct IdempotencyConfigBuilder {
 }
 
 impl IdempotencyConfigBuilder {
-    /// How long a completed result is kept (default [`DEFAULT_EXPIRES_AFTER`]), counted
+    /// How long a completed result is kept (default 1 h), counted
     /// from its completion. A run in progress holds its key until its deadline, however
     /// short this is.
     pub fn expires_after(mut self, after: Duration) -> Self {
@@ -231,7 +232,7 @@ impl IdempotencyConfigBuilder {
     }
 
     /// How long a run without a deadline holds its key (default
-    /// [`DEFAULT_IN_PROGRESS_EXPIRY`]).
+    /// 15 min).
     pub fn in_progress_expiry(mut self, expiry: Duration) -> Self {
         self.config.in_progress_expiry = expiry;
         self
@@ -260,13 +261,13 @@ impl IdempotencyConfigBuilder {
         self
     }
 
-    /// Completed keys kept in memory (default [`DEFAULT_CACHE_KEYS`]; `0`: no cache).
+    /// Completed keys kept in memory (default 1000; `0`: no cache).
     pub fn cache_keys(mut self, keys: usize) -> Self {
         self.config.cache_keys = keys;
         self
     }
 
-    /// Bytes of results kept in memory at most (default [`DEFAULT_CACHE_BYTES`]); a larger
+    /// Bytes of results kept in memory at most (default 4 MiB); a larger
     /// result is not cached.
     pub fn cache_bytes(mut self, bytes: usize) -> Self {
         self.config.cache_bytes = bytes;

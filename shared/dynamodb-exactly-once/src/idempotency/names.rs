@@ -7,7 +7,7 @@
 //! [`RecordFormat`](super::RecordFormat) of keys and hashes goes with them
 //! ([`DynamoDbPersistenceBuilder::powertools`](super::DynamoDbPersistenceBuilder::powertools)).
 
-use dynamodb_exactly_once::ConfigError;
+use crate::ConfigError;
 
 /// Names and values of a record's attributes.
 #[non_exhaustive]

@@ -1,8 +1,8 @@
 //! [`DynamoDbPersistence::builder`]: a table's layout (attribute names, a sort key, the
 //! Powertools format), validated when built.
 
+use crate::ConfigError;
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::ConfigError;
 
 use super::dynamodb::DynamoDbPersistence;
 use super::names::AttributeNames;

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
 
-use dynamodb_exactly_once::StoreError;
+use crate::StoreError;
 
 /// A key's stored record.
 #[non_exhaustive]
