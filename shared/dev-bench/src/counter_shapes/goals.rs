@@ -45,7 +45,7 @@ use dynamodb_exactly_once::{Clock, ItemKey};
 use crate::rollup_run::{MappingRollup, RunReport, Settings};
 
 use super::capture::Writer;
-use super::goals_report::{self, Day, GoalRow, Segment, Tracked};
+use super::goals_report::{self, Day, Goal, GoalRow, Segment, Tracked};
 use super::meter::{Meter, Mirror, Tap};
 use super::report::Rate;
 use super::tables::{self, item_key, Tables};
@@ -58,51 +58,6 @@ const DAY: u64 = 24 * HOUR;
 const TRACK_STEP: u64 = 2 * HOUR;
 /// The segment's tick: the keys of 5 s journaled, then the mapping stepped.
 const TICK: u64 = 5 * SEC;
-/// The window with the hold (the 15 minutes).
-const WINDOW_SECS: i64 = 900;
-
-/// One goal configuration.
-#[derive(Debug, Clone)]
-pub struct Goal {
-    pub rate: Rate,
-    /// A 15-minute tumbling window holding the keys (else: 60 s, no hold).
-    pub window: bool,
-    /// Items of the lineage (the table's / 30).
-    pub items: usize,
-    /// Items tracked over the days.
-    pub tracked: usize,
-    pub days: f64,
-    pub minutes: u64,
-}
-
-impl Goal {
-    pub fn tumbling_secs(&self) -> i64 {
-        if self.window {
-            WINDOW_SECS
-        } else {
-            60
-        }
-    }
-
-    /// The goal (billed write units per event).
-    pub fn target(&self) -> f64 {
-        match (self.rate, self.window) {
-            (Rate::Second, _) => 1.05,
-            (Rate::Minute, true) => 1.2,
-            (Rate::SixPerHour, true) => 1.8,
-            _ => 2.0,
-        }
-    }
-
-    /// A key's period per item (ms).
-    fn period(&self) -> u64 {
-        match self.rate {
-            Rate::Second => SEC,
-            Rate::Minute => 60 * SEC,
-            Rate::SixPerHour => 600 * SEC,
-        }
-    }
-}
 
 /// The configurations: each rate without and with the window.
 pub fn goals(o: &Options) -> Result<Vec<Goal>, String> {

@@ -1,7 +1,52 @@
 //! Part 3's results and tables (see [`super::goals`]).
 
-use super::goals::Goal;
 use super::report::Rate;
+
+/// The window with the hold (the 15 minutes).
+const WINDOW_SECS: i64 = 900;
+
+/// One goal configuration.
+#[derive(Debug, Clone)]
+pub struct Goal {
+    pub rate: Rate,
+    /// A 15-minute tumbling window holding the keys (else: 60 s, no hold).
+    pub window: bool,
+    /// Items of the lineage (the table's / 30).
+    pub items: usize,
+    /// Items tracked over the days.
+    pub tracked: usize,
+    pub days: f64,
+    pub minutes: u64,
+}
+
+impl Goal {
+    pub fn tumbling_secs(&self) -> i64 {
+        if self.window {
+            WINDOW_SECS
+        } else {
+            60
+        }
+    }
+
+    /// The goal (billed write units per event).
+    pub fn target(&self) -> f64 {
+        match (self.rate, self.window) {
+            (Rate::Second, _) => 1.05,
+            (Rate::Minute, true) => 1.2,
+            (Rate::SixPerHour, true) => 1.8,
+            _ => 2.0,
+        }
+    }
+
+    /// A key's period per item (ms).
+    pub(super) fn period(&self) -> u64 {
+        match self.rate {
+            Rate::Second => 1000,
+            Rate::Minute => 60_000,
+            Rate::SixPerHour => 600_000,
+        }
+    }
+}
 
 /// The tracked items at the end of a day: the largest figures among them.
 #[derive(Debug, Clone, Default)]
