@@ -41,11 +41,8 @@ for _ in $(seq 1 100); do
   if (echo >"/dev/tcp/127.0.0.1/$AVRO_PORT") 2>/dev/null; then break; fi
   sleep 0.3
 done
-python3 "$ROOT/scripts/arriving-now.py" events/ratchet-kafka-avro.json "$ROOT/.demo/event.json"
-echo "   response: $(cargo lambda invoke ratchet-writer --data-file "$ROOT/.demo/event.json" \
-  -A 127.0.0.1 -P "$AVRO_PORT" 2>&1)"
-sleep 0.3
-python3 "$ROOT/scripts/summarize-logs.py" <"$ROOT/.demo/watch-avro.log"
+# The demo's `invoke`, pointed at the second watch and its log.
+LAMBDA_PORT=$AVRO_PORT LOG="$ROOT/.demo/watch-avro.log" invoke ratchet-writer events/ratchet-kafka-avro.json
 ops show RatchetTable | grep -E 'PK=User#3[12] ' || true
 ops dead-letters list --table DeadLetterTable --function ratchet-writer 2>/dev/null \
   | grep -F 'ratings-avro' \

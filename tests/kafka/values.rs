@@ -243,22 +243,35 @@ async fn kafka_protobuf_values_reach_a_handler_as_json_and_undecodable_ones_are_
     );
 }
 
-#[tokio::test]
-async fn kafka_the_avro_sample_event_applies_through_the_ratchet() {
-    // Given the ratchet reading the sample's Avro values under its schema file
-    let setup = client();
-    let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
-    let plain = crate::common::ratchet_writer_on(setup.clone(), &tables);
+/// The ratchet writer reading Avro values under the sample's schema file
+/// (`events/schemas/rating.avsc`), its dead letters in the template's table, and the event
+/// time at `event_time` when given.
+fn avro_ratchet(
+    setup: &aws_sdk_dynamodb::Client,
+    tables: &std::collections::BTreeMap<String, String>,
+    event_time: Option<EventTime>,
+) -> Writer<dynamodb_exactly_once::ratchet::Ratchet> {
+    let plain = crate::common::ratchet_writer_on(setup.clone(), tables);
     let schema = include_str!("../../events/schemas/rating.avsc");
-    let writer = Writer::builder("ratchet-writer", plain.protocol().clone())
+    let mut builder = Writer::builder("ratchet-writer", plain.protocol().clone())
         .dead_letters(DeadLetters::new(
             setup.clone(),
             &tables["DeadLetterTable"],
             "ratchet-writer",
         ))
-        .kafka_values(KafkaValues::avro("RATCHET_KAFKA_VALUE_SCHEMA", schema).expect("schema"))
-        .build()
-        .expect("writer");
+        .kafka_values(KafkaValues::avro("RATCHET_KAFKA_VALUE_SCHEMA", schema).expect("schema"));
+    if let Some(event_time) = event_time {
+        builder = builder.event_time(event_time);
+    }
+    builder.build().expect("writer")
+}
+
+#[tokio::test]
+async fn kafka_the_avro_sample_event_applies_through_the_ratchet() {
+    // Given the ratchet reading the sample's Avro values under its schema file
+    let setup = client();
+    let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
+    let writer = avro_ratchet(&setup, &tables, None);
     let event = crate::common::fixture("ratchet-kafka-avro.json");
 
     // When the sample is handled
@@ -289,18 +302,8 @@ async fn kafka_an_avro_value_is_as_old_as_the_event_time_it_carries() {
     // their Kafka records re-stamped as arriving now)
     let setup = client();
     let tables = dev_testing::template_tables(&setup, &["RatchetTable", "DeadLetterTable"]).await;
-    let plain = crate::common::ratchet_writer_on(setup.clone(), &tables);
-    let schema = include_str!("../../events/schemas/rating.avsc");
-    let writer = Writer::builder("ratchet-writer", plain.protocol().clone())
-        .dead_letters(DeadLetters::new(
-            setup.clone(),
-            &tables["DeadLetterTable"],
-            "ratchet-writer",
-        ))
-        .kafka_values(KafkaValues::avro("RATCHET_KAFKA_VALUE_SCHEMA", schema).expect("schema"))
-        .event_time(EventTime::new("RATCHET_EVENT_TIME_POINTER", "/ts").expect("pointer"))
-        .build()
-        .expect("writer");
+    let pointer = EventTime::new("RATCHET_EVENT_TIME_POINTER", "/ts").expect("pointer");
+    let writer = avro_ratchet(&setup, &tables, Some(pointer));
     let event = crate::common::fixture("ratchet-kafka-avro.json");
 
     // When the sample is handled as Lambda hands it over
