@@ -6,7 +6,8 @@ shared/*/README.md and the protocol pages shared/dynamodb-exactly-once/docs/*.md
 * every `#anchor` (in the same file or in another Markdown file) matches a heading there,
   slugged as GitHub does;
 * README.md is at most README_MAX_BYTES;
-* docs/SUMMARY.md lists every page of docs/ and every protocol page;
+* docs/SUMMARY.md lists every page of docs/ and every protocol page (a one-line page
+  `{{#include ../path}}` lists the page it includes);
 * the README's first ```rust block is, character for character, the part of
   shared/dynamodb-exactly-once/examples/quickstart/main.rs between `// quickstart:start` and `// quickstart:end`;
 * the protocol pages are also rustdoc (`#![doc = include_str!(..)]`): no relative file links
@@ -45,6 +46,7 @@ HTML_ID = re.compile(r"""<[^>]*\b(?:id|name)\s*=\s*["']([^"']+)["']""")
 # [text](target) and ![alt](target); the text may hold one level of nested brackets.
 INLINE_LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*(<[^>]*>|[^)\s]*)(?:\s+[\"'(][^)]*)?\s*\)")
 REFERENCE_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)", re.M)
+INCLUDE = re.compile(r"\{\{#include ([^}:]+)\}\}")
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 RUST_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*(\(\)|!)?$")
 HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?/?>")
@@ -234,6 +236,14 @@ def check_summary(root, pages, problems):
         if path_part and not SCHEME.match(path_part):
             rel = os.path.normpath(os.path.join(os.path.dirname(SUMMARY), unquote(path_part)))
             listed.add(rel.replace(os.sep, "/"))
+            # A one-line page of the book that includes a page living elsewhere lists it too.
+            page = next((p for p in pages if p.rel == rel.replace(os.sep, "/")), None)
+            include = INCLUDE.fullmatch(page.text.strip()) if page else None
+            if include:
+                included = os.path.normpath(os.path.join(os.path.dirname(rel), include.group(1)))
+                listed.add(included.replace(os.sep, "/"))
+                if not os.path.isfile(os.path.join(root, included)):
+                    problems.append(f"{rel}: includes {included}, which does not exist")
     wanted = [p.rel for p in pages
               if (p.rel.startswith("docs/") and p.rel != SUMMARY)
               or p.rel.startswith(PROTOCOL_PAGES + "/")]
