@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: demo test tools lint bench template-check stacks tx-check counter-check checks package readme-check features book deny ci-extra
+.PHONY: demo test tools lint bench template-check stacks tx-check counter-check checks package readme-check features book deny ci-extra events
 
 demo:
 	bash scripts/demo.sh
@@ -31,6 +31,13 @@ book:
 	bash scripts/tools.sh
 	mdbook build
 	lychee target/book/html
+
+# What events/ derives from its other samples: the Kinesis twins of the SQS samples
+# (shared/dev-testing/src/sample_events.rs, BLESS_EVENTS=1), then the KPL aggregates, made by AWS's
+# aggregator from PyPI (scripts/kpl-events.py; the counter's from its Kinesis samples).
+events:
+	BLESS_EVENTS=1 cargo test -p dev-testing --lib -- sample_events::tests::kinesis_samples_carry_their_sqs_twins_bodies
+	python3 scripts/kpl-events.py
 
 # Licences, banned crates (a second HTTP/TLS stack) and sources of the dependency graph
 # (deny.toml); advisories too where the RustSec database can be fetched (GitHub).

@@ -1,5 +1,5 @@
 //! KPL-aggregated Kinesis records against DynamoDB Local (fixtures made by the
-//! `aws-kinesis-agg` package, see `scripts/make-events.py`): the same table as the same records
+//! `aws-kinesis-agg` package, see `scripts/kpl-events.py`): the same table as the same records
 //! unaggregated, the aggregate reported once when one of its user records fails, malformed
 //! aggregates dead-lettered whole and byte for byte.
 

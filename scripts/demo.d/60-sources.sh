@@ -1,6 +1,6 @@
 # Demo step for the sources (sourced by the demo script, which provides `invoke`, `show` and
-# `ops`): KPL-aggregated Kinesis records and an SQS FIFO batch. Fixtures: scripts/make-events.py
-# (the aggregates are made by the `aws-kinesis-agg` package from PyPI).
+# `ops`): KPL-aggregated Kinesis records and an SQS FIFO batch. Fixtures: events/ (the
+# aggregates made by the `aws-kinesis-agg` package from PyPI, scripts/kpl-events.py).
 
 echo
 echo "== ratchet-writer: a Kinesis batch of 3 records: two KPL aggregates (4 and 3 user records)"

@@ -1,7 +1,7 @@
 # Demo step for Kafka (sourced by the demo script, which provides `invoke` and `ops`): an
 # Amazon MSK batch over two partitions and a self-managed cluster's batch with poison values.
 # An Avro-valued batch under a second watch with the Avro settings. Fixtures:
-# scripts/make-events.py.
+# events/.
 
 echo
 echo "== ratchet-writer: an Amazon MSK batch, topic ratings, partitions 0 (User#21: 3 ratings)"

@@ -28,6 +28,7 @@
 //! * [`faults`]: the fault-injecting interceptor.
 //! * [`interleave`]: the interleaving harness (pauses and releases per actor).
 //! * [`events`]: event and batch builders.
+//! * [`sample_events`]: the samples of `events/` checked, their Kinesis twins written.
 //! * [`proxy`]: a loopback proxy that delays (or stalls) DynamoDB's responses.
 //! * [`remote`]: DynamoDB itself as the endpoint (credentials, region, table clean-up).
 //! * [`streams_double`]: a DynamoDB Streams test double fed by DynamoDB Local's stream (shards,
@@ -42,6 +43,7 @@ pub mod local;
 pub mod mapping;
 pub mod proxy;
 pub mod remote;
+pub mod sample_events;
 pub mod streams_double;
 
 pub use faults::{Fault, FaultInjector};

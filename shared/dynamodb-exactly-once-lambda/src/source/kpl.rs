@@ -352,7 +352,7 @@ mod tests {
 
     #[test]
     fn the_fixture_made_by_the_python_aggregator_expands() {
-        // events/ratchet-kinesis-aggregated.json: made by aws-kinesis-agg (scripts/make-events.py).
+        // events/ratchet-kinesis-aggregated.json: made by aws-kinesis-agg (scripts/kpl-events.py).
         let event: serde_json::Value = serde_json::from_str(include_str!(
             "../../../../events/ratchet-kinesis-aggregated.json"
         ))
