@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Validate every SAM template offline: template.yaml (the demo, all in one), each writer stack
-# it composes (stacks/*.yaml, generated from stacks/src) and their packaged variants (make
-# package) with cfn-lint (SAM transform included), the CloudFormation Guard rules of
+# it composes (stacks/*.yaml), the half they share and nest (stacks/shared/sources.yaml) and
+# their packaged variants (make package) with cfn-lint (SAM transform included), the CloudFormation Guard rules of
 # scripts/guard (one resource at a time: retained, recoverable tables, encryption, arm64, alarm
 # actions, named actions, the sources' and the schedule's settings), then the operational checks of scripts/check_template.py (workspace
 # binaries, sizes as parameters, no wildcard policies, an alarm per failure path, horizons, the
@@ -11,12 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# (check_template.py reads the stacks a template nests itself, under the parameters it passes.)
 templates=(template.yaml stacks/*.yaml)
-
-# The writer stacks are generated from stacks/src (scripts/gen-stacks.py): the committed ones
-# must be what the sources give.
-python3 scripts/gen-stacks.py --check
-echo "template-check: stacks/*.yaml are generated from stacks/src"
+nested=(stacks/shared/*.yaml)
 # docs/deploy.md's parameter tables are written from the templates.
 python3 scripts/param-tables.py --check
 docs=(README.md)
@@ -46,9 +43,9 @@ packaged=("$pkg"/*.yaml)
 
 # (The S3 variants differ from the others only in CodeUri's shape and its two parameters: one,
 # with two functions, stands for them in the cfn-lint run, which costs ~0.7 s a template.)
-cfn-lint "${templates[@]}" "$pkg"/*[a-z].yaml "$pkg/transactions.s3.yaml" examples/*/template.yaml
+cfn-lint "${templates[@]}" "${nested[@]}" "$pkg"/*[a-z].yaml "$pkg/transactions.s3.yaml" examples/*/template.yaml
 echo "template-check: ${templates[*]}, their packaged variants and examples/*/template.yaml are valid"
-python3 scripts/check_guard.py "${templates[@]}" "${packaged[@]}"
+python3 scripts/check_guard.py "${templates[@]}" "${nested[@]}" "${packaged[@]}"
 python3 scripts/check_template.py "${templates[@]}" "${docs[@]}"
 python3 scripts/check_template.py --packaged "${packaged[@]}" "${docs[@]}"
 
@@ -109,6 +106,26 @@ must_fail() {
   rm -f "$broken"
 }
 
+# must_fail_nested <what> <expected> <parent> <sed expression>: the same for the shared stack
+# (stacks/shared/sources.yaml) as <parent> nests it: a mutated copy beside it, nested by a copy
+# of <parent>, must be rejected by check_template.py.
+must_fail_nested() {
+  local what=$1 expected=$2 parent=$3 expr=$4
+  local child broken files
+  child=$(mktemp -p stacks/shared --suffix=.yaml .broken-XXXXXX)
+  broken=$(mktemp -p stacks --suffix=.yaml .broken-XXXXXX)
+  broken_files+=("$child" "$broken")
+  sed "$expr" stacks/shared/sources.yaml >"$child"
+  if cmp -s stacks/shared/sources.yaml "$child"; then
+    echo "template-check: the mutation for '$what' changed nothing in stacks/shared/sources.yaml: update check-template.sh" >&2
+    exit 1
+  fi
+  sed "s#Location: shared/sources.yaml#Location: shared/$(basename "$child")#" "$parent" >"$broken"
+  mapfile -t files < <(replaced templates "$parent" "$broken")
+  rejected "$what" template "$expected" "${files[@]}" "${docs[@]}"
+  rm -f "$child" "$broken"
+}
+
 # must_fail_docs <what> <expected> <text> <sed expression>: the same mutation of every doc that
 # contains <text> (the runbook may live in README.md or in docs/) must be rejected.
 must_fail_docs() {
@@ -126,17 +143,6 @@ must_fail_docs() {
   done
   rejected "$what" template "$expected" "${templates[@]}" "${mutated[@]}"
 }
-
-# the generated stacks: a hand edit of stacks/*.yaml is refused
-cp stacks/*.yaml "$tmp/" && sed -i 's/RetentionInDays: 30/RetentionInDays: 7/' "$tmp/document.yaml"
-if python3 scripts/gen-stacks.py --check --out "$tmp" >"$tmp/out" 2>&1 \
-  || ! grep -qF "document differ from stacks/src" "$tmp/out"; then
-  echo "template-check: a hand-edited stack passed the generated-stacks check: the check is broken" >&2
-  cat "$tmp/out" >&2
-  exit 1
-fi
-rm -f "$tmp"/*.yaml
-count=$((count + 1))
 
 # the parameter tables: a hand edit of docs/deploy.md's tables is refused
 sed 's/^| `StreamBisectBatchOnFunctionError` | `true` |/| `StreamBisectBatchOnFunctionError` | `false` |/' \
@@ -172,9 +178,9 @@ must_fail "a table without Retain" guard "DeletionPolicy is not Retain" template
 must_fail "a table without point-in-time recovery" guard "PointInTimeRecoveryEnabled is not" template.yaml \
   '0,/PointInTimeRecoveryEnabled: !If \[PitrOn, true, false\]/s//PointInTimeRecoveryEnabled: false/'
 must_fail "a wildcard action" guard "a wildcard Action" stacks/document.yaml '0,/dynamodb:PutItem/s//dynamodb:*/'
-must_fail "a missing iterator-age alarm" template "IteratorAge for RatchetWriterFunction" stacks/ratchet.yaml \
+must_fail_nested "a missing iterator-age alarm" "IteratorAge for RatchetWriterFunction" stacks/ratchet.yaml \
   's/MetricName: IteratorAge/MetricName: IteratorAges/'
-must_fail "an unencrypted queue" guard "SqsManagedSseEnabled is not true" stacks/ratchet.yaml \
+must_fail "an unencrypted queue" guard "SqsManagedSseEnabled is not true" stacks/shared/sources.yaml \
   '0,/SqsManagedSseEnabled: true/s///'
 must_fail "a missing nested stack" template "does not exist" template.yaml \
   's#Location: stacks/ratchet.yaml#Location: stacks/ratchett.yaml#'
@@ -196,35 +202,35 @@ must_fail "a dead-letter queue parameter that lets a wildcard in" template \
   "parameter DeadLetterQueueArn names a policy's resource" stacks/counter.yaml \
   '/^  DeadLetterQueueArn:/,/AllowedPattern:/s/AllowedPattern: .*/AllowedPattern: ".*"/'
 must_fail "an x86_64 writer stack" guard "Architectures is not [arm64]" stacks/counter.yaml '0,/      - arm64/s//      - x86_64/'
-must_fail "an unencrypted stream" guard "no StreamEncryption with KMS" stacks/document.yaml \
+must_fail "an unencrypted stream" guard "no StreamEncryption with KMS" stacks/shared/sources.yaml \
   '0,/        EncryptionType: KMS/s//        EncryptionType: NONE/'
 must_fail "an alarm notifying always" guard "not the optional AlarmTopicArn" stacks/transactions.yaml \
   '0,/OKActions: !If \[HasAlarmTopic, \[!Ref AlarmTopicArn\], !Ref AWS::NoValue\]/s//OKActions: [!Ref AlarmTopicArn]/'
-must_fail "a role with a service-wide action" guard "a wildcard Action" stacks/ratchet.yaml \
-  's/                    - kinesis:GetRecords/                    - kinesis:*/'
+must_fail "a role policy with a service-wide action" guard "a wildcard Action" stacks/shared/sources.yaml \
+  's/                - kinesis:GetRecords/                - kinesis:*/'
 must_fail "a CodeUri outside the workspace" template "is not the cargo workspace" stacks/document.yaml \
   's/^    CodeUri: \.\.$/    CodeUri: ./'
-must_fail "a missing iterator-age alarm in a stack" template "IteratorAge for CounterWriterFunction" \
+must_fail_nested "a missing iterator-age alarm in a stack" "IteratorAge for CounterWriterFunction" \
   stacks/counter.yaml 's/MetricName: IteratorAge/MetricName: IteratorAges/'
 must_fail "a missing redrive-queue alarm" template "ApproximateNumberOfMessagesVisible for TxQueueRedrive" \
   stacks/transactions.yaml 's/!GetAtt TxQueueRedrive.QueueName/!GetAtt TxQueue.QueueName/'
-must_fail "an existing queue without its redrive-queue alarm" template "for existing-queue-redrive" \
+must_fail_nested "an existing queue without its redrive-queue alarm" "for existing-queue-redrive" \
   stacks/ratchet.yaml 's/!Split \[":", !Ref QueueRedriveArn\]/!Split [":", !Ref QueueArn]/'
 must_fail "a fixed memory size" template "function RatchetWriterFunction: MemorySize is not a parameter" \
   stacks/ratchet.yaml 's/^    MemorySize: !Ref MemorySize$/    MemorySize: 256/'
-must_fail "a timeout a created queue cannot hold" template "queue DocumentQueue: VisibilityTimeout 360 < 6 x DocumentWriterFunction's timeout 120" \
+must_fail "a timeout a created queue cannot hold" template "queue Sources/Queue: VisibilityTimeout 360 < 6 x DocumentWriterFunction's timeout 120" \
   stacks/document.yaml '/^  Timeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 120/'
 must_fail "a timeout beyond Lambda's" template "parameter RollupTimeout (Timeout of CounterRollupFunction)" \
   stacks/counter.yaml '/^  RollupTimeout:/,/MaxValue:/s/MaxValue: 900/MaxValue: 1000/'
 must_fail "a sweeper timeout the TX queue cannot hold" template "VisibilityTimeout can be 360 < 6 x the function timeout 90" \
   stacks/transactions.yaml '/^  SweeperTimeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 90/'
 must_fail "a source without partial batch responses" guard "without FunctionResponseTypes" \
-  stacks/document.yaml '/FunctionResponseTypes:/,+1d'
+  stacks/shared/sources.yaml '/FunctionResponseTypes:/,+1d'
 must_fail "a stream source without a failure destination" guard "without an on-failure destination" \
-  stacks/counter.yaml '/^      DestinationConfig:/,+2d'
+  stacks/shared/sources.yaml '/^      DestinationConfig:/,+2d'
 must_fail "a Kafka source without partial batch responses" guard \
   "a Kafka source without FunctionResponseTypes" \
-  stacks/ratchet.yaml '/^  RatchetWriterKafkaSource:/,/^  RatchetKafkaFailures:/{/FunctionResponseTypes:/,+1d}'
+  stacks/shared/sources.yaml '/^  KafkaSource:/,/^  KafkaFailures:/{/FunctionResponseTypes:/,+1d}'
 must_fail "a queue source without a concurrency cap" guard "without ScalingConfig MaximumConcurrency" \
   stacks/transactions.yaml '/^        MaximumConcurrency:/d'
 must_fail "a roll-up event without partial batch responses" guard \
@@ -234,7 +240,7 @@ must_fail "a sweeper running twice at once" guard "ReservedConcurrentExecutions 
   stacks/transactions.yaml 's/ReservedConcurrentExecutions: 1$/ReservedConcurrentExecutions: 2/'
 must_fail "a role with NotAction" guard "NotAction or NotResource" stacks/ratchet.yaml \
   '0,/^                Action:$/s//                NotAction:/'
-must_fail "a Kafka source without its lag alarm" template "a Kafka consumer falling behind" \
+must_fail_nested "a Kafka source without its lag alarm" "a Kafka consumer falling behind" \
   stacks/document.yaml 's/MetricName: OffsetLag$/MetricName: OffsetLagged/'
 must_fail "an unknown function binary" template "'tx-sweep' is not a binary" stacks/transactions.yaml \
   's/Binary: tx-sweeper/Binary: tx-sweep/'

@@ -15,6 +15,9 @@ Usage: check_template.py [--packaged] FILE...
   and CodeKeyPrefix, instead of the workspace.
   *.yaml / *.yml: templates to check, each with the stacks it nests from local files
   (`AWS::Serverless::Application` with `Location: stacks/x.yaml`); default: template.yaml.
+  A nested stack's resources join its parent's configuration as "<Application>/<Id>", under
+  the parameters the parent passes; a stack only nested and without functions
+  (stacks/shared/sources.yaml) is checked that way only.
   *.md: the docs (README.md, docs/*.md); default: README.md and docs/*.md.
 Exit status 1 with one line per violation.
 
@@ -201,11 +204,21 @@ class Template:
 
 # ------------------------------------------------------------------ configurations
 
+_TEMPLATES = {}
+
+
+def template(path):
+    """The template at path, read once."""
+    if path not in _TEMPLATES:
+        _TEMPLATES[path] = Template(path)
+    return _TEMPLATES[path]
+
+
 class Config:
     """One set of parameter values: conditions and intrinsic functions evaluate under it."""
 
-    def __init__(self, template, values, label):
-        self.t, self.values, self.label = template, values, label
+    def __init__(self, template, values, label, prefix=""):
+        self.t, self.values, self.label, self.prefix = template, values, label, prefix
         self._conditions = {}
 
     def param(self, name):
@@ -274,9 +287,9 @@ class Config:
                     return PSEUDO[args]
                 if args in self.t.params:
                     return self.param(args)
-                return "{" + args + "}"
+                return "{" + self.prefix + args + "}"
             if fn == "Fn::GetAtt":
-                return "{" + ".".join(args) + "}"
+                return "{" + self.prefix + ".".join(args) + "}"
             if fn == "Fn::If":
                 return self.eval(args[1] if self.condition(args[0]) else args[2])
             if fn == "Fn::Sub":
@@ -294,16 +307,24 @@ class Config:
         return {k: v for k, v in ((k, self.eval(v)) for k, v in value.items()) if v is not NOVALUE}
 
     def resources(self):
-        """The resources this configuration creates, resolved; functions with their Globals."""
+        """The resources this configuration creates, resolved; functions with their Globals;
+        those of the stacks it nests from local files too, as "<Application>/<Id>", each under
+        the parameters the Application passes."""
         out = {}
+        nested = dict(self.t.nested())
         for name, res in self.t.resources.items():
             if "Condition" in res and not self.condition(res["Condition"]):
                 continue
             props = res.get("Properties", {})
             if res.get("Type") == "AWS::Serverless::Function":
                 props = self.t.function_props(res)
-            out[name] = {"Type": res.get("Type"), "Metadata": res.get("Metadata", {}),
-                         "Properties": self.eval(props)}
+            out[self.prefix + name] = {"Type": res.get("Type"), "Metadata": res.get("Metadata", {}),
+                                       "Properties": self.eval(props)}
+            if name in nested and os.path.isfile(nested[name]):
+                values = {k: ",".join(v) if isinstance(v, list) else str(v)
+                          for k, v in self.eval(props.get("Parameters", {})).items()}
+                child = Config(template(nested[name]), values, self.label, f"{self.prefix}{name}/")
+                out.update(child.resources())
         return out
 
 
@@ -886,33 +907,39 @@ def check_docs(templates, docs, errors):
 
 def with_nested(paths, errors):
     """The templates, each followed by the stacks it nests from local files (once each), and
-    the ones reachable from a template that nests others (the all-in-one entry)."""
-    out, seen, composed = [], {}, set()
+    the all-in-one entry."""
+    out, seen = [], {}
 
-    def visit(path, depth, root):
+    def visit(path, depth):
         real = os.path.realpath(path)
         if real in seen:
-            if root:
-                composed.add(real)
             return
         if not os.path.isfile(path):
             errors.append(f"{rel(path)}: no such template")
             return
-        t = Template(path)
+        t = template(path)
         seen[real] = t
         out.append(t)
-        nested = list(t.nested())
-        root = root or bool(nested)
-        if root:
-            composed.add(real)
-        for name, child in nested:
+        for name, child in t.nested():
             if not os.path.isfile(child):
                 errors.append(f"{t.name}: nested stack {name}: Location {rel(child)} does not exist")
             elif depth < 8:
-                visit(child, depth + 1, True)
+                visit(child, depth + 1)
     for p in paths:
-        visit(p, 0, False)
-    entry = [t for t in out if os.path.realpath(t.path) in composed] or out
+        visit(p, 0)
+    # The all-in-one entry: a template that nests stacks with functions (the demo), with all
+    # it nests; without one, every template.
+    by_path = {os.path.realpath(t.path): t for t in out}
+    roots = [t for t in out if any(by_path.get(os.path.realpath(c)) is not None and
+                                   by_path[os.path.realpath(c)].of_type("AWS::Serverless::Function")
+                                   for _, c in t.nested())]
+    entry, todo = set(), list(roots)
+    while todo:
+        t = todo.pop()
+        if os.path.realpath(t.path) not in entry:
+            entry.add(os.path.realpath(t.path))
+            todo.extend(by_path[os.path.realpath(c)] for _, c in t.nested() if os.path.realpath(c) in by_path)
+    entry = [t for t in out if os.path.realpath(t.path) in entry] or out
     return out, entry
 
 
@@ -938,10 +965,15 @@ def main():
     binaries = workspace_binaries()
     deployed = set()
     configs = 0
+    given = {os.path.realpath(p) for p in paths}
     for t in templates:
         functions = check_functions(t, binaries, errors)
         if t in entry:
             deployed |= functions
+        if os.path.realpath(t.path) not in given and not t.of_type("AWS::Serverless::Function"):
+            # A stack only nested (stacks/shared): checked in its parents' configurations,
+            # under the parameters they pass (theirs carry the AllowedPatterns).
+            continue
         check_policy_parameters(t, errors)
         check_function_sizes(t, errors)
         check_queue_visibility(t, errors)
