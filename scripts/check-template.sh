@@ -201,6 +201,11 @@ must_fail "a table parameter that lets a wildcard in" template "parameter TableN
 must_fail "a dead-letter queue parameter that lets a wildcard in" template \
   "parameter DeadLetterQueueArn names a policy's resource" stacks/counter.yaml \
   '/^  DeadLetterQueueArn:/,/AllowedPattern:/s/AllowedPattern: .*/AllowedPattern: ".*"/'
+must_fail_nested "a wildcard resource in the sources policy" "wildcard Resource" stacks/ratchet.yaml \
+  's/Resource: !If \[HasQueueArn, !Ref QueueArn, !GetAtt Queue.Arn\]/Resource: !If [HasQueueArn, !Ref QueueArn, "*"]/'
+must_fail "a queue parameter, passed to Sources, that lets a wildcard in" template \
+  "parameter QueueArn names a policy's resource" stacks/ratchet.yaml \
+  '/^  QueueArn:/,/AllowedPattern:/s/AllowedPattern: .*/AllowedPattern: ".*"/'
 must_fail "an x86_64 writer stack" guard "Architectures is not [arm64]" stacks/counter.yaml '0,/      - arm64/s//      - x86_64/'
 must_fail "an unencrypted stream" guard "no StreamEncryption with KMS" stacks/shared/sources.yaml \
   '0,/        EncryptionType: KMS/s//        EncryptionType: NONE/'

@@ -623,22 +623,34 @@ def policy_documents(resources):
             for p in as_list(props.get("Policies", [])):
                 if isinstance(p, dict):
                     yield name, p.get("PolicyDocument", {})
-        elif res.get("Type") in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
+        elif res.get("Type") in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy", "AWS::IAM::RolePolicy"):
             yield name, props.get("PolicyDocument", {})
 
 
-def check_policy_parameters(t, errors):
-    """A parameter that names a policy's resource must not let a wildcard in."""
-    used = set()
-    for _, doc in policy_documents(t.resources):
-        for value in walk(doc):
-            if isinstance(value, dict):
-                if isinstance(value.get("Ref"), str):
-                    used.add(value["Ref"])
-                sub = value.get("Fn::Sub")
+def policy_parameters(t, depth=0):
+    """The parameters of t that name a resource in a policy: its own policies', and those it
+    passes to a nested stack that uses them so."""
+    def refs(value):
+        for v in walk(value):
+            if isinstance(v, dict):
+                if isinstance(v.get("Ref"), str):
+                    yield v["Ref"]
+                sub = v.get("Fn::Sub")
                 if sub is not None:
-                    used.update(re.findall(r"\$\{([A-Za-z0-9]+)\}", sub if isinstance(sub, str) else sub[0]))
-    for p in sorted(used & set(t.params)):
+                    yield from re.findall(r"\$\{([A-Za-z0-9]+)\}", sub if isinstance(sub, str) else sub[0])
+    used = {r for _, doc in policy_documents(t.resources) for r in refs(doc)}
+    for name, path in t.nested():
+        if depth < 8 and os.path.isfile(path):
+            passed = t.resources[name].get("Properties", {}).get("Parameters", {})
+            for p in policy_parameters(template(path), depth + 1) & set(passed):
+                used.update(refs(passed[p]))
+    return used & set(t.params)
+
+
+def check_policy_parameters(t, errors):
+    """A parameter that names a policy's resource (in this stack or one it nests) must not
+    let a wildcard in."""
+    for p in sorted(policy_parameters(t)):
         spec = t.params[p]
         pattern = spec.get("AllowedPattern")
         if "AllowedValues" in spec:
