@@ -24,12 +24,14 @@ Usage: check_template.py [--packaged] FILE...
 Exit status 1 with one line per violation.
 
 A writer stack takes existing resources as parameters or creates them (CloudFormation
-Conditions), so each template is checked in every configuration that matters: its parameters'
-defaults, with each resource it can create given alone (an existing one: the SAMPLES below),
-and, for every combination of its switches (parameters with AllowedValues that a Rule or a
-Condition outside table properties reads), with all of them left empty (created) and all given
-(existing). Configurations its Rules refuse
-are skipped. In each, the resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
+Conditions), so each template is checked in the configurations its checks need: its
+parameters' defaults, and, for every combination of its switches (parameters with
+AllowedValues that a Condition outside tables and IAM reads, or that the stack passes to a
+nested stack's switch), all of its optional resources left empty (created) and all given
+(existing: the SAMPLES below). Configurations its Rules refuse are skipped. (cfn-lint's
+condition scenarios were considered instead: they enumerate every satisfiable combination of
+all Conditions and resolve neither Ref nor Fn::Sub, which these checks need.) In each, the
+resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
 Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator relies on:
   * a table declared by two templates (the dead-letter table) has the same keys in both;
   * every function is built by cargo-lambda from a binary of the workspace (its
@@ -322,9 +324,10 @@ class Config:
         return out
 
 
-def switches(t):
-    """Parameters with AllowedValues that a Rule reads, or a Condition used outside table
-    properties (tables are checked as written, whatever their parameters)."""
+def switches(t, depth=0):
+    """Parameters with AllowedValues that decide what the configuration checks read: a
+    Condition used outside table properties and IAM (tables are checked as written, policies
+    one at a time by Guard), or one the stack passes to a nested stack's switch."""
     def used(value):
         for v in walk(value):
             if isinstance(v, dict):
@@ -333,15 +336,19 @@ def switches(t):
                 if isinstance(v.get("Fn::If"), list):
                     yield v["Fn::If"][0]
     outside = {k: (r if r.get("Type") != "AWS::DynamoDB::Table" else {"Condition": r.get("Condition")})
-               for k, r in t.resources.items()}
+               for k, r in t.resources.items() if not r.get("Type", "").startswith("AWS::IAM::")}
     todo, conditions = list(used([outside, t.data.get("Globals", {}), t.data.get("Outputs", {})])), set()
     while todo:
         c = todo.pop()
         if c and c not in conditions and c in t.conditions:
             conditions.add(c)
             todo.extend(used(t.conditions[c]))
-    read = {v["Ref"] for v in walk([[t.conditions[c] for c in conditions], t.rules])
-            if isinstance(v, dict) and "Ref" in v}
+    read = {v["Ref"] for v in walk([t.conditions[c] for c in conditions]) if isinstance(v, dict) and "Ref" in v}
+    for name, path in t.nested():
+        if depth < 8 and os.path.isfile(path):
+            passed = t.resources[name].get("Properties", {}).get("Parameters", {})
+            read |= {passed[p]["Ref"] for p in switches(template(path), depth + 1)
+                     if isinstance(passed.get(p), dict) and "Ref" in passed[p]}
     return [p for p in t.params if p in read and "AllowedValues" in t.params[p]]
 
 
@@ -399,8 +406,6 @@ def configurations(t, errors):
         return values
 
     add({}, "defaults")
-    for p in optional:
-        add(given({}, [p]), f"defaults, {p} given")
     for combo in combos:
         label = ", ".join(f"{k}={v}" for k, v in combo.items())
         add(dict(combo), f"{label}, created")
