@@ -572,24 +572,17 @@ def check_functions(t, binaries, errors):
         props = t.function_props(fn)
         meta = fn.get("Metadata", {})
         binary = meta.get("BuildProperties", {}).get("Binary")
-        if meta.get("BuildMethod") != "rust-cargolambda":
-            errors.append(f"{t.name}: function {name}: Metadata BuildMethod is not rust-cargolambda")
         if binary not in binaries:
             errors.append(f"{t.name}: function {name}: BuildProperties Binary {binary!r} is not a binary of functions/*")
         deployed.add(binary)
         code_uri = props.get("CodeUri")
-        if PACKAGED:
-            check_packaged_code(t, name, binary, code_uri, errors)
-            code_uri = "<packaged>"
         workspace = os.path.join(os.path.dirname(t.path), str(code_uri))
         if PACKAGED:
-            pass
+            check_packaged_code(t, name, binary, code_uri, errors)
         elif not isinstance(code_uri, str) or os.path.realpath(workspace) != os.path.realpath(ROOT) \
                 or not os.path.isfile(os.path.join(workspace, "Cargo.toml")):
             errors.append(f"{t.name}: function {name}: CodeUri {code_uri!r} is not the cargo "
                           "workspace (relative to the template)")
-        if props.get("Handler") != "bootstrap" or not str(props.get("Runtime", "")).startswith("provided."):
-            errors.append(f"{t.name}: function {name}: not a custom-runtime bootstrap (Handler/Runtime)")
     return deployed
 
 
