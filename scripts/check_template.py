@@ -597,14 +597,15 @@ def check_function_sizes(t, errors):
                 errors.append(f"{t.name}: function {name}: {key} is not a parameter "
                               f"({props.get(key)!r})")
                 continue
+            # (cfn-lint refuses a Default outside MinValue-MaxValue.)
             spec = t.params[p]
-            lo, hi, default = (number(spec.get(k), None) for k in ("MinValue", "MaxValue", "Default"))
-            if spec.get("Type") != "Number" or None in (lo, hi, default):
+            lo, hi = (number(spec.get(k), None) for k in ("MinValue", "MaxValue"))
+            if spec.get("Type") != "Number" or None in (lo, hi) or "Default" not in spec:
                 errors.append(f"{t.name}: parameter {p} ({key} of {name}) needs Type Number, "
                               "Default, MinValue and MaxValue")
-            elif not (low <= lo <= default <= hi <= high):
-                errors.append(f"{t.name}: parameter {p} ({key} of {name}): {lo} <= {default} <= "
-                              f"{hi} does not hold within Lambda's {low}-{high}")
+            elif not low <= lo <= hi <= high:
+                errors.append(f"{t.name}: parameter {p} ({key} of {name}): {lo}-{hi} is not "
+                              f"within Lambda's {low}-{high}")
 
 
 def policy_documents(resources):
