@@ -1,14 +1,8 @@
 #!/usr/bin/env python3
 """Operational checks of the SAM templates that cfn-lint does not make (run by check-template.sh).
 
-The properties of one resource at a time (tables Retain, point-in-time recoverable and
-deletion-protected; queues and streams encrypted; functions on arm64; alarms notifying the
-optional topic; no wildcard action, NotAction or NotResource; a wildcard Resource only for
-X-Ray's and the Kafka pollers' network actions; no AWS managed policy; every event source with partial
-batch responses, stream and Kafka sources with an on-failure destination, queue sources with
-MaximumConcurrency; the scheduled sweeper alone and never retried) are CloudFormation Guard
-rules (scripts/guard/*.guard, run by scripts/check_guard.py); what follows needs several
-resources, templates or configurations.
+What one resource at a time must hold is a CloudFormation Guard rule (scripts/guard/*.guard,
+run by scripts/check_guard.py); what follows spans resources, templates or configurations.
 
 Usage: check_template.py [--packaged] FILE...
   --packaged: the templates are `make package`'s (target/package/<stack>[.s3].yaml): only
@@ -34,7 +28,7 @@ all Conditions and resolve neither Ref nor Fn::Sub, which these checks need.) In
 resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
 Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator relies on:
   * a table declared by two templates (the dead-letter table) has the same keys in both;
-  * every function is built by cargo-lambda from a binary of the workspace (its
+  * every function's BuildProperties Binary is a binary of the workspace (its
     CodeUri, relative to its template, is the workspace; with --packaged, the binary's zip
     beside the template or in S3 at parameters CodeBucket + CodeKeyPrefix), and the all-in-one
     entry (a template that nests stacks, with them) deploys every function crate of the
