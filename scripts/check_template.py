@@ -26,37 +26,12 @@ nested stack's switch), all of its optional resources left empty (created) and a
 condition scenarios were considered instead: they enumerate every satisfiable combination of
 all Conditions and resolve neither Ref nor Fn::Sub, which these checks need.) In each, the
 resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
-Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator relies on:
-  * a table declared by two templates (the dead-letter table) has the same keys in both;
-  * every function's BuildProperties Binary is a binary of the workspace (its
-    CodeUri, relative to its template, is the workspace; with --packaged, the binary's zip
-    beside the template or in S3 at parameters CodeBucket + CodeKeyPrefix), and the all-in-one
-    entry (a template that nests stacks, with them) deploys every function crate of the
-    workspace;
-  * every function's MemorySize and Timeout are Number parameters with a default, a MinValue
-    and a MaxValue within Lambda's limits (128-10,240 MB, 1-900 s); the checks below that
-    involve a timeout take its MaxValue (each configuration sets those parameters to it);
-  * no parameter that names a resource in a policy (of the stack or of one it nests, which
-    it passes the parameter to) lets a wildcard in (its AllowedPattern refuses one);
-  * each failure path has an alarm: function errors, stream (Kinesis, DynamoDB) iterator age,
-    dead letters kept (EMF metric `Invalid`), source queue age, redrive queues (a created
-    queue's RedrivePolicy target; an existing queue given by parameter XArn has its redrive
-    queue in parameter XRedriveArn) and stream failure destinations, each scheduled function's
-    heartbeat (the sweeper's errors and lag, the counter roll-up's lost records and falling
-    behind);
-  * created queues with a visibility timeout >= 6x the function timeout (for every allowed
-    value of a parameter that sets it), an OffsetLag alarm on Kafka sources;
-  * the counter journal: a created journal table has a stream with new images and a TTL on
-    `ttl`, a counter-rollup reads every journal a counter-writer writes, with the same
-    COUNTER_* table, mode, window and layout settings;
-  * the transaction protocol's horizons: TX_RETAIN_SECONDS >= TX_REDELIVERY_HORIZON_SECONDS >=
-    the created TX queues' retention (redrive included), TX_STALE_AFTER_SECONDS >
-    TX_REDELIVERY_GAP_SECONDS >= the created TX queue's visibility timeout + the coordinator's
-    timeout (a gap read from a mapping is checked for every entry), the sweeper's lag alarm
-    above its stale threshold;
-  * every alarm, role, table, queue, stream and function the docs name exists in some
-    template, and every alarm of every template has its runbook entry in the docs (the
-    parameters' tables in docs/deploy.md are written from the templates: param-tables.py).
+Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep the
+guarantees docs/deploy.md lists under "What the templates guarantee" (tables agreeing between
+templates, workspace binaries and code, sizes as parameters, policy parameters without
+wildcards, an alarm per failure path, created queues' visibility against timeouts, the counter
+journal's stream, TTL and roll-up, the transaction horizons, the docs' names and runbook
+entries); each check function states its own.
 """
 
 import glob
@@ -561,6 +536,8 @@ def check_packaged_code(t, name, binary, code_uri, errors):
 
 
 def check_functions(t, binaries, errors):
+    """Every function's BuildProperties Binary is a binary of the workspace and its CodeUri the
+    workspace (relative to the template; packaged: the binary's zip). Returns the binaries."""
     deployed = set()
     for name, fn in t.of_type("AWS::Serverless::Function").items():
         props = t.function_props(fn)
@@ -692,6 +669,10 @@ def check_gap_mapping(t, errors):
 # ------------------------------------------------------------------ checks of one configuration
 
 def check_alarms(config, view, where, errors):
+    """An alarm for each failure path: function errors, dead letters kept (EMF `Invalid`), a
+    stream or Kafka consumer falling behind, a queue's backlog, every queue of messages given
+    up on (a created queue's redrive target; an existing queue's <X>RedriveArn parameter;
+    failure destinations), a scheduled function not running and its own metrics."""
     alarms = of_type(view, "AWS::CloudWatch::Alarm")
     emf = config.param("MetricsNamespace") if "MetricsNamespace" in config.t.params else None
 
@@ -867,6 +848,7 @@ def check_rollup(view, where, errors):
 # ------------------------------------------------------------------ docs
 
 def check_docs(templates, docs, errors):
+    """Every resource the docs name exists in some template; every alarm has its runbook entry."""
     text = ""
     for doc in docs:
         with open(doc, encoding="utf-8") as f:
