@@ -57,10 +57,8 @@ readme-check:
 	bash scripts/tools.sh
 	bash scripts/readme-check.sh --run
 
-# The writer stacks (stacks/*.yaml) from their sources (stacks/src: each stack's own part and
-# the fragments they share, stacks/src/common), then docs/deploy.md's parameter tables from them.
+# docs/deploy.md's parameter tables from the templates' Parameters (after editing a stack).
 stacks:
-	python3 scripts/gen-stacks.py
 	python3 scripts/param-tables.py
 
 bench:

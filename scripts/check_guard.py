@@ -50,7 +50,12 @@ def main(paths):
         with open(rules_path, encoding="utf-8") as f:
             rules = f.read()
         for path in paths:
-            report = run_checks(check_template.load(path), rules)
+            try:
+                report = run_checks(check_template.load(path), rules)
+            except ValueError:  # cfn-guard-rs 0.3.3 cuts a long failure report short
+                errors.append(f"{check_template.rel(os.path.abspath(path))}: "
+                              f"{os.path.basename(rules_path)}: a rule failed (its report is unreadable)")
+                continue
             for clause in report.not_compliant:
                 rule = clause.Rule.name if clause.Rule else "?"
                 found = failures(clause, set()) or {("", "failed")}

@@ -1,62 +1,37 @@
 #!/usr/bin/env python3
 """Operational checks of the SAM templates that cfn-lint does not make (run by check-template.sh).
 
-The properties of one resource at a time (tables Retain, point-in-time recoverable and
-deletion-protected; queues and streams encrypted; functions on arm64; alarms notifying the
-optional topic; no wildcard action, NotAction or NotResource; every event source with partial
-batch responses, stream and Kafka sources with an on-failure destination, queue sources with
-MaximumConcurrency; the scheduled sweeper alone and never retried) are CloudFormation Guard
-rules (scripts/guard/*.guard, run by scripts/check_guard.py); what follows needs several
-resources, templates or configurations.
+What one resource at a time must hold is a CloudFormation Guard rule (scripts/guard/*.guard,
+run by scripts/check_guard.py); what follows spans resources, templates or configurations.
 
 Usage: check_template.py [--packaged] FILE...
-  --packaged: the templates are `make package`'s (target/package/<stack>[.s3].yaml): each
-  function's code is its binary's zip beside the template, or in S3 at parameters CodeBucket
-  and CodeKeyPrefix, instead of the workspace.
+  --packaged: the templates are `make package`'s (target/package/<stack>[.s3].yaml): only
+  their functions' code is checked (each binary's zip beside the template, or in S3 at
+  parameters CodeBucket and CodeKeyPrefix, and every binary packaged); the rest is the
+  stacks', checked without --packaged.
   *.yaml / *.yml: templates to check, each with the stacks it nests from local files
   (`AWS::Serverless::Application` with `Location: stacks/x.yaml`); default: template.yaml.
+  A nested stack's resources join its parent's configuration as "<Application>/<Id>", under
+  the parameters the parent passes; a stack only nested and without functions
+  (stacks/shared/sources.yaml) is checked that way only.
   *.md: the docs (README.md, docs/*.md); default: README.md and docs/*.md.
 Exit status 1 with one line per violation.
 
 A writer stack takes existing resources as parameters or creates them (CloudFormation
-Conditions), so each template is checked in every configuration that matters: its parameters'
-defaults, with each resource it can create given alone (an existing one: the SAMPLES below),
-and, for every combination of its switches (parameters with AllowedValues that a Rule or a
-Condition outside table properties reads), with all of them left empty (created) and all given
-(existing). Configurations its Rules refuse
-are skipped. In each, the resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
-Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep what an operator relies on:
-  * a table declared by two templates (the dead-letter table) has the same keys in both;
-  * every function is built by cargo-lambda from a binary of the workspace (its
-    CodeUri, relative to its template, is the workspace; with --packaged, the binary's zip
-    beside the template or in S3 at parameters CodeBucket + CodeKeyPrefix), and the all-in-one
-    entry (a template that nests stacks, with them) deploys every function crate of the
-    workspace;
-  * every function's MemorySize and Timeout are Number parameters with a default, a MinValue
-    and a MaxValue within Lambda's limits (128-10,240 MB, 1-900 s); the checks below that
-    involve a timeout take its MaxValue (each configuration sets those parameters to it);
-  * no IAM policy has a wildcard Resource (except the X-Ray write statement, which AWS offers
-    no resource-level permission for) or an AWS managed policy, and no parameter that names a
-    resource in a policy lets a wildcard in (its AllowedPattern refuses one);
-  * each failure path has an alarm: function errors, stream (Kinesis, DynamoDB) iterator age,
-    dead letters kept (EMF metric `Invalid`), source queue age, redrive queues (a created
-    queue's RedrivePolicy target; an existing queue given by parameter XArn has its redrive
-    queue in parameter XRedriveArn) and stream failure destinations, each scheduled function's
-    heartbeat (the sweeper's errors and lag, the counter roll-up's lost records and falling
-    behind);
-  * created queues with a visibility timeout >= 6x the function timeout (for every allowed
-    value of a parameter that sets it), an OffsetLag alarm on Kafka sources;
-  * the counter journal: a created journal table has a stream with new images and a TTL on
-    `ttl`, a counter-rollup reads every journal a counter-writer writes, with the same
-    COUNTER_* table, mode, window and layout settings;
-  * the transaction protocol's horizons: TX_RETAIN_SECONDS >= TX_REDELIVERY_HORIZON_SECONDS >=
-    the created TX queues' retention (redrive included), TX_STALE_AFTER_SECONDS >
-    TX_REDELIVERY_GAP_SECONDS >= the created TX queue's visibility timeout + the coordinator's
-    timeout (a gap read from a mapping is checked for every entry), the sweeper's lag alarm
-    above its stale threshold;
-  * every alarm, role, table, queue, stream and function the docs name exists in some
-    template, and every alarm of every template has its runbook entry in the docs (the
-    parameters' tables in docs/deploy.md are written from the templates: param-tables.py).
+Conditions), so each template is checked in the configurations its checks need: its
+parameters' defaults, and, for every combination of its switches (parameters with
+AllowedValues that a Condition outside tables and IAM reads, or that the stack passes to a
+nested stack's switch), all of its optional resources left empty (created) and all given
+(existing: the SAMPLES below). Configurations its Rules refuse are skipped. (cfn-lint's
+condition scenarios were considered instead: they enumerate every satisfiable combination of
+all Conditions and resolve neither Ref nor Fn::Sub, which these checks need.) In each, the
+resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
+Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep the
+guarantees docs/deploy.md lists under "What the templates guarantee" (tables agreeing between
+templates, workspace binaries and code, sizes as parameters, policy parameters without
+wildcards, an alarm per failure path, created queues' visibility against timeouts, the counter
+journal's stream, TTL and roll-up, the transaction horizons, the docs' names and runbook
+entries); each check function states its own.
 """
 
 import glob
@@ -71,13 +46,6 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The only statements allowed a wildcard Resource: X-Ray has no resource-level permissions,
-# nor have the EC2 network interface actions a Kafka (MSK) event source's pollers need in the
-# cluster's VPC.
-XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
-KAFKA_ENI_ACTIONS = {"ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
-                     "ec2:DescribeNetworkInterfaces", "ec2:DescribeSecurityGroups",
-                     "ec2:DescribeSubnets", "ec2:DescribeVpcs"}
 # Names the docs may use that are not resources of a template.
 DOC_SUFFIXES = ("Table", "Role", "Alarm", "Queue", "QueueRedrive", "StreamFailures",
                 "Function", "Stream", "LogGroup")
@@ -201,11 +169,21 @@ class Template:
 
 # ------------------------------------------------------------------ configurations
 
+_TEMPLATES = {}
+
+
+def template(path):
+    """The template at path, read once."""
+    if path not in _TEMPLATES:
+        _TEMPLATES[path] = Template(path)
+    return _TEMPLATES[path]
+
+
 class Config:
     """One set of parameter values: conditions and intrinsic functions evaluate under it."""
 
-    def __init__(self, template, values, label):
-        self.t, self.values, self.label = template, values, label
+    def __init__(self, template, values, label, prefix=""):
+        self.t, self.values, self.label, self.prefix = template, values, label, prefix
         self._conditions = {}
 
     def param(self, name):
@@ -274,9 +252,9 @@ class Config:
                     return PSEUDO[args]
                 if args in self.t.params:
                     return self.param(args)
-                return "{" + args + "}"
+                return "{" + self.prefix + args + "}"
             if fn == "Fn::GetAtt":
-                return "{" + ".".join(args) + "}"
+                return "{" + self.prefix + ".".join(args) + "}"
             if fn == "Fn::If":
                 return self.eval(args[1] if self.condition(args[0]) else args[2])
             if fn == "Fn::Sub":
@@ -294,22 +272,31 @@ class Config:
         return {k: v for k, v in ((k, self.eval(v)) for k, v in value.items()) if v is not NOVALUE}
 
     def resources(self):
-        """The resources this configuration creates, resolved; functions with their Globals."""
+        """The resources this configuration creates, resolved; functions with their Globals;
+        those of the stacks it nests from local files too, as "<Application>/<Id>", each under
+        the parameters the Application passes."""
         out = {}
+        nested = dict(self.t.nested())
         for name, res in self.t.resources.items():
             if "Condition" in res and not self.condition(res["Condition"]):
                 continue
             props = res.get("Properties", {})
             if res.get("Type") == "AWS::Serverless::Function":
                 props = self.t.function_props(res)
-            out[name] = {"Type": res.get("Type"), "Metadata": res.get("Metadata", {}),
-                         "Properties": self.eval(props)}
+            out[self.prefix + name] = {"Type": res.get("Type"), "Metadata": res.get("Metadata", {}),
+                                       "Properties": self.eval(props)}
+            if name in nested and os.path.isfile(nested[name]):
+                values = {k: ",".join(v) if isinstance(v, list) else str(v)
+                          for k, v in self.eval(props.get("Parameters", {})).items()}
+                child = Config(template(nested[name]), values, self.label, f"{self.prefix}{name}/")
+                out.update(child.resources())
         return out
 
 
-def switches(t):
-    """Parameters with AllowedValues that a Rule reads, or a Condition used outside table
-    properties (tables are checked as written, whatever their parameters)."""
+def switches(t, depth=0):
+    """Parameters with AllowedValues that decide what the configuration checks read: a
+    Condition used outside table properties and IAM (tables are checked as written, policies
+    one at a time by Guard), or one the stack passes to a nested stack's switch."""
     def used(value):
         for v in walk(value):
             if isinstance(v, dict):
@@ -318,15 +305,19 @@ def switches(t):
                 if isinstance(v.get("Fn::If"), list):
                     yield v["Fn::If"][0]
     outside = {k: (r if r.get("Type") != "AWS::DynamoDB::Table" else {"Condition": r.get("Condition")})
-               for k, r in t.resources.items()}
+               for k, r in t.resources.items() if not r.get("Type", "").startswith("AWS::IAM::")}
     todo, conditions = list(used([outside, t.data.get("Globals", {}), t.data.get("Outputs", {})])), set()
     while todo:
         c = todo.pop()
         if c and c not in conditions and c in t.conditions:
             conditions.add(c)
             todo.extend(used(t.conditions[c]))
-    read = {v["Ref"] for v in walk([[t.conditions[c] for c in conditions], t.rules])
-            if isinstance(v, dict) and "Ref" in v}
+    read = {v["Ref"] for v in walk([t.conditions[c] for c in conditions]) if isinstance(v, dict) and "Ref" in v}
+    for name, path in t.nested():
+        if depth < 8 and os.path.isfile(path):
+            passed = t.resources[name].get("Properties", {}).get("Parameters", {})
+            read |= {passed[p]["Ref"] for p in switches(template(path), depth + 1)
+                     if isinstance(passed.get(p), dict) and "Ref" in passed[p]}
     return [p for p in t.params if p in read and "AllowedValues" in t.params[p]]
 
 
@@ -384,8 +375,6 @@ def configurations(t, errors):
         return values
 
     add({}, "defaults")
-    for p in optional:
-        add(given({}, [p]), f"defaults, {p} given")
     for combo in combos:
         label = ", ".join(f"{k}={v}" for k, v in combo.items())
         add(dict(combo), f"{label}, created")
@@ -547,29 +536,24 @@ def check_packaged_code(t, name, binary, code_uri, errors):
 
 
 def check_functions(t, binaries, errors):
+    """Every function's BuildProperties Binary is a binary of the workspace and its CodeUri the
+    workspace (relative to the template; packaged: the binary's zip). Returns the binaries."""
     deployed = set()
     for name, fn in t.of_type("AWS::Serverless::Function").items():
         props = t.function_props(fn)
         meta = fn.get("Metadata", {})
         binary = meta.get("BuildProperties", {}).get("Binary")
-        if meta.get("BuildMethod") != "rust-cargolambda":
-            errors.append(f"{t.name}: function {name}: Metadata BuildMethod is not rust-cargolambda")
         if binary not in binaries:
             errors.append(f"{t.name}: function {name}: BuildProperties Binary {binary!r} is not a binary of functions/*")
         deployed.add(binary)
         code_uri = props.get("CodeUri")
-        if PACKAGED:
-            check_packaged_code(t, name, binary, code_uri, errors)
-            code_uri = "<packaged>"
         workspace = os.path.join(os.path.dirname(t.path), str(code_uri))
         if PACKAGED:
-            pass
+            check_packaged_code(t, name, binary, code_uri, errors)
         elif not isinstance(code_uri, str) or os.path.realpath(workspace) != os.path.realpath(ROOT) \
                 or not os.path.isfile(os.path.join(workspace, "Cargo.toml")):
             errors.append(f"{t.name}: function {name}: CodeUri {code_uri!r} is not the cargo "
                           "workspace (relative to the template)")
-        if props.get("Handler") != "bootstrap" or not str(props.get("Runtime", "")).startswith("provided."):
-            errors.append(f"{t.name}: function {name}: not a custom-runtime bootstrap (Handler/Runtime)")
     return deployed
 
 
@@ -584,14 +568,15 @@ def check_function_sizes(t, errors):
                 errors.append(f"{t.name}: function {name}: {key} is not a parameter "
                               f"({props.get(key)!r})")
                 continue
+            # (cfn-lint refuses a Default outside MinValue-MaxValue.)
             spec = t.params[p]
-            lo, hi, default = (number(spec.get(k), None) for k in ("MinValue", "MaxValue", "Default"))
-            if spec.get("Type") != "Number" or None in (lo, hi, default):
+            lo, hi = (number(spec.get(k), None) for k in ("MinValue", "MaxValue"))
+            if spec.get("Type") != "Number" or None in (lo, hi) or "Default" not in spec:
                 errors.append(f"{t.name}: parameter {p} ({key} of {name}) needs Type Number, "
                               "Default, MinValue and MaxValue")
-            elif not (low <= lo <= default <= hi <= high):
-                errors.append(f"{t.name}: parameter {p} ({key} of {name}): {lo} <= {default} <= "
-                              f"{hi} does not hold within Lambda's {low}-{high}")
+            elif not low <= lo <= hi <= high:
+                errors.append(f"{t.name}: parameter {p} ({key} of {name}): {lo}-{hi} is not "
+                              f"within Lambda's {low}-{high}")
 
 
 def policy_documents(resources):
@@ -602,22 +587,34 @@ def policy_documents(resources):
             for p in as_list(props.get("Policies", [])):
                 if isinstance(p, dict):
                     yield name, p.get("PolicyDocument", {})
-        elif res.get("Type") in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
+        elif res.get("Type") in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy", "AWS::IAM::RolePolicy"):
             yield name, props.get("PolicyDocument", {})
 
 
-def check_policy_parameters(t, errors):
-    """A parameter that names a policy's resource must not let a wildcard in."""
-    used = set()
-    for _, doc in policy_documents(t.resources):
-        for value in walk(doc):
-            if isinstance(value, dict):
-                if isinstance(value.get("Ref"), str):
-                    used.add(value["Ref"])
-                sub = value.get("Fn::Sub")
+def policy_parameters(t, depth=0):
+    """The parameters of t that name a resource in a policy: its own policies', and those it
+    passes to a nested stack that uses them so."""
+    def refs(value):
+        for v in walk(value):
+            if isinstance(v, dict):
+                if isinstance(v.get("Ref"), str):
+                    yield v["Ref"]
+                sub = v.get("Fn::Sub")
                 if sub is not None:
-                    used.update(re.findall(r"\$\{([A-Za-z0-9]+)\}", sub if isinstance(sub, str) else sub[0]))
-    for p in sorted(used & set(t.params)):
+                    yield from re.findall(r"\$\{([A-Za-z0-9]+)\}", sub if isinstance(sub, str) else sub[0])
+    used = {r for _, doc in policy_documents(t.resources) for r in refs(doc)}
+    for name, path in t.nested():
+        if depth < 8 and os.path.isfile(path):
+            passed = t.resources[name].get("Properties", {}).get("Parameters", {})
+            for p in policy_parameters(template(path), depth + 1) & set(passed):
+                used.update(refs(passed[p]))
+    return used & set(t.params)
+
+
+def check_policy_parameters(t, errors):
+    """A parameter that names a policy's resource (in this stack or one it nests) must not
+    let a wildcard in."""
+    for p in sorted(policy_parameters(t)):
         spec = t.params[p]
         pattern = spec.get("AllowedPattern")
         if "AllowedValues" in spec:
@@ -671,22 +668,11 @@ def check_gap_mapping(t, errors):
 
 # ------------------------------------------------------------------ checks of one configuration
 
-def check_policies(view, where, errors):
-    for name, doc in policy_documents(view):
-        for st in as_list(doc.get("Statement", [])):
-            sid = st.get("Sid", "?")
-            actions = as_list(st.get("Action", []))
-            resources = [str(r) for r in as_list(st.get("Resource", []))]
-            if any("*" in r for r in resources) and not set(actions) <= XRAY_ACTIONS \
-                    and not set(actions) <= KAFKA_ENI_ACTIONS:
-                errors.append(f"{where}: policy of {name}, statement {sid}: wildcard Resource {resources}")
-    for name, role in of_type(view, "AWS::IAM::Role").items():
-        for arn in as_list(role["Properties"].get("ManagedPolicyArns", [])):
-            if isinstance(arn, str) and arn.startswith("arn:aws:iam::aws:policy/"):
-                errors.append(f"{where}: role {name}: AWS managed policy {arn} (write the least privilege inline)")
-
-
 def check_alarms(config, view, where, errors):
+    """An alarm for each failure path: function errors, dead letters kept (EMF `Invalid`), a
+    stream or Kafka consumer falling behind, a queue's backlog, every queue of messages given
+    up on (a created queue's redrive target; an existing queue's <X>RedriveArn parameter;
+    failure destinations), a scheduled function not running and its own metrics."""
     alarms = of_type(view, "AWS::CloudWatch::Alarm")
     emf = config.param("MetricsNamespace") if "MetricsNamespace" in config.t.params else None
 
@@ -862,6 +848,7 @@ def check_rollup(view, where, errors):
 # ------------------------------------------------------------------ docs
 
 def check_docs(templates, docs, errors):
+    """Every resource the docs name exists in some template; every alarm has its runbook entry."""
     text = ""
     for doc in docs:
         with open(doc, encoding="utf-8") as f:
@@ -872,8 +859,7 @@ def check_docs(templates, docs, errors):
     names = ", ".join(rel(d) for d in docs)
     # A capitalised word ending like a resource, not an IAM action (`dynamodb:DescribeStream`).
     pattern = re.compile(r"(?<![:\w])([A-Z][A-Za-z0-9]*(?:%s))\b" % "|".join(DOC_SUFFIXES))
-    # (The packaged templates are checked alone: the demo's names are checked with the demo.)
-    for name in [] if PACKAGED else sorted(set(pattern.findall(text))):
+    for name in sorted(set(pattern.findall(text))):
         if name not in declared and name not in DOC_SUFFIXES:
             errors.append(f"the docs ({names}) name {name}, which no template declares")
     for t in templates:
@@ -886,33 +872,39 @@ def check_docs(templates, docs, errors):
 
 def with_nested(paths, errors):
     """The templates, each followed by the stacks it nests from local files (once each), and
-    the ones reachable from a template that nests others (the all-in-one entry)."""
-    out, seen, composed = [], {}, set()
+    the all-in-one entry."""
+    out, seen = [], {}
 
-    def visit(path, depth, root):
+    def visit(path, depth):
         real = os.path.realpath(path)
         if real in seen:
-            if root:
-                composed.add(real)
             return
         if not os.path.isfile(path):
             errors.append(f"{rel(path)}: no such template")
             return
-        t = Template(path)
+        t = template(path)
         seen[real] = t
         out.append(t)
-        nested = list(t.nested())
-        root = root or bool(nested)
-        if root:
-            composed.add(real)
-        for name, child in nested:
+        for name, child in t.nested():
             if not os.path.isfile(child):
                 errors.append(f"{t.name}: nested stack {name}: Location {rel(child)} does not exist")
             elif depth < 8:
-                visit(child, depth + 1, True)
+                visit(child, depth + 1)
     for p in paths:
-        visit(p, 0, False)
-    entry = [t for t in out if os.path.realpath(t.path) in composed] or out
+        visit(p, 0)
+    # The all-in-one entry: a template that nests stacks with functions (the demo), with all
+    # it nests; without one, every template.
+    by_path = {os.path.realpath(t.path): t for t in out}
+    roots = [t for t in out if any(by_path.get(os.path.realpath(c)) is not None and
+                                   by_path[os.path.realpath(c)].of_type("AWS::Serverless::Function")
+                                   for _, c in t.nested())]
+    entry, todo = set(), list(roots)
+    while todo:
+        t = todo.pop()
+        if os.path.realpath(t.path) not in entry:
+            entry.add(os.path.realpath(t.path))
+            todo.extend(by_path[os.path.realpath(c)] for _, c in t.nested() if os.path.realpath(c) in by_path)
+    entry = [t for t in out if os.path.realpath(t.path) in entry] or out
     return out, entry
 
 
@@ -938,10 +930,17 @@ def main():
     binaries = workspace_binaries()
     deployed = set()
     configs = 0
+    given = {os.path.realpath(p) for p in paths}
     for t in templates:
         functions = check_functions(t, binaries, errors)
         if t in entry:
             deployed |= functions
+        if PACKAGED:
+            continue
+        if os.path.realpath(t.path) not in given and not t.of_type("AWS::Serverless::Function"):
+            # A stack only nested (stacks/shared): checked in its parents' configurations,
+            # under the parameters they pass (theirs carry the AllowedPatterns).
+            continue
         check_policy_parameters(t, errors)
         check_function_sizes(t, errors)
         check_queue_visibility(t, errors)
@@ -950,7 +949,6 @@ def main():
             configs += 1
             view = config.resources()
             where = f"{t.name} [{config.label}]"
-            check_policies(view, where, errors)
             check_alarms(config, view, where, errors)
             check_sources(view, where, errors)
             check_horizons(view, where, errors)
@@ -959,8 +957,9 @@ def main():
         if binary not in deployed:
             errors.append(f"workspace binary {binary} (functions/{package}) is deployed by none of "
                           f"{', '.join(t.name for t in entry)}")
-    check_table_agreement(templates, errors)
-    check_docs(templates, docs, errors)
+    if not PACKAGED:
+        check_table_agreement(templates, errors)
+        check_docs(templates, docs, errors)
     # One line per violation, with the first configuration that shows it.
     shown = set()
     for e in errors:
@@ -970,9 +969,13 @@ def main():
             print(f"template-check: {e}", file=sys.stderr)
     if errors:
         sys.exit(1)
+    if PACKAGED:
+        print(f"template-check: {len(templates)} packaged templates: every function's code is its "
+              "binary's zip, every binary packaged")
+        return
     print(f"template-check: {len(templates)} templates in {configs} configurations: tables agree, "
-          "workspace binaries, sizes as parameters, no wildcard policies, an alarm per failure "
-          "path, horizons, docs names exist")
+          "workspace binaries, sizes as parameters, policy parameters without wildcards, an "
+          "alarm per failure path, horizons, docs names exist")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ default, allowed values or range or pattern, Description) between the page's mar
     <!-- parameters: template.yaml -->         the demo's
     <!-- end parameters -->
 
-Usage: param-tables.py           rewrite the tables (after changing a stack: `make stacks` first)
+Usage: param-tables.py           rewrite the tables (after changing a stack; `make stacks` runs it)
        param-tables.py --check   exit 1 when a table is not what the templates give (make test)
        (--page FILE: that file instead of docs/deploy.md)
 """
