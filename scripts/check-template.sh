@@ -2,7 +2,7 @@
 # Validate every SAM template offline: template.yaml (the demo, all in one), each writer stack
 # it composes (stacks/*.yaml), the half they share and nest (stacks/shared/sources.yaml) and
 # their packaged variants (make package) with cfn-lint (SAM transform included), the CloudFormation Guard rules of
-# scripts/guard (one resource at a time: retained, recoverable tables, encryption, arm64, alarm
+# stacks/rules.guard (one resource at a time: retained, recoverable tables, encryption, arm64, alarm
 # actions, named actions and resources, the sources' and the schedule's settings), then the
 # checks of scripts/check_template.py that span resources or templates (workspace binaries,
 # sizes as parameters, policy parameters without wildcards, an alarm per failure path,

