@@ -62,7 +62,7 @@ impl LetterFilter {
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct Listing {
-    /// Complete letters, in source order ([`source_order`]).
+    /// Complete letters, in source order (`source_order`).
     pub letters: Vec<DeadLetter>,
     /// Letters some of whose payload parts are missing (a listing that raced a `keep`, or
     /// parts left behind): `(id, what is missing)`. They are not replayed or exported.
@@ -212,7 +212,7 @@ fn join_parts(letter: &mut DeadLetter, mut rest: Vec<(usize, Vec<u8>)>) -> Resul
 /// number compared as a number (KPL user records of one aggregate by sub-sequence number),
 /// SQS FIFO messages by `SequenceNumber`, Kafka records per topic-partition by offset, and letters without a position order (standard SQS)
 /// by when they were rejected. Ties by id.
-pub fn source_order(a: &DeadLetter, b: &DeadLetter) -> Ordering {
+pub(crate) fn source_order(a: &DeadLetter, b: &DeadLetter) -> Ordering {
     let (pa, pb) = (&a.position, &b.position);
     kind_rank(pa.kind)
         .cmp(&kind_rank(pb.kind))

@@ -16,9 +16,10 @@
 //! [`Protocol::redelivery`]: dynamodb_exactly_once::Protocol::redelivery
 //!
 //! Kinesis records in the KPL aggregation format are expanded here into their user records
-//! ([`kpl`]); each keeps its parent's sequence number as its id (what Lambda checkpoints on)
+//! (`kpl.rs`); each keeps its parent's sequence number as its id (what Lambda checkpoints on)
 //! and carries its sub-sequence number in [`SourcePosition::sub_record`].
 
+#[doc(hidden)]
 pub mod dynamodb;
 pub mod kafka;
 pub mod value;
@@ -28,8 +29,9 @@ use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::streams::{DynamoDbEventResponse, KinesisEventResponse};
 use serde::{Deserialize, Serialize};
 
+#[doc(hidden)]
 pub mod kpl;
-pub mod metadata;
+pub(crate) mod metadata;
 
 pub use kafka::{KafkaHeader, KafkaPosition};
 pub use kpl::SubRecord;

@@ -27,7 +27,7 @@ pub(crate) const DEFAULT_ATTRIBUTE_PREFIX: &str = "ctr_";
 
 /// The prefix marker attribute (S): a digest of the attribute prefix the item's counter state
 /// was written under; absent under the default prefix.
-pub const PREFIX_MARKER_ATTRIBUTE: &str = "_ctrL";
+pub(crate) const PREFIX_MARKER_ATTRIBUTE: &str = "_ctrL";
 
 /// An attribute prefix's marker, and the default bucket attribute it must not find.
 #[derive(Debug, Clone, PartialEq, Eq)]

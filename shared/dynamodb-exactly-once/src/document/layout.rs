@@ -24,7 +24,7 @@ use crate::ddb::{Item, Placeholders};
 
 /// The prefix marker attribute (S): a digest of the attribute prefix the item's document state
 /// was written under; absent under the default prefix.
-pub const PREFIX_MARKER_ATTRIBUTE: &str = "_docL";
+pub(crate) const PREFIX_MARKER_ATTRIBUTE: &str = "_docL";
 
 /// A configuration's marker.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,15 +20,15 @@ pub use holding::Holding;
 /// The lock item's key attribute.
 pub const ATTR_LOCK_ID: &str = "LockId";
 /// The holder's name.
-pub const ATTR_OWNER: &str = "Owner";
+pub(crate) const ATTR_OWNER: &str = "Owner";
 /// Random record version, new with every acquisition, heartbeat and release.
-pub const ATTR_RECORD_VERSION: &str = "RecordVersion";
+pub(crate) const ATTR_RECORD_VERSION: &str = "RecordVersion";
 /// The fencing token of the latest acquisition (a number that only grows).
-pub const ATTR_FENCING_TOKEN: &str = "FencingToken";
+pub(crate) const ATTR_FENCING_TOKEN: &str = "FencingToken";
 /// The holder's lease duration in milliseconds.
-pub const ATTR_LEASE_MS: &str = "LeaseMs";
+pub(crate) const ATTR_LEASE_MS: &str = "LeaseMs";
 /// `true` once the holder released the lock.
-pub const ATTR_RELEASED: &str = "Released";
+pub(crate) const ATTR_RELEASED: &str = "Released";
 
 /// Acquire a free lock: no item, or a released one.
 pub(crate) const CONDITION_FREE: &str = "attribute_not_exists(#id) OR #rel = :true";

@@ -27,7 +27,7 @@ use crate::rejection::{quote, Rejection, RejectionCode};
 
 /// The layout marker attribute (S): a digest of the protocol attribute names an item was
 /// written under; absent under the default names.
-pub const LAYOUT_ATTRIBUTE: &str = "_rtL";
+pub(crate) const LAYOUT_ATTRIBUTE: &str = "_rtL";
 
 /// This configuration's layout: its marker and the condition every write carries.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,7 +34,7 @@ use crate::ddb::{conditional, Cond, Item, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
 
 /// How long a writer's promise runs (renewed at half).
-pub const LEDGER_LEASE: Duration = Duration::from_secs(3600);
+pub(crate) const LEDGER_LEASE: Duration = Duration::from_secs(3600);
 /// The ledger item's version attribute.
 const VERSION_ATTRIBUTE: &str = "LedgerVersion";
 /// Prefix of a lifetime's promise attribute (`Lifetime_<seconds>`: epoch s).

@@ -28,13 +28,13 @@ pub const HISTORY_KEY_ATTRIBUTE: &str = "ItemKey";
 /// History table: sort key, [`history_sort_key`] of the record's `(ts, tie-break)` (S).
 pub const HISTORY_SORT_ATTRIBUTE: &str = "RecordVersion";
 /// History row: the record's `ts` (N, or S above `u64`: see [`super::Ts`]).
-pub const HISTORY_TS_ATTRIBUTE: &str = "Timestamp";
+pub(crate) const HISTORY_TS_ATTRIBUTE: &str = "Timestamp";
 /// History row: the record's tie-break token (S).
-pub const HISTORY_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
+pub(crate) const HISTORY_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
 /// History row: `put` or `delete` (S).
-pub const HISTORY_OP_ATTRIBUTE: &str = "Op";
+pub(crate) const HISTORY_OP_ATTRIBUTE: &str = "Op";
 /// History row: the put's item as the latest table stores it (M); absent for a delete.
-pub const HISTORY_ITEM_ATTRIBUTE: &str = "Item";
+pub(crate) const HISTORY_ITEM_ATTRIBUTE: &str = "Item";
 /// Token of a delete: greater than every put token.
 pub(crate) const DELETE_TOKEN: &str = "1";
 /// Prefix of a put token.

@@ -8,15 +8,15 @@ use crate::ddb::error::StoreError;
 use crate::ddb::item::{item_to_json, Item};
 
 /// The lock: `txId#attempt` of the transaction holding the item.
-pub const ATTR_LOCK: &str = "_txLock";
+pub(crate) const ATTR_LOCK: &str = "_txLock";
 /// The item's version token (fresh random value per protocol write).
-pub const ATTR_VERSION_TOKEN: &str = "_txVer";
+pub(crate) const ATTR_VERSION_TOKEN: &str = "_txVer";
 /// The saved previous image (absent: the item did not exist).
-pub const ATTR_IMAGE: &str = "_txImage";
+pub(crate) const ATTR_IMAGE: &str = "_txImage";
 /// Completion deletes the item.
-pub const ATTR_DELETE: &str = "_txDelete";
+pub(crate) const ATTR_DELETE: &str = "_txDelete";
 /// The item was inserted only to be locked.
-pub const ATTR_TRANSIENT: &str = "_txTransient";
+pub(crate) const ATTR_TRANSIENT: &str = "_txTransient";
 /// Every protocol attribute of an item.
 pub const ITEM_PROTOCOL_ATTRIBUTES: [&str; 5] = [
     ATTR_LOCK,

@@ -15,19 +15,19 @@ pub use revision::{Revision, RevisionOp};
 pub use write::{RmwOutcome, VersionOutcome};
 
 /// Latest table: the item's version number (N).
-pub const ATTR_VERSION: &str = "_version";
+pub(crate) const ATTR_VERSION: &str = "_version";
 /// Latest table: `true` on the tombstone of a deleted item (BOOL).
-pub const ATTR_DELETED: &str = "_deleted";
+pub(crate) const ATTR_DELETED: &str = "_deleted";
 /// Both tables: the write id of the change that made this version (S).
-pub const ATTR_WRITE_ID: &str = "_writeId";
+pub(crate) const ATTR_WRITE_ID: &str = "_writeId";
 /// Both tables: when the change was made, epoch milliseconds (N).
-pub const ATTR_WRITTEN_AT: &str = "_writtenAt";
+pub(crate) const ATTR_WRITTEN_AT: &str = "_writtenAt";
 /// History table: the operation (`create`, `update`, `delete`, `restore`) (S).
-pub const ATTR_OP: &str = "_op";
+pub(crate) const ATTR_OP: &str = "_op";
 /// History table: the item's attributes, key included (M); absent for a delete.
-pub const ATTR_ITEM: &str = "_item";
+pub(crate) const ATTR_ITEM: &str = "_item";
 /// History table: the version a restore copied (N).
-pub const ATTR_RESTORED_FROM: &str = "_restoredFrom";
+pub(crate) const ATTR_RESTORED_FROM: &str = "_restoredFrom";
 /// History table: partition key, the item's canonical key, e.g. `{"PK":"doc#1"}` (S).
 pub const HISTORY_KEY: &str = "ItemKey";
 /// History table: sort key, the version number (N).

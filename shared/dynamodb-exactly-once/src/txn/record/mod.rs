@@ -104,7 +104,7 @@ pub(crate) const SWEEP_INDEX: &str = "Sweep";
 /// Number of `SweepKey` shards: index writes spread over this many partitions (each takes
 /// about 1,000 writes/s; a committed transaction makes 2, so about 8,000 TX/s in all).
 /// Fixed: the sweeper reads exactly these keys, so changing it strands open entries.
-pub const SWEEP_SHARDS: u32 = 16;
+pub(crate) const SWEEP_SHARDS: u32 = 16;
 /// Prefix of the sharded `SweepKey` values.
 pub(crate) const SWEEP_OPEN_PREFIX: &str = "open#";
 /// Largest requests JSON kept inline in the header; larger lists go to parts. Small on

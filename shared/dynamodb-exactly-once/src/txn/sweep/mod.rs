@@ -76,7 +76,6 @@ use crate::txn::{Coordinator, Driven, TxConfig, TxError, TxStatus};
 mod config;
 mod retired;
 
-pub use crate::txn::record::SWEEP_SHARDS;
 pub use config::{check_stale_after, SweepConfig, SweepConfigBuilder};
 pub use retired::{KeepRetired, Retired};
 
