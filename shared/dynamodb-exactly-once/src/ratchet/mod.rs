@@ -3,6 +3,7 @@
 mod builder;
 mod cache;
 mod config;
+mod format;
 mod history;
 mod layout;
 mod ledger;
@@ -21,11 +22,12 @@ use crate::rejection::Rejection;
 
 pub use builder::RatchetConfigBuilder;
 pub use config::{RatchetConfig, Replication};
-pub(crate) use layout::LAYOUT_ATTRIBUTE;
+pub(crate) use format::LAYOUT_ATTRIBUTE;
+pub use format::{HISTORY_KEY_ATTRIBUTE, HISTORY_SORT_ATTRIBUTE};
 pub use ledger::LifetimeLedger;
 pub use outcome::RatchetOutcome;
+pub use record::history_sort_key;
 use record::RawRecord;
-pub use record::{history_sort_key, HISTORY_KEY_ATTRIBUTE, HISTORY_SORT_ATTRIBUTE};
 pub use record::{RatchetOp, RatchetRecord};
 pub use ts::{Ts, TsError};
 
