@@ -1,5 +1,9 @@
 //! Listing dead letters in source order, and the writes a replay or an export leaves on them.
 
+use crate::dead_letter::format::{
+    ATTR_EXPORTED_AT, ATTR_FUNCTION, ATTR_ID, ATTR_PART, ATTR_PART_OF, ATTR_PAYLOAD,
+    ATTR_REPLAYED_AT,
+};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -7,10 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use dynamodb_exactly_once::__private::epoch_seconds;
 use dynamodb_exactly_once::{Item, StoreError};
 
-use super::{
-    part_id, DeadLetter, DeadLetters, ATTR_EXPORTED_AT, ATTR_FUNCTION, ATTR_ID, ATTR_PART,
-    ATTR_PART_OF, ATTR_PAYLOAD, ATTR_REPLAYED_AT,
-};
+use super::{part_id, DeadLetter, DeadLetters};
 use crate::source::{SourceKind, SourcePosition};
 
 /// Scan filter: this function's dead letters and their payload parts (whose `PartOf` id starts

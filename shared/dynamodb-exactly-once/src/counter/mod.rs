@@ -6,6 +6,7 @@ mod builder;
 mod cache;
 mod config;
 mod forget;
+mod format;
 pub mod journal;
 mod layout;
 mod marker;

@@ -6,6 +6,7 @@ mod coordinator;
 mod decide;
 mod fast;
 mod finish;
+mod format;
 mod item;
 mod lock;
 mod outcome;
@@ -25,9 +26,8 @@ pub(crate) use config::{DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN};
 pub use coordinator::Coordinator;
 #[doc(hidden)]
 pub use fast::FAST_MAX_REQUESTS;
+pub use format::ITEM_PROTOCOL_ATTRIBUTES;
 pub(crate) use item::plain_json;
-pub use item::ITEM_PROTOCOL_ATTRIBUTES;
-pub(crate) use item::{ATTR_DELETE, ATTR_IMAGE, ATTR_TRANSIENT};
 pub(crate) use outcome::Driven;
 pub use outcome::{TxError, TxOutcome, TxReport};
 pub use request::{Operation, TxMessage, TxMessageBuilder, TxRequest};

@@ -163,6 +163,6 @@ with_journal_feature! {
     pub use window::{WindowOutcome, APPLY_AT_BYTES};
 }
 
-pub use entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE};
+pub use crate::counter::format::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE};
 #[doc(hidden)]
 pub use insert::statement_items;
