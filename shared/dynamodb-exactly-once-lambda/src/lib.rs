@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! * [`source`]: Kinesis/SQS/DynamoDB Streams event detection, source positions, partial batch
-//!   responses; [`source::kpl`] expands KPL-aggregated Kinesis records; [`source::value`]
+//!   responses; `source::kpl` expands KPL-aggregated Kinesis records; [`source::value`]
 //!   decodes Kafka values in Avro or Protobuf (features `avro`, `protobuf`).
 //! * `pipeline` (internal): one batch through a protocol or a record handler (parse → apply → keep what is rejected →
 //!   partial batch response), returning a [`BatchReport`]; unordered batches in one `apply`, ordered
