@@ -59,7 +59,7 @@ def ty(t):
                                  + (" + " + v["lifetime"] if v["lifetime"] else ""),
             "qualified_path": lambda: (f"<{ty(v['self_type'])} as {path(v['trait'])}>" if v["trait"] and
                                        v["trait"]["path"] else ty(v["self_type"])) + "::" + v["name"],
-            "function_pointer": lambda: fn_sig("fn", v["sig"])}.get(k, lambda: "_")()
+            "function_pointer": lambda: fn_sig("fn", v["sig"])}.get(k, lambda: sys.exit(f"public-api: type {k}?"))()
 
 
 def generics(g):
@@ -167,6 +167,8 @@ def listing(doc):
 
 
 def main():
+    if {"-h", "--help"} & set(sys.argv):
+        sys.exit(print(__doc__))
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     failed = False
     for crate, package in CRATES.items():
