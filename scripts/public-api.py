@@ -1,148 +1,197 @@
 #!/usr/bin/env python3
-"""The public API of the library crates, one line per item, from the rustdoc HTML that
-`make test` already builds (`cargo doc --workspace --no-deps --all-features`).
+"""The public API of the library crates, one line per item, from the rustdoc JSON of the docs step
+of `scripts/test.sh` (by hand: `RUSTDOC=$PWD/scripts/lib/rustdoc-json RUSTDOCFLAGS="-Z unstable-options
+--output-format json" cargo doc --no-deps --all-features -p dynamodb-exactly-once -p dynamodb-exactly-once-lambda`).
 
-    python3 scripts/public-api.py            compare with api/<crate>.txt (`make test`)
-    python3 scripts/public-api.py --bless    write api/<crate>.txt from target/doc
+    python3 scripts/public-api.py [--bless]    compare with (write) api/<crate>.txt
 
-Each line is an item's path and its declaration as rustdoc shows it (HTML stripped, spaces
-collapsed): structs with their public fields, enums with their variants and
-`#[non_exhaustive]`, functions, constants, traits, type aliases, every inherent method's
-signature, every trait implementation's header (auto traits and blanket impls left out), and
-each module's re-exports. A change to the public surface is then a visible diff in review, and
-`make test` fails until the listing is blessed with the change.
+A line is a path and a declaration (fields, variants, `#[non_exhaustive]`, signatures, trait impl
+headers without auto traits and blanket impls, re-exports of items listed elsewhere); each item once,
+where defined or at its public path nearest to that. `make test` fails until a change is blessed.
 """
 
-import html
+import difflib
+import json
 import os
-import re
 import sys
 
-CRATES = {
-    "dynamodb_exactly_once": "dynamodb-exactly-once",
-    "dynamodb_exactly_once_lambda": "dynamodb-exactly-once-lambda",
-}
-DOC = "target/doc"
-OUT = "api"
-
-TAG = re.compile(r"<[^>]+>")
-SPACE = re.compile(r"\s+")
-ITEM_PAGE = re.compile(r"^(struct|enum|trait|fn|constant|type|macro|union|static|traitalias)\.(.+)\.html$")
+CRATES = {"dynamodb_exactly_once": "dynamodb-exactly-once",
+          "dynamodb_exactly_once_lambda": "dynamodb-exactly-once-lambda"}
+FORMAT_VERSION = 57  # rustdoc JSON of Rust 1.95 (`rustdoc_types::FORMAT_VERSION` 57)
 
 
-def text(fragment):
-    """Rustdoc HTML to one line of Rust."""
-    fragment = re.sub(r'<a class="src[^"]*"[^>]*>.*?</a>', "", fragment)
-    fragment = re.sub(r'<a [^>]*class="anchor"[^>]*>.*?</a>', "", fragment)
-    line = html.unescape(TAG.sub("", fragment))
-    line = SPACE.sub(" ", line).strip()
-    line = line.replace("( ", "(").replace(" )", ")").replace(",)", ")")
-    return line
-
-
-def section(page, start_id, end_ids):
-    """The HTML between the element with id `start_id` and the first of `end_ids` after it."""
-    i = page.find(f'id="{start_id}"')
-    if i < 0:
+def args(a):
+    if not a:
         return ""
-    ends = [page.find(f'id="{e}"', i) for e in end_ids]
-    ends = [e for e in ends if e > 0]
-    return page[i:min(ends) if ends else len(page)]
+    if "parenthesized" in a:
+        p = a["parenthesized"]
+        return f"({', '.join(map(ty, p['inputs']))})" + (f" -> {ty(p['output'])}" if p["output"] else "")
+    a = a["angle_bracketed"]
+    out = [ty(x["type"]) if "type" in x else x.get("lifetime") or "_" for x in a["args"]]
+    out += [c["name"] + (f" = {ty(c['binding']['equality']['type'])}" if "equality" in c["binding"]
+                         else f": {bounds(c['binding']['constraint'])}") for c in a["constraints"]]
+    return f"<{', '.join(out)}>" if out else ""
 
 
-def item_lines(path, page):
-    lines = []
-    decl = re.search(r'<pre class="rust item-decl">(.*?)</pre>', page, re.S)
-    if decl:
-        lines.append(f"{path}: {text(decl.group(1))}")
-    inherent = section(page, "implementations-list",
-                       ["trait-implementations", "synthetic-implementations", "blanket-implementations"])
-    for impl in re.split(r'(?=<section id="impl-)', inherent):
-        header = re.search(r'<h3 class="code-header">(.*?)</h3>', impl, re.S)
-        if not header:
+def bounds(bs):
+    return " + ".join(b["outlives"] if "outlives" in b else {"maybe": "?"}.get(b["trait_bound"]["modifier"], "")
+                      + path(b["trait_bound"]["trait"]) for b in bs)
+
+
+def path(p):  # the last segment, as rustdoc shows it: how the source spells a path is not API
+    return p["path"].rsplit("::", 1)[-1] + args(p["args"])
+
+
+def ty(t):
+    (k, v), = t.items()
+    if k in ("generic", "primitive"):
+        return v
+    ref = k in ("borrowed_ref", "raw_pointer") and v
+    return {"resolved_path": lambda: path(v),
+            "borrowed_ref": lambda: f"&{ref['lifetime'] + ' ' if ref['lifetime'] else ''}"
+                                    f"{'mut ' * ref['is_mutable']}{ty(ref['type'])}",
+            "raw_pointer": lambda: f"*{'mut' if ref['is_mutable'] else 'const'} {ty(ref['type'])}",
+            "slice": lambda: f"[{ty(v)}]",
+            "array": lambda: f"[{ty(v['type'])}; {v['len']}]",
+            "tuple": lambda: f"({', '.join(map(ty, v))})",
+            "impl_trait": lambda: "impl " + bounds(v),
+            "dyn_trait": lambda: "dyn " + " + ".join(path(p["trait"]) for p in v["traits"])
+                                 + (" + " + v["lifetime"] if v["lifetime"] else ""),
+            "qualified_path": lambda: (f"<{ty(v['self_type'])} as {path(v['trait'])}>" if v["trait"] and
+                                       v["trait"]["path"] else ty(v["self_type"])) + "::" + v["name"],
+            "function_pointer": lambda: fn_sig("fn", v["sig"])}.get(k, lambda: sys.exit(f"public-api: type {k}?"))()
+
+
+def generics(g):
+    ps = [p["name"] + (f": {bounds(v['bounds'])}" if v.get("bounds") else "") if k != "const"
+          else f"const {p['name']}: {ty(v['type'])}"
+          for p in g["params"] for k, v in p["kind"].items() if not v.get("is_synthetic")]
+    wh = [f"{ty(w['bound_predicate']['type'])}: {bounds(w['bound_predicate']['bounds'])}"
+          for w in g["where_predicates"] if "bound_predicate" in w]
+    return (f"<{', '.join(ps)}>" if ps else ""), (" where " + ", ".join(wh) if wh else "")
+
+
+def fn_sig(head, sig):
+    own = {"Self": "self", "&Self": "&self", "&mut Self": "&mut self"}
+    ins = ", ".join(own[ty(t)] if n == "self" and ty(t) in own else f"{n}: {ty(t)}" for n, t in sig["inputs"])
+    return f"{head}({ins})" + (f" -> {ty(sig['output'])}" if sig["output"] else "")
+
+
+def fn(name_, f, vis="pub "):
+    h, (gp, wh) = f["header"], generics(f["generics"])
+    q = "const " * h["is_const"] + "async " * h["is_async"] + "unsafe " * h["is_unsafe"]
+    return fn_sig(f"{vis}{q}fn {name_}{gp}", f["sig"]) + wh
+
+
+def fields(idx, ids):
+    return [ty(idx[str(f)]["inner"]["struct_field"]) if f is not None else "_" for f in ids]
+
+
+def decl(idx, item):
+    (k, v), = item["inner"].items()
+    n, ne = item["name"], "#[non_exhaustive] " * ("non_exhaustive" in item["attrs"])
+    if k == "function":
+        return fn(n, v)
+    if k == "constant":
+        c = v["const"]
+        return f"pub const {n}: {ty(v['type'])} = {c['expr'] if c['is_literal'] else c['value'] or c['expr']}"
+    if k == "type_alias":
+        return f"pub type {n}{generics(v['generics'])[0]} = {ty(v['type'])}"
+    gp, wh = generics(v["generics"])
+    if k == "trait":
+        return f"pub trait {n}{gp}" + (f": {bounds(v['bounds'])}" if v["bounds"] else "") + wh
+    if k == "struct":
+        s = v["kind"]
+        body = "" if s == "unit" else f"({', '.join(fields(idx, s['tuple']))})" if "tuple" in s else \
+            " { " + ", ".join([f"pub {idx[str(f)]['name']}: {ty(idx[str(f)]['inner']['struct_field'])}"
+                               for f in s["plain"]["fields"]] + [".."] * s["plain"]["has_stripped_fields"]) + " }"
+        return f"{ne}pub struct {n}{gp}{wh}{body}"
+    variants = []
+    for var in (idx[str(i)] for i in v["variants"]):
+        vk = var["inner"]["variant"]["kind"]
+        variants.append(var["name"] + ("" if vk == "plain" else f"({', '.join(fields(idx, vk['tuple']))})"
+                                       if "tuple" in vk else " { " + ", ".join(
+                                           f"{idx[str(f)]['name']}: {ty(idx[str(f)]['inner']['struct_field'])}"
+                                           for f in vk["struct"]["fields"]) + " }"))
+    return f"{ne}pub enum {n}{gp}{wh} {{ {', '.join(variants)} }}"
+
+
+def member(m, vis):
+    (k, v), = m["inner"].items()
+    return fn(m["name"], v, vis) if k == "function" else f"{vis}const {m['name']}: {ty(v['type'])}" \
+        if k == "assoc_const" else f"type {m['name']}" + (f": {bounds(v['bounds'])}" if v["bounds"] else "")
+
+
+def item_lines(idx, at, item):
+    lines = [f"{at}: {decl(idx, item)}"]
+    (k, v), = item["inner"].items()
+    lines += [f"{at}: {{ {member(idx[str(i)], '')} }}" for i in v.get("items", []) if k == "trait"]
+    for imp in (idx[str(i)]["inner"]["impl"] for i in v.get("impls", [])):
+        if imp["is_synthetic"] or imp["blanket_impl"]:
             continue
-        for sig in re.findall(r'<section id="(?:method|associatedconstant|associatedtype)\.[^"]*"[^>]*>.*?'
-                              r'<h4 class="code-header">(.*?)</h4>', impl, re.S):
-            lines.append(f"{path}: {text(header.group(1))} {{ {text(sig)} }}")
-    traits = section(page, "trait-implementations-list",
-                     ["synthetic-implementations", "blanket-implementations"])
-    for header in re.findall(r'<section id="impl-[^"]*" class="impl">.*?<h3 class="code-header">(.*?)</h3>',
-                             traits, re.S):
-        lines.append(f"{path}: {text(header)}")
-    # Trait pages: required and provided methods.
-    for sig in re.findall(r'<section id="(?:tymethod|method)\.[^"]*" class="method">.*?'
-                          r'<h4 class="code-header">(.*?)</h4>', section(page, "required-methods", ["implementors"])
-                          + section(page, "provided-methods", ["implementors"]), re.S):
-        lines.append(f"{path}: {{ {text(sig)} }}")
-    # Enum variants and struct fields are in the declaration; their docs are not API.
+        gp, wh = generics(imp["generics"])
+        head = f"impl{gp} {'!' * imp['is_negative']}{path(imp['trait']) + ' for ' if imp['trait'] else ''}" \
+               f"{ty(imp['for'])}{wh}"
+        lines += [f"{at}: {head}"] if imp["trait"] else [
+            f"{at}: {head} {{ {member(m, 'pub ')} }}" for m in (idx[str(i)] for i in imp["items"])
+            if m["visibility"] == "public"]
     return lines
 
 
-def module_lines(path, page):
-    lines = []
-    reexports = section(page, "reexports", ["modules", "structs", "enums", "functions", "traits",
-                                            "constants", "types", "macros", "statics"])
-    for item in re.findall(r"<code>(.*?)</code>", reexports, re.S):
-        lines.append(f"{path}: {text(item)}")
-    return lines
+def listing(doc):
+    idx, found, uses, lines = doc["index"], {}, [], []
 
+    def walk(module, here):
+        for i in idx[str(module)]["inner"]["module"]["items"]:
+            item = idx[str(i)]
+            (k, v), = item["inner"].items()
+            if k == "use":
+                uses.append((here, v, f"{here}::{v['name']}"))
+                if str(v["id"]) in idx and not v["is_glob"]:
+                    found.setdefault(v["id"], []).append(f"{here}::{v['name']}")
+            elif k != "impl":
+                found.setdefault(i, []).append(f"{here}::{item['name']}")
+            if "module" in (idx.get(str(v.get("id") if k == "use" else i)) or {}).get("inner", {}):
+                walk(v["id"] if k == "use" else i, f"{here}::{item['name'] or v['name']}")
 
-def listing(crate):
-    root = os.path.join(DOC, crate)
-    lines = []
-    for directory, _, files in os.walk(root):
-        module = directory[len(DOC) + 1:].replace(os.sep, "::")
-        for name in sorted(files):
-            page_path = os.path.join(directory, name)
-            if name == "index.html":
-                with open(page_path, encoding="utf-8") as f:
-                    lines += module_lines(module, f.read())
-                continue
-            m = ITEM_PAGE.match(name)
-            if not m:
-                continue
-            with open(page_path, encoding="utf-8") as f:
-                page = f.read()
-            if 'http-equiv="refresh"' in page[:2000]:
-                continue  # a redirect page for a re-export
-            lines += item_lines(f"{module}::{m.group(2)}", page)
+    walk(doc["root"], idx[str(doc["root"])]["name"])
+    at = {}
+    for i, paths in found.items():
+        home = doc["paths"][str(i)]["path"]
+        at[i] = max(paths, key=lambda p: (len(os.path.commonprefix([p.split("::"), home])), -p.count("::"), p))
+        if "module" not in idx[str(i)]["inner"]:
+            lines += item_lines(idx, at[i], idx[str(i)])
+    lines += [f"{here}: pub use {at.get(v['id'], v['source'])}{'::*' * v['is_glob']}"
+              for here, v, alias in uses if at.get(v["id"]) != alias]
     return sorted(set(lines))
 
 
 def main():
-    bless = "--bless" in sys.argv[1:]
+    if {"-h", "--help"} & set(sys.argv):
+        sys.exit(print(__doc__))
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     failed = False
     for crate, package in CRATES.items():
-        if not os.path.isdir(os.path.join(DOC, crate)):
-            sys.exit(f"public-api: {DOC}/{crate} is missing: run cargo doc --workspace --no-deps --all-features")
-        lines = listing(crate)
-        out = os.path.join(OUT, f"{package}.txt")
-        if bless:
-            os.makedirs(OUT, exist_ok=True)
-            with open(out, "w", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
-            print(f"public-api: {out}: {len(lines)} lines")
-            continue
-        try:
-            with open(out, encoding="utf-8") as f:
-                kept = f.read().splitlines()
-        except FileNotFoundError:
-            kept = []
-        if kept != lines:
-            import difflib
-            diff = list(difflib.unified_diff(kept, lines, out, "target/doc", lineterm="", n=0))
-            print(f"public-api: the public API of {package} changed ({len(lines)} lines, "
-                  f"{len(kept)} kept); if that is meant, run python3 scripts/public-api.py --bless "
-                  "and commit the listing:", file=sys.stderr)
-            for line in diff[:80]:
-                print("  " + line, file=sys.stderr)
-            if len(diff) > 80:
-                print(f"  ... {len(diff) - 80} more lines", file=sys.stderr)
+        source, out = f"target/doc/{crate}.json", f"api/{package}.txt"
+        if not os.path.exists(source):
+            sys.exit(f"public-api: {source} is missing: build it as `public-api.py --help` says")
+        with open(source, encoding="utf-8") as f:
+            doc = json.load(f)
+        if doc["format_version"] != FORMAT_VERSION:
+            sys.exit(f"public-api: {source} is rustdoc JSON format {doc['format_version']}; this reads format "
+                     f"{FORMAT_VERSION} only (a new toolchain?): update it along rustdoc-types' changelog")
+        lines = listing(doc)
+        kept = open(out, encoding="utf-8").read().splitlines() if os.path.exists(out) else []
+        if "--bless" in sys.argv:
+            open(out, "w", encoding="utf-8").write("\n".join(lines) + "\n")
+        elif kept != lines:
             failed = True
-        else:
-            print(f"public-api: {package}: {len(lines)} lines, unchanged")
-    sys.exit(1 if failed else 0)
+            print(f"public-api: the public API of {package} changed; if that is meant, run python3 scripts/"
+                  "public-api.py --bless and commit the listing:", file=sys.stderr)
+            diff = difflib.unified_diff(kept, lines, out, source, lineterm="", n=0)
+            print("\n".join("  " + line for line in list(diff)[:80]), file=sys.stderr)
+        print(f"public-api: {out}: {len(lines)} lines" + " (changed)" * failed)
+    sys.exit(failed)
 
 
 if __name__ == "__main__":

@@ -243,7 +243,7 @@ fn aggregate_of_empty_records(n: usize) -> Vec<u8> {
     for _ in 0..n {
         message.extend_from_slice(&[0x1A, 0x04, 0x08, 0x00, 0x1A, 0x00]);
     }
-    let mut body = dynamodb_exactly_once_lambda::source::kpl::MAGIC.to_vec();
+    let mut body = dynamodb_exactly_once_lambda::__private::KPL_MAGIC.to_vec();
     body.extend_from_slice(&message);
     body.extend_from_slice(&Md5::digest(&message));
     body
@@ -269,7 +269,7 @@ async fn an_aggregate_of_too_many_user_records_is_dead_lettered_whole() {
         1,
         "the aggregate was expanded into its user records"
     );
-    let reason = dynamodb_exactly_once_lambda::source::kpl::defect(&batch.records[0])
+    let reason = dynamodb_exactly_once_lambda::__private::kpl_defect(&batch.records[0])
         .expect("an aggregate over the cap is a defect");
     assert_eq!(reason.code, RejectionCode::BadAggregate);
     assert!(reason.message.contains("20000"), "{}", reason.message);

@@ -15,7 +15,8 @@ use dynamodb_exactly_once::counter::{Counter, CounterConfig};
 use dynamodb_exactly_once::document::{Document, DocumentConfig};
 use dynamodb_exactly_once::ratchet::{Ratchet, RatchetConfig};
 use dynamodb_exactly_once::{Protocol, Rejection, RejectionCode};
-use dynamodb_exactly_once_lambda::dead_letter::{part_id, DeadLetters, LetterFilter, ATTR_ID};
+use dynamodb_exactly_once_lambda::__private::part_id;
+use dynamodb_exactly_once_lambda::dead_letter::{DeadLetters, LetterFilter};
 use dynamodb_exactly_once_lambda::event_time::EventTime;
 use dynamodb_exactly_once_lambda::source::{SourceKind, SourcePosition, SourceRecord};
 use dynamodb_exactly_once_lambda::{ReplayError, ReplayScope, Writer};
@@ -348,7 +349,7 @@ async fn a_letter_with_a_missing_part_does_not_hide_the_others() {
         .clone();
     c.delete_item()
         .table_name(&tables["DeadLetterTable"])
-        .key(ATTR_ID, AttributeValue::S(part_id(&big_id, 1)))
+        .key("Id", AttributeValue::S(part_id(&big_id, 1)))
         .send()
         .await
         .expect("deleted");

@@ -5,7 +5,7 @@ use crate::common;
 
 use common::*;
 use dev_testing::client;
-use dynamodb_exactly_once_lambda::telemetry::json_subscriber;
+use dynamodb_exactly_once_lambda::__private::json_subscriber;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 use tracing_subscriber::EnvFilter;

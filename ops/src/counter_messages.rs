@@ -87,7 +87,7 @@ pub struct Queue {
 
 impl Queue {
     pub async fn from_env(url: &str) -> Result<Queue, String> {
-        let config = dynamodb_exactly_once_lambda::client::sdk_config_from_env()
+        let config = dynamodb_exactly_once_lambda::__private::sdk_config_from_env()
             .await
             .map_err(|e| e.to_string())?;
         Ok(Queue {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
 use aws_sdk_dynamodbstreams::Client;
 use base64::Engine;
-use dynamodb_exactly_once_lambda::client::sdk_config_from_env;
+use dynamodb_exactly_once_lambda::__private::sdk_config_from_env;
 use serde_json::{json, Map, Value};
 
 /// The DynamoDB Streams client of `config`: `AWS_ENDPOINT_URL_DYNAMODB_STREAMS` when set (the

@@ -141,7 +141,7 @@ async fn the_token_sets_keep_the_tokens_of_the_last_two_token_epochs_only() {
 /// The writers' real client: the SDK's standard retry mode as `aws_config` loads it (3
 /// attempts, 1 s initial backoff, jittered) and the Lambda client's timeouts.
 fn writers_client(injector: FaultInjector) -> Client {
-    let timeouts = dynamodb_exactly_once_lambda::client::timeouts_from_env().expect("timeouts");
+    let timeouts = dynamodb_exactly_once_lambda::__private::timeouts_from_env().expect("timeouts");
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
         .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use dynamodb_exactly_once::Deadline;
+use dynamodb_exactly_once_lambda::__private::json_subscriber;
 use dynamodb_exactly_once_lambda::dead_letter::ReportOnly;
 use dynamodb_exactly_once_lambda::processor::{Processor, StreamOrder};
-use dynamodb_exactly_once_lambda::telemetry::json_subscriber;
 use dynamodb_exactly_once_lambda::Batch;
 use serde_json::json;
 use tracing_subscriber::EnvFilter;

@@ -7,7 +7,7 @@ use crate::txn::env::*;
 use dev_testing::client;
 use dynamodb_exactly_once::batch::Protocol;
 use dynamodb_exactly_once::Deadline;
-use dynamodb_exactly_once_lambda::telemetry::json_subscriber;
+use dynamodb_exactly_once_lambda::__private::json_subscriber;
 use serde_json::Value;
 use tracing_subscriber::EnvFilter;
 

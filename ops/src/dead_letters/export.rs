@@ -15,8 +15,8 @@
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
+use dynamodb_exactly_once_lambda::__private::refuse_mixed_deployments;
 use dynamodb_exactly_once_lambda::dead_letter::{DeadLetter, DeadLetters, LetterFilter};
-use dynamodb_exactly_once_lambda::replay::refuse_mixed_deployments;
 use dynamodb_exactly_once_lambda::source::SourceKind;
 use serde_json::{json, Value};
 

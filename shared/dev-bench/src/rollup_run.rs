@@ -6,9 +6,8 @@
 use std::sync::{Arc, Mutex};
 
 use dev_testing::mapping::{Mapping, MappingConfig};
-use dynamodb_exactly_once::counter::journal::{
-    Rollup, RollupBatchReport, WindowOutcome, WINDOW_STATE_ENTRY,
-};
+use dynamodb_exactly_once::__private::WINDOW_STATE_ENTRY;
+use dynamodb_exactly_once::counter::journal::{Rollup, RollupBatchReport, WindowOutcome};
 use dynamodb_exactly_once::Clock;
 use serde_json::{json, Value};
 
@@ -176,7 +175,7 @@ async fn invoke(rollup: &Rollup, sum: &Mutex<RunReport>, event: Value) -> Result
         .iter()
         .map(|r| {
             let body = serde_json::to_vec(r).map_err(|e| e.to_string())?;
-            dynamodb_exactly_once_lambda::source::dynamodb::decode_change(&body)
+            dynamodb_exactly_once_lambda::__private::decode_change(&body)
                 .map_err(|e| format!("{e:?}"))
         })
         .collect::<Result<Vec<_>, String>>()?;

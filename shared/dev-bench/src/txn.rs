@@ -329,7 +329,7 @@ async fn writes(fast_path: bool, read_ahead: bool, n: usize) -> Result<Value, St
         .await
         .map_err(|e| e.to_string())?;
     let requests = counting.calls() - before;
-    let took_fast = fast_path && n <= dynamodb_exactly_once::txn::FAST_MAX_REQUESTS;
+    let took_fast = fast_path && n <= dynamodb_exactly_once::__private::FAST_MAX_REQUESTS;
     // Measured by the interceptor: the longest chain of requests each sent after the previous
     // one was answered.
     let round_trips = counting.round_trips();

@@ -16,7 +16,7 @@
 //! stay in an item for at least one token epoch
 //! ([`TOKEN_EPOCH`](dynamodb_exactly_once::document::TOKEN_EPOCH), 30 s) after they landed,
 //! whatever the number of other writes; an operation timeout over
-//! [`MAX_OPERATION_TIMEOUT`] (20 s) is refused, so that every SDK retry is decided by
+//! `MAX_OPERATION_TIMEOUT` (20 s) is refused, so that every SDK retry is decided by
 //! DynamoDB within the epoch (10 s remain for a request in flight and clock skew).
 //!
 //! With the feature `sqs`, `sqs_client_from_env` builds the SQS client of the SQS dead-letter
@@ -41,9 +41,10 @@ pub(crate) const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_millis(10_
 
 /// The longest operation timeout: the retry horizon the writers' operation tokens cover
 /// (see the [module documentation](self)).
-pub const MAX_OPERATION_TIMEOUT: Duration = Duration::from_millis(20_000);
+pub(crate) const MAX_OPERATION_TIMEOUT: Duration = Duration::from_millis(20_000);
 
 /// The client's timeouts from `DYNAMODB_*_TIMEOUT_MS`.
+#[doc(hidden)]
 pub fn timeouts_from_env() -> Result<TimeoutConfig, ConfigError> {
     let ms = |name: &str, default: Duration| -> Result<Duration, ConfigError> {
         Ok(env_parse::<u64>(name)?
@@ -78,6 +79,7 @@ fn check_operation_timeout(operation: Duration) -> Result<(), ConfigError> {
 
 /// The SDK configuration from the environment, with the SDK's standard retry policy and the
 /// timeouts of [`timeouts_from_env`]: what every client of this module is built from.
+#[doc(hidden)]
 pub async fn sdk_config_from_env() -> Result<SdkConfig, ConfigError> {
     Ok(aws_config::defaults(BehaviorVersion::latest())
         .timeout_config(timeouts_from_env()?)

@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! * [`source`]: Kinesis/SQS/DynamoDB Streams event detection, source positions, partial batch
-//!   responses; [`source::kpl`] expands KPL-aggregated Kinesis records; [`source::value`]
+//!   responses; `source::kpl` expands KPL-aggregated Kinesis records; [`source::value`]
 //!   decodes Kafka values in Avro or Protobuf (features `avro`, `protobuf`).
 //! * `pipeline` (internal): one batch through a protocol or a record handler (parse → apply → keep what is rejected →
 //!   partial batch response), returning a [`BatchReport`]; unordered batches in one `apply`, ordered
@@ -71,6 +71,18 @@ pub use run::{run_rollup, RollupFunction};
 pub use run::{run_sweeper, run_writer, sweeper_from_env, SweeperFunction};
 pub use source::{Batch, BatchResponse};
 pub use writer::{writer_from_env, Writer, WriterBuilder};
+
+/// Helpers shared by this project's other crates (the operator CLI, the tests and the bench
+/// tool): not part of the public API, no stability promise (serde's pattern).
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::client::{sdk_config_from_env, timeouts_from_env};
+    pub use crate::dead_letter::{letter_id, part_id};
+    pub use crate::replay::refuse_mixed_deployments;
+    pub use crate::source::dynamodb::decode_change;
+    pub use crate::source::kpl::{defect as kpl_defect, MAGIC as KPL_MAGIC};
+    pub use crate::telemetry::json_subscriber;
+}
 
 /// The Rust snippets of `docs/processor.md`, compiled as doctests (the SQS sink's needs the
 /// `sqs` feature).

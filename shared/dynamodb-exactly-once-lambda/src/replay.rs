@@ -2,7 +2,7 @@
 //! time, never twice.
 //!
 //! * Letters are replayed in the order their records had in the source (see
-//!   [`source_order`](crate::dead_letter::source_order)), grouped by source kind, so a
+//!   `source_order`), grouped by source kind, so a
 //!   FIFO group or a shard applies in its order again.
 //! * Only one deployment's letters: a replay over letters kept by several deployments of the
 //!   same function (a main writer and a replica) is refused
@@ -218,6 +218,7 @@ async fn remove_or_mark(letters: &DeadLetters, letter: &DeadLetter) -> Result<()
 /// Refuse `letters` kept by several deployments ([`ReplayError::MixedDeployments`]): replay,
 /// export and forgetting take one deployment's letters at a time (one deployment's records
 /// must never reach another's table).
+#[doc(hidden)]
 pub fn refuse_mixed_deployments(letters: &[DeadLetter]) -> Result<(), ReplayError> {
     let deployments: BTreeSet<String> = letters
         .iter()

@@ -71,6 +71,7 @@ fn without_trace_spans(filter: EnvFilter) -> EnvFilter {
 }
 
 /// The JSON subscriber writing to `writer` (tests capture lines with it).
+#[doc(hidden)]
 pub fn json_subscriber<W>(filter: EnvFilter, writer: W) -> impl tracing::Subscriber + Send + Sync
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,

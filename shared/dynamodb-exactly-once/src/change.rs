@@ -37,8 +37,9 @@ impl ChangeKind {
     }
 }
 
-/// One change of one item.
+/// One change of one item (built with [`ItemChange::new`] and [`ItemChange::with_images`]).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ItemChange {
     /// Unique per change (a stream record's `eventID`): the idempotency key of aggregates.
     pub event_id: String,
@@ -56,6 +57,30 @@ pub struct ItemChange {
 }
 
 impl ItemChange {
+    /// A change without images (add them with [`ItemChange::with_images`]).
+    pub fn new(
+        event_id: impl Into<String>,
+        kind: ChangeKind,
+        keys: Item,
+        sequence_number: impl Into<String>,
+    ) -> Self {
+        ItemChange {
+            event_id: event_id.into(),
+            kind,
+            keys,
+            new_image: None,
+            old_image: None,
+            sequence_number: sequence_number.into(),
+        }
+    }
+
+    /// This change with its images after and before.
+    pub fn with_images(mut self, new_image: Option<Item>, old_image: Option<Item>) -> Self {
+        self.new_image = new_image;
+        self.old_image = old_image;
+        self
+    }
+
     /// The new image, or `invalid_change` naming what the stream must carry.
     pub fn require_new_image(&self) -> Result<&Item, Rejection> {
         self.new_image.as_ref().ok_or_else(|| {

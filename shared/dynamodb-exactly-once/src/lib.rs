@@ -184,6 +184,9 @@ pub use rejection::{Rejection, RejectionCode};
 /// and bench tools): not part of the public API, no stability promise (serde's pattern).
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::batch::{ANSWER_MARGIN, PART_MARGIN};
+    pub use crate::counter::hash_key;
+    pub use crate::counter::journal::{statement_items, WINDOW_STATE_ENTRY};
     pub use crate::ddb::clock::{epoch_millis, epoch_seconds};
     pub use crate::ddb::error::bounded;
     pub use crate::ddb::item::{
@@ -195,6 +198,7 @@ pub mod __private {
     pub use crate::ddb::retry::Backoff;
     pub use crate::ddb::schema::{key_schema, KeySchema};
     pub use crate::text::{quote, QUOTE_CHARS};
+    pub use crate::txn::FAST_MAX_REQUESTS;
 }
 
 /// The crate README's snippet, compiled as a doctest.

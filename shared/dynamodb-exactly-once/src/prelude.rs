@@ -12,7 +12,6 @@
 pub use crate::batch::{Deadline, Outcome, Protocol, RecordResult};
 pub use crate::config::ConfigError;
 pub use crate::counter::{Counter, CounterConfig, CounterOutcome};
-pub use crate::ddb::{ItemKey, Read, StoreError};
 pub use crate::document::{Document, DocumentConfig, DocumentOutcome};
 pub use crate::lease::{AcquireOutcome, Lease, LeaseConfig};
 pub use crate::ratchet::{Ratchet, RatchetConfig, RatchetOutcome};
@@ -20,3 +19,5 @@ pub use crate::rejection::{Rejection, RejectionCode};
 pub use crate::txn::sweep::{SweepConfig, Sweeper};
 pub use crate::txn::{Coordinator, TxConfig, TxOutcome};
 pub use crate::versioning::{Revision, VersionOutcome, Versioning, VersioningConfig};
+#[doc(no_inline)]
+pub use crate::{ItemKey, Read, StoreError};

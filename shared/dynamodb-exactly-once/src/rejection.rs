@@ -198,8 +198,6 @@ impl PartialEq<str> for RejectionCode {
 /// [`describe`]; this bound is the backstop that keeps every dead letter and log line small.
 pub const MAX_MESSAGE_CHARS: usize = 300;
 
-pub use crate::text::QUOTE_CHARS;
-
 pub use crate::text::quote;
 
 /// A JSON value from a payload described by its type (and a short quote of scalars), never
@@ -220,7 +218,7 @@ pub fn describe(value: &serde_json::Value) -> String {
 /// malformed field gets its own code later): `bad_json` when the body is not JSON,
 /// `not_an_object` when it is not an object, `invalid_number` when one of its numbers is
 /// refused by DynamoDB (see [`Number`](crate::Number)).
-pub fn decode_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
+pub(crate) fn decode_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
         Rejection::new(
             RejectionCode::BadJson,
@@ -252,6 +250,7 @@ pub fn decode_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, R
 /// assert_eq!(r.to_string(), "unknown_op: `op` must be \"put\" or \"delete\"");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Rejection {
     /// Stable code.
     pub code: RejectionCode,

@@ -170,7 +170,7 @@ pub(crate) fn changes(records: &[Value]) -> Vec<dynamodb_exactly_once::ItemChang
         .iter()
         .map(|r| {
             let body = serde_json::to_vec(r).expect("json");
-            dynamodb_exactly_once_lambda::source::dynamodb::decode_change(&body).expect("change")
+            dynamodb_exactly_once_lambda::__private::decode_change(&body).expect("change")
         })
         .collect()
 }

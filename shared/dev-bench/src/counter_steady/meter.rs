@@ -339,7 +339,7 @@ fn put_key(item: &Item) -> Item {
 fn statements_target(input: &BatchExecuteStatementInput) -> Option<Target> {
     let statement = input.statements().first()?.statement();
     let table = statement.split('"').nth(1)?.to_string();
-    let items = dynamodb_exactly_once::counter::journal::statement_items(input.statements())
+    let items = dynamodb_exactly_once::__private::statement_items(input.statements())
         .into_iter()
         .map(|item| (key_text(&put_key(&item)), item))
         .collect();

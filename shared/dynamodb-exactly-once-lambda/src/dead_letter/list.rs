@@ -1,5 +1,9 @@
 //! Listing dead letters in source order, and the writes a replay or an export leaves on them.
 
+use crate::dead_letter::format::{
+    ATTR_EXPORTED_AT, ATTR_FUNCTION, ATTR_ID, ATTR_PART, ATTR_PART_OF, ATTR_PAYLOAD,
+    ATTR_REPLAYED_AT,
+};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -7,10 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use dynamodb_exactly_once::__private::epoch_seconds;
 use dynamodb_exactly_once::{Item, StoreError};
 
-use super::{
-    part_id, DeadLetter, DeadLetters, ATTR_EXPORTED_AT, ATTR_FUNCTION, ATTR_ID, ATTR_PART,
-    ATTR_PART_OF, ATTR_PAYLOAD, ATTR_REPLAYED_AT,
-};
+use super::{part_id, DeadLetter, DeadLetters};
 use crate::source::{SourceKind, SourcePosition};
 
 /// Scan filter: this function's dead letters and their payload parts (whose `PartOf` id starts
@@ -62,7 +63,7 @@ impl LetterFilter {
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct Listing {
-    /// Complete letters, in source order ([`source_order`]).
+    /// Complete letters, in source order (`source_order`).
     pub letters: Vec<DeadLetter>,
     /// Letters some of whose payload parts are missing (a listing that raced a `keep`, or
     /// parts left behind): `(id, what is missing)`. They are not replayed or exported.
@@ -212,7 +213,7 @@ fn join_parts(letter: &mut DeadLetter, mut rest: Vec<(usize, Vec<u8>)>) -> Resul
 /// number compared as a number (KPL user records of one aggregate by sub-sequence number),
 /// SQS FIFO messages by `SequenceNumber`, Kafka records per topic-partition by offset, and letters without a position order (standard SQS)
 /// by when they were rejected. Ties by id.
-pub fn source_order(a: &DeadLetter, b: &DeadLetter) -> Ordering {
+pub(crate) fn source_order(a: &DeadLetter, b: &DeadLetter) -> Ordering {
     let (pa, pb) = (&a.position, &b.position);
     kind_rank(pa.kind)
         .cmp(&kind_rank(pb.kind))

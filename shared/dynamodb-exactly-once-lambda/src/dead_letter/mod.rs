@@ -42,46 +42,26 @@ use dynamodb_exactly_once::{Item, Rejection, StoreError};
 
 use crate::source::{SourceKind, SourcePosition, SourceRecord};
 
+mod format;
 mod list;
 mod retired;
 mod sink;
 #[cfg(feature = "sqs")]
 mod sqs;
 
-pub use list::{source_order, LetterFilter, Listing};
-pub use retired::{retired_record, MAX_RETIRED_PAYLOAD_CHARS, SWEPT_ID_PREFIX};
+use format::{ATTR_ID, ATTR_PART, ATTR_PART_OF, ATTR_PAYLOAD};
+pub use list::{LetterFilter, Listing};
 pub use sink::{DeadLetterSink, Disposal, ReportOnly};
 #[cfg(feature = "sqs")]
-pub use sqs::{
-    fifo_deduplication_id, fifo_group_id, SqsDeadLetterError, SqsDeadLetters, SqsLetter,
-    MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES,
-};
+pub use sqs::{SqsDeadLetterError, SqsDeadLetters, SqsLetter};
 
-/// Partition key of the dead-letter table.
-pub const ATTR_ID: &str = "Id";
-/// The raw payload (or its first part), as a binary attribute.
-pub const ATTR_PAYLOAD: &str = "Payload";
-/// On a continuation item: the id of the dead letter it belongs to.
-pub const ATTR_PART_OF: &str = "PartOf";
-/// On a continuation item: its position (1-based) in the payload.
-pub const ATTR_PART: &str = "Part";
-/// Attribute naming the function that kept a dead letter.
-pub const ATTR_FUNCTION: &str = "Function";
-/// Attribute naming the deployment (Lambda function name) that kept a dead letter.
-pub const ATTR_DEPLOYMENT: &str = "Deployment";
-/// Set (epoch s) on a letter whose record a replay applied but could not remove: the next
-/// replay removes it without applying it again.
-pub const ATTR_REPLAYED_AT: &str = "ReplayedAt";
-/// Set (epoch s) on a letter that `ops dead-letters export` wrote out: a replay leaves it
-/// alone unless asked (the exported event may have been invoked already).
-pub const ATTR_EXPORTED_AT: &str = "ExportedAt";
 /// Payload bytes per item: larger payloads (Kinesis records reach 1 MB) continue in items
 /// `<id>#<n>`, written before the main item so that a listed dead letter is always complete.
-pub const PAYLOAD_CHUNK_BYTES: usize = 300 * 1024;
+pub(crate) const PAYLOAD_CHUNK_BYTES: usize = 300 * 1024;
 
 /// Longest reason message stored with a dead letter: with the payload part and the source
 /// position it keeps every dead-letter item under DynamoDB's 400 KB (see the unit test).
-pub const MAX_REASON_CHARS: usize = 1024;
+pub(crate) const MAX_REASON_CHARS: usize = 1024;
 
 /// A dead letter's id: the function, the source kind, the deployment (when known), the stream
 /// or queue, the shard and the record's id there (sequence numbers are unique per shard only;
@@ -100,6 +80,7 @@ pub const MAX_REASON_CHARS: usize = 1024;
 /// template scopes each function's `PutItem` on the dead-letter table to its own keys with the
 /// IAM condition `dynamodb:LeadingKeys` = `<function>|*` (`<function>|dynamodb|*` for the
 /// DynamoDB Streams wirings). Keep that prefix.
+#[doc(hidden)]
 pub fn letter_id(function: &str, deployment: Option<&str>, position: &SourcePosition) -> String {
     let arn = position.source_arn.as_deref().unwrap_or("-");
     let kind = position.kind.as_str();
@@ -126,6 +107,7 @@ pub fn letter_id(function: &str, deployment: Option<&str>, position: &SourcePosi
 }
 
 /// The id of a dead letter's continuation item `n` (1-based): `<id>#<n>`.
+#[doc(hidden)]
 pub fn part_id(id: &str, n: usize) -> String {
     format!("{id}#{n}")
 }
@@ -149,7 +131,7 @@ pub struct DeadLetter {
     pub position: SourcePosition,
     /// When it was (last) rejected, epoch seconds.
     pub rejected_at: u64,
-    /// How many items hold the payload (1 unless it is larger than [`PAYLOAD_CHUNK_BYTES`]).
+    /// How many items hold the payload (1 unless it is larger than `PAYLOAD_CHUNK_BYTES`).
     #[serde(default = "one")]
     pub parts: usize,
     /// When a replay applied the record but could not remove the letter (epoch s).

@@ -19,15 +19,15 @@ use crate::source::{SourceKind, SourcePosition, SourceRecord};
 use super::DeadLetters;
 
 /// The message id of a retired record's letter: `swept:<txId>`.
-pub const SWEPT_ID_PREFIX: &str = "swept:";
+pub(crate) const SWEPT_ID_PREFIX: &str = "swept:";
 
 /// Longest payload kept for a retired record, in characters (the coordinator's messages are
 /// at most 1 MiB, SQS's largest): a longer one is cut, and a replay then refuses it as
 /// malformed JSON.
-pub const MAX_RETIRED_PAYLOAD_CHARS: usize = 1024 * 1024;
+pub(crate) const MAX_RETIRED_PAYLOAD_CHARS: usize = 1024 * 1024;
 
 /// The record a retired TX record is kept as: its transaction as a coordinator's message.
-pub fn retired_record(retired: &Retired) -> SourceRecord {
+pub(crate) fn retired_record(retired: &Retired) -> SourceRecord {
     let message = retired.message().to_string();
     let body = bounded(&message, MAX_RETIRED_PAYLOAD_CHARS).into_bytes();
     SourceRecord {

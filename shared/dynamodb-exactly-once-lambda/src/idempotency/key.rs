@@ -27,7 +27,7 @@ use crate::mapping::{Field, Node};
 use crate::processor::Record;
 
 /// The setting [`KeySource::pointer`] and [`KeySource::expression`] errors name.
-pub const KEY_SETTING: &str = "idempotency_key";
+pub(crate) const KEY_SETTING: &str = "idempotency_key";
 
 /// A key function: the key of a record, or why it has none.
 pub type KeyFn<T> = dyn Fn(&Record<T>) -> Result<String, KeySourceError> + Send + Sync;

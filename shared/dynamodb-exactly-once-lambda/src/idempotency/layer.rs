@@ -163,7 +163,7 @@ impl<S: Clone, P, K> Clone for IdempotentService<S, P, K> {
 }
 
 /// The future of an [`IdempotentService`] call.
-pub type IdempotentFuture<R, E> =
+pub(crate) type IdempotentFuture<R, E> =
     Pin<Box<dyn Future<Output = Result<R, IdempotencyError<E>>> + Send>>;
 
 impl<S, P, K, Req> Service<Req> for IdempotentService<S, P, K>

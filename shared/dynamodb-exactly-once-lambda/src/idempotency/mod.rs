@@ -30,7 +30,7 @@
 //! a closure), the payload the record's body, the key held until the record's deadline
 //! ([`Idempotency::run_record`]; its errors become the right [`RecordError`] with `?`). A
 //! `tower::Service` is wrapped by [`IdempotencyLayer`] instead. A run whose result cannot be
-//! stored also prints the EMF count [`RESULT_NOT_STORED_METRIC`] (alarm on it).
+//! stored also prints the EMF count `IdempotencyResultNotStored` (alarm on it).
 //!
 //! [`RecordError`]: crate::processor::RecordError
 
@@ -47,17 +47,17 @@ pub use dynamodb_exactly_once::idempotency::{
     IdempotencyStats, InMemory, KeySourceError, MissingKey, NoValue, PayloadCheck, Persistence,
     RecordFormat, Run, Status, StoredRecord, DISABLED_ENV, MAX_ITEM_BYTES, MAX_KEY_BYTES,
 };
-pub use key::{KeyExpression, KeyFn, KeySource, KEY_SETTING};
-pub use layer::{IdempotencyLayer, IdempotentFuture, IdempotentService, RequestKey};
+pub use key::{KeyExpression, KeyFn, KeySource};
+pub use layer::{IdempotencyLayer, IdempotentService, RequestKey};
 
 /// The EMF metric of a result not stored.
-pub const RESULT_NOT_STORED_METRIC: &str = "IdempotencyResultNotStored";
+pub(crate) const RESULT_NOT_STORED_METRIC: &str = "IdempotencyResultNotStored";
 
 /// The library's [`Idempotency`](dynamodb_exactly_once::idempotency::Idempotency) (every
 /// method of it through `Deref`: [`call`](dynamodb_exactly_once::idempotency::Idempotency::call),
 /// [`stats`](dynamodb_exactly_once::idempotency::Idempotency::stats), ...) with
 /// [`run_record`](Idempotency::run_record) for processor records, and the EMF count
-/// [`RESULT_NOT_STORED_METRIC`] printed when a result is not stored.
+/// `IdempotencyResultNotStored` printed when a result is not stored.
 #[derive(Debug)]
 pub struct Idempotency<P>(dynamodb_exactly_once::idempotency::Idempotency<P>);
 

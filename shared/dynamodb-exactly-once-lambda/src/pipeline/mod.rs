@@ -44,7 +44,8 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use dynamodb_exactly_once::__private::epoch_millis;
-use dynamodb_exactly_once::batch::{RecordFailure, Redelivery, ANSWER_MARGIN};
+use dynamodb_exactly_once::__private::ANSWER_MARGIN;
+use dynamodb_exactly_once::batch::{RecordFailure, Redelivery};
 use dynamodb_exactly_once::{Deadline, Outcome, Protocol, RecordResult, Rejection, RejectionCode};
 
 use crate::dead_letter::{DeadLetterSink, Disposal};

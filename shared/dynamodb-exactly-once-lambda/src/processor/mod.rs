@@ -66,7 +66,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
 
-use dynamodb_exactly_once::batch::ANSWER_MARGIN;
+use dynamodb_exactly_once::__private::ANSWER_MARGIN;
 use dynamodb_exactly_once::{ConfigError, Deadline};
 
 use crate::dead_letter::{DeadLetterSink, ReportOnly};

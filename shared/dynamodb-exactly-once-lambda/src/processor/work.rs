@@ -189,7 +189,7 @@ impl<T: Send + 'static> Work for Handling<T> {
 
 impl<T: Send + 'static> Handling<T> {
     /// One record through the handler: not started once the deadline's margin is reached
-    /// (deferred); cut off [`PART_MARGIN`](dynamodb_exactly_once::batch::PART_MARGIN) before
+    /// (deferred); cut off `PART_MARGIN` (50 ms) before
     /// the batch's own cut-off, so that the records that finished keep their results.
     async fn run_one(&self, record: Record<T>, deadline: Deadline) -> RecordResult<Handled> {
         if deadline.expired() {

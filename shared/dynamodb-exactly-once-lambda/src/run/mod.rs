@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use dynamodb_exactly_once::batch::ANSWER_MARGIN;
+use dynamodb_exactly_once::__private::ANSWER_MARGIN;
 use dynamodb_exactly_once::config::Configured;
 use dynamodb_exactly_once::txn::sweep::{SweepSummary, Sweeper};
 use dynamodb_exactly_once::{Deadline, Protocol};
@@ -39,10 +39,10 @@ use crate::writer::{writer_from_env, Writer};
 #[cfg(feature = "journal")]
 mod rollup;
 #[cfg(feature = "journal")]
-pub use rollup::{rollup_from_env, run_rollup, RollupFunction};
+pub use rollup::{run_rollup, RollupFunction};
 
 /// The future of one invocation.
-pub type Invocation<T> = Pin<Box<dyn Future<Output = Result<T, HandlerError>> + Send>>;
+pub(crate) type Invocation<T> = Pin<Box<dyn Future<Output = Result<T, HandlerError>> + Send>>;
 
 impl<P> Service<LambdaEvent<Value>> for Writer<P>
 where

@@ -18,9 +18,9 @@ use std::task::{Context, Poll};
 
 use aws_lambda_events::dynamodb::{Event, EventRecord, TimeWindowEvent, TimeWindowEventResponse};
 use aws_lambda_events::streams::DynamoDbBatchItemFailure;
-use dynamodb_exactly_once::batch::ANSWER_MARGIN;
+use dynamodb_exactly_once::__private::{ANSWER_MARGIN, WINDOW_STATE_ENTRY};
 use dynamodb_exactly_once::counter::journal::{
-    Rollup, RollupBatchReport, RollupConfig, WindowOutcome, WINDOW_STATE_ENTRY,
+    Rollup, RollupBatchReport, RollupConfig, WindowOutcome,
 };
 use dynamodb_exactly_once::counter::CounterConfig;
 use dynamodb_exactly_once::{ConfigError, Deadline, ItemChange};
@@ -51,7 +51,7 @@ pub struct RollupFunction {
 struct MappingBatch {
     shard: Option<String>,
     changes: Vec<ItemChange>,
-    /// The window's state (its keys in [`WINDOW_STATE_ENTRY`]).
+    /// The window's state (its keys in the entry `WINDOW_STATE_ENTRY` names).
     state: HashMap<String, String>,
     /// The window's final invoke (or the first after it ended early).
     final_invoke: bool,
@@ -249,7 +249,7 @@ impl Service<LambdaEvent<Value>> for RollupFunction {
 
 /// The roll-up function of `spec`'s variables: the counter's settings exactly as its writer
 /// reads them (journal mode required); errors name the variable.
-pub fn rollup_from_env(
+pub(crate) fn rollup_from_env(
     spec: FunctionSpec,
     ddb: aws_sdk_dynamodb::Client,
 ) -> Result<RollupFunction, ConfigError> {
@@ -268,7 +268,8 @@ pub fn rollup_from_env(
 
 /// The whole `main` of the counter journal's roll-up function (see
 /// [`run_writer`](super::run_writer)): the DynamoDB client from the SDK's configuration, the
-/// roll-up from `spec`'s variables ([`rollup_from_env`]).
+/// roll-up from `spec`'s variables (the counter's settings exactly as its writer reads them,
+/// journal mode required).
 pub async fn run_rollup(spec: FunctionSpec) -> Result<(), lambda_runtime::Error> {
     crate::telemetry::init();
     let config = crate::client::sdk_config_from_env().await?;

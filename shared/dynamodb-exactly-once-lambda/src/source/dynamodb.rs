@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::{EventError, SourceKind, SourcePosition, SourceRecord};
 
 /// The `eventSource` of DynamoDB stream records.
-pub const EVENT_SOURCE: &str = "aws:dynamodb";
+pub(crate) const EVENT_SOURCE: &str = "aws:dynamodb";
 
 /// The records of a DynamoDB stream event, bodies kept as delivered.
 pub(super) fn records(event: Value) -> Result<Vec<SourceRecord>, EventError> {
@@ -84,7 +84,7 @@ pub fn decode_change(body: &[u8]) -> Result<ItemChange, Rejection> {
 
 /// The item change of a DynamoDB stream record as Lambda delivers it: `invalid_change` when
 /// its `eventName` is not one of a change or it has no `SequenceNumber`.
-pub fn change_of(record: EventRecord) -> Result<ItemChange, Rejection> {
+pub(crate) fn change_of(record: EventRecord) -> Result<ItemChange, Rejection> {
     let invalid = |m: String| Rejection::new(RejectionCode::InvalidChange, bounded(&m, 300));
     let kind = ChangeKind::from_event_name(&record.event_name).ok_or_else(|| {
         invalid(format!(
@@ -94,16 +94,13 @@ pub fn change_of(record: EventRecord) -> Result<ItemChange, Rejection> {
     })?;
     let change = record.change;
     let image = |i: serde_dynamo::Item| -> Option<Item> { (!i.is_empty()).then(|| i.into()) };
-    Ok(ItemChange {
-        event_id: record.event_id,
-        kind,
-        keys: change.keys.into(),
-        new_image: image(change.new_image),
-        old_image: image(change.old_image),
-        sequence_number: change
-            .sequence_number
-            .ok_or_else(|| invalid("the record has no SequenceNumber".into()))?,
-    })
+    let sequence_number = change
+        .sequence_number
+        .ok_or_else(|| invalid("the record has no SequenceNumber".into()))?;
+    Ok(
+        ItemChange::new(record.event_id, kind, change.keys.into(), sequence_number)
+            .with_images(image(change.new_image), image(change.old_image)),
+    )
 }
 
 /// The partial batch response of a DynamoDB stream batch.

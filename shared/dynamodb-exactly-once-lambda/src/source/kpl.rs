@@ -50,7 +50,7 @@ const DIGEST_LEN: usize = 16;
 /// The most user records an aggregate is expanded into; a larger one is kept whole
 /// (`bad_aggregate`). The KPL's default aggregate (51,200 bytes) of records of 5 bytes or more
 /// stays below it.
-pub const MAX_USER_RECORDS: usize = 10_000;
+pub(crate) const MAX_USER_RECORDS: usize = 10_000;
 
 /// A user record's place in its KPL aggregate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,7 +104,7 @@ struct UserRecord {
 }
 
 /// Whether a Kinesis record body is in the aggregation format (by its magic bytes).
-pub fn is_aggregate(body: &[u8]) -> bool {
+pub(crate) fn is_aggregate(body: &[u8]) -> bool {
     body.starts_with(&MAGIC)
 }
 
@@ -112,7 +112,7 @@ pub fn is_aggregate(body: &[u8]) -> bool {
 /// aggregate; otherwise itself (a plain record, or a malformed aggregate kept whole, see
 /// [`defect`]). `Batch::from_event` calls this for every Kinesis record; a batch built by
 /// other means should too.
-pub fn expand(record: SourceRecord) -> Vec<SourceRecord> {
+pub(crate) fn expand(record: SourceRecord) -> Vec<SourceRecord> {
     if record.position.sub_record.is_some() || !is_aggregate(&record.body) {
         return vec![record];
     }

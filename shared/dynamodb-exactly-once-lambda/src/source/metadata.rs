@@ -51,7 +51,7 @@ impl RecordMetadata {
 /// The metadata of every record of a Lambda event, by its id (the SQS message id, the Kinesis
 /// or DynamoDB Streams sequence number: the `itemIdentifier`); records without an id are left
 /// out (the batch refuses them anyway).
-pub fn metadata_of(event: &Value) -> HashMap<String, Arc<RecordMetadata>> {
+pub(crate) fn metadata_of(event: &Value) -> HashMap<String, Arc<RecordMetadata>> {
     let Some(records) = event.get("Records").and_then(Value::as_array) else {
         return HashMap::new();
     };

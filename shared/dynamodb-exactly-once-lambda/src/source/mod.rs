@@ -1,7 +1,7 @@
 //! Event sources: one Lambda payload, a Kinesis, SQS, DynamoDB Streams or Kafka (Amazon MSK,
 //! self-managed) batch, as a list of records with their position in the source, and the
 //! matching partial batch response. DynamoDB stream records are item changes: see
-//! [`dynamodb`]; Kafka records and their response: see [`kafka`].
+//! `dynamodb`; Kafka records and their response: see [`kafka`].
 //!
 //! The shape is detected from the payload (`Records[*].eventSource`, or the presence of a
 //! `kinesis` / `body` field; a Kafka batch by its top-level `eventSource` and its `records`
@@ -16,10 +16,10 @@
 //! [`Protocol::redelivery`]: dynamodb_exactly_once::Protocol::redelivery
 //!
 //! Kinesis records in the KPL aggregation format are expanded here into their user records
-//! ([`kpl`]); each keeps its parent's sequence number as its id (what Lambda checkpoints on)
+//! (`kpl.rs`); each keeps its parent's sequence number as its id (what Lambda checkpoints on)
 //! and carries its sub-sequence number in [`SourcePosition::sub_record`].
 
-pub mod dynamodb;
+pub(crate) mod dynamodb;
 pub mod kafka;
 pub mod value;
 
@@ -28,8 +28,8 @@ use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::streams::{DynamoDbEventResponse, KinesisEventResponse};
 use serde::{Deserialize, Serialize};
 
-pub mod kpl;
-pub mod metadata;
+pub(crate) mod kpl;
+pub(crate) mod metadata;
 
 pub use kafka::{KafkaHeader, KafkaPosition};
 pub use kpl::SubRecord;

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dynamodb_exactly_once::__private::epoch_millis;
-use dynamodb_exactly_once::batch::{Redelivery, ANSWER_MARGIN};
+use dynamodb_exactly_once::__private::ANSWER_MARGIN;
+use dynamodb_exactly_once::batch::Redelivery;
 use dynamodb_exactly_once::{ConfigError, Deadline, Protocol};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
@@ -135,7 +136,7 @@ impl<P: Protocol> WriterBuilder<P> {
     }
 
     /// Stop starting writes `margin` before the invocation deadline (default
-    /// 2 s; at least [`ANSWER_MARGIN`], 250 ms).
+    /// 2 s; at least 250 ms).
     pub fn deadline_margin(mut self, margin: Duration) -> Self {
         self.deadline_margin = margin;
         self
@@ -214,7 +215,7 @@ fn in_order<P: Protocol>(protocol: &P) -> bool {
     protocol.ordered_by_key() || protocol.redelivery() != Redelivery::Idempotent
 }
 
-/// Why a deadline margin below [`ANSWER_MARGIN`] is refused.
+/// Why a deadline margin below the 250 ms answer margin is refused.
 fn too_small(margin: Duration) -> String {
     format!(
         "{} ms is too small: at least {} ms, the time kept to send the answer after work in \

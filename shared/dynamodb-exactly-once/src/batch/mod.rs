@@ -287,10 +287,12 @@ pub enum Redelivery {
 }
 
 /// Time kept to answer the invocation after work in flight is abandoned.
+#[doc(hidden)]
 pub const ANSWER_MARGIN: Duration = Duration::from_millis(250);
 
 /// How much earlier than the batch a part of it (one item's writes) is cut off: the parts end
 /// first, so every part that finished keeps its result when the batch's own bound comes.
+#[doc(hidden)]
 pub const PART_MARGIN: Duration = Duration::from_millis(50);
 
 /// When a batch must stop starting new work, and when work in flight must be abandoned.

@@ -24,15 +24,13 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
+pub(crate) use super::format::DEFAULT_AGGREGATE_KEY_ATTRIBUTE;
 use super::{Counter, CounterRecord};
 use crate::change::{ChangeKind, ItemChange};
 use crate::config::ConfigError;
 use crate::ddb::number::{Number, NumberError};
 use crate::ddb::Item;
 use crate::rejection::{quote, Rejection, RejectionCode};
-
-/// Default partition key attribute of aggregate items.
-pub(crate) const DEFAULT_AGGREGATE_KEY_ATTRIBUTE: &str = "PK";
 
 /// How the counter aggregates item changes; built by [`Aggregation::builder`].
 #[non_exhaustive]

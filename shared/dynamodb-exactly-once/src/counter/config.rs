@@ -29,7 +29,7 @@ pub(crate) const MAX_EXPRESSION_OPERATORS: usize = 300;
 /// Most buckets an item keeps per setting (W).
 pub const MAX_WINDOW_BUCKETS: u32 = 24;
 /// Longest window accepted (366 days): bucket times stay far from overflowing.
-pub const MAX_WINDOW_SECONDS: u64 = 366 * 86_400;
+pub(crate) const MAX_WINDOW_SECONDS: u64 = 366 * 86_400;
 /// Bytes of protocol names per bucket, at most: its attribute name without the prefix
 /// (`keys_` and two 20-digit times) and its entry in the layout (`L`, two times, `_`, `,`).
 const NAME_BYTES_PER_BUCKET: usize = 46 + 43;

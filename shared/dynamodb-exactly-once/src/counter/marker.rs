@@ -19,15 +19,9 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};
 
+pub(crate) use super::format::{DEFAULT_ATTRIBUTE_PREFIX, PREFIX_MARKER_ATTRIBUTE};
 use crate::ddb::{Item, Placeholders};
 use crate::rejection::{quote, Rejection, RejectionCode};
-
-/// Default prefix of the protocol's own attributes (payloads cannot write names with it).
-pub(crate) const DEFAULT_ATTRIBUTE_PREFIX: &str = "ctr_";
-
-/// The prefix marker attribute (S): a digest of the attribute prefix the item's counter state
-/// was written under; absent under the default prefix.
-pub const PREFIX_MARKER_ATTRIBUTE: &str = "_ctrL";
 
 /// An attribute prefix's marker, and the default bucket attribute it must not find.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,7 @@ mod builder;
 mod cache;
 mod config;
 mod forget;
+mod format;
 pub mod journal;
 mod layout;
 mod marker;
@@ -26,11 +27,10 @@ use crate::ddb::{Clock, ItemKey, Read, StoreError};
 pub use aggregate::{Aggregation, AggregationBuilder};
 pub use bucket::{Bucket, BucketName};
 pub use builder::CounterConfigBuilder;
-pub use config::{
-    Capacity, CounterConfig, CounterMode, KEY_BYTES, MAX_WINDOW_BUCKETS, MAX_WINDOW_SECONDS,
-};
-pub use marker::PREFIX_MARKER_ATTRIBUTE;
-pub use record::{hash_key, CounterRecord, MAX_COUNTERS_PER_RECORD, MAX_IDEMPOTENCY_KEY_BYTES};
+pub use config::{Capacity, CounterConfig, CounterMode, KEY_BYTES, MAX_WINDOW_BUCKETS};
+#[doc(hidden)]
+pub use record::hash_key;
+pub use record::CounterRecord;
 pub use settle::CounterOutcome;
 
 /// The counter protocol on one table.

@@ -26,9 +26,9 @@ use crate::ddb::ItemKey;
 use crate::rejection::{Rejection, RejectionCode};
 
 /// Counters one record may name.
-pub const MAX_COUNTERS_PER_RECORD: usize = 20;
+pub(crate) const MAX_COUNTERS_PER_RECORD: usize = 20;
 /// Longest idempotency key accepted (bytes); it is hashed anyway.
-pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 2048;
+pub(crate) const MAX_IDEMPOTENCY_KEY_BYTES: usize = 2048;
 /// DynamoDB's limit on an attribute name used through a placeholder.
 const MAX_ATTRIBUTE_NAME_BYTES: usize = 255;
 /// Longest counter rejection message (bytes); longer ones are cut.

@@ -1,10 +1,9 @@
 //! [`DocumentConfigBuilder`] and the getters of [`DocumentConfig`]: a config that exists is valid.
 
+use crate::document::format::DEFAULT_ATTRIBUTE_PREFIX;
 use std::time::Duration;
 
-use super::config::{
-    DocumentConfig, DEFAULT_ATTRIBUTE_PREFIX, DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES,
-};
+use super::config::{DocumentConfig, DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES};
 use crate::config::ConfigError;
 use crate::ddb::retry::Backoff;
 

@@ -3,12 +3,10 @@
 
 use std::time::Duration;
 
+pub(crate) use super::format::DEFAULT_ATTRIBUTE_PREFIX;
 use crate::config::ConfigError;
 use crate::ddb::retry::Backoff;
 
-/// Default prefix of the protocol's attributes (`doc_version`, `doc_tok`, `doc_tokp`,
-/// `doc_toke`).
-pub(crate) const DEFAULT_ATTRIBUTE_PREFIX: &str = "doc_";
 /// Default number of items written at once.
 pub(crate) const DEFAULT_CONCURRENCY: usize = 32;
 /// Default retries of a guarded write (`list_remove`, `replace`) that lost a race.

@@ -16,15 +16,13 @@
 //! Not detected: an item written under a non-default prefix before the marker existed, then
 //! written under the defaults or a third prefix (it has no marker and no `doc_version`).
 
+use crate::document::format::DEFAULT_ATTRIBUTE_PREFIX;
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};
 
-use super::config::{DocumentConfig, DEFAULT_ATTRIBUTE_PREFIX};
+use super::config::DocumentConfig;
+pub(crate) use super::format::PREFIX_MARKER_ATTRIBUTE;
 use crate::ddb::{Item, Placeholders};
-
-/// The prefix marker attribute (S): a digest of the attribute prefix the item's document state
-/// was written under; absent under the default prefix.
-pub const PREFIX_MARKER_ATTRIBUTE: &str = "_docL";
 
 /// A configuration's marker.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 mod apply;
 mod builder;
 mod config;
+mod format;
 mod guarded;
 mod layout;
 mod path;
@@ -22,8 +23,8 @@ use crate::rejection::Rejection;
 
 pub use builder::DocumentConfigBuilder;
 pub use config::{DocumentConfig, TOKEN_EPOCH};
-pub use layout::PREFIX_MARKER_ATTRIBUTE;
-pub use path::{AttrPath, Segment, MAX_DEPTH, MAX_INDEX, MAX_PATH_BYTES};
+pub(crate) use format::PREFIX_MARKER_ATTRIBUTE;
+pub use path::{AttrPath, Segment};
 use record::RawRecord;
 pub use record::{DocumentOp, DocumentRecord};
 pub use values::SetValues;

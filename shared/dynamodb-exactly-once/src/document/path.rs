@@ -12,11 +12,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::ddb::{Item, Placeholders};
 
 /// Longest path accepted (bytes).
-pub const MAX_PATH_BYTES: usize = 1024;
+pub(crate) const MAX_PATH_BYTES: usize = 1024;
 /// Deepest path accepted (DynamoDB nests documents 32 levels deep).
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 /// Largest list index accepted (a 400 KB item cannot hold a longer list).
-pub const MAX_INDEX: usize = 409_600;
+pub(crate) const MAX_INDEX: usize = 409_600;
 
 /// One step of a path: a map key or a list index, the two steps of DynamoDB's document
 /// paths (exhaustive on purpose).

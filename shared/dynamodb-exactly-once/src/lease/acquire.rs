@@ -1,6 +1,9 @@
 //! Acquiring: a free lock at once, a held one only after its record version stayed unchanged
 //! for a full lease on this contender's own monotonic clock (a takeover).
 
+use crate::lease::format::{
+    ATTR_FENCING_TOKEN, ATTR_LEASE_MS, ATTR_LOCK_ID, ATTR_OWNER, ATTR_RECORD_VERSION, ATTR_RELEASED,
+};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
@@ -8,8 +11,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 use tokio::time::Instant;
 
 use super::{
-    lease_ms, new_record_version, AcquireOutcome, Holding, Lease, LockState, ATTR_FENCING_TOKEN,
-    ATTR_LEASE_MS, ATTR_LOCK_ID, ATTR_OWNER, ATTR_RECORD_VERSION, ATTR_RELEASED, CONDITION_FREE,
+    lease_ms, new_record_version, AcquireOutcome, Holding, Lease, LockState, CONDITION_FREE,
     CONDITION_UNCHANGED, UPDATE_ACQUIRE,
 };
 use crate::ddb::{conditional, Cond, StoreError};

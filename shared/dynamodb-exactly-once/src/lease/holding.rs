@@ -1,5 +1,8 @@
 //! A held lease: heartbeat, release, how long it is safe to act, fenced timestamps.
 
+use crate::lease::format::{
+    ATTR_FENCING_TOKEN, ATTR_LEASE_MS, ATTR_LOCK_ID, ATTR_RECORD_VERSION, ATTR_RELEASED,
+};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
@@ -8,7 +11,6 @@ use tokio::time::Instant;
 
 use super::{
     lease_ms, new_record_version, HeartbeatOutcome, Lease, LockState, ReleaseOutcome,
-    ATTR_FENCING_TOKEN, ATTR_LEASE_MS, ATTR_LOCK_ID, ATTR_RECORD_VERSION, ATTR_RELEASED,
     CONDITION_HOLDING, UPDATE_HEARTBEAT, UPDATE_RELEASE,
 };
 use crate::ddb::{conditional, Cond, Item, StoreError};

@@ -3,6 +3,7 @@
 mod acquire;
 mod builder;
 mod config;
+mod format;
 mod holding;
 
 use std::time::Duration;
@@ -15,20 +16,8 @@ use crate::ddb::{Item, StoreError};
 
 pub use builder::LeaseConfigBuilder;
 pub use config::LeaseConfig;
+pub use format::ATTR_LOCK_ID;
 pub use holding::Holding;
-
-/// The lock item's key attribute.
-pub const ATTR_LOCK_ID: &str = "LockId";
-/// The holder's name.
-pub const ATTR_OWNER: &str = "Owner";
-/// Random record version, new with every acquisition, heartbeat and release.
-pub const ATTR_RECORD_VERSION: &str = "RecordVersion";
-/// The fencing token of the latest acquisition (a number that only grows).
-pub const ATTR_FENCING_TOKEN: &str = "FencingToken";
-/// The holder's lease duration in milliseconds.
-pub const ATTR_LEASE_MS: &str = "LeaseMs";
-/// `true` once the holder released the lock.
-pub const ATTR_RELEASED: &str = "Released";
 
 /// Acquire a free lock: no item, or a released one.
 pub(crate) const CONDITION_FREE: &str = "attribute_not_exists(#id) OR #rel = :true";

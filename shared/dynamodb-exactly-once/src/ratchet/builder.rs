@@ -1,13 +1,13 @@
 //! [`RatchetConfigBuilder`] and the getters of [`RatchetConfig`]: a config that exists is
 //! valid.
 
-use std::time::Duration;
-
-use super::config::{
-    RatchetConfig, Replication, DEFAULT_CONCURRENCY, DEFAULT_DELETED_ATTRIBUTE,
-    DEFAULT_TIE_BREAK_ATTRIBUTE, DEFAULT_TOMBSTONE_TTL, DEFAULT_TS_ATTRIBUTE,
+use crate::ratchet::format::{
+    DEFAULT_DELETED_ATTRIBUTE, DEFAULT_TIE_BREAK_ATTRIBUTE, DEFAULT_TS_ATTRIBUTE,
     DEFAULT_TTL_ATTRIBUTE,
 };
+use std::time::Duration;
+
+use super::config::{RatchetConfig, Replication, DEFAULT_CONCURRENCY, DEFAULT_TOMBSTONE_TTL};
 use crate::config::ConfigError;
 
 impl RatchetConfig {

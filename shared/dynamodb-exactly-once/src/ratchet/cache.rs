@@ -32,7 +32,7 @@ use super::ts::Ts;
 /// Keys the cache holds by default.
 pub(crate) const DEFAULT_CACHE_KEYS: usize = 10_000;
 /// Longest time an entry is trusted (a tombstone may expire after it).
-pub const CACHE_MAX_AGE: Duration = Duration::from_secs(600);
+pub(crate) const CACHE_MAX_AGE: Duration = Duration::from_secs(600);
 
 /// A known lower bound of one key's stored version.
 #[derive(Debug, Clone)]

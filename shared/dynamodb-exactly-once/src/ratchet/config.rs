@@ -6,14 +6,6 @@ use std::time::Duration;
 
 use crate::config::ConfigError;
 
-/// Default name of the timestamp attribute.
-pub(crate) const DEFAULT_TS_ATTRIBUTE: &str = "Timestamp";
-/// Default name of the tombstone flag.
-pub(crate) const DEFAULT_DELETED_ATTRIBUTE: &str = "Deleted";
-/// Default name of the TTL attribute (epoch seconds; enable TTL on it in the table).
-pub(crate) const DEFAULT_TTL_ATTRIBUTE: &str = "TTL";
-/// Default name of the tie-break attribute.
-pub(crate) const DEFAULT_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
 /// Default tombstone lifetime: 7 days.
 pub(crate) const DEFAULT_TOMBSTONE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Default number of keys written at once.

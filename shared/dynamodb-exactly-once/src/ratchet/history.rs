@@ -4,6 +4,7 @@
 //! A row is a function of the record alone (no processing time), so writing it again is a
 //! no-op and the table is the same whatever the order, duplication or batching.
 
+use crate::ratchet::format::{HISTORY_KEY_ATTRIBUTE, HISTORY_SORT_ATTRIBUTE};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 
 use super::outcome::RatchetOutcome;
-use super::record::{history_row, RatchetRecord, HISTORY_KEY_ATTRIBUTE, HISTORY_SORT_ATTRIBUTE};
+use super::record::{history_row, RatchetRecord};
 use super::Ratchet;
 use crate::batch::{Deadline, RecordResult};
 use crate::ddb::item::item_to_json;

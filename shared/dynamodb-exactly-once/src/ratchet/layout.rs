@@ -14,20 +14,17 @@
 //! * Reads check the same ([`Layout::foreign`]), and also refuse a tombstone (tie-break
 //!   `"1"`) without our flag.
 
+use crate::ratchet::format::{
+    DEFAULT_DELETED_ATTRIBUTE, DEFAULT_TIE_BREAK_ATTRIBUTE, DEFAULT_TS_ATTRIBUTE,
+    DEFAULT_TTL_ATTRIBUTE, DELETE_TOKEN,
+};
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};
 
-use super::config::{
-    RatchetConfig, DEFAULT_DELETED_ATTRIBUTE, DEFAULT_TIE_BREAK_ATTRIBUTE, DEFAULT_TS_ATTRIBUTE,
-    DEFAULT_TTL_ATTRIBUTE,
-};
-use super::record::DELETE_TOKEN;
+use super::config::RatchetConfig;
+use super::format::LAYOUT_ATTRIBUTE;
 use crate::ddb::Item;
 use crate::rejection::{quote, Rejection, RejectionCode};
-
-/// The layout marker attribute (S): a digest of the protocol attribute names an item was
-/// written under; absent under the default names.
-pub const LAYOUT_ATTRIBUTE: &str = "_rtL";
 
 /// This configuration's layout: its marker and the condition every write carries.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,16 +29,13 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 
+use super::format::{LIFETIME_PREFIX, VERSION_ATTRIBUTE};
 use crate::batch::RecordResult;
 use crate::ddb::{conditional, Cond, Item, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
 
 /// How long a writer's promise runs (renewed at half).
-pub const LEDGER_LEASE: Duration = Duration::from_secs(3600);
-/// The ledger item's version attribute.
-const VERSION_ATTRIBUTE: &str = "LedgerVersion";
-/// Prefix of a lifetime's promise attribute (`Lifetime_<seconds>`: epoch s).
-const LIFETIME_PREFIX: &str = "Lifetime_";
+pub(crate) const LEDGER_LEASE: Duration = Duration::from_secs(3600);
 /// Conditional puts tried before giving up (another writer renewing at the same time).
 const MAX_ROUNDS: usize = 4;
 

@@ -3,6 +3,7 @@
 mod builder;
 mod cache;
 mod config;
+mod format;
 mod history;
 mod layout;
 mod ledger;
@@ -20,18 +21,15 @@ use crate::ddb::Item;
 use crate::rejection::Rejection;
 
 pub use builder::RatchetConfigBuilder;
-pub use cache::CACHE_MAX_AGE;
 pub use config::{RatchetConfig, Replication};
-pub use layout::LAYOUT_ATTRIBUTE;
-pub use ledger::{LifetimeLedger, LEDGER_LEASE};
+pub(crate) use format::LAYOUT_ATTRIBUTE;
+pub use format::{HISTORY_KEY_ATTRIBUTE, HISTORY_SORT_ATTRIBUTE};
+pub use ledger::LifetimeLedger;
 pub use outcome::RatchetOutcome;
+pub use record::history_sort_key;
 use record::RawRecord;
-pub use record::{
-    history_sort_key, HISTORY_ITEM_ATTRIBUTE, HISTORY_KEY_ATTRIBUTE, HISTORY_OP_ATTRIBUTE,
-    HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
-};
 pub use record::{RatchetOp, RatchetRecord};
-pub use ts::{Ts, TsError, BIG_TS_DIGITS};
+pub use ts::{Ts, TsError};
 
 /// The write condition of a number timestamp (placeholders: `#ts`, `#tb`, `:ts`, `:tb`).
 pub(crate) const CONDITION_NEWER: &str =

@@ -16,29 +16,17 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::config::RatchetConfig;
+use super::format::PUT_TOKEN_PREFIX;
+use super::format::{
+    DELETE_TOKEN, HISTORY_ITEM_ATTRIBUTE, HISTORY_KEY_ATTRIBUTE, HISTORY_OP_ATTRIBUTE,
+    HISTORY_SORT_ATTRIBUTE, HISTORY_TIE_BREAK_ATTRIBUTE, HISTORY_TS_ATTRIBUTE,
+};
 use super::ts::Ts;
 use super::Ratchet;
 use crate::ddb::item::{
     canonical_json, check_attribute_names, item_size, Item, ItemKey, MAX_ITEM_BYTES,
 };
 use crate::rejection::{quote, Rejection, RejectionCode};
-
-/// History table: partition key, the item's canonical key, e.g. `{"PK":"u1","SK":"a"}` (S).
-pub const HISTORY_KEY_ATTRIBUTE: &str = "ItemKey";
-/// History table: sort key, [`history_sort_key`] of the record's `(ts, tie-break)` (S).
-pub const HISTORY_SORT_ATTRIBUTE: &str = "RecordVersion";
-/// History row: the record's `ts` (N, or S above `u64`: see [`super::Ts`]).
-pub const HISTORY_TS_ATTRIBUTE: &str = "Timestamp";
-/// History row: the record's tie-break token (S).
-pub const HISTORY_TIE_BREAK_ATTRIBUTE: &str = "TieBreak";
-/// History row: `put` or `delete` (S).
-pub const HISTORY_OP_ATTRIBUTE: &str = "Op";
-/// History row: the put's item as the latest table stores it (M); absent for a delete.
-pub const HISTORY_ITEM_ATTRIBUTE: &str = "Item";
-/// Token of a delete: greater than every put token.
-pub(crate) const DELETE_TOKEN: &str = "1";
-/// Prefix of a put token.
-const PUT_TOKEN_PREFIX: &str = "0";
 
 /// What a record asks for.
 #[derive(Debug, Clone, PartialEq)]

@@ -23,13 +23,11 @@
 //! the replica's protocol attributes is rejected (`invalid_change`, `invalid_key`,
 //! `reserved_attribute`) and kept as a dead letter.
 
+use crate::ratchet::format::{DELETE_TOKEN, LAYOUT_ATTRIBUTE};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::config::{RatchetConfig, Replication};
-use super::layout::LAYOUT_ATTRIBUTE;
-use super::record::{
-    check_key, delete, finish_put, is_put_token, put_token, RatchetRecord, DELETE_TOKEN,
-};
+use super::record::{check_key, delete, finish_put, is_put_token, put_token, RatchetRecord};
 use super::ts::Ts;
 use crate::change::{ChangeKind, ItemChange};
 use crate::ddb::item::{canonical_item, Item, ItemKey};

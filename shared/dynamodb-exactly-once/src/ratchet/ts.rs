@@ -37,7 +37,7 @@ use serde_json::Value;
 
 /// Digits of a stored string timestamp (enough for Kinesis sequence numbers, 56 digits, and
 /// DynamoDB Streams sequence numbers, up to 40).
-pub const BIG_TS_DIGITS: usize = 64;
+pub(crate) const BIG_TS_DIGITS: usize = 64;
 
 /// A ratchet timestamp: an integer from `-2^63` up to 64 digits, ordered numerically.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

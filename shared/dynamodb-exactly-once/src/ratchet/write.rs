@@ -1,15 +1,10 @@
 //! Writing: one conditional `PutItem` per record ([`Ratchet::write`]), and per batch one
 //! write per distinct key ([`Protocol::apply`]: coalescing).
 
+use crate::ratchet::format::LAYOUT_ATTRIBUTE;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
-};
-use futures::StreamExt;
-
-use super::layout::LAYOUT_ATTRIBUTE;
 use super::outcome::RatchetOutcome;
 use super::record::{RatchetOp, RatchetRecord};
 use super::{Ratchet, CONDITION_NEWER, CONDITION_NEWER_BIG};
@@ -18,6 +13,10 @@ use crate::change::{no_change_mapping, ItemChange};
 use crate::ddb::clock::epoch_seconds;
 use crate::ddb::{conditional, Cond, Cost, ErrorClass, Item, StoreError};
 use crate::rejection::{Rejection, RejectionCode};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+};
+use futures::StreamExt;
 
 /// Results of one key's records.
 type GroupResults = Vec<(usize, RecordResult<RatchetOutcome>)>;

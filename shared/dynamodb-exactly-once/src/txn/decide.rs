@@ -57,9 +57,12 @@ impl Coordinator {
                 .collect(),
         );
         let set = [
-            (record::ATTR_STATE, s(TxState::Committed.as_str())),
-            (record::ATTR_TOKENS, tokens),
-            (record::ATTR_DECIDER, s(decider)),
+            (
+                crate::txn::format::ATTR_STATE,
+                s(TxState::Committed.as_str()),
+            ),
+            (crate::txn::format::ATTR_TOKENS, tokens),
+            (crate::txn::format::ATTR_DECIDER, s(decider)),
         ];
         // Sent again through conflicts while every lock is held: heartbeats keep the holder
         // alive to its contenders meanwhile (they would roll a silent holder back).
@@ -99,12 +102,15 @@ impl Coordinator {
             None => RollbackReason::Abandoned,
         };
         let mut set = vec![
-            (record::ATTR_STATE, s(TxState::RolledBack.as_str())),
-            (record::ATTR_REASON, s(why.as_str())),
+            (
+                crate::txn::format::ATTR_STATE,
+                s(TxState::RolledBack.as_str()),
+            ),
+            (crate::txn::format::ATTR_REASON, s(why.as_str())),
         ];
         if let Some(i) = refused {
             set.push((
-                record::ATTR_FAILED_REQUEST,
+                crate::txn::format::ATTR_FAILED_REQUEST,
                 AttributeValue::N(i.to_string()),
             ));
         }
@@ -125,20 +131,23 @@ impl Coordinator {
         }
         let (reason, detail) = why.stored();
         let mut set = vec![
-            (record::ATTR_STATE, s(TxState::RolledBack.as_str())),
-            (record::ATTR_REASON, s(reason)),
+            (
+                crate::txn::format::ATTR_STATE,
+                s(TxState::RolledBack.as_str()),
+            ),
+            (crate::txn::format::ATTR_REASON, s(reason)),
         ];
         if let Some(detail) = detail {
-            set.push((record::ATTR_REASON_DETAIL, s(detail)));
+            set.push((crate::txn::format::ATTR_REASON_DETAIL, s(detail)));
         }
         if let Some(i) = request {
             set.push((
-                record::ATTR_FAILED_REQUEST,
+                crate::txn::format::ATTR_FAILED_REQUEST,
                 AttributeValue::N(i.to_string()),
             ));
         }
         if let Some(decider) = decider {
-            set.push((record::ATTR_DECIDER, s(decider)));
+            set.push((crate::txn::format::ATTR_DECIDER, s(decider)));
         }
         self.tx.transition(header, &set, &[], cost).await
     }
@@ -150,25 +159,28 @@ impl Coordinator {
         cost: &Cost,
     ) -> Result<Transition, StoreError> {
         let set = [
-            (record::ATTR_STATE, s(TxState::Pending.as_str())),
+            (crate::txn::format::ATTR_STATE, s(TxState::Pending.as_str())),
             (
-                record::ATTR_ATTEMPT,
+                crate::txn::format::ATTR_ATTEMPT,
                 AttributeValue::N((header.attempt + 1).to_string()),
             ),
-            (record::ATTR_SWEEP_KEY, s(record::sweep_key(&header.tx_id))),
             (
-                record::ATTR_LAST_TOUCHED,
+                crate::txn::format::ATTR_SWEEP_KEY,
+                s(record::sweep_key(&header.tx_id)),
+            ),
+            (
+                crate::txn::format::ATTR_LAST_TOUCHED,
                 AttributeValue::N(epoch_millis().to_string()),
             ),
         ];
         let remove = [
-            record::ATTR_EXPIRES_AT,
-            record::ATTR_REASON,
-            record::ATTR_REASON_DETAIL,
-            record::ATTR_FAILED_REQUEST,
-            record::ATTR_DECISION,
-            record::ATTR_TOKENS,
-            record::ATTR_DECIDER,
+            crate::txn::format::ATTR_EXPIRES_AT,
+            crate::txn::format::ATTR_REASON,
+            crate::txn::format::ATTR_REASON_DETAIL,
+            crate::txn::format::ATTR_FAILED_REQUEST,
+            crate::txn::format::ATTR_DECISION,
+            crate::txn::format::ATTR_TOKENS,
+            crate::txn::format::ATTR_DECIDER,
         ];
         self.tx.transition(header, &set, &remove, cost).await
     }
@@ -192,14 +204,17 @@ impl Coordinator {
         }
         let expires = record::expires_at(epoch_millis(), header.issued_at_ms, self.config.retain);
         let set = [
-            (record::ATTR_STATE, s(TxState::Completed.as_str())),
-            (record::ATTR_DECISION, s(decision.as_str())),
             (
-                record::ATTR_EXPIRES_AT,
+                crate::txn::format::ATTR_STATE,
+                s(TxState::Completed.as_str()),
+            ),
+            (crate::txn::format::ATTR_DECISION, s(decision.as_str())),
+            (
+                crate::txn::format::ATTR_EXPIRES_AT,
                 AttributeValue::N(expires.to_string()),
             ),
         ];
-        let remove = [record::ATTR_SWEEP_KEY];
+        let remove = [crate::txn::format::ATTR_SWEEP_KEY];
         self.tx.transition(header, &set, &remove, cost).await
     }
 

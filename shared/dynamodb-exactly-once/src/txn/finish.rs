@@ -6,12 +6,12 @@
 //! while its attempt is pending (the header check of `lock::write`), every lock of the
 //! transaction is on its item by then, and none can appear afterwards.
 
+use crate::txn::format::{ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT, ATTR_VERSION_TOKEN};
 use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, ReturnConsumedCapacity};
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::item::{flag, lock_of, s, token_of, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK};
-use super::item::{ATTR_TRANSIENT, ATTR_VERSION_TOKEN};
+use super::item::{flag, lock_of, s, token_of};
 use super::record::{keeps_values, lock_value, parse_owner, TxHeader, TxState};
 use super::request::{recorded_requests, Operation};
 use super::resolve::Resolved;

@@ -4,27 +4,9 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
+use super::format::{ATTR_LOCK, ATTR_VERSION_TOKEN, ITEM_PROTOCOL_ATTRIBUTES};
 use crate::ddb::error::StoreError;
 use crate::ddb::item::{item_to_json, Item};
-
-/// The lock: `txId#attempt` of the transaction holding the item.
-pub const ATTR_LOCK: &str = "_txLock";
-/// The item's version token (fresh random value per protocol write).
-pub const ATTR_VERSION_TOKEN: &str = "_txVer";
-/// The saved previous image (absent: the item did not exist).
-pub const ATTR_IMAGE: &str = "_txImage";
-/// Completion deletes the item.
-pub const ATTR_DELETE: &str = "_txDelete";
-/// The item was inserted only to be locked.
-pub const ATTR_TRANSIENT: &str = "_txTransient";
-/// Every protocol attribute of an item.
-pub const ITEM_PROTOCOL_ATTRIBUTES: [&str; 5] = [
-    ATTR_LOCK,
-    ATTR_VERSION_TOKEN,
-    ATTR_IMAGE,
-    ATTR_DELETE,
-    ATTR_TRANSIENT,
-];
 
 /// `_txLock` of an item.
 pub(super) fn lock_of(item: &Item) -> Option<&str> {

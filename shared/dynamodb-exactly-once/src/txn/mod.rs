@@ -6,6 +6,7 @@ mod coordinator;
 mod decide;
 mod fast;
 mod finish;
+mod format;
 mod item;
 mod lock;
 mod outcome;
@@ -17,18 +18,16 @@ mod settings;
 mod status;
 pub mod sweep;
 
-pub use crate::ddb::Cost;
+pub(crate) use crate::ddb::Cost;
 pub use builder::TxConfigBuilder;
 pub(crate) use config::check_horizons;
 pub use config::{TxConfig, MAX_ISSUED_AHEAD};
 pub(crate) use config::{DEFAULT_REDELIVERY_HORIZON, DEFAULT_RETAIN};
 pub use coordinator::Coordinator;
-pub use fast::{FAST_MAX_REQUESTS, FAST_MAX_REQUEST_BYTES};
+#[doc(hidden)]
+pub use fast::FAST_MAX_REQUESTS;
+pub use format::ITEM_PROTOCOL_ATTRIBUTES;
 pub(crate) use item::plain_json;
-pub use item::{
-    ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT, ATTR_VERSION_TOKEN,
-    ITEM_PROTOCOL_ATTRIBUTES,
-};
 pub(crate) use outcome::Driven;
 pub use outcome::{TxError, TxOutcome, TxReport};
 pub use request::{Operation, TxMessage, TxMessageBuilder, TxRequest};

@@ -2,6 +2,7 @@
 
 mod builder;
 mod config;
+mod format;
 mod read;
 mod revision;
 mod write;
@@ -10,32 +11,10 @@ use aws_sdk_dynamodb::Client;
 
 pub use builder::VersioningConfigBuilder;
 pub use config::VersioningConfig;
+pub use format::{HISTORY_KEY, HISTORY_VERSION, RESERVED_ATTRIBUTES};
 pub use read::{HistoryEntry, HistoryOp, HistoryPage, Latest, VersionedItem};
 pub use revision::{Revision, RevisionOp};
 pub use write::{RmwOutcome, VersionOutcome};
-
-/// Latest table: the item's version number (N).
-pub const ATTR_VERSION: &str = "_version";
-/// Latest table: `true` on the tombstone of a deleted item (BOOL).
-pub const ATTR_DELETED: &str = "_deleted";
-/// Both tables: the write id of the change that made this version (S).
-pub const ATTR_WRITE_ID: &str = "_writeId";
-/// Both tables: when the change was made, epoch milliseconds (N).
-pub const ATTR_WRITTEN_AT: &str = "_writtenAt";
-/// History table: the operation (`create`, `update`, `delete`, `restore`) (S).
-pub const ATTR_OP: &str = "_op";
-/// History table: the item's attributes, key included (M); absent for a delete.
-pub const ATTR_ITEM: &str = "_item";
-/// History table: the version a restore copied (N).
-pub const ATTR_RESTORED_FROM: &str = "_restoredFrom";
-/// History table: partition key, the item's canonical key, e.g. `{"PK":"doc#1"}` (S).
-pub const HISTORY_KEY: &str = "ItemKey";
-/// History table: sort key, the version number (N).
-pub const HISTORY_VERSION: &str = "Version";
-
-/// Attributes of the latest table that callers cannot write.
-pub const RESERVED_ATTRIBUTES: [&str; 4] =
-    [ATTR_VERSION, ATTR_DELETED, ATTR_WRITE_ID, ATTR_WRITTEN_AT];
 
 /// Guard of a create: the item has never existed.
 const CONDITION_ABSENT: &str = "attribute_not_exists(#ver)";

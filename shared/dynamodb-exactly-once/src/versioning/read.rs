@@ -2,13 +2,14 @@
 //! and history pages, newest first ([`Versioning::history`]). All strongly consistent: a reader
 //! that saw version `n` never reads an older one afterwards.
 
+use crate::versioning::format::{
+    ATTR_DELETED, ATTR_ITEM, ATTR_OP, ATTR_RESTORED_FROM, ATTR_VERSION, ATTR_WRITE_ID,
+    ATTR_WRITTEN_AT, HISTORY_KEY, HISTORY_VERSION,
+};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
-use super::{
-    Versioning, ATTR_DELETED, ATTR_ITEM, ATTR_OP, ATTR_RESTORED_FROM, ATTR_VERSION, ATTR_WRITE_ID,
-    ATTR_WRITTEN_AT, HISTORY_KEY, HISTORY_VERSION, KEY_CONDITION_ALL, KEY_CONDITION_BEFORE,
-};
+use super::{Versioning, KEY_CONDITION_ALL, KEY_CONDITION_BEFORE};
 use crate::ddb::item::item_to_json;
 use crate::ddb::{Item, ItemKey, Placeholders, StoreError};
 

@@ -4,17 +4,16 @@
 //! applying the same `Revision` value again (after an error) sends the same request: same content,
 //! same request token, and the landed check recognises its own history row.
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
-
-use super::{
-    ATTR_DELETED, ATTR_ITEM, ATTR_OP, ATTR_RESTORED_FROM, ATTR_VERSION, ATTR_WRITE_ID,
-    ATTR_WRITTEN_AT, HISTORY_KEY, HISTORY_VERSION, RESERVED_ATTRIBUTES,
-};
 use crate::ddb::clock::epoch_millis;
 use crate::ddb::item::{canonical_json, item_size, json_to_item, Item, ItemKey, MAX_ITEM_BYTES};
 use crate::rejection::{Rejection, RejectionCode};
+use crate::versioning::format::{
+    ATTR_DELETED, ATTR_ITEM, ATTR_OP, ATTR_RESTORED_FROM, ATTR_VERSION, ATTR_WRITE_ID,
+    ATTR_WRITTEN_AT, HISTORY_KEY, HISTORY_VERSION, RESERVED_ATTRIBUTES,
+};
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
 
 /// Longest accepted write id (characters).
 pub(super) const MAX_WRITE_ID_CHARS: usize = 256;

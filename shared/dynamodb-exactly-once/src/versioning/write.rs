@@ -1,6 +1,7 @@
 //! Applying a change: one `TransactWriteItems` (latest + history), its cancellation reasons
 //! decided while the typed error is in hand, and the landed check after a lost response.
 
+use crate::versioning::format::{ATTR_DELETED, ATTR_VERSION, HISTORY_VERSION};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::SdkError;
@@ -16,8 +17,8 @@ use serde_json::{Map, Value};
 use super::read::Latest;
 use super::revision::{Revision, RevisionOp};
 use super::{
-    Versioning, ATTR_DELETED, ATTR_VERSION, CONDITION_ABSENT, CONDITION_AT, CONDITION_DELETED_AT,
-    CONDITION_LIVE_AT, CONDITION_NEW_VERSION, HISTORY_VERSION,
+    Versioning, CONDITION_ABSENT, CONDITION_AT, CONDITION_DELETED_AT, CONDITION_LIVE_AT,
+    CONDITION_NEW_VERSION,
 };
 use crate::batch::Outcome;
 use crate::ddb::retry::Backoff;

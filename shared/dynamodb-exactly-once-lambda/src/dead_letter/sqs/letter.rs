@@ -15,11 +15,11 @@ use crate::source::SourcePosition;
 pub(crate) const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
 
 /// The largest `MaximumMessageSize` a queue can be given (1 MiB).
-pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 
 /// The smallest limit a sink accepts: room for every field but the body at its largest (see
 /// the unit test), so that a letter always fits once its body is cut.
-pub const MIN_MESSAGE_BYTES: usize = 16 * 1024;
+pub(crate) const MIN_MESSAGE_BYTES: usize = 16 * 1024;
 
 /// One dead letter as the JSON body of an SQS message. Decode a received message with
 /// `serde_json::from_str::<SqsLetter>(&body)`.
@@ -40,7 +40,7 @@ pub struct SqsLetter {
     /// The deployment that rejected it, when named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<String>,
-    /// Why (the message cut to [`MAX_REASON_CHARS`](crate::dead_letter::MAX_REASON_CHARS)).
+    /// Why (the message cut to `MAX_REASON_CHARS`).
     pub reason: Rejection,
     /// Where the record came from.
     pub position: SourcePosition,
@@ -288,10 +288,11 @@ mod tests {
         letter.id = "i".repeat(2048 + 3 * 128 + 64 * 2 + 64);
         letter.function = "f".repeat(64);
         letter.deployment = Some("d".repeat(64));
-        letter.reason = Rejection {
-            code: RejectionCode::InvalidItem,
-            message: "\u{ffff}".repeat(crate::dead_letter::MAX_REASON_CHARS),
-        };
+        letter.reason = serde_json::from_value(serde_json::json!({
+            "code": "invalid_item",
+            "message": "\u{ffff}".repeat(crate::dead_letter::MAX_REASON_CHARS),
+        }))
+        .expect("a rejection");
         let body = vec![b'x'; MAX_MESSAGE_BYTES];
         let message = message(letter, &body, MIN_MESSAGE_BYTES).expect("json");
         assert!(message.len() <= MIN_MESSAGE_BYTES);

@@ -45,8 +45,9 @@ use crate::source::{SourcePosition, SourceRecord};
 
 mod letter;
 
+pub use letter::SqsLetter;
 pub(crate) use letter::DEFAULT_MAX_MESSAGE_BYTES;
-pub use letter::{SqsLetter, MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES};
+pub(crate) use letter::{MAX_MESSAGE_BYTES, MIN_MESSAGE_BYTES};
 
 /// The `MessageGroupId` of a letter (FIFO queue) whose record has no message group or
 /// partition key (a DynamoDB stream record).
@@ -86,7 +87,7 @@ impl SqsDeadLetters {
     }
 
     /// Letters of at most `bytes` (the queue's `MaximumMessageSize`), within
-    /// [`MIN_MESSAGE_BYTES`]`..=`[`MAX_MESSAGE_BYTES`] (a value outside is brought to the
+    /// `MIN_MESSAGE_BYTES``..=``MAX_MESSAGE_BYTES` (a value outside is brought to the
     /// nearer bound).
     pub fn max_message_bytes(mut self, bytes: usize) -> Self {
         self.max_message_bytes = bytes.clamp(MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES);
@@ -203,7 +204,7 @@ pub enum SqsDeadLetterError {
 /// Kinesis partition key when that is a valid group id (1 to 128 ASCII letters, digits and
 /// punctuation), else `sha256-<hex>` of it (so the letters of one key stay in one group), else
 /// `dead-letters`.
-pub fn fifo_group_id(position: &SourcePosition) -> String {
+pub(crate) fn fifo_group_id(position: &SourcePosition) -> String {
     let key = position
         .message_group_id
         .as_deref()
@@ -217,7 +218,7 @@ pub fn fifo_group_id(position: &SourcePosition) -> String {
 
 /// The `MessageDeduplicationId` of a letter: the SHA-256 (64 hex digits) of its
 /// [`letter_id`], the same on every delivery of the record.
-pub fn fifo_deduplication_id(letter_id: &str) -> String {
+pub(crate) fn fifo_deduplication_id(letter_id: &str) -> String {
     hex::encode(Sha256::digest(letter_id))
 }
 

@@ -12,7 +12,7 @@
 //! timestamp as the arrival time, and [`KafkaPosition`] with the rest (key, headers).
 //!
 //! Decoding never fails the batch for one record: a record whose value, key or headers cannot
-//! be read (not base64, a header byte out of range, more than [`MAX_KEY_AND_HEADER_BYTES`] of
+//! be read (not base64, a header byte out of range, more than `MAX_KEY_AND_HEADER_BYTES` of
 //! key and headers) keeps its JSON as its body and the reason in
 //! [`KafkaPosition::defect`]; the pipeline dead-letters it (`bad_kafka_record`) before
 //! parsing, so the partition goes on. Only an envelope that is not a Kafka batch at all (no
@@ -37,17 +37,17 @@ use serde_json::Value;
 use super::{EventError, SourceKind, SourcePosition, SourceRecord};
 
 /// The `eventSource` of an Amazon MSK batch.
-pub const MSK_EVENT_SOURCE: &str = "aws:kafka";
+pub(crate) const MSK_EVENT_SOURCE: &str = "aws:kafka";
 /// The `eventSource` of a self-managed Apache Kafka batch (`aws:SelfManagedKafka` is read
 /// too).
-pub const SELF_MANAGED_EVENT_SOURCE: &str = "SelfManagedKafka";
+pub(crate) const SELF_MANAGED_EVENT_SOURCE: &str = "SelfManagedKafka";
 
 /// Most bytes of key and headers a record's position keeps (they travel with its dead letter,
 /// which must stay under DynamoDB's 400 KB item size); a record with more is a dead letter.
-pub const MAX_KEY_AND_HEADER_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_KEY_AND_HEADER_BYTES: usize = 16 * 1024;
 
 /// Whether an `eventSource` names a Kafka batch.
-pub fn is_kafka_source(event_source: &str) -> bool {
+pub(crate) fn is_kafka_source(event_source: &str) -> bool {
     matches!(
         event_source,
         MSK_EVENT_SOURCE | SELF_MANAGED_EVENT_SOURCE | "aws:SelfManagedKafka"
@@ -312,7 +312,7 @@ fn headers(value: Option<&Value>) -> Result<Vec<KafkaHeader>, String> {
 
 /// Why a Kafka record cannot be read: the `bad_kafka_record` rejection it is kept with.
 /// `None` for every other record.
-pub fn defect(record: &SourceRecord) -> Option<Rejection> {
+pub(crate) fn defect(record: &SourceRecord) -> Option<Rejection> {
     let defect = record.position.kafka.as_ref()?.defect.as_ref()?;
     Some(Rejection::new(
         RejectionCode::BadKafkaRecord,

@@ -27,8 +27,8 @@
 //! # Failure modes
 //! * A value that does not decode (a wrong first byte, a truncated header or body, bytes left
 //!   over, a Glue value compressed otherwise than zlib, or inflating to more than
-//!   [`MAX_DECODED_BYTES`]): the record is rejected with `undecodable_value` and a reason of at
-//!   most [`MAX_DETAIL_CHARS`] characters, kept as a dead letter with its value as delivered;
+//!   `MAX_DECODED_BYTES`): the record is rejected with `undecodable_value` and a reason of at
+//!   most `MAX_DETAIL_CHARS` characters, kept as a dead letter with its value as delivered;
 //!   its partition goes on.
 //! * A schema that does not parse, a descriptor set without the message named, a format this
 //!   build does not have (the cargo features `avro`, `protobuf`): the function refuses to
@@ -51,10 +51,10 @@ use crate::settings::{env_opt, FunctionSpec};
 
 /// Most bytes a Glue value's zlib body may inflate to (Lambda's whole payload is at most
 /// 6 MB): more is `undecodable_value`.
-pub const MAX_DECODED_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_DECODED_BYTES: usize = 16 * 1024 * 1024;
 
 /// Longest reason an `undecodable_value` dead letter carries.
-pub const MAX_DETAIL_CHARS: usize = 300;
+pub(crate) const MAX_DETAIL_CHARS: usize = 300;
 
 /// How values are framed.
 #[non_exhaustive]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use dynamodb_exactly_once::batch::ANSWER_MARGIN;
+use dynamodb_exactly_once::__private::ANSWER_MARGIN;
 use dynamodb_exactly_once::config::Configured;
 use dynamodb_exactly_once::{ConfigError, Protocol};
 
@@ -17,7 +17,7 @@ use crate::source::value::KafkaValues;
 /// The writer function of protocol `P` from its environment: the protocol's settings
 /// (`<PREFIX>_<SETTING>`, see [`crate::settings`]), its dead-letter sink,
 /// `<PREFIX>_DEADLINE_MARGIN_MS` (default 2000 ms, at least
-/// [`ANSWER_MARGIN`], 250 ms), `<PREFIX>_DEPLOYMENT` (the name its dead letters are kept
+/// 250 ms), `<PREFIX>_DEPLOYMENT` (the name its dead letters are kept
 /// under; default the Lambda function's name, `AWS_LAMBDA_FUNCTION_NAME`),
 /// `<PREFIX>_EVENT_TIME_POINTER` (see [`crate::event_time`]) and `<PREFIX>_RECORD_MAPPING`
 /// (see [`crate::mapping`]; checked against `P`'s [`RecordShape`], so a template that does not
@@ -156,7 +156,7 @@ impl SinkChoice {
 }
 
 /// `<PREFIX>_DEADLINE_MARGIN_MS` (default 2 s), at least
-/// [`ANSWER_MARGIN`]: the cutoff of work in flight (and of the trace flush) is that long before
+/// 250 ms: the cutoff of work in flight (and of the trace flush) is that long before
 /// the deadline, and a smaller margin would move it to the deadline itself.
 fn deadline_margin_from_env(spec: &FunctionSpec) -> Result<Duration, ConfigError> {
     let name = spec.var("DEADLINE_MARGIN_MS");

@@ -9,17 +9,13 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
+pub(crate) use crate::counter::format::{
+    ADD_ATTRIBUTE, ARRIVED_ATTRIBUTE, AT_ATTRIBUTE, ITEM_ATTRIBUTE, JOURNAL_KEY_ATTRIBUTE,
+    JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE,
+};
 use crate::counter::CounterRecord;
 use crate::ddb::{Item, ItemKey, StoreError};
 
-/// The journal table's partition key (S): the counter item's tag (all keys of one counter
-/// item share it, so they land in one stream shard lineage), or a reserved `~` name.
-pub const JOURNAL_KEY_ATTRIBUTE: &str = "pk";
-/// The journal table's sort key (S): the idempotency key's hash, or a shard id for a
-/// checkpoint.
-pub const JOURNAL_SORT_ATTRIBUTE: &str = "sk";
-/// The journal items' TTL attribute (N, epoch seconds): the table's TTL must be on it.
-pub const TTL_ATTRIBUTE: &str = "ttl";
 /// A journal item is kept at least this long after its first put, whatever the window of the
 /// writer that put it first (the TTL is the first put's: a put again leaves the item as it
 /// is), so that every writer at the default window or below finds it.
@@ -31,15 +27,6 @@ pub(crate) const TTL_SLACK_SECONDS: u64 = 3600;
 /// Records per `BatchWriteItem` (DynamoDB's limit).
 pub(crate) const MAX_JOURNAL_BATCH: usize = crate::ddb::batch::BATCH_WRITE_ITEMS;
 
-/// The counter item's key (M).
-pub(super) const ITEM_ATTRIBUTE: &str = "k";
-/// Counter name → delta (M of N).
-pub(super) const ADD_ATTRIBUTE: &str = "add";
-/// Epoch milliseconds of the key's first put (N): a put again leaves it (and the TTL) as it is.
-pub(super) const AT_ATTRIBUTE: &str = "at";
-/// Epoch seconds when the record's source received it (N), when known: the roll-up refuses a
-/// key that arrived before its counter item forgot inline keys (see `migrate`).
-pub(super) const ARRIVED_ATTRIBUTE: &str = "arr";
 /// The partition key of `item`'s journal items: 96 bits of SHA-256 over its canonical key,
 /// base64url (16 characters), and with `spread` above 1, `#` and the key's sub-partition
 /// (0 to spread - 1, from the key's hash): a hot counter's keys spread over that many

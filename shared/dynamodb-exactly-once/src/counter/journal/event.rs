@@ -15,16 +15,12 @@ use super::entry::{
 };
 use crate::ddb::number::Number;
 use crate::ddb::{Item, ItemKey};
+pub(crate) use crate::counter::format::{RESERVED_PREFIX, DEAD_PARTITION};
 
 /// How long DynamoDB Streams keeps a record (24 hours): after it, the record is trimmed and no
 /// reader (an event source mapping included) can get it.
 pub(super) const STREAM_RETENTION_SECS: u64 = 86_400;
 
-/// Partition keys starting with this are the roll-up's own items, never journal keys (those
-/// are base64url).
-pub(super) const RESERVED_PREFIX: &str = "~";
-/// The partition of the roll-up's dead letters (sort key: `<shard>#<sequence number>`).
-pub(super) const DEAD_PARTITION: &str = "~dead";
 /// Digits a sequence number may have (DynamoDB Streams: 21 to 40).
 pub(super) const SEQ_DIGITS: usize = 40;
 /// Bytes of a sequence number as a watermark holds it (big-endian; 10^40 < 256^17).

@@ -25,7 +25,7 @@ use super::days::{self, DAY_MS};
 use super::repair::RepairDays;
 
 /// How far a key's first put time `at` may be from its stream record's arrival.
-pub const ARRIVAL_MARGIN_MS: u64 = 3_600_000;
+pub(crate) const ARRIVAL_MARGIN_MS: u64 = 3_600_000;
 
 /// One batch Lambda gave up on, as its on-failure message describes it.
 #[non_exhaustive]

@@ -152,14 +152,17 @@ with_journal_feature! {
     mod window;
 
     pub use audit::{AuditDifference, AuditLimits, AuditOutcome, AuditReport};
-    pub use days::{KEEP_DAYS, REPAIR_DAYS};
     pub use dead::RollupDeadLetter;
-    pub use failures::{FailureMessageError, StreamFailure, ARRIVAL_MARGIN_MS};
+    pub use days::{KEEP_DAYS, REPAIR_DAYS};
+    pub use failures::{FailureMessageError, StreamFailure};
     pub use repair::{Repair, RepairDays, RepairOutcome, RepairProgress, RepairReport};
     pub use rollup::{Rollup, RollupConfig, RollupConfigBuilder};
     pub use shard_batch::RollupBatchReport;
-    pub use window::{WindowOutcome, APPLY_AT_BYTES, WINDOW_STATE_ENTRY};
+    #[doc(hidden)]
+    pub use window::WINDOW_STATE_ENTRY;
+    pub use window::{WindowOutcome, APPLY_AT_BYTES};
 }
 
-pub use entry::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE};
+pub use crate::counter::format::{JOURNAL_KEY_ATTRIBUTE, JOURNAL_SORT_ATTRIBUTE, TTL_ATTRIBUTE};
+#[doc(hidden)]
 pub use insert::statement_items;

@@ -2,6 +2,7 @@
 //! against locks and stamped with a fresh version token, plus the header `Put`; and what the
 //! call's answer (or its cancellation reasons) means.
 
+use crate::txn::format::{ATTR_LOCK, ATTR_TX_ID, ATTR_VERSION_TOKEN};
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::error::SdkError;
@@ -15,8 +16,7 @@ use aws_sdk_dynamodb::types::{
 
 use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::Item;
-use crate::txn::item::{lock_of, s, ATTR_LOCK, ATTR_VERSION_TOKEN};
-use crate::txn::record::ATTR_TX_ID;
+use crate::txn::item::{lock_of, s};
 use crate::txn::request::{merge_set_clause, Operation};
 use crate::txn::resolve::Resolved;
 use crate::txn::Cost;

@@ -78,7 +78,7 @@ use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 pub const FAST_MAX_REQUESTS: usize = 99;
 /// Largest requests JSON on the fast path (DynamoDB's aggregate limit is 4 MB of items; a
 /// call it refuses as too large goes to the lock path anyway).
-pub const FAST_MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
+pub(crate) const FAST_MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
 /// Fast-path calls sent again after a `TransactionConflict` (or a throttled item) before the
 /// run ends as contention (about 4–7 s of waits).
 pub(crate) const CONFLICT_RETRIES: usize = 40;

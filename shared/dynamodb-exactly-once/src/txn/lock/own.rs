@@ -2,10 +2,11 @@
 //! its attempt adopts it as held), including the previous release's lock shape for a `Delete`
 //! or `ConditionCheck` (see "Mixed versions" on the protocol page).
 
+use crate::txn::format::{ATTR_DELETE, ATTR_IMAGE, ATTR_TRANSIENT};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::ddb::item::Item;
-use crate::txn::item::{flag, lock_of, strip_protocol, ATTR_DELETE, ATTR_IMAGE, ATTR_TRANSIENT};
+use crate::txn::item::{flag, lock_of, strip_protocol};
 use crate::txn::record::{lock_value, parse_owner};
 use crate::txn::request::Operation;
 use crate::txn::resolve::Resolved;

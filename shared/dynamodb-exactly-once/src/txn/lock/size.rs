@@ -3,11 +3,12 @@
 //! committed: the protocol attributes already on it (this attempt's lock, or another
 //! transaction's lock and image) are never counted as its size.
 
+use crate::txn::format::ATTR_IMAGE;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::Value;
 
 use crate::ddb::item::{item_size, item_to_json, Item};
-use crate::txn::item::{lock_of, strip_protocol, ATTR_IMAGE};
+use crate::txn::item::{lock_of, strip_protocol};
 use crate::txn::record::parse_owner;
 use crate::txn::request::Operation;
 use crate::txn::resolve::Resolved;

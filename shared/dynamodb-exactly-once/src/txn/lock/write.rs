@@ -1,7 +1,7 @@
 //! The lock write: lock, save the image and apply the request in one conditional write,
 //! which can only land while its attempt is undecided. A `ConditionCheck` or `Delete` (a
 //! locked read's checks included) changes no value before the decision: its lock is a keep
-//! lock (`txId#attempt#k`, [`KEEP_LOCK_SUFFIX`](crate::txn::record::KEEP_LOCK_SUFFIX)) and
+//! lock (`txId#attempt#k`, [`KEEP_LOCK_SUFFIX`](crate::txn::format::KEEP_LOCK_SUFFIX)) and
 //! saves no image. An `Update` or `Put` whose image and new value cannot fit one item is
 //! refused before anything is locked ([`too_large_to_lock`](super::size::too_large_to_lock)).
 //!
@@ -28,6 +28,10 @@
 //! condition failed (`ALL_OLD`: locked by another transaction, changed since the read, or the
 //! request's condition), or a transaction conflict (read again and retry).
 
+use crate::txn::format::{
+    ATTR_ATTEMPT, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_STATE, ATTR_TRANSIENT,
+    ATTR_VERSION_TOKEN,
+};
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::error::SdkError;
@@ -43,10 +47,8 @@ use serde_json::{Map, Value};
 use super::LockWrite;
 use crate::ddb::error::{ErrorClass, StoreError};
 use crate::ddb::item::Item;
-use crate::txn::item::{
-    s, token_of, ATTR_DELETE, ATTR_IMAGE, ATTR_LOCK, ATTR_TRANSIENT, ATTR_VERSION_TOKEN,
-};
-use crate::txn::record::{header_key, lock_value, TxHeader, TxState, ATTR_ATTEMPT, ATTR_STATE};
+use crate::txn::item::{s, token_of};
+use crate::txn::record::{header_key, lock_value, TxHeader, TxState};
 use crate::txn::request::{merge_set_clause, Operation};
 use crate::txn::resolve::Resolved;
 use crate::txn::{Coordinator, Cost};
@@ -309,7 +311,7 @@ impl Coordinator {
 
 /// The item entry of a lock write of `r` by `owner`, the item read as `current`. A request
 /// that leaves the item's values as they are (`ConditionCheck`, `Delete`) saves no image: its
-/// lock carries [`KEEP_LOCK_SUFFIX`](crate::txn::record::KEEP_LOCK_SUFFIX) instead.
+/// lock carries [`KEEP_LOCK_SUFFIX`](crate::txn::format::KEEP_LOCK_SUFFIX) instead.
 pub(super) fn lock_entry(
     owner: &str,
     r: &Resolved,

@@ -12,6 +12,7 @@
 
 mod snapshot;
 
+use crate::txn::format::{ATTR_DELETE, ATTR_IMAGE, ATTR_TRANSIENT};
 use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
@@ -23,7 +24,7 @@ use super::lock::LockPhase;
 use super::record::{keeps_values, lock_value, parse_owner, RollbackReason, TxHeader, TxState};
 use super::request::{Operation, TxMessage, TxRequest};
 use super::resolve::Resolved;
-use super::{plain_json, Coordinator, Cost, TxError, ATTR_DELETE, ATTR_IMAGE, ATTR_TRANSIENT};
+use super::{plain_json, Coordinator, Cost, TxError};
 use crate::batch::Deadline;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::{Item, ItemKey};

@@ -17,6 +17,11 @@
 //! refused on; `TransactionConflict` is waited out ([`CREATE_CONFLICT_WAIT`]), then the
 //! read-first way is taken.
 
+use crate::txn::format::{
+    ATTR_ATTEMPT, ATTR_CHUNK, ATTR_EXPIRES_AT, ATTR_ISSUED_AT, ATTR_LAST_TOUCHED, ATTR_NONCE,
+    ATTR_PART, ATTR_PARTS, ATTR_REQUESTS, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_SWEEP_KEY,
+    ATTR_TX_ID, ATTR_VERSION,
+};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::SdkError;
@@ -28,9 +33,7 @@ use aws_sdk_dynamodb::types::{
 use super::table::{count, TxTable, CONDITION_NEW};
 use super::{
     get_s, header_key, n, part_sort_key, s, transaction_hash, Creation, TxHeader, TxState,
-    ATTR_ATTEMPT, ATTR_CHUNK, ATTR_EXPIRES_AT, ATTR_ISSUED_AT, ATTR_LAST_TOUCHED, ATTR_NONCE,
-    ATTR_PART, ATTR_PARTS, ATTR_REQUESTS, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_SWEEP_KEY,
-    ATTR_TX_ID, ATTR_VERSION, INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS,
+    INLINE_REQUEST_BYTES, PART_BYTES, PART_TTL_SECONDS,
 };
 use crate::ddb::clock::{epoch_millis, epoch_seconds};
 use crate::ddb::cond::{conditional, Cond};

@@ -8,13 +8,14 @@
 //! It keeps no requests, only their hash: a redelivery is told apart from a reused `txId` by
 //! the hash, and nothing ever needs the requests of a transaction that locked nothing.
 
+use crate::txn::format::{
+    ATTR_ATTEMPT, ATTR_DECIDER, ATTR_DECISION, ATTR_EXPIRES_AT, ATTR_FAILED_REQUEST,
+    ATTR_ISSUED_AT, ATTR_LAST_TOUCHED, ATTR_NONCE, ATTR_REASON, ATTR_REASON_DETAIL,
+    ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_VERSION,
+};
 use std::time::Duration;
 
-use super::{
-    header_key, n, s, transaction_hash, RollbackReason, TxState, ATTR_ATTEMPT, ATTR_DECIDER,
-    ATTR_DECISION, ATTR_EXPIRES_AT, ATTR_FAILED_REQUEST, ATTR_ISSUED_AT, ATTR_LAST_TOUCHED,
-    ATTR_NONCE, ATTR_REASON, ATTR_REASON_DETAIL, ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_VERSION,
-};
+use super::{header_key, n, s, transaction_hash, RollbackReason, TxState};
 use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
@@ -140,7 +141,7 @@ mod tests {
             retain: Duration::from_secs(60),
         };
         let item = d.item();
-        assert!(!item.contains_key(super::super::ATTR_SWEEP_KEY));
+        assert!(!item.contains_key(crate::txn::format::ATTR_SWEEP_KEY));
         let header = TxHeader::try_from(&item).expect("a header");
         assert_eq!(header.state, TxState::Completed);
         assert_eq!(header.decision(), Some(TxState::RolledBack));

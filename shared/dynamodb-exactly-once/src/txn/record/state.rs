@@ -1,12 +1,13 @@
 //! [`TxTable::get_state`]: a header's state without its commit tokens or requests.
 
+use crate::txn::format::{
+    ATTR_ATTEMPT, ATTR_DECIDER, ATTR_DECISION, ATTR_FAILED_REQUEST, ATTR_ISSUED_AT,
+    ATTR_LAST_TOUCHED, ATTR_PART, ATTR_REASON, ATTR_REASON_DETAIL, ATTR_REQUESTS_HASH, ATTR_STATE,
+    ATTR_TX_ID, ATTR_VERSION,
+};
 use std::collections::HashMap;
 
-use super::{
-    header_key, TxHeader, ATTR_ATTEMPT, ATTR_DECIDER, ATTR_DECISION, ATTR_FAILED_REQUEST,
-    ATTR_ISSUED_AT, ATTR_LAST_TOUCHED, ATTR_PART, ATTR_REASON, ATTR_REASON_DETAIL,
-    ATTR_REQUESTS_HASH, ATTR_STATE, ATTR_TX_ID, ATTR_VERSION,
-};
+use super::{header_key, TxHeader};
 use crate::ddb::error::StoreError;
 
 use super::table::TxTable;

@@ -1,5 +1,8 @@
 //! [`TxTable`]: reads and conditional writes of TX records.
 
+use crate::txn::format::{
+    ATTR_ATTEMPT, ATTR_CHUNK, ATTR_LAST_TOUCHED, ATTR_PART, ATTR_STATE, ATTR_TX_ID, ATTR_VERSION,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -9,10 +12,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 
-use super::{
-    get_s, header_key, n, parts_prefix, s, TxHeader, TxState, ATTR_ATTEMPT, ATTR_CHUNK,
-    ATTR_LAST_TOUCHED, ATTR_PART, ATTR_STATE, ATTR_TX_ID, ATTR_VERSION,
-};
+use super::{get_s, header_key, n, parts_prefix, s, TxHeader, TxState};
 use crate::ddb::clock::epoch_millis;
 use crate::ddb::cond::{conditional, Cond};
 use crate::ddb::conflict::{again_on_conflict, again_on_conflict_alive};

@@ -46,8 +46,6 @@ pub use build::TxMessageBuilder;
 pub(crate) use parse::parse_message;
 pub(crate) use parse::recorded_requests;
 
-/// Attribute names starting with this are the protocol's (locks, images, versions).
-pub(crate) const RESERVED_PREFIX: &str = "_tx";
 /// Expression placeholders of the protocol start with `#` or `:` followed by this; requests
 /// keep their own names/values maps and may not use it.
 pub(crate) const PLACEHOLDER_PREFIX: &str = "txp";

@@ -57,6 +57,7 @@
 //! It drives up to [`SweepConfig::concurrency`] transactions at once, starts none after the
 //! deadline and stops cleanly; what is left stays in the index for the next run.
 
+use crate::txn::format::{ATTR_LAST_TOUCHED, ATTR_SWEEP_KEY, ATTR_TX_ID, SWEEP_INDEX};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,13 +71,12 @@ use crate::ddb::clock::epoch_millis;
 use crate::ddb::error::StoreError;
 use crate::ddb::item::Item;
 use crate::ddb::Cost;
-use crate::txn::record::{sweep_keys, ATTR_LAST_TOUCHED, ATTR_SWEEP_KEY, ATTR_TX_ID, SWEEP_INDEX};
+use crate::txn::record::sweep_keys;
 use crate::txn::{Coordinator, Driven, TxConfig, TxError, TxStatus};
 
 mod config;
 mod retired;
 
-pub use crate::txn::record::SWEEP_SHARDS;
 pub use config::{check_stale_after, SweepConfig, SweepConfigBuilder};
 pub use retired::{KeepRetired, Retired};
 

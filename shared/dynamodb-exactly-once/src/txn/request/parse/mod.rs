@@ -8,6 +8,7 @@
 //! rather than read as absent. A request body refuses unknown fields (`deny_unknown_fields`),
 //! a message ignores them, as before.
 
+use crate::txn::format::RESERVED_PREFIX;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::de::DeserializeOwned;
@@ -16,7 +17,6 @@ use serde_json::{Map, Value};
 
 use super::{
     expression_tokens, Operation, TxMessage, TxRequest, MAX_TX_ID_LEN, PLACEHOLDER_PREFIX,
-    RESERVED_PREFIX,
 };
 use crate::rejection::{Rejection, RejectionCode};
 use crate::txn::record::MAX_REQUESTS;
