@@ -74,7 +74,7 @@
 //!   on an item under 1 KB, that is `1 / max(1, r × B)` write units per event on top of the
 //!   journal's 1: 1.02 at one key a second with `B = 60`, 2 at one key a minute or fewer; with
 //!   a tumbling window `W`, `B` is the window (one update per item and window, while the
-//!   shard's state stays under 768 KB: about 22,000 keys).
+//!   shard's state stays under 768 KB: 22,000 to 32,000 keys).
 //!   Reading the stream is the mapping's (no charge for Lambda's `GetRecords`).
 //! * Storage: one ~120-byte journal item (plus DynamoDB's 100 bytes of overhead) per key for
 //!   the window: 14 days at 1,000 keys/s is 1.2 billion items, ~270 GB before TTL's lag.

@@ -4,7 +4,7 @@
 //! whole window cost one update. No key waits in a process's memory.
 //!
 //! Each key is kept whole (its sequence number, journal key, counter item, deltas, first put
-//! and arrival times: about 35 bytes in the state's format 2, module `window_state`), so that
+//! and arrival times: 25 to 37 bytes in the state's format 2, module `window_state`), so that
 //! applying the state is exactly applying a batch of those records: the same watermarks,
 //! inline buckets, migration guard, repaired days and dead letters. Exactly once, under the
 //! mapping's rules:
