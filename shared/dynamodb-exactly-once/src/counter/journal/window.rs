@@ -18,8 +18,12 @@
 //!   error, and the mapping invokes it again with the same state: the watermarks turn away
 //!   what was applied (each key is compared with its own lane's watermark, so a state that
 //!   overlaps what another delivery applied is exact too);
-//! * a state past [`APPLY_AT_BYTES`] is applied at once (as a final invoke would), and the
-//!   window goes on with an empty state: the state never nears Lambda's 1 MB.
+//! * a state past [`APPLY_AT_BYTES`] (not at the window's end) is applied in part at once:
+//!   the counter items with the most keys, half the keys or more, each as a final invoke
+//!   would; the window goes on with the other items' keys (those whose later keys are the
+//!   likeliest to share their update), so the state never nears Lambda's 1 MB. A lost answer
+//!   or a failure brings the batch again with the state as given: the watermarks turn away
+//!   what was applied.
 //!
 //! The hold is opt-in (`RollupConfigBuilder::hold_in_window`); without it every invocation
 //! applies its keys as a final invoke does, and the state stays empty.
@@ -124,22 +128,63 @@ impl Rollup {
         sort_events(&mut by_item);
         let state = encode(&by_item);
         if !final_invoke && state.len() < APPLY_AT_BYTES {
-            report.held = by_item.values().map(|(_, e)| e.len()).sum();
+            report.held = count(&by_item);
             report.state_bytes = state.len();
             let state = (!by_item.is_empty()).then_some(state);
             return WindowOutcome::Answer { report, state };
         }
-        let failed = self.apply_items(by_item, &lanes, &mut report, &cost).await;
+        // At the window's end everything; past the threshold the items with the most keys
+        // (half the keys), the others kept: their next keys may still share their update.
+        let (apply, mut keep) = match final_invoke {
+            true => (by_item, ByItem::new()),
+            false => largest_half(by_item),
+        };
+        let mut failed = self.apply_items(apply, &lanes, &mut report, &cost).await;
+        let mut state = encode(&keep);
+        if failed.is_empty() && state.len() >= APPLY_AT_BYTES {
+            // A batch so large that half the keys are still too many: apply them all.
+            failed = self.apply_items(keep, &lanes, &mut report, &cost).await;
+            keep = ByItem::new();
+            state = encode(&keep);
+        }
         report.write_calls = cost.write_calls();
         report.write_units = cost.billed_write_units();
-        match failed.is_empty() {
-            true => WindowOutcome::Answer {
-                report,
-                state: None,
-            },
-            false => WindowOutcome::Retry { report },
+        if !failed.is_empty() {
+            return WindowOutcome::Retry { report };
         }
+        report.held = count(&keep);
+        let state = (!keep.is_empty()).then_some(state);
+        report.state_bytes = state.as_ref().map_or(0, String::len);
+        WindowOutcome::Answer { report, state }
     }
+}
+
+/// The keys `by_item` holds.
+fn count(by_item: &ByItem) -> usize {
+    by_item.values().map(|(_, events)| events.len()).sum()
+}
+
+/// The items of `by_item` with the most keys, together half its keys or more (to apply), and
+/// the others (to keep).
+fn largest_half(by_item: ByItem) -> (ByItem, ByItem) {
+    let total = count(&by_item);
+    let mut sizes: Vec<(usize, &String)> = by_item
+        .iter()
+        .map(|(item, (_, events))| (events.len(), item))
+        .collect();
+    sizes.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    let mut taken = 0;
+    let mut chosen = std::collections::BTreeSet::new();
+    for (n, item) in sizes {
+        if 2 * taken >= total {
+            break;
+        }
+        taken += n;
+        chosen.insert(item.clone());
+    }
+    by_item
+        .into_iter()
+        .partition(|(item, _)| chosen.contains(item))
 }
 
 /// How many keys a state's text holds (0 when it cannot be read).
