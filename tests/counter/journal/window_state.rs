@@ -140,13 +140,13 @@ async fn a_state_past_the_threshold_applies_its_largest_items_at_once_and_keeps_
     let c = client();
     let (counters, journal) = tables(&c).await;
     let rollup = holding(c.clone(), &counters, &journal);
-    const BATCH: u64 = 1_000;
-    // Keys of 160-character sort keys (about 170 bytes each in the state, where a real key
-    // takes about 35: the threshold is reached with 5 times fewer keys).
+    const BATCH: u64 = 200;
+    // Keys of 880-character sort keys (about 890 bytes each in the state, where a real key
+    // takes 25 to 37: the threshold is reached with 25 times fewer keys).
     let batch = |from: u64| -> Vec<ItemChange> {
         (from..from + BATCH)
             .map(|i| {
-                let hash = (0..10).map(|j| URL_SAFE_NO_PAD.encode(key_hash(&format!("{i}.{j}"))));
+                let hash = (0..40).map(|j| URL_SAFE_NO_PAD.encode(key_hash(&format!("{i}.{j}"))));
                 let item = ["a", "b"][usize::from(i % 2 == 1)];
                 insert_hashed(1_000 + i, item, "1", hash.collect())
             })
