@@ -436,3 +436,4 @@ pub(crate) mod migrate;
 pub(crate) mod repair;
 pub(crate) mod shapes;
 pub(crate) mod window;
+pub(crate) mod window_state;

@@ -74,7 +74,7 @@
 //!   on an item under 1 KB, that is `1 / max(1, r × B)` write units per event on top of the
 //!   journal's 1: 1.02 at one key a second with `B = 60`, 2 at one key a minute or fewer; with
 //!   a tumbling window `W`, `B` is the window (one update per item and window, while the
-//!   shard's state stays under 512 KB).
+//!   shard's state stays under 768 KB: 22,000 to 32,000 keys).
 //!   Reading the stream is the mapping's (no charge for Lambda's `GetRecords`).
 //! * Storage: one ~120-byte journal item (plus DynamoDB's 100 bytes of overhead) per key for
 //!   the window: 14 days at 1,000 keys/s is 1.2 billion items, ~270 GB before TTL's lag.
@@ -118,7 +118,8 @@
 //! * `apply`: one item's update; `bound`: removing what no record can still need.
 //! * `migrate`: the inline age guard for items migrated from the inline mode.
 //! * `dead`: isolating refused records; dead letters.
-//! * `window`: a tumbling window's keys kept in its state, applied at its end.
+//! * `window`: a tumbling window's keys kept in its state, applied at its end;
+//!   `window_state`: the state's text (format 2); `window_v1`: format 1, read only.
 //! * `days`: the day sums and repaired marks on the counter items.
 //! * `repair`: recounting whole days from the journal; `scan`: its reads of the journal;
 //!   `recount`: one item's day; `failures`: the days of the mapping's on-failure messages;
@@ -150,6 +151,8 @@ with_journal_feature! {
     mod scan;
     mod shard_batch;
     mod window;
+    mod window_state;
+    mod window_v1;
 
     pub use audit::{AuditDifference, AuditLimits, AuditOutcome, AuditReport};
     pub use dead::RollupDeadLetter;
