@@ -48,14 +48,13 @@ fn insert_hashed(seq: u64, pk: &str, delta: &str, hash: String) -> ItemChange {
     image.insert("add".into(), AttributeValue::M(add));
     let now = dynamodb_exactly_once::__private::epoch_millis();
     image.insert("at".into(), AttributeValue::N(now.to_string()));
-    ItemChange {
-        event_id: format!("e{seq}"),
-        kind: ChangeKind::Insert,
+    ItemChange::new(
+        format!("e{seq}"),
+        ChangeKind::Insert,
         keys,
-        new_image: Some(image),
-        old_image: None,
-        sequence_number: format!("{seq:021}"),
-    }
+        format!("{seq:021}"),
+    )
+    .with_images(Some(image), None)
 }
 
 /// 16 bytes standing for the hash of idempotency key `idem` (as random as the journal's).
