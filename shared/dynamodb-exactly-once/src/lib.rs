@@ -186,7 +186,9 @@ pub use rejection::{Rejection, RejectionCode};
 pub mod __private {
     pub use crate::batch::{ANSWER_MARGIN, PART_MARGIN};
     pub use crate::counter::hash_key;
-    pub use crate::counter::journal::{statement_items, WINDOW_STATE_ENTRY};
+    pub use crate::counter::journal::statement_items;
+    #[cfg(feature = "journal")]
+    pub use crate::counter::journal::WINDOW_STATE_ENTRY;
     pub use crate::ddb::clock::{epoch_millis, epoch_seconds};
     pub use crate::ddb::error::bounded;
     pub use crate::ddb::item::{

@@ -28,6 +28,8 @@ pub(crate) const AT_ATTRIBUTE: &str = "at";
 pub(crate) const ARRIVED_ATTRIBUTE: &str = "arr";
 /// Partition keys starting with this are the roll-up's own items, never journal keys (those
 /// are base64url).
+#[cfg(feature = "journal")]
 pub(crate) const RESERVED_PREFIX: &str = "~";
 /// The partition of the roll-up's dead letters (sort key: `<shard>#<sequence number>`).
+#[cfg(feature = "journal")]
 pub(crate) const DEAD_PARTITION: &str = "~dead";

@@ -51,6 +51,7 @@ use crate::settings::{env_opt, FunctionSpec};
 
 /// Most bytes a Glue value's zlib body may inflate to (Lambda's whole payload is at most
 /// 6 MB): more is `undecodable_value`.
+#[cfg(any(feature = "avro", feature = "protobuf"))]
 pub(crate) const MAX_DECODED_BYTES: usize = 16 * 1024 * 1024;
 
 /// Longest reason an `undecodable_value` dead letter carries.
