@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
+use super::json_style::{sorted_entries, JsonStyle};
 use super::number::{Number, NumberError};
 
 /// A DynamoDB item as the SDK sees it.
@@ -311,44 +312,26 @@ impl ItemKey {
 /// ([`Number::canonical`]): equal values give equal strings whatever the order of their fields
 /// and however their numbers are spelled (`1`, `1.0` and `1e0` are one DynamoDB number).
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+    Canonical.text(value)
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                if let Some(v) = map.get(k) {
-                    write_canonical(v, out);
-                }
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(v, out);
-            }
-            out.push(']');
-        }
-        Value::Number(n) => match Number::from_json(n) {
+/// [`canonical_json`]'s spelling: serde_json's strings, sorted keys, canonical numbers.
+struct Canonical;
+
+impl JsonStyle for Canonical {
+    fn number(&self, n: &serde_json::Number, out: &mut String) {
+        match Number::from_json(n) {
             Ok(n) => out.push_str(&n.canonical()),
             Err(_) => out.push_str(&n.to_string()),
-        },
-        other => out.push_str(&other.to_string()),
+        }
+    }
+
+    fn string(&self, s: &str, out: &mut String) {
+        out.push_str(&Value::String(s.to_string()).to_string());
+    }
+
+    fn entries<'a>(&self, map: &'a Map<String, Value>) -> Vec<(&'a String, &'a Value)> {
+        sorted_entries(map)
     }
 }
 

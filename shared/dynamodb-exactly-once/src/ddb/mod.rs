@@ -24,6 +24,7 @@ pub(crate) mod cost;
 pub(crate) mod error;
 pub(crate) mod expr;
 pub(crate) mod item;
+pub(crate) mod json_style;
 pub(crate) mod number;
 pub(crate) mod read;
 pub(crate) mod retry;

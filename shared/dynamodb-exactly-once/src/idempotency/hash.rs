@@ -19,8 +19,9 @@
 //!   hash the base64 MD5 of the same text of the part (see `js_json`).
 
 use crate::ddb::item::canonical_json;
+use crate::ddb::json_style::{sorted_entries, JsonStyle};
 use md5::Md5;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::java_text::java_text;
@@ -118,44 +119,27 @@ fn md5_base64(text: &str) -> String {
 /// `json.dumps(value, sort_keys=True)` as CPython writes it (see the module documentation
 /// for the numbers this is exact for).
 pub(super) fn python_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_python(value, &mut out);
-    out
+    Python.text(value)
 }
 
-fn write_python(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&python_number(&n.to_string())),
-        Value::String(s) => write_python_str(s, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_python(v, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            // Python sorts str keys by code point: the order of their UTF-8 bytes.
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_python_str(k, out);
-                out.push_str(": ");
-                if let Some(v) = map.get(k) {
-                    write_python(v, out);
-                }
-            }
-            out.push('}');
-        }
+/// CPython's `json.dumps(.., sort_keys=True)`: `", "` and `": "`, sorted keys, `ensure_ascii`.
+struct Python;
+
+impl JsonStyle for Python {
+    const ITEM_SEPARATOR: &'static str = ", ";
+    const KEY_SEPARATOR: &'static str = ": ";
+
+    fn number(&self, n: &serde_json::Number, out: &mut String) {
+        out.push_str(&python_number(&n.to_string()));
+    }
+
+    fn string(&self, s: &str, out: &mut String) {
+        write_python_str(s, out);
+    }
+
+    fn entries<'a>(&self, map: &'a Map<String, Value>) -> Vec<(&'a String, &'a Value)> {
+        // Python sorts str keys by code point: the order of their UTF-8 bytes.
+        sorted_entries(map)
     }
 }
 

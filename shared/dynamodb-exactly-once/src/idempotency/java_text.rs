@@ -7,54 +7,33 @@
 //! document's order, strings escaped as Jackson escapes them, numbers as above). The digest
 //! is the MD5 as 32 lowercase hex digits (`String.format("%032x", ..)`).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use crate::ddb::json_style::JsonStyle;
 
 /// The text Java's `generateHash` digests for `value`.
 pub(super) fn java_text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
-        Value::Array(_) | Value::Object(_) => {
-            let mut out = String::new();
-            write_jackson(value, &mut out);
-            out
-        }
-        other => {
-            let mut out = String::new();
-            write_jackson(other, &mut out);
-            out
-        }
+        other => Jackson.text(other),
     }
 }
 
-fn write_jackson(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&java_number(&n.to_string())),
-        Value::String(s) => write_jackson_str(s, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_jackson(v, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            // The map's order: the document's only with serde_json's `preserve_order`.
-            out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_jackson_str(k, out);
-                out.push(':');
-                write_jackson(v, out);
-            }
-            out.push('}');
-        }
+/// Jackson's compact JSON (`JsonNode.toString()`): keys in the map's order (the document's
+/// only with serde_json's `preserve_order`), numbers as Java prints them.
+struct Jackson;
+
+impl JsonStyle for Jackson {
+    fn number(&self, n: &serde_json::Number, out: &mut String) {
+        out.push_str(&java_number(&n.to_string()));
+    }
+
+    fn string(&self, s: &str, out: &mut String) {
+        write_jackson_str(s, out);
+    }
+
+    fn entries<'a>(&self, map: &'a Map<String, Value>) -> Vec<(&'a String, &'a Value)> {
+        map.iter().collect()
     }
 }
 

@@ -7,43 +7,29 @@
 //! text parsed to the nearest `f64`, printed as `Number.prototype.toString` prints it:
 //! `1`, `1e+21`, `1e-7`, `0.000001`, `123456789012345680000`).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use crate::ddb::json_style::JsonStyle;
 
 /// `JSON.stringify(deepSort(value))`.
 pub(super) fn js_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_js(value, &mut out);
-    out
+    Js.text(value)
 }
 
-fn write_js(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&js_number(&n.to_string())),
-        Value::String(s) => write_js_str(s, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_js(v, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, v)) in js_key_order(map).into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_js_str(k, out);
-                out.push(':');
-                write_js(v, out);
-            }
-            out.push('}');
-        }
+/// `JSON.stringify`'s spelling of what `deepSort` built.
+struct Js;
+
+impl JsonStyle for Js {
+    fn number(&self, n: &serde_json::Number, out: &mut String) {
+        out.push_str(&js_number(&n.to_string()));
+    }
+
+    fn string(&self, s: &str, out: &mut String) {
+        write_js_str(s, out);
+    }
+
+    fn entries<'a>(&self, map: &'a Map<String, Value>) -> Vec<(&'a String, &'a Value)> {
+        js_key_order(map)
     }
 }
 
@@ -51,7 +37,7 @@ fn write_js(value: &Value, out: &mut String) {
 /// keys (`0` .. `4294967294`, no leading zeros) in numeric order, then the others in
 /// `deepSort`'s case-insensitive order (a stable sort: keys equal but for case keep the
 /// map's order).
-fn js_key_order(map: &serde_json::Map<String, Value>) -> Vec<(&String, &Value)> {
+fn js_key_order(map: &Map<String, Value>) -> Vec<(&String, &Value)> {
     let (mut indices, mut names): (Vec<_>, Vec<_>) =
         map.iter().partition(|(k, _)| array_index(k).is_some());
     indices.sort_by_key(|(k, _)| array_index(k));
