@@ -105,6 +105,17 @@ pub async fn sqs_client_from_env() -> Result<aws_sdk_sqs::Client, ConfigError> {
     Ok(aws_sdk_sqs::Client::new(&config))
 }
 
+/// A DynamoDB client that never connects, for the crate's tests that build functions and
+/// stores from settings without calling DynamoDB.
+#[cfg(test)]
+pub(crate) fn offline_client() -> Client {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+        .build();
+    Client::from_conf(config)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

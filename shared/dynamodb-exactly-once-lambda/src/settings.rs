@@ -111,13 +111,7 @@ pub mod functions {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn offline_client() -> Client {
-        let conf = aws_sdk_dynamodb::Config::builder()
-            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-            .build();
-        Client::from_conf(conf)
-    }
+    use crate::client::offline_client;
 
     #[test]
     fn an_invalid_setting_is_reported_as_its_variable() {

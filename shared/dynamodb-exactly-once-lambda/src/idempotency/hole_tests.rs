@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use crate::client::offline_client;
 use std::time::Duration;
 
 use dynamodb_exactly_once::__private::epoch_millis;
@@ -380,14 +382,6 @@ async fn p7_the_environment_switch_warns_when_built_and_every_run_says_not_store
         "not `Ran`, which says stored"
     );
     assert_eq!(idem.stats().disabled, 1);
-}
-
-fn offline_client() -> aws_sdk_dynamodb::Client {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-        .build();
-    aws_sdk_dynamodb::Client::from_conf(config)
 }
 
 #[test]

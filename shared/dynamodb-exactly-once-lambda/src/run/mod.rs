@@ -158,13 +158,7 @@ pub fn sweeper_from_env(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn offline_client() -> aws_sdk_dynamodb::Client {
-        let ddb = aws_sdk_dynamodb::Config::builder()
-            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-            .build();
-        aws_sdk_dynamodb::Client::from_conf(ddb)
-    }
+    use crate::client::offline_client;
 
     #[test]
     fn the_sweeper_keeps_retired_records_only_with_a_dead_letter_table() {

@@ -281,14 +281,8 @@ pub async fn run_rollup(spec: FunctionSpec) -> Result<(), lambda_runtime::Error>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::offline_client;
     use serde_json::json;
-
-    fn offline_client() -> aws_sdk_dynamodb::Client {
-        let ddb = aws_sdk_dynamodb::Config::builder()
-            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-            .build();
-        aws_sdk_dynamodb::Client::from_conf(ddb)
-    }
 
     #[test]
     fn the_rollup_reads_the_counter_settings_and_needs_journal_mode() {
