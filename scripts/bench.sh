@@ -6,14 +6,13 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 bash scripts/tools.sh
 cargo build --quiet --release -p dev-bench
-# The Python peer of `bench idempotency` and `bench processor`: Powertools for AWS Lambda in a venv of its own.
-if [ -z "${POWERTOOLS_PYTHON:-}" ]; then
-  if [ ! -x .tools/powertools/bin/python ]; then
-    python3 -m venv .tools/powertools && .tools/powertools/bin/pip install --quiet aws-lambda-powertools boto3 \
-      || echo "bench: Powertools could not be installed; its rows are skipped"
-  fi
-  [ -x .tools/powertools/bin/python ] && export POWERTOOLS_PYTHON=$ROOT/.tools/powertools/bin/python
+# A venv of the bench's own: Powertools for AWS Lambda, the Python peer of `bench idempotency`
+# and `bench processor`, and matplotlib for scripts/charts.py.
+venv=.tools/bench
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import aws_lambda_powertools, boto3, matplotlib' 2>/dev/null; then
+  python3 -m venv "$venv" && "$venv/bin/pip" install --quiet aws-lambda-powertools==3.37.0 boto3==1.43.11 matplotlib==3.10.7
 fi
+export POWERTOOLS_PYTHON=${POWERTOOLS_PYTHON:-$ROOT/$venv/bin/python}
 
 if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
   . scripts/lib/dynamodb-local.sh
@@ -41,4 +40,4 @@ for bench in ${BENCHES:-ratchet counter counter-steady counter-shapes txn lease 
   ./target/release/bench "$bench"
 done
 echo
-python3 scripts/charts.py
+"$venv/bin/python" scripts/charts.py

@@ -4,77 +4,39 @@ this after them): target/bench/<name>.json -> docs/charts/<name>[-<panel>].svg.
 
     python3 scripts/charts.py [JSON_DIR] [OUT_DIR]
 
-Each chart is an SVG line chart (standard library only), captioned with the date and commit
-its figures were measured at. A bench whose JSON is missing keeps its committed chart.
+Each chart is a matplotlib line chart (x values are categories, evenly spaced), captioned with
+the date and commit its figures were measured at. A bench whose JSON is missing keeps its
+committed chart. Needs matplotlib (`make bench` runs this in its venv, which has it).
 """
 
-import html
 import json
-import math
 import os
 import sys
 
-WIDTH, HEIGHT = 760, 360
-LEFT, RIGHT, TOP, BOTTOM = 70, 210, 50, 60
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+import matplotlib
 
+matplotlib.use("svg")
+import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
 
-def axis(value, ticks=5):
-    """A round upper bound for an axis and its tick step: the step is 1, 2 or 5 times a power
-    of ten, at most `ticks` steps reach `value`."""
-    if value <= 0:
-        return 1, 0.25
-    raw = value / ticks
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    return step * math.ceil(value / step - 1e-9), step
+# The same SVG bytes for the same figures: no date, fixed element ids.
+plt.rcParams.update({"svg.hashsalt": "charts", "figure.figsize": (7.6, 3.6)})
 
 
 def line_chart(path, title, caption, x_label, y_label, x_values, series):
-    """`series`: [(name, {x: y})]; x values are categories, evenly spaced in their order."""
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    y_max, y_step = axis(max((y for _, points in series for y in points.values()), default=1))
-
-    def px(i):
-        return LEFT + (plot_w * i / max(1, len(x_values) - 1) if len(x_values) > 1 else plot_w / 2)
-
-    def py(y):
-        return TOP + plot_h - plot_h * y / y_max
-
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-           f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
-           f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
-           f'<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{html.escape(title)}</text>',
-           f'<text x="{LEFT}" y="38" fill="#555">{html.escape(caption)}</text>']
-    for k in range(round(y_max / y_step) + 1):
-        y = round(k * y_step, 10)
-        out.append(f'<line x1="{LEFT}" y1="{py(y):.1f}" x2="{LEFT + plot_w}" y2="{py(y):.1f}" '
-                   f'stroke="#ddd"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
-    for i, x in enumerate(x_values):
-        out.append(f'<text x="{px(i):.1f}" y="{TOP + plot_h + 18}" text-anchor="middle">'
-                   f'{html.escape(str(x))}</text>')
-    out.append(f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" '
-               f'stroke="#333"/>')
-    out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 14}" text-anchor="middle">'
-               f'{html.escape(x_label)}</text>')
-    out.append(f'<text x="16" y="{TOP + plot_h / 2}" text-anchor="middle" '
-               f'transform="rotate(-90 16 {TOP + plot_h / 2})">{html.escape(y_label)}</text>')
-    for n, (name, points) in enumerate(series):
-        color = COLORS[n % len(COLORS)]
-        xy = [(px(i), py(points[x])) for i, x in enumerate(x_values) if x in points]
-        if len(xy) > 1:
-            d = " ".join(f"{'M' if j == 0 else 'L'}{a:.1f},{b:.1f}" for j, (a, b) in enumerate(xy))
-            out.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="2"/>')
-        for a, b in xy:
-            out.append(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3.5" fill="{color}"/>')
-        ly = TOP + 14 + 18 * n
-        out.append(f'<rect x="{LEFT + plot_w + 16}" y="{ly - 9}" width="12" height="12" '
-                   f'fill="{color}"/>')
-        out.append(f'<text x="{LEFT + plot_w + 34}" y="{ly + 1}">{html.escape(name)}</text>')
-    out.append("</svg>")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(out) + "\n")
+    """`series`: [(name, {x: y})]."""
+    fig, ax = plt.subplots()
+    for name, points in series:
+        xy = [(i, points[x]) for i, x in enumerate(x_values) if x in points]
+        ax.plot([i for i, _ in xy], [y for _, y in xy], marker="o", label=name)
+    ax.set_xticks(range(len(x_values)), [str(x) for x in x_values])
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", color="#ddd")
+    ax.set(xlabel=x_label, ylabel=y_label)
+    fig.suptitle(title, x=0.02, ha="left", fontweight="bold")
+    ax.set_title(caption, loc="left", fontsize="small", color="#555")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    fig.savefig(path, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
     print(f"charts: {path}")
 
 
