@@ -76,9 +76,8 @@ def main():
         out.append(LINK.sub(link, text[last:]))
         return "".join(out)
 
+    # An include mdBook cannot read it only logs: check-docs.py (make test) checks them.
     for chapter in chapters(book["items"]):
-        if INCLUDE.search(chapter.get("content") or ""):
-            sys.exit(f"book-links: {chapter['source_path']}: an include mdBook could not read (above)")
         if chapter["path"] in origin:
             chapter["content"] = rewrite(chapter, chapter["content"])
     json.dump(book, sys.stdout)

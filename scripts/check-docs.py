@@ -4,8 +4,9 @@ shared/*/README.md and the protocol pages shared/dynamodb-exactly-once/docs/*.md
 
 * README.md is at most README_MAX_BYTES;
 * docs/SUMMARY.md lists every page of docs/ and every protocol page (a one-line page
-  `{{#include ../path}}` lists the page it includes, which must exist: mdBook only logs a
-  missing include);
+  `{{#include ../path}}` lists the page it includes);
+* each `{{#include path}}` line of docs/ names a file, and its `path:anchor` an `ANCHOR:` in
+  it (mdBook only logs a missing file, and includes nothing for a missing anchor);
 * the README's first ```rust block is, character for character, the part of
   shared/dynamodb-exactly-once/examples/quickstart/main.rs between `// quickstart:start` and `// quickstart:end`;
 * prose that counts the functions counts functions/; a file named in backticks exists; a test
@@ -46,6 +47,7 @@ CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(?:(?!\n\n).)+?(?<!`)\1(?!`)", re.S)
 INLINE_LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*(<[^>]*>|[^)\s]*)(?:\s+[\"'(][^)]*)?\s*\)")
 REFERENCE_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)", re.M)
 INCLUDE = re.compile(r"\{\{#include ([^}:]+)\}\}")
+INCLUDE_LINE = re.compile(r"^\{\{#include ([^}:]+)(?::([^}:]+))?[^}]*\}\}$", re.M)
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 RUST_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*(\(\)|!)?$")
 
@@ -113,8 +115,6 @@ def check_summary(root, pages, problems):
         if include:
             included = os.path.normpath(os.path.join(os.path.dirname(rel), include.group(1)))
             listed.add(included.replace(os.sep, "/"))
-            if not os.path.isfile(os.path.join(root, included)):
-                problems.append(f"{rel}: includes {included}, which does not exist")
     for rel in sorted(pages):
         wanted = rel.startswith("docs/") and rel != SUMMARY or rel.startswith(PROTOCOL_PAGES + "/")
         if wanted and rel not in listed:
@@ -122,6 +122,16 @@ def check_summary(root, pages, problems):
                 f"a page of docs/ that is {{{{#include {os.path.relpath(rel, 'docs')}}}}}"
             problems.append(f"{SUMMARY}: does not list {rel} (one line per page: "
                             f"- [Title]({page}))")
+
+
+def check_includes(root, pages, problems):
+    for page in pages.values():
+        for m in INCLUDE_LINE.finditer(page.text) if page.rel.startswith("docs/") else ():
+            path, anchor = os.path.join(root, os.path.dirname(page.rel), m.group(1)), m.group(2)
+            if not os.path.isfile(path):
+                problems.append(f"{page.rel}: includes {m.group(1)}, which does not exist")
+            elif anchor and not anchor.isdigit() and f"ANCHOR: {anchor}" not in read(path):
+                problems.append(f"{page.rel}: includes {m.group(1)}:{anchor}, an anchor it lacks")
 
 
 def check_quickstart(root, pages, problems):
@@ -264,6 +274,7 @@ def main():
             problems.append(f"{rel}: missing")
     size = check_readme_size(root, problems)
     check_summary(root, pages, problems)
+    check_includes(root, pages, problems)
     check_quickstart(root, pages, problems)
     check_protocol_links(pages, problems)
     check_function_counts(root, pages, problems)
