@@ -46,7 +46,6 @@ CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(?:(?!\n\n).)+?(?<!`)\1(?!`)", re.S)
 # [text](target) and ![alt](target); the text may hold one level of nested brackets.
 INLINE_LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*(<[^>]*>|[^)\s]*)(?:\s+[\"'(][^)]*)?\s*\)")
 REFERENCE_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)", re.M)
-INCLUDE = re.compile(r"\{\{#include ([^}:]+)\}\}")
 INCLUDE_LINE = re.compile(r"^\{\{#include ([^}:]+)(?::([^}:]+))?[^}]*\}\}$", re.M)
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 RUST_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*(\(\)|!)?$")
@@ -111,7 +110,7 @@ def check_summary(root, pages, problems):
         rel = os.path.normpath(os.path.join("docs", unquote(path_part))).replace(os.sep, "/")
         listed.add(rel)
         # A one-line page of the book that includes a page living elsewhere lists it too.
-        include = INCLUDE.fullmatch(pages[rel].text.strip()) if rel in pages else None
+        include = INCLUDE_LINE.fullmatch(pages[rel].text.strip()) if rel in pages else None
         if include:
             included = os.path.normpath(os.path.join(os.path.dirname(rel), include.group(1)))
             listed.add(included.replace(os.sep, "/"))
