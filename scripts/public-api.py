@@ -83,8 +83,16 @@ def fn(name_, f, vis="pub "):
     return fn_sig(f"{vis}{q}fn {name_}{gp}", f["sig"]) + wh
 
 
-def fields(idx, ids):
-    return [ty(idx[str(f)]["inner"]["struct_field"]) if f is not None else "_" for f in ids]
+def fields(idx, kind, vis):
+    """A struct's or a variant's fields: `(T, _)`, ` { pub a: T, .. }` (stripped ones `..`) or none."""
+    field = lambda f: ty(idx[str(f)]["inner"]["struct_field"]) if f is not None else "_"
+    if kind in ("unit", "plain"):
+        return ""
+    if "tuple" in kind:
+        return f"({', '.join(map(field, kind['tuple']))})"
+    named = kind.get("plain") or kind["struct"]
+    return " { " + ", ".join([f"{vis}{idx[str(f)]['name']}: {field(f)}" for f in named["fields"]]
+                             + [".."] * named["has_stripped_fields"]) + " }"
 
 
 def decl(idx, item):
@@ -101,18 +109,9 @@ def decl(idx, item):
     if k == "trait":
         return f"pub trait {n}{gp}" + (f": {bounds(v['bounds'])}" if v["bounds"] else "") + wh
     if k == "struct":
-        s = v["kind"]
-        body = "" if s == "unit" else f"({', '.join(fields(idx, s['tuple']))})" if "tuple" in s else \
-            " { " + ", ".join([f"pub {idx[str(f)]['name']}: {ty(idx[str(f)]['inner']['struct_field'])}"
-                               for f in s["plain"]["fields"]] + [".."] * s["plain"]["has_stripped_fields"]) + " }"
-        return f"{ne}pub struct {n}{gp}{wh}{body}"
-    variants = []
-    for var in (idx[str(i)] for i in v["variants"]):
-        vk = var["inner"]["variant"]["kind"]
-        variants.append(var["name"] + ("" if vk == "plain" else f"({', '.join(fields(idx, vk['tuple']))})"
-                                       if "tuple" in vk else " { " + ", ".join(
-                                           f"{idx[str(f)]['name']}: {ty(idx[str(f)]['inner']['struct_field'])}"
-                                           for f in vk["struct"]["fields"]) + " }"))
+        return f"{ne}pub struct {n}{gp}{wh}{fields(idx, v['kind'], 'pub ')}"
+    variants = [var["name"] + fields(idx, var["inner"]["variant"]["kind"], "")
+                for var in (idx[str(i)] for i in v["variants"])]
     return f"{ne}pub enum {n}{gp}{wh} {{ {', '.join(variants)} }}"
 
 

@@ -1,27 +1,19 @@
 #!/usr/bin/env bash
 # The README's "Use the library" as a new user meets it: a new crate outside the workspace
 # whose Cargo.toml is the README's `[dependencies]` block (the path pointed at this checkout)
-# and whose src/main.rs is the README's Rust block.
+# and whose src/main.rs is the README's Rust block. Its dependency lines must resolve offline
+# against this checkout's Cargo.lock, with one HTTP/TLS stack (no hyper 0.14, no rustls 0.21,
+# no h2 0.3); then
 #
-#   scripts/readme-check.sh           the dependency lines resolve offline against this
-#                                     checkout's Cargo.lock, with one HTTP/TLS stack (no
-#                                     hyper 0.14, no rustls 0.21, no h2 0.3)
-#   scripts/readme-check.sh --check   also `cargo check` the crate: the README's dependencies
-#                                     and features are enough for its code (`make test`)
-#   scripts/readme-check.sh --run     build the crate and run it against
-#                                     AWS_ENDPOINT_URL_DYNAMODB, or a DynamoDB Local of its
-#                                     own when that is unset (`make readme-check`)
-#   scripts/readme-check.sh --example run the same code as the workspace's example
-#                                     (shared/dynamodb-exactly-once/examples/quickstart/, the README's
-#                                     block character for character: check-docs.py) against
-#                                     AWS_ENDPOINT_URL_DYNAMODB (`make test`, seconds)
+#   scripts/readme-check.sh --run      build the crate and run it (`make readme-check`)
+#   scripts/readme-check.sh --example  run the workspace's example instead, the same code
+#                                      (shared/dynamodb-exactly-once/examples/quickstart/, the
+#                                      README's block character for character: check-docs.py;
+#                                      `make test`, seconds)
 #
-# The crate shares the workspace's target directory and dev profile (Cargo.toml's
-# [profile.dev] sections, which a crate outside the workspace does not inherit). Dependencies
-# the workspace builds with more features (serde's `rc`, hyper's `server`, tracing's `log`, ...
-# that other members ask for) are built again for it with a user's features, and the crates
-# above them: a check takes about 20 s on 2 cores, a build about a minute, so `make test`
-# checks the new crate and runs the example.
+# against AWS_ENDPOINT_URL_DYNAMODB, or a DynamoDB Local of its own when that is unset. The
+# crate shares the workspace's target directory and dev profile, but builds the dependencies
+# the workspace builds with more features again (about a minute: docs/development.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -67,37 +59,34 @@ for legacy in "hyper v0.14" "rustls v0.21" "h2 v0.3"; do
 done
 echo "readme-check: the README's dependencies resolve ($(sort -u <<<"$tree" | wc -l) crates, one HTTP/TLS stack)"
 
-mode=${1:-}
-profile=(--config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
-for package in $(sed -n 's/^\[profile\.dev\.package\.\([a-z0-9_-]*\)\]$/\1/p' Cargo.toml); do
-  profile+=(--config "profile.dev.package.$package.opt-level=2")
-done
-if [ "$mode" = "--check" ] || [ "$mode" = "--run" ]; then
-  command=check
-  [ "$mode" = "--run" ] && command=build
-  start=$(date +%s)
-  CARGO_TARGET_DIR="$root/target" cargo "$command" --offline --quiet "${profile[@]}" \
-    --manifest-path "$crate/Cargo.toml"
-  echo "readme-check: the README's crate passed cargo $command in $(($(date +%s) - start)) s"
-fi
-
-if [ "$mode" = "--run" ] || [ "$mode" = "--example" ]; then
-  if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
-    . scripts/lib/dynamodb-local.sh
-    start_dynamodb_local target/readme-crate/dynamodb-local.log
-    trap 'kill "$DYNAMODB_LOCAL_PID" 2>/dev/null || true' EXIT
-  fi
-  export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" \
-    AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
-  program="$root/target/debug/readme-crate"
-  if [ "$mode" = "--example" ]; then
+case "${1:-}" in
+  --run)
+    # The workspace's [profile.dev] sections, which a crate outside the workspace does not inherit.
+    profile=(--config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
+    for package in $(sed -n 's/^\[profile\.dev\.package\.\([a-z0-9_-]*\)\]$/\1/p' Cargo.toml); do
+      profile+=(--config "profile.dev.package.$package.opt-level=2")
+    done
+    start=$(date +%s)
+    CARGO_TARGET_DIR="$root/target" cargo build --offline --quiet "${profile[@]}" \
+      --manifest-path "$crate/Cargo.toml"
+    echo "readme-check: the README's crate built in $(($(date +%s) - start)) s"
+    program="$root/target/debug/readme-crate" ;;
+  --example)
     cargo build --quiet --workspace --all-features --example quickstart
-    program="$root/target/debug/examples/quickstart"
-  fi
-  out=$("$program")
-  echo "$out" | sed 's/^/  /'
-  # A second run finds the tables it wrote: its first writes are Duplicates too.
-  for line in "ratchet: Stale" "stored: Some(Rating { stars: 5 })" "counter: Duplicate"; do
-    grep -qF "$line" <<<"$out" || { echo "readme-check: the README's program did not print '$line'" >&2; exit 1; }
-  done
+    program="$root/target/debug/examples/quickstart" ;;
+  *) exit 0 ;;
+esac
+
+if [ -z "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then
+  . scripts/lib/dynamodb-local.sh
+  start_dynamodb_local target/readme-crate/dynamodb-local.log
+  trap 'kill "$DYNAMODB_LOCAL_PID" 2>/dev/null || true' EXIT
 fi
+export AWS_REGION="${AWS_REGION:-us-east-1}" AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-local}" \
+  AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
+out=$("$program")
+echo "$out" | sed 's/^/  /'
+# A second run finds the tables it wrote: its first writes are Duplicates too.
+for line in "ratchet: Stale" "stored: Some(Rating { stars: 5 })" "counter: Duplicate"; do
+  grep -qF "$line" <<<"$out" || { echo "readme-check: the README's program did not print '$line'" >&2; exit 1; }
+done
