@@ -59,6 +59,8 @@ def target(module, path, mods, exports, depth=0):
             if parts[0] == "super":
                 base = base[:-1]
             parts = parts[1:]
+    elif module + (parts[0],) in mods:
+        base = module  # a child module, named as it is in scope (`pub use child::Name`)
     else:
         return None
     while parts and base + (parts[0],) in mods:

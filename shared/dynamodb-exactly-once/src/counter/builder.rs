@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::aggregate::Aggregation;
+use super::aggregation::Aggregation;
 use super::config::{
     CounterConfig, CounterMode, DEFAULT_CONCURRENCY, DEFAULT_ITEM_BUDGET_BYTES,
     DEFAULT_JOURNAL_WINDOW, DEFAULT_MAX_KEYS_PER_SECOND, DEFAULT_OTHER_DATA_BYTES, DEFAULT_WINDOW,

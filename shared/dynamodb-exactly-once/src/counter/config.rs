@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::aggregate::Aggregation;
+use super::aggregation::Aggregation;
 use crate::config::ConfigError;
 use crate::ddb::item::MAX_ITEM_BYTES;
 

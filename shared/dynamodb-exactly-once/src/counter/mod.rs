@@ -1,6 +1,7 @@
 #![doc = include_str!("../../docs/counter.md")]
 
 mod aggregate;
+mod aggregation;
 mod bucket;
 mod builder;
 mod cache;
@@ -24,7 +25,7 @@ use serde_json::{Map, Value};
 use crate::ddb::item::item_to_json;
 use crate::ddb::{Clock, ItemKey, Read, StoreError};
 
-pub use aggregate::{Aggregation, AggregationBuilder};
+pub use aggregation::{Aggregation, AggregationBuilder};
 pub use bucket::{Bucket, BucketName};
 pub use builder::CounterConfigBuilder;
 pub use config::{Capacity, CounterConfig, CounterMode, KEY_BYTES, MAX_WINDOW_BUCKETS};

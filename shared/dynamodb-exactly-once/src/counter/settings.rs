@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::aggregate::Aggregation;
+use super::aggregation::Aggregation;
 use super::{CounterConfig, CounterConfigBuilder};
 use crate::config::{colon_pair, ConfigError, Configured, FromSettings, Settings};
 

@@ -4,6 +4,7 @@ mod builder;
 mod config;
 mod coordinator;
 mod decide;
+mod drive;
 mod fast;
 mod finish;
 mod format;

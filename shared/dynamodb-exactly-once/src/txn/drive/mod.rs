@@ -1,5 +1,5 @@
-//! [`Coordinator`]: runs transaction messages to their outcome, attempt after attempt, and is
-//! the [`Protocol`] of the `tx-coordinator` function.
+//! How a [`Coordinator`] runs transaction messages to their outcome, attempt after attempt, and
+//! is the [`Protocol`] of the `tx-coordinator` function.
 //!
 //! A run ([`Coordinator::run`]) creates the TX record (or finds it: the `txId` idempotency
 //! point), then moves with the header's state until the transaction is completed:
@@ -12,18 +12,14 @@
 
 mod apply;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use aws_sdk_dynamodb::Client;
 
 use super::fast::{Fast, FastRun};
 use super::lock::LockPhase;
-use super::record::{Creation, RollbackReason, TxHeader, TxState, TxTable};
-use super::request::{self, TxMessage};
+use super::record::{Creation, RollbackReason, TxHeader, TxState};
+use super::request::TxMessage;
 use super::resolve::Resolved;
-use super::{Cost, TxConfig, TxError, TxOutcome, TxReport};
+use super::{Coordinator, Cost, TxError, TxOutcome, TxReport};
 use crate::batch::Deadline;
 use crate::ddb::retry::Backoff;
 use crate::rejection::{Rejection, RejectionCode};
@@ -34,18 +30,6 @@ use crate::rejection::{Rejection, RejectionCode};
 const RESTART_FIRST: Duration = Duration::from_millis(50);
 /// Longest restart wait before jitter.
 const RESTART_MAX: Duration = Duration::from_millis(250);
-
-/// The coordinator: runs transactions and drives others' to completion.
-#[doc(alias = "transaction")]
-#[doc(alias = "TransactWriteItems")]
-#[derive(Debug, Clone)]
-pub struct Coordinator {
-    pub(super) client: Client,
-    pub(super) config: TxConfig,
-    pub(super) tx: TxTable,
-    /// Key schemas (names and types, hash first) by table.
-    pub(super) key_schemas: Arc<Mutex<HashMap<String, Arc<crate::ddb::schema::KeySchema>>>>,
-}
 
 /// What one run of a message keeps across its attempts.
 struct Run<'a> {
@@ -119,38 +103,6 @@ impl Run<'_> {
 }
 
 impl Coordinator {
-    /// A coordinator with the given settings (a built config is valid: its builder checked it).
-    /// The sweeper's coordinator has a crate-made config with an empty allow-list: it drives
-    /// existing transactions only.
-    pub fn new(client: Client, config: TxConfig) -> Self {
-        // Finalize, undo, header transitions and heartbeats are plain writes: one that meets
-        // another transaction's TransactWriteItems is refused unapplied and sent again by
-        // `again_on_conflict` (within the run's deadline), not by the SDK, whose standard
-        // waits (up to 1 s, then 2 s) suit throttling, not conflicts.
-        let tx = TxTable::new(client.clone(), config.table.clone());
-        Coordinator {
-            client,
-            config,
-            tx,
-            key_schemas: Arc::default(),
-        }
-    }
-
-    /// The settings.
-    pub fn config(&self) -> &TxConfig {
-        &self.config
-    }
-
-    /// The client.
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// Parse and validate a message body against the allow-list.
-    pub fn parse_message(&self, body: &[u8]) -> Result<TxMessage, Rejection> {
-        request::parse_message(body, &self.config.allowed_tables)
-    }
-
     /// Run one transaction message to its outcome (or resume it, or report its outcome). A
     /// message naming a table outside the allow-list (one built with
     /// [`TxMessage::builder`]) is refused `table_not_allowed`.
