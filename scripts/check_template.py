@@ -42,7 +42,7 @@ import sys
 import tomllib
 import zipfile
 
-import yaml
+from cfnlint.decode import cfn_yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -95,31 +95,6 @@ SCHEDULED_ALARMS = {
 NOVALUE = object()
 
 
-class CfnLoader(yaml.SafeLoader):
-    """YAML with CloudFormation's short tags: `!Ref X` becomes {"Ref": "X"}."""
-
-
-def _tag(loader, suffix, node):
-    name = "Ref" if suffix == "Ref" else ("Condition" if suffix == "Condition" else f"Fn::{suffix}")
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)
-    if name == "Fn::GetAtt" and isinstance(value, str):
-        value = value.split(".", 1)
-    return {name: value}
-
-
-CfnLoader.add_multi_constructor("!", _tag)
-
-
-def load(path):
-    with open(path, encoding="utf-8") as f:
-        return yaml.load(f, Loader=CfnLoader)  # noqa: S506 (a SafeLoader subclass)
-
-
 def rel(path):
     return os.path.relpath(path, ROOT)
 
@@ -143,7 +118,8 @@ class Template:
     def __init__(self, path):
         self.path = os.path.abspath(path)
         self.name = rel(self.path)
-        self.data = load(self.path)
+        # As CloudFormation reads it (`!Ref X` is {"Ref": "X"}): cfn-lint's decoder.
+        self.data = cfn_yaml.load(self.path)
         self.params = self.data.get("Parameters", {}) or {}
         self.resources = self.data.get("Resources", {}) or {}
         self.conditions = self.data.get("Conditions", {}) or {}

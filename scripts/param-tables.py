@@ -16,8 +16,7 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_template import load  # noqa: E402 (the YAML loader that reads CloudFormation tags)
+from cfnlint.decode import cfn_yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "deploy.md")
@@ -44,7 +43,7 @@ def row(name, spec, note=""):
 
 
 def tables():
-    stacks = {os.path.relpath(p, ROOT): load(p)["Parameters"]
+    stacks = {os.path.relpath(p, ROOT): cfn_yaml.load(p)["Parameters"]
               for p in sorted(glob.glob(os.path.join(ROOT, "stacks", "*.yaml")))}
     shared = {}
     for params in stacks.values():
@@ -63,7 +62,7 @@ def tables():
                       f"{len(params) - len(own)} [shared](#shared-parameters) ones.\n\n"
                       + head + "".join(row(n, s) for n, s in own.items()))
     out["template.yaml"] = head + "".join(
-        row(n, s) for n, s in load(os.path.join(ROOT, "template.yaml"))["Parameters"].items())
+        row(n, s) for n, s in cfn_yaml.load(os.path.join(ROOT, "template.yaml"))["Parameters"].items())
     return out
 
 
