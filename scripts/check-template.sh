@@ -258,8 +258,9 @@ must_fail "a timeout a created queue cannot hold" template "queue Sources/Queue:
   stacks/document.yaml '/^  Timeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 120/'
 must_fail "a timeout beyond Lambda's" template "parameter RollupTimeout (Timeout of CounterRollupFunction)" \
   stacks/counter.yaml '/^  RollupTimeout:/,/MaxValue:/s/MaxValue: 900/MaxValue: 1000/'
-must_fail "a sweeper timeout the TX queue cannot hold" template "VisibilityTimeout can be 360 < 6 x the function timeout 90" \
-  stacks/transactions.yaml '/^  SweeperTimeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 90/'
+must_fail "a coordinator timeout the TX queue cannot hold at its shortest visibility" template \
+  "queue TxQueue: VisibilityTimeout 360 < 6 x TxCoordinatorFunction's timeout 90" stacks/transactions.yaml \
+  '/^  Timeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 90/; /^  QueueVisibilityTimeoutSeconds:/,/Default:/s/Default: 360/Default: 600/'
 must_fail "a source without partial batch responses" guard "without FunctionResponseTypes" \
   stacks/shared/sources.yaml '/FunctionResponseTypes:/,+1d'
 must_fail "a stream source without a failure destination" guard "without an on-failure destination" \
@@ -284,8 +285,8 @@ must_fail "a sweeper that retries" guard "schedule retries" stacks/transactions.
   's/MaximumRetryAttempts: 0$/MaximumRetryAttempts: 2/'
 must_fail "a TX retention shorter than the redelivery horizon" template "TX_RETAIN_SECONDS 604800 <" \
   stacks/transactions.yaml '/^  RetainSeconds:/,/Default:/s/Default: 1296000/Default: 604800/'
-must_fail "a sweeper stale threshold within a redelivery gap" template "TX_STALE_AFTER_SECONDS 900 <=" \
-  stacks/transactions.yaml '/^  QueueVisibilityTimeoutSeconds:/,/Default:/s/Default: 360/Default: 900/'
+must_fail "a sweeper stale threshold within a redelivery gap" template "TX_STALE_AFTER_SECONDS 420 <=" \
+  stacks/transactions.yaml '/^  StaleAfterSeconds:/,/Default:/s/Default: 900/Default: 420/'
 must_fail "a redelivery gap shorter than visibility + timeout" template "shorter than the visibility timeout 360" \
   stacks/transactions.yaml 's/"360": {Seconds: 420}/"360": {Seconds: 300}/'
 must_fail "a sweeper lag alarm below its stale threshold" template "is not above TX_STALE_AFTER_SECONDS" \

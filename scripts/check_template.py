@@ -327,6 +327,10 @@ def configurations(t, errors):
     def add(values, label):
         for p in timeout_params(t):
             values.setdefault(p, str(t.params[p].get("MaxValue", t.params[p].get("Default"))))
+        for p in visibility_params(t):
+            spec = t.params[p]
+            least = min(spec["AllowedValues"], key=number) if "AllowedValues" in spec else spec.get("MinValue")
+            values.setdefault(p, str(least if least is not None else spec.get("Default")))
         for p in sw:
             values.setdefault(p, str(t.params[p].get("Default")))
         for p in required:
@@ -446,6 +450,12 @@ def timeout_bound(t, props):
 def timeout_params(t):
     return {size_param(t, t.function_props(fn).get("Timeout"))
             for fn in t.of_type("AWS::Serverless::Function").values()} - {None}
+
+
+def visibility_params(t):
+    """The parameters a created queue's VisibilityTimeout refers to."""
+    return {size_param(t, q.get("Properties", {}).get("VisibilityTimeout"))
+            for q in t.of_type("AWS::SQS::Queue").values()} - {None}
 
 
 def number(value, default=0):
@@ -604,22 +614,6 @@ def check_policy_parameters(t, errors):
                           "AllowedPattern lets a wildcard in")
 
 
-def check_queue_visibility(t, errors):
-    """A created queue's visibility timeout set by a parameter is >= 6 x the functions'
-    timeout for every value the parameter allows (each configuration checks its own value)."""
-    longest = max((timeout_bound(t, t.function_props(fn))
-                   for fn in t.of_type("AWS::Serverless::Function").values()), default=3)
-    for name, q in t.of_type("AWS::SQS::Queue").items():
-        visibility = q.get("Properties", {}).get("VisibilityTimeout")
-        if isinstance(visibility, dict) and "Ref" in visibility:
-            spec = t.params.get(visibility["Ref"], {})
-            allowed = [number(v) for v in spec.get("AllowedValues", [])]
-            least = min(allowed) if allowed else number(spec.get("MinValue"), 0)
-            if least < 6 * longest:
-                errors.append(f"{t.name}: queue {name}: VisibilityTimeout can be {least} < 6 x the "
-                              f"function timeout {longest}")
-
-
 def check_gap_mapping(t, errors):
     """A TX_REDELIVERY_GAP_SECONDS read from a mapping keyed by the queue's visibility timeout
     is that timeout + the coordinator's timeout, for every entry."""
@@ -718,7 +712,8 @@ def check_alarms(config, view, where, errors):
 
 def check_sources(view, where, errors):
     """A created queue holds a message longer than 6 x its function's timeout (the sources'
-    own settings are guard rules)."""
+    own settings are guard rules); the configurations give each function its longest timeout
+    and each created queue its shortest visibility timeout."""
     queues = of_type(view, "AWS::SQS::Queue")
     functions = of_type(view, "AWS::Serverless::Function")
     for fn, kind, ev in event_sources(view):
@@ -740,10 +735,11 @@ def check_horizons(view, where, errors):
     """The transaction protocol's time relations (issue 8), where both sides are known: the
     idempotency horizon covers every redelivery (created queues' retention, redrive included),
     the sweeper's stale threshold exceeds the gap between two deliveries, and its lag alarm
-    sits above that threshold."""
+    sits above that threshold. (That the gap covers the visibility timeout + the coordinator's
+    timeout is check_gap_mapping's, for every visibility timeout allowed.)"""
     queues = of_type(view, "AWS::SQS::Queue")
-    longest_gap, longest_retention = 0, 0
-    for name, props, env in functions_of(view, "tx-coordinator"):
+    longest_retention = 0
+    for name, _, env in functions_of(view, "tx-coordinator"):
         retain = number(env.get("TX_RETAIN_SECONDS", 1296000))
         horizon = number(env.get("TX_REDELIVERY_HORIZON_SECONDS", 1209600))
         if retain < horizon:
@@ -755,7 +751,6 @@ def check_horizons(view, where, errors):
             redrive = ident(q.get("RedrivePolicy", {}).get("deadLetterTargetArn"))
             for queue in [q, queues.get(redrive, {}).get("Properties", {})]:
                 longest_retention = max(longest_retention, number(queue.get("MessageRetentionPeriod", 345600)))
-            longest_gap = max(longest_gap, number(q.get("VisibilityTimeout", 30)) + number(props.get("Timeout", 3)))
         if longest_retention > horizon:
             errors.append(f"{where}: tx-coordinator: a TX queue keeps messages {longest_retention} s, "
                           f"longer than TX_REDELIVERY_HORIZON_SECONDS {horizon}")
@@ -765,9 +760,6 @@ def check_horizons(view, where, errors):
         gap = number(env.get("TX_REDELIVERY_GAP_SECONDS", 420))
         if stale <= gap:
             errors.append(f"{where}: tx-sweeper: TX_STALE_AFTER_SECONDS {stale} <= TX_REDELIVERY_GAP_SECONDS {gap}")
-        if gap < longest_gap:
-            errors.append(f"{where}: tx-sweeper: TX_REDELIVERY_GAP_SECONDS {gap} < the TX queue's visibility "
-                          f"timeout + the coordinator's timeout ({longest_gap} s)")
         for alarm_name, alarm in alarms.items():
             p = alarm["Properties"]
             dims = {d.get("Name"): ident(d.get("Value")) for d in p.get("Dimensions", [])}
@@ -919,7 +911,6 @@ def main():
             continue
         check_policy_parameters(t, errors)
         check_function_sizes(t, errors)
-        check_queue_visibility(t, errors)
         check_gap_mapping(t, errors)
         for config in configurations(t, errors):
             configs += 1
