@@ -2,12 +2,12 @@
 # Validate every SAM template offline: template.yaml (the demo, all in one), each writer stack
 # it composes (stacks/*.yaml), the half they share and nest (stacks/shared/sources.yaml) and
 # their packaged variants (make package) with cfn-lint (SAM transform included), the CloudFormation Guard rules of
-# stacks/rules.guard (one resource at a time: retained, recoverable tables, encryption, arm64, alarm
-# actions, named actions and resources, the sources' and the schedule's settings), then the
-# checks of scripts/check_template.py that span resources or templates (workspace binaries,
-# sizes as parameters, policy parameters without wildcards, an alarm per failure path,
-# horizons, the docs' names and runbook entries) in every configuration of each stack, created or existing
-# resources. Prove each has teeth: deliberately broken copies must be rejected, each for the
+# stacks/rules.guard (one resource at a time: retained, recoverable tables, encryption, arm64,
+# sizes as parameters within Lambda's limits, alarm actions, named actions and resources, the
+# sources' and the schedule's settings), then the checks of scripts/check_template.py that span
+# resources or templates (workspace binaries, policy parameters without wildcards, an alarm per
+# failure path, queues against timeouts, horizons, the docs' names and runbook entries) in every
+# configuration of each stack, created or existing resources. Prove each has teeth: deliberately broken copies must be rejected, each for the
 # reason it was broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -252,11 +252,11 @@ must_fail "a missing redrive-queue alarm" template "ApproximateNumberOfMessagesV
   stacks/transactions.yaml 's/!GetAtt TxQueueRedrive.QueueName/!GetAtt TxQueue.QueueName/'
 must_fail_nested "an existing queue without its redrive-queue alarm" "for existing-queue-redrive" \
   stacks/ratchet.yaml 's/!Split \[":", !Ref QueueRedriveArn\]/!Split [":", !Ref QueueArn]/'
-must_fail "a fixed memory size" template "function RatchetWriterFunction: MemorySize is not a parameter" \
+must_fail "a fixed memory size" guard "function: MemorySize is not a parameter <X>MemorySize" \
   stacks/ratchet.yaml 's/^    MemorySize: !Ref MemorySize$/    MemorySize: 256/'
 must_fail "a timeout a created queue cannot hold" template "queue Sources/Queue: VisibilityTimeout 360 < 6 x DocumentWriterFunction's timeout 120" \
   stacks/document.yaml '/^  Timeout:/,/MaxValue:/s/MaxValue: 60/MaxValue: 120/'
-must_fail "a timeout beyond Lambda's" template "parameter RollupTimeout (Timeout of CounterRollupFunction)" \
+must_fail "a timeout beyond Lambda's" guard "a Timeout above Lambda's 900 s" \
   stacks/counter.yaml '/^  RollupTimeout:/,/MaxValue:/s/MaxValue: 900/MaxValue: 1000/'
 must_fail "a coordinator timeout the TX queue cannot hold at its shortest visibility" template \
   "queue TxQueue: VisibilityTimeout 360 < 6 x TxCoordinatorFunction's timeout 90" stacks/transactions.yaml \

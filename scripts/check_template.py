@@ -28,8 +28,7 @@ all Conditions and resolve neither Ref nor Fn::Sub, which these checks need.) In
 resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
 Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep the
 guarantees docs/deploy.md lists under "What the templates guarantee" (tables agreeing between
-templates, workspace binaries and code, sizes as parameters, policy parameters without
-wildcards, an alarm per failure path, created queues' visibility against timeouts, the counter
+templates, workspace binaries and code, policy parameters without wildcards, an alarm per failure path, created queues' visibility against timeouts, the counter
 journal's stream, TTL and roll-up, the transaction horizons, the docs' names and runbook
 entries); each check function states its own.
 """
@@ -429,9 +428,6 @@ def of_type(view, kind):
     return {k: v for k, v in view.items() if v["Type"] == kind}
 
 
-LAMBDA_LIMITS = {"MemorySize": (128, 10240), "Timeout": (1, 900)}
-
-
 def size_param(t, value):
     """The parameter a function's MemorySize or Timeout refers to (None when it is fixed)."""
     if isinstance(value, dict) and isinstance(value.get("Ref"), str) and value["Ref"] in t.params:
@@ -541,28 +537,6 @@ def check_functions(t, binaries, errors):
             errors.append(f"{t.name}: function {name}: CodeUri {code_uri!r} is not the cargo "
                           "workspace (relative to the template)")
     return deployed
-
-
-def check_function_sizes(t, errors):
-    """MemorySize and Timeout of every function are parameters a deployment can set, within
-    Lambda's limits."""
-    for name, fn in t.of_type("AWS::Serverless::Function").items():
-        props = t.function_props(fn)
-        for key, (low, high) in LAMBDA_LIMITS.items():
-            p = size_param(t, props.get(key))
-            if p is None:
-                errors.append(f"{t.name}: function {name}: {key} is not a parameter "
-                              f"({props.get(key)!r})")
-                continue
-            # (cfn-lint refuses a Default outside MinValue-MaxValue.)
-            spec = t.params[p]
-            lo, hi = (number(spec.get(k), None) for k in ("MinValue", "MaxValue"))
-            if spec.get("Type") != "Number" or None in (lo, hi) or "Default" not in spec:
-                errors.append(f"{t.name}: parameter {p} ({key} of {name}) needs Type Number, "
-                              "Default, MinValue and MaxValue")
-            elif not low <= lo <= hi <= high:
-                errors.append(f"{t.name}: parameter {p} ({key} of {name}): {lo}-{hi} is not "
-                              f"within Lambda's {low}-{high}")
 
 
 def policy_documents(resources):
@@ -910,7 +884,6 @@ def main():
             # under the parameters they pass (theirs carry the AllowedPatterns).
             continue
         check_policy_parameters(t, errors)
-        check_function_sizes(t, errors)
         check_gap_mapping(t, errors)
         for config in configurations(t, errors):
             configs += 1
@@ -941,8 +914,8 @@ def main():
               "binary's zip, every binary packaged")
         return
     print(f"template-check: {len(templates)} templates in {configs} configurations: tables agree, "
-          "workspace binaries, sizes as parameters, policy parameters without wildcards, an "
-          "alarm per failure path, horizons, docs names exist")
+          "workspace binaries, policy parameters without wildcards, an alarm per failure path, "
+          "queues against timeouts, horizons, docs names exist")
 
 
 if __name__ == "__main__":
