@@ -92,6 +92,9 @@ SCHEDULED_ALARMS = {
                    ("the oldest open transaction's lag", "OldestStaleSeconds")],
 }
 NOVALUE = object()
+# An event source mapping's kind by the service of its EventSourceArn.
+SERVICES = {"AWS::Kinesis::Stream": "kinesis", "AWS::SQS::Queue": "sqs", "AWS::DynamoDB::Table": "dynamodb"}
+KINDS = {"kinesis": "Kinesis", "sqs": "SQS", "dynamodb": "DynamoDB"}
 
 
 def rel(path):
@@ -125,12 +128,9 @@ class Template:
         self.mappings = self.data.get("Mappings", {}) or {}
         self.rules = self.data.get("Rules", {}) or {}
 
-    def of_type(self, kind):
-        return {k: v for k, v in self.resources.items() if v.get("Type") == kind}
-
     def nested(self):
         """(logical id, path) of the stacks nested from local files."""
-        for name, res in self.of_type("AWS::Serverless::Application").items():
+        for name, res in of_type(self.resources, "AWS::Serverless::Application").items():
             location = res.get("Properties", {}).get("Location")
             if isinstance(location, str) and not re.match(r"^(s3|https?)://", location):
                 yield name, os.path.normpath(os.path.join(os.path.dirname(self.path), location))
@@ -296,29 +296,23 @@ def switches(t, depth=0):
     return [p for p in t.params if p in read and "AllowedValues" in t.params[p]]
 
 
-def givable(t):
-    """Parameters a configuration may leave empty or give: default "" (an existing resource or
-    an optional setting), or no default at all (always given)."""
-    return [p for p, spec in t.params.items()
-            if "AllowedValues" not in spec and spec.get("Default", None) in ("", None)]
-
-
-def sample(t, name, values):
+def sample(name, values):
+    """The value a configuration gives parameter name (None: SAMPLES has none)."""
     if name == "StreamArn":
         name += "@DynamoDB" if values.get("StreamType") == "DynamoDB" else "@Kinesis"
-    key = name
-    if key in SAMPLES:
-        return SAMPLES[key]
-    if key.endswith("TableName"):
-        return "existing-" + re.sub(r"(?<!^)(?=[A-Z])", "-", key).lower()
-    return None
+    if name.endswith("TableName"):
+        return "existing-" + re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+    return SAMPLES.get(name)
 
 
 def configurations(t, errors):
     """Every configuration of t its Rules accept (see the module's documentation)."""
-    sw, giv = switches(t), givable(t)
-    required = [p for p in giv if "Default" not in t.params[p]]
-    optional = [p for p in giv if p not in required]
+    sw = switches(t)
+    # Parameters a configuration leaves empty or gives: default "" (an existing resource or an
+    # optional setting), or no default at all (always given).
+    free = {p: spec for p, spec in t.params.items() if "AllowedValues" not in spec}
+    optional = [p for p, spec in free.items() if spec.get("Default") == ""]
+    required = [p for p, spec in free.items() if "Default" not in spec]
     combos = [dict(zip(sw, vs)) for vs in itertools.product(
         *[[str(v) for v in t.params[p]["AllowedValues"]] for p in sw])] or [{}]
     seen, out = set(), []
@@ -333,7 +327,7 @@ def configurations(t, errors):
         for p in sw:
             values.setdefault(p, str(t.params[p].get("Default")))
         for p in required:
-            values.setdefault(p, sample(t, p, values))
+            values.setdefault(p, sample(p, values))
         key = tuple(sorted(values.items()))
         if key in seen:
             return
@@ -345,7 +339,7 @@ def configurations(t, errors):
     def given(base, names):
         values = dict(base)
         for p in names:
-            value = sample(t, p, values)
+            value = sample(p, values)
             if value is None:
                 errors.append(f"{t.name}: parameter {p} has no sample value: add one to SAMPLES "
                               "in scripts/check_template.py")
@@ -358,8 +352,8 @@ def configurations(t, errors):
         label = ", ".join(f"{k}={v}" for k, v in combo.items())
         add(dict(combo), f"{label}, created")
         add(given(combo, optional), f"{label}, existing")
-    for p in giv:
-        value = sample(t, p, {})
+    for p in optional + required:
+        value = sample(p, {})
         pattern = t.params[p].get("AllowedPattern")
         if value is not None and pattern:
             for v in (value.split(",") if t.params[p].get("Type") == "CommaDelimitedList" else [value]):
@@ -380,18 +374,9 @@ def ident(value):
         if value.startswith("arn:"):
             parts = value.split(":", 5)
             if len(parts) == 6:
-                if parts[2] == "sqs":
-                    return parts[5]
-                if parts[2] == "kinesis":
-                    return parts[5].split("/", 1)[-1]
-                return parts[5]
+                # A stream's name follows "stream/"; a queue's is the whole resource part.
+                return parts[5].split("/", 1)[-1] if parts[2] == "kinesis" else parts[5]
     return value
-
-
-def attribute(value):
-    if isinstance(value, str) and value.startswith("{") and "." in value:
-        return value[1:-1].split(".", 1)[1]
-    return None
 
 
 def event_sources(view):
@@ -405,27 +390,16 @@ def event_sources(view):
                 yield name, event.get("Type"), props
         elif res["Type"] == "AWS::Lambda::EventSourceMapping":
             props = dict(res["Properties"])
-            source = props.get("EventSourceArn")
-            props["Source"] = source
-            target = view.get(ident(source), {}).get("Type")
-            if target == "AWS::Kinesis::Stream":
-                kind = "Kinesis"
-            elif target == "AWS::SQS::Queue":
-                kind = "SQS"
-            elif target == "AWS::DynamoDB::Table" and attribute(source) == "StreamArn":
-                kind = "DynamoDB"
-            elif props.get("SelfManagedEventSource") or props.get("Topics"):
-                kind = "Kafka"
-            elif isinstance(source, str) and source.startswith("arn:"):
-                kind = {"kinesis": "Kinesis", "sqs": "SQS", "dynamodb": "DynamoDB"}.get(
-                    source.split(":")[2])
-            else:
-                kind = None
+            source = props["Source"] = props.get("EventSourceArn")
+            # The service of a created resource ("{Id.Arn}") or of a given ARN.
+            created = view.get(ident(source), {}).get("Type")
+            service = SERVICES.get(created) or (source.split(":")[2] if str(source).startswith("arn:") else None)
+            kind = "Kafka" if props.get("Topics") else KINDS.get(service)
             yield ident(props.get("FunctionName")), kind, props
 
 
-def of_type(view, kind):
-    return {k: v for k, v in view.items() if v["Type"] == kind}
+def of_type(resources, kind):
+    return {k: v for k, v in resources.items() if v.get("Type") == kind}
 
 
 def size_param(t, value):
@@ -445,13 +419,13 @@ def timeout_bound(t, props):
 
 def timeout_params(t):
     return {size_param(t, t.function_props(fn).get("Timeout"))
-            for fn in t.of_type("AWS::Serverless::Function").values()} - {None}
+            for fn in of_type(t.resources, "AWS::Serverless::Function").values()} - {None}
 
 
 def visibility_params(t):
     """The parameters a created queue's VisibilityTimeout refers to."""
     return {size_param(t, q.get("Properties", {}).get("VisibilityTimeout"))
-            for q in t.of_type("AWS::SQS::Queue").values()} - {None}
+            for q in of_type(t.resources, "AWS::SQS::Queue").values()} - {None}
 
 
 def number(value, default=0):
@@ -472,7 +446,7 @@ def check_table_agreement(templates, errors):
     dynamo_provision::template_tables requires to create it locally)."""
     first = {}
     for t in templates:
-        for name, table in t.of_type("AWS::DynamoDB::Table").items():
+        for name, table in of_type(t.resources, "AWS::DynamoDB::Table").items():
             props = table.get("Properties", {})
             shape = {k: props.get(k) for k in TABLE_SHAPE}
             if name in first and first[name][1] != shape:
@@ -519,15 +493,13 @@ def check_packaged_code(t, name, binary, code_uri, errors):
 
 def check_functions(t, binaries, errors):
     """Every function's BuildProperties Binary is a binary of the workspace and its CodeUri the
-    workspace (relative to the template; packaged: the binary's zip). Returns the binaries."""
-    deployed = set()
-    for name, fn in t.of_type("AWS::Serverless::Function").items():
+    workspace (relative to the template; packaged: the binary's zip)."""
+    for name, fn in of_type(t.resources, "AWS::Serverless::Function").items():
         props = t.function_props(fn)
         meta = fn.get("Metadata", {})
         binary = meta.get("BuildProperties", {}).get("Binary")
         if binary not in binaries:
             errors.append(f"{t.name}: function {name}: BuildProperties Binary {binary!r} is not a binary of functions/*")
-        deployed.add(binary)
         code_uri = props.get("CodeUri")
         workspace = os.path.join(os.path.dirname(t.path), str(code_uri))
         if PACKAGED:
@@ -536,7 +508,6 @@ def check_functions(t, binaries, errors):
                 or not os.path.isfile(os.path.join(workspace, "Cargo.toml")):
             errors.append(f"{t.name}: function {name}: CodeUri {code_uri!r} is not the cargo "
                           "workspace (relative to the template)")
-    return deployed
 
 
 def policy_documents(resources):
@@ -581,7 +552,7 @@ def check_policy_parameters(t, errors):
             if any("*" in str(v) for v in spec["AllowedValues"]):
                 errors.append(f"{t.name}: parameter {p} allows a wildcard into a policy")
             continue
-        probe = (sample(t, p, {}) or "name").split(",")[0]
+        probe = (sample(p, {}) or "name").split(",")[0]
         probes = ["*", probe[:-1] + "*", probe + "*"]
         if not pattern or any(re.fullmatch(pattern, x) for x in probes):
             errors.append(f"{t.name}: parameter {p} names a policy's resource and its "
@@ -591,10 +562,10 @@ def check_policy_parameters(t, errors):
 def check_gap_mapping(t, errors):
     """A TX_REDELIVERY_GAP_SECONDS read from a mapping keyed by the queue's visibility timeout
     is that timeout + the coordinator's timeout, for every entry."""
-    coordinator = [t.function_props(fn) for fn in t.of_type("AWS::Serverless::Function").values()
+    coordinator = [t.function_props(fn) for fn in of_type(t.resources, "AWS::Serverless::Function").values()
                    if fn.get("Metadata", {}).get("BuildProperties", {}).get("Binary") == "tx-coordinator"]
     timeout = timeout_bound(t, coordinator[0]) if coordinator else None
-    for fn in t.of_type("AWS::Serverless::Function").values():
+    for fn in of_type(t.resources, "AWS::Serverless::Function").values():
         env = t.function_props(fn).get("Environment", {}).get("Variables", {})
         gap = env.get("TX_REDELIVERY_GAP_SECONDS")
         if isinstance(gap, dict) and "Fn::FindInMap" in gap:
@@ -805,7 +776,7 @@ def check_docs(templates, docs, errors):
         if name not in declared and name not in DOC_SUFFIXES:
             errors.append(f"the docs ({names}) name {name}, which no template declares")
     for t in templates:
-        for name in sorted(t.of_type("AWS::CloudWatch::Alarm")):
+        for name in sorted(of_type(t.resources, "AWS::CloudWatch::Alarm")):
             if f"`{name}`" not in text:
                 errors.append(f"{t.name}: alarm {name} has no runbook entry in the docs ({names})")
 
@@ -813,9 +784,8 @@ def check_docs(templates, docs, errors):
 # ------------------------------------------------------------------ main
 
 def with_nested(paths, errors):
-    """The templates, each followed by the stacks it nests from local files (once each), and
-    the all-in-one entry."""
-    out, seen = [], {}
+    """The templates, each followed by the stacks it nests from local files (once each)."""
+    out, seen = [], set()
 
     def visit(path, depth):
         real = os.path.realpath(path)
@@ -824,8 +794,8 @@ def with_nested(paths, errors):
         if not os.path.isfile(path):
             errors.append(f"{rel(path)}: no such template")
             return
+        seen.add(real)
         t = template(path)
-        seen[real] = t
         out.append(t)
         for name, child in t.nested():
             if not os.path.isfile(child):
@@ -834,20 +804,32 @@ def with_nested(paths, errors):
                 visit(child, depth + 1)
     for p in paths:
         visit(p, 0)
-    # The all-in-one entry: a template that nests stacks with functions (the demo), with all
-    # it nests; without one, every template.
-    by_path = {os.path.realpath(t.path): t for t in out}
-    roots = [t for t in out if any(by_path.get(os.path.realpath(c)) is not None and
-                                   by_path[os.path.realpath(c)].of_type("AWS::Serverless::Function")
-                                   for _, c in t.nested())]
-    entry, todo = set(), list(roots)
-    while todo:
-        t = todo.pop()
-        if os.path.realpath(t.path) not in entry:
-            entry.add(os.path.realpath(t.path))
-            todo.extend(by_path[os.path.realpath(c)] for _, c in t.nested() if os.path.realpath(c) in by_path)
-    entry = [t for t in out if os.path.realpath(t.path) in entry] or out
-    return out, entry
+    return out
+
+
+def deploys(t, depth=0):
+    """The binaries run by t's functions and by those of the stacks it nests."""
+    binaries = {fn.get("Metadata", {}).get("BuildProperties", {}).get("Binary")
+                for fn in of_type(t.resources, "AWS::Serverless::Function").values()}
+    for _, child in t.nested():
+        if os.path.isfile(child) and depth < 8:
+            binaries |= deploys(template(child), depth + 1)
+    return binaries
+
+
+def check_deployed(templates, binaries, errors):
+    """The all-in-one entry (a template nesting stacks with functions: the demo) deploys every
+    binary of the workspace; without one, the templates together do."""
+    entries = [t for t in templates if any(os.path.isfile(c) and of_type(
+        template(c).resources, "AWS::Serverless::Function") for _, c in t.nested())]
+    if entries:
+        deployed_by = {t.name: deploys(t) for t in entries}
+    else:
+        deployed_by = {", ".join(t.name for t in templates): set().union(*map(deploys, templates))}
+    for names, deployed in deployed_by.items():
+        for binary, package in binaries.items():
+            if binary not in deployed:
+                errors.append(f"workspace binary {binary} (functions/{package}) is deployed by none of {names}")
 
 
 PACKAGED = False
@@ -868,18 +850,16 @@ def main():
     if unknown:
         sys.exit(f"usage: check_template.py [TEMPLATE.yaml ...] [DOC.md ...] (not {unknown})")
     errors = []
-    templates, entry = with_nested(paths, errors)
+    templates = with_nested(paths, errors)
     binaries = workspace_binaries()
-    deployed = set()
+    check_deployed(templates, binaries, errors)
     configs = 0
     given = {os.path.realpath(p) for p in paths}
     for t in templates:
-        functions = check_functions(t, binaries, errors)
-        if t in entry:
-            deployed |= functions
+        check_functions(t, binaries, errors)
         if PACKAGED:
             continue
-        if os.path.realpath(t.path) not in given and not t.of_type("AWS::Serverless::Function"):
+        if os.path.realpath(t.path) not in given and not of_type(t.resources, "AWS::Serverless::Function"):
             # A stack only nested (stacks/shared): checked in its parents' configurations,
             # under the parameters they pass (theirs carry the AllowedPatterns).
             continue
@@ -893,10 +873,6 @@ def main():
             check_sources(view, where, errors)
             check_horizons(view, where, errors)
             check_rollup(view, where, errors)
-    for binary, package in binaries.items():
-        if binary not in deployed:
-            errors.append(f"workspace binary {binary} (functions/{package}) is deployed by none of "
-                          f"{', '.join(t.name for t in entry)}")
     if not PACKAGED:
         check_table_agreement(templates, errors)
         check_docs(templates, docs, errors)
