@@ -50,14 +50,14 @@ def main(paths):
         try:
             report = run_checks(cfn_yaml.load(path), rules)
         except ValueError:  # cfn-guard-rs 0.3.3 cuts a long failure report short
-            errors.append(f"{os.path.relpath(path)}: a rule failed (its report is unreadable)")
+            errors.append(f"{path}: a rule failed (its report is unreadable)")
             continue
         for clause in report.not_compliant:
             rule = clause.Rule.name if clause.Rule else "?"
             found = failures(clause, set()) or {("", "failed")}
             for where, message in sorted(found):
                 where = f" {where}" if where else ""
-                errors.append(f"{os.path.relpath(path)}: rules.guard {rule}{where}: {message}")
+                errors.append(f"{path}: rules.guard {rule}{where}: {message}")
     for e in errors:
         print(f"guard-check: {e}", file=sys.stderr)
     if errors:

@@ -4,7 +4,8 @@
 What one resource at a time must hold is a CloudFormation Guard rule (stacks/rules.guard,
 run by scripts/check_guard.py); what follows spans resources, templates or configurations.
 
-Usage: check_template.py [--packaged] FILE...
+Usage (from the repository root, the workspace whose functions/* the templates deploy):
+  check_template.py [--packaged] FILE...
   --packaged: the templates are `make package`'s (target/package/<stack>[.s3].yaml): only
   their functions' code is checked (each binary's zip beside the template, or in S3 at
   parameters CodeBucket and CodeKeyPrefix, and every binary packaged); the rest is the
@@ -15,6 +16,8 @@ Usage: check_template.py [--packaged] FILE...
   the parameters the parent passes; a stack only nested and without functions
   (stacks/shared/sources.yaml) is checked that way only.
   *.md: the docs (README.md, docs/*.md); default: README.md and docs/*.md.
+  DIR: check in each such directory instead (a copy of the templates and docs with the
+  workspace linked in: check-template.sh's broken copies), its lines prefixed with it.
 Exit status 1 with one line per violation.
 
 A writer stack takes existing resources as parameters or creates them (CloudFormation
@@ -42,8 +45,6 @@ import tomllib
 import zipfile
 
 from cfnlint.decode import cfn_yaml
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Names the docs may use that are not resources of a template.
 DOC_SUFFIXES = ("Table", "Role", "Alarm", "Queue", "QueueRedrive", "StreamFailures",
@@ -98,7 +99,7 @@ KINDS = {"kinesis": "Kinesis", "sqs": "SQS", "dynamodb": "DynamoDB"}
 
 
 def rel(path):
-    return os.path.relpath(path, ROOT)
+    return os.path.relpath(path)
 
 
 def as_list(value):
@@ -458,7 +459,7 @@ def check_table_agreement(templates, errors):
 def workspace_binaries():
     """Binary names of the workspace's function crates (package name or [[bin]] names)."""
     binaries = {}
-    for manifest in sorted(glob.glob(os.path.join(ROOT, "functions", "*", "Cargo.toml"))):
+    for manifest in sorted(glob.glob("functions/*/Cargo.toml")):
         with open(manifest, "rb") as f:
             cargo = tomllib.load(f)
         package = cargo["package"]["name"]
@@ -504,7 +505,7 @@ def check_functions(t, binaries, errors):
         workspace = os.path.join(os.path.dirname(t.path), str(code_uri))
         if PACKAGED:
             check_packaged_code(t, name, binary, code_uri, errors)
-        elif not isinstance(code_uri, str) or os.path.realpath(workspace) != os.path.realpath(ROOT) \
+        elif not isinstance(code_uri, str) or os.path.realpath(workspace) != os.getcwd() \
                 or not os.path.isfile(os.path.join(workspace, "Cargo.toml")):
             errors.append(f"{t.name}: function {name}: CodeUri {code_uri!r} is not the cargo "
                           "workspace (relative to the template)")
@@ -835,20 +836,10 @@ def check_deployed(templates, binaries, errors):
 PACKAGED = False
 
 
-def main():
-    global PACKAGED
-    args = sys.argv[1:]
-    if "--packaged" in args:
-        PACKAGED = True
-        args.remove("--packaged")
-    paths = [a for a in args if a.endswith((".yaml", ".yml"))] or [os.path.join(ROOT, "template.yaml")]
-    docs = [a for a in args if a.endswith(".md")] or \
-        [os.path.join(ROOT, "README.md")] + sorted(
-            d for d in glob.glob(os.path.join(ROOT, "docs", "*.md"))
-            if os.path.basename(d) != "history.md")  # the lab notes name earlier versions' resources
-    unknown = [a for a in args if not a.endswith((".yaml", ".yml", ".md"))]
-    if unknown:
-        sys.exit(f"usage: check_template.py [TEMPLATE.yaml ...] [DOC.md ...] (not {unknown})")
+def check(paths, docs):
+    """The violations of the templates at paths (with the stacks they nest) and of the docs, in
+    the workspace the current directory is; the templates and the configurations checked."""
+    _TEMPLATES.clear()
     errors = []
     templates = with_nested(paths, errors)
     binaries = workspace_binaries()
@@ -876,14 +867,36 @@ def main():
     if not PACKAGED:
         check_table_agreement(templates, errors)
         check_docs(templates, docs, errors)
-    # One line per violation, with the first configuration that shows it.
-    shown = set()
-    for e in errors:
-        key = re.sub(r" \[[^\]]*\]", "", e)
-        if key not in shown:
-            shown.add(key)
-            print(f"template-check: {e}", file=sys.stderr)
-    if errors:
+    return errors, templates, configs
+
+
+def main():
+    global PACKAGED
+    args = sys.argv[1:]
+    if "--packaged" in args:
+        PACKAGED = True
+        args.remove("--packaged")
+    dirs = [a for a in args if os.path.isdir(a)]
+    paths = [a for a in args if a.endswith((".yaml", ".yml"))] or ["template.yaml"]
+    docs = [a for a in args if a.endswith(".md")] or ["README.md"] + sorted(
+        d for d in glob.glob("docs/*.md")
+        if os.path.basename(d) != "history.md")  # the lab notes name earlier versions' resources
+    unknown = [a for a in args if a not in dirs and not a.endswith((".yaml", ".yml", ".md"))]
+    if unknown:
+        sys.exit(f"usage: check_template.py [--packaged] [DIR ...] [TEMPLATE.yaml ...] [DOC.md ...] (not {unknown})")
+    here, failed = os.getcwd(), False
+    for d in dirs or [""]:
+        os.chdir(os.path.join(here, d))
+        errors, templates, configs = check(paths, docs)
+        failed = failed or bool(errors)
+        # One line per violation, with the first configuration that shows it.
+        shown = set()
+        for e in errors:
+            key = re.sub(r" \[[^\]]*\]", "", e)
+            if key not in shown:
+                shown.add(key)
+                print(f"template-check: {d + ': ' if d else ''}{e}", file=sys.stderr)
+    if failed:
         sys.exit(1)
     if PACKAGED:
         print(f"template-check: {len(templates)} packaged templates: every function's code is its "
