@@ -164,8 +164,6 @@ must_fail "a role policy with a service-wide action" guard "a wildcard Action" s
   's/                - kinesis:GetRecords/                - kinesis:*/'
 must_fail "a CodeUri outside the workspace" template "is not the cargo workspace" stacks/document.yaml \
   's/^    CodeUri: \.\.$/    CodeUri: ./'
-must_fail "a missing iterator-age alarm in a stack" template "IteratorAge for CounterWriterFunction" \
-  stacks/shared/sources.yaml 's/MetricName: IteratorAge/MetricName: IteratorAges/'
 must_fail "a missing redrive-queue alarm" template "ApproximateNumberOfMessagesVisible for TxQueueRedrive" \
   stacks/transactions.yaml 's/!GetAtt TxQueueRedrive.QueueName/!GetAtt TxQueue.QueueName/'
 must_fail "an existing queue without its redrive-queue alarm" template "for existing-queue-redrive" \

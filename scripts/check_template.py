@@ -55,8 +55,6 @@ PSEUDO = {"AWS::Region": "eu-west-1", "AWS::AccountId": "123456789012", "AWS::Pa
 # Values for the parameters that name an existing resource (or an optional setting) when a
 # configuration gives them. Each must match its parameter's AllowedPattern.
 SAMPLES = {
-    "CodeBucket": "example-artifacts",
-    "CodeKeyPrefix": "dynamodb-exactly-once/0.1.0/",
     "StreamArn@Kinesis": "arn:aws:kinesis:eu-west-1:123456789012:stream/existing-stream",
     "StreamArn@DynamoDB": "arn:aws:dynamodb:eu-west-1:123456789012:table/existing-source/stream/"
                           "2026-01-01T00:00:00.000",
@@ -204,12 +202,8 @@ class Config:
                 return "${" + name[1:] + "}"
             if name in variables:
                 return str(variables[name])
-            if name in PSEUDO:
-                return PSEUDO[name]
-            if name in self.t.params:
-                value = self.param(name)
-                return ",".join(value) if isinstance(value, list) else value
-            return "{" + name + "}"
+            value = self.eval({"Fn::GetAtt": name.split(".")} if "." in name else {"Ref": name})
+            return ",".join(value) if isinstance(value, list) else str(value)
         return re.sub(r"\$\{([^}]+)\}", one, text)
 
     def eval(self, value):
