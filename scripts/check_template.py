@@ -27,13 +27,14 @@ AllowedValues that a Condition outside tables and IAM reads, or that the stack p
 nested stack's switch), all of its optional resources left empty (created) and all given
 (existing: the SAMPLES below). Configurations its Rules refuse are skipped. (cfn-lint's
 condition scenarios were considered instead: they enumerate every satisfiable combination of
-all Conditions and resolve neither Ref nor Fn::Sub, which these checks need.) In each, the
-resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
-Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep the
-guarantees docs/deploy.md lists under "What the templates guarantee" (tables agreeing between
-templates, workspace binaries and code, policy parameters without wildcards, an alarm per failure path, created queues' visibility against timeouts, the counter
-journal's stream, TTL and roll-up, the transaction horizons, the docs' names and runbook
-entries); each check function states its own.
+all Conditions and resolve neither Ref nor Fn::Sub, which these checks need.) Each gives
+every function its longest timeout and every created queue its shortest visibility timeout.
+In each, the resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub, Fn::Select,
+Fn::Split, Fn::Join, Fn::FindInMap) and must keep the guarantees docs/deploy.md lists under
+"What the templates guarantee" (tables agreeing between templates, workspace binaries and
+code, policy parameters without wildcards, an alarm per failure path, created queues'
+visibility against timeouts, the counter journal's stream, TTL and roll-up, the transaction
+horizons, the docs' names and runbook entries); each check function states its own.
 """
 
 import glob
@@ -388,7 +389,9 @@ def event_sources(view):
             source = props["Source"] = props.get("EventSourceArn")
             # The service of a created resource ("{Id.Arn}") or of a given ARN.
             created = view.get(ident(source), {}).get("Type")
-            service = SERVICES.get(created) or (source.split(":")[2] if str(source).startswith("arn:") else None)
+            service = SERVICES.get(created)
+            if service is None and str(source).startswith("arn:"):
+                service = source.split(":")[2]
             kind = "Kafka" if props.get("Topics") else KINDS.get(service)
             yield ident(props.get("FunctionName")), kind, props
 
