@@ -31,10 +31,12 @@ all Conditions and resolve neither Ref nor Fn::Sub, which these checks need.) Ea
 every function its longest timeout and every created queue its shortest visibility timeout.
 In each, the resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub, Fn::Select,
 Fn::Split, Fn::Join, Fn::FindInMap) and must keep the guarantees docs/deploy.md lists under
-"What the templates guarantee" (tables agreeing between templates, workspace binaries and
-code, policy parameters without wildcards, an alarm per failure path, created queues'
-visibility against timeouts, the counter journal's stream, TTL and roll-up, the transaction
-horizons, the docs' names and runbook entries); each check function states its own.
+"What the templates guarantee" (workspace binaries and code, policy parameters without
+wildcards, an alarm per failure path, created queues' visibility against timeouts, the counter
+journal's roll-up, the transaction horizons, the docs' names and runbook entries); each check
+function states its own. (A table declared by two templates with one shape, and the journal
+table's stream and TTL, are dynamo-provision's: its template_tables refuses a table declared
+again otherwise, and its tests read template.yaml.)
 """
 
 import glob
@@ -435,24 +437,6 @@ def number(value, default=0):
 
 # ------------------------------------------------------------------ checks on the raw template
 
-TABLE_SHAPE = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes",
-               "TimeToLiveSpecification", "BillingMode", "StreamSpecification")
-
-
-def check_table_agreement(templates, errors):
-    """A logical id declared as a table by two templates has one shape (what
-    dynamo_provision::template_tables requires to create it locally)."""
-    first = {}
-    for t in templates:
-        for name, table in of_type(t.resources, "AWS::DynamoDB::Table").items():
-            props = table.get("Properties", {})
-            shape = {k: props.get(k) for k in TABLE_SHAPE}
-            if name in first and first[name][1] != shape:
-                errors.append(f"table {name} differs between {first[name][0]} and {t.name}: "
-                              f"{first[name][1]} vs {shape}")
-            first.setdefault(name, (t.name, shape))
-
-
 def workspace_binaries():
     """Binary names of the workspace's function crates (package name or [[bin]] names)."""
     binaries = {}
@@ -720,25 +704,11 @@ ROLLUP_SHARED = ("COUNTER_TABLE", "COUNTER_MODE", "COUNTER_JOURNAL_TABLE", "COUN
 
 
 def check_rollup(view, where, errors):
-    """The counter journal: counter-writer's journal table has the stream and TTL the roll-up
-    reads, a roll-up runs wherever a writer journals, and both read the same settings."""
-    tables = of_type(view, "AWS::DynamoDB::Table")
+    """The counter journal: a roll-up runs wherever a writer journals, and both read the same
+    settings. (That the journal table has the stream and TTL the roll-up reads is
+    dynamo-provision's test the_counter_journal_has_a_stream_and_a_ttl.)"""
     writers = list(functions_of(view, "counter-writer"))
     rollups = list(functions_of(view, "counter-rollup"))
-    journaled = {ident(env["COUNTER_JOURNAL_TABLE"]) for _, _, env in writers + rollups
-                 if env.get("COUNTER_MODE", "journal") == "journal" and env.get("COUNTER_JOURNAL_TABLE")}
-    for table in sorted(journaled, key=str):
-        props = tables.get(table, {}).get("Properties")
-        if props is None:
-            continue  # an existing table: its settings are not in the template
-        view_type = props.get("StreamSpecification", {}).get("StreamViewType")
-        if view_type not in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES"):
-            errors.append(f"{where}: journal table {table} has no stream with new images "
-                          f"(StreamViewType {view_type}): the roll-up reads its INSERTs")
-        ttl = props.get("TimeToLiveSpecification", {})
-        if ttl.get("AttributeName") != "ttl" or ttl.get("Enabled") is not True:
-            errors.append(f"{where}: journal table {table} has no TimeToLiveSpecification on ttl "
-                          "(journal items would never expire)")
     for name, _, env in writers:
         journal = env.get("COUNTER_JOURNAL_TABLE")
         if not journal or env.get("COUNTER_MODE", "journal") != "journal":
@@ -862,7 +832,6 @@ def check(paths, docs):
             check_horizons(view, where, errors)
             check_rollup(view, where, errors)
     if not PACKAGED:
-        check_table_agreement(templates, errors)
         check_docs(templates, docs, errors)
     return errors, templates, configs
 
@@ -899,7 +868,7 @@ def main():
         print(f"template-check: {len(templates)} packaged templates: every function's code is its "
               "binary's zip, every binary packaged")
         return
-    print(f"template-check: {len(templates)} templates in {configs} configurations: tables agree, "
+    print(f"template-check: {len(templates)} templates in {configs} configurations: "
           "workspace binaries, policy parameters without wildcards, an alarm per failure path, "
           "queues against timeouts, horizons, docs names exist")
 
