@@ -565,29 +565,31 @@ def check_gap_mapping(t, errors):
 
 # ------------------------------------------------------------------ checks of one configuration
 
+def alarms_on(view, metric, dimension, target):
+    """(name, properties) of every alarm on metric whose dimension is target."""
+    for name, alarm in of_type(view, "AWS::CloudWatch::Alarm").items():
+        p = alarm["Properties"]
+        dims = {d.get("Name"): ident(d.get("Value")) for d in p.get("Dimensions", [])}
+        if p.get("MetricName") == metric and dims.get(dimension) == target:
+            yield name, p
+
+
+# The alarm on a stream or Kafka consumer falling behind: (what, namespace, metric).
+LAG = {"Kinesis": ("a stream consumer falling behind", "AWS/Lambda", "IteratorAge"),
+       "DynamoDB": ("a stream consumer falling behind", "AWS/Lambda", "IteratorAge"),
+       "Kafka": ("a Kafka consumer falling behind", "AWS/Lambda", "OffsetLag")}
+
+
 def check_alarms(config, view, where, errors):
     """An alarm for each failure path: function errors, dead letters kept (EMF `Invalid`), a
     stream or Kafka consumer falling behind, a queue's backlog, every queue of messages given
     up on (a created queue's redrive target; an existing queue's <X>RedriveArn parameter;
     failure destinations), a scheduled function not running and its own metrics."""
-    alarms = of_type(view, "AWS::CloudWatch::Alarm")
     emf = config.param("MetricsNamespace") if "MetricsNamespace" in config.t.params else None
 
-    def find(namespace, metric, dimension, target):
-        for name, alarm in alarms.items():
-            p = alarm["Properties"]
-            if p.get("Namespace") != namespace or p.get("MetricName") != metric:
-                continue
-            dims = {d.get("Name"): ident(d.get("Value")) for d in p.get("Dimensions", [])}
-            if dims.get(dimension) == target:
-                return name, p
-        return None, None
-
     def need(what, namespace, metric, dimension, target):
-        name, props = find(namespace, metric, dimension, target)
-        if name is None:
+        if not any(p.get("Namespace") == namespace for _, p in alarms_on(view, metric, dimension, target)):
             errors.append(f"{where}: no alarm on {namespace}/{metric} for {target}: {what}")
-        return props
 
     failure_queues = set()
     queues = of_type(view, "AWS::SQS::Queue")
@@ -601,13 +603,8 @@ def check_alarms(config, view, where, errors):
         if any(k.endswith("_DEAD_LETTER_TABLE") for k in env):
             need("records kept as dead letters", emf, "Invalid", "Function", name)
     for fn, kind, ev in event_sources(view):
-        if kind in ("Kinesis", "DynamoDB"):
-            need("a stream consumer falling behind", "AWS/Lambda", "IteratorAge", "FunctionName", fn)
-            dest = ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
-            if dest:
-                failure_queues.add(ident(dest))
-        elif kind == "Kafka":
-            need("a Kafka consumer falling behind", "AWS/Lambda", "OffsetLag", "FunctionName", fn)
+        if kind in LAG:
+            need(*LAG[kind], "FunctionName", fn)
             dest = ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
             if dest:
                 failure_queues.add(ident(dest))
@@ -681,17 +678,13 @@ def check_horizons(view, where, errors):
         if longest_retention > horizon:
             errors.append(f"{where}: tx-coordinator: a TX queue keeps messages {longest_retention} s, "
                           f"longer than TX_REDELIVERY_HORIZON_SECONDS {horizon}")
-    alarms = of_type(view, "AWS::CloudWatch::Alarm")
     for name, _, env in functions_of(view, "tx-sweeper"):
         stale = number(env.get("TX_STALE_AFTER_SECONDS", 900))
         gap = number(env.get("TX_REDELIVERY_GAP_SECONDS", 420))
         if stale <= gap:
             errors.append(f"{where}: tx-sweeper: TX_STALE_AFTER_SECONDS {stale} <= TX_REDELIVERY_GAP_SECONDS {gap}")
-        for alarm_name, alarm in alarms.items():
-            p = alarm["Properties"]
-            dims = {d.get("Name"): ident(d.get("Value")) for d in p.get("Dimensions", [])}
-            if p.get("MetricName") == "OldestStaleSeconds" and dims.get("Function") == name \
-                    and number(p.get("Threshold")) <= stale:
+        for alarm_name, p in alarms_on(view, "OldestStaleSeconds", "Function", name):
+            if number(p.get("Threshold")) <= stale:
                 errors.append(f"{where}: alarm {alarm_name}: threshold {p.get('Threshold')} is not above "
                               f"TX_STALE_AFTER_SECONDS {stale} (it would fire on every stale transaction)")
 
