@@ -320,8 +320,8 @@ def configurations(t, errors):
             values.setdefault(p, str(t.params[p].get("MaxValue", t.params[p].get("Default"))))
         for p in visibility_params(t):
             spec = t.params[p]
-            least = min(spec["AllowedValues"], key=number) if "AllowedValues" in spec else spec.get("MinValue")
-            values.setdefault(p, str(least if least is not None else spec.get("Default")))
+            allowed = [number(v) for v in spec.get("AllowedValues", [])]
+            values.setdefault(p, str(min(allowed) if allowed else spec.get("MinValue", spec.get("Default"))))
         for p in sw:
             values.setdefault(p, str(t.params[p].get("Default")))
         for p in required:
