@@ -5,7 +5,7 @@ scripts/check-template.sh in `make test`).
 Usage: check_guard.py TEMPLATE...
 The rules run in process through the `cfn-guard-rs` package (PyPI; CloudFormation Guard's Rust
 engine with Python bindings: `make tools` installs it), on each template as CloudFormation
-reads it (`!Ref x` is `{"Ref": "x"}`: cfn-lint's decoder). Exit status 1 with one line per violation: the
+reads it (`!Ref x` is `{"Ref": "x"}`). Exit status 1 with one line per violation: the
 template, the rule, the resource path and the rule's message.
 """
 
@@ -14,7 +14,8 @@ import os
 import re
 import sys
 
-from cfnlint.decode import cfn_yaml
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_template import load  # noqa: E402 (the YAML loader that reads CloudFormation tags)
 
 try:
     from cfn_guard_rs import run_checks
@@ -48,7 +49,7 @@ def main(paths):
         rules = f.read()
     for path in paths:
         try:
-            report = run_checks(cfn_yaml.load(path), rules)
+            report = run_checks(load(path), rules)
         except ValueError:  # cfn-guard-rs 0.3.3 cuts a long failure report short
             errors.append(f"{path}: a rule failed (its report is unreadable)")
             continue

@@ -16,7 +16,8 @@ import os
 import re
 import sys
 
-from cfnlint.decode import cfn_yaml
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_template import load  # noqa: E402 (the YAML loader that reads CloudFormation tags)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "deploy.md")
@@ -43,7 +44,7 @@ def row(name, spec, note=""):
 
 
 def tables():
-    stacks = {os.path.relpath(p, ROOT): cfn_yaml.load(p)["Parameters"]
+    stacks = {os.path.relpath(p, ROOT): load(p)["Parameters"]
               for p in sorted(glob.glob(os.path.join(ROOT, "stacks", "*.yaml")))}
     shared = {}
     for params in stacks.values():
@@ -62,7 +63,7 @@ def tables():
                       f"{len(params) - len(own)} [shared](#shared-parameters) ones.\n\n"
                       + head + "".join(row(n, s) for n, s in own.items()))
     out["template.yaml"] = head + "".join(
-        row(n, s) for n, s in cfn_yaml.load(os.path.join(ROOT, "template.yaml"))["Parameters"].items())
+        row(n, s) for n, s in load(os.path.join(ROOT, "template.yaml"))["Parameters"].items())
     return out
 
 
