@@ -126,10 +126,6 @@ def load(path):
         return yaml.load(f, Loader=CfnLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
-def rel(path):
-    return os.path.relpath(path)
-
-
 def as_list(value):
     return value if isinstance(value, list) else [value]
 
@@ -148,7 +144,7 @@ def walk(value):
 class Template:
     def __init__(self, path):
         self.path = os.path.abspath(path)
-        self.name = rel(self.path)
+        self.name = os.path.relpath(self.path)
         self.data = load(self.path)
         self.params = self.data.get("Parameters", {}) or {}
         self.resources = self.data.get("Resources", {}) or {}
@@ -756,7 +752,7 @@ def check_docs(templates, docs, errors):
     declared = set()
     for t in templates:
         declared.update(t.resources)
-    names = ", ".join(rel(d) for d in docs)
+    names = ", ".join(os.path.relpath(d) for d in docs)
     # A capitalised word ending like a resource, not an IAM action (`dynamodb:DescribeStream`).
     pattern = re.compile(r"(?<![:\w])([A-Z][A-Za-z0-9]*(?:%s))\b" % "|".join(DOC_SUFFIXES))
     for name in sorted(set(pattern.findall(text))):
@@ -779,14 +775,14 @@ def with_nested(paths, errors):
         if real in seen:
             return
         if not os.path.isfile(path):
-            errors.append(f"{rel(path)}: no such template")
+            errors.append(f"{os.path.relpath(path)}: no such template")
             return
         seen.add(real)
         t = template(path)
         out.append(t)
         for name, child in t.nested():
             if not os.path.isfile(child):
-                errors.append(f"{t.name}: nested stack {name}: Location {rel(child)} does not exist")
+                errors.append(f"{t.name}: nested stack {name}: Location {os.path.relpath(child)} does not exist")
             elif depth < 8:
                 visit(child, depth + 1)
     for p in paths:
