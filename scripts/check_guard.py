@@ -15,14 +15,14 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import check_template  # noqa: E402 (the same YAML loader as the other template checks)
+from check_template import load  # noqa: E402 (the YAML loader that reads CloudFormation tags)
 
 try:
     from cfn_guard_rs import run_checks
 except ImportError:
     sys.exit("check_guard: the cfn-guard-rs package is missing: run `make tools`")
 
-RULES = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "stacks", "rules.guard")]
+RULES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "stacks", "rules.guard")
 
 
 def failures(node, found):
@@ -45,28 +45,25 @@ def failures(node, found):
 
 def main(paths):
     errors = []
-    for rules_path in RULES:
-        with open(rules_path, encoding="utf-8") as f:
-            rules = f.read()
-        for path in paths:
-            try:
-                report = run_checks(check_template.load(path), rules)
-            except ValueError:  # cfn-guard-rs 0.3.3 cuts a long failure report short
-                errors.append(f"{check_template.rel(os.path.abspath(path))}: "
-                              f"{os.path.basename(rules_path)}: a rule failed (its report is unreadable)")
-                continue
-            for clause in report.not_compliant:
-                rule = clause.Rule.name if clause.Rule else "?"
-                found = failures(clause, set()) or {("", "failed")}
-                for where, message in sorted(found):
-                    where = f" {where}" if where else ""
-                    errors.append(f"{check_template.rel(os.path.abspath(path))}: "
-                                  f"{os.path.basename(rules_path)} {rule}{where}: {message}")
+    with open(RULES, encoding="utf-8") as f:
+        rules = f.read()
+    for path in paths:
+        try:
+            report = run_checks(load(path), rules)
+        except ValueError:  # cfn-guard-rs 0.3.3 cuts a long failure report short
+            errors.append(f"{path}: a rule failed (its report is unreadable)")
+            continue
+        for clause in report.not_compliant:
+            rule = clause.Rule.name if clause.Rule else "?"
+            found = failures(clause, set()) or {("", "failed")}
+            for where, message in sorted(found):
+                where = f" {where}" if where else ""
+                errors.append(f"{path}: rules.guard {rule}{where}: {message}")
     for e in errors:
         print(f"guard-check: {e}", file=sys.stderr)
     if errors:
         return 1
-    print(f"guard-check: {len(paths)} templates pass {len(RULES)} rule file(s)")
+    print(f"guard-check: {len(paths)} templates pass stacks/rules.guard")
     return 0
 
 

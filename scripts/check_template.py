@@ -4,7 +4,8 @@
 What one resource at a time must hold is a CloudFormation Guard rule (stacks/rules.guard,
 run by scripts/check_guard.py); what follows spans resources, templates or configurations.
 
-Usage: check_template.py [--packaged] FILE...
+Usage (from the repository root, the workspace whose functions/* the templates deploy):
+  check_template.py [--packaged] FILE...
   --packaged: the templates are `make package`'s (target/package/<stack>[.s3].yaml): only
   their functions' code is checked (each binary's zip beside the template, or in S3 at
   parameters CodeBucket and CodeKeyPrefix, and every binary packaged); the rest is the
@@ -15,6 +16,8 @@ Usage: check_template.py [--packaged] FILE...
   the parameters the parent passes; a stack only nested and without functions
   (stacks/shared/sources.yaml) is checked that way only.
   *.md: the docs (README.md, docs/*.md); default: README.md and docs/*.md.
+  DIR: check in each such directory instead (a copy of the templates and docs with the
+  workspace linked in: check-template.sh's broken copies), its lines prefixed with it.
 Exit status 1 with one line per violation.
 
 A writer stack takes existing resources as parameters or creates them (CloudFormation
@@ -24,14 +27,16 @@ AllowedValues that a Condition outside tables and IAM reads, or that the stack p
 nested stack's switch), all of its optional resources left empty (created) and all given
 (existing: the SAMPLES below). Configurations its Rules refuse are skipped. (cfn-lint's
 condition scenarios were considered instead: they enumerate every satisfiable combination of
-all Conditions and resolve neither Ref nor Fn::Sub, which these checks need.) In each, the
-resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub,
-Fn::Select, Fn::Split, Fn::Join, Fn::FindInMap) and must keep the
-guarantees docs/deploy.md lists under "What the templates guarantee" (tables agreeing between
-templates, workspace binaries and code, sizes as parameters, policy parameters without
+all Conditions and resolve neither Ref nor Fn::Sub, which these checks need.) Each gives
+every function its longest timeout and every created queue its shortest visibility timeout.
+In each, the resources whose Condition holds are resolved (Ref, Fn::If, Fn::Sub, Fn::Select,
+Fn::Split, Fn::Join, Fn::FindInMap) and must keep the guarantees docs/deploy.md lists under
+"What the templates guarantee" (workspace binaries and code, policy parameters without
 wildcards, an alarm per failure path, created queues' visibility against timeouts, the counter
-journal's stream, TTL and roll-up, the transaction horizons, the docs' names and runbook
-entries); each check function states its own.
+journal's roll-up, the transaction horizons, the docs' names and runbook entries); each check
+function states its own. (A table declared by two templates with one shape, and the journal
+table's stream and TTL, are dynamo-provision's: its template_tables refuses a table declared
+again otherwise, and its tests read template.yaml.)
 """
 
 import glob
@@ -44,8 +49,6 @@ import zipfile
 
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 # Names the docs may use that are not resources of a template.
 DOC_SUFFIXES = ("Table", "Role", "Alarm", "Queue", "QueueRedrive", "StreamFailures",
                 "Function", "Stream", "LogGroup")
@@ -55,8 +58,6 @@ PSEUDO = {"AWS::Region": "eu-west-1", "AWS::AccountId": "123456789012", "AWS::Pa
 # Values for the parameters that name an existing resource (or an optional setting) when a
 # configuration gives them. Each must match its parameter's AllowedPattern.
 SAMPLES = {
-    "CodeBucket": "example-artifacts",
-    "CodeKeyPrefix": "dynamodb-exactly-once/0.1.0/",
     "StreamArn@Kinesis": "arn:aws:kinesis:eu-west-1:123456789012:stream/existing-stream",
     "StreamArn@DynamoDB": "arn:aws:dynamodb:eu-west-1:123456789012:table/existing-source/stream/"
                           "2026-01-01T00:00:00.000",
@@ -93,10 +94,15 @@ SCHEDULED_ALARMS = {
                    ("the oldest open transaction's lag", "OldestStaleSeconds")],
 }
 NOVALUE = object()
+# An event source mapping's kind by the service of its EventSourceArn.
+SERVICES = {"AWS::Kinesis::Stream": "kinesis", "AWS::SQS::Queue": "sqs", "AWS::DynamoDB::Table": "dynamodb"}
+KINDS = {"kinesis": "Kinesis", "sqs": "SQS", "dynamodb": "DynamoDB"}
 
 
-class CfnLoader(yaml.SafeLoader):
-    """YAML with CloudFormation's short tags: `!Ref X` becomes {"Ref": "X"}."""
+class CfnLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """YAML with CloudFormation's short tags: `!Ref X` becomes {"Ref": "X"}. (cfn-lint's
+    decoder, cfnlint.decode.cfn_yaml, gives the same shapes, but importing cfn-lint costs ~1 s
+    a process: 13 s of check-template.sh's 28.)"""
 
 
 def _tag(loader, suffix, node):
@@ -120,10 +126,6 @@ def load(path):
         return yaml.load(f, Loader=CfnLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
-def rel(path):
-    return os.path.relpath(path, ROOT)
-
-
 def as_list(value):
     return value if isinstance(value, list) else [value]
 
@@ -142,7 +144,7 @@ def walk(value):
 class Template:
     def __init__(self, path):
         self.path = os.path.abspath(path)
-        self.name = rel(self.path)
+        self.name = os.path.relpath(self.path)
         self.data = load(self.path)
         self.params = self.data.get("Parameters", {}) or {}
         self.resources = self.data.get("Resources", {}) or {}
@@ -150,12 +152,9 @@ class Template:
         self.mappings = self.data.get("Mappings", {}) or {}
         self.rules = self.data.get("Rules", {}) or {}
 
-    def of_type(self, kind):
-        return {k: v for k, v in self.resources.items() if v.get("Type") == kind}
-
     def nested(self):
         """(logical id, path) of the stacks nested from local files."""
-        for name, res in self.of_type("AWS::Serverless::Application").items():
+        for name, res in of_type(self.resources, "AWS::Serverless::Application").items():
             location = res.get("Properties", {}).get("Location")
             if isinstance(location, str) and not re.match(r"^(s3|https?)://", location):
                 yield name, os.path.normpath(os.path.join(os.path.dirname(self.path), location))
@@ -228,12 +227,8 @@ class Config:
                 return "${" + name[1:] + "}"
             if name in variables:
                 return str(variables[name])
-            if name in PSEUDO:
-                return PSEUDO[name]
-            if name in self.t.params:
-                value = self.param(name)
-                return ",".join(value) if isinstance(value, list) else value
-            return "{" + name + "}"
+            value = self.eval({"Fn::GetAtt": name.split(".")} if "." in name else {"Ref": name})
+            return ",".join(value) if isinstance(value, list) else str(value)
         return re.sub(r"\$\{([^}]+)\}", one, text)
 
     def eval(self, value):
@@ -321,29 +316,23 @@ def switches(t, depth=0):
     return [p for p in t.params if p in read and "AllowedValues" in t.params[p]]
 
 
-def givable(t):
-    """Parameters a configuration may leave empty or give: default "" (an existing resource or
-    an optional setting), or no default at all (always given)."""
-    return [p for p, spec in t.params.items()
-            if "AllowedValues" not in spec and spec.get("Default", None) in ("", None)]
-
-
-def sample(t, name, values):
+def sample(name, values):
+    """The value a configuration gives parameter name (None: SAMPLES has none)."""
     if name == "StreamArn":
         name += "@DynamoDB" if values.get("StreamType") == "DynamoDB" else "@Kinesis"
-    key = name
-    if key in SAMPLES:
-        return SAMPLES[key]
-    if key.endswith("TableName"):
-        return "existing-" + re.sub(r"(?<!^)(?=[A-Z])", "-", key).lower()
-    return None
+    if name.endswith("TableName"):
+        return "existing-" + re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+    return SAMPLES.get(name)
 
 
 def configurations(t, errors):
     """Every configuration of t its Rules accept (see the module's documentation)."""
-    sw, giv = switches(t), givable(t)
-    required = [p for p in giv if "Default" not in t.params[p]]
-    optional = [p for p in giv if p not in required]
+    sw = switches(t)
+    # Parameters a configuration leaves empty or gives: default "" (an existing resource or an
+    # optional setting), or no default at all (always given).
+    free = {p: spec for p, spec in t.params.items() if "AllowedValues" not in spec}
+    optional = [p for p, spec in free.items() if spec.get("Default") == ""]
+    required = [p for p, spec in free.items() if "Default" not in spec]
     combos = [dict(zip(sw, vs)) for vs in itertools.product(
         *[[str(v) for v in t.params[p]["AllowedValues"]] for p in sw])] or [{}]
     seen, out = set(), []
@@ -351,10 +340,14 @@ def configurations(t, errors):
     def add(values, label):
         for p in timeout_params(t):
             values.setdefault(p, str(t.params[p].get("MaxValue", t.params[p].get("Default"))))
+        for p in visibility_params(t):
+            spec = t.params[p]
+            allowed = [number(v) for v in spec.get("AllowedValues", [])]
+            values.setdefault(p, str(min(allowed) if allowed else spec.get("MinValue", spec.get("Default"))))
         for p in sw:
             values.setdefault(p, str(t.params[p].get("Default")))
         for p in required:
-            values.setdefault(p, sample(t, p, values))
+            values.setdefault(p, sample(p, values))
         key = tuple(sorted(values.items()))
         if key in seen:
             return
@@ -366,7 +359,7 @@ def configurations(t, errors):
     def given(base, names):
         values = dict(base)
         for p in names:
-            value = sample(t, p, values)
+            value = sample(p, values)
             if value is None:
                 errors.append(f"{t.name}: parameter {p} has no sample value: add one to SAMPLES "
                               "in scripts/check_template.py")
@@ -379,8 +372,8 @@ def configurations(t, errors):
         label = ", ".join(f"{k}={v}" for k, v in combo.items())
         add(dict(combo), f"{label}, created")
         add(given(combo, optional), f"{label}, existing")
-    for p in giv:
-        value = sample(t, p, {})
+    for p in optional + required:
+        value = sample(p, {})
         pattern = t.params[p].get("AllowedPattern")
         if value is not None and pattern:
             for v in (value.split(",") if t.params[p].get("Type") == "CommaDelimitedList" else [value]):
@@ -401,18 +394,9 @@ def ident(value):
         if value.startswith("arn:"):
             parts = value.split(":", 5)
             if len(parts) == 6:
-                if parts[2] == "sqs":
-                    return parts[5]
-                if parts[2] == "kinesis":
-                    return parts[5].split("/", 1)[-1]
-                return parts[5]
+                # A stream's name follows "stream/"; a queue's is the whole resource part.
+                return parts[5].split("/", 1)[-1] if parts[2] == "kinesis" else parts[5]
     return value
-
-
-def attribute(value):
-    if isinstance(value, str) and value.startswith("{") and "." in value:
-        return value[1:-1].split(".", 1)[1]
-    return None
 
 
 def event_sources(view):
@@ -426,30 +410,18 @@ def event_sources(view):
                 yield name, event.get("Type"), props
         elif res["Type"] == "AWS::Lambda::EventSourceMapping":
             props = dict(res["Properties"])
-            source = props.get("EventSourceArn")
-            props["Source"] = source
-            target = view.get(ident(source), {}).get("Type")
-            if target == "AWS::Kinesis::Stream":
-                kind = "Kinesis"
-            elif target == "AWS::SQS::Queue":
-                kind = "SQS"
-            elif target == "AWS::DynamoDB::Table" and attribute(source) == "StreamArn":
-                kind = "DynamoDB"
-            elif props.get("SelfManagedEventSource") or props.get("Topics"):
-                kind = "Kafka"
-            elif isinstance(source, str) and source.startswith("arn:"):
-                kind = {"kinesis": "Kinesis", "sqs": "SQS", "dynamodb": "DynamoDB"}.get(
-                    source.split(":")[2])
-            else:
-                kind = None
+            source = props["Source"] = props.get("EventSourceArn")
+            # The service of a created resource ("{Id.Arn}") or of a given ARN.
+            created = view.get(ident(source), {}).get("Type")
+            service = SERVICES.get(created)
+            if service is None and str(source).startswith("arn:"):
+                service = source.split(":")[2]
+            kind = "Kafka" if props.get("Topics") else KINDS.get(service)
             yield ident(props.get("FunctionName")), kind, props
 
 
-def of_type(view, kind):
-    return {k: v for k, v in view.items() if v["Type"] == kind}
-
-
-LAMBDA_LIMITS = {"MemorySize": (128, 10240), "Timeout": (1, 900)}
+def of_type(resources, kind):
+    return {k: v for k, v in resources.items() if v.get("Type") == kind}
 
 
 def size_param(t, value):
@@ -469,7 +441,13 @@ def timeout_bound(t, props):
 
 def timeout_params(t):
     return {size_param(t, t.function_props(fn).get("Timeout"))
-            for fn in t.of_type("AWS::Serverless::Function").values()} - {None}
+            for fn in of_type(t.resources, "AWS::Serverless::Function").values()} - {None}
+
+
+def visibility_params(t):
+    """The parameters a created queue's VisibilityTimeout refers to."""
+    return {size_param(t, q.get("Properties", {}).get("VisibilityTimeout"))
+            for q in of_type(t.resources, "AWS::SQS::Queue").values()} - {None}
 
 
 def number(value, default=0):
@@ -481,28 +459,10 @@ def number(value, default=0):
 
 # ------------------------------------------------------------------ checks on the raw template
 
-TABLE_SHAPE = ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes",
-               "TimeToLiveSpecification", "BillingMode", "StreamSpecification")
-
-
-def check_table_agreement(templates, errors):
-    """A logical id declared as a table by two templates has one shape (what
-    dynamo_provision::template_tables requires to create it locally)."""
-    first = {}
-    for t in templates:
-        for name, table in t.of_type("AWS::DynamoDB::Table").items():
-            props = table.get("Properties", {})
-            shape = {k: props.get(k) for k in TABLE_SHAPE}
-            if name in first and first[name][1] != shape:
-                errors.append(f"table {name} differs between {first[name][0]} and {t.name}: "
-                              f"{first[name][1]} vs {shape}")
-            first.setdefault(name, (t.name, shape))
-
-
 def workspace_binaries():
     """Binary names of the workspace's function crates (package name or [[bin]] names)."""
     binaries = {}
-    for manifest in sorted(glob.glob(os.path.join(ROOT, "functions", "*", "Cargo.toml"))):
+    for manifest in sorted(glob.glob("functions/*/Cargo.toml")):
         with open(manifest, "rb") as f:
             cargo = tomllib.load(f)
         package = cargo["package"]["name"]
@@ -537,46 +497,21 @@ def check_packaged_code(t, name, binary, code_uri, errors):
 
 def check_functions(t, binaries, errors):
     """Every function's BuildProperties Binary is a binary of the workspace and its CodeUri the
-    workspace (relative to the template; packaged: the binary's zip). Returns the binaries."""
-    deployed = set()
-    for name, fn in t.of_type("AWS::Serverless::Function").items():
+    workspace (relative to the template; packaged: the binary's zip)."""
+    for name, fn in of_type(t.resources, "AWS::Serverless::Function").items():
         props = t.function_props(fn)
         meta = fn.get("Metadata", {})
         binary = meta.get("BuildProperties", {}).get("Binary")
         if binary not in binaries:
             errors.append(f"{t.name}: function {name}: BuildProperties Binary {binary!r} is not a binary of functions/*")
-        deployed.add(binary)
         code_uri = props.get("CodeUri")
         workspace = os.path.join(os.path.dirname(t.path), str(code_uri))
         if PACKAGED:
             check_packaged_code(t, name, binary, code_uri, errors)
-        elif not isinstance(code_uri, str) or os.path.realpath(workspace) != os.path.realpath(ROOT) \
+        elif not isinstance(code_uri, str) or os.path.realpath(workspace) != os.getcwd() \
                 or not os.path.isfile(os.path.join(workspace, "Cargo.toml")):
             errors.append(f"{t.name}: function {name}: CodeUri {code_uri!r} is not the cargo "
                           "workspace (relative to the template)")
-    return deployed
-
-
-def check_function_sizes(t, errors):
-    """MemorySize and Timeout of every function are parameters a deployment can set, within
-    Lambda's limits."""
-    for name, fn in t.of_type("AWS::Serverless::Function").items():
-        props = t.function_props(fn)
-        for key, (low, high) in LAMBDA_LIMITS.items():
-            p = size_param(t, props.get(key))
-            if p is None:
-                errors.append(f"{t.name}: function {name}: {key} is not a parameter "
-                              f"({props.get(key)!r})")
-                continue
-            # (cfn-lint refuses a Default outside MinValue-MaxValue.)
-            spec = t.params[p]
-            lo, hi = (number(spec.get(k), None) for k in ("MinValue", "MaxValue"))
-            if spec.get("Type") != "Number" or None in (lo, hi) or "Default" not in spec:
-                errors.append(f"{t.name}: parameter {p} ({key} of {name}) needs Type Number, "
-                              "Default, MinValue and MaxValue")
-            elif not low <= lo <= hi <= high:
-                errors.append(f"{t.name}: parameter {p} ({key} of {name}): {lo}-{hi} is not "
-                              f"within Lambda's {low}-{high}")
 
 
 def policy_documents(resources):
@@ -621,36 +556,20 @@ def check_policy_parameters(t, errors):
             if any("*" in str(v) for v in spec["AllowedValues"]):
                 errors.append(f"{t.name}: parameter {p} allows a wildcard into a policy")
             continue
-        probe = (sample(t, p, {}) or "name").split(",")[0]
+        probe = (sample(p, {}) or "name").split(",")[0]
         probes = ["*", probe[:-1] + "*", probe + "*"]
         if not pattern or any(re.fullmatch(pattern, x) for x in probes):
             errors.append(f"{t.name}: parameter {p} names a policy's resource and its "
                           "AllowedPattern lets a wildcard in")
 
 
-def check_queue_visibility(t, errors):
-    """A created queue's visibility timeout set by a parameter is >= 6 x the functions'
-    timeout for every value the parameter allows (each configuration checks its own value)."""
-    longest = max((timeout_bound(t, t.function_props(fn))
-                   for fn in t.of_type("AWS::Serverless::Function").values()), default=3)
-    for name, q in t.of_type("AWS::SQS::Queue").items():
-        visibility = q.get("Properties", {}).get("VisibilityTimeout")
-        if isinstance(visibility, dict) and "Ref" in visibility:
-            spec = t.params.get(visibility["Ref"], {})
-            allowed = [number(v) for v in spec.get("AllowedValues", [])]
-            least = min(allowed) if allowed else number(spec.get("MinValue"), 0)
-            if least < 6 * longest:
-                errors.append(f"{t.name}: queue {name}: VisibilityTimeout can be {least} < 6 x the "
-                              f"function timeout {longest}")
-
-
 def check_gap_mapping(t, errors):
     """A TX_REDELIVERY_GAP_SECONDS read from a mapping keyed by the queue's visibility timeout
     is that timeout + the coordinator's timeout, for every entry."""
-    coordinator = [t.function_props(fn) for fn in t.of_type("AWS::Serverless::Function").values()
+    coordinator = [t.function_props(fn) for fn in of_type(t.resources, "AWS::Serverless::Function").values()
                    if fn.get("Metadata", {}).get("BuildProperties", {}).get("Binary") == "tx-coordinator"]
     timeout = timeout_bound(t, coordinator[0]) if coordinator else None
-    for fn in t.of_type("AWS::Serverless::Function").values():
+    for fn in of_type(t.resources, "AWS::Serverless::Function").values():
         env = t.function_props(fn).get("Environment", {}).get("Variables", {})
         gap = env.get("TX_REDELIVERY_GAP_SECONDS")
         if isinstance(gap, dict) and "Fn::FindInMap" in gap:
@@ -668,29 +587,31 @@ def check_gap_mapping(t, errors):
 
 # ------------------------------------------------------------------ checks of one configuration
 
+def alarms_on(view, metric, dimension, target):
+    """(name, properties) of every alarm on metric whose dimension is target."""
+    for name, alarm in of_type(view, "AWS::CloudWatch::Alarm").items():
+        p = alarm["Properties"]
+        dims = {d.get("Name"): ident(d.get("Value")) for d in p.get("Dimensions", [])}
+        if p.get("MetricName") == metric and dims.get(dimension) == target:
+            yield name, p
+
+
+# The alarm on a stream or Kafka consumer falling behind: (what, namespace, metric).
+LAG = {"Kinesis": ("a stream consumer falling behind", "AWS/Lambda", "IteratorAge"),
+       "DynamoDB": ("a stream consumer falling behind", "AWS/Lambda", "IteratorAge"),
+       "Kafka": ("a Kafka consumer falling behind", "AWS/Lambda", "OffsetLag")}
+
+
 def check_alarms(config, view, where, errors):
     """An alarm for each failure path: function errors, dead letters kept (EMF `Invalid`), a
     stream or Kafka consumer falling behind, a queue's backlog, every queue of messages given
     up on (a created queue's redrive target; an existing queue's <X>RedriveArn parameter;
     failure destinations), a scheduled function not running and its own metrics."""
-    alarms = of_type(view, "AWS::CloudWatch::Alarm")
     emf = config.param("MetricsNamespace") if "MetricsNamespace" in config.t.params else None
 
-    def find(namespace, metric, dimension, target):
-        for name, alarm in alarms.items():
-            p = alarm["Properties"]
-            if p.get("Namespace") != namespace or p.get("MetricName") != metric:
-                continue
-            dims = {d.get("Name"): ident(d.get("Value")) for d in p.get("Dimensions", [])}
-            if dims.get(dimension) == target:
-                return name, p
-        return None, None
-
     def need(what, namespace, metric, dimension, target):
-        name, props = find(namespace, metric, dimension, target)
-        if name is None:
+        if not any(p.get("Namespace") == namespace for _, p in alarms_on(view, metric, dimension, target)):
             errors.append(f"{where}: no alarm on {namespace}/{metric} for {target}: {what}")
-        return props
 
     failure_queues = set()
     queues = of_type(view, "AWS::SQS::Queue")
@@ -704,13 +625,8 @@ def check_alarms(config, view, where, errors):
         if any(k.endswith("_DEAD_LETTER_TABLE") for k in env):
             need("records kept as dead letters", emf, "Invalid", "Function", name)
     for fn, kind, ev in event_sources(view):
-        if kind in ("Kinesis", "DynamoDB"):
-            need("a stream consumer falling behind", "AWS/Lambda", "IteratorAge", "FunctionName", fn)
-            dest = ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
-            if dest:
-                failure_queues.add(ident(dest))
-        elif kind == "Kafka":
-            need("a Kafka consumer falling behind", "AWS/Lambda", "OffsetLag", "FunctionName", fn)
+        if kind in LAG:
+            need(*LAG[kind], "FunctionName", fn)
             dest = ev.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
             if dest:
                 failure_queues.add(ident(dest))
@@ -742,7 +658,8 @@ def check_alarms(config, view, where, errors):
 
 def check_sources(view, where, errors):
     """A created queue holds a message longer than 6 x its function's timeout (the sources'
-    own settings are guard rules)."""
+    own settings are guard rules); the configurations give each function its longest timeout
+    and each created queue its shortest visibility timeout."""
     queues = of_type(view, "AWS::SQS::Queue")
     functions = of_type(view, "AWS::Serverless::Function")
     for fn, kind, ev in event_sources(view):
@@ -764,10 +681,11 @@ def check_horizons(view, where, errors):
     """The transaction protocol's time relations (issue 8), where both sides are known: the
     idempotency horizon covers every redelivery (created queues' retention, redrive included),
     the sweeper's stale threshold exceeds the gap between two deliveries, and its lag alarm
-    sits above that threshold."""
+    sits above that threshold. (That the gap covers the visibility timeout + the coordinator's
+    timeout is check_gap_mapping's, for every visibility timeout allowed.)"""
     queues = of_type(view, "AWS::SQS::Queue")
-    longest_gap, longest_retention = 0, 0
-    for name, props, env in functions_of(view, "tx-coordinator"):
+    longest_retention = 0
+    for name, _, env in functions_of(view, "tx-coordinator"):
         retain = number(env.get("TX_RETAIN_SECONDS", 1296000))
         horizon = number(env.get("TX_REDELIVERY_HORIZON_SECONDS", 1209600))
         if retain < horizon:
@@ -779,24 +697,16 @@ def check_horizons(view, where, errors):
             redrive = ident(q.get("RedrivePolicy", {}).get("deadLetterTargetArn"))
             for queue in [q, queues.get(redrive, {}).get("Properties", {})]:
                 longest_retention = max(longest_retention, number(queue.get("MessageRetentionPeriod", 345600)))
-            longest_gap = max(longest_gap, number(q.get("VisibilityTimeout", 30)) + number(props.get("Timeout", 3)))
         if longest_retention > horizon:
             errors.append(f"{where}: tx-coordinator: a TX queue keeps messages {longest_retention} s, "
                           f"longer than TX_REDELIVERY_HORIZON_SECONDS {horizon}")
-    alarms = of_type(view, "AWS::CloudWatch::Alarm")
     for name, _, env in functions_of(view, "tx-sweeper"):
         stale = number(env.get("TX_STALE_AFTER_SECONDS", 900))
         gap = number(env.get("TX_REDELIVERY_GAP_SECONDS", 420))
         if stale <= gap:
             errors.append(f"{where}: tx-sweeper: TX_STALE_AFTER_SECONDS {stale} <= TX_REDELIVERY_GAP_SECONDS {gap}")
-        if gap < longest_gap:
-            errors.append(f"{where}: tx-sweeper: TX_REDELIVERY_GAP_SECONDS {gap} < the TX queue's visibility "
-                          f"timeout + the coordinator's timeout ({longest_gap} s)")
-        for alarm_name, alarm in alarms.items():
-            p = alarm["Properties"]
-            dims = {d.get("Name"): ident(d.get("Value")) for d in p.get("Dimensions", [])}
-            if p.get("MetricName") == "OldestStaleSeconds" and dims.get("Function") == name \
-                    and number(p.get("Threshold")) <= stale:
+        for alarm_name, p in alarms_on(view, "OldestStaleSeconds", "Function", name):
+            if number(p.get("Threshold")) <= stale:
                 errors.append(f"{where}: alarm {alarm_name}: threshold {p.get('Threshold')} is not above "
                               f"TX_STALE_AFTER_SECONDS {stale} (it would fire on every stale transaction)")
 
@@ -809,25 +719,11 @@ ROLLUP_SHARED = ("COUNTER_TABLE", "COUNTER_MODE", "COUNTER_JOURNAL_TABLE", "COUN
 
 
 def check_rollup(view, where, errors):
-    """The counter journal: counter-writer's journal table has the stream and TTL the roll-up
-    reads, a roll-up runs wherever a writer journals, and both read the same settings."""
-    tables = of_type(view, "AWS::DynamoDB::Table")
+    """The counter journal: a roll-up runs wherever a writer journals, and both read the same
+    settings. (That the journal table has the stream and TTL the roll-up reads is
+    dynamo-provision's test the_counter_journal_has_a_stream_and_a_ttl.)"""
     writers = list(functions_of(view, "counter-writer"))
     rollups = list(functions_of(view, "counter-rollup"))
-    journaled = {ident(env["COUNTER_JOURNAL_TABLE"]) for _, _, env in writers + rollups
-                 if env.get("COUNTER_MODE", "journal") == "journal" and env.get("COUNTER_JOURNAL_TABLE")}
-    for table in sorted(journaled, key=str):
-        props = tables.get(table, {}).get("Properties")
-        if props is None:
-            continue  # an existing table: its settings are not in the template
-        view_type = props.get("StreamSpecification", {}).get("StreamViewType")
-        if view_type not in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES"):
-            errors.append(f"{where}: journal table {table} has no stream with new images "
-                          f"(StreamViewType {view_type}): the roll-up reads its INSERTs")
-        ttl = props.get("TimeToLiveSpecification", {})
-        if ttl.get("AttributeName") != "ttl" or ttl.get("Enabled") is not True:
-            errors.append(f"{where}: journal table {table} has no TimeToLiveSpecification on ttl "
-                          "(journal items would never expire)")
     for name, _, env in writers:
         journal = env.get("COUNTER_JOURNAL_TABLE")
         if not journal or env.get("COUNTER_MODE", "journal") != "journal":
@@ -856,14 +752,14 @@ def check_docs(templates, docs, errors):
     declared = set()
     for t in templates:
         declared.update(t.resources)
-    names = ", ".join(rel(d) for d in docs)
+    names = ", ".join(os.path.relpath(d) for d in docs)
     # A capitalised word ending like a resource, not an IAM action (`dynamodb:DescribeStream`).
     pattern = re.compile(r"(?<![:\w])([A-Z][A-Za-z0-9]*(?:%s))\b" % "|".join(DOC_SUFFIXES))
     for name in sorted(set(pattern.findall(text))):
         if name not in declared and name not in DOC_SUFFIXES:
             errors.append(f"the docs ({names}) name {name}, which no template declares")
     for t in templates:
-        for name in sorted(t.of_type("AWS::CloudWatch::Alarm")):
+        for name in sorted(of_type(t.resources, "AWS::CloudWatch::Alarm")):
             if f"`{name}`" not in text:
                 errors.append(f"{t.name}: alarm {name} has no runbook entry in the docs ({names})")
 
@@ -871,79 +767,76 @@ def check_docs(templates, docs, errors):
 # ------------------------------------------------------------------ main
 
 def with_nested(paths, errors):
-    """The templates, each followed by the stacks it nests from local files (once each), and
-    the all-in-one entry."""
-    out, seen = [], {}
+    """The templates, each followed by the stacks it nests from local files (once each)."""
+    out, seen = [], set()
 
     def visit(path, depth):
         real = os.path.realpath(path)
         if real in seen:
             return
         if not os.path.isfile(path):
-            errors.append(f"{rel(path)}: no such template")
+            errors.append(f"{os.path.relpath(path)}: no such template")
             return
+        seen.add(real)
         t = template(path)
-        seen[real] = t
         out.append(t)
         for name, child in t.nested():
             if not os.path.isfile(child):
-                errors.append(f"{t.name}: nested stack {name}: Location {rel(child)} does not exist")
+                errors.append(f"{t.name}: nested stack {name}: Location {os.path.relpath(child)} does not exist")
             elif depth < 8:
                 visit(child, depth + 1)
     for p in paths:
         visit(p, 0)
-    # The all-in-one entry: a template that nests stacks with functions (the demo), with all
-    # it nests; without one, every template.
-    by_path = {os.path.realpath(t.path): t for t in out}
-    roots = [t for t in out if any(by_path.get(os.path.realpath(c)) is not None and
-                                   by_path[os.path.realpath(c)].of_type("AWS::Serverless::Function")
-                                   for _, c in t.nested())]
-    entry, todo = set(), list(roots)
-    while todo:
-        t = todo.pop()
-        if os.path.realpath(t.path) not in entry:
-            entry.add(os.path.realpath(t.path))
-            todo.extend(by_path[os.path.realpath(c)] for _, c in t.nested() if os.path.realpath(c) in by_path)
-    entry = [t for t in out if os.path.realpath(t.path) in entry] or out
-    return out, entry
+    return out
+
+
+def deploys(t, depth=0):
+    """The binaries run by t's functions and by those of the stacks it nests."""
+    binaries = {fn.get("Metadata", {}).get("BuildProperties", {}).get("Binary")
+                for fn in of_type(t.resources, "AWS::Serverless::Function").values()}
+    for _, child in t.nested():
+        if os.path.isfile(child) and depth < 8:
+            binaries |= deploys(template(child), depth + 1)
+    return binaries
+
+
+def check_deployed(templates, binaries, errors):
+    """The all-in-one entry (a template nesting stacks with functions: the demo) deploys every
+    binary of the workspace; without one, the templates together do."""
+    entries = [t for t in templates if any(os.path.isfile(c) and of_type(
+        template(c).resources, "AWS::Serverless::Function") for _, c in t.nested())]
+    if entries:
+        deployed_by = {t.name: deploys(t) for t in entries}
+    else:
+        deployed_by = {", ".join(t.name for t in templates): set().union(*map(deploys, templates))}
+    for names, deployed in deployed_by.items():
+        for binary, package in binaries.items():
+            if binary not in deployed:
+                errors.append(f"workspace binary {binary} (functions/{package}) is deployed by none of {names}")
 
 
 PACKAGED = False
 
 
-def main():
-    global PACKAGED
-    args = sys.argv[1:]
-    if "--packaged" in args:
-        PACKAGED = True
-        args.remove("--packaged")
-    paths = [a for a in args if a.endswith((".yaml", ".yml"))] or [os.path.join(ROOT, "template.yaml")]
-    docs = [a for a in args if a.endswith(".md")] or \
-        [os.path.join(ROOT, "README.md")] + sorted(
-            d for d in glob.glob(os.path.join(ROOT, "docs", "*.md"))
-            if os.path.basename(d) != "history.md")  # the lab notes name earlier versions' resources
-    unknown = [a for a in args if not a.endswith((".yaml", ".yml", ".md"))]
-    if unknown:
-        sys.exit(f"usage: check_template.py [TEMPLATE.yaml ...] [DOC.md ...] (not {unknown})")
+def check(paths, docs):
+    """The violations of the templates at paths (with the stacks they nest) and of the docs, in
+    the workspace the current directory is; the templates and the configurations checked."""
+    _TEMPLATES.clear()
     errors = []
-    templates, entry = with_nested(paths, errors)
+    templates = with_nested(paths, errors)
     binaries = workspace_binaries()
-    deployed = set()
+    check_deployed(templates, binaries, errors)
     configs = 0
     given = {os.path.realpath(p) for p in paths}
     for t in templates:
-        functions = check_functions(t, binaries, errors)
-        if t in entry:
-            deployed |= functions
+        check_functions(t, binaries, errors)
         if PACKAGED:
             continue
-        if os.path.realpath(t.path) not in given and not t.of_type("AWS::Serverless::Function"):
+        if os.path.realpath(t.path) not in given and not of_type(t.resources, "AWS::Serverless::Function"):
             # A stack only nested (stacks/shared): checked in its parents' configurations,
             # under the parameters they pass (theirs carry the AllowedPatterns).
             continue
         check_policy_parameters(t, errors)
-        check_function_sizes(t, errors)
-        check_queue_visibility(t, errors)
         check_gap_mapping(t, errors)
         for config in configurations(t, errors):
             configs += 1
@@ -953,29 +846,46 @@ def main():
             check_sources(view, where, errors)
             check_horizons(view, where, errors)
             check_rollup(view, where, errors)
-    for binary, package in binaries.items():
-        if binary not in deployed:
-            errors.append(f"workspace binary {binary} (functions/{package}) is deployed by none of "
-                          f"{', '.join(t.name for t in entry)}")
     if not PACKAGED:
-        check_table_agreement(templates, errors)
         check_docs(templates, docs, errors)
-    # One line per violation, with the first configuration that shows it.
-    shown = set()
-    for e in errors:
-        key = re.sub(r" \[[^\]]*\]", "", e)
-        if key not in shown:
-            shown.add(key)
-            print(f"template-check: {e}", file=sys.stderr)
-    if errors:
+    return errors, templates, configs
+
+
+def main():
+    global PACKAGED
+    args = sys.argv[1:]
+    if "--packaged" in args:
+        PACKAGED = True
+        args.remove("--packaged")
+    dirs = [a for a in args if os.path.isdir(a)]
+    paths = [a for a in args if a.endswith((".yaml", ".yml"))] or ["template.yaml"]
+    docs = [a for a in args if a.endswith(".md")] or ["README.md"] + sorted(
+        d for d in glob.glob("docs/*.md")
+        if os.path.basename(d) != "history.md")  # the lab notes name earlier versions' resources
+    unknown = [a for a in args if a not in dirs and not a.endswith((".yaml", ".yml", ".md"))]
+    if unknown:
+        sys.exit(f"usage: check_template.py [--packaged] [DIR ...] [TEMPLATE.yaml ...] [DOC.md ...] (not {unknown})")
+    here, failed = os.getcwd(), False
+    for d in dirs or [""]:
+        os.chdir(os.path.join(here, d))
+        errors, templates, configs = check(paths, docs)
+        failed = failed or bool(errors)
+        # One line per violation, with the first configuration that shows it.
+        shown = set()
+        for e in errors:
+            key = re.sub(r" \[[^\]]*\]", "", e)
+            if key not in shown:
+                shown.add(key)
+                print(f"template-check: {d + ': ' if d else ''}{e}", file=sys.stderr)
+    if failed:
         sys.exit(1)
     if PACKAGED:
         print(f"template-check: {len(templates)} packaged templates: every function's code is its "
               "binary's zip, every binary packaged")
         return
-    print(f"template-check: {len(templates)} templates in {configs} configurations: tables agree, "
-          "workspace binaries, sizes as parameters, policy parameters without wildcards, an "
-          "alarm per failure path, horizons, docs names exist")
+    print(f"template-check: {len(templates)} templates in {configs} configurations: "
+          "workspace binaries, policy parameters without wildcards, an alarm per failure path, "
+          "queues against timeouts, horizons, docs names exist")
 
 
 if __name__ == "__main__":

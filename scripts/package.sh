@@ -35,13 +35,10 @@ start=$(date +%s)
 cargo lambda build --release --arm64 "${packages[@]}" "$@"
 echo "package: built $count functions for arm64 in $(($(date +%s) - start)) s"
 
+# (A missing binary: package_templates.py names it.)
 for dir in functions/*/; do
   binary=target/lambda/$(basename "$dir")/bootstrap
-  if [ ! -f "$binary" ]; then
-    echo "package: $binary is missing" >&2
-    exit 1
-  fi
-  if ! file "$binary" | grep -q 'ARM aarch64'; then
+  if [ -f "$binary" ] && ! file "$binary" | grep -q 'ARM aarch64'; then
     echo "package: $binary is not an aarch64 binary: $(file -b "$binary")" >&2
     exit 1
   fi
