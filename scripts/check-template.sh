@@ -147,7 +147,6 @@ must_fail "a function not built by cargo-lambda" guard "BuildMethod is not rust-
   stacks/document.yaml 's/BuildMethod: rust-cargolambda/BuildMethod: makefile/'
 must_fail "a function with a runtime of its own" guard "its own Runtime" stacks/transactions.yaml \
   's/^      Role: !GetAtt TxSweeperRole.Arn$/      Role: !GetAtt TxSweeperRole.Arn\n      Runtime: provided.al2/'
-must_fail "an x86_64 writer stack" guard "Architectures is not [arm64]" stacks/counter.yaml '0,/      - arm64/s//      - x86_64/'
 must_fail "an unencrypted stream" guard "no StreamEncryption with KMS" stacks/shared/sources.yaml \
   '0,/        EncryptionType: KMS/s//        EncryptionType: NONE/'
 must_fail "an alarm notifying always" guard "not the optional AlarmTopicArn" stacks/transactions.yaml \
