@@ -2,7 +2,8 @@
 (directly or through other siblings), and prints the circle.
 
 `use` statements (nested trees included) and inline paths starting with `crate::`, `self::`
-or `super::` count, and a name a module re-exports (`pub use inner::Name`) leads on to the
+or `super::` count, as do `use` paths starting with a child module's name (2018 paths: `pub
+use child::Name`), and a name a module re-exports (`pub use inner::Name`) leads on to the
 module defining it; an edge between a module and its own ancestor or descendant (a parent
 re-exporting its child, a child using its parent's types) does not count; test code
 (everything after a file's first `#[cfg(test)]`, and the files `tests.rs` / `*_tests.rs`) is
